@@ -1,0 +1,291 @@
+// Command mcpbench measures what mcp-mux adds to a tools/call: it runs a
+// go-sdk MCP server and mcp-mux as separate processes, calls the server
+// directly and through the mux in the same run, and reports latency (p50,
+// p99), throughput and each process's CPU time per call.
+//
+//	go run ./bench/mcpbench [-duration 5s] [-sessions 1,16]
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/config"
+	"github.com/mcp-mux/mcp-mux/internal/mcptest"
+	"github.com/mcp-mux/mcp-mux/proxy"
+)
+
+func main() {
+	role := flag.String("role", "", "internal: upstream or mux")
+	upstreamURL := flag.String("upstream", "", "internal: upstream URL for -role mux")
+	duration := flag.Duration("duration", 5*time.Second, "measuring time per run")
+	warmup := flag.Duration("warmup", time.Second, "warm-up time per run")
+	sessions := flag.String("sessions", "1,16", "comma-separated concurrent session counts")
+	flag.Parse()
+	switch *role {
+	case "upstream":
+		serveChild(mcpHandler(mcptest.NewServer("bench")))
+		return
+	case "mux":
+		serveMux(*upstreamURL)
+		return
+	}
+	if err := bench(*duration, *warmup, *sessions); err != nil {
+		fmt.Fprintln(os.Stderr, "mcpbench:", err)
+		os.Exit(1)
+	}
+}
+
+func mcpHandler(s *mcp.Server) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	return mux
+}
+
+// serveChild listens on a free loopback port, prints the address, and serves
+// until stdin closes or a signal arrives.
+func serveChild(h http.Handler) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Println(ln.Addr().String())
+	go func() { _ = http.Serve(ln, h) }()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	go func() { _, _ = io.Copy(io.Discard, os.Stdin); stop() }()
+	<-ctx.Done()
+}
+
+func serveMux(up string) {
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`{"mcpServers": {"bench": {"type": "http", "url": %q}}}`, up)),
+		config.LoadOptions{Filename: "bench.json"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	srv := proxy.New(proxy.Options{})
+	if err := srv.Apply(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	_ = srv.WaitDiscovery(ctx)
+	cancel()
+	serveChild(srv.Handler())
+	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Close(ctx)
+}
+
+type child struct {
+	cmd   *exec.Cmd
+	addr  string
+	stdin io.WriteCloser
+}
+
+func startChild(args ...string) (*child, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		_ = cmd.Process.Kill()
+		return nil, fmt.Errorf("child did not report its address: %w", err)
+	}
+	return &child{cmd: cmd, addr: strings.TrimSpace(line), stdin: stdin}, nil
+}
+
+func (c *child) stop() {
+	_ = c.stdin.Close()
+	done := make(chan struct{})
+	go func() { _ = c.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// cpuTime returns the user+system CPU time a process has used so far.
+func cpuTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	const hz = 100 // USER_HZ on Linux
+	return time.Duration(ut+st) * time.Second / hz
+}
+
+type result struct {
+	calls    int
+	errors   int
+	p50, p99 time.Duration
+	rate     float64
+	cpu      map[string]time.Duration // per call, by process
+}
+
+// run drives n sessions against url for d after a warm-up, measuring the
+// CPU of the given processes over the measured window.
+func run(url, name string, n int, warm, d time.Duration, procs map[string]int) (result, error) {
+	client := mcp.NewClient(&mcp.Implementation{Name: "mcpbench", Version: "1"}, nil)
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * n, MaxIdleConns: 4 * n}}
+	css := make([]*mcp.ClientSession, n)
+	for i := range css {
+		cs, err := client.Connect(context.Background(),
+			&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, DisableStandaloneSSE: true},
+			&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		if err != nil {
+			return result{}, err
+		}
+		css[i] = cs
+	}
+	defer func() {
+		for _, cs := range css {
+			_ = cs.Close()
+		}
+	}()
+	params := &mcp.CallToolParams{Name: "", Arguments: map[string]any{"text": "hello from mcpbench"}}
+	var (
+		mu        sync.Mutex
+		latencies []time.Duration
+		errs      int
+	)
+	loop := func(cs *mcp.ClientSession, name string, until time.Time, record bool) {
+		p := *params
+		p.Name = name
+		var local []time.Duration
+		e := 0
+		for time.Now().Before(until) {
+			t0 := time.Now()
+			_, err := cs.CallTool(context.Background(), &p)
+			if err != nil {
+				e++
+				continue
+			}
+			if record {
+				local = append(local, time.Since(t0))
+			}
+		}
+		mu.Lock()
+		latencies = append(latencies, local...)
+		errs += e
+		mu.Unlock()
+	}
+	var wg sync.WaitGroup
+	until := time.Now().Add(warm)
+	for _, cs := range css {
+		wg.Go(func() { loop(cs, name, until, false) })
+	}
+	wg.Wait()
+	before := map[string]time.Duration{}
+	for k, pid := range procs {
+		before[k] = cpuTime(pid)
+	}
+	start := time.Now()
+	until = start.Add(d)
+	for _, cs := range css {
+		wg.Go(func() { loop(cs, name, until, true) })
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	r := result{calls: len(latencies), errors: errs, cpu: map[string]time.Duration{}}
+	if r.calls == 0 {
+		return r, fmt.Errorf("no successful calls (%d errors)", errs)
+	}
+	slices.Sort(latencies)
+	r.p50 = latencies[len(latencies)/2]
+	r.p99 = latencies[len(latencies)*99/100]
+	r.rate = float64(r.calls) / elapsed.Seconds()
+	for k, pid := range procs {
+		r.cpu[k] = (cpuTime(pid) - before[k]) / time.Duration(r.calls)
+	}
+	return r, nil
+}
+
+func bench(d, warm time.Duration, sessionList string) error {
+	up, err := startChild("-role", "upstream")
+	if err != nil {
+		return err
+	}
+	defer up.stop()
+	upURL := "http://" + up.addr + "/mcp"
+	mx, err := startChild("-role", "mux", "-upstream", upURL)
+	if err != nil {
+		return err
+	}
+	defer mx.stop()
+	muxURL := "http://" + mx.addr + "/mcp"
+
+	fmt.Printf("mcpbench: echo tool, %s per run after %s warm-up, GOMAXPROCS=%s, %d CPUs\n",
+		d, warm, os.Getenv("GOMAXPROCS"), numCPU())
+	fmt.Printf("%-9s %-8s %9s %9s %10s %8s %14s %14s\n", "sessions", "path", "p50", "p99", "calls/s", "errors", "upstream cpu/call", "mux cpu/call")
+	for _, s := range strings.Split(sessionList, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return fmt.Errorf("bad session count %q", s)
+		}
+		procs := map[string]int{"upstream": up.cmd.Process.Pid, "mux": mx.cmd.Process.Pid}
+		direct, err := run(upURL, "echo", n, warm, d, procs)
+		if err != nil {
+			return fmt.Errorf("direct run: %w", err)
+		}
+		proxied, err := run(muxURL, "bench_echo", n, warm, d, procs)
+		if err != nil {
+			return fmt.Errorf("proxied run: %w", err)
+		}
+		for _, row := range []struct {
+			name string
+			r    result
+		}{{"direct", direct}, {"mux", proxied}} {
+			fmt.Printf("%-9d %-8s %9s %9s %10.0f %8d %14s %14s\n", n, row.name,
+				row.r.p50.Round(time.Microsecond), row.r.p99.Round(time.Microsecond), row.r.rate, row.r.errors,
+				row.r.cpu["upstream"].Round(100*time.Nanosecond), row.r.cpu["mux"].Round(100*time.Nanosecond))
+		}
+		fmt.Printf("ratios at %d session(s): p50 %.2fx direct, throughput %.2fx direct, mux cpu/call %.2fx upstream cpu/call\n",
+			n, float64(proxied.p50)/float64(direct.p50), proxied.rate/direct.rate,
+			float64(proxied.cpu["mux"])/float64(proxied.cpu["upstream"]))
+	}
+	return nil
+}
+
+func numCPU() int {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	return strings.Count(string(b), "processor\t:")
+}

@@ -1,0 +1,53 @@
+// Command mcp-mux runs the mcp-mux MCP proxy.
+//
+//	mcp-mux serve [--config PATH] [--listen ADDR] [--data-dir DIR] [--log-format json|text] [--log-level LEVEL]
+//	mcp-mux validate --config PATH
+//	mcp-mux version
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv)
+	stop()
+	os.Exit(code)
+}
+
+const usage = `usage:
+  mcp-mux serve [--config PATH] [--listen ADDR] [--data-dir DIR] [--log-format json|text] [--log-level LEVEL]
+  mcp-mux validate --config PATH
+  mcp-mux version
+`
+
+// run dispatches a subcommand and returns the process exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(string) (string, bool)) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		return serve(ctx, args[1:], stdout, stderr, env)
+	case "validate":
+		return validate(args[1:], stdout, stderr, env)
+	case "version", "--version", "-v":
+		fmt.Fprintln(stdout, "mcp-mux", version)
+		return 0
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "mcp-mux: unknown command %q\n%s", args[0], usage)
+	return 2
+}

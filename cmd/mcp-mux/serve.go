@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/mcp-mux/mcp-mux/config"
+	"github.com/mcp-mux/mcp-mux/proxy"
+)
+
+const (
+	defaultListen = "127.0.0.1:8931"
+	defaultConfig = "extensions_config.json"
+	drainTimeout  = 20 * time.Second
+)
+
+type serveFlags struct {
+	config, listen, dataDir, logFormat, logLevel string
+	configGiven                                  bool
+}
+
+func parseServe(args []string, stderr io.Writer, env func(string) (string, bool)) (*serveFlags, error) {
+	f := &serveFlags{}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.config, "config", "", "config file (env MCP_MUX_CONFIG; default ./"+defaultConfig+")")
+	fs.StringVar(&f.listen, "listen", "", "listen address (env MCP_MUX_LISTEN; default "+defaultListen+")")
+	fs.StringVar(&f.dataDir, "data-dir", "", "directory for the embedded store (env MCP_MUX_DATA_DIR)")
+	fs.StringVar(&f.logFormat, "log-format", "json", "log format: json or text")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	f.configGiven = f.config != ""
+	if !f.configGiven {
+		if v, ok := env("MCP_MUX_CONFIG"); ok && v != "" {
+			f.config, f.configGiven = v, true
+		} else {
+			f.config = defaultConfig
+		}
+	}
+	if f.listen == "" {
+		f.listen = defaultListen
+		if v, ok := env("MCP_MUX_LISTEN"); ok && v != "" {
+			f.listen = v
+		}
+	}
+	if f.dataDir == "" {
+		if v, ok := env("MCP_MUX_DATA_DIR"); ok {
+			f.dataDir = v
+		}
+	}
+	if f.logFormat != "json" && f.logFormat != "text" {
+		return nil, fmt.Errorf("--log-format must be json or text, not %q", f.logFormat)
+	}
+	if hclog.LevelFromString(f.logLevel) == hclog.NoLevel {
+		return nil, fmt.Errorf("--log-level %q is not a level (trace, debug, info, warn, error)", f.logLevel)
+	}
+	return f, nil
+}
+
+func serve(ctx context.Context, args []string, _, stderr io.Writer, env func(string) (string, bool)) int {
+	f, err := parseServe(args, stderr, env)
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stderr, "mcp-mux serve:", err)
+		}
+		return 2
+	}
+	log := hclog.New(&hclog.LoggerOptions{
+		Name:       "mcp-mux",
+		Level:      hclog.LevelFromString(f.logLevel),
+		JSONFormat: f.logFormat == "json",
+		Output:     stderr,
+	})
+	cfg, err := loadConfig(f, env)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	if cfg == nil {
+		log.Warn("no config file; starting with no servers", "path", f.config)
+		cfg = &config.Config{}
+	}
+	reportConfig(log, cfg)
+
+	srv := proxy.New(proxy.Options{Logger: log, Version: version})
+	if err := srv.Apply(cfg); err != nil {
+		log.Error("applying config", "err", err)
+		return 1
+	}
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		log.Error("listening", "addr", f.listen, "err", err)
+		return 1
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	log.Info("serving", "addr", ln.Addr().String(), "endpoint", "http://"+ln.Addr().String()+"/mcp", "servers", len(cfg.Servers))
+
+	select {
+	case err := <-errc:
+		log.Error("server stopped", "err", err)
+		return 1
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+	defer cancel()
+	// SSE streams never finish on their own: close sessions while draining.
+	go func() { _ = hs.Shutdown(sctx) }()
+	_ = srv.Close(sctx)
+	_ = hs.Close()
+	log.Info("stopped")
+	return 0
+}
+
+// loadConfig returns nil, nil when the default config file does not exist.
+func loadConfig(f *serveFlags, env func(string) (string, bool)) (*config.Config, error) {
+	cfg, err := config.Load(f.config, config.LoadOptions{LookupEnv: env})
+	if errors.Is(err, fs.ErrNotExist) && !f.configGiven {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+func reportConfig(log hclog.Logger, cfg *config.Config) {
+	for _, w := range cfg.Warnings {
+		log.Warn("config: " + w.Error())
+	}
+	for _, se := range cfg.Invalid {
+		msgs := make([]string, len(se.Problems))
+		for i, p := range se.Problems {
+			msgs[i] = p.Error()
+		}
+		log.Warn("skipping invalid server", "server", se.Name, "problems", strings.Join(msgs, "; "))
+	}
+}

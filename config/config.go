@@ -1,0 +1,209 @@
+// Package config loads and validates the mcp-mux config file: DeerFlow's
+// extensions_config.json (which must load unchanged) plus the mux-specific
+// top-level blocks guardrails, tool_search, mcp_tasks, store, inbound and
+// admin.
+//
+// Loading is pure: it reads nothing but the file and the environment lookup
+// it is given, logs nothing and returns warnings as data. Every string value
+// in the document goes through DeerFlow's whole-string $VAR expansion before
+// validation. A server that fails validation is reported in Config.Invalid and
+// skipped; it never takes the other servers down. Problems in the mux blocks
+// fail the whole load. No error or warning ever contains a configured value
+// that may be a secret; credential values are held as secret.Value.
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Config is a validated config file.
+type Config struct {
+	// Path is the file the config was read from (LoadOptions.Filename for Parse).
+	Path string
+	// Servers are the valid servers, enabled or not, in file order.
+	Servers []*Server
+	// Invalid are the servers that failed validation, in file order. They are
+	// reported and skipped, never fatal.
+	Invalid []ServerError
+	// Warnings are non-fatal notes about the file.
+	Warnings []Problem
+	// Interceptors are the mcpInterceptors names; a single string is
+	// normalized to a one-element list.
+	Interceptors []string
+	Guardrails   Guardrails
+	ToolSearch   ToolSearch
+	// Tasks is the "mcp_tasks" block.
+	Tasks   Tasks
+	Store   Store
+	Inbound Inbound
+	Admin   Admin
+	// Extra holds the unknown top-level keys (DeerFlow's "middlewares",
+	// "skills", …) verbatim, as written before $VAR expansion.
+	Extra map[string]json.RawMessage
+}
+
+// Server returns the valid server with the given name, or nil.
+func (c *Config) Server(name string) *Server {
+	for _, s := range c.Servers {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// LoadOptions configures Load and Parse.
+type LoadOptions struct {
+	// Filename names the input in messages and selects the format: ".yaml"
+	// and ".yml" are YAML, anything else is JSON. Load defaults it to the path.
+	Filename string
+	// LookupEnv resolves $VAR references; nil means os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+}
+
+// Load reads and parses the config file at path. See Parse for the errors.
+func Load(path string, opts LoadOptions) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	if opts.Filename == "" {
+		opts.Filename = path
+	}
+	return Parse(data, opts)
+}
+
+// Parse parses and validates a config file's contents.
+//
+// It returns a *SyntaxError for malformed JSON or YAML. Problems in the
+// top-level blocks (mcpServers not an object, guardrails, tool_search,
+// mcp_tasks, store, inbound, admin) are returned as errors.Join of Problem
+// values (see Problems); the Config is then still returned, so that a
+// validator can report server problems too, but it must not be served.
+// Invalid servers alone are not an error: they are listed in Config.Invalid.
+func Parse(data []byte, opts LoadOptions) (*Config, error) {
+	lookup := opts.LookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	data = trimBOM(data)
+	var (
+		root *node
+		dups []dupKey
+		err  error
+	)
+	switch strings.ToLower(filepath.Ext(opts.Filename)) {
+	case ".yaml", ".yml":
+		root, dups, err = decodeYAML(data, opts.Filename)
+	default:
+		root, dups, err = decodeJSON(data, opts.Filename)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if root.kind != kindObject {
+		return nil, errors.Join(Problem{Message: "the config file must contain an object at the top level"})
+	}
+	expand(root, lookup)
+
+	cfg := &Config{Path: opts.Filename}
+	for _, d := range dups {
+		cfg.Warnings = append(cfg.Warnings, duplicateWarning(d))
+	}
+	var problems []Problem
+	problems = append(problems, cfg.parseServers(root.get("mcpServers"))...)
+	cfg.parseInterceptors(root.get("mcpInterceptors"))
+	problems = append(problems, cfg.parseMuxBlocks(root)...)
+	for i, k := range root.keys {
+		if knownTopLevel(k) {
+			continue
+		}
+		if cfg.Extra == nil {
+			cfg.Extra = map[string]json.RawMessage{}
+		}
+		cfg.Extra[k] = rawJSON(root.vals[i])
+	}
+	if len(problems) > 0 {
+		errs := make([]error, len(problems))
+		for i, p := range problems {
+			errs[i] = p
+		}
+		return cfg, errors.Join(errs...)
+	}
+	return cfg, nil
+}
+
+func trimBOM(data []byte) []byte {
+	if len(data) >= 3 && data[0] == 0xef && data[1] == 0xbb && data[2] == 0xbf {
+		return data[3:]
+	}
+	return data
+}
+
+func knownTopLevel(key string) bool {
+	switch key {
+	case "mcpServers", "mcpInterceptors", "guardrails", "tool_search", "mcp_tasks", "store", "inbound", "admin":
+		return true
+	}
+	return false
+}
+
+func duplicateWarning(d dupKey) Problem {
+	if len(d.path) == 2 && d.path[0] == "mcpServers" {
+		return Problem{Server: d.path[1], Message: "server is defined more than once; the last definition is used"}
+	}
+	p := Problem{Field: strings.Join(d.path, "."), Message: "duplicate key; the last value is used"}
+	if len(d.path) > 2 && d.path[0] == "mcpServers" {
+		p.Server, p.Field = d.path[1], strings.Join(d.path[2:], ".")
+	}
+	return p
+}
+
+// parseServers validates every server in file order and returns the fatal
+// problems (only when mcpServers itself is malformed).
+func (c *Config) parseServers(n *node) []Problem {
+	if n == nil || n.kind == kindNull {
+		return nil
+	}
+	if n.kind != kindObject {
+		return []Problem{{Field: "mcpServers", Message: "must be an object mapping server names to server settings"}}
+	}
+	for i, name := range n.keys {
+		s, res := parseServer(name, n.vals[i])
+		c.Warnings = append(c.Warnings, res.warnings...)
+		if len(res.problems) > 0 {
+			c.Invalid = append(c.Invalid, ServerError{Name: name, Problems: res.problems})
+			continue
+		}
+		c.Servers = append(c.Servers, s)
+	}
+	return nil
+}
+
+// parseInterceptors follows DeerFlow: a list of strings, or one string; any
+// other shape is skipped with a warning.
+func (c *Config) parseInterceptors(n *node) {
+	if n == nil || n.kind == kindNull {
+		return
+	}
+	switch n.kind {
+	case kindString:
+		c.Interceptors = []string{n.value}
+	case kindArray:
+		c.Interceptors = []string{}
+		for i, item := range n.items {
+			if item.kind != kindString {
+				c.Warnings = append(c.Warnings, Problem{Field: fmt.Sprintf("mcpInterceptors[%d]", i), Message: "must be a string; skipping"})
+				continue
+			}
+			c.Interceptors = append(c.Interceptors, item.value)
+		}
+	default:
+		c.Warnings = append(c.Warnings, Problem{Field: "mcpInterceptors", Message: "mcpInterceptors must be a list of strings, got " + kindName(n.kind) + "; skipping"})
+	}
+}

@@ -1,0 +1,235 @@
+package config
+
+import (
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/mcp-mux/mcp-mux/headers"
+	"github.com/mcp-mux/mcp-mux/secret"
+)
+
+// Guardrails is the "guardrails" block: allow/deny lists evaluated on visible
+// tool names (DeerFlow's AllowlistProvider).
+type Guardrails struct {
+	Enabled bool // default true
+	// FailClosed denies a call when evaluation fails (default true).
+	FailClosed bool
+	// AllowedTools: nil allows every tool; an empty non-nil list allows none.
+	AllowedTools []string
+	// DeniedTools always wins over AllowedTools.
+	DeniedTools []string
+}
+
+// ToolSearch is the "tool_search" block: deferred tool schemas.
+type ToolSearch struct {
+	Enabled bool
+	// AutoPromoteTopK is how many routing-keyword matches a query promotes
+	// (default 3, clamped to 1..5).
+	AutoPromoteTopK int
+}
+
+// Tasks is the "mcp_tasks" block: durable background tasks.
+type Tasks struct {
+	Enabled                     bool
+	PollInterval                time.Duration // default 5s, 1..300s
+	Lease                       time.Duration // default 120s, 5..3600s
+	MaxConcurrentPolls          int           // default 8, 1..64
+	MaxPollBackoff              time.Duration // default 300s, 1..3600s
+	InputRequiredPollInterval   time.Duration // default 60s, 5..3600s
+	TrackingDegradedAfterErrors int           // default 3, 1..100
+	MaxResultBytes              int           // default 65536, 1024..10485760
+	ResultPreviewMaxChars       int           // default 2000, 64..100000
+}
+
+// Store is the "store" block. An empty RedisURL selects the embedded
+// single-node store.
+type Store struct {
+	RedisURL  secret.Value
+	KeyPrefix string // default "mcp-mux:"
+}
+
+// Inbound is the "inbound" block: how downstream requests are authenticated
+// and where the caller's context is carried.
+type Inbound struct {
+	Auth InboundAuth
+	// SecretsHeader carries the secrets for headers_from_context (default "X-Mux-Secrets").
+	SecretsHeader string
+	// ThreadHeader carries the thread id (default "X-Mux-Thread-Id").
+	ThreadHeader string
+	// UserHeader carries the user id in trusted_header mode (default "X-Mux-User").
+	UserHeader string
+	// AllowedHosts and AllowedOrigins extend the DNS-rebinding checks.
+	AllowedHosts, AllowedOrigins []string
+}
+
+// Inbound auth modes.
+const (
+	AuthNone          = "none"
+	AuthTrustedHeader = "trusted_header"
+	AuthAPIKeys       = "api_keys"
+	AuthJWT           = "jwt"
+)
+
+// InboundAuth is "inbound.auth".
+type InboundAuth struct {
+	// Mode is AuthNone (default), AuthTrustedHeader, AuthAPIKeys or AuthJWT.
+	Mode string
+	// Keys maps a user id to its API key (api_keys mode).
+	Keys map[string]secret.Value
+	// JWKSURL, Issuer and Audience verify bearer JWTs (jwt mode).
+	JWKSURL, Issuer, Audience string
+	// UserClaim names the claim holding the user id (default "sub").
+	UserClaim string
+}
+
+// Admin is the "admin" block. An empty Token disables the admin API.
+type Admin struct {
+	Token secret.Value
+}
+
+// defaultBlocks returns the mux blocks' defaults.
+func defaultBlocks() (Guardrails, ToolSearch, Tasks, Store, Inbound) {
+	return Guardrails{Enabled: true, FailClosed: true},
+		ToolSearch{AutoPromoteTopK: 3},
+		Tasks{
+			PollInterval:                5 * time.Second,
+			Lease:                       120 * time.Second,
+			MaxConcurrentPolls:          8,
+			MaxPollBackoff:              300 * time.Second,
+			InputRequiredPollInterval:   60 * time.Second,
+			TrackingDegradedAfterErrors: 3,
+			MaxResultBytes:              65536,
+			ResultPreviewMaxChars:       2000,
+		},
+		Store{KeyPrefix: "mcp-mux:"},
+		Inbound{
+			Auth:          InboundAuth{Mode: AuthNone, UserClaim: "sub"},
+			SecretsHeader: "X-Mux-Secrets",
+			ThreadHeader:  "X-Mux-Thread-Id",
+			UserHeader:    "X-Mux-User",
+		}
+}
+
+// parseMuxBlocks fills the mux-specific blocks. They are strict: unknown keys
+// and type errors are returned as problems that fail the load.
+func (c *Config) parseMuxBlocks(root *node) []Problem {
+	f := &findings{}
+	c.Guardrails, c.ToolSearch, c.Tasks, c.Store, c.Inbound = defaultBlocks()
+
+	if o := objectAt(root.get("guardrails"), "guardrails", f); o != nil {
+		g := &c.Guardrails
+		g.Enabled = o.boolean("enabled", g.Enabled)
+		g.FailClosed = o.boolean("fail_closed", g.FailClosed)
+		g.AllowedTools = o.strList("allowed_tools")
+		g.DeniedTools = o.strList("denied_tools")
+		o.rejectUnknown()
+	}
+
+	if o := objectAt(root.get("tool_search"), "tool_search", f); o != nil {
+		t := &c.ToolSearch
+		t.Enabled = o.boolean("enabled", false)
+		if v, lit, ok := o.integer("auto_promote_top_k"); ok {
+			t.AutoPromoteTopK = int(min(max(v, 1), 5))
+			if v < 1 || v > 5 {
+				f.warn(o.field("auto_promote_top_k"), "auto_promote_top_k %s is outside 1..5; clamping to %d", lit, t.AutoPromoteTopK)
+			}
+		}
+		o.rejectUnknown()
+	}
+
+	if o := objectAt(root.get("mcp_tasks"), "mcp_tasks", f); o != nil {
+		t := &c.Tasks
+		t.Enabled = o.boolean("enabled", false)
+		t.PollInterval = o.secondsInRange("poll_interval_seconds", t.PollInterval, 1, 300)
+		t.Lease = o.secondsInRange("lease_seconds", t.Lease, 5, 3600)
+		t.MaxConcurrentPolls = o.intInRange("max_concurrent_polls", t.MaxConcurrentPolls, 1, 64)
+		t.MaxPollBackoff = o.secondsInRange("max_poll_backoff_seconds", t.MaxPollBackoff, 1, 3600)
+		t.InputRequiredPollInterval = o.secondsInRange("input_required_poll_interval_seconds", t.InputRequiredPollInterval, 5, 3600)
+		t.TrackingDegradedAfterErrors = o.intInRange("tracking_degraded_after_errors", t.TrackingDegradedAfterErrors, 1, 100)
+		t.MaxResultBytes = o.intInRange("max_result_bytes", t.MaxResultBytes, 1024, 10485760)
+		t.ResultPreviewMaxChars = o.intInRange("result_preview_max_chars", t.ResultPreviewMaxChars, 64, 100000)
+		o.rejectUnknown()
+	}
+
+	if o := objectAt(root.get("store"), "store", f); o != nil {
+		s := &c.Store
+		s.RedisURL = o.secret("redis_url")
+		s.KeyPrefix = o.str("key_prefix", s.KeyPrefix)
+		if !s.RedisURL.IsZero() {
+			u, err := url.Parse(s.RedisURL.Reveal())
+			if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix") {
+				// Never echo the URL: it usually carries a password.
+				f.problem("store.redis_url", "must be a redis://, rediss:// or unix:// URL")
+			}
+		}
+		o.rejectUnknown()
+	}
+
+	if o := objectAt(root.get("inbound"), "inbound", f); o != nil {
+		c.parseInbound(o, f)
+	}
+
+	if o := objectAt(root.get("admin"), "admin", f); o != nil {
+		c.Admin.Token = o.secret("token")
+		o.rejectUnknown()
+	}
+	c.Warnings = append(c.Warnings, f.warnings...)
+	return f.problems
+}
+
+func (c *Config) parseInbound(o *object, f *findings) {
+	in := &c.Inbound
+	for _, h := range []struct {
+		key string
+		dst *string
+	}{{"secrets_header", &in.SecretsHeader}, {"thread_header", &in.ThreadHeader}, {"user_header", &in.UserHeader}} {
+		if !o.has(h.key) {
+			o.take(h.key)
+			continue
+		}
+		*h.dst = o.str(h.key, *h.dst)
+		if err := headers.CheckName(*h.dst); err != nil {
+			f.problem(o.field(h.key), "%v", err)
+		}
+	}
+	in.AllowedHosts = o.strList("allowed_hosts")
+	in.AllowedOrigins = o.strList("allowed_origins")
+
+	if a := objectAt(o.take("auth"), o.field("auth"), f); a != nil {
+		auth := &in.Auth
+		auth.Mode = a.oneOf("mode", AuthNone, AuthNone, AuthTrustedHeader, AuthAPIKeys, AuthJWT)
+		if entries, ok := a.strMap("keys"); ok {
+			auth.Keys = secretMap(entries)
+			for _, e := range entries {
+				if auth.Mode == AuthAPIKeys && e.value == "" {
+					// An empty key must never authenticate anyone.
+					f.problem(join(a.field("keys"), e.key), "API key must not be empty (is its environment variable set?)")
+				}
+			}
+		}
+		auth.JWKSURL = a.str("jwks_url", "")
+		auth.Issuer = a.str("issuer", "")
+		auth.Audience = a.str("audience", "")
+		auth.UserClaim = a.str("user_claim", auth.UserClaim)
+		switch auth.Mode {
+		case AuthAPIKeys:
+			if len(auth.Keys) == 0 {
+				f.problem(a.field("keys"), "api_keys mode requires at least one key")
+			}
+		case AuthJWT:
+			if auth.JWKSURL == "" {
+				f.problem(a.field("jwks_url"), "jwt mode requires jwks_url")
+			} else {
+				checkHTTPURL(auth.JWKSURL, a.field("jwks_url"), f)
+			}
+			for _, k := range []struct{ key, val string }{{"issuer", auth.Issuer}, {"audience", auth.Audience}, {"user_claim", auth.UserClaim}} {
+				if strings.TrimSpace(k.val) == "" {
+					f.problem(a.field(k.key), "jwt mode requires %s", k.key)
+				}
+			}
+		}
+		a.rejectUnknown()
+	}
+	o.rejectUnknown()
+}

@@ -1,0 +1,142 @@
+package config
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestMuxBlocks(t *testing.T) {
+	cfg := mustLoad(t, `{
+	  "guardrails": {"enabled": false, "fail_closed": false, "allowed_tools": ["a_x"], "denied_tools": ["a_y"]},
+	  "tool_search": {"enabled": true, "auto_promote_top_k": 5},
+	  "mcp_tasks": {"enabled": true, "poll_interval_seconds": 2.5, "lease_seconds": 60, "max_concurrent_polls": 4,
+	                "max_poll_backoff_seconds": 100, "input_required_poll_interval_seconds": 30,
+	                "tracking_degraded_after_errors": 5, "max_result_bytes": 2048, "result_preview_max_chars": 100},
+	  "store": {"redis_url": "$REDIS_URL", "key_prefix": "mux:"},
+	  "inbound": {"auth": {"mode": "api_keys", "keys": {"alice": "$KEY_ALICE"}},
+	              "secrets_header": "X-S", "thread_header": "X-T", "user_header": "X-U",
+	              "allowed_hosts": ["mux.local"], "allowed_origins": ["https://app"]},
+	  "admin": {"token": "$ADMIN"}
+	}`, map[string]string{"REDIS_URL": "redis://:pw@localhost:6379/0", "KEY_ALICE": "k-a", "ADMIN": "adm"})
+
+	if want := (Guardrails{AllowedTools: []string{"a_x"}, DeniedTools: []string{"a_y"}}); !reflect.DeepEqual(cfg.Guardrails, want) {
+		t.Errorf("guardrails = %+v", cfg.Guardrails)
+	}
+	if want := (ToolSearch{Enabled: true, AutoPromoteTopK: 5}); cfg.ToolSearch != want {
+		t.Errorf("tool_search = %+v", cfg.ToolSearch)
+	}
+	want := Tasks{Enabled: true, PollInterval: 2500 * time.Millisecond, Lease: time.Minute, MaxConcurrentPolls: 4,
+		MaxPollBackoff: 100 * time.Second, InputRequiredPollInterval: 30 * time.Second,
+		TrackingDegradedAfterErrors: 5, MaxResultBytes: 2048, ResultPreviewMaxChars: 100}
+	if cfg.Tasks != want {
+		t.Errorf("mcp_tasks = %+v", cfg.Tasks)
+	}
+	if cfg.Store.RedisURL.Reveal() != "redis://:pw@localhost:6379/0" || cfg.Store.KeyPrefix != "mux:" {
+		t.Errorf("store = %+v", cfg.Store)
+	}
+	in := cfg.Inbound
+	if in.Auth.Mode != AuthAPIKeys || in.Auth.Keys["alice"].Reveal() != "k-a" || in.Auth.UserClaim != "sub" ||
+		in.SecretsHeader != "X-S" || in.ThreadHeader != "X-T" || in.UserHeader != "X-U" ||
+		!reflect.DeepEqual(in.AllowedHosts, []string{"mux.local"}) || !reflect.DeepEqual(in.AllowedOrigins, []string{"https://app"}) {
+		t.Errorf("inbound = %+v", in)
+	}
+	if cfg.Admin.Token.Reveal() != "adm" {
+		t.Error("admin token not expanded")
+	}
+	if len(cfg.Warnings) != 0 || len(cfg.Extra) != 0 {
+		t.Errorf("warnings %v extra %v", cfg.Warnings, cfg.Extra)
+	}
+}
+
+func TestMuxBlockDefaultsPartial(t *testing.T) {
+	cfg := mustLoad(t, `{"guardrails": {"denied_tools": ["x"]}, "mcp_tasks": {"enabled": true}, "inbound": {}, "store": null}`, nil)
+	if !cfg.Guardrails.Enabled || !cfg.Guardrails.FailClosed || cfg.Guardrails.AllowedTools != nil {
+		t.Errorf("guardrails = %+v", cfg.Guardrails)
+	}
+	if cfg.Tasks.PollInterval != 5*time.Second || cfg.Tasks.ResultPreviewMaxChars != 2000 || !cfg.Tasks.Enabled {
+		t.Errorf("tasks = %+v", cfg.Tasks)
+	}
+	if cfg.Inbound.SecretsHeader != "X-Mux-Secrets" || cfg.Inbound.Auth.Mode != AuthNone || cfg.Store.KeyPrefix != "mcp-mux:" {
+		t.Errorf("inbound %+v store %+v", cfg.Inbound, cfg.Store)
+	}
+	cfg = mustLoad(t, `{"guardrails": {"allowed_tools": []}}`, nil)
+	if cfg.Guardrails.AllowedTools == nil || len(cfg.Guardrails.AllowedTools) != 0 {
+		t.Errorf("an empty allowlist must stay non-nil: %#v", cfg.Guardrails.AllowedTools)
+	}
+}
+
+func TestToolSearchClamp(t *testing.T) {
+	for value, want := range map[string]int{"0": 1, "-4": 1, "9": 5, "1": 1} {
+		cfg := mustLoad(t, `{"tool_search": {"auto_promote_top_k": `+value+`}}`, nil)
+		if cfg.ToolSearch.AutoPromoteTopK != want {
+			t.Errorf("%s: top_k = %d, want %d", value, cfg.ToolSearch.AutoPromoteTopK, want)
+		}
+		if clamped := value != "1"; clamped != (len(cfg.Warnings) == 1) {
+			t.Errorf("%s: warnings = %v", value, cfg.Warnings)
+		} else if clamped && cfg.Warnings[0].Field != "tool_search.auto_promote_top_k" {
+			t.Errorf("%s: warning = %+v", value, cfg.Warnings[0])
+		}
+	}
+}
+
+func TestMuxBlockProblems(t *testing.T) {
+	tests := []struct {
+		content string
+		want    []string
+	}{
+		{`{"guardrails": {"enabled": true, "allow": ["x"]}}`, []string{"guardrails.allow: unknown key"}},
+		{`{"guardrails": {"enabled": "yes", "denied_tools": "x"}}`, []string{
+			"guardrails.enabled: must be a boolean, not a string", "guardrails.denied_tools: must be a list of strings, not a string"}},
+		{`{"guardrails": []}`, []string{"guardrails: must be an object"}},
+		{`{"tool_search": {"auto_promote_top_k": 2.5}}`, []string{"tool_search.auto_promote_top_k: must be a whole number"}},
+		{`{"mcp_tasks": {"poll_interval_seconds": 0, "max_result_bytes": 10, "lease": 5}}`, []string{
+			"mcp_tasks.poll_interval_seconds: must be between 1 and 300 seconds",
+			"mcp_tasks.max_result_bytes: must be between 1024 and 10485760",
+			"mcp_tasks.lease: unknown key"}},
+		{`{"store": {"redis_url": "http://localhost"}}`, []string{"store.redis_url: must be a redis://, rediss:// or unix:// URL"}},
+		{`{"inbound": {"auth": {"mode": "api_keys"}}}`, []string{"inbound.auth.keys: api_keys mode requires at least one key"}},
+		{`{"inbound": {"auth": {"mode": "api_keys", "keys": {"alice": "$UNSET"}}}}`, []string{
+			"inbound.auth.keys.alice: API key must not be empty (is its environment variable set?)"}},
+		{`{"inbound": {"auth": {"mode": "jwt", "user_claim": ""}}}`, []string{
+			"inbound.auth.jwks_url: jwt mode requires jwks_url", "inbound.auth.issuer: jwt mode requires issuer",
+			"inbound.auth.audience: jwt mode requires audience", "inbound.auth.user_claim: jwt mode requires user_claim"}},
+		{`{"inbound": {"auth": {"mode": "jwt", "jwks_url": "file:///k", "issuer": "i", "audience": "a"}}}`, []string{
+			"inbound.auth.jwks_url: must be an absolute http or https URL"}},
+		{`{"inbound": {"auth": {"mode": "oauth"}}}`, []string{"inbound.auth.mode: must be one of 'none', 'trusted_header', 'api_keys' or 'jwt'"}},
+		{`{"inbound": {"secrets_header": "", "thread_header": "X Thread", "extra": 1}}`, []string{
+			"inbound.secrets_header: header name must not be empty",
+			"inbound.thread_header: header name contains a character that is not allowed in an HTTP header name",
+			"inbound.extra: unknown key"}},
+		{`{"admin": {"token": 5, "user": "x"}}`, []string{"admin.token: must be a string, not a number", "admin.user: unknown key"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.content, func(t *testing.T) {
+			cfg, err := load(t, "c.json", tt.content, nil)
+			if err == nil {
+				t.Fatal("want an error")
+			}
+			if cfg == nil {
+				t.Fatal("the config should still be returned with problems")
+			}
+			var got []string
+			for _, p := range Problems(err) {
+				got = append(got, p.Error())
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("problems = %q\nwant %q", got, tt.want)
+			}
+			if len(strings.Split(err.Error(), "\n")) != len(tt.want) {
+				t.Errorf("error text = %q", err)
+			}
+		})
+	}
+}
+
+func TestMuxProblemsDoNotHideServerProblems(t *testing.T) {
+	cfg, err := load(t, "c.json", `{"mcpServers": {"ok": {"command": "x"}, "bad": {}}, "guardrails": {"x": 1}}`, nil)
+	if err == nil || cfg == nil || len(cfg.Invalid) != 1 || len(cfg.Servers) != 1 {
+		t.Fatalf("err %v cfg %+v", err, cfg)
+	}
+}

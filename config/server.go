@@ -1,0 +1,596 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/mcp-mux/mcp-mux/headers"
+	"github.com/mcp-mux/mcp-mux/secret"
+)
+
+// Transport types.
+const (
+	TypeStdio = "stdio"
+	TypeHTTP  = "http" // Streamable HTTP
+	TypeSSE   = "sse"  // legacy HTTP+SSE
+)
+
+// Session scopes: which downstream callers share one upstream session.
+const (
+	ScopeThread = "thread" // one session per (server, user, thread); the default
+	ScopeUser   = "user"   // one session per (server, user)
+	ScopeShared = "shared" // one session per server
+)
+
+// Routing modes.
+const (
+	RoutingOff    = "off"
+	RoutingPrefer = "prefer"
+)
+
+// On-missing policies of user_auth and headers_from_context.
+const (
+	OnMissingDeny        = "deny"
+	OnMissingPassthrough = "passthrough"
+)
+
+// DefaultSessionInitTimeout bounds discovery and session start-up when a
+// server does not set session_init_timeout (DeerFlow's default).
+const DefaultSessionInitTimeout = 60 * time.Second
+
+// Server is one valid mcpServers entry after $VAR expansion and defaults.
+type Server struct {
+	// Name is the mcpServers key.
+	Name    string
+	Enabled bool
+	// Type is TypeStdio, TypeHTTP or TypeSSE ("transport" is an alias).
+	Type string
+
+	// stdio
+	Command string
+	Args    []string
+	Env     map[string]secret.Value
+
+	// http, sse. Header names keep their original spellings.
+	URL     string
+	Headers map[string]secret.Value
+
+	OAuth              *OAuth
+	UserAuth           *UserAuth
+	HeadersFromContext *HeadersFromContext
+
+	Description string
+	// Routing is the server's effective routing (default mode "off", priority 0).
+	Routing Routing
+	// Tools holds per-tool overrides keyed by the raw upstream tool name.
+	Tools map[string]ToolOverride
+	// ToolNamePrefix makes visible tool names "<server>_<tool>" (default true).
+	ToolNamePrefix bool
+	// SessionInitTimeout bounds discovery and session start-up; 0 means no
+	// limit (null in the file). Default DefaultSessionInitTimeout.
+	SessionInitTimeout time.Duration
+	// ToolCallTimeout bounds one tool call; 0 (the default, null) means no limit.
+	ToolCallTimeout time.Duration
+	TaskToolsets    []TaskToolset
+	// SessionScope is ScopeThread (default), ScopeUser or ScopeShared.
+	SessionScope string
+
+	// Extra holds unknown server keys (e.g. DeerFlow's "cwd") verbatim, as
+	// written before $VAR expansion.
+	Extra map[string]json.RawMessage
+	// Raw is the server's object as written in the file, before $VAR
+	// expansion (compact JSON, keys in file order), for round-tripping.
+	Raw json.RawMessage
+}
+
+// Routing is routing metadata for a server or tool: hints that steer an agent
+// towards the tool when a request mentions one of the keywords.
+type Routing struct {
+	// Mode is RoutingOff or RoutingPrefer.
+	Mode string
+	// Priority orders hints, 0..100.
+	Priority int
+	Keywords []string
+}
+
+// ToolOverride is one entry of a server's "tools" map.
+type ToolOverride struct {
+	// Routing holds the explicitly set routing fields, or nil.
+	Routing *RoutingOverride
+	// Extra holds the entry's other keys verbatim.
+	Extra map[string]json.RawMessage
+}
+
+// RoutingOverride holds only the routing fields a tool override sets.
+type RoutingOverride struct {
+	Mode     *string
+	Priority *int
+	Keywords []string
+	// KeywordsSet reports whether keywords was given (possibly empty).
+	KeywordsSet bool
+}
+
+// ToolRouting returns the effective routing of the raw tool name: the
+// server's routing updated with the explicitly set fields of the tool's
+// override. A tool override that sets only keywords inherits mode "off".
+func (s *Server) ToolRouting(raw string) Routing {
+	r := s.Routing
+	r.Keywords = slices.Clone(r.Keywords)
+	ov, ok := s.Tools[raw]
+	if !ok || ov.Routing == nil {
+		return r
+	}
+	if ov.Routing.Mode != nil {
+		r.Mode = *ov.Routing.Mode
+	}
+	if ov.Routing.Priority != nil {
+		r.Priority = *ov.Routing.Priority
+	}
+	if ov.Routing.KeywordsSet {
+		r.Keywords = slices.Clone(ov.Routing.Keywords)
+	}
+	return r
+}
+
+// TaskToolset names the submit/status/cancel tools (raw names) of one
+// durable-task contract.
+type TaskToolset struct {
+	Name, SubmitTool, StatusTool, CancelTool string
+}
+
+// OAuth is a server's "oauth" block (DeerFlow semantics, plus auth_style).
+type OAuth struct {
+	Enabled bool
+	// TokenURL may be empty: it is then discovered from the server.
+	TokenURL string
+	// GrantType is "client_credentials" (default) or "refresh_token".
+	GrantType        string
+	ClientID         string
+	ClientSecret     secret.Value
+	RefreshToken     secret.Value
+	Scope, Audience  string
+	TokenField       string // default "access_token"
+	TokenTypeField   string // default "token_type"
+	ExpiresInField   string // default "expires_in"
+	DefaultTokenType string // default "Bearer"
+	// RefreshSkew refreshes a token this long before it expires (default 60s).
+	RefreshSkew      time.Duration
+	ExtraTokenParams map[string]secret.Value
+	// AuthStyle is how client credentials are sent: "auto" (default),
+	// "basic" (HTTP Basic) or "post" (form body).
+	AuthStyle string
+	// Extra holds unknown keys verbatim.
+	Extra map[string]json.RawMessage
+}
+
+// UserAuth is a server's "user_auth" block: a credential per
+// caller, sent in one header.
+type UserAuth struct {
+	Enabled bool
+	// Header is the header the credential is sent in (default "Authorization").
+	Header string
+	// Users maps a user id to the full header value.
+	Users map[string]secret.Value
+	// OnMissing is OnMissingDeny (default) or OnMissingPassthrough.
+	OnMissing string
+	Extra     map[string]json.RawMessage
+	// Ignored is set on stdio servers, where the block has no effect.
+	Ignored bool
+}
+
+// HeadersFromContext is a server's "headers_from_context" block: headers
+// filled per request from the inbound secrets carrier.
+type HeadersFromContext struct {
+	Enabled bool
+	// Headers maps an HTTP header name to a key of the inbound secrets.
+	Headers map[string]string
+	// OnMissing is OnMissingDeny (default) or OnMissingPassthrough.
+	OnMissing string
+	Extra     map[string]json.RawMessage
+	// Ignored is set on stdio servers, where the block has no effect.
+	Ignored bool
+}
+
+// isToolNameSafe reports whether name only uses the characters the catalog
+// accepts in visible tool names ([A-Za-z0-9_-]).
+func isToolNameSafe(name string) bool {
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+type serverResult struct {
+	problems, warnings []Problem
+}
+
+// parseServer validates one mcpServers entry. The server is invalid when
+// res.problems is non-empty.
+func parseServer(name string, n *node) (*Server, serverResult) {
+	f := &findings{server: name}
+	res := func() serverResult { return serverResult{f.problems, f.warnings} }
+	if name == "" || strings.TrimSpace(name) == "" {
+		f.problem("", "server name must not be empty")
+	}
+	if n.kind != kindObject {
+		f.problem("", "must be an object, not %s", kindName(n.kind))
+		return nil, res()
+	}
+	o := objectAt(n, "", f)
+	s := &Server{Name: name, Raw: rawJSON(n)}
+
+	s.Enabled = o.boolean("enabled", true)
+	s.Type = serverType(o)
+	s.Command = o.str("command", "")
+	s.Args = o.strList("args")
+	if entries, ok := o.strMap("env"); ok {
+		s.Env = secretMap(entries)
+	}
+	s.URL = o.str("url", "")
+	s.Description = o.str("description", "")
+	s.ToolNamePrefix = o.boolean("tool_name_prefix", true)
+	s.SessionInitTimeout = o.timeout("session_init_timeout", DefaultSessionInitTimeout)
+	s.ToolCallTimeout = o.timeout("tool_call_timeout", 0)
+	s.SessionScope = o.oneOf("session_scope", ScopeThread, ScopeThread, ScopeUser, ScopeShared)
+
+	switch s.Type {
+	case TypeStdio:
+		if s.Command == "" {
+			f.problem("command", "stdio transport requires 'command' field")
+		}
+	case TypeHTTP, TypeSSE:
+		if s.URL == "" {
+			f.problem("url", "%s transport requires 'url' field", s.Type)
+		} else {
+			checkHTTPURL(s.URL, "url", f)
+		}
+	}
+	remote := s.Type == TypeHTTP || s.Type == TypeSSE
+
+	if entries, ok := o.strMap("headers"); ok {
+		checkSpellings(entries, "headers", "headers", f)
+		if remote {
+			for _, e := range entries {
+				if err := headers.CheckName(e.key); err != nil {
+					f.problem(join("headers", e.key), "%v", err)
+				} else if err := headers.CheckValue(e.value); err != nil {
+					f.problem(join("headers", e.key), "header %s value %v", quote(e.key), err)
+				}
+			}
+		}
+		s.Headers = secretMap(entries)
+	}
+
+	s.OAuth = parseOAuth(o.take("oauth"), f)
+	s.UserAuth = parseUserAuth(o.take("user_auth"), f)
+	s.HeadersFromContext = parseHeadersFromContext(o.take("headers_from_context"), f)
+
+	if r := parseRouting(o.take("routing"), "routing", f); r != nil {
+		s.Routing = r.apply(Routing{Mode: RoutingOff})
+	} else {
+		s.Routing = Routing{Mode: RoutingOff}
+	}
+	s.Tools = parseTools(o.take("tools"), f)
+	s.TaskToolsets = parseTaskToolsets(o.take("task_toolsets"), f)
+	if len(s.TaskToolsets) > 0 {
+		if n := utf8.RuneCountInString(name); n < 1 || n > 128 || strings.TrimSpace(name) == "" {
+			f.problem("task_toolsets", "MCP task server name must contain 1 to 128 characters")
+		}
+	}
+	s.Extra = o.extras()
+
+	// Warnings that depend on several fields.
+	if s.Type == TypeStdio {
+		if s.UserAuth != nil {
+			s.UserAuth.Ignored = true
+			if s.UserAuth.Enabled {
+				f.warn("user_auth", "user-scoped credentials only apply to 'sse'/'http' servers; user_auth is ignored for this stdio server")
+			}
+		}
+		if s.HeadersFromContext != nil {
+			s.HeadersFromContext.Ignored = true
+			if s.HeadersFromContext.Enabled {
+				f.warn("headers_from_context", "request-scoped headers only apply to 'sse'/'http' servers; headers_from_context is ignored for this stdio server")
+			}
+		}
+	} else {
+		if s.ToolCallTimeout > 0 && len(s.TaskToolsets) == 0 {
+			f.warn("tool_call_timeout", "tool_call_timeout is ignored for ordinary tools on the '%s' transport (it applies to stdio servers and to durable task calls)", s.Type)
+		}
+		if h := s.HeadersFromContext; h != nil && h.Enabled && len(h.Headers) > 0 && len(s.TaskToolsets) > 0 {
+			f.warn("headers_from_context", "headers_from_context headers are sent with task submit calls only; status and cancel polls use the static and OAuth credentials")
+		}
+	}
+	if s.ToolNamePrefix && name != "" && !isToolNameSafe(name) {
+		f.warn("", "server name has characters outside [A-Za-z0-9_-], so its prefixed tool names are invalid and its tools will be dropped; rename it or set tool_name_prefix to false")
+	}
+	if len(f.problems) > 0 {
+		return nil, res()
+	}
+	return s, res()
+}
+
+// serverType applies DeerFlow's alias rule: "type" wins when set and
+// non-empty, else "transport", else stdio.
+func serverType(o *object) string {
+	typ := o.str("type", "")
+	field := "type"
+	if typ == "" {
+		if t := o.str("transport", ""); t != "" {
+			typ, field = t, "transport"
+		}
+	} else {
+		o.take("transport")
+	}
+	if typ == "" {
+		return TypeStdio
+	}
+	switch typ {
+	case TypeStdio, TypeHTTP, TypeSSE:
+		return typ
+	}
+	o.f.problem(field, "unsupported transport type: %s", quoteValue(typ))
+	return typ
+}
+
+// quoteValue shows a non-secret value (a transport type) safely.
+func quoteValue(s string) string {
+	if len(s) > 64 {
+		s = s[:64] + "…"
+	}
+	return fmt.Sprintf("%q", s)
+}
+
+// checkSpellings reports header names given under two spellings, in DeerFlow's words.
+func checkSpellings(entries []entry, field, label string, f *findings) {
+	first := map[string]string{}
+	for _, e := range entries {
+		lower := strings.ToLower(e.key)
+		if prev, ok := first[lower]; ok {
+			f.problem(field, "%s maps the same HTTP header under two spellings (%s and %s); header names are case-insensitive, so keep only one", label, quote(prev), quote(e.key))
+			continue
+		}
+		first[lower] = e.key
+	}
+}
+
+func parseOAuth(n *node, f *findings) *OAuth {
+	o := objectAt(n, "oauth", f)
+	if o == nil {
+		return nil
+	}
+	a := &OAuth{
+		Enabled:          o.boolean("enabled", true),
+		TokenURL:         o.str("token_url", ""),
+		GrantType:        o.oneOf("grant_type", "client_credentials", "client_credentials", "refresh_token"),
+		ClientID:         o.str("client_id", ""),
+		ClientSecret:     o.secret("client_secret"),
+		RefreshToken:     o.secret("refresh_token"),
+		Scope:            o.str("scope", ""),
+		Audience:         o.str("audience", ""),
+		TokenField:       o.str("token_field", "access_token"),
+		TokenTypeField:   o.str("token_type_field", "token_type"),
+		ExpiresInField:   o.str("expires_in_field", "expires_in"),
+		DefaultTokenType: o.str("default_token_type", "Bearer"),
+		RefreshSkew:      60 * time.Second,
+		AuthStyle:        o.oneOf("auth_style", "auto", "auto", "basic", "post"),
+	}
+	if skew, ok := o.number("refresh_skew_seconds"); ok {
+		// DeerFlow uses max(refresh_skew_seconds, 0).
+		a.RefreshSkew = time.Duration(min(max(skew, 0), 86400) * float64(time.Second))
+	}
+	if entries, ok := o.strMap("extra_token_params"); ok {
+		a.ExtraTokenParams = secretMap(entries)
+	}
+	if a.TokenURL != "" {
+		checkHTTPURL(a.TokenURL, "oauth.token_url", f)
+	}
+	if a.Enabled {
+		// Presence is checked here; an empty value after $VAR expansion is
+		// allowed and fails when a token is fetched, as in DeerFlow.
+		switch a.GrantType {
+		case "client_credentials":
+			for _, k := range []string{"client_id", "client_secret"} {
+				if !o.has(k) {
+					f.problem(o.field(k), "OAuth client_credentials requires client_id and client_secret")
+				}
+			}
+		case "refresh_token":
+			if !o.has("refresh_token") {
+				f.problem(o.field("refresh_token"), "OAuth refresh_token grant requires refresh_token")
+			}
+		}
+	}
+	a.Extra = o.extras()
+	return a
+}
+
+func parseUserAuth(n *node, f *findings) *UserAuth {
+	o := objectAt(n, "user_auth", f)
+	if o == nil {
+		return nil
+	}
+	u := &UserAuth{
+		Enabled:   o.boolean("enabled", true),
+		Header:    o.str("header", "Authorization"),
+		OnMissing: o.oneOf("on_missing", OnMissingDeny, OnMissingDeny, OnMissingPassthrough),
+	}
+	if strings.TrimSpace(u.Header) == "" {
+		f.problem(o.field("header"), "user_auth.header must not be empty")
+	} else if err := headers.CheckName(u.Header); err != nil {
+		f.problem(o.field("header"), "%v", err)
+	}
+	if entries, ok := o.strMap("users"); ok {
+		u.Users = secretMap(entries)
+	}
+	u.Extra = o.extras()
+	return u
+}
+
+func parseHeadersFromContext(n *node, f *findings) *HeadersFromContext {
+	o := objectAt(n, "headers_from_context", f)
+	if o == nil {
+		return nil
+	}
+	h := &HeadersFromContext{
+		Enabled:   o.boolean("enabled", true),
+		OnMissing: o.oneOf("on_missing", OnMissingDeny, OnMissingDeny, OnMissingPassthrough),
+	}
+	if hn := o.take("headers"); hn != nil {
+		path := o.field("headers")
+		if hn.kind != kindObject {
+			f.problem(path, "must be an object mapping header names to secret keys, not %s", kindName(hn.kind))
+		} else {
+			h.Headers = make(map[string]string, len(hn.keys))
+			var entries []entry
+			for i, name := range hn.keys {
+				v := hn.vals[i]
+				switch {
+				case strings.TrimSpace(name) == "":
+					f.problem(path, "headers_from_context.headers must not contain a blank header name")
+					continue
+				case v.kind != kindString || strings.TrimSpace(v.value) == "":
+					f.problem(join(path, name), "headers_from_context.headers[%s] must name a non-blank secret key from config.context.secrets", quote(name))
+					continue
+				}
+				if err := headers.CheckName(name); err != nil {
+					f.problem(join(path, name), "%v", err)
+					continue
+				}
+				entries = append(entries, entry{name, v.value})
+				h.Headers[name] = v.value
+			}
+			checkSpellings(entries, path, "headers_from_context.headers", f)
+		}
+	}
+	h.Extra = o.extras()
+	return h
+}
+
+// apply returns base updated with the explicitly set fields.
+func (r *RoutingOverride) apply(base Routing) Routing {
+	if r.Mode != nil {
+		base.Mode = *r.Mode
+	}
+	if r.Priority != nil {
+		base.Priority = *r.Priority
+	}
+	if r.KeywordsSet {
+		base.Keywords = r.Keywords
+	}
+	return base
+}
+
+// parseRouting reads a strict routing object, keeping only the fields set.
+func parseRouting(n *node, path string, f *findings) *RoutingOverride {
+	o := objectAt(n, path, f)
+	if o == nil {
+		return nil
+	}
+	r := &RoutingOverride{}
+	if o.has("mode") {
+		m := o.oneOf("mode", "", RoutingOff, RoutingPrefer)
+		if m != "" {
+			r.Mode = &m
+		}
+	} else {
+		o.take("mode")
+	}
+	if v, lit, ok := o.integer("priority"); ok {
+		p := int(min(max(v, 0), 100))
+		switch {
+		case v < 0:
+			f.warn(o.field("priority"), "MCP routing priority %s is below 0; clamping to 0.", lit)
+		case v > 100:
+			f.warn(o.field("priority"), "MCP routing priority %s is above 100; clamping to 100.", lit)
+		}
+		r.Priority = &p
+	}
+	if o.has("keywords") {
+		r.Keywords = o.strList("keywords")
+		r.KeywordsSet = true
+	} else {
+		o.take("keywords")
+	}
+	o.rejectUnknown()
+	return r
+}
+
+func parseTools(n *node, f *findings) map[string]ToolOverride {
+	if n == nil {
+		return nil
+	}
+	if n.kind != kindObject {
+		f.problem("tools", "must be an object keyed by raw tool name, not %s", kindName(n.kind))
+		return nil
+	}
+	out := make(map[string]ToolOverride, len(n.keys))
+	for i, raw := range n.keys {
+		path := join("tools", raw)
+		o := objectAt(n.vals[i], path, f)
+		if o == nil {
+			continue
+		}
+		out[raw] = ToolOverride{
+			Routing: parseRouting(o.take("routing"), o.field("routing"), f),
+			Extra:   o.extras(),
+		}
+	}
+	return out
+}
+
+func parseTaskToolsets(n *node, f *findings) []TaskToolset {
+	if n == nil {
+		return nil
+	}
+	if n.kind != kindArray {
+		f.problem("task_toolsets", "must be a list, not %s", kindName(n.kind))
+		return nil
+	}
+	var out []TaskToolset
+	roleOf := map[string]string{} // raw tool name → "toolset.role"
+	for i, item := range n.items {
+		path := fmt.Sprintf("task_toolsets[%d]", i)
+		o := objectAt(item, path, f)
+		if o == nil {
+			if item.kind == kindNull {
+				f.problem(path, "must be an object")
+			}
+			continue
+		}
+		t := TaskToolset{Name: o.str("name", "")}
+		switch {
+		case strings.TrimSpace(t.Name) == "":
+			f.problem(o.field("name"), "MCP task toolset name must not be empty")
+		case utf8.RuneCountInString(t.Name) > 255:
+			f.problem(o.field("name"), "MCP task toolset name must contain at most 255 characters")
+		}
+		roles := []struct {
+			key string
+			dst *string
+		}{{"submit_tool", &t.SubmitTool}, {"status_tool", &t.StatusTool}, {"cancel_tool", &t.CancelTool}}
+		for _, role := range roles {
+			*role.dst = o.str(role.key, "")
+			if *role.dst == "" {
+				f.problem(o.field(role.key), "must name a raw tool")
+				continue
+			}
+			where := t.Name + "." + role.key
+			if prev, ok := roleOf[*role.dst]; ok {
+				f.problem(o.field(role.key), "MCP task tool %s must be unique across task_toolsets and roles; it is configured as both %s and %s", quote(*role.dst), prev, where)
+				continue
+			}
+			roleOf[*role.dst] = where
+		}
+		o.rejectUnknown()
+		out = append(out, t)
+	}
+	return out
+}

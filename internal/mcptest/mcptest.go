@@ -1,0 +1,212 @@
+// Package mcptest provides real MCP servers for mcp-mux's tests: a go-sdk
+// server with a fixed set of tools, served over Streamable HTTP, legacy SSE,
+// or stdio (the test binary re-executes itself as the server process).
+package mcptest
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Environment variables that turn a re-executed test binary into a stdio server.
+const (
+	envStdio      = "MCPTEST_STDIO_SERVER" // server name
+	envBanner     = "MCPTEST_BANNER"       // print a non-JSON line on stdout first
+	envGrandchild = "MCPTEST_GRANDCHILD"   // start a long sleep child first
+	envHang       = "MCPTEST_HANG"         // never answer anything
+)
+
+// EchoArgs are the arguments of the echo tool.
+type EchoArgs struct {
+	Text string `json:"text"`
+}
+
+// AddArgs are the arguments of the add tool.
+type AddArgs struct {
+	A int `json:"a"`
+	B int `json:"b"`
+}
+
+// SumResult is the structured result of the add tool.
+type SumResult struct {
+	Sum int `json:"sum"`
+}
+
+// SleepArgs are the arguments of the sleep tool.
+type SleepArgs struct {
+	MS int `json:"ms"`
+}
+
+// NewServer returns a go-sdk MCP server named name with these tools:
+// echo(text), add(a,b) with structured output, pid() (the serving process id),
+// headers() (the HTTP request headers it received, sorted "Name: value" lines),
+// sleep(ms) (honours cancellation), fail() (an isError result), count() (a
+// per-session counter) and, when extra names are given, one trivial tool per name.
+func NewServer(name string, extra ...string) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: name, Version: "test"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echo text back."},
+		func(_ context.Context, _ *mcp.CallToolRequest, in EchoArgs) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "add", Description: "Add two integers."},
+		func(_ context.Context, _ *mcp.CallToolRequest, in AddArgs) (*mcp.CallToolResult, SumResult, error) {
+			return nil, SumResult{Sum: in.A + in.B}, nil
+		})
+	s.AddTool(&mcp.Tool{Name: "pid", Description: "Process id.", InputSchema: emptySchema()},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return text(fmt.Sprint(os.Getpid())), nil
+		})
+	s.AddTool(&mcp.Tool{Name: "headers", Description: "Request headers.", InputSchema: emptySchema()},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var lines []string
+			if req.Extra != nil {
+				for k, vs := range req.Extra.Header {
+					for _, v := range vs {
+						lines = append(lines, k+": "+v)
+					}
+				}
+			}
+			sort.Strings(lines)
+			return text(strings.Join(lines, "\n")), nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "sleep", Description: "Sleep, honouring cancellation."},
+		func(ctx context.Context, _ *mcp.CallToolRequest, in SleepArgs) (*mcp.CallToolResult, any, error) {
+			select {
+			case <-time.After(time.Duration(in.MS) * time.Millisecond):
+				return text("slept"), nil, nil
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			}
+		})
+	s.AddTool(&mcp.Tool{Name: "fail", Description: "Always fails.", InputSchema: emptySchema()},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "it failed"}}}, nil
+		})
+	counters := make(map[*mcp.ServerSession]*atomic.Int64)
+	var mu sync.Mutex
+	s.AddTool(&mcp.Tool{Name: "count", Description: "Per-session counter.", InputSchema: emptySchema()},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			mu.Lock()
+			c := counters[req.Session]
+			if c == nil {
+				c = new(atomic.Int64)
+				counters[req.Session] = c
+			}
+			mu.Unlock()
+			return text(fmt.Sprint(c.Add(1))), nil
+		})
+	for _, n := range extra {
+		s.AddTool(&mcp.Tool{Name: n, Description: "Extra tool " + n, InputSchema: emptySchema()},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return text(n), nil })
+	}
+	return s
+}
+
+func emptySchema() map[string]any { return map[string]any{"type": "object"} }
+
+func text(s string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
+}
+
+// ServeHTTP serves s over Streamable HTTP; the endpoint is URL + "/mcp".
+func ServeHTTP(t testing.TB, s *mcp.Server) *httptest.Server {
+	t.Helper()
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", h)
+	ts := httptest.NewServer(mux)
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+// ServeSSE serves s over the legacy HTTP+SSE transport; the endpoint is URL + "/sse".
+func ServeSSE(t testing.TB, s *mcp.Server) *httptest.Server {
+	t.Helper()
+	h := mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	mux := http.NewServeMux()
+	mux.Handle("/sse", h)
+	ts := httptest.NewServer(mux)
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+// Hung returns an HTTP server that accepts requests and never answers.
+func Hung(t testing.TB) *httptest.Server {
+	t.Helper()
+	stop := make(chan struct{})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-stop:
+		}
+	}))
+	t.Cleanup(func() { close(stop); ts.Close() })
+	return ts
+}
+
+// StdioOptions choose how a re-executed stdio server misbehaves.
+type StdioOptions struct {
+	Banner     bool // print a non-JSON line on stdout before serving
+	Grandchild bool // start a long-running child process before serving
+	Hang       bool // never answer initialize
+}
+
+// StdioServer returns the command, args and env that run the test binary as
+// a stdio MCP server named name. The calling package's TestMain must call
+// MaybeServeStdio first.
+func StdioServer(name string, o StdioOptions) (string, []string, map[string]string) {
+	env := map[string]string{envStdio: name}
+	if o.Banner {
+		env[envBanner] = "1"
+	}
+	if o.Grandchild {
+		env[envGrandchild] = "1"
+	}
+	if o.Hang {
+		env[envHang] = "1"
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		exe = os.Args[0]
+	}
+	return exe, []string{"-test.run=^$"}, env
+}
+
+// MaybeServeStdio serves as a stdio MCP server and exits when the process was
+// started by StdioServer; otherwise it returns at once. Call it first in TestMain.
+func MaybeServeStdio() {
+	name := os.Getenv(envStdio)
+	if name == "" {
+		return
+	}
+	if os.Getenv(envGrandchild) != "" {
+		cmd := exec.Command("sleep", "1000")
+		if err := cmd.Start(); err == nil {
+			fmt.Fprintf(os.Stderr, "grandchild pid %d\n", cmd.Process.Pid)
+		}
+	}
+	if os.Getenv(envBanner) != "" {
+		fmt.Println("Test MCP server starting up (this line is not JSON)")
+	}
+	if os.Getenv(envHang) != "" {
+		time.Sleep(time.Hour)
+	}
+	fmt.Fprintln(os.Stderr, "stdio test server ready")
+	err := NewServer(name).Run(context.Background(), &mcp.StdioTransport{})
+	if err != nil {
+		os.Exit(1)
+	}
+	os.Exit(0)
+}

@@ -1,0 +1,171 @@
+// Package proxy is the downstream side of mcp-mux: one stateful Streamable
+// HTTP MCP endpoint that aggregates every configured upstream.
+//
+// A Server holds one runtime (config, backends, catalog) behind an atomic
+// pointer. Apply builds a new runtime off to the side, keeping backends whose
+// connection settings did not change, swaps it in, and closes what it
+// replaced; in-flight calls finish on the runtime they started on.
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/config"
+	"github.com/mcp-mux/mcp-mux/upstream"
+)
+
+// Options configure a Server.
+type Options struct {
+	Logger  hclog.Logger
+	Version string
+	// SessionTimeout closes downstream sessions idle this long; default 30m.
+	SessionTimeout time.Duration
+	// UpstreamIdleTimeout closes pooled upstream sessions idle this long; default 10m.
+	UpstreamIdleTimeout time.Duration
+	// UpstreamMaxSessions caps pooled upstream sessions per server; default 256.
+	UpstreamMaxSessions int
+	// RetryMin and RetryMax bound the rediscovery backoff of a failed upstream.
+	RetryMin, RetryMax time.Duration
+}
+
+// Server is the mcp-mux MCP server.
+type Server struct {
+	opts Options
+	log  hclog.Logger
+
+	rt      atomic.Pointer[runtime]
+	applyMu sync.Mutex
+	catMu   sync.Mutex
+
+	sdk      *mcp.Server
+	send     mcp.MethodHandler // captured sending handler: per-session notifications
+	mcp      http.Handler
+	sessions sessionTable
+	inflight sync.WaitGroup
+	closed   atomic.Bool
+	ready    atomic.Bool // a config has been applied
+}
+
+// runtime is everything built from one config.
+type runtime struct {
+	cfg      *config.Config
+	backends []*backend // enabled servers, config order
+	byName   map[string]*backend
+	cat      atomic.Pointer[catalog]
+}
+
+// backend is one enabled server and its upstream connection.
+type backend struct {
+	name        string
+	prefix      bool
+	fingerprint string
+	up          *upstream.Upstream
+}
+
+// New returns a Server with no upstreams; call Apply to configure it.
+func New(opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	if opts.SessionTimeout <= 0 {
+		opts.SessionTimeout = 30 * time.Minute
+	}
+	s := &Server{opts: opts, log: opts.Logger}
+	s.sessions.m = make(map[*mcp.ServerSession]*session)
+	s.sdk = mcp.NewServer(&mcp.Implementation{Name: "mcp-mux", Version: opts.Version}, &mcp.ServerOptions{
+		Capabilities: &mcp.ServerCapabilities{
+			Tools:   &mcp.ToolCapabilities{ListChanged: true},
+			Logging: &mcp.LoggingCapabilities{},
+		},
+	})
+	s.sdk.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler { s.send = next; return next })
+	s.sdk.AddReceivingMiddleware(s.receive)
+	s.mcp = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.sdk },
+		&mcp.StreamableHTTPOptions{SessionTimeout: opts.SessionTimeout})
+	empty := &runtime{cfg: &config.Config{}, byName: map[string]*backend{}}
+	empty.cat.Store(buildCatalog(nil, s.log))
+	s.rt.Store(empty)
+	return s
+}
+
+// Handler returns the HTTP handler: /mcp, /healthz and /readyz.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", s.mcpHandler())
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", s.serveReady)
+	return mux
+}
+
+func (s *Server) serveReady(w http.ResponseWriter, _ *http.Request) {
+	rt := s.rt.Load()
+	type status struct {
+		Tools int    `json:"tools"`
+		Error string `json:"error,omitempty"`
+	}
+	out := struct {
+		Ready   bool              `json:"ready"`
+		Tools   int               `json:"tools"`
+		Servers map[string]status `json:"servers"`
+	}{Ready: s.ready.Load(), Servers: map[string]status{}}
+	out.Tools = len(rt.cat.Load().order)
+	for _, b := range rt.backends {
+		st := status{Tools: len(b.up.Tools())}
+		if err := b.up.Err(); err != nil {
+			st.Error = err.Error()
+		}
+		out.Servers[b.name] = st
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if !out.Ready {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+// WaitDiscovery blocks until every backend finished its first discovery
+// attempt (each bounded by its session_init_timeout) or ctx ends.
+func (s *Server) WaitDiscovery(ctx context.Context) error {
+	for _, b := range s.rt.Load().backends {
+		select {
+		case <-b.up.Discovered():
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// Close drains in-flight calls (bounded by ctx), closes downstream sessions
+// and every upstream, killing stdio process groups.
+func (s *Server) Close(ctx context.Context) error {
+	s.closed.Store(true)
+	done := make(chan struct{})
+	go func() { s.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.log.Warn("shutdown: abandoning in-flight calls")
+	}
+	for _, ss := range s.sessions.all() {
+		_ = ss.Close()
+	}
+	rt := s.rt.Load()
+	var wg sync.WaitGroup
+	for _, b := range rt.backends {
+		wg.Go(func() { _ = b.up.Close() })
+	}
+	wg.Wait()
+	return nil
+}

@@ -1,0 +1,195 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	sse "github.com/tmaxmax/go-sse"
+
+	"github.com/mcp-mux/mcp-mux/internal/wire"
+)
+
+// errSessionMissing reports an upstream that no longer knows our session
+// (HTTP 404): the request was not processed, so it is safe to retry on a new one.
+var errSessionMissing = errors.New("upstream session expired")
+
+// direct sends requests on an SDK-initialized Streamable HTTP session with
+// the session's id and protocol version, decoding only the JSON-RPC envelope.
+// The SDK session keeps owning everything else (the GET stream, pings,
+// server-initiated requests outside a call, DELETE on close).
+type direct struct {
+	url       string
+	client    *http.Client
+	header    http.Header
+	sessionID string
+	protocol  string
+	seq       atomic.Uint64
+	maxEvent  int
+	onMessage func(*wire.Message) // notifications and requests seen on a call's stream
+}
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// call sends one request and returns its raw result. A JSON-RPC error from the
+// upstream is returned as *wire.Error.
+func (d *direct) call(ctx context.Context, method string, params []byte, extra http.Header) (json.RawMessage, error) {
+	n := d.seq.Add(1)
+	var idb [32]byte
+	id := append(strconv.AppendUint(append(idb[:0], `"mux-`...), n, 10), '"')
+
+	bp := bufPool.Get().(*[]byte)
+	body := wire.AppendRequest((*bp)[:0], id, method, params)
+	defer func() { *bp = body[:0]; bufPool.Put(bp) }()
+
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	h := make(http.Header, len(d.header)+len(extra)+4)
+	for k, v := range d.header {
+		h[k] = v
+	}
+	for k, v := range extra {
+		h[k] = v
+	}
+	h["Content-Type"] = jsonCT
+	h["Accept"] = acceptBoth
+	if d.sessionID != "" {
+		h["Mcp-Session-Id"] = []string{d.sessionID}
+	}
+	if d.protocol != "" {
+		h["Mcp-Protocol-Version"] = []string{d.protocol}
+	}
+	req.Header = h
+	resp, err := d.client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			d.cancelUpstream(id)
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusNotFound && d.sessionID != "":
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+		return nil, errSessionMissing
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
+		return nil, d.statusError(resp)
+	}
+	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	var res json.RawMessage
+	switch ct {
+	case "application/json":
+		res, err = d.readJSON(resp.Body, id)
+	case "text/event-stream":
+		res, err = d.readStream(resp.Body, id)
+	default:
+		err = fmt.Errorf("upstream answered with content type %q", ct)
+	}
+	if err != nil && ctx.Err() != nil {
+		d.cancelUpstream(id)
+		return nil, ctx.Err()
+	}
+	return res, err
+}
+
+var (
+	jsonCT     = []string{"application/json"}
+	acceptBoth = []string{"application/json, text/event-stream"}
+)
+
+func (d *direct) statusError(resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var m wire.Message
+	if wire.Decode(b, &m) == nil && m.Error != nil {
+		return m.Error
+	}
+	return fmt.Errorf("upstream answered HTTP %d", resp.StatusCode)
+}
+
+func (d *direct) readJSON(r io.Reader, id []byte) (json.RawMessage, error) {
+	b, err := io.ReadAll(io.LimitReader(r, int64(d.maxEvent)+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > d.maxEvent {
+		return nil, fmt.Errorf("upstream response larger than %d bytes", d.maxEvent)
+	}
+	var m wire.Message
+	if err := wire.Decode(b, &m); err != nil {
+		return nil, fmt.Errorf("decoding upstream response: %w", err)
+	}
+	return d.result(&m, id)
+}
+
+func (d *direct) readStream(r io.Reader, id []byte) (json.RawMessage, error) {
+	var m wire.Message
+	for ev, err := range sse.Read(r, &sse.ReadConfig{MaxEventSize: d.maxEvent}) {
+		if err != nil {
+			return nil, fmt.Errorf("reading upstream event stream: %w", err)
+		}
+		if ev.Data == "" {
+			continue
+		}
+		if err := wire.Decode([]byte(ev.Data), &m); err != nil {
+			return nil, fmt.Errorf("decoding upstream event: %w", err)
+		}
+		if m.IsResponse() && bytes.Equal(m.ID, id) {
+			return d.result(&m, id)
+		}
+		if m.Method != "" && d.onMessage != nil {
+			msg := m
+			d.onMessage(&msg)
+		}
+	}
+	return nil, errors.New("upstream stream ended without a response")
+}
+
+func (d *direct) result(m *wire.Message, id []byte) (json.RawMessage, error) {
+	if !bytes.Equal(m.ID, id) {
+		return nil, errors.New("upstream answered a different request id")
+	}
+	if m.Error != nil {
+		return nil, m.Error
+	}
+	if m.Result == nil {
+		return nil, errors.New("upstream response has neither result nor error")
+	}
+	return m.Result, nil
+}
+
+// cancelUpstream tells the upstream that request id was abandoned.
+func (d *direct) cancelUpstream(id []byte) {
+	params := append(append([]byte(`{"requestId":`), id...), `,"reason":"cancelled by the caller"}`...)
+	body := wire.AppendNotification(nil, "notifications/cancelled", params)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(body))
+		if err != nil {
+			return
+		}
+		for k, v := range d.header {
+			req.Header[k] = v
+		}
+		req.Header["Content-Type"] = jsonCT
+		req.Header["Accept"] = acceptBoth
+		req.Header.Set("Mcp-Session-Id", d.sessionID)
+		req.Header.Set("Mcp-Protocol-Version", d.protocol)
+		if resp, err := d.client.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+}

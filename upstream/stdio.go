@@ -1,0 +1,220 @@
+package upstream
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// baseEnv lists the host variables a stdio server inherits; everything else
+// comes from the server's configured env (as in the MCP reference SDKs, which
+// pass only a safe default set).
+var baseEnv = []string{"HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "TMPDIR", "TZ",
+	"NODE_OPTIONS", "NPM_CONFIG_CACHE", "npm_config_cache", "GOCACHE", "GOPATH", "GOROOT"}
+
+const (
+	stdinGrace = 2 * time.Second // time to exit after stdin closes
+	termGrace  = 2 * time.Second // time to exit after SIGTERM
+	// maxFrame bounds one stdout line (one JSON-RPC message).
+	maxFrame = 16 << 20
+)
+
+// process is one stdio server running in its own process group.
+type process struct {
+	cmd    *exec.Cmd
+	pgid   int
+	stdin  io.WriteCloser
+	stdout io.ReadCloser // filtered: JSON lines only
+	exited chan struct{}
+	log    hclog.Logger
+
+	mu       sync.Mutex
+	exitedAt time.Time
+	waitErr  error
+}
+
+func startProcess(opts *Options, log hclog.Logger) (*process, error) {
+	cmd := exec.Command(opts.Command, opts.Args...)
+	cmd.Dir = opts.Dir
+	cmd.Env = processEnv(opts.Env)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.WaitDelay = time.Second
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, fmt.Errorf("stdin pipe: %w", err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("stdout pipe: %w", err)
+	}
+	cmd.Stderr = newLineLogger(log.Named("stderr"))
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %q: %w", opts.Command, err)
+	}
+	pr, pw := io.Pipe()
+	p := &process{cmd: cmd, pgid: cmd.Process.Pid, stdin: stdin, stdout: pr, exited: make(chan struct{}), log: log}
+	go p.filter(stdout, pw)
+	go func() {
+		err := cmd.Wait()
+		p.mu.Lock()
+		p.exitedAt, p.waitErr = time.Now(), err
+		p.mu.Unlock()
+		close(p.exited)
+		// Grandchildren may outlive the leader; the group dies with it.
+		_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+	}()
+	return p, nil
+}
+
+func processEnv(env map[string]string) []string {
+	out := make([]string, 0, len(baseEnv)+len(env))
+	for _, k := range baseEnv {
+		if _, set := env[k]; set {
+			continue
+		}
+		if v, ok := os.LookupEnv(k); ok {
+			out = append(out, k+"="+v)
+		}
+	}
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		out = append(out, k+"="+env[k])
+	}
+	return out
+}
+
+// filter copies JSON lines from the child's stdout to w and logs the rest:
+// a banner printed on stdout must not end the session.
+func (p *process) filter(r io.Reader, w *io.PipeWriter) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var long []byte
+	for {
+		line, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			if len(long)+len(line) > maxFrame {
+				_ = w.CloseWithError(fmt.Errorf("stdout line longer than %d bytes", maxFrame))
+				return
+			}
+			long = append(long, line...)
+			continue
+		}
+		if long != nil {
+			line = append(long, line...)
+			long = nil
+		}
+		if t := bytes.TrimSpace(line); len(t) > 0 {
+			if t[0] == '{' || t[0] == '[' {
+				if _, werr := w.Write(line); werr != nil {
+					return
+				}
+			} else {
+				p.log.Warn("ignoring non-JSON line on stdout", "bytes", len(t))
+			}
+		}
+		if err != nil {
+			_ = w.CloseWithError(io.EOF)
+			return
+		}
+	}
+}
+
+// stop ends the process: stdin closed, then SIGTERM, then SIGKILL, each to
+// the whole process group.
+func (p *process) stop() {
+	_ = p.stdin.Close()
+	select {
+	case <-p.exited:
+		return
+	case <-time.After(stdinGrace):
+	}
+	_ = syscall.Kill(-p.pgid, syscall.SIGTERM)
+	select {
+	case <-p.exited:
+		return
+	case <-time.After(termGrace):
+	}
+	_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+	<-p.exited
+}
+
+// exitedBefore reports whether the process had already exited at t.
+func (p *process) exitedBefore(t time.Time) bool {
+	select {
+	case <-p.exited:
+	default:
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.exitedAt.After(t)
+}
+
+// lineLogger logs a child's stderr line by line under the server's name,
+// at most burst lines per second.
+type lineLogger struct {
+	log     hclog.Logger
+	mu      sync.Mutex
+	buf     []byte
+	window  time.Time
+	count   int
+	dropped int
+}
+
+const stderrBurst = 20
+
+func newLineLogger(log hclog.Logger) *lineLogger { return &lineLogger{log: log} }
+
+func (l *lineLogger) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, b...)
+	for {
+		i := bytes.IndexByte(l.buf, '\n')
+		if i < 0 {
+			if len(l.buf) > 8<<10 {
+				l.emit(l.buf)
+				l.buf = l.buf[:0]
+			}
+			return len(b), nil
+		}
+		l.emit(l.buf[:i])
+		l.buf = l.buf[i+1:]
+	}
+}
+
+func (l *lineLogger) emit(line []byte) {
+	line = bytes.TrimRight(line, "\r")
+	if len(line) == 0 {
+		return
+	}
+	now := time.Now()
+	if now.Sub(l.window) >= time.Second {
+		if l.dropped > 0 {
+			l.log.Warn("stderr lines dropped by rate limit", "dropped", l.dropped)
+		}
+		l.window, l.count, l.dropped = now, 0, 0
+	}
+	if l.count >= stderrBurst {
+		l.dropped++
+		return
+	}
+	l.count++
+	if len(line) > 2048 {
+		line = line[:2048]
+	}
+	l.log.Info(string(line))
+}
