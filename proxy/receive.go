@@ -51,7 +51,14 @@ func (s *Server) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			if m := r.Params.Meta; len(m) > 0 {
 				meta, _ = json.Marshal(m)
 			}
-			raw, err := s.callTool(ctx, s.callerKey(ss, r.Extra), r.Params.Name, r.Params.Arguments, meta)
+			var extra *requestExtra
+			if r.Extra != nil {
+				extra = &requestExtra{header: r.Extra.Header}
+			}
+			if st := s.sessions.get(ss); st != nil {
+				st.touch()
+			}
+			raw, err := s.callTool(ctx, s.callerKey(ss, extra), r.Params.Name, r.Params.Arguments, meta)
 			if err != nil {
 				return nil, err
 			}
@@ -62,17 +69,22 @@ func (s *Server) receive(next mcp.MethodHandler) mcp.MethodHandler {
 }
 
 // callerKey is the (user, thread) an upstream session is scoped by.
-func (s *Server) callerKey(ss *mcp.ServerSession, extra *mcp.RequestExtra) upstream.Key {
+func (s *Server) callerKey(ss *mcp.ServerSession, extra *requestExtra) upstream.Key {
 	k := upstream.Key{User: defaultUser}
-	if extra != nil && extra.Header != nil {
+	if extra != nil && extra.header != nil {
 		if h := s.rt.Load().cfg.Inbound.ThreadHeader; h != "" {
-			k.Thread = extra.Header.Get(h)
+			k.Thread = extra.header.Get(h)
 		}
 	}
 	if k.Thread == "" && ss != nil {
 		k.Thread = ss.ID()
 	}
 	return k
+}
+
+// requestExtra is what mcp-mux reads from the HTTP request that carried a message.
+type requestExtra struct {
+	header http.Header
 }
 
 // errUnknownTool is the JSON-RPC error for a name not in the catalog.
@@ -135,5 +147,3 @@ func forwardMeta(meta json.RawMessage) json.RawMessage {
 	return b
 }
 
-// mcpHandler is the /mcp endpoint.
-func (s *Server) mcpHandler() http.Handler { return s.mcp }

@@ -52,6 +52,8 @@ type Server struct {
 	inflight sync.WaitGroup
 	closed   atomic.Bool
 	ready    atomic.Bool // a config has been applied
+	stop     context.CancelFunc
+	bg       sync.WaitGroup
 }
 
 // runtime is everything built from one config.
@@ -88,8 +90,11 @@ func New(opts Options) *Server {
 	})
 	s.sdk.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler { s.send = next; return next })
 	s.sdk.AddReceivingMiddleware(s.receive)
-	s.mcp = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.sdk },
-		&mcp.StreamableHTTPOptions{SessionTimeout: opts.SessionTimeout})
+	// Idle sessions are closed by reapSessions, which also sees fast-path calls.
+	s.mcp = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.sdk }, nil)
+	var ctx context.Context
+	ctx, s.stop = context.WithCancel(context.Background())
+	s.bg.Go(func() { s.reapSessions(ctx, opts.SessionTimeout) })
 	empty := &runtime{cfg: &config.Config{}, byName: map[string]*backend{}}
 	empty.cat.Store(buildCatalog(nil, s.log))
 	s.rt.Store(empty)
@@ -151,6 +156,8 @@ func (s *Server) WaitDiscovery(ctx context.Context) error {
 // and every upstream, killing stdio process groups.
 func (s *Server) Close(ctx context.Context) error {
 	s.closed.Store(true)
+	s.stop()
+	s.bg.Wait()
 	done := make(chan struct{})
 	go func() { s.inflight.Wait(); close(done) }()
 	select {

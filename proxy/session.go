@@ -2,16 +2,23 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // session is mcp-mux's state for one downstream MCP session.
 type session struct {
-	ss   *mcp.ServerSession
-	id   string
-	user string
+	ss       *mcp.ServerSession
+	id       string
+	user     string
+	lastSeen atomic.Int64 // unix nanos of the last message
+
+	mu    sync.Mutex
+	calls map[string]context.CancelFunc // in-flight fast-path calls by raw JSON-RPC id
 }
 
 type sessionTable struct {
@@ -72,6 +79,7 @@ func (s *Server) openSession(ss *mcp.ServerSession) *session {
 		return st
 	}
 	st := &session{ss: ss, id: ss.ID(), user: defaultUser}
+	st.touch()
 	s.sessions.add(st)
 	go func() {
 		_ = ss.Wait()
@@ -109,5 +117,59 @@ func (s *Server) notify(ss *mcp.ServerSession, method string, params mcp.Params)
 	}
 	if _, err := s.send(ctx, method, req); err != nil {
 		s.log.Debug("notification not delivered", "method", method, "session", ss.ID(), "err", err)
+	}
+}
+
+// touch records activity for the idle timeout.
+func (st *session) touch() { st.lastSeen.Store(time.Now().UnixNano()) }
+
+// track registers a fast-path call so notifications/cancelled can end it.
+func (st *session) track(id string, cancel context.CancelFunc) {
+	st.mu.Lock()
+	if st.calls == nil {
+		st.calls = make(map[string]context.CancelFunc)
+	}
+	st.calls[id] = cancel
+	st.mu.Unlock()
+}
+
+func (st *session) untrack(id string) {
+	st.mu.Lock()
+	delete(st.calls, id)
+	st.mu.Unlock()
+}
+
+// cancelCall cancels the fast-path call named by notifications/cancelled params.
+func (st *session) cancelCall(params json.RawMessage) {
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+	}
+	if json.Unmarshal(params, &p) != nil || p.RequestID == nil {
+		return
+	}
+	st.mu.Lock()
+	cancel := st.calls[string(p.RequestID)]
+	st.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// reapSessions closes downstream sessions idle for longer than timeout.
+func (s *Server) reapSessions(ctx context.Context, timeout time.Duration) {
+	t := time.NewTicker(max(timeout/8, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			for _, ss := range s.sessions.all() {
+				if st := s.sessions.get(ss); st != nil && now.Sub(time.Unix(0, st.lastSeen.Load())) > timeout {
+					s.log.Debug("closing idle session", "session", st.id)
+					_ = ss.Close()
+				}
+			}
+		}
 	}
 }

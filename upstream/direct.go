@@ -79,7 +79,7 @@ func (d *direct) call(ctx context.Context, method string, params []byte, extra h
 		}
 		return nil, err
 	}
-	defer resp.Body.Close()
+	defer closeBody(resp.Body)
 	switch {
 	case resp.StatusCode == http.StatusNotFound && d.sessionID != "":
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
@@ -103,6 +103,18 @@ func (d *direct) call(ctx context.Context, method string, params []byte, extra h
 	}
 	return res, err
 }
+
+// closeBody drains what is left of a response so the connection is reused;
+// the server ends a call's stream after the response, and a stream that does
+// not end is cut after drainLimit.
+func closeBody(b io.ReadCloser) {
+	t := time.AfterFunc(drainLimit, func() { _ = b.Close() })
+	_, _ = io.Copy(io.Discard, io.LimitReader(b, 256<<10))
+	t.Stop()
+	_ = b.Close()
+}
+
+const drainLimit = time.Second
 
 var (
 	jsonCT     = []string{"application/json"}

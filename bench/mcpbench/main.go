@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,7 +38,15 @@ func main() {
 	duration := flag.Duration("duration", 5*time.Second, "measuring time per run")
 	warmup := flag.Duration("warmup", time.Second, "warm-up time per run")
 	sessions := flag.String("sessions", "1,16", "comma-separated concurrent session counts")
+	profile := flag.String("muxprofile", "", "write the mux process's CPU profile to this file")
 	flag.Parse()
+	if *role != "" && *profile != "" {
+		f, err := os.Create(*profile)
+		if err == nil {
+			_ = pprof.StartCPUProfile(f)
+			defer pprof.StopCPUProfile()
+		}
+	}
 	switch *role {
 	case "upstream":
 		serveChild(mcpHandler(mcptest.NewServer("bench")))
@@ -46,7 +55,7 @@ func main() {
 		serveMux(*upstreamURL)
 		return
 	}
-	if err := bench(*duration, *warmup, *sessions); err != nil {
+	if err := bench(*duration, *warmup, *sessions, *profile); err != nil {
 		fmt.Fprintln(os.Stderr, "mcpbench:", err)
 		os.Exit(1)
 	}
@@ -239,14 +248,14 @@ func run(url, name string, n int, warm, d time.Duration, procs map[string]int) (
 	return r, nil
 }
 
-func bench(d, warm time.Duration, sessionList string) error {
+func bench(d, warm time.Duration, sessionList, profile string) error {
 	up, err := startChild("-role", "upstream")
 	if err != nil {
 		return err
 	}
 	defer up.stop()
 	upURL := "http://" + up.addr + "/mcp"
-	mx, err := startChild("-role", "mux", "-upstream", upURL)
+	mx, err := startChild("-role", "mux", "-upstream", upURL, "-muxprofile", profile)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,200 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/mcp-mux/mcp-mux/internal/wire"
+)
+
+// The tools/call fast path.
+//
+// A plain tools/call on an established session is answered here, before the
+// SDK's handler: the envelope is decoded once without the SDK's per-message
+// 32 KiB decoder buffers, the upstream's raw result is written back as an
+// application/json response, and nothing else is allocated per call. Every
+// other message (initialize, notifications, GET streams, calls that carry a
+// progress token) goes to the SDK unchanged, so the protocol surface is the
+// SDK's. A client that disconnects cancels its call; notifications/cancelled
+// for a fast-path call cancels it too.
+
+const maxBody = 4 << 20 // as the SDK's default MaxRequestBodyBytes
+
+// supportedVersions are the protocol versions the fast path serves; a
+// request with any other Mcp-Protocol-Version header goes to the SDK.
+var supportedVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26"}
+
+func (s *Server) mcpHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			if st := s.fastSession(r); st != nil {
+				if s.serveFast(w, r, st) {
+					return
+				}
+			}
+		}
+		s.mcp.ServeHTTP(w, r)
+	})
+}
+
+// fastSession returns the session a POST may use the fast path for.
+func (s *Server) fastSession(r *http.Request) *session {
+	sid := r.Header.Get("Mcp-Session-Id")
+	if sid == "" {
+		return nil
+	}
+	st := s.sessions.byIDGet(sid)
+	if st == nil {
+		return nil
+	}
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !slices.Contains(supportedVersions, v) {
+		return nil
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "application/json" && !strings.HasPrefix(ct, "application/json;") {
+		return nil
+	}
+	if !acceptsBoth(r.Header.Values("Accept")) || !hostAllowed(r) {
+		return nil
+	}
+	return st
+}
+
+var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// serveFast handles r if it is a fast-path message and reports whether it
+// did. Otherwise r.Body is restored for the SDK.
+func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, st *session) bool {
+	bp := bodyPool.Get().(*[]byte)
+	defer bodyPool.Put(bp)
+	buf := bytes.NewBuffer((*bp)[:0])
+	n, err := buf.ReadFrom(io.LimitReader(r.Body, maxBody+1))
+	body := buf.Bytes()
+	*bp = body[:0]
+	restore := func() {
+		rest := io.Reader(r.Body)
+		if err != nil {
+			rest = errReader{err}
+		}
+		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(slices.Clone(body)), rest))
+	}
+	if err != nil || n > maxBody {
+		restore()
+		return false
+	}
+	var m wire.Message
+	if wire.Decode(body, &m) != nil {
+		restore()
+		return false
+	}
+	st.touch()
+	switch {
+	case m.Method == "tools/call" && m.IsCall():
+		var p wire.CallParams
+		if wire.DecodeCallParams(m.Params, &p) != nil || hasProgressToken(p.Meta) {
+			restore()
+			return false
+		}
+		s.fastCall(w, r, st, &m, &p)
+		return true
+	case m.Method == "notifications/cancelled":
+		st.cancelCall(m.Params)
+	}
+	restore()
+	return false
+}
+
+func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, st *session, m *wire.Message, p *wire.CallParams) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	idKey := string(m.ID)
+	st.track(idKey, cancel)
+	defer st.untrack(idKey)
+
+	key := s.callerKey(st.ss, &requestExtra{header: r.Header})
+	raw, err := s.callTool(ctx, key, p.Name, p.Arguments, p.Meta)
+
+	out := bodyPool.Get().(*[]byte)
+	defer bodyPool.Put(out)
+	var b []byte
+	if err != nil {
+		var je *jsonrpc.Error
+		switch {
+		case errors.As(err, &je):
+			b = wire.AppendError((*out)[:0], m.ID, je.Code, je.Message)
+		case errors.Is(err, context.Canceled):
+			b = wire.AppendError((*out)[:0], m.ID, jsonrpc.CodeInternalError, "request cancelled")
+		default:
+			b = wire.AppendError((*out)[:0], m.ID, jsonrpc.CodeInternalError, "internal error")
+		}
+	} else {
+		b = wire.AppendResult((*out)[:0], m.ID, raw)
+	}
+	*out = b[:0]
+	h := w.Header()
+	h["Content-Type"] = jsonContentType
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+}
+
+var jsonContentType = []string{"application/json"}
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+// hasProgressToken reports whether _meta asks for progress notifications,
+// which need the SDK's response stream.
+func hasProgressToken(meta json.RawMessage) bool {
+	return len(meta) > 0 && bytes.Contains(meta, []byte(`"progressToken"`))
+}
+
+// acceptsBoth mirrors the SDK's Accept check for POSTs.
+func acceptsBoth(values []string) bool {
+	var jsonOK, streamOK bool
+	for _, v := range values {
+		for _, raw := range strings.Split(v, ",") {
+			base, _, _ := strings.Cut(strings.TrimSpace(raw), ";")
+			switch strings.ToLower(strings.TrimSpace(base)) {
+			case "application/json", "application/*":
+				jsonOK = true
+			case "text/event-stream", "text/*":
+				streamOK = true
+			case "*/*":
+				jsonOK, streamOK = true, true
+			}
+		}
+	}
+	return jsonOK && streamOK
+}
+
+// hostAllowed mirrors the SDK's DNS-rebinding protection: a request that
+// reached a loopback address must name a loopback host.
+func hostAllowed(r *http.Request) bool {
+	la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok || la == nil || !isLoopback(la.String()) {
+		return true
+	}
+	return isLoopback(r.Host)
+}
+
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
