@@ -146,4 +146,3 @@ func forwardMeta(meta json.RawMessage) json.RawMessage {
 	b, _ := json.Marshal(m)
 	return b
 }
-

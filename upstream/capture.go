@@ -25,7 +25,9 @@ type slot struct {
 	err    *jsonrpc.Error
 }
 
-func withSlot(ctx context.Context, s *slot) context.Context { return context.WithValue(ctx, slotKey{}, s) }
+func withSlot(ctx context.Context, s *slot) context.Context {
+	return context.WithValue(ctx, slotKey{}, s)
+}
 
 // captureTransport records the one connection it makes.
 type captureTransport struct {

@@ -408,7 +408,9 @@ func (u *Upstream) CallTool(ctx context.Context, key Key, params json.RawMessage
 }
 
 // ReleaseThread closes the call sessions that belong to thread.
-func (u *Upstream) ReleaseThread(thread string) { u.pool.closeWhere(func(k Key) bool { return k.Thread == thread }) }
+func (u *Upstream) ReleaseThread(thread string) {
+	u.pool.closeWhere(func(k Key) bool { return k.Thread == thread })
+}
 
 // Close ends every session and stops background work. Stdio process groups
 // are gone when it returns.

@@ -35,7 +35,9 @@ type Error struct {
 }
 
 // Error implements error.
-func (e *Error) Error() string { return "jsonrpc error " + strconv.FormatInt(e.Code, 10) + ": " + e.Message }
+func (e *Error) Error() string {
+	return "jsonrpc error " + strconv.FormatInt(e.Code, 10) + ": " + e.Message
+}
 
 // ErrNotEnvelope reports bytes that are not a single JSON-RPC 2.0 message.
 var ErrNotEnvelope = errors.New("not a JSON-RPC 2.0 message")
