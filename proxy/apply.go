@@ -74,7 +74,8 @@ func (s *Server) upstreamOptions(sc *config.Server) upstream.Options {
 		RetryMin:    s.opts.RetryMin,
 		RetryMax:    s.opts.RetryMax,
 		Logger:      s.log.Named("upstream").With("server", sc.Name),
-		OnTools:     func([]upstream.Tool) { s.refreshCatalog(nil) },
+		OnChange:    func() { s.refreshCatalog(nil) },
+		Handler:     (*forwarder)(s),
 	}
 	if len(sc.Env) > 0 {
 		o.Env = make(map[string]string, len(sc.Env))
@@ -105,6 +106,12 @@ func (s *Server) refreshCatalog(prev *catalog) {
 	rt.cat.Store(next)
 	s.catMu.Unlock()
 	if !sameTools(before, next) {
-		s.notifyToolsChanged()
+		s.notifyAll("notifications/tools/list_changed")
+	}
+	if !samePrompts(before, next) {
+		s.notifyAll("notifications/prompts/list_changed")
+	}
+	if !sameResources(before, next) {
+		s.notifyAll("notifications/resources/list_changed")
 	}
 }

@@ -28,6 +28,7 @@ type catalog struct {
 	routes   map[string]*route
 	order    []*route
 	listJSON json.RawMessage // cached tools/list result
+	res      resourceIndex
 }
 
 // buildCatalog applies naming, the charset rule and first-wins collisions to
@@ -56,6 +57,7 @@ func buildCatalog(backends []*backend, log hclog.Logger) *catalog {
 		}
 	}
 	c.listJSON = c.encodeList(c.order)
+	c.res = buildResources(backends, log)
 	return c
 }
 
@@ -99,4 +101,23 @@ func sameTools(a, b *catalog) bool {
 		return a == b
 	}
 	return string(a.listJSON) == string(b.listJSON)
+}
+
+func sameRaw(a, b []json.RawMessage) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if string(a[i]) != string(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// samePrompts and sameResources compare the other aggregated lists.
+func samePrompts(a, b *catalog) bool { return sameRaw(a.res.promptList, b.res.promptList) }
+
+func sameResources(a, b *catalog) bool {
+	return sameRaw(a.res.resList, b.res.resList) && sameRaw(a.res.tmplList, b.res.tmplList)
 }

@@ -3,7 +3,6 @@ package proxy
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -100,11 +99,15 @@ func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, st *session) 
 	switch {
 	case m.Method == "tools/call" && m.IsCall():
 		var p wire.CallParams
-		if wire.DecodeCallParams(m.Params, &p) != nil || hasProgressToken(p.Meta) {
+		if wire.DecodeCallParams(m.Params, &p) != nil {
 			restore()
 			return false
 		}
 		s.fastCall(w, r, st, &m, &p)
+		return true
+	case m.IsResponse() && st.resolve(&m):
+		// The client's answer to a request sent on a fast-path stream.
+		w.WriteHeader(http.StatusAccepted)
 		return true
 	case m.Method == "notifications/cancelled":
 		st.cancelCall(m.Params)
@@ -120,8 +123,8 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, st *session, m
 	st.track(idKey, cancel)
 	defer st.untrack(idKey)
 
-	key := s.callerKey(st.ss, &requestExtra{header: r.Header})
-	raw, err := s.callTool(ctx, key, p.Name, p.Arguments, p.Meta)
+	k := &fastSink{st: st, w: w}
+	raw, err := s.callTool(ctx, st, k, s.callerKey(st, r.Header), p.Name, p.Arguments, p.Meta)
 
 	out := bodyPool.Get().(*[]byte)
 	defer bodyPool.Put(out)
@@ -140,10 +143,7 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, st *session, m
 		b = wire.AppendResult((*out)[:0], m.ID, raw)
 	}
 	*out = b[:0]
-	h := w.Header()
-	h["Content-Type"] = jsonContentType
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(b)
+	k.finish(b)
 }
 
 var jsonContentType = []string{"application/json"}
@@ -151,12 +151,6 @@ var jsonContentType = []string{"application/json"}
 type errReader struct{ err error }
 
 func (e errReader) Read([]byte) (int, error) { return 0, e.err }
-
-// hasProgressToken reports whether _meta asks for progress notifications,
-// which need the SDK's response stream.
-func hasProgressToken(meta json.RawMessage) bool {
-	return len(meta) > 0 && bytes.Contains(meta, []byte(`"progressToken"`))
-}
 
 // acceptsBoth mirrors the SDK's Accept check for POSTs.
 func acceptsBoth(values []string) bool {

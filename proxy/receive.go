@@ -29,62 +29,184 @@ type rawResult struct {
 
 func (r *rawResult) MarshalJSON() ([]byte, error) { return r.raw, nil }
 
-// receive is the receiving middleware: mcp-mux answers tools/* itself and
-// leaves the rest of the protocol to the SDK.
+var errBadCursor = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid cursor"}
+
+// receive is the receiving middleware: mcp-mux answers tools, prompts,
+// resources and completion itself, routing each to the server that owns the
+// name or URI, and leaves the rest of the protocol (initialize, ping,
+// logging/setLevel bookkeeping) to the SDK.
 func (s *Server) receive(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		switch method {
-		case "initialize":
+		ss, _ := req.GetSession().(*mcp.ServerSession)
+		if method == "initialize" {
 			res, err := next(ctx, method, req)
-			if err == nil {
-				if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
-					s.openSession(ss)
-				}
+			if err == nil && ss != nil {
+				s.openSession(ss)
 			}
 			return res, err
+		}
+		st := s.sessions.get(ss)
+		if st == nil {
+			return next(ctx, method, req)
+		}
+		st.touch()
+		cat := s.rt.Load().cat.Load()
+		switch method {
+		case "logging/setLevel":
+			if p, ok := req.GetParams().(*mcp.SetLoggingLevelParams); ok {
+				st.setLevel(string(p.Level))
+			}
+			return next(ctx, method, req)
 		case "tools/list":
-			return &rawResult{raw: s.rt.Load().cat.Load().listJSON}, nil
+			return &rawResult{raw: cat.listJSON}, nil
 		case "tools/call":
 			r := req.(*mcp.CallToolRequest)
-			ss := r.Session
 			var meta json.RawMessage
 			if m := r.Params.Meta; len(m) > 0 {
 				meta, _ = json.Marshal(m)
 			}
-			var extra *requestExtra
-			if r.Extra != nil {
-				extra = &requestExtra{header: r.Extra.Header}
-			}
-			if st := s.sessions.get(ss); st != nil {
-				st.touch()
-			}
-			raw, err := s.callTool(ctx, s.callerKey(ss, extra), r.Params.Name, r.Params.Arguments, meta)
+			k := &sdkSink{ctx: ctx, st: st}
+			raw, err := s.callTool(ctx, st, k, s.callerKey(st, headerOf(req)), r.Params.Name, r.Params.Arguments, meta)
 			if err != nil {
 				return nil, err
 			}
 			return &rawResult{raw: raw}, nil
+		case "prompts/list":
+			return pageResult(cat.res.promptList, "prompts", cursorOf(req), s.opts.PageSize)
+		case "resources/list":
+			return pageResult(cat.res.resList, "resources", cursorOf(req), s.opts.PageSize)
+		case "resources/templates/list":
+			return pageResult(cat.res.tmplList, "resourceTemplates", cursorOf(req), s.opts.PageSize)
+		case "prompts/get":
+			p, _ := req.GetParams().(*mcp.GetPromptParams)
+			if p == nil {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "missing params"}
+			}
+			r := cat.res.prompts[p.Name]
+			if r == nil {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown prompt %q", p.Name)}
+			}
+			q := *p
+			q.Name = r.raw
+			return s.forward(ctx, st, req, r.server, method, &q)
+		case "resources/read", "resources/subscribe", "resources/unsubscribe":
+			uri := uriOf(req.GetParams())
+			b := cat.res.resourceOwner(uri)
+			if b == nil {
+				return nil, &jsonrpc.Error{Code: -32002, Message: fmt.Sprintf("resource not found: %q", uri)}
+			}
+			res, err := s.forward(ctx, st, req, b, method, req.GetParams())
+			if err == nil && method != "resources/read" {
+				st.subscribe(uri, method == "resources/subscribe")
+			}
+			return res, err
+		case "completion/complete":
+			p, _ := req.GetParams().(*mcp.CompleteParams)
+			if p == nil || p.Ref == nil {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "missing ref"}
+			}
+			q, ref := *p, *p.Ref
+			q.Ref = &ref
+			var b *backend
+			switch ref.Type {
+			case "ref/prompt":
+				if r := cat.res.prompts[ref.Name]; r != nil {
+					b, ref.Name = r.server, r.raw
+				}
+			case "ref/resource":
+				b = cat.res.resourceOwner(ref.URI)
+			}
+			if b == nil {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("no server completes %s %q", ref.Type, ref.Name+ref.URI)}
+			}
+			return s.forward(ctx, st, req, b, method, &q)
 		}
 		return next(ctx, method, req)
 	}
 }
 
-// callerKey is the (user, thread) an upstream session is scoped by.
-func (s *Server) callerKey(ss *mcp.ServerSession, extra *requestExtra) upstream.Key {
-	k := upstream.Key{User: defaultUser}
-	if extra != nil && extra.header != nil {
-		if h := s.rt.Load().cfg.Inbound.ThreadHeader; h != "" {
-			k.Thread = extra.header.Get(h)
-		}
+func headerOf(req mcp.Request) http.Header {
+	if ex := req.GetExtra(); ex != nil {
+		return ex.Header
 	}
-	if k.Thread == "" && ss != nil {
-		k.Thread = ss.ID()
-	}
-	return k
+	return nil
 }
 
-// requestExtra is what mcp-mux reads from the HTTP request that carried a message.
-type requestExtra struct {
-	header http.Header
+func cursorOf(req mcp.Request) string {
+	var p struct {
+		Cursor string `json:"cursor"`
+	}
+	if b, err := json.Marshal(req.GetParams()); err == nil {
+		_ = json.Unmarshal(b, &p)
+	}
+	return p.Cursor
+}
+
+func uriOf(params mcp.Params) string {
+	switch p := params.(type) {
+	case *mcp.ReadResourceParams:
+		return p.URI
+	case *mcp.SubscribeParams:
+		return p.URI
+	case *mcp.UnsubscribeParams:
+		return p.URI
+	}
+	return ""
+}
+
+func pageResult(items []json.RawMessage, field, cursor string, size int) (mcp.Result, error) {
+	raw, err := page(items, field, cursor, size)
+	if err != nil {
+		return nil, err
+	}
+	return &rawResult{raw: raw}, nil
+}
+
+// forward sends a request to the server that owns it, on the caller's
+// session, and returns its raw result.
+func (s *Server) forward(ctx context.Context, st *session, req mcp.Request, b *backend, method string, params any) (mcp.Result, error) {
+	s.inflight.Add(1)
+	defer s.inflight.Done()
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return nil, err
+	}
+	key := s.callerKey(st, headerOf(req))
+	ctx = withSink(ctx, &sdkSink{ctx: ctx, st: st})
+	res, err := b.up.Request(ctx, key, method, raw, nil)
+	if err != nil {
+		return nil, s.rpcError(ctx, b, method, err)
+	}
+	return &rawResult{raw: res}, nil
+}
+
+// rpcError passes an upstream JSON-RPC error through and turns anything else
+// into an internal error that names the server.
+func (s *Server) rpcError(ctx context.Context, b *backend, what string, err error) error {
+	var rpcErr *wire.Error
+	if errors.As(err, &rpcErr) {
+		return &jsonrpc.Error{Code: rpcErr.Code, Message: rpcErr.Message, Data: rpcErr.Data}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	s.log.Warn("upstream request failed", "server", b.name, "method", what, "err", err)
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("MCP server %q failed: %v", b.name, err)}
+}
+
+// callerKey is the (user, thread) an upstream session is scoped by.
+func (s *Server) callerKey(st *session, h http.Header) upstream.Key {
+	k := upstream.Key{User: st.user}
+	if h != nil {
+		if name := s.rt.Load().cfg.Inbound.ThreadHeader; name != "" {
+			k.Thread = h.Get(name)
+		}
+	}
+	if k.Thread == "" {
+		k.Thread = st.id
+	}
+	st.useKey(k)
+	return k
 }
 
 // errUnknownTool is the JSON-RPC error for a name not in the catalog.
@@ -95,16 +217,20 @@ func errUnknownTool(name string) *jsonrpc.Error {
 // callTool routes one tools/call and returns the raw CallToolResult. Only a
 // protocol-level failure (unknown tool, an upstream JSON-RPC error) is an
 // error; an upstream that fails to answer is a tool error result naming it.
-func (s *Server) callTool(ctx context.Context, key upstream.Key, name string, args, meta json.RawMessage) (json.RawMessage, error) {
+// Messages the upstream sends while serving the call go to k.
+func (s *Server) callTool(ctx context.Context, st *session, k sink, key upstream.Key, name string, args, meta json.RawMessage) (json.RawMessage, error) {
 	s.inflight.Add(1)
 	defer s.inflight.Done()
-	rt := s.rt.Load()
-	r := rt.cat.Load().routes[name]
+	r := s.rt.Load().cat.Load().routes[name]
 	if r == nil {
 		return nil, errUnknownTool(name)
 	}
-	params := wire.AppendCallParams(make([]byte, 0, len(args)+len(r.raw)+64), r.raw, args, forwardMeta(meta))
-	raw, err := r.server.up.CallTool(ctx, key, params, nil)
+	fwd, utok := s.forwardMeta(meta, k)
+	if utok != "" {
+		defer s.progress.drop(utok)
+	}
+	params := wire.AppendCallParams(make([]byte, 0, len(args)+len(r.raw)+len(fwd)+64), r.raw, args, fwd)
+	raw, err := r.server.up.CallTool(withSink(ctx, k), key, params, nil)
 	if err == nil {
 		return raw, nil
 	}
@@ -119,30 +245,30 @@ func (s *Server) callTool(ctx context.Context, key upstream.Key, name string, ar
 	return wire.ToolError(fmt.Sprintf("Error: MCP server %q failed to run tool %q: %v", r.server.name, r.raw, err)), nil
 }
 
-// forwardMeta drops the keys mcp-mux must not forward upstream: the
-// protocol's own io.modelcontextprotocol/* keys and the caller's progress
-// token, which is only meaningful on the downstream session.
-func forwardMeta(meta json.RawMessage) json.RawMessage {
-	if len(meta) == 0 {
-		return nil
+// forwardMeta prepares a call's _meta for the upstream: the protocol's own
+// io.modelcontextprotocol/* keys are dropped, and a progress token is
+// replaced by a fresh one routed back to k (returned so it can be dropped).
+func (s *Server) forwardMeta(meta json.RawMessage, k sink) (json.RawMessage, string) {
+	if len(meta) == 0 || string(meta) == "{}" || string(meta) == "null" {
+		return nil, ""
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(meta, &m); err != nil || len(m) == 0 {
-		return nil
+		return nil, ""
 	}
-	changed := false
-	for k := range m {
-		if k == "progressToken" || strings.HasPrefix(k, "io.modelcontextprotocol/") {
-			delete(m, k)
-			changed = true
+	var utok string
+	for key, v := range m {
+		switch {
+		case key == "progressToken":
+			utok = s.progress.register(k, v)
+			m[key], _ = json.Marshal(utok)
+		case strings.HasPrefix(key, "io.modelcontextprotocol/"):
+			delete(m, key)
 		}
 	}
-	if !changed {
-		return meta
-	}
 	if len(m) == 0 {
-		return nil
+		return nil, utok
 	}
 	b, _ := json.Marshal(m)
-	return b
+	return b, utok
 }

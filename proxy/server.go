@@ -34,6 +34,8 @@ type Options struct {
 	UpstreamMaxSessions int
 	// RetryMin and RetryMax bound the rediscovery backoff of a failed upstream.
 	RetryMin, RetryMax time.Duration
+	// PageSize bounds prompts/list and resources/*list pages; 0 = one page.
+	PageSize int
 }
 
 // Server is the mcp-mux MCP server.
@@ -49,6 +51,7 @@ type Server struct {
 	send     mcp.MethodHandler // captured sending handler: per-session notifications
 	mcp      http.Handler
 	sessions sessionTable
+	progress progressTable
 	inflight sync.WaitGroup
 	closed   atomic.Bool
 	ready    atomic.Bool // a config has been applied
@@ -84,8 +87,11 @@ func New(opts Options) *Server {
 	s.sessions.m = make(map[*mcp.ServerSession]*session)
 	s.sdk = mcp.NewServer(&mcp.Implementation{Name: "mcp-mux", Version: opts.Version}, &mcp.ServerOptions{
 		Capabilities: &mcp.ServerCapabilities{
-			Tools:   &mcp.ToolCapabilities{ListChanged: true},
-			Logging: &mcp.LoggingCapabilities{},
+			Tools:       &mcp.ToolCapabilities{ListChanged: true},
+			Prompts:     &mcp.PromptCapabilities{ListChanged: true},
+			Resources:   &mcp.ResourceCapabilities{ListChanged: true, Subscribe: true},
+			Completions: &mcp.CompletionCapabilities{},
+			Logging:     &mcp.LoggingCapabilities{},
 		},
 	})
 	s.sdk.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler { s.send = next; return next })

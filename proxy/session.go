@@ -3,11 +3,15 @@ package proxy
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
 // session is mcp-mux's state for one downstream MCP session.
@@ -17,8 +21,14 @@ type session struct {
 	user     string
 	lastSeen atomic.Int64 // unix nanos of the last message
 
-	mu    sync.Mutex
-	calls map[string]context.CancelFunc // in-flight fast-path calls by raw JSON-RPC id
+	reqSeq atomic.Uint64
+
+	mu      sync.Mutex
+	calls   map[string]context.CancelFunc // in-flight fast-path calls by raw JSON-RPC id
+	pending map[string]chan *wire.Message // fast-path requests to the client, by raw id
+	level   string                        // logging/setLevel; "" = none
+	keys    map[upstream.Key]bool         // (user, thread) scopes this session called with
+	subs    map[string]bool               // subscribed resource URIs
 }
 
 type sessionTable struct {
@@ -94,24 +104,32 @@ func (s *Server) openSession(ss *mcp.ServerSession) *session {
 	return st
 }
 
-// notifyToolsChanged sends notifications/tools/list_changed to every session.
-func (s *Server) notifyToolsChanged() {
+// notifyAll sends a list_changed notification to every session.
+func (s *Server) notifyAll(method string) {
 	for _, ss := range s.sessions.all() {
-		s.notify(ss, "notifications/tools/list_changed", &mcp.ToolListChangedParams{})
+		s.notify(context.Background(), ss, method, nil)
 	}
 }
 
-// notify sends one notification to one session on its standalone stream.
-func (s *Server) notify(ss *mcp.ServerSession, method string, params mcp.Params) {
+// notify sends one notification to one session: on the stream of the
+// request whose handler context ctx is, else on the standalone stream.
+func (s *Server) notify(ctx context.Context, ss *mcp.ServerSession, method string, params mcp.Params) {
 	if s.send == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
+	ctx, cancel := context.WithTimeout(ctx, notifyTimeout)
 	defer cancel()
 	var req mcp.Request
-	switch p := params.(type) {
-	case *mcp.ToolListChangedParams:
-		req = &mcp.ServerRequest[*mcp.ToolListChangedParams]{Session: ss, Params: p}
+	switch method {
+	case "notifications/tools/list_changed":
+		req = &mcp.ServerRequest[*mcp.ToolListChangedParams]{Session: ss, Params: &mcp.ToolListChangedParams{}}
+	case "notifications/prompts/list_changed":
+		req = &mcp.ServerRequest[*mcp.PromptListChangedParams]{Session: ss, Params: &mcp.PromptListChangedParams{}}
+	case "notifications/resources/list_changed":
+		req = &mcp.ServerRequest[*mcp.ResourceListChangedParams]{Session: ss, Params: &mcp.ResourceListChangedParams{}}
+	case "notifications/resources/updated":
+		p, _ := params.(*mcp.ResourceUpdatedNotificationParams)
+		req = &mcp.ServerRequest[*mcp.ResourceUpdatedNotificationParams]{Session: ss, Params: p}
 	default:
 		return
 	}
@@ -172,4 +190,116 @@ func (s *Server) reapSessions(ctx context.Context, timeout time.Duration) {
 			}
 		}
 	}
+}
+
+// logSeverity orders MCP logging levels.
+var logSeverity = map[string]int{"debug": 0, "info": 1, "notice": 2, "warning": 3, "error": 4, "critical": 5, "alert": 6, "emergency": 7}
+
+// setLevel records the level the client asked for with logging/setLevel.
+func (st *session) setLevel(level string) {
+	st.mu.Lock()
+	st.level = level
+	st.mu.Unlock()
+}
+
+// wantsLog reports whether a notifications/message passes the session's
+// level. Like the SDK, nothing is sent before the client sets a level.
+func (st *session) wantsLog(params json.RawMessage) bool {
+	st.mu.Lock()
+	level := st.level
+	st.mu.Unlock()
+	if level == "" {
+		return false
+	}
+	var p struct {
+		Level string `json:"level"`
+	}
+	_ = json.Unmarshal(params, &p)
+	sev, ok := logSeverity[p.Level]
+	return !ok || sev >= logSeverity[level]
+}
+
+// supports reports whether the client declared the capability a
+// server-to-client request needs.
+func (st *session) supports(method string) bool {
+	ip := st.ss.InitializeParams()
+	if ip == nil || ip.Capabilities == nil {
+		return false
+	}
+	switch method {
+	case "sampling/createMessage":
+		return ip.Capabilities.Sampling != nil
+	case "elicitation/create":
+		return ip.Capabilities.Elicitation != nil
+	}
+	return true
+}
+
+// expect allocates an id for a request mcp-mux sends the client on a
+// fast-path stream. The SDK numbers its own requests, so string ids never clash.
+func (st *session) expect() (string, chan *wire.Message) {
+	id := `"mux-s-` + strconv.FormatUint(st.reqSeq.Add(1), 10) + `"`
+	ch := make(chan *wire.Message, 1)
+	st.mu.Lock()
+	if st.pending == nil {
+		st.pending = make(map[string]chan *wire.Message)
+	}
+	st.pending[id] = ch
+	st.mu.Unlock()
+	return id, ch
+}
+
+func (st *session) forget(id string) {
+	st.mu.Lock()
+	delete(st.pending, id)
+	st.mu.Unlock()
+}
+
+// resolve hands a client's response to the fast-path request waiting for it.
+func (st *session) resolve(m *wire.Message) bool {
+	st.mu.Lock()
+	ch, ok := st.pending[string(m.ID)]
+	delete(st.pending, string(m.ID))
+	st.mu.Unlock()
+	if ok {
+		msg := *m
+		ch <- &msg
+	}
+	return ok
+}
+
+// useKey records that the session called upstreams as key.
+func (st *session) useKey(k upstream.Key) {
+	st.mu.Lock()
+	if st.keys == nil {
+		st.keys = make(map[upstream.Key]bool)
+	}
+	st.keys[k] = true
+	st.mu.Unlock()
+}
+
+func (st *session) hasKey(k upstream.Key) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.keys[k]
+}
+
+// subscribe and unsubscribe track resources/subscribe per session.
+func (st *session) subscribe(uri string, on bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.subs == nil {
+		st.subs = make(map[string]bool)
+	}
+	if on {
+		st.subs[uri] = true
+	} else {
+		delete(st.subs, uri)
+	}
+}
+
+func (st *session) subscribed(uri string) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.subs[uri]
 }

@@ -3,9 +3,9 @@ package upstream
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -19,19 +19,25 @@ const ProtocolVersion = "2025-11-25"
 
 // conn is one initialized upstream session.
 type conn struct {
+	key     Key
+	control bool // the discovery session: its server-to-client traffic has no caller
 	cs      *mcp.ClientSession
-	proc    *process     // stdio only
-	capture *captureConn // stdio and sse
-	direct  *direct      // http only
+	proc    *process // stdio only
+	raw     *rawConn // stdio and sse
+	direct  *direct  // http only
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when the session has ended
+
+	mu       sync.Mutex
+	seq      uint64
+	inflight map[uint64]context.Context // calls in progress, for routing server-to-client traffic
 }
 
 // dial starts a session: for stdio a new process, for http/sse a new
 // upstream session. The whole bring-up is bounded by InitTimeout.
-func (u *Upstream) dial(ctx context.Context) (*conn, error) {
+func (u *Upstream) dial(ctx context.Context, key Key, control bool) (*conn, error) {
 	connCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	c := &conn{cancel: cancel, done: make(chan struct{})}
+	c := &conn{key: key, control: control, cancel: cancel, done: make(chan struct{})}
 	var timedOut bool
 	stop := func() bool { return true }
 	if u.opts.InitTimeout > 0 {
@@ -52,9 +58,9 @@ func (u *Upstream) dial(ctx context.Context) (*conn, error) {
 			return nil, err
 		}
 		c.proc = p
-		transport = &captureTransport{inner: &mcp.IOTransport{Reader: p.stdout, Writer: p.stdin, MaxLineLength: maxFrame}}
+		transport = &rawTransport{inner: &mcp.IOTransport{Reader: p.stdout, Writer: p.stdin, MaxLineLength: maxFrame}}
 	case SSE:
-		transport = &captureTransport{inner: &mcp.SSEClientTransport{Endpoint: u.opts.URL, HTTPClient: u.sdkHTTP}}
+		transport = &rawTransport{inner: &mcp.SSEClientTransport{Endpoint: u.opts.URL, HTTPClient: u.sdkHTTP}}
 	case HTTP:
 		transport = &mcp.StreamableClientTransport{Endpoint: u.opts.URL, HTTPClient: u.sdkHTTP, MaxRetries: 2}
 	default:
@@ -77,17 +83,25 @@ func (u *Upstream) dial(ctx context.Context) (*conn, error) {
 		return nil, fmt.Errorf("initialize: %w", err)
 	}
 	c.cs = cs
-	if ct, ok := transport.(*captureTransport); ok {
-		c.capture = ct.conn
+	if rt, ok := transport.(*rawTransport); ok {
+		c.raw = rt.conn
 	}
 	if u.opts.Transport == HTTP {
 		c.direct = &direct{url: u.opts.URL, client: u.http, header: u.opts.Header, sessionID: cs.ID(),
-			protocol: cs.InitializeResult().ProtocolVersion, maxEvent: maxFrame, onMessage: u.opts.OnMessage}
+			protocol: cs.InitializeResult().ProtocolVersion, maxEvent: maxFrame}
 	}
+	u.track(cs, c)
 	go func() {
 		_ = cs.Wait()
+		u.untrack(cs)
 		close(c.done)
 	}()
+	if caps := cs.InitializeResult().Capabilities; !control && caps != nil && caps.Logging != nil {
+		// Ask for everything: each downstream session filters by its own level.
+		lctx, lcancel := context.WithTimeout(ctx, 5*time.Second)
+		_, _ = c.request(lctx, u, "logging/setLevel", json.RawMessage(`{"level":"debug"}`), nil)
+		lcancel()
+	}
 	return c, nil
 }
 
@@ -122,52 +136,38 @@ func (c *conn) kill() {
 	}
 }
 
+// callCtx returns the context of the newest call in progress, if any: the
+// request a server-to-client message most likely belongs to.
+func (c *conn) callCtx() context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var best uint64
+	var ctx context.Context
+	for id, x := range c.inflight {
+		if id >= best {
+			best, ctx = id, x
+		}
+	}
+	return ctx
+}
+
 // request sends method with raw params and returns the raw result.
-func (c *conn) request(ctx context.Context, method string, params json.RawMessage, extra http.Header) (json.RawMessage, error) {
+func (c *conn) request(ctx context.Context, u *Upstream, method string, params json.RawMessage, extra http.Header) (json.RawMessage, error) {
+	c.mu.Lock()
+	if c.inflight == nil {
+		c.inflight = make(map[uint64]context.Context)
+	}
+	c.seq++
+	id := c.seq
+	c.inflight[id] = ctx
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.inflight, id)
+		c.mu.Unlock()
+	}()
 	if c.direct != nil {
-		return c.direct.call(ctx, method, params, extra)
+		return c.direct.call(ctx, method, params, extra, func(m *wire.Message) { u.onStreamMessage(ctx, c, m) })
 	}
-	s := &slot{}
-	sctx := withSlot(ctx, s)
-	var err error
-	switch method {
-	case "tools/call":
-		var p wire.CallParams
-		if err := wire.DecodeCallParams(params, &p); err != nil {
-			return nil, err
-		}
-		cp := &mcp.CallToolParams{Name: p.Name, Arguments: p.Arguments}
-		if len(p.Meta) > 0 {
-			if err := json.Unmarshal(p.Meta, &cp.Meta); err != nil {
-				return nil, fmt.Errorf("decoding _meta: %w", err)
-			}
-		}
-		if cp.Arguments == nil {
-			cp.Arguments = json.RawMessage(`{}`)
-		}
-		_, err = c.cs.CallTool(sctx, cp)
-	case "tools/list":
-		var p mcp.ListToolsParams
-		if len(params) > 0 {
-			if err := json.Unmarshal(params, &p); err != nil {
-				return nil, err
-			}
-		}
-		_, err = c.cs.ListTools(sctx, &p)
-	default:
-		return nil, fmt.Errorf("method %q is not forwarded raw", method)
-	}
-	if c.capture != nil {
-		c.capture.forget(s)
-	}
-	if s.err != nil {
-		return nil, &wire.Error{Code: s.err.Code, Message: s.err.Message, Data: s.err.Data}
-	}
-	if err != nil {
-		return nil, err
-	}
-	if s.raw == nil {
-		return nil, errors.New("upstream result was not captured")
-	}
-	return s.raw, nil
+	return c.raw.call(ctx, method, params)
 }

@@ -35,14 +35,15 @@ type direct struct {
 	protocol  string
 	seq       atomic.Uint64
 	maxEvent  int
-	onMessage func(*wire.Message) // notifications and requests seen on a call's stream
 }
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 // call sends one request and returns its raw result. A JSON-RPC error from the
 // upstream is returned as *wire.Error.
-func (d *direct) call(ctx context.Context, method string, params []byte, extra http.Header) (json.RawMessage, error) {
+// Notifications and requests the server sends on the call's stream go to
+// onMessage, in order, before call returns.
+func (d *direct) call(ctx context.Context, method string, params []byte, extra http.Header, onMessage func(*wire.Message)) (json.RawMessage, error) {
 	n := d.seq.Add(1)
 	var idb [32]byte
 	id := append(strconv.AppendUint(append(idb[:0], `"mux-`...), n, 10), '"')
@@ -93,7 +94,7 @@ func (d *direct) call(ctx context.Context, method string, params []byte, extra h
 	case "application/json":
 		res, err = d.readJSON(resp.Body, id)
 	case "text/event-stream":
-		res, err = d.readStream(resp.Body, id)
+		res, err = d.readStream(resp.Body, id, onMessage)
 	default:
 		err = fmt.Errorf("upstream answered with content type %q", ct)
 	}
@@ -145,7 +146,7 @@ func (d *direct) readJSON(r io.Reader, id []byte) (json.RawMessage, error) {
 	return d.result(&m, id)
 }
 
-func (d *direct) readStream(r io.Reader, id []byte) (json.RawMessage, error) {
+func (d *direct) readStream(r io.Reader, id []byte, onMessage func(*wire.Message)) (json.RawMessage, error) {
 	var m wire.Message
 	for ev, err := range sse.Read(r, &sse.ReadConfig{MaxEventSize: d.maxEvent}) {
 		if err != nil {
@@ -160,9 +161,9 @@ func (d *direct) readStream(r io.Reader, id []byte) (json.RawMessage, error) {
 		if m.IsResponse() && bytes.Equal(m.ID, id) {
 			return d.result(&m, id)
 		}
-		if m.Method != "" && d.onMessage != nil {
+		if m.Method != "" && onMessage != nil {
 			msg := m
-			d.onMessage(&msg)
+			onMessage(&msg)
 		}
 	}
 	return nil, errors.New("upstream stream ended without a response")
@@ -184,24 +185,41 @@ func (d *direct) result(m *wire.Message, id []byte) (json.RawMessage, error) {
 // cancelUpstream tells the upstream that request id was abandoned.
 func (d *direct) cancelUpstream(id []byte) {
 	params := append(append([]byte(`{"requestId":`), id...), `,"reason":"cancelled by the caller"}`...)
-	body := wire.AppendNotification(nil, "notifications/cancelled", params)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(body))
-		if err != nil {
-			return
+	go d.post(wire.AppendNotification(nil, "notifications/cancelled", params))
+}
+
+// respond answers a request the server sent on a call's stream.
+func (d *direct) respond(id json.RawMessage, result json.RawMessage, err error) {
+	var body []byte
+	if err != nil {
+		code, msg := int64(-32603), err.Error()
+		var we *wire.Error
+		if errors.As(err, &we) {
+			code, msg = we.Code, we.Message
 		}
-		for k, v := range d.header {
-			req.Header[k] = v
-		}
-		req.Header["Content-Type"] = jsonCT
-		req.Header["Accept"] = acceptBoth
-		req.Header.Set("Mcp-Session-Id", d.sessionID)
-		req.Header.Set("Mcp-Protocol-Version", d.protocol)
-		if resp, err := d.client.Do(req); err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
-	}()
+		body = wire.AppendError(nil, id, code, msg)
+	} else {
+		body = wire.AppendResult(nil, id, result)
+	}
+	d.post(body)
+}
+
+// post sends one message that expects no response (HTTP 202).
+func (d *direct) post(body []byte) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(body))
+	if err != nil {
+		return
+	}
+	for k, v := range d.header {
+		req.Header[k] = v
+	}
+	req.Header["Content-Type"] = jsonCT
+	req.Header["Accept"] = acceptBoth
+	req.Header.Set("Mcp-Session-Id", d.sessionID)
+	req.Header.Set("Mcp-Protocol-Version", d.protocol)
+	if resp, err := d.client.Do(req); err == nil {
+		closeBody(resp.Body)
+	}
 }

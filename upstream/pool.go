@@ -50,7 +50,7 @@ func (p *pool) get(ctx context.Context, key Key) (*conn, error) {
 			evicted := p.evictLocked()
 			p.mu.Unlock()
 			closeAll(evicted)
-			c, err := p.u.dial(ctx)
+			c, err := p.u.dial(ctx, key, false)
 			p.mu.Lock()
 			e.c, e.err = c, err
 			if err != nil {

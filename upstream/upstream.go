@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
@@ -73,9 +74,40 @@ type Options struct {
 	Logger       hclog.Logger
 	// OnTools receives every successfully discovered tool list.
 	OnTools func([]Tool)
-	// OnMessage receives notifications and requests that arrive on the
-	// stream of a call made on the HTTP fast path.
-	OnMessage func(*wire.Message)
+	// OnChange is called after any list (tools, prompts, resources,
+	// resource templates) was discovered or refreshed.
+	OnChange func()
+	// Handler receives the server-to-client traffic of call sessions.
+	Handler Handler
+}
+
+// Handler receives what an upstream server sends on a call session. ctx is
+// the context of the call the message belongs to when mcp-mux can tell (the
+// message arrived on that call's stream, or it is the only call in flight on
+// the session), else a background context.
+type Handler interface {
+	// ServerRequest answers sampling/createMessage, elicitation/create and roots/list.
+	ServerRequest(ctx context.Context, key Key, method string, params json.RawMessage) (json.RawMessage, error)
+	// ServerNotification receives notifications/progress, notifications/message
+	// and notifications/resources/updated.
+	ServerNotification(ctx context.Context, key Key, method string, params json.RawMessage)
+}
+
+// Item is one listed prompt, resource or resource template: its key (name,
+// URI or URI template) and its JSON exactly as listed.
+type Item struct {
+	Key string
+	Raw json.RawMessage
+}
+
+// Lists is what discovery found on a server.
+type Lists struct {
+	Tools     []Tool
+	Prompts   []Item
+	Resources []Item
+	Templates []Item
+	// Capabilities the server declared in its initialize result.
+	Capabilities *mcp.ServerCapabilities
 }
 
 // Tool is one upstream tool: its raw name and its JSON exactly as listed.
@@ -105,8 +137,11 @@ type Upstream struct {
 	firstOnce  sync.Once
 
 	mu    sync.Mutex
-	tools []Tool
+	lists Lists
 	err   error // last discovery error, nil when healthy
+
+	connsMu sync.Mutex
+	conns   map[*mcp.ClientSession]*conn
 }
 
 // New validates opts and returns an Upstream. It does no I/O; call Start.
@@ -162,9 +197,21 @@ func New(opts Options) (*Upstream, error) {
 		refresh:    make(chan struct{}, 1),
 		discovered: make(chan struct{}),
 	}
+	refresh := func() { u.requestRefresh() }
 	u.client = mcp.NewClient(&mcp.Implementation{Name: "mcp-mux", Version: "1"}, &mcp.ClientOptions{
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { u.requestRefresh() },
+		// Declared so that servers send these; each is forwarded to the
+		// downstream client that caused it, which may still refuse.
+		Capabilities: &mcp.ClientCapabilities{
+			RootsV2:     &mcp.RootCapabilities{ListChanged: true},
+			Sampling:    &mcp.SamplingCapabilities{},
+			Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}},
+		},
+		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { refresh() },
+		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { refresh() },
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { refresh() },
 	})
+	u.client.AddReceivingMiddleware(u.receive)
+	u.conns = make(map[*mcp.ClientSession]*conn)
 	u.pool = newPool(u, opts.MaxSessions, opts.IdleTimeout)
 	return u, nil
 }
@@ -187,7 +234,14 @@ func (u *Upstream) Discovered() <-chan struct{} { return u.discovered }
 func (u *Upstream) Tools() []Tool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return u.tools
+	return u.lists.Tools
+}
+
+// Lists returns everything the last discovery found.
+func (u *Upstream) Lists() Lists {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.lists
 }
 
 // Err returns the last discovery error, or nil while the server is healthy.
@@ -253,20 +307,21 @@ func (u *Upstream) discover() (*conn, error) {
 		defer cancel()
 	}
 	start := time.Now()
-	c, err := u.dial(ctx)
+	c, err := u.dial(ctx, Key{}, true)
 	if err != nil {
 		return nil, err
 	}
-	tools, err := u.listTools(ctx, c)
+	lists, err := u.list(ctx, c)
 	if err != nil {
 		c.close()
 		if ctx.Err() != nil && u.ctx.Err() == nil {
 			return nil, fmt.Errorf("tool discovery timed out after %s", u.opts.InitTimeout)
 		}
-		return nil, fmt.Errorf("listing tools: %w", err)
+		return nil, err
 	}
-	u.publish(tools)
-	u.log.Info("upstream discovered", "tools", len(tools), "duration", time.Since(start).Round(time.Millisecond))
+	u.publish(lists)
+	u.log.Info("upstream discovered", "tools", len(lists.Tools), "prompts", len(lists.Prompts),
+		"resources", len(lists.Resources), "templates", len(lists.Templates), "duration", time.Since(start).Round(time.Millisecond))
 	return c, nil
 }
 
@@ -281,13 +336,13 @@ func (u *Upstream) watch(c *conn) bool {
 			return true
 		case <-u.refresh:
 			ctx, cancel := context.WithTimeout(u.ctx, max(u.opts.InitTimeout, 5*time.Second))
-			tools, err := u.listTools(ctx, c)
+			lists, err := u.list(ctx, c)
 			cancel()
 			if err != nil {
-				u.log.Warn("refreshing tool list failed", "err", err)
+				u.log.Warn("refreshing lists failed", "err", err)
 				continue
 			}
-			u.publish(tools)
+			u.publish(lists)
 		}
 	}
 }
@@ -298,13 +353,84 @@ func (u *Upstream) setErr(err error) {
 	u.mu.Unlock()
 }
 
-func (u *Upstream) publish(tools []Tool) {
+func (u *Upstream) publish(l Lists) {
 	u.mu.Lock()
-	u.tools = tools
+	u.lists = l
 	u.mu.Unlock()
 	if u.opts.OnTools != nil {
-		u.opts.OnTools(tools)
+		u.opts.OnTools(l.Tools)
 	}
+	if u.opts.OnChange != nil {
+		u.opts.OnChange()
+	}
+}
+
+// list fetches every list the server's capabilities announce.
+func (u *Upstream) list(ctx context.Context, c *conn) (Lists, error) {
+	l := Lists{Capabilities: c.cs.InitializeResult().Capabilities}
+	caps := l.Capabilities
+	if caps == nil {
+		caps = &mcp.ServerCapabilities{}
+	}
+	var err error
+	if caps.Tools != nil {
+		if l.Tools, err = u.listTools(ctx, c); err != nil {
+			return l, fmt.Errorf("listing tools: %w", err)
+		}
+	}
+	if caps.Prompts != nil {
+		if l.Prompts, err = u.listItems(ctx, c, "prompts/list", "prompts", "name"); err != nil {
+			return l, fmt.Errorf("listing prompts: %w", err)
+		}
+	}
+	if caps.Resources != nil {
+		if l.Resources, err = u.listItems(ctx, c, "resources/list", "resources", "uri"); err != nil {
+			return l, fmt.Errorf("listing resources: %w", err)
+		}
+		if l.Templates, err = u.listItems(ctx, c, "resources/templates/list", "resourceTemplates", "uriTemplate"); err != nil {
+			return l, fmt.Errorf("listing resource templates: %w", err)
+		}
+	}
+	return l, nil
+}
+
+// listItems pages through a list method, keying each item by keyField.
+func (u *Upstream) listItems(ctx context.Context, c *conn, method, field, keyField string) ([]Item, error) {
+	var items []Item
+	var cursor string
+	for range maxListPages {
+		var params json.RawMessage
+		if cursor != "" {
+			params, _ = json.Marshal(map[string]string{"cursor": cursor})
+		}
+		raw, err := c.request(ctx, u, method, params, nil)
+		if err != nil {
+			return nil, err
+		}
+		var page map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &page); err != nil {
+			return nil, fmt.Errorf("decoding %s result: %w", method, err)
+		}
+		var list []json.RawMessage
+		if err := json.Unmarshal(page[field], &list); err != nil && page[field] != nil {
+			return nil, fmt.Errorf("decoding %s result: %w", method, err)
+		}
+		for _, it := range list {
+			var head map[string]json.RawMessage
+			var key string
+			if json.Unmarshal(it, &head) != nil || json.Unmarshal(head[keyField], &key) != nil || key == "" {
+				u.log.Warn("ignoring a listed item without a "+keyField, "method", method)
+				continue
+			}
+			items = append(items, Item{Key: key, Raw: it})
+		}
+		cursor = ""
+		_ = json.Unmarshal(page["nextCursor"], &cursor)
+		if cursor == "" {
+			return items, nil
+		}
+	}
+	return nil, fmt.Errorf("%s did not end after %d pages", method, maxListPages)
 }
 
 const maxListPages = 1000
@@ -317,7 +443,7 @@ func (u *Upstream) listTools(ctx context.Context, c *conn) ([]Tool, error) {
 		if cursor != "" {
 			params, _ = json.Marshal(map[string]string{"cursor": cursor})
 		}
-		raw, err := c.request(ctx, "tools/list", params, nil)
+		raw, err := c.request(ctx, u, "tools/list", params, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -357,25 +483,36 @@ func (u *Upstream) scope(k Key) Key {
 	return k
 }
 
-// CallTool calls the raw tool name on the session for key with raw
-// arguments and _meta, and returns the raw CallToolResult. A JSON-RPC error
-// from the server is returned as *wire.Error; anything else is a transport
-// failure. A call that provably did not reach the server (dead stdio process,
-// expired HTTP session) is retried once on a fresh session.
+// CallTool calls tools/call with raw params on the session for key and
+// returns the raw CallToolResult, bounded by CallTimeout.
 func (u *Upstream) CallTool(ctx context.Context, key Key, params json.RawMessage, extra http.Header) (json.RawMessage, error) {
-	key = u.scope(key)
 	if u.opts.CallTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, u.opts.CallTimeout)
 		defer cancel()
+		raw, err := u.Request(ctx, key, "tools/call", params, extra)
+		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, fmt.Errorf("tool call timed out after %s", u.opts.CallTimeout)
+		}
+		return raw, err
 	}
+	return u.Request(ctx, key, "tools/call", params, extra)
+}
+
+// Request sends method with raw params on the session for key and returns
+// the raw result. A JSON-RPC error from the server is returned as
+// *wire.Error; anything else is a transport failure. A request that provably
+// did not reach the server (dead stdio process, expired HTTP session) is
+// retried once on a fresh session.
+func (u *Upstream) Request(ctx context.Context, key Key, method string, params json.RawMessage, extra http.Header) (json.RawMessage, error) {
+	key = u.scope(key)
 	for attempt := 0; ; attempt++ {
 		c, err := u.pool.get(ctx, key)
 		if err != nil {
 			return nil, err
 		}
 		start := time.Now()
-		raw, err := c.request(ctx, "tools/call", params, extra)
+		raw, err := c.request(ctx, u, method, params, extra)
 		if err == nil {
 			u.pool.release(key, c)
 			return raw, nil
@@ -387,12 +524,9 @@ func (u *Upstream) CallTool(ctx context.Context, key Key, params json.RawMessage
 		}
 		if ctx.Err() != nil {
 			u.pool.release(key, c)
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) && u.opts.CallTimeout > 0 {
-				return nil, fmt.Errorf("tool call timed out after %s", u.opts.CallTimeout)
-			}
 			return nil, ctx.Err()
 		}
-		notRun := errors.Is(err, errSessionMissing) || errors.Is(err, mcp.ErrSessionMissing) ||
+		notRun := errors.Is(err, errSessionMissing) || errors.Is(err, mcp.ErrSessionMissing) || errors.Is(err, errNotSent) ||
 			(c.proc != nil && c.proc.exitedBefore(start))
 		if notRun || !c.alive() {
 			u.pool.drop(key, c)
@@ -400,7 +534,7 @@ func (u *Upstream) CallTool(ctx context.Context, key Key, params json.RawMessage
 			u.pool.release(key, c)
 		}
 		if notRun && attempt == 0 {
-			u.log.Debug("upstream session gone before the call; reconnecting", "reason", err)
+			u.log.Debug("upstream session gone before the request; reconnecting", "reason", err)
 			continue
 		}
 		return nil, err
@@ -420,6 +554,111 @@ func (u *Upstream) Close() error {
 	u.pool.closeWhere(func(Key) bool { return true })
 	return nil
 }
+
+func (u *Upstream) track(cs *mcp.ClientSession, c *conn) {
+	u.connsMu.Lock()
+	u.conns[cs] = c
+	u.connsMu.Unlock()
+}
+
+func (u *Upstream) untrack(cs *mcp.ClientSession) {
+	u.connsMu.Lock()
+	delete(u.conns, cs)
+	u.connsMu.Unlock()
+}
+
+func (u *Upstream) connOf(cs *mcp.ClientSession) *conn {
+	u.connsMu.Lock()
+	defer u.connsMu.Unlock()
+	return u.conns[cs]
+}
+
+// serverRequests are the server-to-client requests forwarded to the caller.
+var serverRequests = map[string]bool{"sampling/createMessage": true, "elicitation/create": true, "roots/list": true}
+
+// forwardedNotifications are passed to the Handler.
+var forwardedNotifications = map[string]bool{"notifications/progress": true, "notifications/message": true, "notifications/resources/updated": true}
+
+// receive is the SDK client's receiving middleware: it hands server-to-client
+// traffic of call sessions to the Handler.
+func (u *Upstream) receive(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if !serverRequests[method] && !forwardedNotifications[method] {
+			return next(ctx, method, req)
+		}
+		cs, _ := req.GetSession().(*mcp.ClientSession)
+		c := u.connOf(cs)
+		if c == nil || u.opts.Handler == nil || (c.control && method != "notifications/resources/updated") {
+			if serverRequests[method] {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: method + " is not available on this session"}
+			}
+			return nil, nil
+		}
+		params, err := json.Marshal(req.GetParams())
+		if err != nil {
+			return nil, err
+		}
+		callCtx := c.callCtx()
+		if callCtx == nil {
+			callCtx = context.WithoutCancel(ctx)
+		}
+		if forwardedNotifications[method] {
+			u.opts.Handler.ServerNotification(callCtx, c.key, method, params)
+			return nil, nil
+		}
+		raw, err := u.opts.Handler.ServerRequest(mergeCancel(callCtx, ctx), c.key, method, params)
+		if err != nil {
+			var we *wire.Error
+			if errors.As(err, &we) {
+				return nil, &jsonrpc.Error{Code: we.Code, Message: we.Message, Data: we.Data}
+			}
+			return nil, err
+		}
+		return &rawResult{raw: raw}, nil
+	}
+}
+
+// onStreamMessage handles a notification or request that arrived on the
+// stream of a call made with ctx on c (HTTP fast path).
+func (u *Upstream) onStreamMessage(ctx context.Context, c *conn, m *wire.Message) {
+	switch {
+	case m.IsNotification():
+		if forwardedNotifications[m.Method] && u.opts.Handler != nil && !c.control {
+			u.opts.Handler.ServerNotification(ctx, c.key, m.Method, m.Params)
+		}
+	case m.IsCall():
+		go func() {
+			var (
+				raw json.RawMessage
+				err error
+			)
+			switch {
+			case m.Method == "ping":
+				raw = json.RawMessage(`{}`)
+			case serverRequests[m.Method] && u.opts.Handler != nil && !c.control:
+				raw, err = u.opts.Handler.ServerRequest(ctx, c.key, m.Method, m.Params)
+			default:
+				err = &wire.Error{Code: jsonrpc.CodeMethodNotFound, Message: m.Method + " is not available on this session"}
+			}
+			c.direct.respond(m.ID, raw, err)
+		}()
+	}
+}
+
+// mergeCancel returns a context with a's values that ends when either ends.
+func mergeCancel(a, b context.Context) context.Context {
+	ctx, cancel := context.WithCancel(a)
+	context.AfterFunc(b, cancel)
+	return ctx
+}
+
+// rawResult is a client-side result passed through as bytes.
+type rawResult struct {
+	mcp.ResultBase
+	raw json.RawMessage
+}
+
+func (r *rawResult) MarshalJSON() ([]byte, error) { return r.raw, nil }
 
 // staticHeaders adds the configured headers to every SDK request.
 type staticHeaders struct {

@@ -1,0 +1,68 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/upstream"
+)
+
+// forwarder is the Server seen as the upstream.Handler: it routes what
+// upstream servers send on call sessions to the downstream session (and,
+// where known, the request) they belong to.
+type forwarder Server
+
+var _ upstream.Handler = (*forwarder)(nil)
+
+func (f *forwarder) ServerNotification(ctx context.Context, key upstream.Key, method string, params json.RawMessage) {
+	s := (*Server)(f)
+	switch method {
+	case "notifications/progress":
+		// Tokens are unique per call, so this reaches exactly its caller.
+		s.progress.deliver(params)
+	case "notifications/message":
+		if k := sinkFrom(ctx); k != nil {
+			k.notify(method, params)
+			return
+		}
+		for _, st := range s.sessionsWithKey(key) {
+			deliverNotification(context.Background(), st, method, params)
+		}
+	case "notifications/resources/updated":
+		var p mcp.ResourceUpdatedNotificationParams
+		if json.Unmarshal(params, &p) != nil {
+			return
+		}
+		for _, st := range s.sessionsWithKey(key) {
+			if st.subscribed(p.URI) {
+				s.notify(context.Background(), st.ss, method, &p)
+			}
+		}
+	}
+}
+
+func (f *forwarder) ServerRequest(ctx context.Context, key upstream.Key, method string, params json.RawMessage) (json.RawMessage, error) {
+	s := (*Server)(f)
+	if k := sinkFrom(ctx); k != nil {
+		return k.request(ctx, method, params)
+	}
+	for _, st := range s.sessionsWithKey(key) {
+		return sessionRequest(ctx, st, method, params)
+	}
+	return nil, &wire.Error{Code: -32603, Message: fmt.Sprintf("no client session is waiting for %s", method)}
+}
+
+// sessionsWithKey returns the downstream sessions that called upstreams as key.
+func (s *Server) sessionsWithKey(key upstream.Key) []*session {
+	var out []*session
+	for _, ss := range s.sessions.all() {
+		if st := s.sessions.get(ss); st != nil && st.hasKey(key) {
+			out = append(out, st)
+		}
+	}
+	return out
+}

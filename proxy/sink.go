@@ -1,0 +1,267 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sse "github.com/tmaxmax/go-sse"
+
+	"github.com/mcp-mux/mcp-mux/internal/wire"
+)
+
+// A sink delivers what an upstream sends while serving one downstream
+// request (progress, log messages, sampling/elicitation/roots requests) to
+// the downstream session that made it, on that request's own stream.
+type sink interface {
+	// notify sends a notification; params are final (tokens remapped).
+	notify(method string, params json.RawMessage)
+	// request sends a server-to-client request and returns the raw result.
+	request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
+	session() *session
+}
+
+type sinkKey struct{}
+
+func withSink(ctx context.Context, s sink) context.Context {
+	return context.WithValue(ctx, sinkKey{}, s)
+}
+
+func sinkFrom(ctx context.Context) sink {
+	s, _ := ctx.Value(sinkKey{}).(sink)
+	return s
+}
+
+// sdkSink delivers through the SDK's ServerSession with the handler's
+// context, which routes messages to the request's response stream.
+type sdkSink struct {
+	ctx context.Context
+	st  *session
+}
+
+func (k *sdkSink) session() *session { return k.st }
+
+func (k *sdkSink) notify(method string, params json.RawMessage) {
+	deliverNotification(k.ctx, k.st, method, params)
+}
+
+func (k *sdkSink) request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	return sessionRequest(mergeCtx(k.ctx, ctx), k.st, method, params)
+}
+
+// mergeCtx returns routing values from a and cancellation from b.
+func mergeCtx(a, b context.Context) context.Context {
+	ctx, cancel := context.WithCancel(a)
+	context.AfterFunc(b, cancel)
+	return ctx
+}
+
+// deliverNotification sends progress or a log message through the SDK
+// session; with a handler context it rides that request's stream, otherwise
+// the session's standalone stream.
+func deliverNotification(ctx context.Context, st *session, method string, params json.RawMessage) {
+	switch method {
+	case "notifications/progress":
+		var p mcp.ProgressNotificationParams
+		if json.Unmarshal(params, &p) == nil {
+			_ = st.ss.NotifyProgress(ctx, &p)
+		}
+	case "notifications/message":
+		var p mcp.LoggingMessageParams
+		if json.Unmarshal(params, &p) == nil {
+			_ = st.ss.Log(ctx, &p)
+		}
+	}
+}
+
+// sessionRequest sends a server-to-client request through the SDK session.
+func sessionRequest(ctx context.Context, st *session, method string, params json.RawMessage) (json.RawMessage, error) {
+	var (
+		res any
+		err error
+	)
+	switch method {
+	case "sampling/createMessage":
+		var p mcp.CreateMessageWithToolsParams
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, err
+		}
+		res, err = st.ss.CreateMessageWithTools(ctx, &p)
+	case "elicitation/create":
+		var p mcp.ElicitParams
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, err
+		}
+		res, err = st.ss.Elicit(ctx, &p)
+	case "roots/list":
+		var p mcp.ListRootsParams
+		_ = json.Unmarshal(params, &p)
+		res, err = st.ss.ListRoots(ctx, &p)
+	case "ping":
+		err = st.ss.Ping(ctx, nil)
+		res = struct{}{}
+	default:
+		return nil, &wire.Error{Code: -32601, Message: fmt.Sprintf("method %q is not forwarded to clients", method)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(res)
+}
+
+// fastSink belongs to a fast-path tools/call. The response starts as plain
+// JSON; the first related message upgrades it to an event stream, exactly as
+// a server answering on the POST's own stream does.
+type fastSink struct {
+	st *session
+	w  http.ResponseWriter
+
+	mu        sync.Mutex
+	streaming bool
+	done      bool
+}
+
+func (f *fastSink) session() *session { return f.st }
+
+var eventType = sse.Type("message")
+
+// writeLocked writes one JSON-RPC message; f.mu is held.
+func (f *fastSink) writeLocked(msg []byte) error {
+	if !f.streaming {
+		h := f.w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache, no-transform")
+		f.w.WriteHeader(http.StatusOK)
+		f.streaming = true
+	}
+	m := sse.Message{Type: eventType}
+	m.AppendData(string(msg))
+	if _, err := m.WriteTo(f.w); err != nil {
+		return err
+	}
+	return http.NewResponseController(f.w).Flush()
+}
+
+func (f *fastSink) notify(method string, params json.RawMessage) {
+	if method == "notifications/message" && !f.st.wantsLog(params) {
+		return
+	}
+	msg := wire.AppendNotification(nil, method, params)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.done {
+		_ = f.writeLocked(msg)
+	}
+}
+
+// finish writes the response; later notifications are dropped.
+func (f *fastSink) finish(resp []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.done = true
+	if f.streaming {
+		_ = f.writeLocked(resp)
+		return
+	}
+	f.w.Header()["Content-Type"] = jsonContentType
+	f.w.WriteHeader(http.StatusOK)
+	_, _ = f.w.Write(resp)
+}
+
+var errNoCapability = errors.New("the client did not declare this capability")
+
+func (f *fastSink) request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	if method == "ping" {
+		return json.RawMessage(`{}`), nil
+	}
+	if !f.st.supports(method) {
+		return nil, &wire.Error{Code: -32601, Message: fmt.Sprintf("client does not support %s: %v", method, errNoCapability)}
+	}
+	id, ch := f.st.expect()
+	defer f.st.forget(id)
+	msg := wire.AppendRequest(nil, json.RawMessage(id), method, params)
+	f.mu.Lock()
+	var err error
+	if f.done {
+		err = errors.New("the request that caused this has already completed")
+	} else {
+		err = f.writeLocked(msg)
+	}
+	f.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case m := <-ch:
+		if m.Error != nil {
+			return nil, m.Error
+		}
+		return m.Result, nil
+	case <-ctx.Done():
+		f.notify("notifications/cancelled", json.RawMessage(`{"requestId":`+id+`,"reason":"cancelled upstream"}`))
+		return nil, ctx.Err()
+	}
+}
+
+// progressTable maps the progress tokens mcp-mux sends upstream to the sink
+// and token of the downstream request they belong to. Upstream tokens are
+// unique, so two sessions using the same token never see each other's progress.
+type progressTable struct {
+	seq atomic.Uint64
+	mu  sync.Mutex
+	m   map[string]progressEntry
+}
+
+type progressEntry struct {
+	sink  sink
+	token json.RawMessage
+}
+
+// register returns the upstream token for a downstream token.
+func (t *progressTable) register(s sink, token json.RawMessage) string {
+	tok := "mux-p-" + strconv.FormatUint(t.seq.Add(1), 10)
+	t.mu.Lock()
+	if t.m == nil {
+		t.m = make(map[string]progressEntry)
+	}
+	t.m[tok] = progressEntry{sink: s, token: token}
+	t.mu.Unlock()
+	return tok
+}
+
+func (t *progressTable) drop(tok string) {
+	t.mu.Lock()
+	delete(t.m, tok)
+	t.mu.Unlock()
+}
+
+// deliver forwards an upstream progress notification with the original token.
+func (t *progressTable) deliver(params json.RawMessage) bool {
+	var p map[string]json.RawMessage
+	if json.Unmarshal(params, &p) != nil {
+		return false
+	}
+	var tok string
+	if json.Unmarshal(p["progressToken"], &tok) != nil {
+		return false
+	}
+	t.mu.Lock()
+	e, ok := t.m[tok]
+	t.mu.Unlock()
+	if !ok {
+		return false
+	}
+	p["progressToken"] = e.token
+	b, err := json.Marshal(p)
+	if err != nil {
+		return false
+	}
+	e.sink.notify("notifications/progress", b)
+	return true
+}

@@ -1,0 +1,129 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/internal/wire"
+)
+
+// The SDK client decodes results into its own types, which loses unknown
+// content types, unknown fields and big integers. rawTransport wraps a
+// message-level transport (stdio, legacy SSE) so that mcp-mux can send its
+// own requests on the SDK's connection and receive their results as raw
+// bytes: requests carry string ids ("mux-N") that the SDK, which numbers its
+// requests, never uses, and their responses are taken off the connection
+// before the SDK reads it. Everything else — initialize, server-to-client
+// requests, notifications — stays with the SDK session.
+
+// rawTransport records the one connection it makes.
+type rawTransport struct {
+	inner mcp.Transport
+	conn  *rawConn
+}
+
+func (t *rawTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.inner.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t.conn = &rawConn{Connection: c, pending: make(map[jsonrpc.ID]chan *jsonrpc.Response), closed: make(chan struct{})}
+	return t.conn, nil
+}
+
+type rawConn struct {
+	mcp.Connection
+	seq       atomic.Uint64
+	mu        sync.Mutex
+	pending   map[jsonrpc.ID]chan *jsonrpc.Response
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+func (c *rawConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	for {
+		msg, err := c.Connection.Read(ctx)
+		if err != nil {
+			c.markClosed()
+			return msg, err
+		}
+		resp, ok := msg.(*jsonrpc.Response)
+		if !ok {
+			return msg, nil
+		}
+		c.mu.Lock()
+		ch := c.pending[resp.ID]
+		delete(c.pending, resp.ID)
+		c.mu.Unlock()
+		if ch == nil {
+			return msg, nil
+		}
+		ch <- resp
+	}
+}
+
+func (c *rawConn) Close() error {
+	c.markClosed()
+	return c.Connection.Close()
+}
+
+func (c *rawConn) markClosed() { c.closeOnce.Do(func() { close(c.closed) }) }
+
+// call sends one request and waits for its raw result. A JSON-RPC error is
+// returned as *wire.Error.
+func (c *rawConn) call(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	idText := "mux-" + strconv.FormatUint(c.seq.Add(1), 10)
+	id, err := jsonrpc.MakeID(idText)
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan *jsonrpc.Response, 1)
+	c.mu.Lock()
+	c.pending[id] = ch
+	c.mu.Unlock()
+	forget := func() {
+		c.mu.Lock()
+		delete(c.pending, id)
+		c.mu.Unlock()
+	}
+	select {
+	case <-c.closed:
+		forget()
+		return nil, errNotSent
+	default:
+	}
+	if err := c.Connection.Write(ctx, &jsonrpc.Request{ID: id, Method: method, Params: params}); err != nil {
+		forget()
+		return nil, errors.Join(errNotSent, err)
+	}
+	select {
+	case resp := <-ch:
+		if resp.Error != nil {
+			var we *jsonrpc.Error
+			if errors.As(resp.Error, &we) {
+				return nil, &wire.Error{Code: we.Code, Message: we.Message, Data: we.Data}
+			}
+			return nil, resp.Error
+		}
+		return resp.Result, nil
+	case <-ctx.Done():
+		forget()
+		params, _ := json.Marshal(map[string]any{"requestId": idText, "reason": "cancelled by the caller"})
+		_ = c.Connection.Write(context.Background(), &jsonrpc.Request{Method: "notifications/cancelled", Params: params})
+		return nil, ctx.Err()
+	case <-c.closed:
+		forget()
+		return nil, mcp.ErrConnectionClosed
+	}
+}
+
+// errNotSent marks a request that never left mcp-mux, so retrying it on a
+// new session cannot run it twice.
+var errNotSent = errors.New("request not sent: upstream connection closed")
