@@ -24,3 +24,5 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 )
+
+tool github.com/modelcontextprotocol/go-sdk/conformance/everything-server

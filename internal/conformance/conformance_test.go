@@ -1,0 +1,191 @@
+// Package conformance runs the official MCP conformance server suite
+// (npm @modelcontextprotocol/conformance) against mcp-mux fronting the go-sdk
+// conformance everything-server, once over HTTP and once over stdio. The
+// suite must pass completely through the mux, as it does against the server
+// directly.
+package conformance
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcp-mux/mcp-mux/config"
+	"github.com/mcp-mux/mcp-mux/proxy"
+)
+
+const (
+	suitePackage = "@modelcontextprotocol/conformance"
+	suiteVersion = "0.1.16"
+	wantSummary  = "Total: 40 passed, 0 failed"
+)
+
+// suiteEntry installs the conformance package once into a cache directory
+// and returns its entry point.
+func suiteEntry(t *testing.T) string {
+	t.Helper()
+	home := os.Getenv("MCP_CONFORMANCE_HOME")
+	if home == "" {
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			cache = os.TempDir()
+		}
+		home = filepath.Join(cache, "mcp-mux", "conformance-"+suiteVersion)
+	}
+	entry := filepath.Join(home, "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js")
+	if _, err := os.Stat(entry); err != nil {
+		if err := os.MkdirAll(home, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(home, "package.json")); err != nil {
+			_ = os.WriteFile(filepath.Join(home, "package.json"), []byte(`{"private": true}`), 0o644)
+		}
+		cmd := exec.Command("npm", "install", "--no-audit", "--no-fund", suitePackage+"@"+suiteVersion)
+		cmd.Dir = home
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("installing %s@%s: %v\n%s", suitePackage, suiteVersion, err, out)
+		}
+	}
+	// The 0.1.x bundle imports fs.globSync (Node >= 22) only for a command the
+	// server suite does not use; on older Node, stub that import.
+	if exec.Command("node", "-e", `process.exit(require("fs").globSync ? 0 : 1)`).Run() != nil {
+		b, err := os.ReadFile(entry)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, []byte("globSync as o,")) {
+			b = bytes.Replace(b, []byte("globSync as o,"), nil, 1)
+			if i := bytes.IndexByte(b, '\n'); i >= 0 {
+				b = append(append(append([]byte{}, b[:i+1]...), "const o=()=>[];"...), b[i+1:]...)
+			}
+			if err := os.WriteFile(entry, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return entry
+}
+
+// everythingServer builds the go-sdk conformance server (pinned as a tool in go.mod).
+func everythingServer(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "everything-server")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/modelcontextprotocol/go-sdk/conformance/everything-server")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building everything-server: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// startMux serves mcp-mux on the given single-server config.
+func startMux(t *testing.T, server string) string {
+	t.Helper()
+	cfg, err := config.Parse([]byte(`{"mcpServers": {"everything": `+server+`}}`), config.LoadOptions{Filename: "conformance.json"})
+	if err != nil || len(cfg.Invalid) > 0 {
+		t.Fatalf("config: %v %+v", err, cfg)
+	}
+	srv := proxy.New(proxy.Options{})
+	if err := srv.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := srv.WaitDiscovery(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Close(ctx)
+		ts.Close()
+	})
+	return ts.URL + "/mcp"
+}
+
+var summaryLine = regexp.MustCompile(`(?m)^Total: \d+ passed, \d+ failed.*$`)
+
+// runSuite runs the server suite against url and returns its summary section.
+func runSuite(t *testing.T, entry, url string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", entry, "server", "--url", url)
+	cmd.Dir = filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(entry)))))
+	out, _ := cmd.CombinedOutput()
+	s := string(out)
+	i := strings.Index(s, "=== SUMMARY ===")
+	if i < 0 {
+		t.Fatalf("no summary from the conformance suite:\n%s", tail(s, 4000))
+	}
+	return s[i:]
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+func checkSummary(t *testing.T, name, summary string) {
+	t.Helper()
+	t.Logf("%s:\n%s", name, summary)
+	got := summaryLine.FindString(summary)
+	if got != wantSummary {
+		t.Errorf("%s: got %q, want %q", name, got, wantSummary)
+	}
+}
+
+func TestConformanceThroughMuxHTTP(t *testing.T) {
+	entry := suiteEntry(t)
+	bin := everythingServer(t)
+	addr := freeAddr(t)
+	up := exec.Command(bin, "-http", addr, "-stateless=false")
+	if err := up.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = up.Process.Kill(); _ = up.Wait() })
+	waitListening(t, addr)
+	url := startMux(t, fmt.Sprintf(`{"type": "http", "url": "http://%s/mcp", "tool_name_prefix": false}`, addr))
+	checkSummary(t, "http upstream", runSuite(t, entry, url))
+}
+
+func TestConformanceThroughMuxStdio(t *testing.T) {
+	entry := suiteEntry(t)
+	bin := everythingServer(t)
+	url := startMux(t, fmt.Sprintf(`{"type": "stdio", "command": %q, "tool_name_prefix": false}`, bin))
+	checkSummary(t, "stdio upstream", runSuite(t, entry, url))
+}
+
+func waitListening(t *testing.T, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("everything-server did not listen on %s", addr)
+}
