@@ -3,9 +3,11 @@ package upstream
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -38,10 +40,10 @@ type conn struct {
 func (u *Upstream) dial(ctx context.Context, key Key, control bool) (*conn, error) {
 	connCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c := &conn{key: key, control: control, cancel: cancel, done: make(chan struct{})}
-	var timedOut bool
+	var timedOut atomic.Bool
 	stop := func() bool { return true }
 	if u.opts.InitTimeout > 0 {
-		t := time.AfterFunc(u.opts.InitTimeout, func() { timedOut = true; cancel() })
+		t := time.AfterFunc(u.opts.InitTimeout, func() { timedOut.Store(true); cancel() })
 		stop = t.Stop
 	}
 	// The caller's cancellation also aborts the bring-up.
@@ -58,11 +60,13 @@ func (u *Upstream) dial(ctx context.Context, key Key, control bool) (*conn, erro
 			return nil, err
 		}
 		c.proc = p
-		transport = &rawTransport{inner: &mcp.IOTransport{Reader: p.stdout, Writer: p.stdin, MaxLineLength: maxFrame}}
+		transport = &rawTransport{inner: &mcp.IOTransport{Reader: p.stdout, Writer: p.stdin, MaxLineLength: maxFrame},
+			notify: func(method string, params json.RawMessage) { u.onNotification(c, method, params) }}
 	case SSE:
-		transport = &rawTransport{inner: &mcp.SSEClientTransport{Endpoint: u.opts.URL, HTTPClient: u.sdkHTTP}}
+		transport = &rawTransport{inner: &mcp.SSEClientTransport{Endpoint: u.opts.URL, HTTPClient: sessionClient(u.sdkHTTP.Transport, connCtx)},
+			notify: func(method string, params json.RawMessage) { u.onNotification(c, method, params) }}
 	case HTTP:
-		transport = &mcp.StreamableClientTransport{Endpoint: u.opts.URL, HTTPClient: u.sdkHTTP, MaxRetries: 2}
+		transport = &mcp.StreamableClientTransport{Endpoint: u.opts.URL, HTTPClient: sessionClient(u.sdkHTTP.Transport, connCtx), MaxRetries: 2}
 	default:
 		stop()
 		cancel()
@@ -74,7 +78,8 @@ func (u *Upstream) dial(ctx context.Context, key Key, control bool) (*conn, erro
 			_ = cs.Close()
 		}
 		c.kill()
-		if timedOut {
+		// The caller's deadline (discovery's is InitTimeout too) may fire first.
+		if timedOut.Load() || errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return nil, fmt.Errorf("initialize timed out after %s", u.opts.InitTimeout)
 		}
 		if err == nil {
@@ -88,7 +93,7 @@ func (u *Upstream) dial(ctx context.Context, key Key, control bool) (*conn, erro
 	}
 	if u.opts.Transport == HTTP {
 		c.direct = &direct{url: u.opts.URL, client: u.http, header: u.opts.Header, sessionID: cs.ID(),
-			protocol: cs.InitializeResult().ProtocolVersion, maxEvent: maxFrame}
+			protocol: cs.InitializeResult().ProtocolVersion, maxEvent: maxFrame, async: &u.async}
 	}
 	u.track(cs, c)
 	go func() {

@@ -35,6 +35,7 @@ type direct struct {
 	protocol  string
 	seq       atomic.Uint64
 	maxEvent  int
+	async     *sync.WaitGroup // background posts; the Upstream waits for them on Close
 }
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
@@ -185,7 +186,8 @@ func (d *direct) result(m *wire.Message, id []byte) (json.RawMessage, error) {
 // cancelUpstream tells the upstream that request id was abandoned.
 func (d *direct) cancelUpstream(id []byte) {
 	params := append(append([]byte(`{"requestId":`), id...), `,"reason":"cancelled by the caller"}`...)
-	go d.post(wire.AppendNotification(nil, "notifications/cancelled", params))
+	body := wire.AppendNotification(nil, "notifications/cancelled", params)
+	d.async.Go(func() { d.post(body) })
 }
 
 // respond answers a request the server sent on a call's stream.

@@ -3,6 +3,7 @@ package upstream
 import (
 	"container/list"
 	"context"
+	"errors"
 	"sync"
 	"time"
 )
@@ -17,7 +18,12 @@ type pool struct {
 	mu      sync.Mutex
 	entries map[Key]*list.Element // of *entry
 	lru     list.List             // front = most recently used
+	closed  bool                  // set by shutdown: no new sessions
+	dials   sync.WaitGroup        // sessions being dialed
 }
+
+// errClosed is returned for calls on a closed Upstream.
+var errClosed = errors.New("upstream is closed")
 
 type entry struct {
 	key      Key
@@ -43,22 +49,19 @@ func (p *pool) size() int {
 func (p *pool) get(ctx context.Context, key Key) (*conn, error) {
 	for {
 		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return nil, errClosed
+		}
 		el, ok := p.entries[key]
 		if !ok {
 			e := &entry{key: key, ready: make(chan struct{}), inflight: 1, lastUsed: time.Now()}
 			p.entries[key] = p.lru.PushFront(e)
 			evicted := p.evictLocked()
+			p.dials.Add(1)
 			p.mu.Unlock()
-			closeAll(evicted)
-			c, err := p.u.dial(ctx, key, false)
-			p.mu.Lock()
-			e.c, e.err = c, err
-			if err != nil {
-				p.removeLocked(e)
-			}
-			close(e.ready)
-			p.mu.Unlock()
-			return c, err
+			p.closeAll(evicted)
+			return p.dial(ctx, e)
 		}
 		e := el.Value.(*entry)
 		e.inflight++
@@ -68,7 +71,9 @@ func (p *pool) get(ctx context.Context, key Key) (*conn, error) {
 		select {
 		case <-e.ready:
 		case <-ctx.Done():
-			p.release(key, nil)
+			p.mu.Lock()
+			e.inflight-- // e itself: the key may hold a newer entry by now
+			p.mu.Unlock()
 			return nil, ctx.Err()
 		}
 		if e.err != nil {
@@ -81,17 +86,47 @@ func (p *pool) get(ctx context.Context, key Key) (*conn, error) {
 	}
 }
 
+// dial brings up the session of the new entry e, which get added.
+// Upstream.Close aborts the dial and waits for it.
+func (p *pool) dial(ctx context.Context, e *entry) (*conn, error) {
+	defer p.dials.Done()
+	ctx, cancel := context.WithCancel(ctx)
+	unwatch := context.AfterFunc(p.u.ctx, cancel)
+	c, err := p.u.dial(ctx, e.key, false)
+	unwatch()
+	cancel()
+	p.mu.Lock()
+	var late *conn
+	if err == nil && p.closed {
+		late, c, err = c, nil, errClosed
+	}
+	e.c, e.err = c, err
+	if err != nil {
+		p.removeLocked(e)
+	}
+	close(e.ready)
+	p.mu.Unlock()
+	if late != nil {
+		late.close()
+	}
+	return c, err
+}
+
 // release hands a session back after a call.
 func (p *pool) release(key Key, c *conn) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	var evicted []*conn
 	if el, ok := p.entries[key]; ok {
 		e := el.Value.(*entry)
 		if c == nil || e.c == c {
 			e.inflight--
 			e.lastUsed = time.Now()
+			// Sessions kept over the cap while busy can go now.
+			evicted = p.evictLocked()
 		}
 	}
+	p.mu.Unlock()
+	p.closeAll(evicted)
 }
 
 // drop removes and closes a broken session so the next call reconnects.
@@ -101,7 +136,7 @@ func (p *pool) drop(key Key, c *conn) {
 		p.removeLocked(el.Value.(*entry))
 	}
 	p.mu.Unlock()
-	go c.close()
+	p.u.async.Go(c.close)
 }
 
 func (p *pool) removeLocked(e *entry) {
@@ -111,12 +146,18 @@ func (p *pool) removeLocked(e *entry) {
 	}
 }
 
-// evictLocked removes least recently used ready sessions above the cap.
+// evictLocked removes least recently used idle sessions above the cap. A
+// session with a call in flight is not evicted (that would fail the call), so
+// the pool can exceed the cap while more than max sessions are busy.
 func (p *pool) evictLocked() []*conn {
 	var out []*conn
 	for el := p.lru.Back(); el != nil && len(p.entries) > p.max; {
 		prev := el.Prev()
 		e := el.Value.(*entry)
+		if e.inflight > 0 {
+			el = prev
+			continue
+		}
 		select {
 		case <-e.ready:
 			if e.c != nil {
@@ -152,6 +193,16 @@ func (p *pool) closeWhere(match func(Key) bool) {
 	closeAllWait(out)
 }
 
+// shutdown closes every session, refuses new ones and waits for dials in
+// progress (Upstream.Close has cancelled them) to end.
+func (p *pool) shutdown() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.closeWhere(func(Key) bool { return true })
+	p.dials.Wait()
+}
+
 // reap closes sessions idle for longer than the idle timeout.
 func (p *pool) reap(ctx context.Context) {
 	t := time.NewTicker(max(p.idle/4, 50*time.Millisecond))
@@ -173,14 +224,15 @@ func (p *pool) reap(ctx context.Context) {
 				el = prev
 			}
 			p.mu.Unlock()
-			closeAll(out)
+			p.closeAll(out)
 		}
 	}
 }
 
-func closeAll(cs []*conn) {
+// closeAll closes sessions in the background; Upstream.Close waits for them.
+func (p *pool) closeAll(cs []*conn) {
 	for _, c := range cs {
-		go c.close()
+		p.u.async.Go(c.close)
 	}
 }
 

@@ -27,6 +27,10 @@ import (
 type rawTransport struct {
 	inner mcp.Transport
 	conn  *rawConn
+	// notify takes the notifications forwardedNotifications names off the
+	// connection, in order with the responses to mcp-mux's own requests: the
+	// SDK would dispatch them on a queue that a response can overtake.
+	notify func(method string, params json.RawMessage)
 }
 
 func (t *rawTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -34,12 +38,13 @@ func (t *rawTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.conn = &rawConn{Connection: c, pending: make(map[jsonrpc.ID]chan *jsonrpc.Response), closed: make(chan struct{})}
+	t.conn = &rawConn{Connection: c, pending: make(map[jsonrpc.ID]chan *jsonrpc.Response), closed: make(chan struct{}), notify: t.notify}
 	return t.conn, nil
 }
 
 type rawConn struct {
 	mcp.Connection
+	notify    func(method string, params json.RawMessage)
 	seq       atomic.Uint64
 	mu        sync.Mutex
 	pending   map[jsonrpc.ID]chan *jsonrpc.Response
@@ -53,6 +58,13 @@ func (c *rawConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		if err != nil {
 			c.markClosed()
 			return msg, err
+		}
+		if req, ok := msg.(*jsonrpc.Request); ok {
+			if !req.ID.IsValid() && forwardedNotifications[req.Method] && c.notify != nil {
+				c.notify(req.Method, req.Params)
+				continue
+			}
+			return msg, nil
 		}
 		resp, ok := msg.(*jsonrpc.Response)
 		if !ok {

@@ -130,7 +130,8 @@ type Upstream struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // run and reap loops
+	async  sync.WaitGroup // background closes and replies; Close waits for them
 
 	refresh    chan struct{}
 	discovered chan struct{}
@@ -356,6 +357,7 @@ func (u *Upstream) setErr(err error) {
 func (u *Upstream) publish(l Lists) {
 	u.mu.Lock()
 	u.lists = l
+	u.err = nil // healthy before OnTools/OnChange look
 	u.mu.Unlock()
 	if u.opts.OnTools != nil {
 		u.opts.OnTools(l.Tools)
@@ -551,7 +553,12 @@ func (u *Upstream) ReleaseThread(thread string) {
 func (u *Upstream) Close() error {
 	u.cancel()
 	u.wg.Wait()
-	u.pool.closeWhere(func(Key) bool { return true })
+	u.pool.shutdown()
+	if u.opts.RoundTripper == nil { // our own transport: drop its keep-alive connections
+		if t, ok := u.http.Transport.(*http.Transport); ok {
+			t.CloseIdleConnections()
+		}
+	}
 	return nil
 }
 
@@ -618,6 +625,18 @@ func (u *Upstream) receive(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
+// onNotification delivers a forwarded notification read off c.
+func (u *Upstream) onNotification(c *conn, method string, params json.RawMessage) {
+	if u.opts.Handler == nil || (c.control && method != "notifications/resources/updated") {
+		return
+	}
+	ctx := c.callCtx()
+	if ctx == nil {
+		ctx = u.ctx
+	}
+	u.opts.Handler.ServerNotification(ctx, c.key, method, params)
+}
+
 // onStreamMessage handles a notification or request that arrived on the
 // stream of a call made with ctx on c (HTTP fast path).
 func (u *Upstream) onStreamMessage(ctx context.Context, c *conn, m *wire.Message) {
@@ -627,7 +646,7 @@ func (u *Upstream) onStreamMessage(ctx context.Context, c *conn, m *wire.Message
 			u.opts.Handler.ServerNotification(ctx, c.key, m.Method, m.Params)
 		}
 	case m.IsCall():
-		go func() {
+		u.async.Go(func() {
 			var (
 				raw json.RawMessage
 				err error
@@ -641,7 +660,7 @@ func (u *Upstream) onStreamMessage(ctx context.Context, c *conn, m *wire.Message
 				err = &wire.Error{Code: jsonrpc.CodeMethodNotFound, Message: m.Method + " is not available on this session"}
 			}
 			c.direct.respond(m.ID, raw, err)
-		}()
+		})
 	}
 }
 

@@ -53,7 +53,8 @@ type SleepArgs struct {
 // echo(text), add(a,b) with structured output, pid() (the serving process id),
 // headers() (the HTTP request headers it received, sorted "Name: value" lines),
 // sleep(ms) (honours cancellation), fail() (an isError result), count() (a
-// per-session counter) and, when extra names are given, one trivial tool per name.
+// per-session counter), the interactive tools progress, log, sample and elicit
+// (see addInteractiveTools) and, when extra names are given, one trivial tool per name.
 func NewServer(name string, extra ...string) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: name, Version: "test"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echo text back."},
@@ -107,6 +108,7 @@ func NewServer(name string, extra ...string) *mcp.Server {
 			mu.Unlock()
 			return text(fmt.Sprint(c.Add(1))), nil
 		})
+	addInteractiveTools(s)
 	for _, n := range extra {
 		s.AddTool(&mcp.Tool{Name: n, Description: "Extra tool " + n, InputSchema: emptySchema()},
 			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return text(n), nil })
