@@ -52,6 +52,14 @@ func (s *Server) receive(next mcp.MethodHandler) mcp.MethodHandler {
 		st.touch()
 		cat := s.rt.Load().cat.Load()
 		switch method {
+		case "notifications/roots/list_changed":
+			// Tell the servers this session's calls went to.
+			for _, b := range s.rt.Load().backends {
+				for _, k := range st.usedKeys() {
+					b.up.Notify(k, method, json.RawMessage(`{}`))
+				}
+			}
+			return next(ctx, method, req)
 		case "logging/setLevel":
 			if p, ok := req.GetParams().(*mcp.SetLoggingLevelParams); ok {
 				st.setLevel(string(p.Level))

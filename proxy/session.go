@@ -278,6 +278,16 @@ func (st *session) useKey(k upstream.Key) {
 	st.mu.Unlock()
 }
 
+func (st *session) usedKeys() []upstream.Key {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	out := make([]upstream.Key, 0, len(st.keys))
+	for k := range st.keys {
+		out = append(out, k)
+	}
+	return out
+}
+
 func (st *session) hasKey(k upstream.Key) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()

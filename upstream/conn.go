@@ -30,9 +30,31 @@ type conn struct {
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when the session has ended
 
-	mu       sync.Mutex
-	seq      uint64
-	inflight map[uint64]context.Context // calls in progress, for routing server-to-client traffic
+	mu         sync.Mutex
+	seq        uint64
+	inflight   map[uint64]context.Context    // calls in progress, for routing server-to-client traffic
+	serverReqs map[string]context.CancelFunc // server-to-client requests being answered (HTTP), by raw id
+}
+
+func (c *conn) trackServerRequest(id string, cancel context.CancelFunc) {
+	c.mu.Lock()
+	if c.serverReqs == nil {
+		c.serverReqs = make(map[string]context.CancelFunc)
+	}
+	c.serverReqs[id] = cancel
+	c.mu.Unlock()
+}
+
+// cancelServerRequest ends the handling of a server-to-client request (the
+// server cancelled it, or it is done).
+func (c *conn) cancelServerRequest(id string) {
+	c.mu.Lock()
+	cancel := c.serverReqs[id]
+	delete(c.serverReqs, id)
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
 }
 
 // dial starts a session: for stdio a new process, for http/sse a new

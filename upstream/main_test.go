@@ -26,11 +26,7 @@ import (
 
 func TestMain(m *testing.M) {
 	mcptest.MaybeServeStdio()
-	goleak.VerifyTestMain(m,
-		// Server-side keep-alive connections of httptest servers wind down
-		// asynchronously after the test's client side has gone.
-		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
-	)
+	goleak.VerifyTestMain(m)
 }
 
 // logBuffer collects log output for assertions.
@@ -63,6 +59,9 @@ type target struct {
 
 func stdioOptions(name string, o mcptest.StdioOptions) upstream.Options {
 	cmd, args, env := mcptest.StdioServer(name, o)
+	// A -race child otherwise sleeps 1s in its exit handler, which every
+	// session close would wait for.
+	env["GORACE"] = "atexit_sleep_ms=0"
 	return upstream.Options{Name: name, Transport: upstream.Stdio, Command: cmd, Args: args, Env: env}
 }
 

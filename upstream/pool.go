@@ -112,6 +112,23 @@ func (p *pool) dial(ctx context.Context, e *entry) (*conn, error) {
 	return c, err
 }
 
+// peek returns the ready session for key without creating one.
+func (p *pool) peek(key Key) *conn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	el, ok := p.entries[key]
+	if !ok {
+		return nil
+	}
+	e := el.Value.(*entry)
+	select {
+	case <-e.ready:
+		return e.c
+	default:
+		return nil
+	}
+}
+
 // release hands a session back after a call.
 func (p *pool) release(key Key, c *conn) {
 	p.mu.Lock()

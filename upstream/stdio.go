@@ -69,9 +69,10 @@ func startProcess(opts *Options, log hclog.Logger) (*process, error) {
 		p.mu.Lock()
 		p.exitedAt, p.waitErr = time.Now(), err
 		p.mu.Unlock()
-		close(p.exited)
-		// Grandchildren may outlive the leader; the group dies with it.
+		// Grandchildren may outlive the leader; the group dies with it,
+		// before stop (and so Close) returns.
 		_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+		close(p.exited)
 	}()
 	return p, nil
 }

@@ -20,6 +20,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -133,9 +134,11 @@ type Upstream struct {
 	wg     sync.WaitGroup // run and reap loops
 	async  sync.WaitGroup // background closes and replies; Close waits for them
 
-	refresh    chan struct{}
-	discovered chan struct{}
-	firstOnce  sync.Once
+	refresh      chan struct{}
+	discovered   chan struct{}
+	hasPrompts   atomic.Bool // announced prompts after initialize
+	hasResources atomic.Bool // announced resources after initialize
+	firstOnce    sync.Once
 
 	mu    sync.Mutex
 	lists Lists
@@ -199,6 +202,8 @@ func New(opts Options) (*Upstream, error) {
 		discovered: make(chan struct{}),
 	}
 	refresh := func() { u.requestRefresh() }
+	// A server whose initialize result lacked prompts or resources (it had
+	// none yet) still announces them later with list_changed.
 	u.client = mcp.NewClient(&mcp.Implementation{Name: "mcp-mux", Version: "1"}, &mcp.ClientOptions{
 		// Declared so that servers send these; each is forwarded to the
 		// downstream client that caused it, which may still refuse.
@@ -208,8 +213,8 @@ func New(opts Options) (*Upstream, error) {
 			Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}},
 		},
 		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { refresh() },
-		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { refresh() },
-		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { refresh() },
+		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { u.hasPrompts.Store(true); refresh() },
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { u.hasResources.Store(true); refresh() },
 	})
 	u.client.AddReceivingMiddleware(u.receive)
 	u.conns = make(map[*mcp.ClientSession]*conn)
@@ -380,12 +385,12 @@ func (u *Upstream) list(ctx context.Context, c *conn) (Lists, error) {
 			return l, fmt.Errorf("listing tools: %w", err)
 		}
 	}
-	if caps.Prompts != nil {
+	if caps.Prompts != nil || u.hasPrompts.Load() {
 		if l.Prompts, err = u.listItems(ctx, c, "prompts/list", "prompts", "name"); err != nil {
 			return l, fmt.Errorf("listing prompts: %w", err)
 		}
 	}
-	if caps.Resources != nil {
+	if caps.Resources != nil || u.hasResources.Load() {
 		if l.Resources, err = u.listItems(ctx, c, "resources/list", "resources", "uri"); err != nil {
 			return l, fmt.Errorf("listing resources: %w", err)
 		}
@@ -543,6 +548,24 @@ func (u *Upstream) Request(ctx context.Context, key Key, method string, params j
 	}
 }
 
+// Notify sends a notification on the session for key, if one is open. It
+// is how a client's notifications/roots/list_changed reaches the servers its
+// calls went to.
+func (u *Upstream) Notify(key Key, method string, params json.RawMessage) {
+	c := u.pool.peek(u.scope(key))
+	if c == nil || !c.alive() {
+		return
+	}
+	if c.direct != nil {
+		body := wire.AppendNotification(nil, method, params)
+		u.async.Go(func() { c.direct.post(body) })
+		return
+	}
+	ctx, cancel := context.WithTimeout(u.ctx, 5*time.Second)
+	defer cancel()
+	_ = c.raw.Connection.Write(ctx, &jsonrpc.Request{Method: method, Params: params})
+}
+
 // ReleaseThread closes the call sessions that belong to thread.
 func (u *Upstream) ReleaseThread(thread string) {
 	u.pool.closeWhere(func(k Key) bool { return k.Thread == thread })
@@ -645,8 +668,19 @@ func (u *Upstream) onStreamMessage(ctx context.Context, c *conn, m *wire.Message
 		if forwardedNotifications[m.Method] && u.opts.Handler != nil && !c.control {
 			u.opts.Handler.ServerNotification(ctx, c.key, m.Method, m.Params)
 		}
+	case m.Method == "notifications/cancelled":
+		var p struct {
+			RequestID json.RawMessage `json:"requestId"`
+		}
+		if json.Unmarshal(m.Params, &p) == nil {
+			c.cancelServerRequest(string(p.RequestID))
+		}
 	case m.IsCall():
+		ctx, cancel := context.WithCancel(ctx)
+		id := string(m.ID)
+		c.trackServerRequest(id, cancel)
 		u.async.Go(func() {
+			defer c.cancelServerRequest(id)
 			var (
 				raw json.RawMessage
 				err error

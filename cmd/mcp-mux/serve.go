@@ -88,7 +88,7 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer, env func(str
 	})
 	cfg, err := loadConfig(f, env)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
+		printLoadError(stderr, f.config, err)
 		return 1
 	}
 	if cfg == nil {

@@ -30,16 +30,17 @@ func validate(args []string, stdout, stderr io.Writer, env func(string) (string,
 	cfg, err := config.Load(*path, config.LoadOptions{LookupEnv: env})
 	if err != nil {
 		printLoadError(stderr, *path, err)
+		if cfg != nil {
+			// Top-level problems come with the parsed config: report the
+			// server problems too, so that one run shows every error.
+			printServerProblems(stderr, *path, cfg)
+		}
 		return 1
 	}
 	for _, w := range cfg.Warnings {
 		fmt.Fprintln(stderr, "warning: "+w.Format(*path))
 	}
-	for _, se := range cfg.Invalid {
-		for _, p := range se.Problems {
-			fmt.Fprintln(stderr, p.Format(*path))
-		}
-	}
+	printServerProblems(stderr, *path, cfg)
 	enabled := 0
 	for _, s := range cfg.Servers {
 		if s.Enabled {
@@ -52,6 +53,14 @@ func validate(args []string, stdout, stderr io.Writer, env func(string) (string,
 	}
 	fmt.Fprintf(stdout, "%s: ok, %d server(s), %d enabled\n", *path, len(cfg.Servers), enabled)
 	return 0
+}
+
+func printServerProblems(w io.Writer, path string, cfg *config.Config) {
+	for _, se := range cfg.Invalid {
+		for _, p := range se.Problems {
+			fmt.Fprintln(w, p.Format(path))
+		}
+	}
 }
 
 // printLoadError prints a syntax error or every top-level problem.

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func TestVersion(t *testing.T) {
+	r := runMux(t, t.TempDir(), nil, "version")
+	if r.code != 0 || r.stdout != "mcp-mux "+testVersion+"\n" {
+		t.Fatalf("version: code %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+
+	// In-process: the unstamped version is "dev".
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"version"}, &stdout, &stderr, noEnv); code != 0 || stdout.String() != "mcp-mux dev\n" {
+		t.Fatalf("run version: code %d, stdout %q", code, stdout.String())
+	}
+}
+
+func TestUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		code   int
+		stdout bool // usage on stdout rather than stderr
+	}{
+		{nil, 2, false},
+		{[]string{"frobnicate"}, 2, false},
+		{[]string{"help"}, 0, true},
+		{[]string{"serve", "--no-such-flag"}, 2, false},
+		{[]string{"serve", "extra-arg"}, 2, false},
+		{[]string{"serve", "--log-format", "xml"}, 2, false},
+		{[]string{"serve", "--log-level", "loud"}, 2, false},
+		{[]string{"validate"}, 2, false},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), tc.args, &stdout, &stderr, noEnv)
+		if code != tc.code {
+			t.Errorf("%q: code %d, want %d (stderr %q)", tc.args, code, tc.code, stderr.String())
+		}
+		out := stderr.String()
+		if tc.stdout {
+			out = stdout.String()
+		}
+		if out == "" {
+			t.Errorf("%q: no message", tc.args)
+		}
+	}
+}
+
+func noEnv(string) (string, bool) { return "", false }
+
+func TestValidateGood(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "extensions_config.json", `{
+  "mcpInterceptors": ["audit"],
+  "mcpServers": {
+    "files": {"type": "stdio", "command": "npx", "args": ["-y", "some-server"], "env": {"TOKEN": "$SOME_TOKEN"}},
+    "web": {"type": "http", "url": "http://127.0.0.1:1/mcp", "headers": {"X-Api-Key": "$SOME_TOKEN"}},
+    "legacy": {"enabled": false, "transport": "sse", "url": "http://127.0.0.1:1/sse"}
+  },
+  "skills": {"whatever": true},
+  "guardrails": {"denied_tools": ["web_delete"]},
+  "inbound": {"thread_header": "X-Thread"}
+}`)
+	r := runMux(t, dir, nil, "validate", "--config", cfg)
+	if r.code != 0 {
+		t.Fatalf("validate: code %d, stderr:\n%s", r.code, r.stderr)
+	}
+	if want := cfg + ": ok, 3 server(s), 2 enabled\n"; r.stdout != want {
+		t.Errorf("stdout %q, want %q", r.stdout, want)
+	}
+	if r.stderr != "" {
+		t.Errorf("unexpected stderr:\n%s", r.stderr)
+	}
+
+	// YAML by extension.
+	yml := writeFile(t, dir, "config.yaml", `
+mcpServers:
+  files:
+    command: npx
+    args: ["-y", "some-server"]
+  web:
+    type: http
+    url: http://127.0.0.1:1/mcp
+`)
+	r = runMux(t, dir, nil, "validate", "--config", yml)
+	if r.code != 0 || r.stdout != yml+": ok, 2 server(s), 2 enabled\n" {
+		t.Fatalf("validate yaml: code %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestValidateInvalidServer(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "c.json", `{
+  "mcpServers": {
+    "good": {"command": "echo"},
+    "nourl": {"type": "http"},
+    "ftp": {"type": "http", "url": "ftp://example.invalid/x"},
+    "nocmd": {"type": "stdio"}
+  }
+}`)
+	r := runMux(t, dir, nil, "validate", "--config", cfg)
+	if r.code != 1 {
+		t.Fatalf("code %d, want 1; stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if r.stdout != "" {
+		t.Errorf("stdout %q, want nothing", r.stdout)
+	}
+	lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+	want := []string{
+		cfg + ":nourl:url: http transport requires 'url' field",
+		cfg + ":ftp:url: must be an absolute http or https URL",
+		cfg + ":nocmd:command: stdio transport requires 'command' field",
+		cfg + ": 3 invalid server(s); 1 valid (1 enabled)",
+	}
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Errorf("stderr:\n%s\nwant:\n%s", r.stderr, strings.Join(want, "\n"))
+	}
+	// Every problem line has the file:server:field: message shape.
+	shape := regexp.MustCompile(`^` + regexp.QuoteMeta(cfg) + `:[a-z]+:[a-z]+: \S`)
+	for _, l := range lines[:len(lines)-1] {
+		if !shape.MatchString(l) {
+			t.Errorf("line %q is not file:server:field: message", l)
+		}
+	}
+}
+
+func TestValidateTopLevelProblem(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "c.json", `{"mcpServers": {}, "tool_search": {"enabled": "yes", "bogus": 1}}`)
+	for _, args := range [][]string{{"validate", "--config", cfg}, {"serve", "--config", cfg, "--listen", "127.0.0.1:0"}} {
+		r := runMux(t, dir, nil, args...)
+		if r.code != 1 {
+			t.Fatalf("%s: code %d, want 1; stderr %q", args[0], r.code, r.stderr)
+		}
+		for _, want := range []string{cfg + ":tool_search.enabled: must be a boolean", cfg + ":tool_search.bogus: unknown key"} {
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("%s: stderr lacks %q:\n%s", args[0], want, r.stderr)
+			}
+		}
+	}
+}
+
+func TestValidateSyntaxErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, content string
+		where         *regexp.Regexp // after the file name
+	}{
+		{"bad.json", "{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\",}\n  }\n}\n", regexp.MustCompile(`^:3:\d+: `)},
+		{"bad.yaml", "mcpServers:\n  a:\n    command: [x\n  b: 1\n", regexp.MustCompile(`^:\d+(:\d+)?: `)},
+		{"bad.yml", "mcpServers:\n  a: {command: x\n\tb: 1\n", regexp.MustCompile(`^:\d+(:\d+)?: `)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := writeFile(t, dir, tc.name, tc.content)
+			for _, args := range [][]string{{"validate", "--config", path}, {"serve", "--config", path, "--listen", "127.0.0.1:0"}} {
+				r := runMux(t, dir, nil, args...)
+				if r.code != 1 {
+					t.Fatalf("%s: code %d, want 1; stderr %q", args[0], r.code, r.stderr)
+				}
+				out := strings.TrimSpace(r.stderr)
+				rest, ok := strings.CutPrefix(out, path)
+				if !ok || !tc.where.MatchString(rest) {
+					t.Errorf("%s: stderr %q, want %s followed by %s", args[0], out, path, tc.where)
+				}
+			}
+		})
+	}
+}
+
+func TestServeMissingConfig(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "nope.json")
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+	}{
+		{"flag", nil, []string{"serve", "--config", missing, "--listen", "127.0.0.1:0"}},
+		{"env", []string{"MCP_MUX_CONFIG=" + missing, "MCP_MUX_LISTEN=127.0.0.1:0"}, []string{"serve"}},
+		{"validate-env", []string{"MCP_MUX_CONFIG=" + missing}, []string{"validate"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runMux(t, dir, tc.env, tc.args...)
+			if r.code != 1 {
+				t.Fatalf("code %d, want 1; stderr %q", r.code, r.stderr)
+			}
+			if !strings.Contains(r.stderr, missing) {
+				t.Errorf("stderr does not name the file:\n%s", r.stderr)
+			}
+		})
+	}
+}
+
+func TestValidateEnvFallback(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "c.json", `{"mcpServers": {"a": {"command": "echo"}}}`)
+	r := runMux(t, dir, []string{"MCP_MUX_CONFIG=" + cfg}, "validate")
+	if r.code != 0 || r.stdout != cfg+": ok, 1 server(s), 1 enabled\n" {
+		t.Fatalf("code %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	// --config wins over the environment.
+	r = runMux(t, dir, []string{"MCP_MUX_CONFIG=" + filepath.Join(dir, "nope.json")}, "validate", "--config", cfg)
+	if r.code != 0 {
+		t.Fatalf("--config did not override MCP_MUX_CONFIG: code %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// TestValidateNeverPrintsSecrets: a header value that fails validation is
+// reported by name, never by value.
+func TestValidateNeverPrintsSecrets(t *testing.T) {
+	const secret = "s3cr3t-validate-7b1e9f"
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "c.json", `{"mcpServers": {
+  "web": {"type": "http", "url": "http://127.0.0.1:1/mcp", "headers": {"X-Api-Key": "$BAD_SECRET"}},
+  "store_user": {"type": "http", "url": "$BAD_URL"}
+}, "store": {"redis_url": "$BAD_URL"}}`)
+	r := runMux(t, dir, []string{"BAD_SECRET=line1\n" + secret, "BAD_URL=ftp://user:" + secret + "@host/"}, "validate", "--config", cfg)
+	if r.code != 1 {
+		t.Fatalf("code %d, want 1; stderr %q", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, cfg+":web:headers.X-Api-Key:") {
+		t.Errorf("the bad header is not reported:\n%s", r.stderr)
+	}
+	if strings.Contains(r.stdout+r.stderr, secret) {
+		t.Errorf("validate printed a secret value:\n%s", r.stderr)
+	}
+}

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/config"
+)
+
+const examplesDir = "../../examples"
+
+// TestExampleConfigs: the shipped JSON and YAML examples are valid and the same.
+func TestExampleConfigs(t *testing.T) {
+	dir, err := filepath.Abs(examplesDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jsonPath := filepath.Join(dir, "extensions_config.json")
+	yamlPath := filepath.Join(dir, "extensions_config.yaml")
+	for _, p := range []string{jsonPath, yamlPath} {
+		r := runMux(t, t.TempDir(), nil, "validate", "--config", p)
+		if r.code != 0 || !strings.HasSuffix(r.stdout, ": ok, 2 server(s), 2 enabled\n") || r.stderr != "" {
+			t.Errorf("validate %s: code %d, stdout %q, stderr %q", p, r.code, r.stdout, r.stderr)
+		}
+	}
+	env := func(k string) (string, bool) { return "token-" + k, true }
+	a, err := config.Load(jsonPath, config.LoadOptions{LookupEnv: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := config.Load(yamlPath, config.LoadOptions{LookupEnv: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Servers) != len(b.Servers) {
+		t.Fatalf("JSON has %d servers, YAML %d", len(a.Servers), len(b.Servers))
+	}
+	for i := range a.Servers {
+		x, y := *a.Servers[i], *b.Servers[i]
+		x.Raw, y.Raw = nil, nil
+		if !reflect.DeepEqual(x, y) {
+			t.Errorf("server %d differs:\nJSON %+v\nYAML %+v", i, x, y)
+		}
+	}
+}
+
+// TestExampleEndToEnd runs the example as the README does (demo HTTP server
+// plus mcp-mux on examples/extensions_config.json), on free ports, and calls
+// a tool of each server. The npm "everything" server is used when npx is
+// installed; its first start may download it.
+func TestExampleEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts npm's server-everything")
+	}
+	demoBin := filepath.Join(t.TempDir(), "demo-http-server")
+	if err := goBuild(demoBin, "../../examples/demo-http-server"); err != nil {
+		t.Fatalf("building the demo server: %v", err)
+	}
+	demo := exec.Command(demoBin, "--listen", "127.0.0.1:0")
+	demo.Env = baseEnv()
+	out, err := demo.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	demo.Stderr = os.Stderr
+	if err := demo.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = demo.Process.Signal(syscall.SIGTERM)
+		_ = demo.Wait()
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	demoURL, ok := strings.CutPrefix(strings.TrimSpace(line), "demo-http-server: serving ")
+	if err != nil || !ok {
+		t.Fatalf("demo server said %q, %v", line, err)
+	}
+
+	// The example config with the demo server on its free port and a marker
+	// in the stdio server's environment to find its processes.
+	raw, err := os.ReadFile(filepath.Join(examplesDir, "extensions_config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	servers := doc["mcpServers"].(map[string]any)
+	servers["demo"].(map[string]any)["url"] = demoURL
+	marker := fmt.Sprintf("MCP_MUX_TEST_MARKER=example-%d-%d", os.Getpid(), time.Now().UnixNano())
+	k, v, _ := strings.Cut(marker, "=")
+	servers["everything"].(map[string]any)["env"] = map[string]any{k: v}
+	want := []string{"demo_echo", "demo_headers"}
+	_, npxErr := exec.LookPath("npx")
+	if npxErr == nil {
+		want = append(want, "everything_echo")
+	} else {
+		t.Logf("npx not found; checking only the demo server")
+	}
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "extensions_config.json", mustJSON(t, doc))
+
+	s := startServe(t, dir, []string{"DEMO_TOKEN=demo-token-e2e"}, "--config", cfg, "--listen", "127.0.0.1:0")
+	t.Cleanup(func() {
+		for _, pid := range liveProcesses(nil, marker) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	cs := connect(t, s.url("/mcp"))
+	waitToolsFor(t, cs, 3*time.Minute, want...)
+	if got := callText(t, cs, "demo_echo", map[string]any{"text": "via mux"}); got != "via mux" {
+		t.Errorf("demo_echo = %q", got)
+	}
+	if got := callText(t, cs, "demo_headers", nil); !strings.Contains(got, "X-Demo-Token: demo-token-e2e") {
+		t.Errorf("demo_headers did not see the $DEMO_TOKEN header:\n%s", got)
+	}
+	if npxErr == nil {
+		if got := callText(t, cs, "everything_echo", map[string]any{"message": "hello everything"}); !strings.Contains(got, "hello everything") {
+			t.Errorf("everything_echo = %q", got)
+		}
+		res, err := cs.ListTools(t.Context(), &mcp.ListToolsParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tool := range res.Tools {
+			if tool.InputSchema == nil {
+				t.Errorf("tool %s lost its input schema", tool.Name)
+			}
+		}
+	}
+	_ = cs.Close()
+	if code := s.stop(stopTimeout); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for live := liveProcesses(nil, marker); len(live) > 0; live = liveProcesses(nil, marker) {
+		if time.Now().After(deadline) {
+			t.Fatalf("server-everything processes left after mcp-mux exited: %v", live)
+		}
+		time.Sleep(20 * time.Millisecond) // poll interval
+	}
+}
