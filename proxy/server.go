@@ -47,16 +47,18 @@ type Server struct {
 	applyMu sync.Mutex
 	catMu   sync.Mutex
 
-	sdk      *mcp.Server
-	send     mcp.MethodHandler // captured sending handler: per-session notifications
-	mcp      http.Handler
-	sessions sessionTable
-	progress progressTable
-	inflight sync.WaitGroup
-	closed   atomic.Bool
-	ready    atomic.Bool // a config has been applied
-	stop     context.CancelFunc
-	bg       sync.WaitGroup
+	sdk        *mcp.Server
+	send       mcp.MethodHandler // captured sending handler: per-session notifications
+	mcp        http.Handler
+	sessions   sessionTable
+	progress   progressTable
+	inflight   sync.WaitGroup
+	closed     atomic.Bool
+	lifeMu     sync.Mutex     // orders session registration against Close
+	sessionsWG sync.WaitGroup // session cleanup goroutines
+	ready      atomic.Bool    // a config has been applied
+	stop       context.CancelFunc
+	bg         sync.WaitGroup
 }
 
 // runtime is everything built from one config.
@@ -161,7 +163,9 @@ func (s *Server) WaitDiscovery(ctx context.Context) error {
 // Close drains in-flight calls (bounded by ctx), closes downstream sessions
 // and every upstream, killing stdio process groups.
 func (s *Server) Close(ctx context.Context) error {
+	s.lifeMu.Lock()
 	s.closed.Store(true)
+	s.lifeMu.Unlock()
 	s.stop()
 	s.bg.Wait()
 	done := make(chan struct{})
@@ -173,6 +177,14 @@ func (s *Server) Close(ctx context.Context) error {
 	}
 	for _, ss := range s.sessions.all() {
 		_ = ss.Close()
+	}
+	// Each session's cleanup releases its upstream sessions; let it finish
+	// before the upstreams go, so no stdio process outlives Close.
+	cleaned := make(chan struct{})
+	go func() { s.sessionsWG.Wait(); close(cleaned) }()
+	select {
+	case <-cleaned:
+	case <-ctx.Done():
 	}
 	rt := s.rt.Load()
 	var wg sync.WaitGroup

@@ -90,8 +90,14 @@ func (s *Server) openSession(ss *mcp.ServerSession) *session {
 	}
 	st := &session{ss: ss, id: ss.ID(), user: defaultUser}
 	st.touch()
+	s.lifeMu.Lock()
+	defer s.lifeMu.Unlock()
+	if s.closed.Load() {
+		_ = ss.Close()
+		return st
+	}
 	s.sessions.add(st)
-	go func() {
+	s.sessionsWG.Go(func() {
 		_ = ss.Wait()
 		s.sessions.remove(ss)
 		if st.id == "" {
@@ -100,7 +106,7 @@ func (s *Server) openSession(ss *mcp.ServerSession) *session {
 		for _, b := range s.rt.Load().backends {
 			b.up.ReleaseThread(st.id)
 		}
-	}()
+	})
 	return st
 }
 

@@ -52,14 +52,11 @@ func (k *sdkSink) notify(method string, params json.RawMessage) {
 }
 
 func (k *sdkSink) request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
-	return sessionRequest(mergeCtx(k.ctx, ctx), k.st, method, params)
-}
-
-// mergeCtx returns routing values from a and cancellation from b.
-func mergeCtx(a, b context.Context) context.Context {
-	ctx, cancel := context.WithCancel(a)
-	context.AfterFunc(b, cancel)
-	return ctx
+	// Routing values come from the handler's context, cancellation from both.
+	rctx, cancel := context.WithCancel(k.ctx)
+	defer cancel()
+	defer context.AfterFunc(ctx, cancel)()
+	return sessionRequest(rctx, k.st, method, params)
 }
 
 // deliverNotification sends progress or a log message through the SDK

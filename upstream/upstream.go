@@ -636,7 +636,9 @@ func (u *Upstream) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			u.opts.Handler.ServerNotification(callCtx, c.key, method, params)
 			return nil, nil
 		}
-		raw, err := u.opts.Handler.ServerRequest(mergeCancel(callCtx, ctx), c.key, method, params)
+		rctx, stop := mergeCancel(callCtx, ctx)
+		raw, err := u.opts.Handler.ServerRequest(rctx, c.key, method, params)
+		stop()
 		if err != nil {
 			var we *wire.Error
 			if errors.As(err, &we) {
@@ -699,10 +701,11 @@ func (u *Upstream) onStreamMessage(ctx context.Context, c *conn, m *wire.Message
 }
 
 // mergeCancel returns a context with a's values that ends when either ends.
-func mergeCancel(a, b context.Context) context.Context {
+// Call stop when done with it.
+func mergeCancel(a, b context.Context) (ctx context.Context, stop func()) {
 	ctx, cancel := context.WithCancel(a)
-	context.AfterFunc(b, cancel)
-	return ctx
+	unwatch := context.AfterFunc(b, cancel)
+	return ctx, func() { unwatch(); cancel() }
 }
 
 // rawResult is a client-side result passed through as bytes.

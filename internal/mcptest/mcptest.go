@@ -129,8 +129,17 @@ func ServeHTTP(t testing.TB, s *mcp.Server) *httptest.Server {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", h)
 	ts := httptest.NewServer(mux)
-	t.Cleanup(ts.Close)
+	t.Cleanup(func() { ts.Close(); closeSessions(s) })
 	return ts
+}
+
+// closeSessions ends what a stopped server process would take with it:
+// sessions whose clients never said goodbye (an initialize abandoned by a
+// client that gave up, say).
+func closeSessions(s *mcp.Server) {
+	for ss := range s.Sessions() {
+		_ = ss.Close()
+	}
 }
 
 // ServeSSE serves s over the legacy HTTP+SSE transport; the endpoint is URL + "/sse".
@@ -140,7 +149,7 @@ func ServeSSE(t testing.TB, s *mcp.Server) *httptest.Server {
 	mux := http.NewServeMux()
 	mux.Handle("/sse", h)
 	ts := httptest.NewServer(mux)
-	t.Cleanup(ts.Close)
+	t.Cleanup(func() { ts.Close(); closeSessions(s) })
 	return ts
 }
 
