@@ -301,9 +301,6 @@ func parseServer(name string, n *node) (*Server, serverResult) {
 			}
 		}
 	} else {
-		if s.ToolCallTimeout > 0 && len(s.TaskToolsets) == 0 {
-			f.warn("tool_call_timeout", "tool_call_timeout is ignored for ordinary tools on the '%s' transport (it applies to stdio servers and to durable task calls)", s.Type)
-		}
 		if h := s.HeadersFromContext; h != nil && h.Enabled && len(h.Headers) > 0 && len(s.TaskToolsets) > 0 {
 			f.warn("headers_from_context", "headers_from_context headers are sent with task submit calls only; status and cancel polls use the static and OAuth credentials")
 		}
