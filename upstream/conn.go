@@ -114,7 +114,11 @@ func (u *Upstream) dial(ctx context.Context, key Key, control bool) (*conn, erro
 		c.raw = rt.conn
 	}
 	if u.opts.Transport == HTTP {
-		c.direct = &direct{url: u.opts.URL, client: u.http, header: u.opts.Header, sessionID: cs.ID(),
+		hdr := headersFrom(ctx)
+		if hdr == nil {
+			hdr = u.opts.Header
+		}
+		c.direct = &direct{url: u.opts.URL, client: u.http, header: hdr, sessionID: cs.ID(),
 			protocol: cs.InitializeResult().ProtocolVersion, maxEvent: maxFrame, async: &u.async}
 	}
 	u.track(cs, c)

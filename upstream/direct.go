@@ -57,11 +57,13 @@ func (d *direct) call(ctx context.Context, method string, params []byte, extra h
 	if err != nil {
 		return nil, err
 	}
-	h := make(http.Header, len(d.header)+len(extra)+4)
-	for k, v := range d.header {
-		h[k] = v
+	// extra, when given, is the complete set of the caller's headers.
+	base := d.header
+	if extra != nil {
+		base = extra
 	}
-	for k, v := range extra {
+	h := make(http.Header, len(base)+4)
+	for k, v := range base {
 		h[k] = v
 	}
 	h["Content-Type"] = jsonCT
@@ -123,13 +125,22 @@ var (
 	acceptBoth = []string{"application/json, text/event-stream"}
 )
 
+// StatusError reports an upstream that refused a request with an HTTP status
+// (401 and 403 in particular: the credentials were not accepted).
+type StatusError struct{ Code int }
+
+func (e *StatusError) Error() string { return fmt.Sprintf("upstream answered HTTP %d", e.Code) }
+
 func (d *direct) statusError(resp *http.Response) error {
+	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+		return &StatusError{Code: resp.StatusCode}
+	}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	var m wire.Message
 	if wire.Decode(b, &m) == nil && m.Error != nil {
 		return m.Error
 	}
-	return fmt.Errorf("upstream answered HTTP %d", resp.StatusCode)
+	return &StatusError{Code: resp.StatusCode}
 }
 
 func (d *direct) readJSON(r io.Reader, id []byte) (json.RawMessage, error) {

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,7 +56,14 @@ type Options struct {
 	Dir     string            // stdio working directory
 
 	URL    string      // http, sse
-	Header http.Header // static headers on every upstream HTTP request
+	Header http.Header // static headers, used when BaseHeaders is nil
+	// BaseHeaders returns the headers of requests that have no caller
+	// (discovery and the control session), e.g. static plus OAuth. An error
+	// is logged and the request goes out with the static Header.
+	BaseHeaders func(context.Context) (http.Header, error)
+	// OnUnauthorized is told when a request carrying sent was answered 401,
+	// so that a token can be refreshed before the next attempt.
+	OnUnauthorized func(sent http.Header)
 
 	// InitTimeout bounds starting a session (spawn + initialize) and a
 	// discovery round. Zero means no limit.
@@ -117,8 +125,20 @@ type Tool struct {
 	Raw  json.RawMessage
 }
 
-// Key identifies the caller a call session belongs to.
-type Key struct{ User, Thread string }
+// Key identifies the caller a call session belongs to. Cred distinguishes
+// callers whose per-call credentials differ (a fingerprint, never a secret).
+type Key struct{ User, Thread, Cred string }
+
+type headersKey struct{}
+
+func withHeaders(ctx context.Context, h http.Header) context.Context {
+	return context.WithValue(ctx, headersKey{}, h)
+}
+
+func headersFrom(ctx context.Context) http.Header {
+	h, _ := ctx.Value(headersKey{}).(http.Header)
+	return h
+}
 
 // Upstream is one configured MCP server.
 type Upstream struct {
@@ -313,8 +333,21 @@ func (u *Upstream) discover() (*conn, error) {
 		defer cancel()
 	}
 	start := time.Now()
+	var sent http.Header
+	if u.opts.BaseHeaders != nil {
+		h, err := u.opts.BaseHeaders(ctx)
+		if err != nil {
+			u.log.Warn("discovering without credentials", "reason", err)
+			h = u.opts.Header
+		}
+		sent = h
+		ctx = withHeaders(ctx, h)
+	}
 	c, err := u.dial(ctx, Key{}, true)
 	if err != nil {
+		if u.opts.OnUnauthorized != nil && sent != nil && strings.Contains(err.Error(), "401") {
+			u.opts.OnUnauthorized(sent)
+		}
 		return nil, err
 	}
 	lists, err := u.list(ctx, c)
@@ -483,9 +516,9 @@ func (u *Upstream) listTools(ctx context.Context, c *conn) ([]Tool, error) {
 func (u *Upstream) scope(k Key) Key {
 	switch u.opts.Scope {
 	case ScopeShared:
-		return Key{}
+		return Key{Cred: k.Cred}
 	case ScopeUser:
-		return Key{User: k.User}
+		return Key{User: k.User, Cred: k.Cred}
 	}
 	return k
 }
@@ -511,8 +544,17 @@ func (u *Upstream) CallTool(ctx context.Context, key Key, params json.RawMessage
 // *wire.Error; anything else is a transport failure. A request that provably
 // did not reach the server (dead stdio process, expired HTTP session) is
 // retried once on a fresh session.
+//
+// extra, when non-nil, is the complete header set of the caller: it is sent
+// with this request and, when the request opens a new session, with that
+// session's own HTTP requests (initialize, the event stream, DELETE), since
+// servers bind sessions to the credentials that opened them. Callers with
+// different credentials must use different keys (Key.Cred).
 func (u *Upstream) Request(ctx context.Context, key Key, method string, params json.RawMessage, extra http.Header) (json.RawMessage, error) {
 	key = u.scope(key)
+	if extra != nil {
+		ctx = withHeaders(ctx, extra)
+	}
 	for attempt := 0; ; attempt++ {
 		c, err := u.pool.get(ctx, key)
 		if err != nil {
@@ -716,18 +758,23 @@ type rawResult struct {
 
 func (r *rawResult) MarshalJSON() ([]byte, error) { return r.raw, nil }
 
-// staticHeaders adds the configured headers to every SDK request.
+// staticHeaders adds a session's headers to every SDK request: the ones its
+// context carries (the credentials of whoever opened it), else the static ones.
 type staticHeaders struct {
 	base   http.RoundTripper
 	header http.Header
 }
 
 func (t staticHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
-	if len(t.header) == 0 {
+	h := headersFrom(r.Context())
+	if h == nil {
+		h = t.header
+	}
+	if len(h) == 0 {
 		return t.base.RoundTrip(r)
 	}
 	r2 := r.Clone(r.Context())
-	for k, v := range t.header {
+	for k, v := range h {
 		r2.Header[k] = v
 	}
 	return t.base.RoundTrip(r2)

@@ -202,7 +202,7 @@ func TestStaticAndPerCallHeaders(t *testing.T) {
 				t.Error("static header not sent during discovery")
 			}
 			raw, err := u.CallTool(context.Background(), alice1, wire.AppendCallParams(nil, "headers", nil, nil),
-				http.Header{"X-Per-Call": {"c1"}})
+				http.Header{"X-Static": {"s1"}, "X-Per-Call": {"c1"}}) // the caller's complete header set
 			if err != nil {
 				t.Fatal(err)
 			}
