@@ -1,0 +1,406 @@
+package headers
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/mcp-mux/mcp-mux/secret"
+)
+
+// On-missing policies of user_auth and headers_from_context.
+const (
+	OnMissingDeny        = "deny"        // fail the call (the default)
+	OnMissingPassthrough = "passthrough" // send whatever headers the call already has
+)
+
+// defaultUser is the id DeerFlow resolves an anonymous caller to.
+const defaultUser = "default"
+
+// Options configure a Resolver. The Resolver keeps its own copies of the maps.
+type Options struct {
+	Server      string            // server name, used in messages
+	Static      map[string]string // static `headers`, original spellings
+	OAuth       *OAuthOptions     // nil = none
+	UserAuth    *UserAuthOptions  // nil = none (pass nil for stdio servers)
+	FromContext *FromContextOptions
+	// HTTPClient makes the token, probe and metadata requests; nil = a client
+	// with a 15 s timeout over http.DefaultTransport. Its Transport should be
+	// nil or an *http.Transport for metadata discovery to keep go-sdk's
+	// SSRF guard (see oauthex).
+	HTTPClient *http.Client
+	Logger     hclog.Logger // never given header values, tokens or secrets
+}
+
+// UserAuthOptions is DeerFlow's user_auth block: per-user credentials.
+type UserAuthOptions struct {
+	Header    string            // header to set; "" = Authorization
+	Users     map[string]string // user id → full header value
+	OnMissing string            // OnMissingDeny ("" too) or OnMissingPassthrough
+}
+
+// FromContextOptions is DeerFlow's headers_from_context block: headers taken
+// from the request's secrets carrier.
+type FromContextOptions struct {
+	Headers   map[string]string // header name → key in the secrets carrier
+	OnMissing string            // OnMissingDeny ("" too) or OnMissingPassthrough
+}
+
+// DenyError is a call refused because of its credentials. Msg is safe to show
+// to the caller: it names users, servers, keys and reasons, never a value.
+type DenyError struct{ Msg string }
+
+func (e *DenyError) Error() string { return e.Msg }
+
+// Resolver computes the upstream headers of one server. It is safe for
+// concurrent use. The http.Header values it returns are fresh maps whose keys
+// are the spellings to put on the wire; copy them with Apply (or by direct
+// map assignment), not with Header.Set, which would canonicalize them.
+type Resolver struct {
+	server   string
+	static   []field // sorted by name
+	oauth    *tokenSource
+	userAuth *userAuth
+	fromCtx  *fromContext
+}
+
+// field is one header; the value is a secret.Value so that a stray %v of a
+// Resolver prints no credential.
+type field struct {
+	name  string
+	value secret.Value
+}
+
+type userAuth struct {
+	header string
+	users  map[string]secret.Value
+	deny   bool
+}
+
+type fromContext struct {
+	mappings []mapping // sorted by header name
+	deny     bool
+}
+
+type mapping struct{ header, key string }
+
+// New checks opts and builds a Resolver. It does no I/O. Its errors name the
+// server and the offending header or field, never a value.
+func New(opts Options) (*Resolver, error) {
+	log := opts.Logger
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	r := &Resolver{server: opts.Server}
+	fail := func(format string, args ...any) (*Resolver, error) {
+		return nil, fmt.Errorf("MCP server '%s': %s", opts.Server, fmt.Sprintf(format, args...))
+	}
+
+	names := sortedKeys(opts.Static)
+	seen := make(map[string]string, len(names))
+	for _, name := range names {
+		if err := CheckName(name); err != nil {
+			return fail("headers: %q: %v", name, err)
+		}
+		if first, dup := seen[strings.ToLower(name)]; dup {
+			return fail("headers sets the same HTTP header under two spellings (%q and %q); header names are case-insensitive, so keep only one", first, name)
+		}
+		seen[strings.ToLower(name)] = name
+		if err := CheckValue(opts.Static[name]); err != nil {
+			return fail("the value of header %q %v, so it cannot be sent as an HTTP header", name, err)
+		}
+		r.static = append(r.static, field{name, secret.Value(opts.Static[name])})
+	}
+
+	if ua := opts.UserAuth; ua != nil {
+		header := ua.Header
+		if header == "" {
+			header = "Authorization"
+		}
+		if err := CheckName(header); err != nil {
+			return fail("user_auth.header: %v", err)
+		}
+		deny, err := onMissing(ua.OnMissing)
+		if err != nil {
+			return fail("user_auth.%v", err)
+		}
+		users := make(map[string]secret.Value, len(ua.Users))
+		for id, v := range ua.Users {
+			users[id] = secret.Value(v)
+		}
+		r.userAuth = &userAuth{header: header, users: users, deny: deny}
+	}
+
+	if fc := opts.FromContext; fc != nil && len(fc.Headers) > 0 {
+		deny, err := onMissing(fc.OnMissing)
+		if err != nil {
+			return fail("headers_from_context.%v", err)
+		}
+		m := &fromContext{deny: deny}
+		seen := make(map[string]string, len(fc.Headers))
+		for _, name := range sortedKeys(fc.Headers) {
+			if strings.TrimSpace(name) == "" {
+				return fail("headers_from_context.headers must not contain a blank header name")
+			}
+			if err := CheckName(name); err != nil {
+				return fail("headers_from_context.headers: %q: %v", name, err)
+			}
+			if first, dup := seen[strings.ToLower(name)]; dup {
+				return fail("headers_from_context.headers maps the same HTTP header under two spellings ('%s' and '%s'); header names are case-insensitive, so keep only one", first, name)
+			}
+			seen[strings.ToLower(name)] = name
+			key := fc.Headers[name]
+			if strings.TrimSpace(key) == "" {
+				return fail("headers_from_context.headers['%s'] must name a non-blank secret key from config.context.secrets", name)
+			}
+			m.mappings = append(m.mappings, mapping{name, key})
+		}
+		r.fromCtx = m
+	}
+
+	if opts.OAuth != nil {
+		client := opts.HTTPClient
+		if client == nil {
+			client = &http.Client{Timeout: tokenTimeout}
+		}
+		ts, err := newTokenSource(opts.Server, *opts.OAuth, r.static, client, log)
+		if err != nil {
+			return fail("%v", err)
+		}
+		r.oauth = ts
+	}
+	return r, nil
+}
+
+func onMissing(v string) (deny bool, err error) {
+	switch v {
+	case "", OnMissingDeny:
+		return true, nil
+	case OnMissingPassthrough:
+		return false, nil
+	}
+	return false, fmt.Errorf("on_missing must be '%s' or '%s'", OnMissingDeny, OnMissingPassthrough)
+}
+
+// PerCaller reports whether ForCall depends on the caller (user_auth or
+// headers_from_context is configured). Sessions opened with such headers must
+// never be shared across users.
+func (r *Resolver) PerCaller() bool { return r.userAuth != nil || r.fromCtx != nil }
+
+// Base returns the headers of requests that have no caller (discovery,
+// control sessions): static < OAuth. When the OAuth token cannot be had, it
+// returns the static headers together with the error, so the caller can
+// decide to proceed without the token.
+func (r *Resolver) Base(ctx context.Context) (http.Header, error) {
+	s := r.start()
+	if err := r.addOAuth(ctx, s); err != nil {
+		return r.start().header(), err
+	}
+	return s.header(), nil
+}
+
+// ForCall returns the headers of one call by user (an empty user is DeerFlow's
+// "default") carrying the request's secrets: static < OAuth < user_auth <
+// headers_from_context. Header names match case-insensitively; the emitted
+// spelling is the static one, else the first override's, and only one
+// spelling is ever returned. A refusal is a *DenyError with DeerFlow's
+// message; an OAuth failure is returned as is.
+func (r *Resolver) ForCall(ctx context.Context, user string, secrets map[string]string) (http.Header, error) {
+	s := r.start()
+	if err := r.addOAuth(ctx, s); err != nil {
+		return nil, err
+	}
+	if err := r.addUserAuth(s, user); err != nil {
+		return nil, err
+	}
+	if err := r.addFromContext(s, secrets); err != nil {
+		return nil, err
+	}
+	return s.header(), nil
+}
+
+// Unauthorized tells the Resolver that the upstream answered 401 to a request
+// that carried token, which may be the Authorization value ("Bearer x") or the
+// bare access token. If that is the current OAuth token, the next Base or
+// ForCall fetches a new one; a token that is no longer current is ignored, so
+// concurrent callers reporting the same stale token cause one refresh.
+func (r *Resolver) Unauthorized(token string) {
+	if r.oauth != nil && token != "" {
+		r.oauth.invalidate(token)
+	}
+}
+
+// UnauthorizedHeader is Unauthorized for the headers a refused request
+// carried: it looks up Authorization in any spelling.
+func (r *Resolver) UnauthorizedHeader(sent http.Header) {
+	for k, v := range sent {
+		if strings.EqualFold(k, "Authorization") && len(v) > 0 {
+			r.Unauthorized(v[0])
+		}
+	}
+}
+
+// Close stops an OAuth fetch in flight; later calls needing a token fail.
+func (r *Resolver) Close() {
+	if r.oauth != nil {
+		r.oauth.close()
+	}
+}
+
+// Apply copies src into dst, replacing every other spelling of each header
+// so that one spelling goes on the wire. dst's keys are used verbatim.
+func Apply(dst, src http.Header) {
+	for k, v := range src {
+		for dk := range dst {
+			if dk != k && strings.EqualFold(dk, k) {
+				delete(dst, dk)
+			}
+		}
+		dst[k] = slices.Clone(v)
+	}
+}
+
+func (r *Resolver) addOAuth(ctx context.Context, s *headerSet) error {
+	if r.oauth == nil {
+		return nil
+	}
+	t, err := r.oauth.token(ctx)
+	if err != nil {
+		return err
+	}
+	s.set("Authorization", t.value)
+	return nil
+}
+
+func (r *Resolver) addUserAuth(s *headerSet, user string) error {
+	ua := r.userAuth
+	if ua == nil {
+		return nil
+	}
+	if user == "" {
+		user = defaultUser
+	}
+	cred := ua.users[user]
+	if cred.IsZero() {
+		if !ua.deny {
+			return nil
+		}
+		return &DenyError{Msg: fmt.Sprintf("No credential is configured for your account (user id '%s') on MCP server '%s'. "+
+			"Ask the operator to add this exact id to that server's user_auth.users map (or set its environment variable).",
+			user, r.server)}
+	}
+	if err := CheckValue(cred.Reveal()); err != nil {
+		return &DenyError{Msg: fmt.Sprintf("The credential configured for your account (user id '%s') on MCP server '%s' %v, "+
+			"so it cannot be sent as an HTTP header. Ask the operator to fix that server's user_auth.users entry; "+
+			"a stray newline in the value or its environment variable is the usual cause.",
+			user, r.server, err)}
+	}
+	s.set(ua.header, cred)
+	return nil
+}
+
+func (r *Resolver) addFromContext(s *headerSet, secrets map[string]string) error {
+	fc := r.fromCtx
+	if fc == nil {
+		return nil
+	}
+	var missing, illegal []string
+	illegalReason := map[string]string{}
+	var resolved []field
+	for _, m := range fc.mappings {
+		v := secrets[m.key]
+		if v == "" {
+			missing = append(missing, m.key)
+			continue
+		}
+		if err := CheckValue(v); err != nil {
+			illegal = append(illegal, m.key)
+			illegalReason[m.key] = err.Error()
+			continue
+		}
+		resolved = append(resolved, field{m.header, secret.Value(v)})
+	}
+	if len(illegal) > 0 {
+		illegal = sortedUnique(illegal)
+		parts := make([]string, len(illegal))
+		for i, k := range illegal {
+			parts[i] = fmt.Sprintf("'%s' %s", k, illegalReason[k])
+		}
+		return &DenyError{Msg: fmt.Sprintf("MCP server '%s' cannot send request-scoped credential(s) as HTTP header values: %s. "+
+			"Fix the value passed in config.context.secrets; a stray newline picked up when reading a token from a file is the usual cause.",
+			r.server, strings.Join(parts, "; "))}
+	}
+	if len(missing) > 0 && fc.deny {
+		return &DenyError{Msg: fmt.Sprintf("MCP server '%s' needs request-scoped credential(s) %s. "+
+			"Send them in config.context.secrets, or set this server's headers_from_context.on_missing to 'passthrough'.",
+			r.server, strings.Join(sortedUnique(missing), ", "))}
+	}
+	for _, f := range resolved {
+		s.set(f.name, f.value)
+	}
+	return nil
+}
+
+// start returns a headerSet holding the static headers.
+func (r *Resolver) start() *headerSet {
+	s := &headerSet{byLower: make(map[string]int, len(r.static)+2)}
+	for _, f := range r.static {
+		s.set(f.name, f.value)
+	}
+	return s
+}
+
+// headerSet is an ordered, case-insensitive header map that keeps the first
+// spelling it saw for each name.
+type headerSet struct {
+	fields  []field
+	byLower map[string]int
+}
+
+func (s *headerSet) set(name string, value secret.Value) {
+	lower := strings.ToLower(name)
+	if i, ok := s.byLower[lower]; ok {
+		s.fields[i].value = value
+		return
+	}
+	s.byLower[lower] = len(s.fields)
+	s.fields = append(s.fields, field{name, value})
+}
+
+func (s *headerSet) header() http.Header {
+	h := make(http.Header, len(s.fields))
+	for _, f := range s.fields {
+		h[f.name] = []string{f.value.Reveal()}
+	}
+	return h
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func sortedUnique(s []string) []string {
+	slices.Sort(s)
+	return slices.Compact(s)
+}
+
+// tokenTimeout bounds one token request (DeerFlow's httpx timeout) and, separately, discovery.
+const tokenTimeout = 15 * time.Second
+
+// String and GoString keep fmt from printing the unexported fields, which
+// hold credentials that secret.Value cannot redact there.
+func (r *Resolver) String() string { return fmt.Sprintf("headers.Resolver(%q)", r.server) }
+
+// GoString implements fmt.GoStringer; see String.
+func (r *Resolver) GoString() string { return r.String() }
