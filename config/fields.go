@@ -174,7 +174,7 @@ func stringList(n *node, path string, f *findings) []string {
 }
 
 // entry is one key/value of a string map, in file order.
-type entry struct{ key, value string }
+type entry struct{ key, value, unset string } // unset: the $VAR the value named, when not set
 
 // strMap reads an object of string values, in file order. ok is false when
 // the key is absent or null.
@@ -195,7 +195,7 @@ func (o *object) strMap(key string) (entries []entry, ok bool) {
 			o.f.problem(join(path, k), "must be a string, not %s", kindName(v.kind))
 			continue
 		}
-		entries = append(entries, entry{k, v.value})
+		entries = append(entries, entry{k, v.value, v.unset})
 	}
 	return entries, true
 }

@@ -260,6 +260,10 @@ func parseServer(name string, n *node) (*Server, serverResult) {
 			for _, e := range entries {
 				if err := headers.CheckName(e.key); err != nil {
 					f.problem(join("headers", e.key), "%v", err)
+				} else if e.unset != "" && s.Enabled {
+					// DeerFlow would send an empty credential; a server that
+					// needs one is better skipped with the reason.
+					f.problem(join("headers", e.key), "header %s comes from $%s, which is not set", quote(e.key), e.unset)
 				} else if err := headers.CheckValue(e.value); err != nil {
 					f.problem(join("headers", e.key), "header %s value %v", quote(e.key), err)
 				}
@@ -461,7 +465,7 @@ func parseHeadersFromContext(n *node, f *findings) *HeadersFromContext {
 					f.problem(join(path, name), "%v", err)
 					continue
 				}
-				entries = append(entries, entry{name, v.value})
+				entries = append(entries, entry{key: name, value: v.value})
 				h.Headers[name] = v.value
 			}
 			checkSpellings(entries, path, "headers_from_context.headers", f)

@@ -582,3 +582,24 @@ func TestProblemsWithErrorsAs(t *testing.T) {
 		t.Errorf("errors.As Problem: %v", err)
 	}
 }
+
+// The OpenViking case: a static header from an unset variable skips an
+// enabled server with a message naming the header and the variable, and
+// never blocks a disabled one (DeerFlow's example file keeps loading).
+func TestHeaderFromUnsetVariableSkipsEnabledServer(t *testing.T) {
+	cfg := mustLoad(t, servers(
+		`"openviking": {"type": "http", "url": "http://127.0.0.1:1933/mcp", "headers": {"X-API-Key": "$OPENVIKING_API_KEY"}}`,
+		`"off": {"enabled": false, "type": "http", "url": "http://127.0.0.1:1933/mcp", "headers": {"X-API-Key": "$OPENVIKING_API_KEY"}}`,
+		`"set": {"type": "http", "url": "http://127.0.0.1:1933/mcp", "headers": {"X-API-Key": "$SET_KEY"}}`,
+	), map[string]string{"SET_KEY": "k-123"})
+	if len(cfg.Invalid) != 1 || cfg.Invalid[0].Name != "openviking" {
+		t.Fatalf("invalid = %+v", cfg.Invalid)
+	}
+	msg := cfg.Invalid[0].Problems[0].Error()
+	if !strings.Contains(msg, "X-API-Key") || !strings.Contains(msg, "$OPENVIKING_API_KEY") || !strings.Contains(msg, "not set") {
+		t.Errorf("problem = %q", msg)
+	}
+	if got := names(cfg.Servers); !reflect.DeepEqual(got, []string{"off", "set"}) {
+		t.Errorf("servers = %v", got)
+	}
+}

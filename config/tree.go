@@ -35,6 +35,7 @@ type node struct {
 	b     bool
 	text  string // number literal, or string as written in the file
 	value string // string after $VAR expansion
+	unset string // the variable a "$VAR" string named when it was not set
 	items []*node
 	keys  []string
 	vals  []*node
@@ -368,9 +369,12 @@ func (c *yamlConverter) scalar(n *yaml.Node) (*node, error) {
 func expand(n *node, lookup func(string) (string, bool)) {
 	switch n.kind {
 	case kindString:
-		n.value = n.text
+		n.value, n.unset = n.text, ""
 		if strings.HasPrefix(n.text, "$") {
-			n.value, _ = lookup(n.text[1:])
+			var ok bool
+			if n.value, ok = lookup(n.text[1:]); !ok {
+				n.unset = n.text[1:]
+			}
 		}
 	case kindArray:
 		for _, item := range n.items {
