@@ -16,7 +16,7 @@ func (s *Server) Apply(cfg *config.Config) error {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	old := s.rt.Load()
-	rt := &runtime{cfg: cfg, byName: make(map[string]*backend)}
+	rt := &runtime{cfg: cfg, byName: make(map[string]*backend), pol: newCatalogPolicy(cfg)}
 	var started []*backend
 	for _, sc := range cfg.Servers {
 		if !sc.Enabled {
@@ -25,7 +25,7 @@ func (s *Server) Apply(cfg *config.Config) error {
 		fp := sc.Fingerprint()
 		if prev, ok := old.byName[sc.Name]; ok && prev.fingerprint == fp {
 			b := *prev
-			b.prefix = sc.ToolNamePrefix
+			b.prefix, b.srv = sc.ToolNamePrefix, sc
 			rt.backends = append(rt.backends, &b)
 			rt.byName[sc.Name] = &b
 			continue
@@ -35,12 +35,12 @@ func (s *Server) Apply(cfg *config.Config) error {
 			s.log.Warn("skipping upstream server", "server", sc.Name, "reason", err)
 			continue
 		}
-		b := &backend{name: sc.Name, prefix: sc.ToolNamePrefix, fingerprint: fp, up: up}
+		b := &backend{name: sc.Name, prefix: sc.ToolNamePrefix, fingerprint: fp, up: up, srv: sc}
 		rt.backends = append(rt.backends, b)
 		rt.byName[sc.Name] = b
 		started = append(started, b)
 	}
-	rt.cat.Store(buildCatalog(rt.backends, s.log))
+	rt.cat.Store(buildCatalog(rt.backends, rt.pol, s.log))
 	s.rt.Store(rt)
 	s.ready.Store(true)
 	for _, b := range started {
@@ -102,7 +102,7 @@ func (s *Server) refreshCatalog(prev *catalog) {
 	if prev != nil {
 		before = prev
 	}
-	next := buildCatalog(rt.backends, s.log)
+	next := buildCatalog(rt.backends, rt.pol, s.log)
 	rt.cat.Store(next)
 	s.catMu.Unlock()
 	if !sameTools(before, next) {

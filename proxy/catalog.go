@@ -7,7 +7,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/mcp-mux/mcp-mux/upstream"
+	"github.com/mcp-mux/mcp-mux/config"
 )
 
 // toolNameRE is DeerFlow's tool-name charset plus the 128-character limit
@@ -16,24 +16,47 @@ var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 
 // route is one visible tool and where calls to it go.
 type route struct {
-	name   string // visible name
-	raw    string // upstream tool name
-	server *backend
-	json   json.RawMessage // the upstream's tool object with the visible name
+	name    string // visible name
+	raw     string // upstream tool name
+	server  *backend
+	json    json.RawMessage // the upstream's tool object with the visible name and mux _meta
+	routing config.Routing  // effective routing (server routing + tool override)
+	idx     int             // position in catalog.order
+	// deny, when set, is the guardrail's tool error result: the tool is not
+	// listed and calls to it are answered with this, never forwarded.
+	deny json.RawMessage
 }
 
 // catalog is the aggregated tool list of one runtime. It is immutable once
-// built; a change upstream builds a new one.
+// built; a change upstream or in the config builds a new one.
 type catalog struct {
-	routes   map[string]*route
-	order    []*route
-	listJSON json.RawMessage // cached tools/list result
-	res      resourceIndex
+	routes   map[string]*route // every named tool, denied ones included
+	order    []*route          // the listed (allowed) tools
+	fullJSON json.RawMessage   // {"tools": order}
+	listJSON json.RawMessage   // cached tools/list result when tool_search is off
+	// instructions is the initialize result's instructions: routing hints
+	// and, with tool_search, the deferred tool names.
+	instructions string
+	search       *searchIndex // nil unless tool_search is on and tools are listed
+	res          resourceIndex
+}
+
+// catalogPolicy is what a catalog takes from the config besides each
+// backend's own *config.Server: guardrails and tool_search.
+type catalogPolicy struct {
+	guard  *guard
+	search bool
+	topK   int
+}
+
+func newCatalogPolicy(cfg *config.Config) *catalogPolicy {
+	return &catalogPolicy{guard: newGuard(cfg.Guardrails), search: cfg.ToolSearch.Enabled, topK: cfg.ToolSearch.AutoPromoteTopK}
 }
 
 // buildCatalog applies naming, the charset rule and first-wins collisions to
-// the backends' tool lists, in config order then each server's list order.
-func buildCatalog(backends []*backend, log hclog.Logger) *catalog {
+// the backends' tool lists, in config order then each server's list order,
+// then the guardrails, routing metadata and tool_search.
+func buildCatalog(backends []*backend, pol *catalogPolicy, log hclog.Logger) *catalog {
 	c := &catalog{routes: make(map[string]*route)}
 	for _, b := range backends {
 		for _, t := range b.up.Tools() {
@@ -46,41 +69,43 @@ func buildCatalog(backends []*backend, log hclog.Logger) *catalog {
 					"server", b.name, "tool", fmt.Sprintf("%.200q", name))
 				continue
 			}
+			if pol.search && name == toolSearchName {
+				log.Warn("dropping tool named like mcp-mux's tool_search while tool_search is enabled", "server", b.name, "tool", name)
+				continue
+			}
 			if prev, dup := c.routes[name]; dup {
 				log.Warn("duplicate tool name; keeping the first", "tool", name,
 					"kept_server", prev.server.name, "skipped_server", b.name)
 				continue
 			}
-			r := &route{name: name, raw: t.Name, server: b, json: renameTool(t, name)}
+			r := &route{name: name, raw: t.Name, server: b}
 			c.routes[name] = r
+			if r.deny = pol.guard.check(name, log); r.deny != nil {
+				continue
+			}
+			if b.srv != nil {
+				r.routing = b.srv.ToolRouting(t.Name)
+			}
+			r.json = toolJSON(t, name, toolMeta(b.srv, r.routing))
+			r.idx = len(c.order)
 			c.order = append(c.order, r)
 		}
 	}
-	c.listJSON = c.encodeList(c.order)
+	c.fullJSON = encodeTools(c.order, nil)
+	c.listJSON = c.fullJSON
+	if pol.search && len(c.order) > 0 {
+		c.search = buildSearch(c.order, c.routes, pol.topK)
+		c.listJSON = c.search.list
+	}
+	c.instructions = instructions(c.order, c.search != nil)
 	c.res = buildResources(backends, log)
 	return c
 }
 
-// renameTool returns the tool object with "name" set to the visible name and
-// every other member byte-for-byte as the upstream sent it.
-func renameTool(t upstream.Tool, name string) json.RawMessage {
-	if name == t.Name {
-		return t.Raw
-	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(t.Raw, &obj); err != nil {
-		return t.Raw
-	}
-	obj["name"], _ = json.Marshal(name)
-	b, err := json.Marshal(obj)
-	if err != nil {
-		return t.Raw
-	}
-	return b
-}
-
-func (c *catalog) encodeList(routes []*route) json.RawMessage {
-	n := 16
+// encodeTools encodes a tools/list result: the routes' tool objects, then
+// extra when given.
+func encodeTools(routes []*route, extra json.RawMessage) json.RawMessage {
+	n := 16 + len(extra)
 	for _, r := range routes {
 		n += len(r.json) + 1
 	}
@@ -92,15 +117,22 @@ func (c *catalog) encodeList(routes []*route) json.RawMessage {
 		}
 		b = append(b, r.json...)
 	}
+	if extra != nil {
+		if len(routes) > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, extra...)
+	}
 	return append(b, "]}"...)
 }
 
-// sameTools reports whether two catalogs list the same tools.
+// sameTools reports whether two catalogs list the same tools: every listed
+// tool, and what a session that promoted nothing sees.
 func sameTools(a, b *catalog) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	return string(a.listJSON) == string(b.listJSON)
+	return string(a.fullJSON) == string(b.fullJSON) && string(a.listJSON) == string(b.listJSON)
 }
 
 func sameRaw(a, b []json.RawMessage) bool {

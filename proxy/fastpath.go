@@ -18,10 +18,12 @@ import (
 
 // The tools/call fast path.
 //
-// A plain tools/call on an established session is answered here, before the
-// SDK's handler: the envelope is decoded once without the SDK's per-message
-// 32 KiB decoder buffers, the upstream's raw result is written back as an
-// application/json response, and nothing else is allocated per call. Every
+// A plain tools/call or tools/list on an established session is answered
+// here, before the SDK's handler: the envelope is decoded once without the
+// SDK's per-message 32 KiB decoder buffers, the upstream's raw result is
+// written back as an application/json response (the cached tools/list bytes
+// as one SSE event, as the SDK sends them), and nothing else is allocated per
+// call. Every
 // other message (initialize, notifications, GET streams, calls that carry a
 // progress token) goes to the SDK unchanged, so the protocol surface is the
 // SDK's. A client that disconnects cancels its call; notifications/cancelled
@@ -105,6 +107,9 @@ func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, st *session) 
 		}
 		s.fastCall(w, r, st, &m, &p)
 		return true
+	case m.Method == "tools/list" && m.IsCall():
+		s.fastList(w, st, &m)
+		return true
 	case m.IsResponse() && st.resolve(&m):
 		// The client's answer to a request sent on a fast-path stream.
 		w.WriteHeader(http.StatusAccepted)
@@ -144,6 +149,21 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, st *session, m
 	}
 	*out = b[:0]
 	k.finish(b)
+}
+
+// fastList answers tools/list with the session's cached list bytes, as one
+// event on the POST's own stream like the SDK answers it.
+func (s *Server) fastList(w http.ResponseWriter, st *session, m *wire.Message) {
+	raw := s.toolsList(st, s.rt.Load().cat.Load())
+	out := bodyPool.Get().(*[]byte)
+	defer bodyPool.Put(out)
+	b := wire.AppendResult((*out)[:0], m.ID, raw)
+	*out = b[:0]
+	f := &fastSink{st: st, w: w}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_ = f.writeLocked(b)
+	f.done = true
 }
 
 var jsonContentType = []string{"application/json"}

@@ -42,6 +42,7 @@ func (s *Server) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			res, err := next(ctx, method, req)
 			if err == nil && ss != nil {
 				s.openSession(ss)
+				s.setInstructions(res)
 			}
 			return res, err
 		}
@@ -66,7 +67,7 @@ func (s *Server) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 			return next(ctx, method, req)
 		case "tools/list":
-			return &rawResult{raw: cat.listJSON}, nil
+			return &rawResult{raw: s.toolsList(st, cat)}, nil
 		case "tools/call":
 			r := req.(*mcp.CallToolRequest)
 			var meta json.RawMessage
@@ -229,7 +230,12 @@ func errUnknownTool(name string) *jsonrpc.Error {
 func (s *Server) callTool(ctx context.Context, st *session, k sink, key upstream.Key, name string, args, meta json.RawMessage) (json.RawMessage, error) {
 	s.inflight.Add(1)
 	defer s.inflight.Done()
-	r := s.rt.Load().cat.Load().routes[name]
+	cat := s.rt.Load().cat.Load()
+	r := cat.routes[name]
+	// tool_search, guardrails and deferred tools (policy.go).
+	if res, done := s.policy(ctx, st, k, cat, r, name, args); done {
+		return res, nil
+	}
 	if r == nil {
 		return nil, errUnknownTool(name)
 	}

@@ -66,6 +66,7 @@ type runtime struct {
 	cfg      *config.Config
 	backends []*backend // enabled servers, config order
 	byName   map[string]*backend
+	pol      *catalogPolicy
 	cat      atomic.Pointer[catalog]
 }
 
@@ -75,6 +76,7 @@ type backend struct {
 	prefix      bool
 	fingerprint string
 	up          *upstream.Upstream
+	srv         *config.Server // this runtime's settings: routing, tools, description
 }
 
 // New returns a Server with no upstreams; call Apply to configure it.
@@ -103,8 +105,8 @@ func New(opts Options) *Server {
 	var ctx context.Context
 	ctx, s.stop = context.WithCancel(context.Background())
 	s.bg.Go(func() { s.reapSessions(ctx, opts.SessionTimeout) })
-	empty := &runtime{cfg: &config.Config{}, byName: map[string]*backend{}}
-	empty.cat.Store(buildCatalog(nil, s.log))
+	empty := &runtime{cfg: &config.Config{}, byName: map[string]*backend{}, pol: &catalogPolicy{}}
+	empty.cat.Store(buildCatalog(nil, empty.pol, s.log))
 	s.rt.Store(empty)
 	return s
 }

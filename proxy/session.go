@@ -29,6 +29,8 @@ type session struct {
 	level   string                        // logging/setLevel; "" = none
 	keys    map[upstream.Key]bool         // (user, thread) scopes this session called with
 	subs    map[string]bool               // subscribed resource URIs
+
+	promo promotions // tool_search promotions (toolsearch.go)
 }
 
 type sessionTable struct {
