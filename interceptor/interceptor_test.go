@@ -34,7 +34,10 @@ func TestChainOrderFirstIsOutermost(t *testing.T) {
 		}
 	}
 	_, err := interceptor.Chain(context.Background(), []interceptor.Interceptor{mk("a"), mk("b")}, &interceptor.Call{},
-		func(context.Context) (json.RawMessage, error) { order = append(order, "call"); return json.RawMessage(`{}`), nil })
+		func(context.Context) (json.RawMessage, error) {
+			order = append(order, "call")
+			return json.RawMessage(`{}`), nil
+		})
 	if err != nil || strings.Join(order, " ") != "a> b> call <b <a" {
 		t.Fatalf("order %v err %v", order, err)
 	}
