@@ -1,10 +1,14 @@
 package proxy
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"sync"
 
 	"github.com/mcp-mux/mcp-mux/config"
+	"github.com/mcp-mux/mcp-mux/inbound"
+	"github.com/mcp-mux/mcp-mux/interceptor"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
@@ -16,16 +20,29 @@ func (s *Server) Apply(cfg *config.Config) error {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	old := s.rt.Load()
-	rt := &runtime{cfg: cfg, byName: make(map[string]*backend), pol: newCatalogPolicy(cfg)}
+	auth, err := s.newAuthenticator(cfg)
+	if err != nil {
+		return fmt.Errorf("inbound.auth: %w", err)
+	}
+	icepts, problems := interceptor.Build(cfg.Interceptors, interceptor.Options{Logger: s.log})
+	for _, p := range problems {
+		s.log.Warn("skipping interceptor", "reason", p)
+	}
+	rt := &runtime{cfg: cfg, byName: make(map[string]*backend), pol: newCatalogPolicy(cfg), auth: auth, icepts: icepts}
 	var started []*backend
 	for _, sc := range cfg.Servers {
 		if !sc.Enabled {
 			continue
 		}
 		fp := sc.Fingerprint()
+		res, err := s.newResolver(sc)
+		if err != nil {
+			s.log.Warn("skipping upstream server", "server", sc.Name, "reason", err)
+			continue
+		}
 		if prev, ok := old.byName[sc.Name]; ok && prev.fingerprint == fp {
 			b := *prev
-			b.prefix, b.srv = sc.ToolNamePrefix, sc
+			b.prefix, b.srv, b.resolver = sc.ToolNamePrefix, sc, res
 			rt.backends = append(rt.backends, &b)
 			rt.byName[sc.Name] = &b
 			continue
@@ -35,7 +52,7 @@ func (s *Server) Apply(cfg *config.Config) error {
 			s.log.Warn("skipping upstream server", "server", sc.Name, "reason", err)
 			continue
 		}
-		b := &backend{name: sc.Name, prefix: sc.ToolNamePrefix, fingerprint: fp, up: up, srv: sc}
+		b := &backend{name: sc.Name, prefix: sc.ToolNamePrefix, fingerprint: fp, up: up, srv: sc, resolver: res}
 		rt.backends = append(rt.backends, b)
 		rt.byName[sc.Name] = b
 		started = append(started, b)
@@ -49,6 +66,9 @@ func (s *Server) Apply(cfg *config.Config) error {
 	// Close what the new runtime no longer uses.
 	var wg sync.WaitGroup
 	for name, b := range old.byName {
+		if b.resolver != nil {
+			b.resolver.Close()
+		}
 		if nb, ok := rt.byName[name]; ok && nb.up == b.up {
 			continue
 		}
@@ -76,6 +96,18 @@ func (s *Server) upstreamOptions(sc *config.Server) upstream.Options {
 		Logger:      s.log.Named("upstream").With("server", sc.Name),
 		OnChange:    func() { s.refreshCatalog(nil) },
 		Handler:     (*forwarder)(s),
+		// Discovery uses the current runtime's credentials for this server.
+		BaseHeaders: func(ctx context.Context) (http.Header, error) {
+			if b := s.rt.Load().byName[sc.Name]; b != nil && b.resolver != nil {
+				return b.resolver.Base(ctx)
+			}
+			return nil, nil
+		},
+		OnUnauthorized: func(sent http.Header) {
+			if b := s.rt.Load().byName[sc.Name]; b != nil && b.resolver != nil {
+				b.resolver.UnauthorizedHeader(sent)
+			}
+		},
 	}
 	if len(sc.Env) > 0 {
 		o.Env = make(map[string]string, len(sc.Env))
@@ -114,4 +146,18 @@ func (s *Server) refreshCatalog(prev *catalog) {
 	if !sameResources(before, next) {
 		s.notifyAll("notifications/resources/list_changed")
 	}
+}
+
+// newAuthenticator builds caller identification from inbound.auth.
+func (s *Server) newAuthenticator(cfg *config.Config) (*inbound.Authenticator, error) {
+	a := cfg.Inbound.Auth
+	keys := make(map[string]string, len(a.Keys))
+	for u, k := range a.Keys {
+		keys[u] = k.Reveal()
+	}
+	return inbound.New(inbound.Options{
+		Mode: a.Mode, UserHeader: cfg.Inbound.UserHeader, Keys: keys,
+		JWKSURL: a.JWKSURL, Issuer: a.Issuer, Audience: a.Audience, UserClaim: a.UserClaim,
+		Logger: s.log.Named("inbound"),
+	})
 }

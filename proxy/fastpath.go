@@ -129,7 +129,7 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, st *session, m
 	defer st.untrack(idKey)
 
 	k := &fastSink{st: st, w: w}
-	raw, err := s.callTool(ctx, st, k, s.callerKey(st, r.Header), p.Name, p.Arguments, p.Meta)
+	raw, err := s.callTool(ctx, st, k, s.callerKey(st, r.Header), r.Header, p.Name, p.Arguments, p.Meta)
 
 	out := bodyPool.Get().(*[]byte)
 	defer bodyPool.Put(out)

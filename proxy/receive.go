@@ -12,6 +12,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-mux/mcp-mux/headers"
+	"github.com/mcp-mux/mcp-mux/interceptor"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
@@ -41,7 +43,7 @@ func (s *Server) receive(next mcp.MethodHandler) mcp.MethodHandler {
 		if method == "initialize" {
 			res, err := next(ctx, method, req)
 			if err == nil && ss != nil {
-				s.openSession(ss)
+				s.openSession(ss, requestUser(headerOf(req)))
 				s.setInstructions(res)
 			}
 			return res, err
@@ -75,7 +77,8 @@ func (s *Server) receive(next mcp.MethodHandler) mcp.MethodHandler {
 				meta, _ = json.Marshal(m)
 			}
 			k := &sdkSink{ctx: ctx, st: st}
-			raw, err := s.callTool(ctx, st, k, s.callerKey(st, headerOf(req)), r.Params.Name, r.Params.Arguments, meta)
+			h := headerOf(req)
+			raw, err := s.callTool(ctx, st, k, s.callerKey(st, h), h, r.Params.Name, r.Params.Arguments, meta)
 			if err != nil {
 				return nil, err
 			}
@@ -180,9 +183,15 @@ func (s *Server) forward(ctx context.Context, st *session, req mcp.Request, b *b
 	if err != nil {
 		return nil, err
 	}
-	key := s.callerKey(st, headerOf(req))
+	h := headerOf(req)
+	key := s.callerKey(st, h)
+	hdr, cred, err := s.callHeaders(ctx, b, st.user, h)
+	if err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+	}
+	key.Cred = cred
 	ctx = withSink(ctx, &sdkSink{ctx: ctx, st: st})
-	res, err := b.up.Request(ctx, key, method, raw, nil)
+	res, err := b.up.Request(ctx, key, method, raw, hdr)
 	if err != nil {
 		return nil, s.rpcError(ctx, b, method, err)
 	}
@@ -227,7 +236,8 @@ func errUnknownTool(name string) *jsonrpc.Error {
 // protocol-level failure (unknown tool, an upstream JSON-RPC error) is an
 // error; an upstream that fails to answer is a tool error result naming it.
 // Messages the upstream sends while serving the call go to k.
-func (s *Server) callTool(ctx context.Context, st *session, k sink, key upstream.Key, name string, args, meta json.RawMessage) (json.RawMessage, error) {
+// h is the HTTP request's headers (the secrets carrier).
+func (s *Server) callTool(ctx context.Context, st *session, k sink, key upstream.Key, h http.Header, name string, args, meta json.RawMessage) (json.RawMessage, error) {
 	s.inflight.Add(1)
 	defer s.inflight.Done()
 	cat := s.rt.Load().cat.Load()
@@ -244,9 +254,23 @@ func (s *Server) callTool(ctx context.Context, st *session, k sink, key upstream
 		defer s.progress.drop(utok)
 	}
 	params := wire.AppendCallParams(make([]byte, 0, len(args)+len(r.raw)+len(fwd)+64), r.raw, args, fwd)
-	raw, err := r.server.up.CallTool(withSink(ctx, k), key, params, nil)
+	call := func(ctx context.Context) (json.RawMessage, error) {
+		return s.forwardCall(ctx, st, k, key, h, r, params)
+	}
+	var raw json.RawMessage
+	var err error
+	if icepts := s.rt.Load().icepts; len(icepts) > 0 {
+		c := &interceptor.Call{User: st.user, Thread: key.Thread, Server: r.server.name, Tool: r.name, RawTool: r.raw}
+		raw, err = interceptor.Chain(ctx, icepts, c, call)
+	} else {
+		raw, err = call(ctx)
+	}
 	if err == nil {
 		return raw, nil
+	}
+	var deny *headers.DenyError
+	if errors.As(err, &deny) {
+		return wire.ToolError(deny.Msg), nil
 	}
 	var rpcErr *wire.Error
 	if errors.As(err, &rpcErr) {

@@ -19,6 +19,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/config"
+	"github.com/mcp-mux/mcp-mux/headers"
+	"github.com/mcp-mux/mcp-mux/inbound"
+	"github.com/mcp-mux/mcp-mux/interceptor"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
@@ -68,6 +71,8 @@ type runtime struct {
 	byName   map[string]*backend
 	pol      *catalogPolicy
 	cat      atomic.Pointer[catalog]
+	auth     *inbound.Authenticator
+	icepts   []interceptor.Interceptor
 }
 
 // backend is one enabled server and its upstream connection.
@@ -76,7 +81,8 @@ type backend struct {
 	prefix      bool
 	fingerprint string
 	up          *upstream.Upstream
-	srv         *config.Server // this runtime's settings: routing, tools, description
+	srv         *config.Server    // this runtime's settings: routing, tools, description
+	resolver    *headers.Resolver // upstream headers (http/sse); nil when there are none
 }
 
 // New returns a Server with no upstreams; call Apply to configure it.
@@ -105,7 +111,8 @@ func New(opts Options) *Server {
 	var ctx context.Context
 	ctx, s.stop = context.WithCancel(context.Background())
 	s.bg.Go(func() { s.reapSessions(ctx, opts.SessionTimeout) })
-	empty := &runtime{cfg: &config.Config{}, byName: map[string]*backend{}, pol: &catalogPolicy{}}
+	none, _ := inbound.New(inbound.Options{Mode: inbound.ModeNone})
+	empty := &runtime{cfg: &config.Config{}, byName: map[string]*backend{}, pol: &catalogPolicy{}, auth: none}
 	empty.cat.Store(buildCatalog(nil, empty.pol, s.log))
 	s.rt.Store(empty)
 	return s
@@ -114,7 +121,16 @@ func New(opts Options) *Server {
 // Handler returns the HTTP handler: /mcp, /healthz and /readyz.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", s.mcpHandler())
+	mux.Handle("/mcp", s.authenticate(s.mcpHandler()))
+	meta := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h := s.rt.Load().auth.MetadataHandler(); h != nil {
+			h.ServeHTTP(w, r)
+			return
+		}
+		http.NotFound(w, r)
+	})
+	mux.Handle(inbound.MetadataPath, meta)
+	mux.Handle(inbound.MetadataPath+"/mcp", meta)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte("ok\n"))

@@ -86,11 +86,11 @@ func (t *sessionTable) all() []*mcp.ServerSession {
 
 // openSession registers a downstream session after a successful initialize
 // and releases its upstream sessions when it ends.
-func (s *Server) openSession(ss *mcp.ServerSession) *session {
+func (s *Server) openSession(ss *mcp.ServerSession, user string) *session {
 	if st := s.sessions.get(ss); st != nil {
 		return st
 	}
-	st := &session{ss: ss, id: ss.ID(), user: defaultUser}
+	st := &session{ss: ss, id: ss.ID(), user: user}
 	st.touch()
 	s.lifeMu.Lock()
 	defer s.lifeMu.Unlock()
