@@ -189,3 +189,35 @@ func waitListening(t *testing.T, addr string) {
 	}
 	t.Fatalf("everything-server did not listen on %s", addr)
 }
+
+// TestOAuthClientCredentialsAsClient runs the conformance client scenario
+// auth/client-credentials-basic with mcp-mux as the client: the scenario
+// gives only a client id and secret; mcp-mux discovers the token endpoint
+// from the server's 401 and authenticates with client_secret_basic.
+func TestOAuthClientCredentialsAsClient(t *testing.T) {
+	entry := suiteEntry(t)
+	bin := filepath.Join(t.TempDir(), "muxclient")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/mcp-mux/mcp-mux/internal/conformance/muxclient").CombinedOutput(); err != nil {
+		t.Fatalf("building muxclient: %v\n%s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", entry, "client", "--command", bin, "--scenario", "auth/client-credentials-basic")
+	cmd.Dir = filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(entry)))))
+	out, _ := cmd.CombinedOutput()
+	s := string(out)
+	t.Logf("conformance client output:\n%s", tail(s, 3000))
+	m := regexp.MustCompile(`Passed: (\d+)/(\d+), (\d+) failed`).FindStringSubmatch(s)
+	if m == nil || m[1] != m[2] || m[3] != "0" || m[1] == "0" || !strings.Contains(s, "OVERALL: PASSED") ||
+		!strings.Contains(s, "Client successfully authenticated with client_secret_basic") {
+		t.Fatalf("auth/client-credentials-basic did not pass with mcp-mux as the client (summary %q)", m)
+	}
+	t.Logf("summary: %s", m[0])
+}
+	if m == nil || !strings.Contains(s, "client-credentials-basic-auth") && !strings.Contains(s, "passed") {
+		t.Fatalf("no result from the conformance client scenario")
+	}
+	if strings.Contains(s, "FAILURE") || strings.Contains(s, "✗") {
+		t.Fatalf("auth/client-credentials-basic failed with mcp-mux as the client")
+	}
+}
