@@ -214,10 +214,3 @@ func TestOAuthClientCredentialsAsClient(t *testing.T) {
 	}
 	t.Logf("summary: %s", m[0])
 }
-	if m == nil || !strings.Contains(s, "client-credentials-basic-auth") && !strings.Contains(s, "passed") {
-		t.Fatalf("no result from the conformance client scenario")
-	}
-	if strings.Contains(s, "FAILURE") || strings.Contains(s, "✗") {
-		t.Fatalf("auth/client-credentials-basic failed with mcp-mux as the client")
-	}
-}
