@@ -661,6 +661,10 @@ func (u *Upstream) receive(next mcp.MethodHandler) mcp.MethodHandler {
 		cs, _ := req.GetSession().(*mcp.ClientSession)
 		c := u.connOf(cs)
 		if c == nil || u.opts.Handler == nil || (c.control && method != "notifications/resources/updated") {
+			if method == "roots/list" {
+				// No client stands behind this session: it has no roots.
+				return &rawResult{raw: json.RawMessage(`{"roots":[]}`)}, nil
+			}
 			if serverRequests[method] {
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: method + " is not available on this session"}
 			}
