@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 
 	"github.com/mcp-mux/mcp-mux/headers"
@@ -28,13 +30,13 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		}
 		if name := rt.cfg.Inbound.SecretsHeader; name != "" && r.Header.Get(name) != "" {
 			if _, err := headers.ParseSecrets(name, r.Header.Get(name)); err != nil {
-				writeRPCError(w, http.StatusBadRequest, -32602, err.Error())
+				writeRPCError(w, http.StatusBadRequest, requestID(r), -32602, err.Error())
 				return
 			}
 		}
 		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
 			if st := s.sessions.byIDGet(sid); st != nil && st.user != user {
-				writeRPCError(w, http.StatusForbidden, -32600, "this session belongs to another user")
+				writeRPCError(w, http.StatusForbidden, requestID(r), -32600, "this session belongs to another user")
 				return
 			}
 		}
@@ -43,11 +45,45 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 	})
 }
 
-func writeRPCError(w http.ResponseWriter, status int, code int, msg string) {
+// writeRPCError answers with a JSON-RPC error for the request id (nil: null).
+func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": code, "message": msg}})
+	var rid any
+	if id != nil {
+		rid = id
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": rid, "error": map[string]any{"code": code, "message": msg}})
 	_, _ = w.Write(b)
+}
+
+// requestID returns the id of the JSON-RPC request a refused POST carried, or
+// nil. Clients (the go-sdk among them) only surface an error response that
+// answers their request's id; one with a null id is reported as a bare HTTP
+// status, losing the message.
+func requestID(r *http.Request) json.RawMessage {
+	if r.Method != http.MethodPost || r.Body == nil {
+		return nil
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	if err != nil {
+		return nil
+	}
+	var m struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(bytes.TrimSpace(b), &m) != nil || len(m.ID) == 0 {
+		return nil
+	}
+	var v any
+	if json.Unmarshal(m.ID, &v) != nil {
+		return nil
+	}
+	switch v.(type) {
+	case string, float64:
+		return m.ID
+	}
+	return nil
 }
 
 // requestUser returns the authenticated user of a request's headers.

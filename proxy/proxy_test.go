@@ -474,6 +474,12 @@ func TestNoStdioProcessLeftAfterShutdown(t *testing.T) {
 	if err := srv.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// Close has sent SIGKILL to every group; the kernel takes a moment to
+	// finish the processes off.
+	deadline := time.Now().Add(5 * time.Second)
+	for membersOfGroups(groups) != 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if n := membersOfGroups(groups); n != 0 {
 		t.Fatalf("%d processes left in stdio process groups %v after shutdown", n, groups)
 	}

@@ -255,7 +255,13 @@ func (s *Server) callTool(ctx context.Context, st *session, k sink, key upstream
 	}
 	params := wire.AppendCallParams(make([]byte, 0, len(args)+len(r.raw)+len(fwd)+64), r.raw, args, fwd)
 	call := func(ctx context.Context) (json.RawMessage, error) {
-		return s.forwardCall(ctx, st, k, key, h, r, params)
+		raw, err := s.forwardCall(ctx, st, k, key, h, r, params)
+		var deny *headers.DenyError
+		if errors.As(err, &deny) {
+			// A credential denial is the caller's tool error; interceptors see it so too.
+			return wire.ToolError(deny.Msg), nil
+		}
+		return raw, err
 	}
 	var raw json.RawMessage
 	var err error
@@ -267,10 +273,6 @@ func (s *Server) callTool(ctx context.Context, st *session, k sink, key upstream
 	}
 	if err == nil {
 		return raw, nil
-	}
-	var deny *headers.DenyError
-	if errors.As(err, &deny) {
-		return wire.ToolError(deny.Msg), nil
 	}
 	var rpcErr *wire.Error
 	if errors.As(err, &rpcErr) {

@@ -72,6 +72,11 @@ func (u *Upstream) dial(ctx context.Context, key Key, control bool) (*conn, erro
 	unwatch := context.AfterFunc(ctx, cancel)
 	defer unwatch()
 
+	// The SDK reports a refused initialize only as text ("Unauthorized"), so
+	// the HTTP status is recorded here and returned as a *StatusError: a 401
+	// must let the caller refresh its token and retry.
+	var refused atomic.Int32
+	rt := statusRecorder{base: u.sdkHTTP.Transport, refused: &refused}
 	var transport mcp.Transport
 	switch u.opts.Transport {
 	case Stdio:
@@ -85,10 +90,10 @@ func (u *Upstream) dial(ctx context.Context, key Key, control bool) (*conn, erro
 		transport = &rawTransport{inner: &mcp.IOTransport{Reader: p.stdout, Writer: p.stdin, MaxLineLength: maxFrame},
 			notify: func(method string, params json.RawMessage) { u.onNotification(c, method, params) }}
 	case SSE:
-		transport = &rawTransport{inner: &mcp.SSEClientTransport{Endpoint: u.opts.URL, HTTPClient: sessionClient(u.sdkHTTP.Transport, connCtx)},
+		transport = &rawTransport{inner: &mcp.SSEClientTransport{Endpoint: u.opts.URL, HTTPClient: sessionClient(rt, connCtx)},
 			notify: func(method string, params json.RawMessage) { u.onNotification(c, method, params) }}
 	case HTTP:
-		transport = &mcp.StreamableClientTransport{Endpoint: u.opts.URL, HTTPClient: sessionClient(u.sdkHTTP.Transport, connCtx), MaxRetries: 2}
+		transport = &mcp.StreamableClientTransport{Endpoint: u.opts.URL, HTTPClient: sessionClient(rt, connCtx), MaxRetries: 2}
 	default:
 		stop()
 		cancel()
@@ -106,6 +111,9 @@ func (u *Upstream) dial(ctx context.Context, key Key, control bool) (*conn, erro
 		}
 		if err == nil {
 			err = context.Canceled
+		}
+		if code := refused.Load(); code != 0 {
+			return nil, fmt.Errorf("initialize: %w (%w)", err, &StatusError{Code: int(code)})
 		}
 		return nil, fmt.Errorf("initialize: %w", err)
 	}
@@ -201,4 +209,18 @@ func (c *conn) request(ctx context.Context, u *Upstream, method string, params j
 		return c.direct.call(ctx, method, params, extra, func(m *wire.Message) { u.onStreamMessage(ctx, c, m) })
 	}
 	return c.raw.call(ctx, method, params)
+}
+
+// statusRecorder notes a request refused with 401 or 403.
+type statusRecorder struct {
+	base    http.RoundTripper
+	refused *atomic.Int32
+}
+
+func (t statusRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(r)
+	if err == nil && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
+		t.refused.Store(int32(resp.StatusCode))
+	}
+	return resp, err
 }

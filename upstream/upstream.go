@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -345,7 +344,8 @@ func (u *Upstream) discover() (*conn, error) {
 	}
 	c, err := u.dial(ctx, Key{}, true)
 	if err != nil {
-		if u.opts.OnUnauthorized != nil && sent != nil && strings.Contains(err.Error(), "401") {
+		var se *StatusError
+		if u.opts.OnUnauthorized != nil && sent != nil && errors.As(err, &se) && se.Code == http.StatusUnauthorized {
 			u.opts.OnUnauthorized(sent)
 		}
 		return nil, err

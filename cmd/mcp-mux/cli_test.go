@@ -67,7 +67,7 @@ func TestValidateGood(t *testing.T) {
   "guardrails": {"denied_tools": ["web_delete"]},
   "inbound": {"thread_header": "X-Thread"}
 }`)
-	r := runMux(t, dir, nil, "validate", "--config", cfg)
+	r := runMux(t, dir, []string{"SOME_TOKEN=tok-1"}, "validate", "--config", cfg)
 	if r.code != 0 {
 		t.Fatalf("validate: code %d, stderr:\n%s", r.code, r.stderr)
 	}
@@ -76,6 +76,12 @@ func TestValidateGood(t *testing.T) {
 	}
 	if r.stderr != "" {
 		t.Errorf("unexpected stderr:\n%s", r.stderr)
+	}
+
+	// A header from an unset variable skips its server, naming both.
+	r = runMux(t, dir, nil, "validate", "--config", cfg)
+	if r.code != 1 || !strings.Contains(r.stderr, "web:headers.X-Api-Key") || !strings.Contains(r.stderr, "$SOME_TOKEN, which is not set") {
+		t.Errorf("validate with SOME_TOKEN unset: code %d, stderr:\n%s", r.code, r.stderr)
 	}
 
 	// YAML by extension.

@@ -29,7 +29,8 @@ func TestExampleConfigs(t *testing.T) {
 	jsonPath := filepath.Join(dir, "extensions_config.json")
 	yamlPath := filepath.Join(dir, "extensions_config.yaml")
 	for _, p := range []string{jsonPath, yamlPath} {
-		r := runMux(t, t.TempDir(), nil, "validate", "--config", p)
+		// examples/run.sh sets DEMO_TOKEN; validate as it runs.
+		r := runMux(t, t.TempDir(), []string{"DEMO_TOKEN=demo-token"}, "validate", "--config", p)
 		if r.code != 0 || !strings.HasSuffix(r.stdout, ": ok, 2 server(s), 2 enabled\n") || r.stderr != "" {
 			t.Errorf("validate %s: code %d, stdout %q, stderr %q", p, r.code, r.stdout, r.stderr)
 		}
