@@ -37,9 +37,11 @@ func (f *forwarder) ServerNotification(ctx context.Context, key upstream.Key, me
 		if json.Unmarshal(params, &p) != nil {
 			return
 		}
-		for _, st := range s.sessionsWithKey(key) {
-			if st.subscribed(p.URI) {
-				s.notify(context.Background(), st.ss, method, &p)
+		// Subscriptions live on the owner's discovery session (Upstream.Subscribe):
+		// every session that subscribed to the URI gets the update.
+		for _, ss := range s.sessions.all() {
+			if st := s.sessions.get(ss); st != nil && st.subscribed(p.URI) {
+				s.notify(context.Background(), ss, method, &p)
 			}
 		}
 	}
@@ -65,4 +67,50 @@ func (s *Server) sessionsWithKey(key upstream.Key) []*session {
 		}
 	}
 	return out
+}
+
+// subscribe tracks a session's resource subscription and keeps one upstream
+// subscription per URI while any session holds one.
+func (s *Server) subscribe(ctx context.Context, st *session, b *backend, uri string, on bool) error {
+	if st.subscribed(uri) == on {
+		return nil // already so
+	}
+	s.subsMu.Lock()
+	defer s.subsMu.Unlock()
+	if s.subs == nil {
+		s.subs = make(map[string]int)
+	}
+	k := b.name + "\x00" + uri
+	switch {
+	case on && s.subs[k] == 0:
+		if err := b.up.Subscribe(ctx, uri, true); err != nil {
+			return err
+		}
+	case !on && s.subs[k] == 1:
+		if err := b.up.Subscribe(ctx, uri, false); err != nil {
+			s.log.Debug("upstream unsubscribe failed", "server", b.name, "err", err)
+		}
+	}
+	if on {
+		s.subs[k]++
+	} else {
+		s.subs[k]--
+		if s.subs[k] <= 0 {
+			delete(s.subs, k)
+		}
+	}
+	st.subscribe(uri, on)
+	return nil
+}
+
+// dropSubscriptions releases a closed session's subscriptions.
+func (s *Server) dropSubscriptions(st *session) {
+	cat := s.rt.Load().cat.Load()
+	for _, uri := range st.subscriptions() {
+		if b := cat.res.resourceOwner(uri); b != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
+			_ = s.subscribe(ctx, st, b, uri, false)
+			cancel()
+		}
+	}
 }

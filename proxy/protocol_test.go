@@ -289,3 +289,47 @@ func TestHTTPUpstreamRestartIsReinitializedTransparently(t *testing.T) {
 		t.Fatalf("expiry leaked to the client: %s", raw)
 	}
 }
+
+func TestResourceSubscriptionsDeliverUpdates(t *testing.T) {
+	var subs atomic.Int32
+	srv := mcp.NewServer(&mcp.Implementation{Name: "watch", Version: "1"}, &mcp.ServerOptions{
+		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { subs.Add(1); return nil },
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { subs.Add(-1); return nil },
+	})
+	const uri = "test://watched"
+	srv.AddResource(&mcp.Resource{URI: uri, Name: "watched"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, Text: "v"}}}, nil
+	})
+	up := mcptest.ServeHTTP(t, srv)
+	m := startMux(t, fmt.Sprintf(`{"mcpServers": {"watch": {"type": "http", "url": %q}}}`, up.URL+"/mcp"), proxy.Options{})
+	var got [2]atomic.Int32
+	var css [2]*mcp.ClientSession
+	for i := range css {
+		css[i] = connect(t, m.ts.URL, &mcp.ClientOptions{
+			ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+				if req.Params.URI == uri {
+					got[i].Add(1)
+				}
+			},
+		})
+		if err := css[i].Subscribe(context.Background(), &mcp.SubscribeParams{URI: uri}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := subs.Load(); n != 1 {
+		t.Fatalf("upstream holds %d subscriptions for two clients, want 1", n)
+	}
+	_ = srv.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: uri})
+	waitFor(t, "both clients notified", func() bool { return got[0].Load() == 1 && got[1].Load() == 1 })
+
+	if err := css[0].Unsubscribe(context.Background(), &mcp.UnsubscribeParams{URI: uri}); err != nil {
+		t.Fatal(err)
+	}
+	_ = srv.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: uri})
+	waitFor(t, "the remaining subscriber notified", func() bool { return got[1].Load() == 2 })
+	if got[0].Load() != 1 {
+		t.Errorf("an unsubscribed client got %d updates", got[0].Load())
+	}
+	_ = css[1].Close() // the last subscriber leaves: the upstream subscription ends
+	waitFor(t, "upstream unsubscribed", func() bool { return subs.Load() == 0 })
+}

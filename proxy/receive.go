@@ -107,11 +107,13 @@ func (s *Server) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			if b == nil {
 				return nil, &jsonrpc.Error{Code: -32002, Message: fmt.Sprintf("resource not found: %q", uri)}
 			}
-			res, err := s.forward(ctx, st, req, b, method, req.GetParams())
-			if err == nil && method != "resources/read" {
-				st.subscribe(uri, method == "resources/subscribe")
+			if method == "resources/read" {
+				return s.forward(ctx, st, req, b, method, req.GetParams())
 			}
-			return res, err
+			if err := s.subscribe(ctx, st, b, uri, method == "resources/subscribe"); err != nil {
+				return nil, s.rpcError(ctx, b, method, err)
+			}
+			return &rawResult{raw: json.RawMessage(`{}`)}, nil
 		case "completion/complete":
 			p, _ := req.GetParams().(*mcp.CompleteParams)
 			if p == nil || p.Ref == nil {

@@ -55,6 +55,8 @@ type Server struct {
 	mcp        http.Handler
 	sessions   sessionTable
 	progress   progressTable
+	subsMu     sync.Mutex
+	subs       map[string]int // server+URI → number of sessions subscribed
 	inflight   sync.WaitGroup
 	closed     atomic.Bool
 	lifeMu     sync.Mutex     // orders session registration against Close

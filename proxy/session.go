@@ -102,6 +102,7 @@ func (s *Server) openSession(ss *mcp.ServerSession, user string) *session {
 	s.sessionsWG.Go(func() {
 		_ = ss.Wait()
 		s.sessions.remove(ss)
+		s.dropSubscriptions(st)
 		if st.id == "" {
 			return
 		}
@@ -314,6 +315,16 @@ func (st *session) subscribe(uri string, on bool) {
 	} else {
 		delete(st.subs, uri)
 	}
+}
+
+func (st *session) subscriptions() []string {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	out := make([]string, 0, len(st.subs))
+	for uri := range st.subs {
+		out = append(out, uri)
+	}
+	return out
 }
 
 func (st *session) subscribed(uri string) bool {

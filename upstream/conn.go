@@ -93,7 +93,12 @@ func (u *Upstream) dial(ctx context.Context, key Key, control bool) (*conn, erro
 		transport = &rawTransport{inner: &mcp.SSEClientTransport{Endpoint: u.opts.URL, HTTPClient: sessionClient(rt, connCtx)},
 			notify: func(method string, params json.RawMessage) { u.onNotification(c, method, params) }}
 	case HTTP:
-		transport = &mcp.StreamableClientTransport{Endpoint: u.opts.URL, HTTPClient: sessionClient(rt, connCtx), MaxRetries: 2}
+		transport = &mcp.StreamableClientTransport{Endpoint: u.opts.URL, HTTPClient: sessionClient(rt, connCtx), MaxRetries: 2,
+			// Only the discovery session keeps an event stream: server-initiated
+			// traffic of a call rides the call's own stream, list changes and
+			// resource updates arrive on the discovery session, and an idle
+			// stream per call session costs the server on every call.
+			DisableStandaloneSSE: !control}
 	default:
 		stop()
 		cancel()

@@ -165,6 +165,10 @@ type Upstream struct {
 
 	connsMu sync.Mutex
 	conns   map[*mcp.ClientSession]*conn
+
+	control atomic.Pointer[conn] // the discovery session while it is up
+	subsMu  sync.Mutex
+	subs    map[string]bool // resource URIs subscribed on the discovery session
 }
 
 // New validates opts and returns an Upstream. It does no I/O; call Start.
@@ -367,6 +371,9 @@ func (u *Upstream) discover() (*conn, error) {
 // watch holds the control session until it ends (false: the upstream is closing).
 func (u *Upstream) watch(c *conn) bool {
 	defer c.close()
+	u.control.Store(c)
+	defer u.control.CompareAndSwap(c, nil)
+	u.resubscribe(c)
 	for {
 		select {
 		case <-u.ctx.Done():
@@ -606,6 +613,59 @@ func (u *Upstream) Notify(key Key, method string, params json.RawMessage) {
 	ctx, cancel := context.WithTimeout(u.ctx, 5*time.Second)
 	defer cancel()
 	_ = c.raw.Connection.Write(ctx, &jsonrpc.Request{Method: method, Params: params})
+}
+
+// Subscribe subscribes to (on) or unsubscribes from a resource URI. Call
+// sessions carry no event stream of their own (it would cost the server work
+// on every call), so subscriptions live on the discovery session, where the
+// server's notifications/resources/updated arrive; they are renewed when
+// that session reconnects. The Handler receives the updates.
+func (u *Upstream) Subscribe(ctx context.Context, uri string, on bool) error {
+	u.subsMu.Lock()
+	if u.subs == nil {
+		u.subs = make(map[string]bool)
+	}
+	if on {
+		u.subs[uri] = true
+	} else {
+		delete(u.subs, uri)
+	}
+	u.subsMu.Unlock()
+	c := u.control.Load()
+	if c == nil || !c.alive() {
+		if on {
+			return errors.New("the server is not connected; the subscription starts when it is")
+		}
+		return nil
+	}
+	return u.sendSubscribe(ctx, c, uri, on)
+}
+
+func (u *Upstream) sendSubscribe(ctx context.Context, c *conn, uri string, on bool) error {
+	method := "resources/unsubscribe"
+	if on {
+		method = "resources/subscribe"
+	}
+	params, _ := json.Marshal(map[string]string{"uri": uri})
+	_, err := c.request(ctx, u, method, params, nil)
+	return err
+}
+
+// resubscribe renews the subscriptions on a new discovery session.
+func (u *Upstream) resubscribe(c *conn) {
+	u.subsMu.Lock()
+	uris := make([]string, 0, len(u.subs))
+	for uri := range u.subs {
+		uris = append(uris, uri)
+	}
+	u.subsMu.Unlock()
+	for _, uri := range uris {
+		ctx, cancel := context.WithTimeout(u.ctx, 10*time.Second)
+		if err := u.sendSubscribe(ctx, c, uri, true); err != nil {
+			u.log.Warn("renewing a resource subscription failed", "err", err)
+		}
+		cancel()
+	}
 }
 
 // ReleaseThread closes the call sessions that belong to thread.
