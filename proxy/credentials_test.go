@@ -46,7 +46,7 @@ func startMuxEnv(t *testing.T, cfgJSON string, env map[string]string, opts proxy
 	if len(cfg.Invalid) > 0 {
 		t.Fatalf("invalid servers in test config: %+v", cfg.Invalid)
 	}
-	logs := &logBuffer{}
+	logs := &mcptest.LogBuffer{}
 	opts.Logger = hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Trace, JSONFormat: true})
 	if opts.RetryMin == 0 {
 		opts.RetryMin, opts.RetryMax = 20*time.Millisecond, 200*time.Millisecond
@@ -91,7 +91,7 @@ type clientRT struct {
 	static http.Header
 
 	mu     sync.Mutex
-	bodies []*logBuffer
+	bodies []*mcptest.LogBuffer
 }
 
 func (c *clientRT) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -110,7 +110,7 @@ func (c *clientRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	resp, err := base.RoundTrip(r)
 	if resp != nil && resp.Body != nil {
-		b := &logBuffer{}
+		b := &mcptest.LogBuffer{}
 		c.mu.Lock()
 		c.bodies = append(c.bodies, b)
 		c.mu.Unlock()
@@ -281,7 +281,7 @@ type echoUpstream struct {
 	unauthorized atomic.Int32
 
 	mu    sync.Mutex
-	conns []*logBuffer
+	conns []*mcptest.LogBuffer
 }
 
 func startEchoUpstream(t *testing.T, name string) *echoUpstream {
@@ -347,7 +347,7 @@ func (l *teeListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &logBuffer{}
+	b := &mcptest.LogBuffer{}
 	l.u.mu.Lock()
 	l.u.conns = append(l.u.conns, b)
 	l.u.mu.Unlock()

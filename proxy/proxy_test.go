@@ -1,7 +1,6 @@
 package proxy_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -35,28 +33,10 @@ func TestMain(m *testing.M) {
 	)
 }
 
-// logBuffer collects log lines for assertions.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 type mux struct {
 	srv  *proxy.Server
 	ts   *httptest.Server
-	logs *logBuffer
+	logs *mcptest.LogBuffer
 }
 
 // startMux runs mcp-mux on the given config JSON.
@@ -69,7 +49,7 @@ func startMux(t *testing.T, cfgJSON string, opts proxy.Options) *mux {
 	if len(cfg.Invalid) > 0 {
 		t.Fatalf("invalid servers in test config: %+v", cfg.Invalid)
 	}
-	logs := &logBuffer{}
+	logs := &mcptest.LogBuffer{}
 	opts.Logger = hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Debug, JSONFormat: true})
 	if opts.RetryMin == 0 {
 		opts.RetryMin, opts.RetryMax = 20*time.Millisecond, 200*time.Millisecond
@@ -464,10 +444,10 @@ func TestNoStdioProcessLeftAfterShutdown(t *testing.T) {
 	pid, _ := strconv.Atoi(out)
 	groups := []int{pid}
 	// The control session is a second process group.
-	for _, p := range processGroupsOf(os.Getpid()) {
+	for _, p := range mcptest.ChildGroups(os.Getpid()) {
 		groups = append(groups, p)
 	}
-	if n := membersOfGroups(groups); n < 2 {
+	if n := len(mcptest.GroupMembers(groups...)); n < 2 {
 		t.Fatalf("expected stdio server and its grandchild running, found %d processes", n)
 	}
 	_ = cs.Close()
@@ -477,10 +457,10 @@ func TestNoStdioProcessLeftAfterShutdown(t *testing.T) {
 	// Close has sent SIGKILL to every group; the kernel takes a moment to
 	// finish the processes off.
 	deadline := time.Now().Add(5 * time.Second)
-	for membersOfGroups(groups) != 0 && time.Now().Before(deadline) {
+	for len(mcptest.GroupMembers(groups...)) != 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if n := membersOfGroups(groups); n != 0 {
+	if n := len(mcptest.GroupMembers(groups...)); n != 0 {
 		t.Fatalf("%d processes left in stdio process groups %v after shutdown", n, groups)
 	}
 }
@@ -489,69 +469,10 @@ func TestNoStdioProcessLeftAfterShutdown(t *testing.T) {
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); os.IsNotExist(err) {
-			return
+	for mcptest.Exists(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d still exists", pid)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	t.Fatalf("process %d still exists", pid)
-}
-
-// procStat returns (ppid, pgrp) of pid.
-func procStat(pid int) (ppid, pgrp int, ok bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, 0, false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, 0, false
-	}
-	f := strings.Fields(s[i+2:])
-	if len(f) < 3 || f[0] == "Z" {
-		return 0, 0, false
-	}
-	ppid, _ = strconv.Atoi(f[1])
-	pgrp, _ = strconv.Atoi(f[2])
-	return ppid, pgrp, true
-}
-
-func allPids() []int {
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		if n, err := strconv.Atoi(e.Name()); err == nil {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-// processGroupsOf lists the process groups led by children of parent.
-func processGroupsOf(parent int) []int {
-	var out []int
-	for _, p := range allPids() {
-		if pp, pg, ok := procStat(p); ok && pp == parent && pg == p {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// membersOfGroups counts live processes in any of the groups.
-func membersOfGroups(groups []int) int {
-	n := 0
-	for _, p := range allPids() {
-		if _, pg, ok := procStat(p); ok {
-			for _, g := range groups {
-				if pg == g {
-					n++
-					break
-				}
-			}
-		}
-	}
-	return n
 }

@@ -21,7 +21,7 @@ import (
 func TestHTTPSessionExpiryReinitializes(t *testing.T) {
 	old := mcptest.NewServer("web")
 	sh, ts := serveSwap(t, streamable(old))
-	logs := &logBuffer{}
+	logs := &mcptest.LogBuffer{}
 	u := start(t, upstream.Options{Name: "web", Transport: upstream.HTTP, URL: ts.URL + "/mcp", Logger: newLogger(logs)})
 	callText(t, u, alice1, "count", "")
 	if got := callText(t, u, alice1, "count", ""); got != "2" {
@@ -129,7 +129,7 @@ func TestHungServerTimesOut(t *testing.T) {
 }
 
 func TestStdioStderrLoggedAndBannerIgnored(t *testing.T) {
-	logs := &logBuffer{}
+	logs := &mcptest.LogBuffer{}
 	o := stdioOptions("noisy", mcptest.StdioOptions{Banner: true})
 	o.Logger = newLogger(logs)
 	u := start(t, o)
@@ -154,7 +154,7 @@ func TestStdioStderrLoggedAndBannerIgnored(t *testing.T) {
 
 // Close kills the stdio servers' whole process groups, grandchildren included.
 func TestStdioProcessGroupGoneAfterClose(t *testing.T) {
-	logs := &logBuffer{}
+	logs := &mcptest.LogBuffer{}
 	o := stdioOptions("local", mcptest.StdioOptions{Grandchild: true})
 	o.Logger = newLogger(logs)
 	u, err := upstream.New(o)
@@ -171,7 +171,7 @@ func TestStdioProcessGroupGoneAfterClose(t *testing.T) {
 		groups = groups[:0]
 		for _, m := range re.FindAllStringSubmatch(logs.String(), -1) {
 			pid, _ := strconv.Atoi(m[1])
-			if _, pg, ok := procStat(pid); ok {
+			if _, pg, ok := mcptest.ProcStat(pid); ok {
 				groups = append(groups, pg)
 			}
 		}

@@ -1,16 +1,13 @@
 package upstream_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,25 +26,7 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// logBuffer collects log output for assertions.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-func newLogger(l *logBuffer) hclog.Logger {
+func newLogger(l *mcptest.LogBuffer) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{Name: "test", Output: l, Level: hclog.Debug, JSONFormat: true})
 }
 
@@ -233,46 +212,12 @@ func recv(t testing.TB, ch <-chan struct{}, d time.Duration, what string) {
 func waitGone(t testing.TB, pid int) {
 	t.Helper()
 	waitFor(t, 10*time.Second, fmt.Sprintf("process %d to exit", pid), func() bool {
-		_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
-		return os.IsNotExist(err)
+		return !mcptest.Exists(pid)
 	})
 }
 
-// procStat returns (ppid, pgrp) of a live (non-zombie) pid.
-func procStat(pid int) (ppid, pgrp int, ok bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, 0, false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || i+2 > len(s) {
-		return 0, 0, false
-	}
-	f := strings.Fields(s[i+2:])
-	if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
-		return 0, 0, false
-	}
-	ppid, _ = strconv.Atoi(f[1])
-	pgrp, _ = strconv.Atoi(f[2])
-	return ppid, pgrp, true
-}
-
 // membersOfGroup lists the live processes in process group pgrp.
-func membersOfGroup(pgrp int) []int {
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if _, pg, ok := procStat(p); ok && pg == pgrp {
-			out = append(out, p)
-		}
-	}
-	return out
-}
+func membersOfGroup(pgrp int) []int { return mcptest.GroupMembers(pgrp) }
 
 func pidOf(t testing.TB, u *upstream.Upstream, k upstream.Key) int {
 	t.Helper()

@@ -426,7 +426,7 @@ func TestReleaseThread(t *testing.T) {
 				t.Errorf("Sessions() = %d after ReleaseThread, want 1", n)
 			}
 			if pid1 != 0 { // ReleaseThread waits for the process to end
-				if _, _, alive := procStat(pid1); alive {
+				if _, _, alive := mcptest.ProcStat(pid1); alive {
 					t.Errorf("released thread's process %d still running", pid1)
 				}
 			}

@@ -1,0 +1,94 @@
+package mcptest
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// LogBuffer collects log output from concurrent writers for assertions.
+type LogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write implements io.Writer.
+func (l *LogBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// String returns everything written so far.
+func (l *LogBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// ProcStat returns the parent and process group of a live (not zombie) pid.
+func ProcStat(pid int) (ppid, pgrp int, ok bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 > len(s) {
+		return 0, 0, false
+	}
+	f := strings.Fields(s[i+2:])
+	if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
+		return 0, 0, false
+	}
+	ppid, _ = strconv.Atoi(f[1])
+	pgrp, _ = strconv.Atoi(f[2])
+	return ppid, pgrp, true
+}
+
+func pids() []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		if n, err := strconv.Atoi(e.Name()); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// GroupMembers lists the live processes in any of the process groups.
+func GroupMembers(groups ...int) []int {
+	var out []int
+	for _, p := range pids() {
+		if _, pg, ok := ProcStat(p); ok {
+			for _, g := range groups {
+				if pg == g {
+					out = append(out, p)
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
+// ChildGroups lists the process groups led by children of parent.
+func ChildGroups(parent int) []int {
+	var out []int
+	for _, p := range pids() {
+		if pp, pg, ok := ProcStat(p); ok && pp == parent && pg == p {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Exists reports whether pid is a process (zombies included).
+func Exists(pid int) bool {
+	_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+	return err == nil
+}
