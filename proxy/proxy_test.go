@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 
@@ -39,38 +38,12 @@ type mux struct {
 	logs *mcptest.LogBuffer
 }
 
-// startMux runs mcp-mux on the given config JSON.
+// startMux runs mcp-mux on the given config JSON (no environment variables
+// set; logs captured at Trace).
 func startMux(t *testing.T, cfgJSON string, opts proxy.Options) *mux {
 	t.Helper()
-	cfg, err := config.Parse([]byte(cfgJSON), config.LoadOptions{Filename: "test.json", LookupEnv: func(string) (string, bool) { return "", false }})
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	if len(cfg.Invalid) > 0 {
-		t.Fatalf("invalid servers in test config: %+v", cfg.Invalid)
-	}
-	logs := &mcptest.LogBuffer{}
-	opts.Logger = hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Debug, JSONFormat: true})
-	if opts.RetryMin == 0 {
-		opts.RetryMin, opts.RetryMax = 20*time.Millisecond, 200*time.Millisecond
-	}
-	srv := proxy.New(opts)
-	if err := srv.Apply(cfg); err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.Close(ctx)
-		ts.Close()
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := srv.WaitDiscovery(ctx); err != nil {
-		t.Fatalf("discovery: %v", err)
-	}
-	return &mux{srv: srv, ts: ts, logs: logs}
+	m, _ := startMuxEnv(t, cfgJSON, nil, opts)
+	return m
 }
 
 func connect(t *testing.T, url string, opts *mcp.ClientOptions) *mcp.ClientSession {
