@@ -24,11 +24,15 @@ func (s *Server) Apply(cfg *config.Config) error {
 	if err != nil {
 		return fmt.Errorf("inbound.auth: %w", err)
 	}
+	origins, err := newOriginPolicy(cfg.Inbound.AllowedHosts, cfg.Inbound.AllowedOrigins)
+	if err != nil {
+		return err
+	}
 	icepts, problems := interceptor.Build(cfg.Interceptors, interceptor.Options{Logger: s.log})
 	for _, p := range problems {
 		s.log.Warn("skipping interceptor", "reason", p)
 	}
-	rt := &runtime{cfg: cfg, byName: make(map[string]*backend), pol: newCatalogPolicy(cfg), auth: auth, icepts: icepts}
+	rt := &runtime{cfg: cfg, byName: make(map[string]*backend), pol: newCatalogPolicy(cfg), auth: auth, icepts: icepts, origins: origins}
 	var started []*backend
 	for _, sc := range cfg.Servers {
 		if !sc.Enabled {

@@ -3,8 +3,12 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"strings"
 
 	"github.com/mcp-mux/mcp-mux/headers"
 )
@@ -22,6 +26,10 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del(userHeader)
 		rt := s.rt.Load()
+		if err := rt.origins.check(r); err != nil {
+			http.Error(w, "Forbidden: "+err.Error(), http.StatusForbidden)
+			return
+		}
 		user, err := rt.auth.Authenticate(r)
 		if err != nil {
 			s.log.Debug("unauthenticated request", "reason", err)
@@ -92,4 +100,54 @@ func requestUser(h http.Header) string {
 		return u
 	}
 	return defaultUser
+}
+
+// originPolicy is the DNS-rebinding and cross-origin guard of /mcp, for the
+// fast path and the SDK alike: without inbound.allowed_hosts a request that
+// reached a loopback address must name a loopback host (the SDK's rule);
+// with it, the Host header must be one of them. And
+// browser requests from another origin are refused unless listed in
+// inbound.allowed_origins (net/http's CrossOriginProtection).
+type originPolicy struct {
+	hosts map[string]bool // lower-case host[:port] and bare host; empty = any
+	cop   *http.CrossOriginProtection
+}
+
+func newOriginPolicy(hosts, origins []string) (*originPolicy, error) {
+	p := &originPolicy{cop: http.NewCrossOriginProtection()}
+	for _, o := range origins {
+		if err := p.cop.AddTrustedOrigin(o); err != nil {
+			return nil, fmt.Errorf("inbound.allowed_origins: %w", err)
+		}
+	}
+	if len(hosts) > 0 {
+		p.hosts = make(map[string]bool, len(hosts))
+		for _, h := range hosts {
+			p.hosts[strings.ToLower(h)] = true
+		}
+	}
+	return p, nil
+}
+
+func (p *originPolicy) check(r *http.Request) error {
+	if p.hosts == nil {
+		// The SDK's rule: a request that reached a loopback address must name
+		// a loopback host (DNS rebinding).
+		if !hostAllowed(r) {
+			return fmt.Errorf("invalid Host header %q", r.Host)
+		}
+	} else {
+		host := strings.ToLower(r.Host)
+		bare := host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			bare = h
+		}
+		if !p.hosts[host] && !p.hosts[bare] {
+			return fmt.Errorf("host %q is not in inbound.allowed_hosts", r.Host)
+		}
+	}
+	if err := p.cop.Check(r); err != nil {
+		return errors.New("cross-origin request refused (see inbound.allowed_origins)")
+	}
+	return nil
 }

@@ -74,6 +74,7 @@ type runtime struct {
 	pol      *catalogPolicy
 	cat      atomic.Pointer[catalog]
 	auth     *inbound.Authenticator
+	origins  *originPolicy
 	icepts   []interceptor.Interceptor
 }
 
@@ -109,12 +110,15 @@ func New(opts Options) *Server {
 	s.sdk.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler { s.send = next; return next })
 	s.sdk.AddReceivingMiddleware(s.receive)
 	// Idle sessions are closed by reapSessions, which also sees fast-path calls.
-	s.mcp = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.sdk }, nil)
+	// Host checks happen in authenticate (originPolicy), for every path.
+	s.mcp = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.sdk },
+		&mcp.StreamableHTTPOptions{DisableLocalhostProtection: true})
 	var ctx context.Context
 	ctx, s.stop = context.WithCancel(context.Background())
 	s.bg.Go(func() { s.reapSessions(ctx, opts.SessionTimeout) })
 	none, _ := inbound.New(inbound.Options{Mode: inbound.ModeNone})
-	empty := &runtime{cfg: &config.Config{}, byName: map[string]*backend{}, pol: &catalogPolicy{}, auth: none}
+	origins, _ := newOriginPolicy(nil, nil)
+	empty := &runtime{cfg: &config.Config{}, byName: map[string]*backend{}, pol: &catalogPolicy{}, auth: none, origins: origins}
 	empty.cat.Store(buildCatalog(nil, empty.pol, s.log))
 	s.rt.Store(empty)
 	return s
