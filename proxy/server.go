@@ -213,6 +213,9 @@ func (s *Server) Close(ctx context.Context) error {
 	rt := s.rt.Load()
 	var wg sync.WaitGroup
 	for _, b := range rt.backends {
+		if b.resolver != nil {
+			b.resolver.Close()
+		}
 		wg.Go(func() { _ = b.up.Close() })
 	}
 	wg.Wait()
