@@ -36,6 +36,10 @@ type direct struct {
 	seq       atomic.Uint64
 	maxEvent  int
 	async     *sync.WaitGroup // background posts; the Upstream waits for them on Close
+	// latest is the header set of the newest call: background posts (cancel
+	// notifications, replies to server requests) carry it rather than the
+	// opening headers, whose OAuth token may have been refreshed since.
+	latest atomic.Pointer[http.Header]
 }
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
@@ -61,6 +65,9 @@ func (d *direct) call(ctx context.Context, method string, params []byte, extra h
 	base := d.header
 	if extra != nil {
 		base = extra
+		if p := d.latest.Load(); p == nil || !sameHeader(*p, extra) {
+			d.latest.Store(&extra)
+		}
 	}
 	h := make(http.Header, len(base)+4)
 	for k, v := range base {
@@ -106,6 +113,26 @@ func (d *direct) call(ctx context.Context, method string, params []byte, extra h
 		return nil, ctx.Err()
 	}
 	return res, err
+}
+
+// sameHeader reports whether two header sets are equal (cheap for the
+// common case of the caller passing the same resolved headers again).
+func sameHeader(a, b http.Header) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, av := range a {
+		bv, ok := b[k]
+		if !ok || len(av) != len(bv) {
+			return false
+		}
+		for i := range av {
+			if av[i] != bv[i] {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // closeBody drains what is left of a response so the connection is reused;
@@ -225,7 +252,11 @@ func (d *direct) post(body []byte) {
 	if err != nil {
 		return
 	}
-	for k, v := range d.header {
+	h := d.header
+	if p := d.latest.Load(); p != nil {
+		h = *p
+	}
+	for k, v := range h {
 		req.Header[k] = v
 	}
 	req.Header["Content-Type"] = jsonCT
