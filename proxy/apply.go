@@ -47,6 +47,7 @@ func (s *Server) Apply(cfg *config.Config) error {
 		if prev, ok := old.byName[sc.Name]; ok && prev.fingerprint == fp {
 			b := *prev
 			b.prefix, b.srv, b.resolver = sc.ToolNamePrefix, sc, res
+			b.metrics = s.metrics.forServer(sc.Name)
 			rt.backends = append(rt.backends, &b)
 			rt.byName[sc.Name] = &b
 			continue
@@ -56,7 +57,8 @@ func (s *Server) Apply(cfg *config.Config) error {
 			s.log.Warn("skipping upstream server", "server", sc.Name, "reason", err)
 			continue
 		}
-		b := &backend{name: sc.Name, prefix: sc.ToolNamePrefix, fingerprint: fp, up: up, srv: sc, resolver: res}
+		b := &backend{name: sc.Name, prefix: sc.ToolNamePrefix, fingerprint: fp, up: up, srv: sc, resolver: res,
+			metrics: s.metrics.forServer(sc.Name)}
 		rt.backends = append(rt.backends, b)
 		rt.byName[sc.Name] = b
 		started = append(started, b)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net/http"
 	"sort"
+	"time"
 
 	"github.com/mcp-mux/mcp-mux/config"
 	"github.com/mcp-mux/mcp-mux/headers"
@@ -104,15 +105,17 @@ func fingerprint(user string, h http.Header) string {
 // forwardCall sends a tools/call upstream with the caller's headers. An
 // upstream's 401 makes the resolver refresh its OAuth token, and the call is
 // retried once with the new headers.
-func (s *Server) forwardCall(ctx context.Context, st *session, k sink, key upstream.Key, h http.Header, r *route, params json.RawMessage) (json.RawMessage, error) {
+func (s *Server) forwardCall(ctx context.Context, st *session, k sink, key upstream.Key, h http.Header, r *route, params json.RawMessage) (raw json.RawMessage, err error) {
 	b := r.server
+	start := time.Now()
+	defer func() { b.metrics.record(start, err) }()
 	for attempt := 0; ; attempt++ {
-		hdr, cred, err := s.callHeaders(ctx, b, st.user, h)
-		if err != nil {
-			return nil, err
+		hdr, cred, herr := s.callHeaders(ctx, b, st.user, h)
+		if herr != nil {
+			return nil, herr
 		}
 		key.Cred = cred
-		raw, err := b.up.CallTool(withSink(ctx, k), key, params, hdr)
+		raw, err = b.up.CallTool(withSink(ctx, k), key, params, hdr)
 		var se *upstream.StatusError
 		if attempt == 0 && errors.As(err, &se) && se.Code == http.StatusUnauthorized && b.resolver != nil {
 			b.resolver.UnauthorizedHeader(hdr)

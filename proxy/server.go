@@ -55,6 +55,7 @@ type Server struct {
 	mcp        http.Handler
 	sessions   sessionTable
 	progress   progressTable
+	metrics    *metrics
 	subsMu     sync.Mutex
 	subs       map[string]int // server+URI → number of sessions subscribed
 	inflight   sync.WaitGroup
@@ -86,6 +87,7 @@ type backend struct {
 	up          *upstream.Upstream
 	srv         *config.Server    // this runtime's settings: routing, tools, description
 	resolver    *headers.Resolver // upstream headers (http/sse); nil when there are none
+	metrics     *callMetrics
 }
 
 // New returns a Server with no upstreams; call Apply to configure it.
@@ -97,6 +99,7 @@ func New(opts Options) *Server {
 		opts.SessionTimeout = 30 * time.Minute
 	}
 	s := &Server{opts: opts, log: opts.Logger}
+	s.metrics = newMetrics(s)
 	s.sessions.m = make(map[*mcp.ServerSession]*session)
 	s.sdk = mcp.NewServer(&mcp.Implementation{Name: "mcp-mux", Version: opts.Version}, &mcp.ServerOptions{
 		Capabilities: &mcp.ServerCapabilities{
@@ -142,6 +145,7 @@ func (s *Server) Handler() http.Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", s.serveReady)
+	mux.Handle("GET /metrics", s.metrics.handler())
 	return mux
 }
 

@@ -38,6 +38,7 @@ func main() {
 	duration := flag.Duration("duration", 5*time.Second, "measuring time per run")
 	warmup := flag.Duration("warmup", time.Second, "warm-up time per run")
 	sessions := flag.String("sessions", "1,16", "comma-separated concurrent session counts")
+	rounds := flag.Int("rounds", 5, "alternating direct/mux rounds the measuring time is split into")
 	profile := flag.String("muxprofile", "", "write the mux process's CPU profile to this file")
 	flag.Parse()
 	if *role != "" && *profile != "" {
@@ -55,7 +56,7 @@ func main() {
 		serveMux(*upstreamURL)
 		return
 	}
-	if err := bench(*duration, *warmup, *sessions, *profile); err != nil {
+	if err := bench(*duration, *warmup, max(*rounds, 1), *sessions, *profile); err != nil {
 		fmt.Fprintln(os.Stderr, "mcpbench:", err)
 		os.Exit(1)
 	}
@@ -170,85 +171,102 @@ type result struct {
 	cpu      map[string]time.Duration // per call, by process
 }
 
-// run drives n sessions against url for d after a warm-up, measuring the
-// CPU of the given processes over the measured window.
-func run(url, name string, n int, warm, d time.Duration, procs map[string]int) (result, error) {
+// path is n client sessions on one endpoint, and what was measured on it.
+type path struct {
+	tool    string
+	css     []*mcp.ClientSession
+	lat     []time.Duration
+	errs    int
+	elapsed time.Duration
+	cpu     map[string]time.Duration
+}
+
+func openPath(url, tool string, n int) (*path, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "mcpbench", Version: "1"}, nil)
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * n, MaxIdleConns: 4 * n}}
-	css := make([]*mcp.ClientSession, n)
-	for i := range css {
+	p := &path{tool: tool, cpu: map[string]time.Duration{}}
+	for range n {
 		cs, err := client.Connect(context.Background(),
 			&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, DisableStandaloneSSE: true},
 			&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 		if err != nil {
-			return result{}, err
+			p.close()
+			return nil, err
 		}
-		css[i] = cs
+		p.css = append(p.css, cs)
 	}
-	defer func() {
-		for _, cs := range css {
-			_ = cs.Close()
-		}
-	}()
-	params := &mcp.CallToolParams{Name: "", Arguments: map[string]any{"text": "hello from mcpbench"}}
+	return p, nil
+}
+
+func (p *path) close() {
+	for _, cs := range p.css {
+		_ = cs.Close()
+	}
+}
+
+// drive calls the echo tool on every session for d; when record is set it
+// adds the latencies and the processes' CPU time to the path's totals.
+func (p *path) drive(d time.Duration, record bool, procs map[string]int) {
 	var (
-		mu        sync.Mutex
-		latencies []time.Duration
-		errs      int
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		lat  []time.Duration
+		errs int
 	)
-	loop := func(cs *mcp.ClientSession, name string, until time.Time, record bool) {
-		p := *params
-		p.Name = name
-		var local []time.Duration
-		e := 0
-		for time.Now().Before(until) {
-			t0 := time.Now()
-			_, err := cs.CallTool(context.Background(), &p)
-			if err != nil {
-				e++
-				continue
-			}
-			if record {
-				local = append(local, time.Since(t0))
-			}
-		}
-		mu.Lock()
-		latencies = append(latencies, local...)
-		errs += e
-		mu.Unlock()
-	}
-	var wg sync.WaitGroup
-	until := time.Now().Add(warm)
-	for _, cs := range css {
-		wg.Go(func() { loop(cs, name, until, false) })
-	}
-	wg.Wait()
 	before := map[string]time.Duration{}
 	for k, pid := range procs {
 		before[k] = cpuTime(pid)
 	}
 	start := time.Now()
-	until = start.Add(d)
-	for _, cs := range css {
-		wg.Go(func() { loop(cs, name, until, true) })
+	until := start.Add(d)
+	for _, cs := range p.css {
+		wg.Go(func() {
+			params := &mcp.CallToolParams{Name: p.tool, Arguments: map[string]any{"text": "hello from mcpbench"}}
+			var local []time.Duration
+			e := 0
+			for time.Now().Before(until) {
+				t0 := time.Now()
+				if _, err := cs.CallTool(context.Background(), params); err != nil {
+					e++
+					continue
+				}
+				local = append(local, time.Since(t0))
+			}
+			mu.Lock()
+			lat = append(lat, local...)
+			errs += e
+			mu.Unlock()
+		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	r := result{calls: len(latencies), errors: errs, cpu: map[string]time.Duration{}}
-	if r.calls == 0 {
-		return r, fmt.Errorf("no successful calls (%d errors)", errs)
+	if !record {
+		return
 	}
-	slices.Sort(latencies)
-	r.p50 = latencies[len(latencies)/2]
-	r.p99 = latencies[len(latencies)*99/100]
-	r.rate = float64(r.calls) / elapsed.Seconds()
+	p.elapsed += time.Since(start)
+	p.lat = append(p.lat, lat...)
+	p.errs += errs
 	for k, pid := range procs {
-		r.cpu[k] = (cpuTime(pid) - before[k]) / time.Duration(r.calls)
+		p.cpu[k] += cpuTime(pid) - before[k]
+	}
+}
+
+func (p *path) result() (result, error) {
+	r := result{calls: len(p.lat), errors: p.errs, cpu: map[string]time.Duration{}}
+	if r.calls == 0 {
+		return r, fmt.Errorf("no successful calls (%d errors)", p.errs)
+	}
+	lat := slices.Clone(p.lat)
+	slices.Sort(lat)
+	r.p50 = lat[len(lat)/2]
+	r.p99 = lat[len(lat)*99/100]
+	r.rate = float64(r.calls) / p.elapsed.Seconds()
+	for k, c := range p.cpu {
+		r.cpu[k] = c / time.Duration(r.calls)
 	}
 	return r, nil
 }
 
-func bench(d, warm time.Duration, sessionList, profile string) error {
+func bench(d, warm time.Duration, rounds int, sessionList, profile string) error {
 	up, err := startChild("-role", "upstream")
 	if err != nil {
 		return err
@@ -262,8 +280,8 @@ func bench(d, warm time.Duration, sessionList, profile string) error {
 	defer mx.stop()
 	muxURL := "http://" + mx.addr + "/mcp"
 
-	fmt.Printf("mcpbench: echo tool, %s per run after %s warm-up, GOMAXPROCS=%s, %d CPUs\n",
-		d, warm, os.Getenv("GOMAXPROCS"), numCPU())
+	fmt.Printf("mcpbench: echo tool, %s per path in %d alternating rounds after %s warm-up, %d CPUs\n",
+		d, rounds, warm, numCPU())
 	fmt.Printf("%-9s %-8s %9s %9s %10s %8s %14s %14s\n", "sessions", "path", "p50", "p99", "calls/s", "errors", "upstream cpu/call", "mux cpu/call")
 	for _, s := range strings.Split(sessionList, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -271,13 +289,31 @@ func bench(d, warm time.Duration, sessionList, profile string) error {
 			return fmt.Errorf("bad session count %q", s)
 		}
 		procs := map[string]int{"upstream": up.cmd.Process.Pid, "mux": mx.cmd.Process.Pid}
-		direct, err := run(upURL, "echo", n, warm, d, procs)
+		dp, err := openPath(upURL, "echo", n)
 		if err != nil {
-			return fmt.Errorf("direct run: %w", err)
+			return fmt.Errorf("direct: %w", err)
 		}
-		proxied, err := run(muxURL, "bench_echo", n, warm, d, procs)
+		viaMux, err := openPath(muxURL, "bench_echo", n)
 		if err != nil {
-			return fmt.Errorf("proxied run: %w", err)
+			dp.close()
+			return fmt.Errorf("via mux: %w", err)
+		}
+		dp.drive(warm, false, procs)
+		viaMux.drive(warm, false, procs)
+		// Alternate short rounds so that drift on a shared machine hits both paths alike.
+		for range rounds {
+			dp.drive(d/time.Duration(rounds), true, procs)
+			viaMux.drive(d/time.Duration(rounds), true, procs)
+		}
+		dp.close()
+		viaMux.close()
+		direct, err := dp.result()
+		if err != nil {
+			return fmt.Errorf("direct: %w", err)
+		}
+		proxied, err := viaMux.result()
+		if err != nil {
+			return fmt.Errorf("via mux: %w", err)
 		}
 		for _, row := range []struct {
 			name string
