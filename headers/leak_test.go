@@ -106,7 +106,7 @@ func TestNoSecretLeaks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	record(r, fmt.Sprintf("%+v", r), fmt.Sprintf("%#v", r), fmt.Sprintf("%s", r))
+	record(r, fmt.Sprintf("%+v", r), fmt.Sprintf("%#v", r), r.String())
 
 	h, err := r.Base(ctx)
 	record(err)

@@ -28,14 +28,13 @@ type templateRoute struct {
 
 // resourceIndex holds the aggregated prompts, resources and templates.
 type resourceIndex struct {
-	prompts     map[string]*promptRoute
-	promptList  []json.RawMessage
-	resources   map[string]*backend // URI → owner, first wins
-	resList     []json.RawMessage
-	templates   []templateRoute
-	tmplList    []json.RawMessage
-	withRes     []*backend // servers that have resources at all
-	promptNames map[*backend]map[string]string
+	prompts    map[string]*promptRoute
+	promptList []json.RawMessage
+	resources  map[string]*backend // URI → owner, first wins
+	resList    []json.RawMessage
+	templates  []templateRoute
+	tmplList   []json.RawMessage
+	withRes    []*backend // servers that have resources at all
 }
 
 // buildResources aggregates prompts (named like tools) and resources (URIs

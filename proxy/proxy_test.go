@@ -417,9 +417,7 @@ func TestNoStdioProcessLeftAfterShutdown(t *testing.T) {
 	pid, _ := strconv.Atoi(out)
 	groups := []int{pid}
 	// The control session is a second process group.
-	for _, p := range mcptest.ChildGroups(os.Getpid()) {
-		groups = append(groups, p)
-	}
+	groups = append(groups, mcptest.ChildGroups(os.Getpid())...)
 	if n := len(mcptest.GroupMembers(groups...)); n < 2 {
 		t.Fatalf("expected stdio server and its grandchild running, found %d processes", n)
 	}

@@ -32,7 +32,7 @@ type conn struct {
 
 	mu         sync.Mutex
 	seq        uint64
-	inflight   map[uint64]context.Context    // calls in progress, for routing server-to-client traffic
+	inflight   map[uint64]context.Context    // stdio/sse calls in progress, for routing server-to-client traffic
 	serverReqs map[string]context.CancelFunc // server-to-client requests being answered (HTTP), by raw id
 }
 
@@ -197,6 +197,11 @@ func (c *conn) callCtx() context.Context {
 
 // request sends method with raw params and returns the raw result.
 func (c *conn) request(ctx context.Context, u *Upstream, method string, params json.RawMessage, extra http.Header) (json.RawMessage, error) {
+	if c.direct != nil {
+		// What the server sends while serving this request arrives on its own
+		// stream, so it needs no in-flight bookkeeping.
+		return c.direct.call(ctx, method, params, extra, func(m *wire.Message) { u.onStreamMessage(ctx, c, m) })
+	}
 	c.mu.Lock()
 	if c.inflight == nil {
 		c.inflight = make(map[uint64]context.Context)
@@ -210,9 +215,6 @@ func (c *conn) request(ctx context.Context, u *Upstream, method string, params j
 		delete(c.inflight, id)
 		c.mu.Unlock()
 	}()
-	if c.direct != nil {
-		return c.direct.call(ctx, method, params, extra, func(m *wire.Message) { u.onStreamMessage(ctx, c, m) })
-	}
 	return c.raw.call(ctx, method, params)
 }
 

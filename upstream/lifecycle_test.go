@@ -64,9 +64,9 @@ func TestFailedDiscoveryRetried(t *testing.T) {
 	u := startNoWait(t, upstream.Options{
 		Name: "late", Transport: upstream.HTTP, URL: ts.URL + "/mcp",
 		RetryMin: 10 * time.Millisecond, RetryMax: 40 * time.Millisecond,
-		OnTools: func(tools []upstream.Tool) { reports <- report{len(tools), up.Load().Err()} },
+		OnChange: func() { reports <- report{len(up.Load().Tools()), up.Load().Err()} },
 	})
-	up.Store(u) // before the server comes up, so before any OnTools
+	up.Store(u) // before the server comes up, so before any OnChange
 	recv(t, u.Discovered(), 10*time.Second, "first discovery")
 	if err := u.Err(); err == nil || !strings.Contains(err.Error(), "Service Unavailable") {
 		t.Errorf("Err() with the server down = %v, want the HTTP 503 status", err)
@@ -76,7 +76,7 @@ func TestFailedDiscoveryRetried(t *testing.T) {
 	}
 	select {
 	case r := <-reports:
-		t.Fatalf("OnTools called while the server was down: %+v", r)
+		t.Fatalf("OnChange called while the server was down: %+v", r)
 	default:
 	}
 
@@ -84,10 +84,10 @@ func TestFailedDiscoveryRetried(t *testing.T) {
 	select {
 	case r := <-reports:
 		if r.n < 7 {
-			t.Errorf("OnTools got %d tools", r.n)
+			t.Errorf("OnChange saw %d tools", r.n)
 		}
 		if r.err != nil {
-			t.Errorf("Err() still %v when OnTools reported the recovery", r.err)
+			t.Errorf("Err() still %v when OnChange reported the recovery", r.err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("server never discovered after it came up")

@@ -9,7 +9,7 @@
 //
 // An Upstream never blocks its caller on a broken server: discovery runs in
 // the background, retries with capped backoff, and reports tool lists through
-// Options.OnTools.
+// Options.OnChange.
 package upstream
 
 import (
@@ -80,8 +80,6 @@ type Options struct {
 	// Transport for HTTP and SSE; nil uses a dedicated keep-alive transport.
 	RoundTripper http.RoundTripper
 	Logger       hclog.Logger
-	// OnTools receives every successfully discovered tool list.
-	OnTools func([]Tool)
 	// OnChange is called after any list (tools, prompts, resources,
 	// resource templates) was discovered or refreshed.
 	OnChange func()
@@ -402,11 +400,8 @@ func (u *Upstream) setErr(err error) {
 func (u *Upstream) publish(l Lists) {
 	u.mu.Lock()
 	u.lists = l
-	u.err = nil // healthy before OnTools/OnChange look
+	u.err = nil // healthy before OnChange looks
 	u.mu.Unlock()
-	if u.opts.OnTools != nil {
-		u.opts.OnTools(l.Tools)
-	}
 	if u.opts.OnChange != nil {
 		u.opts.OnChange()
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -53,9 +54,20 @@ func TestDiscoveryOverEachTransport(t *testing.T) {
 			t.Parallel()
 			var mu sync.Mutex
 			var seen [][]upstream.Tool
+			var up atomic.Pointer[upstream.Upstream]
 			o := tg.opts
-			o.OnTools = func(ts []upstream.Tool) { mu.Lock(); seen = append(seen, ts); mu.Unlock() }
-			u := start(t, o)
+			o.OnChange = func() { mu.Lock(); seen = append(seen, up.Load().Tools()); mu.Unlock() }
+			u, err := upstream.New(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			up.Store(u) // before Start, so OnChange always finds it
+			u.Start()
+			t.Cleanup(func() { _ = u.Close() })
+			recv(t, u.Discovered(), 20*time.Second, "first discovery")
+			if err := u.Err(); err != nil {
+				t.Fatalf("discovery failed: %v", err)
+			}
 
 			tools := u.Tools()
 			byName := map[string]json.RawMessage{}
@@ -82,7 +94,7 @@ func TestDiscoveryOverEachTransport(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			if len(seen) != 1 || len(seen[0]) != len(tools) {
-				t.Errorf("OnTools called %d times (want 1 with %d tools)", len(seen), len(tools))
+				t.Errorf("OnChange called %d times (want 1 with %d tools)", len(seen), len(tools))
 			}
 		})
 	}

@@ -87,9 +87,6 @@ func DecodeCallParams(data []byte, p *CallParams) error {
 	return sjson.Unmarshal(data, p)
 }
 
-// Unmarshal decodes JSON with the same allocation-light decoder as Decode.
-func Unmarshal(data []byte, v any) error { return sjson.Unmarshal(data, v) }
-
 // AppendCallParams appends encoded tools/call params.
 func AppendCallParams(dst []byte, name string, args, meta json.RawMessage) []byte {
 	dst = append(dst, `{"name":`...)
