@@ -20,6 +20,9 @@ type session struct {
 	id       string
 	user     string
 	lastSeen atomic.Int64 // unix nanos of the last message
+	// modern marks the throwaway session of one 2026-07-28 request
+	// (modern.go): never in the session table, no promotions.
+	modern bool
 
 	reqSeq atomic.Uint64
 
@@ -113,8 +116,10 @@ func (s *Server) openSession(ss *mcp.ServerSession, user string) *session {
 	return st
 }
 
-// notifyAll sends a list_changed notification to every session.
+// notifyAll sends a list_changed notification to every session and every
+// 2026-07-28 listener that asked for it.
 func (s *Server) notifyAll(method string) {
+	s.listeners.listChanged(s, method)
 	for _, ss := range s.sessions.all() {
 		s.notify(context.Background(), ss, method, nil)
 	}
