@@ -13,7 +13,7 @@ import (
 // subscriptions/listen (2026-07-28) replaces the legacy GET stream and
 // resources/subscribe. A listener asks for list changes and resource URIs;
 // mcp-mux first acknowledges what it will honour, then fans in every
-// upstream's changes: a catalog rebuild that changes a list (notifyAll) and
+// upstream's changes: a catalog rebuild that changes a list (notifyChanges) and
 // notifications/resources/updated for a URI the listener named, each tagged
 // with the listen request's id as io.modelcontextprotocol/subscriptionId.
 // The stream lasts until the client closes it or mcp-mux shuts down.
@@ -58,22 +58,22 @@ func (t *listenTable) all() []*listener {
 	return out
 }
 
-// listChanged tells every listener that asked for it that a list changed.
-func (t *listenTable) listChanged(s *Server, method string) {
+// changed tells every listener that asked for it which lists changed.
+func (t *listenTable) changed(s *Server, tools, prompts, resources bool) {
 	for _, l := range t.all() {
-		var req mcp.Request
-		meta := mcp.Meta{metaSubscriptionID: l.id}
-		switch {
-		case method == "notifications/tools/list_changed" && l.tools:
-			req = &mcp.ServerRequest[*mcp.ToolListChangedParams]{Session: l.ss, Params: &mcp.ToolListChangedParams{Meta: meta}}
-		case method == "notifications/prompts/list_changed" && l.prompts:
-			req = &mcp.ServerRequest[*mcp.PromptListChangedParams]{Session: l.ss, Params: &mcp.PromptListChangedParams{Meta: meta}}
-		case method == "notifications/resources/list_changed" && l.resources:
-			req = &mcp.ServerRequest[*mcp.ResourceListChangedParams]{Session: l.ss, Params: &mcp.ResourceListChangedParams{Meta: meta}}
-		default:
-			continue
+		meta := func() mcp.Meta { return mcp.Meta{metaSubscriptionID: l.id} }
+		if tools && l.tools {
+			s.sendListener(l, "notifications/tools/list_changed",
+				&mcp.ServerRequest[*mcp.ToolListChangedParams]{Session: l.ss, Params: &mcp.ToolListChangedParams{Meta: meta()}})
 		}
-		s.sendListener(l, method, req)
+		if prompts && l.prompts {
+			s.sendListener(l, "notifications/prompts/list_changed",
+				&mcp.ServerRequest[*mcp.PromptListChangedParams]{Session: l.ss, Params: &mcp.PromptListChangedParams{Meta: meta()}})
+		}
+		if resources && l.resources {
+			s.sendListener(l, "notifications/resources/list_changed",
+				&mcp.ServerRequest[*mcp.ResourceListChangedParams]{Session: l.ss, Params: &mcp.ResourceListChangedParams{Meta: meta()}})
+		}
 	}
 }
 

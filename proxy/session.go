@@ -116,10 +116,8 @@ func (s *Server) openSession(ss *mcp.ServerSession, user string) *session {
 	return st
 }
 
-// notifyAll sends a list_changed notification to every session and every
-// 2026-07-28 listener that asked for it.
+// notifyAll sends a list_changed notification to every session.
 func (s *Server) notifyAll(method string) {
-	s.listeners.listChanged(s, method)
 	for _, ss := range s.sessions.all() {
 		s.notify(context.Background(), ss, method, nil)
 	}
