@@ -87,7 +87,7 @@ func (u *Upstream) dial(ctx context.Context, key Key, control bool) (*conn, erro
 			return nil, err
 		}
 		c.proc = p
-		transport = &rawTransport{inner: &mcp.IOTransport{Reader: p.stdout, Writer: p.stdin, MaxLineLength: maxFrame},
+		transport = &rawTransport{inner: &lineTransport{p: p},
 			notify: func(method string, params json.RawMessage) { u.onNotification(c, method, params) }}
 	case SSE:
 		transport = &rawTransport{inner: &mcp.SSEClientTransport{Endpoint: u.opts.URL, HTTPClient: sessionClient(rt, connCtx)},
