@@ -61,6 +61,9 @@ type Inbound struct {
 	UserHeader string
 	// AllowedHosts and AllowedOrigins extend the DNS-rebinding checks.
 	AllowedHosts, AllowedOrigins []string
+	// RequestStateKey keys the integrity check of 2026-07-28 requestStates;
+	// replicas behind one load balancer share it. Empty: a key per process.
+	RequestStateKey secret.Value
 }
 
 // Inbound auth modes.
@@ -198,6 +201,10 @@ func (c *Config) parseInbound(o *object, f *findings) {
 	}
 	in.AllowedHosts = o.strList("allowed_hosts")
 	in.AllowedOrigins = o.strList("allowed_origins")
+	in.RequestStateKey = o.secret("request_state_key")
+	if n := len(in.RequestStateKey.Reveal()); n > 0 && n < 32 {
+		f.problem(o.field("request_state_key"), "must be at least 32 bytes long (it is a key, not a password)")
+	}
 
 	if a := objectAt(o.take("auth"), o.field("auth"), f); a != nil {
 		auth := &in.Auth

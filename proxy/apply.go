@@ -96,6 +96,10 @@ func (s *Server) apply(cfg *config.Config, fresh bool) ([]config.Problem, error)
 	}
 	rt := newRuntime(cfg)
 	rt.pol, rt.auth, rt.icepts, rt.origins = newCatalogPolicy(cfg), auth, icepts, origins
+	rt.states = s.states
+	if k := cfg.Inbound.RequestStateKey; !k.IsZero() {
+		rt.states = newStateSealer(k.Reveal())
+	}
 
 	var problems []config.Problem
 	var started []*backend

@@ -111,6 +111,12 @@ func (s *Server) receiveModern(ctx context.Context, ss *mcp.ServerSession, metho
 		}
 	}
 	switch method {
+	case "tools/call", "prompts/get", "resources/read":
+		res, err := s.modernCall(ctx, st, method, req, next)
+		if rr, ok := res.(*rawResult); ok && err == nil {
+			return &rawResult{raw: s.modernResult(method, rr.raw)}, nil
+		}
+		return res, err
 	case "server/discover":
 		res, err := next(ctx, method, req)
 		if dr, ok := res.(*mcp.DiscoverResult); ok && err == nil {
@@ -167,7 +173,8 @@ func (s *Server) modernResult(method string, raw json.RawMessage) json.RawMessag
 		TTL        json.RawMessage `json:"ttlMs"`
 		Scope      json.RawMessage `json:"cacheScope"`
 	}
-	if len(raw) < 2 || raw[0] != '{' || json.Unmarshal(raw, &have) != nil {
+	if len(raw) < 2 || raw[0] != '{' || json.Unmarshal(raw, &have) != nil ||
+		(have.ResultType != nil && string(have.ResultType) != `"complete"`) {
 		return raw
 	}
 	add := make([]byte, 0, 96)

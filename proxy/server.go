@@ -10,6 +10,7 @@ package proxy
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -59,6 +60,9 @@ type Server struct {
 	mcp        http.Handler      // legacy: stateful Streamable HTTP
 	modern     http.Handler      // 2026-07-28: stateless (modern.go)
 	listeners  listenTable       // 2026-07-28 subscriptions/listen streams
+	parked     parkTable         // 2026-07-28 calls bridged to legacy upstreams
+	replica    string            // this process, in requestStates of parked calls
+	states     *stateSealer      // requestState key without inbound.request_state_key
 	sessions   sessionTable
 	progress   progressTable
 	metrics    *metrics
@@ -91,6 +95,7 @@ type runtime struct {
 	auth     *inbound.Authenticator
 	origins  *originPolicy
 	icepts   []interceptor.Interceptor
+	states   *stateSealer // seals 2026-07-28 requestStates (mrtr_state.go)
 
 	mu      sync.Mutex
 	calls   int           // calls in flight that started on this runtime
@@ -143,11 +148,13 @@ func New(opts Options) *Server {
 	var ctx context.Context
 	ctx, s.stop = context.WithCancel(context.Background())
 	s.life = ctx
+	s.states = newStateSealer("")
+	s.replica = fmt.Sprintf("%x", s.states.mac("replica")[:8])
 	s.bg.Go(func() { s.reapSessions(ctx, opts.SessionTimeout) })
 	none, _ := inbound.New(inbound.Options{Mode: inbound.ModeNone})
 	origins, _ := newOriginPolicy(nil, nil)
 	empty := newRuntime(&config.Config{})
-	empty.pol, empty.auth, empty.origins = &catalogPolicy{}, none, origins
+	empty.pol, empty.auth, empty.origins, empty.states = &catalogPolicy{}, none, origins, s.states
 	empty.cat.Store(buildCatalog(nil, empty.pol, s.log))
 	s.rt.Store(empty)
 	return s
@@ -222,6 +229,7 @@ func (s *Server) Close(ctx context.Context) error {
 	s.lifeMu.Unlock()
 	s.stop()
 	s.bg.Wait()
+	s.parked.closeAll()
 	done := make(chan struct{})
 	go func() { s.inflight.Wait(); close(done) }()
 	select {

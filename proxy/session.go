@@ -23,6 +23,8 @@ type session struct {
 	// modern marks the throwaway session of one 2026-07-28 request
 	// (modern.go): never in the session table, no promotions.
 	modern bool
+	bridge sink       // modern: the bridged call's sink (mrtr.go), nil otherwise
+	retry  *mrtrRetry // modern: a retry of an upstream's input_required
 
 	reqSeq atomic.Uint64
 
@@ -150,6 +152,14 @@ func (s *Server) notify(ctx context.Context, ss *mcp.ServerSession, method strin
 	}
 }
 
+// sinkFor returns the sink of a request of st handled with ctx.
+func (st *session) sinkFor(ctx context.Context) sink {
+	if st.bridge != nil {
+		return st.bridge
+	}
+	return &sdkSink{ctx: ctx, st: st}
+}
+
 // touch records activity for the idle timeout.
 func (st *session) touch() { st.lastSeen.Store(time.Now().UnixNano()) }
 
@@ -243,6 +253,8 @@ func (st *session) supports(method string) bool {
 		return ip.Capabilities.Sampling != nil
 	case "elicitation/create":
 		return ip.Capabilities.Elicitation != nil
+	case "roots/list":
+		return ip.Capabilities.RootsV2 != nil
 	}
 	return true
 }
