@@ -78,6 +78,12 @@ type Server struct {
 	TaskToolsets    []TaskToolset
 	// SessionScope is ScopeThread (default), ScopeUser or ScopeShared.
 	SessionScope string
+	// MaxSessions caps the server's pooled upstream sessions (for stdio:
+	// processes), busy or not; default 16 for stdio, 256 for http and sse.
+	MaxSessions int
+	// IdleTimeout closes a pooled session unused this long; default 300s
+	// for stdio, 600s for http and sse.
+	IdleTimeout time.Duration
 
 	// Extra holds unknown server keys (e.g. DeerFlow's "cwd") verbatim, as
 	// written before $VAR expansion.
@@ -239,6 +245,12 @@ func parseServer(name string, n *node) (*Server, serverResult) {
 	s.SessionInitTimeout = o.timeout("session_init_timeout", DefaultSessionInitTimeout)
 	s.ToolCallTimeout = o.timeout("tool_call_timeout", 0)
 	s.SessionScope = o.oneOf("session_scope", ScopeThread, ScopeThread, ScopeUser, ScopeShared)
+	defMax, defIdle := 256, 600*time.Second
+	if s.Type == TypeStdio {
+		defMax, defIdle = 16, 300*time.Second
+	}
+	s.MaxSessions = o.intInRange("max_sessions", defMax, 1, 100000)
+	s.IdleTimeout = o.secondsInRange("idle_timeout_seconds", defIdle, 1, 86400)
 
 	switch s.Type {
 	case TypeStdio:

@@ -31,10 +31,6 @@ type Options struct {
 	Version string
 	// SessionTimeout closes downstream sessions idle this long; default 30m.
 	SessionTimeout time.Duration
-	// UpstreamIdleTimeout closes pooled upstream sessions idle this long; default 10m.
-	UpstreamIdleTimeout time.Duration
-	// UpstreamMaxSessions caps pooled upstream sessions per server; default 256.
-	UpstreamMaxSessions int
 	// RetryMin and RetryMax bound the rediscovery backoff of a failed upstream.
 	RetryMin, RetryMax time.Duration
 	// PageSize bounds prompts/list and resources/*list pages; 0 = one page.
