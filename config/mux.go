@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mcp-mux/mcp-mux/headers"
+	"github.com/mcp-mux/mcp-mux/headercheck"
 	"github.com/mcp-mux/mcp-mux/secret"
 )
 
@@ -192,7 +192,7 @@ func (c *Config) parseInbound(o *object, f *findings) {
 			continue
 		}
 		*h.dst = o.str(h.key, *h.dst)
-		if err := headers.CheckName(*h.dst); err != nil {
+		if err := headercheck.CheckName(*h.dst); err != nil {
 			f.problem(o.field(h.key), "%v", err)
 		}
 	}

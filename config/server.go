@@ -8,7 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/mcp-mux/mcp-mux/headers"
+	"github.com/mcp-mux/mcp-mux/headercheck"
 	"github.com/mcp-mux/mcp-mux/secret"
 )
 
@@ -270,13 +270,13 @@ func parseServer(name string, n *node) (*Server, serverResult) {
 		checkSpellings(entries, "headers", "headers", f)
 		if remote {
 			for _, e := range entries {
-				if err := headers.CheckName(e.key); err != nil {
+				if err := headercheck.CheckName(e.key); err != nil {
 					f.problem(join("headers", e.key), "%v", err)
 				} else if e.unset != "" && s.Enabled {
 					// DeerFlow would send an empty credential; a server that
 					// needs one is better skipped with the reason.
 					f.problem(join("headers", e.key), "header %s comes from $%s, which is not set", quote(e.key), e.unset)
-				} else if err := headers.CheckValue(e.value); err != nil {
+				} else if err := headercheck.CheckValue(e.value); err != nil {
 					f.problem(join("headers", e.key), "header %s value %v", quote(e.key), err)
 				}
 			}
@@ -437,7 +437,7 @@ func parseUserAuth(n *node, f *findings) *UserAuth {
 	}
 	if strings.TrimSpace(u.Header) == "" {
 		f.problem(o.field("header"), "user_auth.header must not be empty")
-	} else if err := headers.CheckName(u.Header); err != nil {
+	} else if err := headercheck.CheckName(u.Header); err != nil {
 		f.problem(o.field("header"), "%v", err)
 	}
 	if entries, ok := o.strMap("users"); ok {
@@ -473,7 +473,7 @@ func parseHeadersFromContext(n *node, f *findings) *HeadersFromContext {
 					f.problem(join(path, name), "headers_from_context.headers[%s] must name a non-blank secret key from config.context.secrets", quote(name))
 					continue
 				}
-				if err := headers.CheckName(name); err != nil {
+				if err := headercheck.CheckName(name); err != nil {
 					f.problem(join(path, name), "%v", err)
 					continue
 				}

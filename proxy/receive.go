@@ -181,6 +181,13 @@ func pageResult(items []json.RawMessage, field, cursor string, size int) (mcp.Re
 func (s *Server) forward(ctx context.Context, st *session, req mcp.Request, b *backend, method string, params any) (mcp.Result, error) {
 	s.inflight.Add(1)
 	defer s.inflight.Done()
+	rt := s.enterRuntime()
+	defer rt.leave()
+	if cur := rt.byName[b.name]; cur != nil {
+		b = cur // b came from an older catalog: use the runtime this request runs on
+	} else {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("MCP server %q is no longer configured", b.name)}
+	}
 	raw, err := json.Marshal(params)
 	if err != nil {
 		return nil, err
@@ -242,7 +249,9 @@ func errUnknownTool(name string) *jsonrpc.Error {
 func (s *Server) callTool(ctx context.Context, st *session, k sink, key upstream.Key, h http.Header, name string, args, meta json.RawMessage) (json.RawMessage, error) {
 	s.inflight.Add(1)
 	defer s.inflight.Done()
-	cat := s.rt.Load().cat.Load()
+	rt := s.enterRuntime() // the call finishes on this runtime, whatever Apply does meanwhile
+	defer rt.leave()
+	cat := rt.cat.Load()
 	r := cat.routes[name]
 	// tool_search, guardrails and deferred tools (policy.go).
 	if res, done := s.policy(ctx, st, k, cat, r, name, args); done {
@@ -267,7 +276,7 @@ func (s *Server) callTool(ctx context.Context, st *session, k sink, key upstream
 	}
 	var raw json.RawMessage
 	var err error
-	if icepts := s.rt.Load().icepts; len(icepts) > 0 {
+	if icepts := rt.icepts; len(icepts) > 0 {
 		c := &interceptor.Call{User: st.user, Thread: key.Thread, Server: r.server.name, Tool: r.name, RawTool: r.raw}
 		raw, err = interceptor.Chain(ctx, icepts, c, call)
 	} else {

@@ -35,6 +35,14 @@ type Options struct {
 	RetryMin, RetryMax time.Duration
 	// PageSize bounds prompts/list and resources/*list pages; 0 = one page.
 	PageSize int
+	// DrainTimeout bounds how long a runtime replaced by Apply waits for the
+	// calls that started on it before closing its upstreams; default 2m.
+	DrainTimeout time.Duration
+	// ServerChange, when set, is asked before Apply reconnects, removes or
+	// disables a running server (next is nil for the last two). An error
+	// keeps that server at its running settings, reports the error's text as
+	// the server's reload problem, and lets the rest of the reload proceed.
+	ServerChange func(running, next *config.Server) error
 }
 
 // Server is the mcp-mux MCP server.
@@ -61,6 +69,13 @@ type Server struct {
 	ready      atomic.Bool    // a config has been applied
 	stop       context.CancelFunc
 	bg         sync.WaitGroup
+
+	refMu      sync.Mutex
+	refs       map[any]int // *upstream.Upstream and *headers.Resolver → runtimes holding it
+	retiring   sync.WaitGroup
+	retireCtx  context.Context // cancelled by Close: retired runtimes close at once
+	retireStop context.CancelFunc
+	reloads    reloadLog
 }
 
 // runtime is everything built from one config.
@@ -73,13 +88,19 @@ type runtime struct {
 	auth     *inbound.Authenticator
 	origins  *originPolicy
 	icepts   []interceptor.Interceptor
+
+	mu      sync.Mutex
+	calls   int           // calls in flight that started on this runtime
+	retired bool          // replaced by a newer runtime
+	idle    chan struct{} // closed once retired with no calls in flight
 }
 
 // backend is one enabled server and its upstream connection.
 type backend struct {
 	name        string
 	prefix      bool
-	fingerprint string
+	fingerprint string // config.Server.Fingerprint of the upstream's settings
+	headerKey   string // headerKey of the resolver's inputs
 	up          *upstream.Upstream
 	srv         *config.Server    // this runtime's settings: routing, tools, description
 	resolver    *headers.Resolver // upstream headers (http/sse); nil when there are none
@@ -94,8 +115,10 @@ func New(opts Options) *Server {
 	if opts.SessionTimeout <= 0 {
 		opts.SessionTimeout = 30 * time.Minute
 	}
-	s := &Server{opts: opts, log: opts.Logger}
+	s := &Server{opts: opts, log: opts.Logger, refs: map[any]int{}}
+	s.retireCtx, s.retireStop = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s)
+	s.reloads.register(s.metrics.reg)
 	s.sessions.m = make(map[*mcp.ServerSession]*session)
 	s.sdk = mcp.NewServer(&mcp.Implementation{Name: "mcp-mux", Version: opts.Version}, &mcp.ServerOptions{
 		Capabilities: &mcp.ServerCapabilities{
@@ -117,7 +140,8 @@ func New(opts Options) *Server {
 	s.bg.Go(func() { s.reapSessions(ctx, opts.SessionTimeout) })
 	none, _ := inbound.New(inbound.Options{Mode: inbound.ModeNone})
 	origins, _ := newOriginPolicy(nil, nil)
-	empty := &runtime{cfg: &config.Config{}, byName: map[string]*backend{}, pol: &catalogPolicy{}, auth: none, origins: origins}
+	empty := newRuntime(&config.Config{})
+	empty.pol, empty.auth, empty.origins = &catalogPolicy{}, none, origins
 	empty.cat.Store(buildCatalog(nil, empty.pol, s.log))
 	s.rt.Store(empty)
 	return s
@@ -210,14 +234,11 @@ func (s *Server) Close(ctx context.Context) error {
 	case <-cleaned:
 	case <-ctx.Done():
 	}
-	rt := s.rt.Load()
-	var wg sync.WaitGroup
-	for _, b := range rt.backends {
-		if b.resolver != nil {
-			b.resolver.Close()
-		}
-		wg.Go(func() { _ = b.up.Close() })
-	}
-	wg.Wait()
+	// Runtimes replaced by reloads close now, then the current one.
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	s.retireStop()
+	s.retiring.Wait()
+	s.release(s.rt.Load())
 	return nil
 }

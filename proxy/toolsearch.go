@@ -403,6 +403,30 @@ func (p *promotions) add(cat *catalog, names []string) bool {
 	return added
 }
 
+// listFor returns the tools/list result the session had under cat (a
+// catalog it may since have moved on from), without changing its state.
+func (p *promotions) listFor(cat *catalog) json.RawMessage {
+	if cat.search == nil {
+		return cat.listJSON
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cat == cat && p.list != nil {
+		return p.list
+	}
+	var routes []*route
+	for n := range p.names {
+		if r := cat.routes[n]; r != nil && r.deny == nil {
+			routes = append(routes, r)
+		}
+	}
+	if len(routes) == 0 {
+		return cat.search.list
+	}
+	slices.SortFunc(routes, func(a, b *route) int { return cmp.Compare(a.idx, b.idx) })
+	return encodeTools(routes, toolSearchTool)
+}
+
 // toolsList returns the session's tools/list result under tool_search: its
 // promoted tools in catalog order, then tool_search.
 func (p *promotions) toolsList(cat *catalog) json.RawMessage {
