@@ -611,4 +611,3 @@ func copyDir(t *testing.T, src, dst string) {
 		t.Fatal(err)
 	}
 }
-

@@ -67,6 +67,8 @@ type Server struct {
 	lifeMu     sync.Mutex     // orders session registration against Close
 	sessionsWG sync.WaitGroup // session cleanup goroutines
 	ready      atomic.Bool    // a config has been applied
+	draining   atomic.Bool    // Drain was called: not ready
+	started    time.Time
 	stop       context.CancelFunc
 	bg         sync.WaitGroup
 
@@ -88,6 +90,7 @@ type runtime struct {
 	auth     *inbound.Authenticator
 	origins  *originPolicy
 	icepts   []interceptor.Interceptor
+	skipped  map[string]string // enabled servers that could not be set up: the reason
 
 	mu      sync.Mutex
 	calls   int           // calls in flight that started on this runtime
@@ -115,7 +118,7 @@ func New(opts Options) *Server {
 	if opts.SessionTimeout <= 0 {
 		opts.SessionTimeout = 30 * time.Minute
 	}
-	s := &Server{opts: opts, log: opts.Logger, refs: map[any]int{}}
+	s := &Server{opts: opts, log: opts.Logger, refs: map[any]int{}, started: time.Now()}
 	s.retireCtx, s.retireStop = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s)
 	s.reloads.register(s.metrics.reg)
@@ -160,10 +163,7 @@ func (s *Server) Handler() http.Handler {
 	})
 	mux.Handle(inbound.MetadataPath, meta)
 	mux.Handle(inbound.MetadataPath+"/mcp", meta)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		_, _ = w.Write([]byte("ok\n"))
-	})
+	mux.HandleFunc("GET /healthz", serveHealth)
 	mux.HandleFunc("GET /readyz", s.serveReady)
 	mux.Handle("GET /metrics", s.metrics.handler())
 	return mux
@@ -179,7 +179,7 @@ func (s *Server) serveReady(w http.ResponseWriter, _ *http.Request) {
 		Ready   bool              `json:"ready"`
 		Tools   int               `json:"tools"`
 		Servers map[string]status `json:"servers"`
-	}{Ready: s.ready.Load(), Servers: map[string]status{}}
+	}{Ready: s.isReady(), Servers: map[string]status{}}
 	out.Tools = len(rt.cat.Load().order)
 	for _, b := range rt.backends {
 		st := status{Tools: len(b.up.Tools())}
