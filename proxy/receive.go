@@ -39,6 +39,12 @@ var errBadCursor = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "inv
 // logging/setLevel bookkeeping) to the SDK.
 func (s *Server) receive(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if !strings.HasPrefix(method, "notifications/") {
+			// A request ends when the client that sent it goes away (limits.go).
+			var stop func()
+			ctx, stop = s.requests.scope(ctx, req)
+			defer stop()
+		}
 		ss, _ := req.GetSession().(*mcp.ServerSession)
 		if method == "initialize" {
 			res, err := next(ctx, method, req)
@@ -181,6 +187,11 @@ func pageResult(items []json.RawMessage, field, cursor string, size int) (mcp.Re
 func (s *Server) forward(ctx context.Context, st *session, req mcp.Request, b *backend, method string, params any) (mcp.Result, error) {
 	s.inflight.Add(1)
 	defer s.inflight.Done()
+	ctx, done, err := s.admit(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	raw, err := json.Marshal(params)
 	if err != nil {
 		return nil, err
@@ -242,6 +253,11 @@ func errUnknownTool(name string) *jsonrpc.Error {
 func (s *Server) callTool(ctx context.Context, st *session, k sink, key upstream.Key, h http.Header, name string, args, meta json.RawMessage) (json.RawMessage, error) {
 	s.inflight.Add(1)
 	defer s.inflight.Done()
+	ctx, done, err := s.admit(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	cat := s.rt.Load().cat.Load()
 	r := cat.routes[name]
 	// tool_search, guardrails and deferred tools (policy.go).
@@ -266,7 +282,6 @@ func (s *Server) callTool(ctx context.Context, st *session, k sink, key upstream
 		return raw, err
 	}
 	var raw json.RawMessage
-	var err error
 	if icepts := s.rt.Load().icepts; len(icepts) > 0 {
 		c := &interceptor.Call{User: st.user, Thread: key.Thread, Server: r.server.name, Tool: r.name, RawTool: r.raw}
 		raw, err = interceptor.Chain(ctx, icepts, c, call)

@@ -29,8 +29,14 @@ import (
 type Options struct {
 	Logger  hclog.Logger
 	Version string
-	// SessionTimeout closes downstream sessions idle this long; default 30m.
-	SessionTimeout time.Duration
+	// MaxSessionCalls caps the requests one downstream session runs at
+	// once (tools/call, prompts/get, resources/read, completion); default 64.
+	MaxSessionCalls int
+	// BodyTimeout bounds reading one request body; default 30s.
+	BodyTimeout time.Duration
+	// IdleConnTimeout closes a keep-alive connection without a request for
+	// this long (HTTPServer); default 2m.
+	IdleConnTimeout time.Duration
 	// UpstreamIdleTimeout closes pooled upstream sessions idle this long; default 10m.
 	UpstreamIdleTimeout time.Duration
 	// UpstreamMaxSessions caps pooled upstream sessions per server; default 256.
@@ -54,6 +60,7 @@ type Server struct {
 	send       mcp.MethodHandler // captured sending handler: per-session notifications
 	mcp        http.Handler
 	sessions   sessionTable
+	requests   requestTable // SDK-path HTTP requests (limits.go)
 	progress   progressTable
 	metrics    *metrics
 	subsMu     sync.Mutex
@@ -95,8 +102,14 @@ func New(opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = hclog.NewNullLogger()
 	}
-	if opts.SessionTimeout <= 0 {
-		opts.SessionTimeout = 30 * time.Minute
+	if opts.MaxSessionCalls <= 0 {
+		opts.MaxSessionCalls = defaultMaxSessionCalls
+	}
+	if opts.BodyTimeout <= 0 {
+		opts.BodyTimeout = defaultBodyTimeout
+	}
+	if opts.IdleConnTimeout <= 0 {
+		opts.IdleConnTimeout = defaultIdleConnTimeout
 	}
 	s := &Server{opts: opts, log: opts.Logger}
 	s.metrics = newMetrics(s)
@@ -116,14 +129,14 @@ func New(opts Options) *Server {
 	// Host checks happen in authenticate (originPolicy), for every path.
 	s.mcp = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.sdk },
 		&mcp.StreamableHTTPOptions{DisableLocalhostProtection: true})
-	var ctx context.Context
-	ctx, s.stop = context.WithCancel(context.Background())
-	s.bg.Go(func() { s.reapSessions(ctx, opts.SessionTimeout) })
 	none, _ := inbound.New(inbound.Options{Mode: inbound.ModeNone})
 	origins, _ := newOriginPolicy(nil, nil)
 	empty := &runtime{cfg: &config.Config{}, byName: map[string]*backend{}, pol: &catalogPolicy{}, auth: none, origins: origins}
 	empty.cat.Store(buildCatalog(nil, empty.pol, s.log))
 	s.rt.Store(empty)
+	var ctx context.Context
+	ctx, s.stop = context.WithCancel(context.Background())
+	s.bg.Go(func() { s.reapSessions(ctx) })
 	return s
 }
 
@@ -204,7 +217,7 @@ func (s *Server) Close(ctx context.Context) error {
 		s.log.Warn("shutdown: abandoning in-flight calls")
 	}
 	for _, ss := range s.sessions.all() {
-		_ = ss.Close()
+		s.closeSession(ss)
 	}
 	// Each session's cleanup releases its upstream sessions; let it finish
 	// before the upstreams go, so no stdio process outlives Close.

@@ -87,8 +87,9 @@ func (u *Upstream) dial(ctx context.Context, key Key, control bool) (*conn, erro
 			return nil, err
 		}
 		c.proc = p
-		transport = &rawTransport{inner: &mcp.IOTransport{Reader: p.stdout, Writer: p.stdin, MaxLineLength: maxFrame},
-			notify: func(method string, params json.RawMessage) { u.onNotification(c, method, params) }}
+		raw := &rawTransport{notify: func(method string, params json.RawMessage) { u.onNotification(c, method, params) }}
+		raw.inner = &mcp.IOTransport{Reader: newBoundedLines(p.stdout, raw.failTooDeep, u.log), Writer: p.stdin, MaxLineLength: maxFrame}
+		transport = raw
 	case SSE:
 		transport = &rawTransport{inner: &mcp.SSEClientTransport{Endpoint: u.opts.URL, HTTPClient: sessionClient(rt, connCtx)},
 			notify: func(method string, params json.RawMessage) { u.onNotification(c, method, params) }}
