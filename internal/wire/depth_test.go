@@ -12,7 +12,9 @@ func nested(open, close string, n int, inner string) string {
 }
 
 func TestScanDepth(t *testing.T) {
-	env := func(params string) string { return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":` + params + `}` }
+	env := func(params string) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":` + params + `}`
+	}
 	cases := []struct {
 		name string
 		in   string
@@ -70,13 +72,13 @@ func TestScanBatch(t *testing.T) {
 func TestTopLevelID(t *testing.T) {
 	cases := map[string]string{
 		`{"jsonrpc":"2.0","id":"mux-7","result":` + nested("[", "]", 5000, "") + `}`: `"mux-7"`,
-		`{"result":` + nested(`{"id":`, "}", 50, "1") + `,"id":42}`:                    `42`,
-		`{"jsonrpc":"2.0","method":"x","params":{"id":3}}`:                            ``,
-		`{"a":"id","id" : "q\"x" }`:                                                   `"q\"x"`,
-		`{"id":{"x":1}}`:                                                              ``,
-		`{"id":tru}`:                                                                  ``,
-		`[{"id":1}]`:                                                                  ``,
-		`{"id":null}`:                                                                 `null`,
+		`{"result":` + nested(`{"id":`, "}", 50, "1") + `,"id":42}`:                  `42`,
+		`{"jsonrpc":"2.0","method":"x","params":{"id":3}}`:                           ``,
+		`{"a":"id","id" : "q\"x" }`:                                                  `"q\"x"`,
+		`{"id":{"x":1}}`:                                                             ``,
+		`{"id":tru}`:                                                                 ``,
+		`[{"id":1}]`:                                                                 ``,
+		`{"id":null}`:                                                                `null`,
 	}
 	for in, want := range cases {
 		if got := string(TopLevelID([]byte(in))); got != want {
