@@ -11,7 +11,7 @@ import (
 
 // Fingerprint returns a sha256 hex digest of the fields that define the
 // upstream connection: type, command, args, env, url, headers, oauth,
-// session_scope and the timeouts. Two servers with the same fingerprint can
+// session_scope, the timeouts and the pool bounds. Two servers with the same fingerprint can
 // share a running upstream across a reload; description, routing, tools,
 // task_toolsets, user_auth and headers_from_context do not affect it and must
 // be read from the current Server.
@@ -36,10 +36,13 @@ func (s *Server) Fingerprint() string {
 		OAuth                               *oauth
 		SessionScope                        string
 		SessionInitTimeout, ToolCallTimeout time.Duration
+		MaxSessions                         int
+		IdleTimeout                         time.Duration
 	}{
 		Type: s.Type, Command: s.Command, Env: reveal(s.Env),
 		URL: s.URL, Headers: reveal(s.Headers), SessionScope: s.SessionScope,
 		SessionInitTimeout: s.SessionInitTimeout, ToolCallTimeout: s.ToolCallTimeout,
+		MaxSessions: s.MaxSessions, IdleTimeout: s.IdleTimeout,
 	}
 	if len(s.Args) > 0 {
 		fp.Args = s.Args

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mcp-mux/mcp-mux/headers"
+	"github.com/mcp-mux/mcp-mux/headercheck"
 	"github.com/mcp-mux/mcp-mux/secret"
 )
 
@@ -81,6 +81,9 @@ const (
 type InboundAuth struct {
 	// Mode is AuthNone (default), AuthTrustedHeader, AuthAPIKeys or AuthJWT.
 	Mode string
+	// AllowRemote lets mode none serve a non-loopback listen address;
+	// without it serve refuses to start there.
+	AllowRemote bool
 	// Keys maps a user id to its API key (api_keys mode).
 	Keys map[string]secret.Value
 	// JWKSURL, Issuer and Audience verify bearer JWTs (jwt mode).
@@ -197,7 +200,7 @@ func (c *Config) parseInbound(o *object, f *findings) {
 			continue
 		}
 		*h.dst = o.str(h.key, *h.dst)
-		if err := headers.CheckName(*h.dst); err != nil {
+		if err := headercheck.CheckName(*h.dst); err != nil {
 			f.problem(o.field(h.key), "%v", err)
 		}
 	}
@@ -209,6 +212,7 @@ func (c *Config) parseInbound(o *object, f *findings) {
 	if a := objectAt(o.take("auth"), o.field("auth"), f); a != nil {
 		auth := &in.Auth
 		auth.Mode = a.oneOf("mode", AuthNone, AuthNone, AuthTrustedHeader, AuthAPIKeys, AuthJWT)
+		auth.AllowRemote = a.boolean("allow_remote", false)
 		if entries, ok := a.strMap("keys"); ok {
 			auth.Keys = secretMap(entries)
 			for _, e := range entries {

@@ -60,9 +60,12 @@ func TestMuxBlockDefaultsPartial(t *testing.T) {
 	if cfg.Tasks.PollInterval != 5*time.Second || cfg.Tasks.ResultPreviewMaxChars != 2000 || !cfg.Tasks.Enabled {
 		t.Errorf("tasks = %+v", cfg.Tasks)
 	}
-	if cfg.Inbound.SecretsHeader != "X-Mux-Secrets" || cfg.Inbound.Auth.Mode != AuthNone || cfg.Store.KeyPrefix != "mcp-mux:" ||
-		cfg.Inbound.MaxSessions != 10000 || cfg.Inbound.SessionIdleTimeout != 30*time.Minute {
+	if cfg.Inbound.SecretsHeader != "X-Mux-Secrets" || cfg.Inbound.Auth.Mode != AuthNone || cfg.Inbound.Auth.AllowRemote ||
+		cfg.Store.KeyPrefix != "mcp-mux:" || cfg.Inbound.MaxSessions != 10000 || cfg.Inbound.SessionIdleTimeout != 30*time.Minute {
 		t.Errorf("inbound %+v store %+v", cfg.Inbound, cfg.Store)
+	}
+	if cfg = mustLoad(t, `{"inbound": {"auth": {"mode": "none", "allow_remote": true}}}`, nil); !cfg.Inbound.Auth.AllowRemote {
+		t.Errorf("allow_remote not read: %+v", cfg.Inbound.Auth)
 	}
 	cfg = mustLoad(t, `{"guardrails": {"allowed_tools": []}}`, nil)
 	if cfg.Guardrails.AllowedTools == nil || len(cfg.Guardrails.AllowedTools) != 0 {

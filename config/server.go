@@ -8,7 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/mcp-mux/mcp-mux/headers"
+	"github.com/mcp-mux/mcp-mux/headercheck"
 	"github.com/mcp-mux/mcp-mux/secret"
 )
 
@@ -78,6 +78,12 @@ type Server struct {
 	TaskToolsets    []TaskToolset
 	// SessionScope is ScopeThread (default), ScopeUser or ScopeShared.
 	SessionScope string
+	// MaxSessions caps the server's pooled upstream sessions (for stdio:
+	// processes), busy or not; default 16 for stdio, 256 for http and sse.
+	MaxSessions int
+	// IdleTimeout closes a pooled session unused this long; default 300s
+	// for stdio, 600s for http and sse.
+	IdleTimeout time.Duration
 
 	// Extra holds unknown server keys (e.g. DeerFlow's "cwd") verbatim, as
 	// written before $VAR expansion.
@@ -239,6 +245,12 @@ func parseServer(name string, n *node) (*Server, serverResult) {
 	s.SessionInitTimeout = o.timeout("session_init_timeout", DefaultSessionInitTimeout)
 	s.ToolCallTimeout = o.timeout("tool_call_timeout", 0)
 	s.SessionScope = o.oneOf("session_scope", ScopeThread, ScopeThread, ScopeUser, ScopeShared)
+	defMax, defIdle := 256, 600*time.Second
+	if s.Type == TypeStdio {
+		defMax, defIdle = 16, 300*time.Second
+	}
+	s.MaxSessions = o.intInRange("max_sessions", defMax, 1, 100000)
+	s.IdleTimeout = o.secondsInRange("idle_timeout_seconds", defIdle, 1, 86400)
 
 	switch s.Type {
 	case TypeStdio:
@@ -258,13 +270,13 @@ func parseServer(name string, n *node) (*Server, serverResult) {
 		checkSpellings(entries, "headers", "headers", f)
 		if remote {
 			for _, e := range entries {
-				if err := headers.CheckName(e.key); err != nil {
+				if err := headercheck.CheckName(e.key); err != nil {
 					f.problem(join("headers", e.key), "%v", err)
 				} else if e.unset != "" && s.Enabled {
 					// DeerFlow would send an empty credential; a server that
 					// needs one is better skipped with the reason.
 					f.problem(join("headers", e.key), "header %s comes from $%s, which is not set", quote(e.key), e.unset)
-				} else if err := headers.CheckValue(e.value); err != nil {
+				} else if err := headercheck.CheckValue(e.value); err != nil {
 					f.problem(join("headers", e.key), "header %s value %v", quote(e.key), err)
 				}
 			}
@@ -425,7 +437,7 @@ func parseUserAuth(n *node, f *findings) *UserAuth {
 	}
 	if strings.TrimSpace(u.Header) == "" {
 		f.problem(o.field("header"), "user_auth.header must not be empty")
-	} else if err := headers.CheckName(u.Header); err != nil {
+	} else if err := headercheck.CheckName(u.Header); err != nil {
 		f.problem(o.field("header"), "%v", err)
 	}
 	if entries, ok := o.strMap("users"); ok {
@@ -461,7 +473,7 @@ func parseHeadersFromContext(n *node, f *findings) *HeadersFromContext {
 					f.problem(join(path, name), "headers_from_context.headers[%s] must name a non-blank secret key from config.context.secrets", quote(name))
 					continue
 				}
-				if err := headers.CheckName(name); err != nil {
+				if err := headercheck.CheckName(name); err != nil {
 					f.problem(join(path, name), "%v", err)
 					continue
 				}

@@ -603,3 +603,36 @@ func TestHeaderFromUnsetVariableSkipsEnabledServer(t *testing.T) {
 		t.Errorf("servers = %v", got)
 	}
 }
+
+func TestServerPoolBounds(t *testing.T) {
+	for _, tt := range []struct {
+		server   string
+		max      int
+		idle     time.Duration
+		problems []string
+	}{
+		{`{"command": "x"}`, 16, 300 * time.Second, nil},
+		{`{"type": "http", "url": "http://h"}`, 256, 600 * time.Second, nil},
+		{`{"type": "sse", "url": "http://h"}`, 256, 600 * time.Second, nil},
+		{`{"command": "x", "max_sessions": 4, "idle_timeout_seconds": 30}`, 4, 30 * time.Second, nil},
+		{`{"type": "http", "url": "http://h", "max_sessions": 1, "idle_timeout_seconds": 0.5}`, 1, 0, []string{"idle_timeout_seconds: must be between 1 and 86400 seconds"}},
+		{`{"command": "x", "max_sessions": 0}`, 0, 0, []string{"max_sessions: must be between 1 and 100000"}},
+		{`{"command": "x", "max_sessions": 2.5}`, 0, 0, []string{"max_sessions: must be a whole number"}},
+		{`{"command": "x", "max_sessions": "8"}`, 0, 0, []string{"max_sessions: must be a number, not a string"}},
+	} {
+		s, problems, _ := problemsOf(t, tt.server, nil)
+		if !reflect.DeepEqual(problems, tt.problems) {
+			t.Errorf("%s: problems = %q, want %q", tt.server, problems, tt.problems)
+			continue
+		}
+		if tt.problems != nil {
+			continue
+		}
+		if s.MaxSessions != tt.max || s.IdleTimeout != tt.idle {
+			t.Errorf("%s: max_sessions %d idle %s, want %d %s", tt.server, s.MaxSessions, s.IdleTimeout, tt.max, tt.idle)
+		}
+		if _, kept := s.Extra["max_sessions"]; kept {
+			t.Errorf("%s: max_sessions kept as an unknown key", tt.server)
+		}
+	}
+}

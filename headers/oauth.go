@@ -15,6 +15,7 @@ import (
 	"golang.org/x/oauth2/clientcredentials"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/mcp-mux/mcp-mux/headercheck"
 	"github.com/mcp-mux/mcp-mux/secret"
 )
 
@@ -261,7 +262,7 @@ func (s *tokenSource) fetch() (*token, error) {
 		expiresIn = int(min(max(v, 1), maxExpiresIn)) // the cap keeps the Duration from overflowing
 	}
 	value := typ + " " + tok.AccessToken
-	if err := CheckValue(value); err != nil {
+	if err := headercheck.CheckValue(value); err != nil {
 		return nil, &DenyError{Msg: fmt.Sprintf("OAuth token for MCP server '%s' cannot be sent as an HTTP header value: "+
 			"the Authorization value %v. Check what the token endpoint returned for this server.", s.server, err)}
 	}

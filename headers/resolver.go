@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/mcp-mux/mcp-mux/headercheck"
 	"github.com/mcp-mux/mcp-mux/secret"
 )
 
@@ -105,14 +106,14 @@ func New(opts Options) (*Resolver, error) {
 	names := sortedKeys(opts.Static)
 	seen := make(map[string]string, len(names))
 	for _, name := range names {
-		if err := CheckName(name); err != nil {
+		if err := headercheck.CheckName(name); err != nil {
 			return fail("headers: %q: %v", name, err)
 		}
 		if first, dup := seen[strings.ToLower(name)]; dup {
 			return fail("headers sets the same HTTP header under two spellings (%q and %q); header names are case-insensitive, so keep only one", first, name)
 		}
 		seen[strings.ToLower(name)] = name
-		if err := CheckValue(opts.Static[name]); err != nil {
+		if err := headercheck.CheckValue(opts.Static[name]); err != nil {
 			return fail("the value of header %q %v, so it cannot be sent as an HTTP header", name, err)
 		}
 		r.static = append(r.static, field{name, secret.Value(opts.Static[name])})
@@ -123,7 +124,7 @@ func New(opts Options) (*Resolver, error) {
 		if header == "" {
 			header = "Authorization"
 		}
-		if err := CheckName(header); err != nil {
+		if err := headercheck.CheckName(header); err != nil {
 			return fail("user_auth.header: %v", err)
 		}
 		deny, err := onMissing(ua.OnMissing)
@@ -148,7 +149,7 @@ func New(opts Options) (*Resolver, error) {
 			if strings.TrimSpace(name) == "" {
 				return fail("headers_from_context.headers must not contain a blank header name")
 			}
-			if err := CheckName(name); err != nil {
+			if err := headercheck.CheckName(name); err != nil {
 				return fail("headers_from_context.headers: %q: %v", name, err)
 			}
 			if first, dup := seen[strings.ToLower(name)]; dup {
@@ -295,7 +296,7 @@ func (r *Resolver) addUserAuth(s *headerSet, user string) error {
 			"Ask the operator to add this exact id to that server's user_auth.users map (or set its environment variable).",
 			user, r.server)}
 	}
-	if err := CheckValue(cred.Reveal()); err != nil {
+	if err := headercheck.CheckValue(cred.Reveal()); err != nil {
 		return &DenyError{Msg: fmt.Sprintf("The credential configured for your account (user id '%s') on MCP server '%s' %v, "+
 			"so it cannot be sent as an HTTP header. Ask the operator to fix that server's user_auth.users entry; "+
 			"a stray newline in the value or its environment variable is the usual cause.",
@@ -319,7 +320,7 @@ func (r *Resolver) addFromContext(s *headerSet, secrets map[string]string) error
 			missing = append(missing, m.key)
 			continue
 		}
-		if err := CheckValue(v); err != nil {
+		if err := headercheck.CheckValue(v); err != nil {
 			illegal = append(illegal, m.key)
 			illegalReason[m.key] = err.Error()
 			continue

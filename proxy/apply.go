@@ -1,88 +1,308 @@
 package proxy
 
+// Apply: how a config change reaches the running server.
+//
+// A new runtime is built beside the running one and swapped in with one
+// atomic store. Per server, Apply does the least it can:
+//
+//   - connection settings unchanged (config.Server.Fingerprint): the new
+//     runtime shares the running upstream, its sessions and stdio processes;
+//     when the header inputs (headers, oauth, user_auth, headers_from_context)
+//     are unchanged too, it shares the header resolver and so keeps its OAuth
+//     token. Presentation-only changes (description, routing, tools,
+//     guardrails, tool_search) therefore never touch an upstream;
+//   - changed: a new upstream is started (it discovers in the background);
+//   - added: likewise; removed: nothing in the new runtime refers to it;
+//   - invalid in the new file but running: the running one is kept (last
+//     good settings) and the problem is reported;
+//   - refused by Options.ServerChange: the running one is kept, with the
+//     reason reported.
+//
+// Upstreams and resolvers are reference-counted by the runtimes that hold
+// them. A replaced runtime is retired: once the calls that started on it have
+// finished (bounded by Options.DrainTimeout, and cut short by Close), it drops
+// its references, and whatever no runtime holds any more is closed (stdio
+// process groups killed). Close waits for those closes.
+
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/config"
+	"github.com/mcp-mux/mcp-mux/headers"
 	"github.com/mcp-mux/mcp-mux/inbound"
 	"github.com/mcp-mux/mcp-mux/interceptor"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
-// Apply makes cfg the running configuration. Backends whose connection
-// settings are unchanged are kept with their sessions; new or changed ones
-// start discovering in the background; removed ones are closed after the swap.
+// defaultDrainTimeout bounds how long a replaced runtime waits for the calls
+// that started on it before its upstreams are closed anyway.
+const defaultDrainTimeout = 2 * time.Minute
+
+// Apply makes cfg the running configuration (see the top of this file).
+// Problems with single servers are logged and never fail Apply; it fails only
+// when the inbound settings cannot be built, and then nothing changes.
 // Apply never fails because an upstream is down.
 func (s *Server) Apply(cfg *config.Config) error {
-	s.applyMu.Lock()
-	defer s.applyMu.Unlock()
-	old := s.rt.Load()
-	auth, err := s.newAuthenticator(cfg)
-	if err != nil {
-		return fmt.Errorf("inbound.auth: %w", err)
-	}
-	origins, err := newOriginPolicy(cfg.Inbound.AllowedHosts, cfg.Inbound.AllowedOrigins)
+	problems, err := s.apply(cfg, false)
 	if err != nil {
 		return err
 	}
-	icepts, problems := interceptor.Build(cfg.Interceptors, interceptor.Options{Logger: s.log})
 	for _, p := range problems {
+		s.log.Warn("config change not applied", "server", p.Server, "reason", p.Message)
+	}
+	return nil
+}
+
+// ResetUpstreams re-discovers every server: each gets a new upstream (its
+// pooled sessions and stdio processes are closed once the calls in flight on
+// them finish). Header resolvers, and so OAuth tokens, are kept.
+func (s *Server) ResetUpstreams() {
+	s.applyMu.Lock()
+	cfg := s.rt.Load().cfg
+	s.applyMu.Unlock()
+	_, _ = s.apply(cfg, true) // the running config's inbound settings already built once
+}
+
+// apply builds and swaps in the runtime for cfg and returns the per-server
+// problems (servers kept at their running settings). fresh makes every
+// server get a new upstream.
+func (s *Server) apply(cfg *config.Config, fresh bool) ([]config.Problem, error) {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	if s.closed.Load() {
+		return nil, fmt.Errorf("server is closed")
+	}
+	old := s.rt.Load()
+	auth, err := s.newAuthenticator(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("inbound.auth: %w", err)
+	}
+	origins, err := newOriginPolicy(cfg.Inbound.AllowedHosts, cfg.Inbound.AllowedOrigins)
+	if err != nil {
+		return nil, err
+	}
+	icepts, ipro := interceptor.Build(cfg.Interceptors, interceptor.Options{Logger: s.log})
+	for _, p := range ipro {
 		s.log.Warn("skipping interceptor", "reason", p)
 	}
-	rt := &runtime{cfg: cfg, byName: make(map[string]*backend), pol: newCatalogPolicy(cfg), auth: auth, icepts: icepts, origins: origins}
+	rt := newRuntime(cfg)
+	rt.pol, rt.auth, rt.icepts, rt.origins = newCatalogPolicy(cfg), auth, icepts, origins
+
+	var problems []config.Problem
 	var started []*backend
+	keep := func(prev *backend) {
+		b := *prev
+		b.metrics = s.metrics.forServer(b.name)
+		rt.add(&b)
+	}
+	// A running server that is invalid in the new file keeps its last good settings.
+	invalid := make(map[string]bool, len(cfg.Invalid))
+	for _, se := range cfg.Invalid {
+		invalid[se.Name] = true
+	}
+	inNew := make(map[string]bool, len(cfg.Servers))
 	for _, sc := range cfg.Servers {
+		inNew[sc.Name] = true
+	}
+	for _, prev := range old.backends {
+		if invalid[prev.name] && !inNew[prev.name] {
+			problems = append(problems, config.Problem{Server: prev.name, Message: "the new settings are invalid; kept the running ones"})
+			keep(prev)
+		}
+	}
+	for _, sc := range cfg.Servers {
+		prev := old.byName[sc.Name]
 		if !sc.Enabled {
+			if prev != nil {
+				if p, refused := s.refuse(prev, nil); refused {
+					problems = append(problems, p)
+					keep(prev)
+				}
+			}
 			continue
 		}
 		fp := sc.Fingerprint()
-		res, err := s.newResolver(sc)
-		if err != nil {
-			s.log.Warn("skipping upstream server", "server", sc.Name, "reason", err)
-			continue
+		if prev != nil && (fresh || prev.fingerprint != fp) {
+			if p, refused := s.refuse(prev, sc); refused {
+				problems = append(problems, p)
+				keep(prev)
+				continue
+			}
 		}
-		if prev, ok := old.byName[sc.Name]; ok && prev.fingerprint == fp {
+		ro, hk := s.resolverOptions(sc)
+		var res *headers.Resolver
+		if prev != nil && prev.headerKey == hk && prev.fingerprint == fp {
+			res = prev.resolver // keeps the OAuth token and any fetch in flight
+		} else if ro != nil {
+			if res, err = headers.New(*ro); err != nil {
+				s.log.Warn("skipping upstream server", "server", sc.Name, "reason", err)
+				if prev != nil {
+					problems = append(problems, config.Problem{Server: sc.Name, Message: err.Error() + "; kept the running settings"})
+					keep(prev)
+				}
+				continue
+			}
+		}
+		if prev != nil && !fresh && prev.fingerprint == fp {
 			b := *prev
-			b.prefix, b.srv, b.resolver = sc.ToolNamePrefix, sc, res
+			b.prefix, b.srv, b.resolver, b.headerKey = sc.ToolNamePrefix, sc, res, hk
 			b.metrics = s.metrics.forServer(sc.Name)
-			rt.backends = append(rt.backends, &b)
-			rt.byName[sc.Name] = &b
+			rt.add(&b)
 			continue
 		}
 		up, err := upstream.New(s.upstreamOptions(sc))
 		if err != nil {
+			if res != nil && (prev == nil || res != prev.resolver) {
+				res.Close()
+			}
 			s.log.Warn("skipping upstream server", "server", sc.Name, "reason", err)
 			continue
 		}
-		b := &backend{name: sc.Name, prefix: sc.ToolNamePrefix, fingerprint: fp, up: up, srv: sc, resolver: res,
+		b := &backend{name: sc.Name, prefix: sc.ToolNamePrefix, fingerprint: fp, headerKey: hk, up: up, srv: sc, resolver: res,
 			metrics: s.metrics.forServer(sc.Name)}
-		rt.backends = append(rt.backends, b)
-		rt.byName[sc.Name] = b
+		rt.add(b)
 		started = append(started, b)
 	}
+	for _, prev := range old.backends {
+		if inNew[prev.name] || invalid[prev.name] {
+			continue
+		}
+		if p, refused := s.refuse(prev, nil); refused {
+			problems = append(problems, p)
+			keep(prev)
+		}
+	}
+	s.hold(rt)
 	rt.cat.Store(buildCatalog(rt.backends, rt.pol, s.log))
 	s.rt.Store(rt)
 	s.ready.Store(true)
 	for _, b := range started {
 		b.up.Start()
 	}
-	// Close what the new runtime no longer uses.
-	var wg sync.WaitGroup
-	for name, b := range old.byName {
-		if b.resolver != nil {
-			b.resolver.Close()
-		}
-		if nb, ok := rt.byName[name]; ok && nb.up == b.up {
-			continue
-		}
-		wg.Go(func() { _ = b.up.Close() })
+	s.retire(old)
+	s.refreshCatalog(old)
+	return problems, nil
+}
+
+// refuse asks Options.ServerChange whether the running backend prev may be
+// replaced by next (nil: removed or disabled).
+func (s *Server) refuse(prev *backend, next *config.Server) (config.Problem, bool) {
+	if s.opts.ServerChange == nil {
+		return config.Problem{}, false
 	}
-	go wg.Wait()
-	s.refreshCatalog(old.cat.Load())
-	return nil
+	if err := s.opts.ServerChange(prev.srv, next); err != nil {
+		return config.Problem{Server: prev.name, Message: err.Error()}, true
+	}
+	return config.Problem{}, false
+}
+
+// newRuntime returns an empty runtime for cfg.
+func newRuntime(cfg *config.Config) *runtime {
+	return &runtime{cfg: cfg, byName: make(map[string]*backend), idle: make(chan struct{})}
+}
+
+func (rt *runtime) add(b *backend) {
+	rt.backends = append(rt.backends, b)
+	rt.byName[b.name] = b
+}
+
+// enter registers a call on rt; false when rt was retired meanwhile.
+func (rt *runtime) enter() bool {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.retired {
+		return false
+	}
+	rt.calls++
+	return true
+}
+
+func (rt *runtime) leave() {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.calls--
+	if rt.calls == 0 && rt.retired {
+		close(rt.idle)
+	}
+}
+
+// enterRuntime returns the current runtime with a call registered on it;
+// the caller must call leave on it when the call has finished.
+func (s *Server) enterRuntime() *runtime {
+	for {
+		if rt := s.rt.Load(); rt.enter() {
+			return rt
+		}
+	}
+}
+
+// hold counts rt's references to its upstreams and resolvers.
+// Requires applyMu.
+func (s *Server) hold(rt *runtime) {
+	s.refMu.Lock()
+	defer s.refMu.Unlock()
+	for _, b := range rt.backends {
+		s.refs[b.up]++
+		if b.resolver != nil {
+			s.refs[b.resolver]++
+		}
+	}
+}
+
+// release drops rt's references and closes what nothing holds any more,
+// waiting for the closes.
+func (s *Server) release(rt *runtime) {
+	var wg sync.WaitGroup
+	s.refMu.Lock()
+	for _, b := range rt.backends {
+		if s.refs[b.up]--; s.refs[b.up] == 0 {
+			delete(s.refs, b.up)
+			wg.Go(func() { _ = b.up.Close() })
+		}
+		if b.resolver != nil {
+			if s.refs[b.resolver]--; s.refs[b.resolver] == 0 {
+				delete(s.refs, b.resolver)
+				b.resolver.Close()
+			}
+		}
+	}
+	s.refMu.Unlock()
+	wg.Wait()
+}
+
+// retire marks old as replaced and, in a goroutine Close waits for, releases
+// it once the calls that started on it have finished.
+func (s *Server) retire(old *runtime) {
+	old.mu.Lock()
+	old.retired = true
+	if old.calls == 0 {
+		close(old.idle)
+	}
+	old.mu.Unlock()
+	timeout := s.opts.DrainTimeout
+	if timeout <= 0 {
+		timeout = defaultDrainTimeout
+	}
+	s.retiring.Go(func() {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		select {
+		case <-old.idle:
+		case <-t.C:
+			s.log.Warn("reload: closing replaced upstreams with calls still in flight", "after", timeout)
+		case <-s.retireCtx.Done():
+		}
+		s.release(old)
+	})
 }
 
 func (s *Server) upstreamOptions(sc *config.Server) upstream.Options {
@@ -95,8 +315,8 @@ func (s *Server) upstreamOptions(sc *config.Server) upstream.Options {
 		InitTimeout: sc.SessionInitTimeout,
 		CallTimeout: sc.ToolCallTimeout,
 		Scope:       sc.SessionScope,
-		MaxSessions: s.opts.UpstreamMaxSessions,
-		IdleTimeout: s.opts.UpstreamIdleTimeout,
+		MaxSessions: sc.MaxSessions,
+		IdleTimeout: sc.IdleTimeout,
 		RetryMin:    s.opts.RetryMin,
 		RetryMax:    s.opts.RetryMax,
 		Logger:      s.log.Named("upstream").With("server", sc.Name),
@@ -130,28 +350,66 @@ func (s *Server) upstreamOptions(sc *config.Server) upstream.Options {
 	return o
 }
 
+// headerKey identifies a resolver's inputs (it hashes secrets: compare it,
+// never log it).
+func headerKey(o *headers.Options) string {
+	if o == nil {
+		return ""
+	}
+	c := *o
+	c.Logger, c.HTTPClient = nil, nil
+	data, _ := json.Marshal(c) // strings, maps and pointers to them: cannot fail
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
 // refreshCatalog rebuilds the current runtime's catalog from its backends'
-// tool lists and tells every session when the visible list changed. prev,
-// when non-nil, is the catalog clients saw before (across a swap).
-func (s *Server) refreshCatalog(prev *catalog) {
+// tool lists and tells each session whose visible lists changed. prev, when
+// non-nil, is the runtime clients saw before (across a swap).
+func (s *Server) refreshCatalog(prev *runtime) {
 	s.catMu.Lock()
 	rt := s.rt.Load()
 	before := rt.cat.Load()
 	if prev != nil {
-		before = prev
+		before = prev.cat.Load()
 	}
 	next := buildCatalog(rt.backends, rt.pol, s.log)
 	rt.cat.Store(next)
 	s.catMu.Unlock()
-	if !sameTools(before, next) {
-		s.notifyAll("notifications/tools/list_changed")
+	s.notifyChanges(before, next)
+}
+
+// notifyChanges sends each session the list_changed notifications for what
+// differs between the catalogs it saw (before) and sees now (next).
+func (s *Server) notifyChanges(before, next *catalog) {
+	tools, prompts, resources := !sameTools(before, next), !samePrompts(before, next), !sameResources(before, next)
+	if !tools && !prompts && !resources {
+		return
 	}
-	if !samePrompts(before, next) {
-		s.notifyAll("notifications/prompts/list_changed")
+	s.listeners.changed(s, tools, prompts, resources)
+	searching := before.search != nil || next.search != nil
+	for _, ss := range s.sessions.all() {
+		if tools && (!searching || s.sessionToolsChanged(ss, before, next)) {
+			s.notify(context.Background(), ss, "notifications/tools/list_changed", nil)
+		}
+		if prompts {
+			s.notify(context.Background(), ss, "notifications/prompts/list_changed", nil)
+		}
+		if resources {
+			s.notify(context.Background(), ss, "notifications/resources/list_changed", nil)
+		}
 	}
-	if !sameResources(before, next) {
-		s.notifyAll("notifications/resources/list_changed")
+}
+
+// sessionToolsChanged reports whether the tools/list one session sees
+// differs between two catalogs (with tool_search, sessions see different
+// lists: what they promoted).
+func (s *Server) sessionToolsChanged(ss *mcp.ServerSession, before, next *catalog) bool {
+	st := s.sessions.get(ss)
+	if st == nil {
+		return true
 	}
+	return string(st.promo.listFor(before)) != string(s.toolsList(st, next))
 }
 
 // newAuthenticator builds caller identification from inbound.auth.

@@ -56,8 +56,8 @@ func rawPost(ctx context.Context, base, sid, version, body string) (*http.Respon
 	return http.DefaultClient.Do(req)
 }
 
-// rpcReply is a JSON-RPC response read from a JSON or an event-stream body.
-type rpcReply struct {
+// muxReply is a JSON-RPC response read from a JSON or an event-stream body.
+type muxReply struct {
 	ID     json.RawMessage `json:"id"`
 	Result json.RawMessage `json:"result"`
 	Error  *struct {
@@ -67,14 +67,14 @@ type rpcReply struct {
 }
 
 // readReplies returns the responses in a POST's answer.
-func readReplies(t *testing.T, resp *http.Response) []rpcReply {
+func readReplies(t *testing.T, resp *http.Response) []muxReply {
 	t.Helper()
 	b, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []rpcReply
+	var out []muxReply
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		for _, line := range strings.Split(string(b), "\n") {
 			if data, ok := strings.CutPrefix(line, "data: "); ok {
@@ -86,21 +86,21 @@ func readReplies(t *testing.T, resp *http.Response) []rpcReply {
 	return decodeReplies(t, string(b))
 }
 
-func decodeReplies(t *testing.T, s string) []rpcReply {
+func decodeReplies(t *testing.T, s string) []muxReply {
 	t.Helper()
 	s = strings.TrimSpace(s)
 	if strings.HasPrefix(s, "[") {
-		var rs []rpcReply
+		var rs []muxReply
 		if err := json.Unmarshal([]byte(s), &rs); err != nil {
 			t.Fatalf("reply %q: %v", s, err)
 		}
 		return rs
 	}
-	var r rpcReply
+	var r muxReply
 	if err := json.Unmarshal([]byte(s), &r); err != nil {
 		t.Fatalf("reply %q: %v", s, err)
 	}
-	return []rpcReply{r}
+	return []muxReply{r}
 }
 
 func deepCall(id int, levels int) string {

@@ -15,11 +15,12 @@ import (
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
-// newResolver compiles a server's header rules; stdio servers have none
-// (user_auth and headers_from_context are ignored there with a config warning).
-func (s *Server) newResolver(sc *config.Server) (*headers.Resolver, error) {
+// resolverOptions returns a server's header rules and their key (see
+// headerKey); nil when it has none. Stdio servers have none (user_auth and
+// headers_from_context are ignored there with a config warning).
+func (s *Server) resolverOptions(sc *config.Server) (*headers.Options, string) {
 	if sc.Type == config.TypeStdio {
-		return nil, nil
+		return nil, ""
 	}
 	o := headers.Options{Server: sc.Name, Logger: s.log.Named("headers").With("server", sc.Name)}
 	if len(sc.Headers) > 0 {
@@ -53,9 +54,9 @@ func (s *Server) newResolver(sc *config.Server) (*headers.Resolver, error) {
 		o.FromContext = &headers.FromContextOptions{Headers: h.Headers, OnMissing: h.OnMissing}
 	}
 	if o.Static == nil && o.OAuth == nil && o.UserAuth == nil && o.FromContext == nil {
-		return nil, nil
+		return nil, ""
 	}
-	return headers.New(o)
+	return &o, headerKey(&o)
 }
 
 // callHeaders resolves the upstream headers of one call to b by user, with

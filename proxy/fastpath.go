@@ -45,19 +45,25 @@ func (s *Server) mcpHandler() http.Handler {
 			}
 			defer bodyBuffers.Put(bp)
 			body := *bp
+			// Handlers after this one get a copy: the buffer goes back to the pool on return.
+			r.Body = io.NopCloser(bytes.NewReader(body)) // read, if at all, before the copy below
+			if modernRequest(r) {
+				r.Body = io.NopCloser(bytes.NewReader(slices.Clone(body)))
+				s.serveModern(w, r)
+				return
+			}
 			if !s.admitSession(w, r, body) {
 				return
 			}
 			if st := s.fastSession(r); st != nil && !sh.Batch && s.serveFast(w, r, st, body) {
 				return
 			}
-			// The SDK reads the body after this returns to the pool: it gets a copy.
 			r.Body = io.NopCloser(bytes.NewReader(slices.Clone(body)))
 			defer s.requests.bind(r)()
 		case http.MethodDelete:
 			// Closing the session waits for its handlers: cancel them first.
 			if st := s.sessions.byIDGet(r.Header.Get("Mcp-Session-Id")); st != nil {
-				st.end()
+				st.cancel()
 			}
 		}
 		s.mcp.ServeHTTP(w, r)
@@ -161,6 +167,10 @@ func (s *Server) fastList(w http.ResponseWriter, st *session, m *wire.Message) {
 }
 
 var jsonContentType = []string{"application/json"}
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
 // acceptsBoth mirrors the SDK's Accept check for POSTs.
 func acceptsBoth(values []string) bool {

@@ -127,7 +127,10 @@ func (s *Server) admit(ctx context.Context, st *session) (context.Context, func(
 			Message: fmt.Sprintf("this session already has %d requests in flight, the most mcp-mux runs at once per session; retry when one finishes", limit)}
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(st.ctx, cancel)
+	stop := func() bool { return false }
+	if st.ctx != nil { // a 2026-07-28 request's session is the request itself
+		stop = context.AfterFunc(st.ctx, cancel)
+	}
 	return ctx, func() { stop(); cancel(); st.active.Add(-1) }, nil
 }
 

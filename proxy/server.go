@@ -37,14 +37,18 @@ type Options struct {
 	// IdleConnTimeout closes a keep-alive connection without a request for
 	// this long (HTTPServer); default 2m.
 	IdleConnTimeout time.Duration
-	// UpstreamIdleTimeout closes pooled upstream sessions idle this long; default 10m.
-	UpstreamIdleTimeout time.Duration
-	// UpstreamMaxSessions caps pooled upstream sessions per server; default 256.
-	UpstreamMaxSessions int
 	// RetryMin and RetryMax bound the rediscovery backoff of a failed upstream.
 	RetryMin, RetryMax time.Duration
 	// PageSize bounds prompts/list and resources/*list pages; 0 = one page.
 	PageSize int
+	// DrainTimeout bounds how long a runtime replaced by Apply waits for the
+	// calls that started on it before closing its upstreams; default 2m.
+	DrainTimeout time.Duration
+	// ServerChange, when set, is asked before Apply reconnects, removes or
+	// disables a running server (next is nil for the last two). An error
+	// keeps that server at its running settings, reports the error's text as
+	// the server's reload problem, and lets the rest of the reload proceed.
+	ServerChange func(running, next *config.Server) error
 }
 
 // Server is the mcp-mux MCP server.
@@ -58,7 +62,9 @@ type Server struct {
 
 	sdk        *mcp.Server
 	send       mcp.MethodHandler // captured sending handler: per-session notifications
-	mcp        http.Handler
+	mcp        http.Handler      // legacy: stateful Streamable HTTP
+	modern     http.Handler      // 2026-07-28: stateless (modern.go)
+	listeners  listenTable       // 2026-07-28 subscriptions/listen streams
 	sessions   sessionTable
 	requests   requestTable // SDK-path HTTP requests (limits.go)
 	progress   progressTable
@@ -67,11 +73,19 @@ type Server struct {
 	subs       map[string]int // server+URI → number of sessions subscribed
 	inflight   sync.WaitGroup
 	closed     atomic.Bool
-	lifeMu     sync.Mutex     // orders session registration against Close
-	sessionsWG sync.WaitGroup // session cleanup goroutines
-	ready      atomic.Bool    // a config has been applied
+	lifeMu     sync.Mutex      // orders session registration against Close
+	sessionsWG sync.WaitGroup  // session cleanup goroutines
+	ready      atomic.Bool     // a config has been applied
+	life       context.Context // ends when Close starts
 	stop       context.CancelFunc
 	bg         sync.WaitGroup
+
+	refMu      sync.Mutex
+	refs       map[any]int // *upstream.Upstream and *headers.Resolver → runtimes holding it
+	retiring   sync.WaitGroup
+	retireCtx  context.Context // cancelled by Close: retired runtimes close at once
+	retireStop context.CancelFunc
+	reloads    reloadLog
 }
 
 // runtime is everything built from one config.
@@ -84,13 +98,19 @@ type runtime struct {
 	auth     *inbound.Authenticator
 	origins  *originPolicy
 	icepts   []interceptor.Interceptor
+
+	mu      sync.Mutex
+	calls   int           // calls in flight that started on this runtime
+	retired bool          // replaced by a newer runtime
+	idle    chan struct{} // closed once retired with no calls in flight
 }
 
 // backend is one enabled server and its upstream connection.
 type backend struct {
 	name        string
 	prefix      bool
-	fingerprint string
+	fingerprint string // config.Server.Fingerprint of the upstream's settings
+	headerKey   string // headerKey of the resolver's inputs
 	up          *upstream.Upstream
 	srv         *config.Server    // this runtime's settings: routing, tools, description
 	resolver    *headers.Resolver // upstream headers (http/sse); nil when there are none
@@ -111,8 +131,10 @@ func New(opts Options) *Server {
 	if opts.IdleConnTimeout <= 0 {
 		opts.IdleConnTimeout = defaultIdleConnTimeout
 	}
-	s := &Server{opts: opts, log: opts.Logger}
+	s := &Server{opts: opts, log: opts.Logger, refs: map[any]int{}}
+	s.retireCtx, s.retireStop = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s)
+	s.reloads.register(s.metrics.reg)
 	s.sessions.m = make(map[*mcp.ServerSession]*session)
 	s.sdk = mcp.NewServer(&mcp.Implementation{Name: "mcp-mux", Version: opts.Version}, &mcp.ServerOptions{
 		Capabilities: &mcp.ServerCapabilities{
@@ -129,13 +151,17 @@ func New(opts Options) *Server {
 	// Host checks happen in authenticate (originPolicy), for every path.
 	s.mcp = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.sdk },
 		&mcp.StreamableHTTPOptions{DisableLocalhostProtection: true})
-	none, _ := inbound.New(inbound.Options{Mode: inbound.ModeNone})
-	origins, _ := newOriginPolicy(nil, nil)
-	empty := &runtime{cfg: &config.Config{}, byName: map[string]*backend{}, pol: &catalogPolicy{}, auth: none, origins: origins}
-	empty.cat.Store(buildCatalog(nil, empty.pol, s.log))
-	s.rt.Store(empty)
+	s.modern = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.sdk },
+		&mcp.StreamableHTTPOptions{Stateless: true, DisableLocalhostProtection: true, PropagateRequestCancellation: true})
 	var ctx context.Context
 	ctx, s.stop = context.WithCancel(context.Background())
+	s.life = ctx
+	none, _ := inbound.New(inbound.Options{Mode: inbound.ModeNone})
+	origins, _ := newOriginPolicy(nil, nil)
+	empty := newRuntime(&config.Config{})
+	empty.pol, empty.auth, empty.origins = &catalogPolicy{}, none, origins
+	empty.cat.Store(buildCatalog(nil, empty.pol, s.log))
+	s.rt.Store(empty)
 	s.bg.Go(func() { s.reapSessions(ctx) })
 	return s
 }
@@ -227,14 +253,11 @@ func (s *Server) Close(ctx context.Context) error {
 	case <-cleaned:
 	case <-ctx.Done():
 	}
-	rt := s.rt.Load()
-	var wg sync.WaitGroup
-	for _, b := range rt.backends {
-		if b.resolver != nil {
-			b.resolver.Close()
-		}
-		wg.Go(func() { _ = b.up.Close() })
-	}
-	wg.Wait()
+	// Runtimes replaced by reloads close now, then the current one.
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	s.retireStop()
+	s.retiring.Wait()
+	s.release(s.rt.Load())
 	return nil
 }

@@ -20,6 +20,9 @@ type session struct {
 	id       string
 	user     string
 	lastSeen atomic.Int64 // unix nanos of the last message
+	// modern marks the throwaway session of one 2026-07-28 request
+	// (modern.go): never in the session table, no promotions.
+	modern bool
 
 	// ctx ends with the session (end); every request admitted on the
 	// session (limits.go) is cancelled with it. active counts those requests.
@@ -197,11 +200,18 @@ func (st *session) cancelCall(params json.RawMessage) {
 	}
 }
 
+// cancel cancels every request admitted on the session.
+func (st *session) cancel() {
+	if st.end != nil {
+		st.end()
+	}
+}
+
 // closeSession ends a downstream session: its requests in flight are
 // cancelled first, so that closing it (which waits for its handlers) is prompt.
 func (s *Server) closeSession(ss *mcp.ServerSession) {
 	if st := s.sessions.get(ss); st != nil {
-		st.end()
+		st.cancel()
 	}
 	_ = ss.Close()
 }

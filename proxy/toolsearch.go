@@ -323,7 +323,7 @@ func (s *Server) toolSearch(ctx context.Context, st *session, k sink, cat *catal
 	if err := enc.Encode(fns); err != nil {
 		return toolText("Error: tool_search could not encode the schemas: "+err.Error(), true)
 	}
-	if st.promo.add(cat, names) {
+	if !st.modern && st.promo.add(cat, names) {
 		notifyToolsChanged(ctx, s, st, k)
 	}
 	return toolText(strings.TrimSuffix(buf.String(), "\n"), false)
@@ -401,6 +401,30 @@ func (p *promotions) add(cat *catalog, names []string) bool {
 		p.list = nil
 	}
 	return added
+}
+
+// listFor returns the tools/list result the session had under cat (a
+// catalog it may since have moved on from), without changing its state.
+func (p *promotions) listFor(cat *catalog) json.RawMessage {
+	if cat.search == nil {
+		return cat.listJSON
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cat == cat && p.list != nil {
+		return p.list
+	}
+	var routes []*route
+	for n := range p.names {
+		if r := cat.routes[n]; r != nil && r.deny == nil {
+			routes = append(routes, r)
+		}
+	}
+	if len(routes) == 0 {
+		return cat.search.list
+	}
+	slices.SortFunc(routes, func(a, b *route) int { return cmp.Compare(a.idx, b.idx) })
+	return encodeTools(routes, toolSearchTool)
 }
 
 // toolsList returns the session's tools/list result under tool_search: its

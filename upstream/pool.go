@@ -4,12 +4,20 @@ import (
 	"container/list"
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
 
-// pool holds call sessions by Key with an LRU cap and an idle timeout.
+// pool holds call sessions by Key with a hard cap and an idle timeout.
 // Creation is single-flight per key.
+//
+// The cap counts every session that holds a slot: ready ones, ones being
+// dialed, and ones still closing (a stdio process that has not exited yet).
+// A caller that needs a new session while all slots are taken evicts the
+// least recently used idle session, or, when every session is busy, waits
+// for one to become idle (bounded by its context: CallTimeout or the
+// caller's own deadline). So max is also the bound on stdio processes.
 type pool struct {
 	u    *Upstream
 	max  int
@@ -18,12 +26,17 @@ type pool struct {
 	mu      sync.Mutex
 	entries map[Key]*list.Element // of *entry
 	lru     list.List             // front = most recently used
+	closing int                   // sessions removed but not yet closed; they keep their slot
+	freed   chan struct{}         // closed (and replaced) when a slot may have become free
 	closed  bool                  // set by shutdown: no new sessions
 	dials   sync.WaitGroup        // sessions being dialed
 }
 
 // errClosed is returned for calls on a closed Upstream.
 var errClosed = errors.New("upstream is closed")
+
+// errAllBusy marks a caller that gave up waiting for a session slot.
+var errAllBusy = errors.New("every pooled session is busy")
 
 type entry struct {
 	key      Key
@@ -35,7 +48,7 @@ type entry struct {
 }
 
 func newPool(u *Upstream, max int, idle time.Duration) *pool {
-	return &pool{u: u, max: max, idle: idle, entries: make(map[Key]*list.Element)}
+	return &pool{u: u, max: max, idle: idle, entries: make(map[Key]*list.Element), freed: make(chan struct{})}
 }
 
 func (p *pool) size() int {
@@ -55,12 +68,26 @@ func (p *pool) get(ctx context.Context, key Key) (*conn, error) {
 		}
 		el, ok := p.entries[key]
 		if !ok {
+			if len(p.entries)+p.closing >= p.max {
+				// Full: retire the least recently used idle session, or
+				// wait until a busy one is handed back.
+				victim := p.idleVictimLocked()
+				if victim != nil {
+					p.retireLocked(victim)
+				}
+				wait := p.freed
+				p.mu.Unlock()
+				select {
+				case <-wait:
+					continue
+				case <-ctx.Done():
+					return nil, fmt.Errorf("%w (max_sessions %d): %w", errAllBusy, p.max, ctx.Err())
+				}
+			}
 			e := &entry{key: key, ready: make(chan struct{}), inflight: 1, lastUsed: time.Now()}
 			p.entries[key] = p.lru.PushFront(e)
-			evicted := p.evictLocked()
 			p.dials.Add(1)
 			p.mu.Unlock()
-			p.closeAll(evicted)
 			return p.dial(ctx, e)
 		}
 		e := el.Value.(*entry)
@@ -73,6 +100,9 @@ func (p *pool) get(ctx context.Context, key Key) (*conn, error) {
 		case <-ctx.Done():
 			p.mu.Lock()
 			e.inflight-- // e itself: the key may hold a newer entry by now
+			if e.inflight == 0 {
+				p.signalLocked()
+			}
 			p.mu.Unlock()
 			return nil, ctx.Err()
 		}
@@ -132,18 +162,17 @@ func (p *pool) peek(key Key) *conn {
 // release hands a session back after a call.
 func (p *pool) release(key Key, c *conn) {
 	p.mu.Lock()
-	var evicted []*conn
 	if el, ok := p.entries[key]; ok {
 		e := el.Value.(*entry)
 		if c == nil || e.c == c {
 			e.inflight--
 			e.lastUsed = time.Now()
-			// Sessions kept over the cap while busy can go now.
-			evicted = p.evictLocked()
+			if e.inflight == 0 {
+				p.signalLocked() // a waiter may evict it now
+			}
 		}
 	}
 	p.mu.Unlock()
-	p.closeAll(evicted)
 }
 
 // drop removes and closes a broken session so the next call reconnects.
@@ -152,43 +181,64 @@ func (p *pool) drop(key Key, c *conn) {
 	if el, ok := p.entries[key]; ok && el.Value.(*entry).c == c {
 		p.removeLocked(el.Value.(*entry))
 	}
+	p.closing++
 	p.mu.Unlock()
-	p.u.async.Go(c.close)
+	p.u.async.Go(func() { p.closeSlot(c) })
 }
 
 func (p *pool) removeLocked(e *entry) {
 	if el, ok := p.entries[e.key]; ok && el.Value.(*entry) == e {
 		p.lru.Remove(el)
 		delete(p.entries, e.key)
+		p.signalLocked()
 	}
 }
 
-// evictLocked removes least recently used idle sessions above the cap. A
-// session with a call in flight is not evicted (that would fail the call), so
-// the pool can exceed the cap while more than max sessions are busy.
-func (p *pool) evictLocked() []*conn {
-	var out []*conn
-	for el := p.lru.Back(); el != nil && len(p.entries) > p.max; {
-		prev := el.Prev()
+// signalLocked wakes every caller waiting for a slot.
+func (p *pool) signalLocked() {
+	close(p.freed)
+	p.freed = make(chan struct{})
+}
+
+// idleVictimLocked returns the least recently used ready session with no
+// call in flight, or nil.
+func (p *pool) idleVictimLocked() *entry {
+	for el := p.lru.Back(); el != nil; el = el.Prev() {
 		e := el.Value.(*entry)
 		if e.inflight > 0 {
-			el = prev
 			continue
 		}
 		select {
 		case <-e.ready:
-			if e.c != nil {
-				out = append(out, e.c)
-			}
-			p.removeLocked(e)
+			return e
 		default:
 		}
-		el = prev
 	}
-	return out
+	return nil
 }
 
-// closeWhere closes every session whose key matches.
+// retireLocked removes e and closes its session in the background; the
+// session keeps its slot until it is closed.
+func (p *pool) retireLocked(e *entry) {
+	p.removeLocked(e)
+	if e.c == nil {
+		return
+	}
+	p.closing++
+	c := e.c
+	p.u.async.Go(func() { p.closeSlot(c) })
+}
+
+// closeSlot closes c and frees the slot it held.
+func (p *pool) closeSlot(c *conn) {
+	c.close()
+	p.mu.Lock()
+	p.closing--
+	p.signalLocked()
+	p.mu.Unlock()
+}
+
+// closeWhere closes every ready session whose key matches and waits for them.
 func (p *pool) closeWhere(match func(Key) bool) {
 	p.mu.Lock()
 	var out []*conn
@@ -201,13 +251,18 @@ func (p *pool) closeWhere(match func(Key) bool) {
 		case <-e.ready:
 			if e.c != nil {
 				out = append(out, e.c)
+				p.closing++
 			}
 			p.removeLocked(e)
 		default:
 		}
 	}
 	p.mu.Unlock()
-	closeAllWait(out)
+	var wg sync.WaitGroup
+	for _, c := range out {
+		wg.Go(func() { p.closeSlot(c) })
+	}
+	wg.Wait()
 }
 
 // shutdown closes every session, refuses new ones and waits for dials in
@@ -215,6 +270,7 @@ func (p *pool) closeWhere(match func(Key) bool) {
 func (p *pool) shutdown() {
 	p.mu.Lock()
 	p.closed = true
+	p.signalLocked() // waiters see closed
 	p.mu.Unlock()
 	p.closeWhere(func(Key) bool { return true })
 	p.dials.Wait()
@@ -230,33 +286,15 @@ func (p *pool) reap(ctx context.Context) {
 			return
 		case now := <-t.C:
 			p.mu.Lock()
-			var out []*conn
 			for el := p.lru.Back(); el != nil; {
 				prev := el.Prev()
 				e := el.Value.(*entry)
 				if e.inflight <= 0 && e.c != nil && now.Sub(e.lastUsed) > p.idle {
-					out = append(out, e.c)
-					p.removeLocked(e)
+					p.retireLocked(e)
 				}
 				el = prev
 			}
 			p.mu.Unlock()
-			p.closeAll(out)
 		}
 	}
-}
-
-// closeAll closes sessions in the background; Upstream.Close waits for them.
-func (p *pool) closeAll(cs []*conn) {
-	for _, c := range cs {
-		p.u.async.Go(c.close)
-	}
-}
-
-func closeAllWait(cs []*conn) {
-	var wg sync.WaitGroup
-	for _, c := range cs {
-		wg.Go(c.close)
-	}
-	wg.Wait()
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -32,9 +31,6 @@ type rawTransport struct {
 	// connection, in order with the responses to mcp-mux's own requests: the
 	// SDK would dispatch them on a queue that a response can overtake.
 	notify func(method string, params json.RawMessage)
-	// cur is conn for readers of the connection's input (boundedLines),
-	// which start before Connect returns.
-	cur atomic.Pointer[rawConn]
 }
 
 func (t *rawTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -43,30 +39,7 @@ func (t *rawTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		return nil, err
 	}
 	t.conn = &rawConn{Connection: c, pending: make(map[jsonrpc.ID]chan *jsonrpc.Response), closed: make(chan struct{}), notify: t.notify}
-	t.cur.Store(t.conn)
 	return t.conn, nil
-}
-
-// failTooDeep fails the mcp-mux call a refused reply (too deep to decode)
-// answered, reporting whether id was one of mcp-mux's calls.
-func (t *rawTransport) failTooDeep(id []byte) bool {
-	c := t.cur.Load()
-	var s string
-	if c == nil || json.Unmarshal(id, &s) != nil || !strings.HasPrefix(s, "mux-") {
-		return false
-	}
-	rid, err := jsonrpc.MakeID(s)
-	if err != nil {
-		return false
-	}
-	c.mu.Lock()
-	ch := c.pending[rid]
-	delete(c.pending, rid)
-	c.mu.Unlock()
-	if ch != nil {
-		ch <- &jsonrpc.Response{ID: rid, Error: errTooDeep}
-	}
-	return true
 }
 
 type rawConn struct {

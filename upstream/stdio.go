@@ -1,9 +1,7 @@
 package upstream
 
 import (
-	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -31,12 +29,14 @@ const (
 
 // process is one stdio server running in its own process group.
 type process struct {
-	cmd    *exec.Cmd
-	pgid   int
-	stdin  io.WriteCloser
-	stdout io.ReadCloser // filtered: JSON lines only
-	exited chan struct{}
-	log    hclog.Logger
+	cmd         *exec.Cmd
+	pgid        int
+	stdin       io.WriteCloser
+	lines       chan []byte // JSON lines of stdout (readLines)
+	stopReading func()
+	skipped     *rateLog // logs skipped stdout lines
+	exited      chan struct{}
+	log         hclog.Logger
 
 	mu       sync.Mutex
 	exitedAt time.Time
@@ -61,9 +61,12 @@ func startProcess(opts *Options, log hclog.Logger) (*process, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %q: %w", opts.Command, err)
 	}
-	pr, pw := io.Pipe()
-	p := &process{cmd: cmd, pgid: cmd.Process.Pid, stdin: stdin, stdout: pr, exited: make(chan struct{}), log: log}
-	go p.filter(stdout, pw)
+	stop := make(chan struct{})
+	var once sync.Once
+	p := &process{cmd: cmd, pgid: cmd.Process.Pid, stdin: stdin, lines: make(chan []byte), exited: make(chan struct{}), log: log,
+		stopReading: func() { once.Do(func() { close(stop) }) }}
+	p.skipped = &rateLog{log: log}
+	go readLines(stdout, p.lines, stop, p.skipped)
 	go func() {
 		err := cmd.Wait()
 		p.mu.Lock()
@@ -96,41 +99,6 @@ func processEnv(env map[string]string) []string {
 		out = append(out, k+"="+env[k])
 	}
 	return out
-}
-
-// filter copies JSON lines from the child's stdout to w and logs the rest:
-// a banner printed on stdout must not end the session.
-func (p *process) filter(r io.Reader, w *io.PipeWriter) {
-	br := bufio.NewReaderSize(r, 64<<10)
-	var long []byte
-	for {
-		line, err := br.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			if len(long)+len(line) > maxFrame {
-				_ = w.CloseWithError(fmt.Errorf("stdout line longer than %d bytes", maxFrame))
-				return
-			}
-			long = append(long, line...)
-			continue
-		}
-		if long != nil {
-			line = append(long, line...)
-			long = nil
-		}
-		if t := bytes.TrimSpace(line); len(t) > 0 {
-			if t[0] == '{' || t[0] == '[' {
-				if _, werr := w.Write(line); werr != nil {
-					return
-				}
-			} else {
-				p.log.Warn("ignoring non-JSON line on stdout", "bytes", len(t))
-			}
-		}
-		if err != nil {
-			_ = w.CloseWithError(io.EOF)
-			return
-		}
-	}
 }
 
 // stop ends the process: stdin closed, then SIGTERM, then SIGKILL, each to

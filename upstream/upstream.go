@@ -44,6 +44,24 @@ const (
 	ScopeShared = "shared" // one session for everyone
 )
 
+// DefaultMaxSessions is the session cap of a transport: 16 for stdio (each
+// session is a process), 256 for http and sse.
+func DefaultMaxSessions(transport string) int {
+	if transport == Stdio {
+		return 16
+	}
+	return 256
+}
+
+// DefaultIdleTimeout is how long a pooled session of a transport may stay
+// unused: 5 minutes for stdio, 10 for http and sse.
+func DefaultIdleTimeout(transport string) time.Duration {
+	if transport == Stdio {
+		return 5 * time.Minute
+	}
+	return 10 * time.Minute
+}
+
 // Options configure an Upstream.
 type Options struct {
 	Name      string
@@ -70,9 +88,14 @@ type Options struct {
 	// CallTimeout bounds one tools/call. Zero means no limit.
 	CallTimeout time.Duration
 
-	Scope       string        // ScopeThread (default), ScopeUser or ScopeShared
-	MaxSessions int           // pooled call sessions; default 256
-	IdleTimeout time.Duration // a pooled session unused this long is closed; default 10m
+	Scope string // ScopeThread (default), ScopeUser or ScopeShared
+	// MaxSessions caps pooled call sessions (for stdio: processes), busy
+	// or not; a caller that needs one more waits, bounded by its context
+	// and CallTimeout. Default DefaultMaxSessions.
+	MaxSessions int
+	// IdleTimeout closes a pooled session unused this long. Default
+	// DefaultIdleTimeout.
+	IdleTimeout time.Duration
 
 	RetryMin time.Duration // first rediscovery delay after a failure; default 1s
 	RetryMax time.Duration // cap of the rediscovery backoff; default 60s
@@ -187,10 +210,10 @@ func New(opts Options) (*Upstream, error) {
 		opts.Scope = ScopeThread
 	}
 	if opts.MaxSessions <= 0 {
-		opts.MaxSessions = 256
+		opts.MaxSessions = DefaultMaxSessions(opts.Transport)
 	}
 	if opts.IdleTimeout <= 0 {
-		opts.IdleTimeout = 10 * time.Minute
+		opts.IdleTimeout = DefaultIdleTimeout(opts.Transport)
 	}
 	if opts.RetryMin <= 0 {
 		opts.RetryMin = time.Second
@@ -295,9 +318,11 @@ func (u *Upstream) run() {
 	failures := 0
 	for {
 		c, err := u.discover()
+		if err != nil {
+			u.setErr(err) // before Discovered closes: whoever waits on it sees the reason
+		}
 		u.firstOnce.Do(func() { close(u.discovered) })
 		if err != nil {
-			u.setErr(err)
 			if failures == 0 {
 				u.log.Warn("skipping upstream server", "reason", err)
 			} else {
@@ -542,6 +567,9 @@ func (u *Upstream) CallTool(ctx context.Context, key Key, params json.RawMessage
 		defer cancel()
 		raw, err := u.Request(ctx, key, "tools/call", params, extra)
 		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			if errors.Is(err, errAllBusy) {
+				return nil, fmt.Errorf("tool call timed out after %s waiting for a free session (all %d are busy)", u.opts.CallTimeout, u.opts.MaxSessions)
+			}
 			return nil, fmt.Errorf("tool call timed out after %s", u.opts.CallTimeout)
 		}
 		return raw, err
@@ -682,6 +710,7 @@ func (u *Upstream) Close() error {
 	u.cancel()
 	u.wg.Wait()
 	u.pool.shutdown()
+	u.async.Wait()
 	if u.opts.RoundTripper == nil { // our own transport: drop its keep-alive connections
 		if t, ok := u.http.Transport.(*http.Transport); ok {
 			t.CloseIdleConnections()

@@ -96,14 +96,21 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer, env func(str
 	}
 	reportConfig(log, cfg)
 
-	srv := proxy.New(proxy.Options{Logger: log, Version: version})
-	if err := srv.Apply(cfg); err != nil {
-		log.Error("applying config", "err", err)
-		return 1
-	}
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		log.Error("listening", "addr", f.listen, "err", err)
+		return 1
+	}
+	if err := checkRemote(cfg, ln.Addr()); err != nil {
+		_ = ln.Close()
+		log.Error("refusing to serve", "reason", err)
+		return 1
+	}
+	srv := proxy.New(proxy.Options{Logger: log, Version: version})
+	if err := srv.Apply(cfg); err != nil {
+		_ = ln.Close()
+		_ = srv.Close(context.Background())
+		log.Error("applying config", "err", err)
 		return 1
 	}
 	hs := srv.HTTPServer()
@@ -126,6 +133,22 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer, env func(str
 	_ = hs.Close()
 	log.Info("stopped")
 	return 0
+}
+
+// checkRemote enforces that inbound.auth mode none (every caller is user
+// "default") serves loopback only, unless inbound.auth.allow_remote opts in.
+// addr is the bound address, so a host name is judged by what it resolved to.
+func checkRemote(cfg *config.Config, addr net.Addr) error {
+	a := cfg.Inbound.Auth
+	if (a.Mode != config.AuthNone && a.Mode != "") || a.AllowRemote { // "": no config file
+		return nil
+	}
+	if ta, ok := addr.(*net.TCPAddr); ok && ta.IP.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("inbound.auth.mode is %q (no caller authentication) but the listen address %s is not loopback: "+
+		"listen on 127.0.0.1, configure inbound.auth, or set inbound.auth.allow_remote to true to serve the network unauthenticated",
+		config.AuthNone, addr)
 }
 
 // loadConfig returns nil, nil when the default config file does not exist.

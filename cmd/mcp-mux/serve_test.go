@@ -426,3 +426,40 @@ func TestServeNeverLogsSecrets(t *testing.T) {
 		t.Errorf("serve logged the secret:\n%s", out)
 	}
 }
+
+// TestServeNoneIsLoopbackOnly: with inbound.auth mode none (the default),
+// serve refuses a non-loopback listen address unless allow_remote opts in.
+func TestServeNoneIsLoopbackOnly(t *testing.T) {
+	dir := t.TempDir()
+	open := writeFile(t, dir, "open.json", `{"mcpServers": {}, "inbound": {"auth": {"mode": "none", "allow_remote": true}}}`)
+	keyed := writeFile(t, dir, "keyed.json", `{"mcpServers": {}, "inbound": {"auth": {"mode": "api_keys", "keys": {"a": "k-1"}}}}`)
+	for _, tt := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"--listen", "0.0.0.0:0"}, 1},
+		{[]string{"--listen", ":0"}, 1},
+		{[]string{"--listen", "127.0.0.1:0"}, 0},
+		{[]string{"--listen", "localhost:0"}, 0},
+		{[]string{"--listen", "0.0.0.0:0", "--config", open}, 0},
+		{[]string{"--listen", "0.0.0.0:0", "--config", keyed}, 0},
+	} {
+		var stderr strings.Builder
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // serve returns as soon as it is up
+		code := run(ctx, append([]string{"serve"}, tt.args...), nil, &stderr, envMap(map[string]string{}))
+		if code != tt.code {
+			t.Errorf("serve %v: code %d, want %d; stderr:\n%s", tt.args, code, tt.code, stderr.String())
+			continue
+		}
+		refused := findLog(stderr.String(), "refusing to serve")
+		if tt.code == 1 {
+			reason, _ := refused["reason"].(string)
+			if !strings.Contains(reason, "inbound.auth") || !strings.Contains(reason, "allow_remote") {
+				t.Errorf("serve %v: refusal does not name inbound.auth and allow_remote: %v", tt.args, refused)
+			}
+		} else if refused != nil {
+			t.Errorf("serve %v: refused: %v", tt.args, refused)
+		}
+	}
+}

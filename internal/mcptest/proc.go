@@ -92,3 +92,26 @@ func Exists(pid int) bool {
 	_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
 	return err == nil
 }
+
+// StdioServers lists the live processes serving as the stdio test server
+// named name (started by StdioServer, at any depth below the caller).
+func StdioServers(name string) []int {
+	want := []byte(envStdio + "=" + name)
+	var out []int
+	for _, p := range pids() {
+		if _, _, ok := ProcStat(p); !ok {
+			continue
+		}
+		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", p))
+		if err != nil {
+			continue
+		}
+		for _, kv := range bytes.Split(env, []byte{0}) {
+			if bytes.Equal(kv, want) {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
+}

@@ -1,9 +1,11 @@
-// Package headers resolves the HTTP headers mcp-mux sends upstream and
-// validates header names and values.
+// Package headercheck holds the rules for HTTP header names and values that
+// mcp-mux enforces both when a config is loaded (package config) and when
+// headers are resolved for a call (package headers). It is a leaf: it imports
+// nothing of this module and does no I/O.
 //
-// Validation errors describe what is wrong with a value but never repeat the
-// value itself, because header values are usually credentials.
-package headers
+// Errors describe what is wrong with a value but never repeat the value
+// itself, because header values are usually credentials.
+package headercheck
 
 import "errors"
 

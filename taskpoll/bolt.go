@@ -1,0 +1,480 @@
+package taskpoll
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// BoltOptions configure OpenBoltStore.
+type BoltOptions struct {
+	// Dir is the data directory (--data-dir); the file is Dir/tasks.db.
+	Dir string
+	// OpenTimeout bounds waiting for another process's lock on the file
+	// (default 5s): only one mux may use an embedded store.
+	OpenTimeout time.Duration
+}
+
+// BoltStore is the embedded single-node Store: one bbolt file, leases and
+// events within one process.
+type BoltStore struct {
+	db   *bolt.DB
+	mu   sync.Mutex
+	subs map[int]func(Event)
+	next int
+}
+
+var (
+	bTasks  = []byte("tasks")  // id → boltRecord
+	bDue    = []byte("due")    // be64(ms) id → ""
+	bThread = []byte("thread") // h(user, thread) be64(created) id → ""
+	bUser   = []byte("user")   // h(user) be64(created) id → ""
+	bRemote = []byte("remote") // h(user, server, remote) → id
+	bCounts = []byte("counts") // status → be64
+)
+
+// boltRecord is a task with its lease and due score.
+type boltRecord struct {
+	T     *Task  `json:"t"`
+	Owner string `json:"owner,omitempty"`
+	Epoch int64  `json:"epoch"`
+	Exp   int64  `json:"exp,omitempty"` // lease expiry, ms
+	Due   int64  `json:"due"`           // due-index score, -1: none
+}
+
+var _ Store = (*BoltStore)(nil)
+
+// OpenBoltStore opens (creating) the embedded store in o.Dir.
+func OpenBoltStore(o BoltOptions) (*BoltStore, error) {
+	if o.Dir == "" {
+		return nil, errors.New("the embedded task store needs a data directory (--data-dir or MCP_MUX_DATA_DIR)")
+	}
+	if o.OpenTimeout <= 0 {
+		o.OpenTimeout = 5 * time.Second
+	}
+	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating the data directory: %w", err)
+	}
+	path := filepath.Join(o.Dir, "tasks.db")
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: o.OpenTimeout})
+	if err != nil {
+		return nil, fmt.Errorf("opening the embedded task store %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bTasks, bDue, bThread, bUser, bRemote, bCounts} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("initializing the embedded task store: %w", err)
+	}
+	return &BoltStore{db: db, subs: make(map[int]func(Event))}, nil
+}
+
+// Close closes the file.
+func (s *BoltStore) Close() error { return s.db.Close() }
+
+// Ping always succeeds once the file is open.
+func (s *BoltStore) Ping(context.Context) error {
+	return s.db.View(func(*bolt.Tx) error { return nil })
+}
+
+// Subscribe registers fn for events of this process.
+func (s *BoltStore) Subscribe(fn func(Event)) func() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := s.next
+	s.next++
+	s.subs[id] = fn
+	return func() {
+		s.mu.Lock()
+		delete(s.subs, id)
+		s.mu.Unlock()
+	}
+}
+
+func (s *BoltStore) publish(evs []Event) {
+	if len(evs) == 0 {
+		return
+	}
+	s.mu.Lock()
+	fns := make([]func(Event), 0, len(s.subs))
+	for _, fn := range s.subs {
+		fns = append(fns, fn)
+	}
+	s.mu.Unlock()
+	for _, e := range evs {
+		for _, fn := range fns {
+			fn(e)
+		}
+	}
+}
+
+func be64(v int64) []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(v))
+	return b[:]
+}
+
+func hashKey(parts ...string) []byte {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return h.Sum(nil)[:16]
+}
+
+func indexKey(prefix []byte, created int64, id string) []byte {
+	k := make([]byte, 0, len(prefix)+8+len(id))
+	k = append(k, prefix...)
+	k = append(k, be64(created)...)
+	return append(k, id...)
+}
+
+func dueKey(due int64, id string) []byte { return append(be64(due), id...) }
+
+func getRecord(tx *bolt.Tx, id string) (*boltRecord, error) {
+	v := tx.Bucket(bTasks).Get([]byte(id))
+	if v == nil {
+		return nil, ErrNotFound
+	}
+	var r boltRecord
+	if err := json.Unmarshal(v, &r); err != nil {
+		return nil, fmt.Errorf("decoding MCP task %s: %w", id, err)
+	}
+	return &r, nil
+}
+
+// put writes r, moving its due entry and status count from old (nil: new).
+func putRecord(tx *bolt.Tx, old, r *boltRecord) error {
+	due := tx.Bucket(bDue)
+	if old != nil && old.Due >= 0 {
+		if err := due.Delete(dueKey(old.Due, r.T.ID)); err != nil {
+			return err
+		}
+	}
+	if r.Due >= 0 {
+		if err := due.Put(dueKey(r.Due, r.T.ID), nil); err != nil {
+			return err
+		}
+	}
+	if old == nil || old.T.Status != r.T.Status {
+		c := tx.Bucket(bCounts)
+		if old != nil {
+			if err := addCount(c, old.T.Status, -1); err != nil {
+				return err
+			}
+		}
+		if err := addCount(c, r.T.Status, 1); err != nil {
+			return err
+		}
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return tx.Bucket(bTasks).Put([]byte(r.T.ID), b)
+}
+
+func addCount(c *bolt.Bucket, st Status, d int64) error {
+	var n int64
+	if v := c.Get([]byte(st)); len(v) == 8 {
+		n = int64(binary.BigEndian.Uint64(v))
+	}
+	return c.Put([]byte(st), be64(n+d))
+}
+
+func bindRemote(tx *bolt.Tx, t *Task) error {
+	if t.RemoteID == "" {
+		return nil
+	}
+	b := tx.Bucket(bRemote)
+	k := hashKey(t.User, t.Server, t.RemoteID)
+	if v := b.Get(k); v != nil && string(v) != t.ID {
+		return &DuplicateRemoteError{RemoteID: t.RemoteID, Server: t.Server}
+	}
+	return b.Put(k, []byte(t.ID))
+}
+
+// Create records a new task.
+func (s *BoltStore) Create(_ context.Context, t *Task) error {
+	if err := checkTask(t); err != nil {
+		return err
+	}
+	t = t.Clone()
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		if tx.Bucket(bTasks).Get([]byte(t.ID)) != nil {
+			return ErrExists
+		}
+		if err := bindRemote(tx, t); err != nil {
+			return err
+		}
+		created := t.CreatedAt.UnixMilli()
+		if err := tx.Bucket(bThread).Put(indexKey(hashKey(t.User, t.Thread), created, t.ID), nil); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bUser).Put(indexKey(hashKey(t.User), created, t.ID), nil); err != nil {
+			return err
+		}
+		return putRecord(tx, nil, &boltRecord{T: t, Due: dueAt(t)})
+	})
+	if err != nil {
+		return err
+	}
+	if t.Version > 0 {
+		s.publish([]Event{eventOf(t)})
+	}
+	return nil
+}
+
+// Get returns a copy of the task.
+func (s *BoltStore) Get(_ context.Context, id string) (*Task, error) {
+	if !validID(id) {
+		return nil, ErrNotFound
+	}
+	var t *Task
+	err := s.db.View(func(tx *bolt.Tx) error {
+		r, err := getRecord(tx, id)
+		if err == nil {
+			t = r.T
+		}
+		return err
+	})
+	return t, err
+}
+
+// Update applies fn in one transaction; it supersedes any lease.
+func (s *BoltStore) Update(_ context.Context, id string, fn func(*Task) error) (*Task, error) {
+	if !validID(id) {
+		return nil, ErrNotFound
+	}
+	var out *Task
+	var ev []Event
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		old, err := getRecord(tx, id)
+		if err != nil {
+			return err
+		}
+		if old.T.Status.Terminal() {
+			return ErrTerminal
+		}
+		t := old.T.Clone()
+		if err := fn(t); err != nil {
+			return err
+		}
+		t.ID, t.User, t.Thread, t.CreatedAt = old.T.ID, old.T.User, old.T.Thread, old.T.CreatedAt
+		if err := checkTask(t); err != nil {
+			return err
+		}
+		if t.RemoteID != old.T.RemoteID {
+			if old.T.RemoteID != "" {
+				return errors.New("an MCP task's remote id cannot change")
+			}
+			if err := bindRemote(tx, t); err != nil {
+				return err
+			}
+		}
+		r := &boltRecord{T: t, Epoch: old.Epoch + 1, Due: dueAt(t)}
+		if err := putRecord(tx, old, r); err != nil {
+			return err
+		}
+		if t.Version > old.T.Version {
+			ev = append(ev, eventOf(t))
+		}
+		out = t.Clone()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.publish(ev)
+	return out, nil
+}
+
+// List returns a user's tasks, newest first.
+func (s *BoltStore) List(_ context.Context, q Query) ([]*Task, error) {
+	var out []*Task
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b, prefix := tx.Bucket(bUser), hashKey(q.User)
+		if q.Thread != "" {
+			b, prefix = tx.Bucket(bThread), hashKey(q.User, q.Thread)
+		}
+		c := b.Cursor()
+		// Seek past the prefix's last key, then walk back.
+		end := append(append([]byte(nil), prefix...), bytes.Repeat([]byte{0xff}, 9)...)
+		k, _ := c.Seek(end)
+		if k == nil {
+			k, _ = c.Last()
+		} else {
+			k, _ = c.Prev()
+		}
+		for ; k != nil && bytes.HasPrefix(k, prefix) && len(out) < q.limit(); k, _ = c.Prev() {
+			id := string(k[len(prefix)+8:])
+			r, err := getRecord(tx, id)
+			if errors.Is(err, ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if r.T.User != q.User || (q.Thread != "" && r.T.Thread != q.Thread) {
+				continue // a hash collision
+			}
+			if q.ActiveOnly && r.T.Status.Terminal() {
+				continue
+			}
+			out = append(out, r.T)
+		}
+		return nil
+	})
+	sortNewest(out)
+	return out, err
+}
+
+func sortNewest(ts []*Task) {
+	sort.SliceStable(ts, func(i, j int) bool {
+		if !ts[i].CreatedAt.Equal(ts[j].CreatedAt) {
+			return ts[i].CreatedAt.After(ts[j].CreatedAt)
+		}
+		return ts[i].ID > ts[j].ID
+	})
+}
+
+// Claim leases due tasks in due order.
+func (s *BoltStore) Claim(_ context.Context, owner string, now time.Time, lease time.Duration, n int) ([]*Lease, error) {
+	if n <= 0 {
+		return nil, nil
+	}
+	var out []*Lease
+	nowMS, exp := now.UnixMilli(), now.Add(lease).UnixMilli()
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bDue).Cursor()
+		var ids []string
+		for k, _ := c.First(); k != nil && len(ids) < n; k, _ = c.Next() {
+			if int64(binary.BigEndian.Uint64(k[:8])) > nowMS {
+				break
+			}
+			ids = append(ids, string(k[8:]))
+		}
+		for _, id := range ids {
+			old, err := getRecord(tx, id)
+			if err != nil {
+				return err
+			}
+			r := *old
+			takeover := r.Owner != "" && r.Exp < nowMS
+			if r.Owner != "" && r.Exp >= nowMS {
+				r.Due = r.Exp // a live lease: look again when it ends
+				if err := putRecord(tx, old, &r); err != nil {
+					return err
+				}
+				continue
+			}
+			r.Owner, r.Epoch, r.Exp, r.Due = owner, r.Epoch+1, exp, exp
+			if err := putRecord(tx, old, &r); err != nil {
+				return err
+			}
+			out = append(out, &Lease{Task: r.T.Clone(), Owner: owner, Epoch: r.Epoch, Expires: time.UnixMilli(exp), Takeover: takeover})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Apply writes t if l is still the task's live lease.
+func (s *BoltStore) Apply(_ context.Context, l *Lease, t *Task, now time.Time) (bool, error) {
+	if err := checkTask(t); err != nil {
+		return false, err
+	}
+	applied := false
+	var ev []Event
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		old, err := getRecord(tx, l.Task.ID)
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if old.Owner != l.Owner || old.Epoch != l.Epoch || old.Exp < now.UnixMilli() || old.T.Status.Terminal() {
+			return nil
+		}
+		nt := t.Clone()
+		nt.ID, nt.User, nt.Thread, nt.RemoteID, nt.CreatedAt = old.T.ID, old.T.User, old.T.Thread, old.T.RemoteID, old.T.CreatedAt
+		if err := putRecord(tx, old, &boltRecord{T: nt, Epoch: old.Epoch, Due: dueAt(nt)}); err != nil {
+			return err
+		}
+		if nt.Version > old.T.Version {
+			ev = append(ev, eventOf(nt))
+		}
+		applied = true
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	s.publish(ev)
+	return applied, nil
+}
+
+// Release frees the leases still held.
+func (s *BoltStore) Release(_ context.Context, leases []*Lease, now time.Time) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		for _, l := range leases {
+			old, err := getRecord(tx, l.Task.ID)
+			if errors.Is(err, ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if old.Owner != l.Owner || old.Epoch != l.Epoch {
+				continue
+			}
+			r := *old
+			r.Owner, r.Exp = "", 0
+			if !r.T.Status.Terminal() {
+				r.Due = now.UnixMilli()
+			}
+			if err := putRecord(tx, old, &r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Counts returns the number of tasks by status.
+func (s *BoltStore) Counts(context.Context) (map[Status]int, error) {
+	out := make(map[Status]int)
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bCounts).ForEach(func(k, v []byte) error {
+			if len(v) == 8 {
+				if n := int(binary.BigEndian.Uint64(v)); n > 0 {
+					out[Status(k)] = n
+				}
+			}
+			return nil
+		})
+	})
+	return out, err
+}

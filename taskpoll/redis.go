@@ -1,0 +1,604 @@
+package taskpoll
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/redis/go-redis/v9"
+)
+
+// Redis layout. Tasks are spread over 16 shards by the first hex digit of
+// their id; every key of a shard (the task hashes, its due index, its
+// per-user and per-thread indexes and its status counts) shares the hash tag
+// {<prefix>t<digit>}, so each script touches one slot and the layout works
+// on Redis Cluster too. A task is the hash
+//
+//	<prefix>{t7}:task:<id>   d (record JSON), st (status), ep (lease epoch),
+//	                         own (lease owner), exp (lease expiry, ms)
+//
+// and the shard's sorted sets are <prefix>{t7}:due (score: next poll, or
+// the lease expiry while leased), :thr:<h(user,thread)> and :usr:<h(user)>
+// (score: creation time). A remote handle (user, server, remote id) is the
+// string <prefix>{r<digit>}:rid:<h> holding its task id. Events are
+// published on <prefix>events from inside the scripts that write them.
+const redisShards = 16
+
+// RedisOptions configure NewRedisStore.
+type RedisOptions struct {
+	// Client is the connection (a *redis.Client or *redis.ClusterClient).
+	Client redis.UniversalClient
+	// KeyPrefix starts every key (store.key_prefix, default "mcp-mux:").
+	KeyPrefix string
+	Logger    hclog.Logger
+}
+
+// RedisStore is the Store for any number of replicas.
+type RedisStore struct {
+	c      redis.UniversalClient
+	prefix string
+	log    hclog.Logger
+
+	mu     sync.Mutex
+	subs   map[int]func(Event)
+	next   int
+	pubsub *redis.PubSub
+	done   chan struct{}
+}
+
+var _ Store = (*RedisStore)(nil)
+
+// NewRedisStore returns a Store on o.Client. It does not connect until used.
+func NewRedisStore(o RedisOptions) *RedisStore {
+	if o.KeyPrefix == "" {
+		o.KeyPrefix = "mcp-mux:"
+	}
+	if o.Logger == nil {
+		o.Logger = hclog.NewNullLogger()
+	}
+	return &RedisStore{c: o.Client, prefix: o.KeyPrefix, log: o.Logger, subs: make(map[int]func(Event))}
+}
+
+// DialRedis parses a redis://, rediss:// or unix:// URL into a client.
+// Errors never repeat the URL, which usually carries a password.
+func DialRedis(url string) (*redis.Client, error) {
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, errors.New("store.redis_url is not a valid Redis URL")
+	}
+	opts.DialTimeout = 5 * time.Second
+	opts.ReadTimeout = 5 * time.Second
+	opts.WriteTimeout = 5 * time.Second
+	return redis.NewClient(opts), nil
+}
+
+func (s *RedisStore) tag(shard byte) string { return s.prefix + "{t" + string(shard) + "}" }
+
+func shardOf(id string) byte { return id[len("mcp-task-")] }
+
+func (s *RedisStore) taskKey(id string) string { return s.tag(shardOf(id)) + ":task:" + id }
+
+func hexHash(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// keys returns a task's shard keys: task, due, thread index, user index, counts.
+func (s *RedisStore) keys(t *Task) []string {
+	tag := s.tag(shardOf(t.ID))
+	return []string{tag + ":task:" + t.ID, tag + ":due", tag + ":thr:" + hexHash(t.User, t.Thread), tag + ":usr:" + hexHash(t.User), tag + ":counts"}
+}
+
+func (s *RedisStore) remoteKey(t *Task) string {
+	h := hexHash(t.User, t.Server, t.RemoteID)
+	return s.prefix + "{r" + h[:1] + "}:rid:" + h
+}
+
+func (s *RedisStore) channel() string { return s.prefix + "events" }
+
+// Scripts. Statuses are compared in Lua, so the terminal set is spelled
+// out: completed, failed, cancelled.
+const luaTerminal = `local function terminal(st) return st == 'completed' or st == 'failed' or st == 'cancelled' end
+`
+
+// create: KEYS task, due, thr, usr, counts; ARGV id, d, st, due, created, event.
+var createScript = redis.NewScript(luaTerminal + `
+if redis.call('EXISTS', KEYS[1]) == 1 then return 'exists' end
+redis.call('HSET', KEYS[1], 'd', ARGV[2], 'st', ARGV[3], 'ep', 0)
+redis.call('ZADD', KEYS[3], ARGV[5], ARGV[1])
+redis.call('ZADD', KEYS[4], ARGV[5], ARGV[1])
+redis.call('HINCRBY', KEYS[5], ARGV[3], 1)
+if tonumber(ARGV[4]) >= 0 then redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1]) end
+if ARGV[6] ~= '' then redis.call('PUBLISH', ARGV[7], ARGV[6]) end
+return 'ok'`)
+
+// update (compare-and-set on the record): KEYS task, due, counts;
+// ARGV id, old d, new d, new st, due, event, channel. Supersedes the lease.
+var updateScript = redis.NewScript(luaTerminal + `
+local cur = redis.call('HMGET', KEYS[1], 'd', 'st')
+if not cur[1] then return 'missing' end
+if terminal(cur[2]) then return 'terminal' end
+if cur[1] ~= ARGV[2] then return 'conflict' end
+redis.call('HSET', KEYS[1], 'd', ARGV[3], 'st', ARGV[4])
+redis.call('HINCRBY', KEYS[1], 'ep', 1)
+redis.call('HDEL', KEYS[1], 'own', 'exp')
+if cur[2] ~= ARGV[4] then
+  redis.call('HINCRBY', KEYS[3], cur[2], -1)
+  redis.call('HINCRBY', KEYS[3], ARGV[4], 1)
+end
+if tonumber(ARGV[5]) >= 0 then redis.call('ZADD', KEYS[2], ARGV[5], ARGV[1]) else redis.call('ZREM', KEYS[2], ARGV[1]) end
+if ARGV[6] ~= '' then redis.call('PUBLISH', ARGV[7], ARGV[6]) end
+return 'ok'`)
+
+// claim: KEYS due; ARGV now, expiry, owner, limit, task key prefix.
+// Returns id, epoch, d, takeover for each task claimed.
+var claimScript = redis.NewScript(luaTerminal + `
+local now = tonumber(ARGV[1])
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[4]))
+local out = {}
+for _, id in ipairs(ids) do
+  local k = ARGV[5] .. id
+  local f = redis.call('HMGET', k, 'd', 'st', 'own', 'exp')
+  if not f[1] or terminal(f[2]) then
+    redis.call('ZREM', KEYS[1], id)
+  elseif f[3] and tonumber(f[4]) >= now then
+    redis.call('ZADD', KEYS[1], f[4], id)
+  else
+    local ep = redis.call('HINCRBY', k, 'ep', 1)
+    redis.call('HSET', k, 'own', ARGV[3], 'exp', ARGV[2])
+    redis.call('ZADD', KEYS[1], ARGV[2], id)
+    local takeover = 0
+    if f[3] then takeover = 1 end
+    table.insert(out, id); table.insert(out, ep); table.insert(out, f[1]); table.insert(out, takeover)
+  end
+end
+return out`)
+
+// apply (fenced): KEYS task, due, counts; ARGV id, owner, epoch, now, d, st,
+// due, event, channel.
+var applyScript = redis.NewScript(luaTerminal + `
+local f = redis.call('HMGET', KEYS[1], 'st', 'own', 'ep', 'exp')
+if not f[1] or terminal(f[1]) or f[2] ~= ARGV[2] or f[3] ~= ARGV[3] or tonumber(f[4]) < tonumber(ARGV[4]) then return 0 end
+redis.call('HSET', KEYS[1], 'd', ARGV[5], 'st', ARGV[6])
+redis.call('HDEL', KEYS[1], 'own', 'exp')
+if f[1] ~= ARGV[6] then
+  redis.call('HINCRBY', KEYS[3], f[1], -1)
+  redis.call('HINCRBY', KEYS[3], ARGV[6], 1)
+end
+if tonumber(ARGV[7]) >= 0 then redis.call('ZADD', KEYS[2], ARGV[7], ARGV[1]) else redis.call('ZREM', KEYS[2], ARGV[1]) end
+if ARGV[8] ~= '' then redis.call('PUBLISH', ARGV[9], ARGV[8]) end
+return 1`)
+
+// release: KEYS task, due; ARGV id, owner, epoch, now.
+var releaseScript = redis.NewScript(luaTerminal + `
+local f = redis.call('HMGET', KEYS[1], 'st', 'own', 'ep')
+if not f[1] or f[2] ~= ARGV[2] or f[3] ~= ARGV[3] then return 0 end
+redis.call('HDEL', KEYS[1], 'own', 'exp')
+if not terminal(f[1]) then redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1]) end
+return 1`)
+
+var allScripts = []*redis.Script{createScript, updateScript, claimScript, applyScript, releaseScript}
+
+func (s *RedisStore) encode(t *Task) (string, error) {
+	b, err := json.Marshal(t)
+	if err != nil {
+		return "", fmt.Errorf("encoding MCP task %s: %w", t.ID, err)
+	}
+	return string(b), nil
+}
+
+func (s *RedisStore) eventArg(t *Task, oldVersion int64) string {
+	if t.Version <= oldVersion {
+		return ""
+	}
+	b, _ := json.Marshal(eventOf(t))
+	return string(b)
+}
+
+func decodeTask(d string) (*Task, error) {
+	var t Task
+	if err := json.Unmarshal([]byte(d), &t); err != nil {
+		return nil, fmt.Errorf("decoding MCP task record: %w", err)
+	}
+	return &t, nil
+}
+
+// bindRemote claims t's remote handle for t.ID.
+func (s *RedisStore) bindRemote(ctx context.Context, t *Task) error {
+	if t.RemoteID == "" {
+		return nil
+	}
+	k := s.remoteKey(t)
+	ok, err := s.c.SetNX(ctx, k, t.ID, 0).Result()
+	if err != nil {
+		return fmt.Errorf("recording the remote MCP task handle: %w", err)
+	}
+	if ok {
+		return nil
+	}
+	cur, err := s.c.Get(ctx, k).Result()
+	if err != nil {
+		return fmt.Errorf("reading the remote MCP task handle: %w", err)
+	}
+	if cur != t.ID {
+		return &DuplicateRemoteError{RemoteID: t.RemoteID, Server: t.Server}
+	}
+	return nil
+}
+
+// unbindRemote drops a handle claimed for a write that then failed.
+func (s *RedisStore) unbindRemote(t *Task) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	k := s.remoteKey(t)
+	if cur, err := s.c.Get(ctx, k).Result(); err == nil && cur == t.ID {
+		s.c.Del(ctx, k)
+	}
+}
+
+// Create records a new task: the handle (when known), then one script.
+func (s *RedisStore) Create(ctx context.Context, t *Task) error {
+	if err := checkTask(t); err != nil {
+		return err
+	}
+	d, err := s.encode(t)
+	if err != nil {
+		return err
+	}
+	if err := s.bindRemote(ctx, t); err != nil {
+		return err
+	}
+	k := s.keys(t)
+	res, err := createScript.Run(ctx, s.c, k, t.ID, d, string(t.Status), dueAt(t), t.CreatedAt.UnixMilli(), s.eventArg(t, 0), s.channel()).Text()
+	if err != nil {
+		return fmt.Errorf("creating MCP task: %w", err)
+	}
+	if res == "exists" {
+		return ErrExists
+	}
+	return nil
+}
+
+func (s *RedisStore) getRaw(ctx context.Context, id string) (string, error) {
+	d, err := s.c.HGet(ctx, s.taskKey(id), "d").Result()
+	if errors.Is(err, redis.Nil) {
+		return "", ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading MCP task: %w", err)
+	}
+	return d, nil
+}
+
+// Get returns a copy of the task.
+func (s *RedisStore) Get(ctx context.Context, id string) (*Task, error) {
+	if !validID(id) {
+		return nil, ErrNotFound
+	}
+	d, err := s.getRaw(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return decodeTask(d)
+}
+
+// Update is an optimistic read-modify-write: the write script compares the
+// record it replaces.
+func (s *RedisStore) Update(ctx context.Context, id string, fn func(*Task) error) (*Task, error) {
+	if !validID(id) {
+		return nil, ErrNotFound
+	}
+	for range maxUpdateRetries {
+		oldD, err := s.getRaw(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		old, err := decodeTask(oldD)
+		if err != nil {
+			return nil, err
+		}
+		if old.Status.Terminal() {
+			return nil, ErrTerminal
+		}
+		t := old.Clone()
+		if err := fn(t); err != nil {
+			return nil, err
+		}
+		t.ID, t.User, t.Thread, t.CreatedAt = old.ID, old.User, old.Thread, old.CreatedAt
+		if err := checkTask(t); err != nil {
+			return nil, err
+		}
+		bound := false
+		if t.RemoteID != old.RemoteID {
+			if old.RemoteID != "" {
+				return nil, errors.New("an MCP task's remote id cannot change")
+			}
+			if err := s.bindRemote(ctx, t); err != nil {
+				return nil, err
+			}
+			bound = true
+		}
+		d, err := s.encode(t)
+		if err != nil {
+			return nil, err
+		}
+		k := s.keys(t)
+		res, err := updateScript.Run(ctx, s.c, []string{k[0], k[1], k[4]}, id, oldD, d, string(t.Status), dueAt(t), s.eventArg(t, old.Version), s.channel()).Text()
+		if err != nil || res != "ok" {
+			if bound {
+				s.unbindRemote(t)
+			}
+		}
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("updating MCP task: %w", err)
+		case res == "missing":
+			return nil, ErrNotFound
+		case res == "terminal":
+			return nil, ErrTerminal
+		case res == "conflict":
+			continue
+		}
+		return t, nil
+	}
+	return nil, ErrConflict
+}
+
+// List reads the user's (or thread's) index of every shard in one pipeline,
+// then the newest records in a second.
+func (s *RedisStore) List(ctx context.Context, q Query) ([]*Task, error) {
+	limit := q.limit()
+	scan := limit
+	if q.ActiveOnly {
+		scan = maxListScan
+	}
+	idx := ":usr:" + hexHash(q.User)
+	if q.Thread != "" {
+		idx = ":thr:" + hexHash(q.User, q.Thread)
+	}
+	cmds := make([]*redis.ZSliceCmd, redisShards)
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range redisShards {
+			cmds[i] = p.ZRevRangeWithScores(ctx, s.tag(strconv.FormatInt(int64(i), 16)[0])+idx, 0, int64(scan-1))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing MCP tasks: %w", err)
+	}
+	var ids []redis.Z
+	for _, c := range cmds {
+		ids = append(ids, c.Val()...)
+	}
+	// Newest first across shards (score = creation ms, then id).
+	sortZ(ids)
+	var out []*Task
+	for start := 0; start < len(ids) && len(out) < limit; start += limit {
+		batch := ids[start:min(start+limit, len(ids))]
+		gets := make([]*redis.StringCmd, len(batch))
+		_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, z := range batch {
+				gets[i] = p.HGet(ctx, s.taskKey(z.Member.(string)), "d")
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("listing MCP tasks: %w", err)
+		}
+		for _, g := range gets {
+			d, err := g.Result()
+			if err != nil {
+				continue // removed meanwhile
+			}
+			t, err := decodeTask(d)
+			if err != nil {
+				return nil, err
+			}
+			if t.User != q.User || (q.Thread != "" && t.Thread != q.Thread) || (q.ActiveOnly && t.Status.Terminal()) {
+				continue
+			}
+			if len(out) < limit {
+				out = append(out, t)
+			}
+		}
+	}
+	sortNewest(out)
+	return out, nil
+}
+
+func sortZ(z []redis.Z) {
+	less := func(a, b redis.Z) bool {
+		if a.Score != b.Score {
+			return a.Score > b.Score
+		}
+		return a.Member.(string) > b.Member.(string)
+	}
+	for i := 1; i < len(z); i++ { // insertion sort: the shards' lists are short and sorted
+		for j := i; j > 0 && less(z[j], z[j-1]); j-- {
+			z[j], z[j-1] = z[j-1], z[j]
+		}
+	}
+}
+
+// Claim visits the shards from a rotating start, one script per shard,
+// until n tasks are leased or every shard was asked.
+func (s *RedisStore) Claim(ctx context.Context, owner string, now time.Time, lease time.Duration, n int) ([]*Lease, error) {
+	var out []*Lease
+	exp := now.Add(lease)
+	start := int(now.UnixNano() % redisShards)
+	for i := 0; i < redisShards && len(out) < n; i++ {
+		shard := strconv.FormatInt(int64((start+i)%redisShards), 16)[0]
+		tag := s.tag(shard)
+		res, err := claimScript.Run(ctx, s.c, []string{tag + ":due"}, now.UnixMilli(), exp.UnixMilli(), owner, n-len(out), tag+":task:").Slice()
+		if err != nil {
+			return out, fmt.Errorf("claiming MCP tasks: %w", err)
+		}
+		for j := 0; j+3 < len(res); j += 4 {
+			d, _ := res[j+2].(string)
+			t, err := decodeTask(d)
+			if err != nil {
+				s.log.Warn("skipping an undecodable MCP task record", "err", err)
+				continue
+			}
+			ep, _ := res[j+1].(int64)
+			tk, _ := res[j+3].(int64)
+			out = append(out, &Lease{Task: t, Owner: owner, Epoch: ep, Expires: time.UnixMilli(exp.UnixMilli()), Takeover: tk == 1})
+		}
+	}
+	return out, nil
+}
+
+// Apply is one fenced script.
+func (s *RedisStore) Apply(ctx context.Context, l *Lease, t *Task, now time.Time) (bool, error) {
+	if err := checkTask(t); err != nil {
+		return false, err
+	}
+	t = t.Clone()
+	t.ID, t.User, t.Thread, t.RemoteID, t.CreatedAt = l.Task.ID, l.Task.User, l.Task.Thread, l.Task.RemoteID, l.Task.CreatedAt
+	d, err := s.encode(t)
+	if err != nil {
+		return false, err
+	}
+	k := s.keys(t)
+	n, err := applyScript.Run(ctx, s.c, []string{k[0], k[1], k[4]}, t.ID, l.Owner, l.Epoch, now.UnixMilli(), d, string(t.Status), dueAt(t), s.eventArg(t, l.Task.Version), s.channel()).Int()
+	if err != nil {
+		return false, fmt.Errorf("applying MCP task poll: %w", err)
+	}
+	return n == 1, nil
+}
+
+// Release frees leases in one pipeline.
+func (s *RedisStore) Release(ctx context.Context, leases []*Lease, now time.Time) error {
+	if len(leases) == 0 {
+		return nil
+	}
+	if err := s.loadScripts(ctx, releaseScript); err != nil {
+		return err
+	}
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, l := range leases {
+			k := s.keys(l.Task)
+			releaseScript.EvalSha(ctx, p, []string{k[0], k[1]}, l.Task.ID, l.Owner, l.Epoch, now.UnixMilli())
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("releasing MCP task leases: %w", err)
+	}
+	return nil
+}
+
+func (s *RedisStore) loadScripts(ctx context.Context, scripts ...*redis.Script) error {
+	for _, sc := range scripts {
+		if err := sc.Load(ctx, s.c).Err(); err != nil {
+			return fmt.Errorf("loading a Redis script: %w", err)
+		}
+	}
+	return nil
+}
+
+// Counts sums the shards' status counts in one pipeline.
+func (s *RedisStore) Counts(ctx context.Context) (map[Status]int, error) {
+	cmds := make([]*redis.MapStringStringCmd, redisShards)
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range redisShards {
+			cmds[i] = p.HGetAll(ctx, s.tag(strconv.FormatInt(int64(i), 16)[0])+":counts")
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("counting MCP tasks: %w", err)
+	}
+	out := make(map[Status]int)
+	for _, c := range cmds {
+		for k, v := range c.Val() {
+			if n, err := strconv.Atoi(v); err == nil && n > 0 {
+				out[Status(k)] += n
+			}
+		}
+	}
+	return out, nil
+}
+
+// Ping checks the connection.
+func (s *RedisStore) Ping(ctx context.Context) error {
+	if err := s.c.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("task store (Redis) unreachable: %w", err)
+	}
+	return nil
+}
+
+// Subscribe registers fn; the first subscriber starts the pub/sub reader,
+// which go-redis reconnects after a Redis restart.
+func (s *RedisStore) Subscribe(fn func(Event)) func() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := s.next
+	s.next++
+	s.subs[id] = fn
+	if s.pubsub == nil {
+		s.pubsub = s.c.Subscribe(context.Background(), s.channel())
+		// Wait (briefly) for the confirmation, so that events written after
+		// Subscribe returns are seen; with Redis down the reader connects later.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if _, err := s.pubsub.Receive(ctx); err != nil {
+			s.log.Warn("task events: subscribing failed; retrying in the background", "err", err)
+		}
+		cancel()
+		s.done = make(chan struct{})
+		go s.readEvents(s.pubsub, s.done)
+	}
+	return func() {
+		s.mu.Lock()
+		delete(s.subs, id)
+		s.mu.Unlock()
+	}
+}
+
+func (s *RedisStore) readEvents(ps *redis.PubSub, done chan struct{}) {
+	defer close(done)
+	for m := range ps.Channel(redis.WithChannelSize(1024)) {
+		var e Event
+		if err := json.Unmarshal([]byte(m.Payload), &e); err != nil || !validID(e.TaskID) {
+			continue
+		}
+		s.mu.Lock()
+		fns := make([]func(Event), 0, len(s.subs))
+		for _, fn := range s.subs {
+			fns = append(fns, fn)
+		}
+		s.mu.Unlock()
+		for _, fn := range fns {
+			fn(e)
+		}
+	}
+}
+
+// Close stops the event reader and closes the client.
+func (s *RedisStore) Close() error {
+	s.mu.Lock()
+	ps, done := s.pubsub, s.done
+	s.pubsub = nil
+	s.mu.Unlock()
+	if ps != nil {
+		_ = ps.Close()
+		<-done
+	}
+	err := s.c.Close()
+	if err != nil && !strings.Contains(err.Error(), "closed") {
+		return err
+	}
+	return nil
+}
