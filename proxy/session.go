@@ -22,6 +22,9 @@ type session struct {
 	caps     string            // upstream.Capabilities of the client: call sessions declare them
 	send     mcp.MethodHandler // the SDK's sending handler (server-to-client requests)
 	lastSeen atomic.Int64      // unix nanos of the last message
+	// modern marks the throwaway session of one 2026-07-28 request
+	// (modern.go): never in the session table, no promotions.
+	modern bool
 
 	reqSeq atomic.Uint64
 
