@@ -387,6 +387,7 @@ func (s *Server) notifyChanges(before, next *catalog) {
 	if !tools && !prompts && !resources {
 		return
 	}
+	s.listeners.changed(s, tools, prompts, resources)
 	searching := before.search != nil || next.search != nil
 	for _, ss := range s.sessions.all() {
 		if tools && (!searching || s.sessionToolsChanged(ss, before, next)) {

@@ -37,6 +37,10 @@ var supportedVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26"}
 
 func (s *Server) mcpHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if modernRequest(r) {
+			s.serveModern(w, r)
+			return
+		}
 		if r.Method == http.MethodPost {
 			if st := s.fastSession(r); st != nil {
 				if s.serveFast(w, r, st) {

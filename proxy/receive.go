@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -50,93 +51,101 @@ func (s *Server) receive(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		st := s.sessions.get(ss)
 		if st == nil {
+			if method == "server/discover" || modernSession(ss) {
+				return s.receiveModern(ctx, ss, method, req, next)
+			}
 			return next(ctx, method, req)
 		}
 		st.touch()
-		cat := s.rt.Load().cat.Load()
-		switch method {
-		case "notifications/roots/list_changed":
-			// Tell the servers this session's calls went to.
-			for _, b := range s.rt.Load().backends {
-				for _, k := range st.usedKeys() {
-					b.up.Notify(k, method, json.RawMessage(`{}`))
-				}
+		return s.dispatch(ctx, st, method, req, next)
+	}
+}
+
+// dispatch serves one request of st, a session of either era.
+func (s *Server) dispatch(ctx context.Context, st *session, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+	cat := s.rt.Load().cat.Load()
+	switch method {
+	case "notifications/roots/list_changed":
+		// Tell the servers this session's calls went to.
+		for _, b := range s.rt.Load().backends {
+			for _, k := range st.usedKeys() {
+				b.up.Notify(k, method, json.RawMessage(`{}`))
 			}
-			return next(ctx, method, req)
-		case "logging/setLevel":
-			if p, ok := req.GetParams().(*mcp.SetLoggingLevelParams); ok {
-				st.setLevel(string(p.Level))
-			}
-			return next(ctx, method, req)
-		case "tools/list":
-			return &rawResult{raw: s.toolsList(st, cat)}, nil
-		case "tools/call":
-			r := req.(*mcp.CallToolRequest)
-			var meta json.RawMessage
-			if m := r.Params.Meta; len(m) > 0 {
-				meta, _ = json.Marshal(m)
-			}
-			k := &sdkSink{ctx: ctx, st: st}
-			h := headerOf(req)
-			raw, err := s.callTool(ctx, st, k, s.callerKey(st, h), h, r.Params.Name, r.Params.Arguments, meta)
-			if err != nil {
-				return nil, err
-			}
-			return &rawResult{raw: raw}, nil
-		case "prompts/list":
-			return pageResult(cat.res.promptList, "prompts", cursorOf(req), s.opts.PageSize)
-		case "resources/list":
-			return pageResult(cat.res.resList, "resources", cursorOf(req), s.opts.PageSize)
-		case "resources/templates/list":
-			return pageResult(cat.res.tmplList, "resourceTemplates", cursorOf(req), s.opts.PageSize)
-		case "prompts/get":
-			p, _ := req.GetParams().(*mcp.GetPromptParams)
-			if p == nil {
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "missing params"}
-			}
-			r := cat.res.prompts[p.Name]
-			if r == nil {
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown prompt %q", p.Name)}
-			}
-			q := *p
-			q.Name = r.raw
-			return s.forward(ctx, st, req, r.server, method, &q)
-		case "resources/read", "resources/subscribe", "resources/unsubscribe":
-			uri := uriOf(req.GetParams())
-			b := cat.res.resourceOwner(uri)
-			if b == nil {
-				return nil, &jsonrpc.Error{Code: -32002, Message: fmt.Sprintf("resource not found: %q", uri)}
-			}
-			if method == "resources/read" {
-				return s.forward(ctx, st, req, b, method, req.GetParams())
-			}
-			if err := s.subscribe(ctx, st, b, uri, method == "resources/subscribe"); err != nil {
-				return nil, s.rpcError(ctx, b, method, err)
-			}
-			return &rawResult{raw: json.RawMessage(`{}`)}, nil
-		case "completion/complete":
-			p, _ := req.GetParams().(*mcp.CompleteParams)
-			if p == nil || p.Ref == nil {
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "missing ref"}
-			}
-			q, ref := *p, *p.Ref
-			q.Ref = &ref
-			var b *backend
-			switch ref.Type {
-			case "ref/prompt":
-				if r := cat.res.prompts[ref.Name]; r != nil {
-					b, ref.Name = r.server, r.raw
-				}
-			case "ref/resource":
-				b = cat.res.resourceOwner(ref.URI)
-			}
-			if b == nil {
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("no server completes %s %q", ref.Type, ref.Name+ref.URI)}
-			}
-			return s.forward(ctx, st, req, b, method, &q)
 		}
 		return next(ctx, method, req)
+	case "logging/setLevel":
+		if p, ok := req.GetParams().(*mcp.SetLoggingLevelParams); ok {
+			st.setLevel(string(p.Level))
+		}
+		return next(ctx, method, req)
+	case "tools/list":
+		return &rawResult{raw: s.toolsList(st, cat)}, nil
+	case "tools/call":
+		r := req.(*mcp.CallToolRequest)
+		var meta json.RawMessage
+		if m := r.Params.Meta; len(m) > 0 {
+			meta, _ = json.Marshal(m)
+		}
+		k := &sdkSink{ctx: ctx, st: st}
+		h := headerOf(req)
+		raw, err := s.callTool(ctx, st, k, s.callerKey(st, h), h, r.Params.Name, r.Params.Arguments, meta)
+		if err != nil {
+			return nil, err
+		}
+		return &rawResult{raw: raw}, nil
+	case "prompts/list":
+		return pageResult(cat.res.promptList, "prompts", cursorOf(req), s.opts.PageSize)
+	case "resources/list":
+		return pageResult(cat.res.resList, "resources", cursorOf(req), s.opts.PageSize)
+	case "resources/templates/list":
+		return pageResult(cat.res.tmplList, "resourceTemplates", cursorOf(req), s.opts.PageSize)
+	case "prompts/get":
+		p, _ := req.GetParams().(*mcp.GetPromptParams)
+		if p == nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "missing params"}
+		}
+		r := cat.res.prompts[p.Name]
+		if r == nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown prompt %q", p.Name)}
+		}
+		q := *p
+		q.Name = r.raw
+		return s.forward(ctx, st, req, r.server, method, &q)
+	case "resources/read", "resources/subscribe", "resources/unsubscribe":
+		uri := uriOf(req.GetParams())
+		b := cat.res.resourceOwner(uri)
+		if b == nil {
+			return nil, &jsonrpc.Error{Code: -32002, Message: fmt.Sprintf("resource not found: %q", uri)}
+		}
+		if method == "resources/read" {
+			return s.forward(ctx, st, req, b, method, req.GetParams())
+		}
+		if err := s.subscribe(ctx, st, b, uri, method == "resources/subscribe"); err != nil {
+			return nil, s.rpcError(ctx, b, method, err)
+		}
+		return &rawResult{raw: json.RawMessage(`{}`)}, nil
+	case "completion/complete":
+		p, _ := req.GetParams().(*mcp.CompleteParams)
+		if p == nil || p.Ref == nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "missing ref"}
+		}
+		q, ref := *p, *p.Ref
+		q.Ref = &ref
+		var b *backend
+		switch ref.Type {
+		case "ref/prompt":
+			if r := cat.res.prompts[ref.Name]; r != nil {
+				b, ref.Name = r.server, r.raw
+			}
+		case "ref/resource":
+			b = cat.res.resourceOwner(ref.URI)
+		}
+		if b == nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("no server completes %s %q", ref.Type, ref.Name+ref.URI)}
+		}
+		return s.forward(ctx, st, req, b, method, &q)
 	}
+	return next(ctx, method, req)
 }
 
 func headerOf(req mcp.Request) http.Header {
@@ -192,6 +201,7 @@ func (s *Server) forward(ctx context.Context, st *session, req mcp.Request, b *b
 	if err != nil {
 		return nil, err
 	}
+	raw = stripProtocolMeta(raw)
 	h := headerOf(req)
 	key := s.callerKey(st, h)
 	hdr, cred, err := s.callHeaders(ctx, b, st.user, h)
@@ -322,4 +332,36 @@ func (s *Server) forwardMeta(meta json.RawMessage, k sink) (json.RawMessage, str
 	}
 	b, _ := json.Marshal(m)
 	return b, utok
+}
+
+// stripProtocolMeta drops the protocol's own io.modelcontextprotocol/* keys
+// from params._meta: they describe the downstream request (a 2026-07-28
+// client's version and capabilities), not the one mcp-mux sends upstream.
+func stripProtocolMeta(params json.RawMessage) json.RawMessage {
+	if !bytes.Contains(params, []byte(`"io.modelcontextprotocol/`)) {
+		return params
+	}
+	var p map[string]json.RawMessage
+	if json.Unmarshal(params, &p) != nil || p["_meta"] == nil {
+		return params
+	}
+	var meta map[string]json.RawMessage
+	if json.Unmarshal(p["_meta"], &meta) != nil {
+		return params
+	}
+	for k := range meta {
+		if strings.HasPrefix(k, "io.modelcontextprotocol/") {
+			delete(meta, k)
+		}
+	}
+	if len(meta) == 0 {
+		delete(p, "_meta")
+	} else {
+		p["_meta"], _ = json.Marshal(meta)
+	}
+	out, err := json.Marshal(p)
+	if err != nil {
+		return params
+	}
+	return out
 }

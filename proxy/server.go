@@ -58,7 +58,9 @@ type Server struct {
 
 	sdk        *mcp.Server
 	send       mcp.MethodHandler // captured sending handler: per-session notifications
-	mcp        http.Handler
+	mcp        http.Handler      // legacy: stateful Streamable HTTP
+	modern     http.Handler      // 2026-07-28: stateless (modern.go)
+	listeners  listenTable       // 2026-07-28 subscriptions/listen streams
 	sessions   sessionTable
 	progress   progressTable
 	metrics    *metrics
@@ -66,9 +68,10 @@ type Server struct {
 	subs       map[string]int // server+URI → number of sessions subscribed
 	inflight   sync.WaitGroup
 	closed     atomic.Bool
-	lifeMu     sync.Mutex     // orders session registration against Close
-	sessionsWG sync.WaitGroup // session cleanup goroutines
-	ready      atomic.Bool    // a config has been applied
+	lifeMu     sync.Mutex      // orders session registration against Close
+	sessionsWG sync.WaitGroup  // session cleanup goroutines
+	ready      atomic.Bool     // a config has been applied
+	life       context.Context // ends when Close starts
 	stop       context.CancelFunc
 	bg         sync.WaitGroup
 
@@ -137,8 +140,11 @@ func New(opts Options) *Server {
 	// Host checks happen in authenticate (originPolicy), for every path.
 	s.mcp = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.sdk },
 		&mcp.StreamableHTTPOptions{DisableLocalhostProtection: true})
+	s.modern = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.sdk },
+		&mcp.StreamableHTTPOptions{Stateless: true, DisableLocalhostProtection: true, PropagateRequestCancellation: true})
 	var ctx context.Context
 	ctx, s.stop = context.WithCancel(context.Background())
+	s.life = ctx
 	s.bg.Go(func() { s.reapSessions(ctx, opts.SessionTimeout) })
 	none, _ := inbound.New(inbound.Options{Mode: inbound.ModeNone})
 	origins, _ := newOriginPolicy(nil, nil)

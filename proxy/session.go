@@ -20,6 +20,9 @@ type session struct {
 	id       string
 	user     string
 	lastSeen atomic.Int64 // unix nanos of the last message
+	// modern marks the throwaway session of one 2026-07-28 request
+	// (modern.go): never in the session table, no promotions.
+	modern bool
 
 	reqSeq atomic.Uint64
 

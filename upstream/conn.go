@@ -60,7 +60,15 @@ func (c *conn) cancelServerRequest(id string) {
 // dial starts a session: for stdio a new process, for http/sse a new
 // upstream session. The whole bring-up is bounded by InitTimeout.
 func (u *Upstream) dial(ctx context.Context, key Key, control bool) (*conn, error) {
-	connCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	// The session outlives the call that opened it and keeps only the call's
+	// headers: other values of the caller's context (the SDK server's own
+	// request state, such as a downstream 2026-07-28 protocol version) must
+	// not reach the upstream client.
+	base := context.Background()
+	if h := headersFrom(ctx); h != nil {
+		base = withHeaders(base, h)
+	}
+	connCtx, cancel := context.WithCancel(base)
 	c := &conn{key: key, control: control, cancel: cancel, done: make(chan struct{})}
 	var timedOut atomic.Bool
 	stop := func() bool { return true }
