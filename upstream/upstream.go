@@ -72,6 +72,12 @@ type Options struct {
 	Args    []string          // stdio
 	Env     map[string]string // stdio, added to a small inherited base set
 	Dir     string            // stdio working directory
+	// Supervisor is the executable (normally the mux binary itself,
+	// "/proc/self/exe") that runs RunSupervisor: each stdio server starts
+	// under it, so that no process of the server outlives mcp-mux, even one
+	// killed with SIGKILL. Empty starts servers directly: their process
+	// groups are killed on Close, but a SIGKILLed mux leaves their children.
+	Supervisor string
 
 	URL    string      // http, sse
 	Header http.Header // static headers, used when BaseHeaders is nil
