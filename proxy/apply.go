@@ -314,6 +314,7 @@ func (s *Server) upstreamOptions(sc *config.Server) upstream.Options {
 		URL:         sc.URL,
 		InitTimeout: sc.SessionInitTimeout,
 		CallTimeout: sc.ToolCallTimeout,
+		Supervisor:  s.opts.StdioSupervisor,
 		Scope:       sc.SessionScope,
 		MaxSessions: sc.MaxSessions,
 		IdleTimeout: sc.IdleTimeout,

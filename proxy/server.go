@@ -39,6 +39,8 @@ type Options struct {
 	IdleConnTimeout time.Duration
 	// RetryMin and RetryMax bound the rediscovery backoff of a failed upstream.
 	RetryMin, RetryMax time.Duration
+	// StdioSupervisor is upstream.Options.Supervisor for every stdio server.
+	StdioSupervisor string
 	// PageSize bounds prompts/list and resources/*list pages; 0 = one page.
 	PageSize int
 	// DrainTimeout bounds how long a runtime replaced by Apply waits for the

@@ -17,6 +17,10 @@ import (
 	"github.com/mcp-mux/mcp-mux/proxy"
 )
 
+// selfExe is this binary, which supervises each stdio server (see
+// upstream.RunSupervisor); the link works even if the file was replaced.
+const selfExe = "/proc/self/exe"
+
 const (
 	defaultListen = "127.0.0.1:8931"
 	defaultConfig = "extensions_config.json"
@@ -106,7 +110,7 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer, env func(str
 		log.Error("refusing to serve", "reason", err)
 		return 1
 	}
-	srv := proxy.New(proxy.Options{Logger: log, Version: version})
+	srv := proxy.New(proxy.Options{Logger: log, Version: version, StdioSupervisor: selfExe})
 	if err := srv.Apply(cfg); err != nil {
 		_ = ln.Close()
 		_ = srv.Close(context.Background())
