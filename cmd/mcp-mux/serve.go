@@ -19,6 +19,10 @@ import (
 	"github.com/mcp-mux/mcp-mux/proxy"
 )
 
+// selfExe is this binary, which supervises each stdio server (see
+// upstream.RunSupervisor); the link works even if the file was replaced.
+const selfExe = "/proc/self/exe"
+
 const (
 	defaultListen = "127.0.0.1:8931"
 	defaultConfig = "extensions_config.json"
@@ -127,14 +131,14 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer, env func(str
 		log.Error("refusing to serve", "reason", err)
 		return 1
 	}
-	srv := proxy.New(proxy.Options{Logger: log, Version: version})
+	srv := proxy.New(proxy.Options{Logger: log, Version: version, StdioSupervisor: selfExe})
 	if err := srv.Apply(cfg); err != nil {
 		_ = ln.Close()
 		_ = srv.Close(context.Background())
 		log.Error("applying config", "err", err)
 		return 1
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	hs := srv.HTTPServer()
 	errc := make(chan error, 2)
 	go func() { errc <- hs.Serve(ln) }()
 	var ops *http.Server
@@ -146,7 +150,8 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer, env func(str
 			_ = srv.Close(context.Background())
 			return 1
 		}
-		ops = &http.Server{Handler: srv.OpsHandler(), ReadHeaderTimeout: 10 * time.Second}
+		ops = srv.HTTPServer()
+		ops.Handler = srv.OpsHandler()
 		go func() { errc <- ops.Serve(oln) }()
 		log.Info("serving health and metrics", "addr", oln.Addr().String())
 	}
