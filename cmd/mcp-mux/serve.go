@@ -182,12 +182,18 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer, env func(str
 			log.Error("server stopped", "err", err)
 		}
 	}
-	log.Info("closing the listener; draining in-flight calls", "timeout", drainTimeout.String())
 	sctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancel()
+	// Shutdown closes the listener, then runs the OnShutdown hooks.
+	closed := make(chan struct{})
+	hs.RegisterOnShutdown(func() {
+		log.Info("closed the listener; draining in-flight calls", "timeout", drainTimeout.String())
+		close(closed)
+	})
 	// SSE streams never finish on their own: close sessions while draining.
 	shut := make(chan struct{})
 	go func() { _ = hs.Shutdown(sctx); close(shut) }()
+	<-closed
 	_ = srv.Close(sctx)
 	_ = hs.Close()
 	<-shut

@@ -109,7 +109,7 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	// Then the listener closes while the call is still running …
 	if !s.stderr.waitFor(10*time.Second, s.done, func(out string) bool {
-		return findLog(out, "closing the listener; draining in-flight calls") != nil
+		return findLog(out, "closed the listener; draining in-flight calls") != nil
 	}) {
 		t.Fatalf("the listener did not close after the delay:\n%s", s.stderr.String())
 	}
@@ -138,7 +138,7 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	out := s.stderr.String()
 	iReady := strings.Index(out, "shutting down: readiness is false")
-	iClose := strings.Index(out, "closing the listener")
+	iClose := strings.Index(out, "closed the listener")
 	iStop := strings.Index(out, `"stopped"`)
 	if iReady < 0 || iClose < iReady || iStop < iClose {
 		t.Errorf("shutdown steps out of order (readiness %d, close %d, stopped %d):\n%s", iReady, iClose, iStop, out)
