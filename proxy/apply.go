@@ -324,7 +324,9 @@ func (s *Server) retire(old *runtime) {
 // resolverRef is the resolver an upstream's own requests (discovery,
 // control sessions) take their headers from; it is shared by the runtimes
 // that share the upstream, and follows the newest one.
-type resolverRef struct{ p atomic.Pointer[headers.Resolver] }
+type resolverRef struct {
+	p atomic.Pointer[headers.Resolver]
+}
 
 // awaitDiscovery waits, at most Options.SwapWait, for the first discovery
 // attempt of each started backend.
