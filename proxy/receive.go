@@ -15,6 +15,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/headers"
 	"github.com/mcp-mux/mcp-mux/interceptor"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/taskpoll"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
@@ -103,6 +104,9 @@ func (s *Server) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			return s.forward(ctx, st, req, r.server, method, &q)
 		case "resources/read", "resources/subscribe", "resources/unsubscribe":
 			uri := uriOf(req.GetParams())
+			if s.tasks != nil && strings.HasPrefix(uri, taskpoll.ResourcePrefix) {
+				return s.taskResource(ctx, st, method, uri) // tasks.go
+			}
 			b := cat.res.resourceOwner(uri)
 			if b == nil {
 				return nil, &jsonrpc.Error{Code: -32002, Message: fmt.Sprintf("resource not found: %q", uri)}
@@ -260,6 +264,9 @@ func (s *Server) callTool(ctx context.Context, st *session, k sink, key upstream
 	if r == nil {
 		return nil, errUnknownTool(name)
 	}
+	if r.builtin { // list/get/cancel_background_task (tasks.go)
+		return s.builtinTask(ctx, st, key, name, args), nil
+	}
 	fwd, utok := s.forwardMeta(meta, k)
 	if utok != "" {
 		defer s.progress.drop(utok)
@@ -274,11 +281,17 @@ func (s *Server) callTool(ctx context.Context, st *session, k sink, key upstream
 		}
 		return raw, err
 	}
+	if icepts := rt.icepts; len(icepts) > 0 {
+		forward := call
+		call = func(ctx context.Context) (json.RawMessage, error) {
+			c := &interceptor.Call{User: st.user, Thread: key.Thread, Server: r.server.name, Tool: r.name, RawTool: r.raw}
+			return interceptor.Chain(ctx, icepts, c, forward)
+		}
+	}
 	var raw json.RawMessage
 	var err error
-	if icepts := rt.icepts; len(icepts) > 0 {
-		c := &interceptor.Call{User: st.user, Thread: key.Thread, Server: r.server.name, Tool: r.name, RawTool: r.raw}
-		raw, err = interceptor.Chain(ctx, icepts, c, call)
+	if r.task != nil { // a durable task's submit (tasks.go)
+		raw, err = s.submitTask(ctx, st, key, r, call)
 	} else {
 		raw, err = call(ctx)
 	}

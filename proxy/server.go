@@ -22,6 +22,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/headers"
 	"github.com/mcp-mux/mcp-mux/inbound"
 	"github.com/mcp-mux/mcp-mux/interceptor"
+	"github.com/mcp-mux/mcp-mux/taskpoll"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
@@ -35,6 +36,11 @@ type Options struct {
 	RetryMin, RetryMax time.Duration
 	// PageSize bounds prompts/list and resources/*list pages; 0 = one page.
 	PageSize int
+	// TaskStore turns durable tasks on (mcp_tasks.enabled): the Server runs
+	// a taskpoll.Service on it with TaskConfig, polling from the first
+	// Apply. The caller closes the store after Close.
+	TaskStore  taskpoll.Store
+	TaskConfig taskpoll.Config
 	// DrainTimeout bounds how long a runtime replaced by Apply waits for the
 	// calls that started on it before closing its upstreams; default 2m.
 	DrainTimeout time.Duration
@@ -76,6 +82,10 @@ type Server struct {
 	retireCtx  context.Context // cancelled by Close: retired runtimes close at once
 	retireStop context.CancelFunc
 	reloads    reloadLog
+
+	tasks       *taskpoll.Service // nil: durable tasks off (tasks.go)
+	tasksOnce   sync.Once
+	tasksCancel func()
 }
 
 // runtime is everything built from one config.
@@ -138,10 +148,20 @@ func New(opts Options) *Server {
 	var ctx context.Context
 	ctx, s.stop = context.WithCancel(context.Background())
 	s.bg.Go(func() { s.reapSessions(ctx, opts.SessionTimeout) })
+	if opts.TaskStore != nil {
+		svc, err := taskpoll.New(taskpoll.Options{Store: opts.TaskStore, Caller: (*taskCaller)(s), Config: opts.TaskConfig,
+			Logger: s.log.Named("tasks"), Registerer: s.metrics.reg})
+		if err != nil {
+			s.log.Error("durable tasks are off", "err", err)
+		} else {
+			s.tasks = svc
+			s.tasksCancel = svc.Subscribe(s.taskEvent)
+		}
+	}
 	none, _ := inbound.New(inbound.Options{Mode: inbound.ModeNone})
 	origins, _ := newOriginPolicy(nil, nil)
 	empty := newRuntime(&config.Config{})
-	empty.pol, empty.auth, empty.origins = &catalogPolicy{}, none, origins
+	empty.pol, empty.auth, empty.origins = &catalogPolicy{tasks: s.tasks != nil}, none, origins
 	empty.cat.Store(buildCatalog(nil, empty.pol, s.log))
 	s.rt.Store(empty)
 	return s
@@ -169,8 +189,9 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
-func (s *Server) serveReady(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
 	rt := s.rt.Load()
+	storeOK := s.taskStoreReady(r.Context())
 	type status struct {
 		Tools int    `json:"tools"`
 		Error string `json:"error,omitempty"`
@@ -179,7 +200,12 @@ func (s *Server) serveReady(w http.ResponseWriter, _ *http.Request) {
 		Ready   bool              `json:"ready"`
 		Tools   int               `json:"tools"`
 		Servers map[string]status `json:"servers"`
+		Store   *bool             `json:"task_store_reachable,omitempty"`
 	}{Ready: s.ready.Load(), Servers: map[string]status{}}
+	if s.tasks != nil {
+		out.Ready = out.Ready && storeOK
+		out.Store = &storeOK
+	}
 	out.Tools = len(rt.cat.Load().order)
 	for _, b := range rt.backends {
 		st := status{Tools: len(b.up.Tools())}
@@ -214,6 +240,7 @@ func (s *Server) Close(ctx context.Context) error {
 	s.lifeMu.Lock()
 	s.closed.Store(true)
 	s.lifeMu.Unlock()
+	s.stopTasks(ctx)
 	s.stop()
 	s.bg.Wait()
 	done := make(chan struct{})
