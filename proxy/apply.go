@@ -319,6 +319,7 @@ func (s *Server) upstreamOptions(sc *config.Server) upstream.Options {
 		URL:         sc.URL,
 		InitTimeout: sc.SessionInitTimeout,
 		CallTimeout: sc.ToolCallTimeout,
+		Supervisor:  s.opts.StdioSupervisor,
 		Scope:       sc.SessionScope,
 		MaxSessions: sc.MaxSessions,
 		IdleTimeout: sc.IdleTimeout,
@@ -391,6 +392,7 @@ func (s *Server) notifyChanges(before, next *catalog) {
 	if !tools && !prompts && !resources {
 		return
 	}
+	s.listeners.changed(s, tools, prompts, resources)
 	searching := before.search != nil || next.search != nil
 	for _, ss := range s.sessions.all() {
 		if tools && (!searching || s.sessionToolsChanged(ss, before, next)) {

@@ -30,10 +30,18 @@ import (
 type Options struct {
 	Logger  hclog.Logger
 	Version string
-	// SessionTimeout closes downstream sessions idle this long; default 30m.
-	SessionTimeout time.Duration
+	// MaxSessionCalls caps the requests one downstream session runs at
+	// once (tools/call, prompts/get, resources/read, completion); default 64.
+	MaxSessionCalls int
+	// BodyTimeout bounds reading one request body; default 30s.
+	BodyTimeout time.Duration
+	// IdleConnTimeout closes a keep-alive connection without a request for
+	// this long (HTTPServer); default 2m.
+	IdleConnTimeout time.Duration
 	// RetryMin and RetryMax bound the rediscovery backoff of a failed upstream.
 	RetryMin, RetryMax time.Duration
+	// StdioSupervisor is upstream.Options.Supervisor for every stdio server.
+	StdioSupervisor string
 	// PageSize bounds prompts/list and resources/*list pages; 0 = one page.
 	PageSize int
 	// TaskStore turns durable tasks on (mcp_tasks.enabled): the Server runs
@@ -62,17 +70,21 @@ type Server struct {
 
 	sdk        *mcp.Server
 	send       mcp.MethodHandler // captured sending handler: per-session notifications
-	mcp        http.Handler
+	mcp        http.Handler      // legacy: stateful Streamable HTTP
+	modern     http.Handler      // 2026-07-28: stateless (modern.go)
+	listeners  listenTable       // 2026-07-28 subscriptions/listen streams
 	sessions   sessionTable
+	requests   requestTable // SDK-path HTTP requests (limits.go)
 	progress   progressTable
 	metrics    *metrics
 	subsMu     sync.Mutex
 	subs       map[string]int // server+URI → number of sessions subscribed
 	inflight   sync.WaitGroup
 	closed     atomic.Bool
-	lifeMu     sync.Mutex     // orders session registration against Close
-	sessionsWG sync.WaitGroup // session cleanup goroutines
-	ready      atomic.Bool    // a config has been applied
+	lifeMu     sync.Mutex      // orders session registration against Close
+	sessionsWG sync.WaitGroup  // session cleanup goroutines
+	ready      atomic.Bool     // a config has been applied
+	life       context.Context // ends when Close starts
 	stop       context.CancelFunc
 	bg         sync.WaitGroup
 
@@ -122,8 +134,14 @@ func New(opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = hclog.NewNullLogger()
 	}
-	if opts.SessionTimeout <= 0 {
-		opts.SessionTimeout = 30 * time.Minute
+	if opts.MaxSessionCalls <= 0 {
+		opts.MaxSessionCalls = defaultMaxSessionCalls
+	}
+	if opts.BodyTimeout <= 0 {
+		opts.BodyTimeout = defaultBodyTimeout
+	}
+	if opts.IdleConnTimeout <= 0 {
+		opts.IdleConnTimeout = defaultIdleConnTimeout
 	}
 	s := &Server{opts: opts, log: opts.Logger, refs: map[any]int{}}
 	s.retireCtx, s.retireStop = context.WithCancel(context.Background())
@@ -145,9 +163,11 @@ func New(opts Options) *Server {
 	// Host checks happen in authenticate (originPolicy), for every path.
 	s.mcp = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.sdk },
 		&mcp.StreamableHTTPOptions{DisableLocalhostProtection: true})
+	s.modern = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.sdk },
+		&mcp.StreamableHTTPOptions{Stateless: true, DisableLocalhostProtection: true, PropagateRequestCancellation: true})
 	var ctx context.Context
 	ctx, s.stop = context.WithCancel(context.Background())
-	s.bg.Go(func() { s.reapSessions(ctx, opts.SessionTimeout) })
+	s.life = ctx
 	if opts.TaskStore != nil {
 		svc, err := taskpoll.New(taskpoll.Options{Store: opts.TaskStore, Caller: (*taskCaller)(s), Config: opts.TaskConfig,
 			Logger: s.log.Named("tasks"), Registerer: s.metrics.reg})
@@ -164,6 +184,7 @@ func New(opts Options) *Server {
 	empty.pol, empty.auth, empty.origins = &catalogPolicy{tasks: s.tasks != nil}, none, origins
 	empty.cat.Store(buildCatalog(nil, empty.pol, s.log))
 	s.rt.Store(empty)
+	s.bg.Go(func() { s.reapSessions(ctx) })
 	return s
 }
 
@@ -251,7 +272,7 @@ func (s *Server) Close(ctx context.Context) error {
 		s.log.Warn("shutdown: abandoning in-flight calls")
 	}
 	for _, ss := range s.sessions.all() {
-		_ = ss.Close()
+		s.closeSession(ss)
 	}
 	// Each session's cleanup releases its upstream sessions; let it finish
 	// before the upstreams go, so no stdio process outlives Close.

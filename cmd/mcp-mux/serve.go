@@ -19,6 +19,10 @@ import (
 	"github.com/mcp-mux/mcp-mux/proxy"
 )
 
+// selfExe is this binary, which supervises each stdio server (see
+// upstream.RunSupervisor); the link works even if the file was replaced.
+const selfExe = "/proc/self/exe"
+
 const (
 	defaultListen = "127.0.0.1:8931"
 	defaultConfig = "extensions_config.json"
@@ -122,7 +126,7 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer, env func(str
 	if store != nil {
 		defer store.Close()
 	}
-	srv := proxy.New(proxy.Options{Logger: log, Version: version, TaskStore: store, TaskConfig: taskConfig(cfg.Tasks)})
+	srv := proxy.New(proxy.Options{Logger: log, Version: version, StdioSupervisor: selfExe, TaskStore: store, TaskConfig: taskConfig(cfg.Tasks)})
 	if err := srv.Apply(cfg); err != nil {
 		_ = ln.Close()
 		_ = srv.Close(context.Background())
@@ -132,7 +136,8 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer, env func(str
 	routes := http.NewServeMux()
 	api.MountTasks(routes, api.TasksOptions{Service: taskService(srv), Authenticated: srv.Authenticated})
 	routes.Handle("/", srv.Handler())
-	hs := &http.Server{Handler: routes, ReadHeaderTimeout: 10 * time.Second}
+	hs := srv.HTTPServer()
+	hs.Handler = routes
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	log.Info("serving", "addr", ln.Addr().String(), "endpoint", "http://"+ln.Addr().String()+"/mcp", "servers", len(cfg.Servers))
