@@ -100,7 +100,8 @@ func (s *Server) apply(cfg *config.Config, fresh bool) ([]config.Problem, error)
 		s.log.Warn("skipping interceptor", "reason", p)
 	}
 	rt := newRuntime(cfg)
-	rt.pol, rt.auth, rt.icepts, rt.origins = newCatalogPolicy(cfg), auth, icepts, origins
+	rt.pol, rt.auth, rt.icepts, rt.origins = newCatalogPolicy(cfg, s.tasks != nil), auth, icepts, origins
+	s.warnTaskSettings(old.cfg, cfg)
 
 	var problems []config.Problem
 	var started, resolverChanged []*backend
@@ -204,6 +205,7 @@ func (s *Server) apply(cfg *config.Config, fresh bool) ([]config.Problem, error)
 	rt.cat.Store(buildCatalog(rt.backends, rt.pol, s.log))
 	s.rt.Store(rt)
 	s.ready.Store(true)
+	s.startTasks()
 	s.retire(old)
 	s.refreshCatalog(old)
 	return problems, nil
@@ -212,6 +214,9 @@ func (s *Server) apply(cfg *config.Config, fresh bool) ([]config.Problem, error)
 // refuse asks Options.ServerChange whether the running backend prev may be
 // replaced by next (nil: removed or disabled).
 func (s *Server) refuse(prev *backend, next *config.Server) (config.Problem, bool) {
+	if err := s.taskChange(prev.srv, next); err != nil {
+		return config.Problem{Server: prev.name, Message: err.Error()}, true
+	}
 	if s.opts.ServerChange == nil {
 		return config.Problem{}, false
 	}
@@ -361,6 +366,7 @@ func (s *Server) upstreamOptions(sc *config.Server, ref *resolverRef) upstream.O
 		URL:         sc.URL,
 		InitTimeout: sc.SessionInitTimeout,
 		CallTimeout: sc.ToolCallTimeout,
+		Supervisor:  s.opts.StdioSupervisor,
 		Scope:       sc.SessionScope,
 		MaxSessions: sc.MaxSessions,
 		IdleTimeout: sc.IdleTimeout,
@@ -433,6 +439,7 @@ func (s *Server) notifyChanges(before, next *catalog) {
 	if !tools && !prompts && !resources {
 		return
 	}
+	s.listeners.changed(s, tools, prompts, resources)
 	searching := before.search != nil || next.search != nil
 	for _, ss := range s.sessions.all() {
 		if tools && (!searching || s.sessionToolsChanged(ss, before, next)) {

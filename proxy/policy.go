@@ -112,7 +112,9 @@ func (s *Server) policy(ctx context.Context, st *session, k sink, cat *catalog, 
 	case r.deny != nil:
 		s.log.Info("guardrail denied a tool call", "tool", name, "session", st.id)
 		return r.deny, true
-	case cat.search != nil && !st.promo.has(cat, name):
+	case cat.search != nil && !st.modern && !st.promo.has(cat, name):
+		// A modern caller's lists never depend on earlier calls, so a
+		// deferred tool needs no promotion there (README: tool_search).
 		return deferredError(name), true
 	}
 	return nil, false

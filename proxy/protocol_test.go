@@ -141,7 +141,9 @@ func TestRootsRequestAndListChangedReachTheRightPlaces(t *testing.T) {
 	m := startMux(t, cfg, proxy.Options{})
 	client := mcp.NewClient(&mcp.Implementation{Name: "roots-client", Version: "1"}, nil)
 	client.AddRoots(&mcp.Root{URI: "file:///work/a", Name: "a"})
-	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: m.ts.URL + "/mcp"}, nil)
+	// notifications/roots/list_changed is a legacy-era message (2026-07-28
+	// clients have no such notification; roots travel per request).
+	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: m.ts.URL + "/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
 	}

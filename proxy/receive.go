@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/headers"
 	"github.com/mcp-mux/mcp-mux/interceptor"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/taskpoll"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
@@ -39,6 +41,12 @@ var errBadCursor = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "inv
 // logging/setLevel bookkeeping) to the SDK.
 func (s *Server) receive(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if !strings.HasPrefix(method, "notifications/") {
+			// A request ends when the client that sent it goes away (limits.go).
+			var stop func()
+			ctx, stop = s.requests.scope(ctx, req)
+			defer stop()
+		}
 		ss, _ := req.GetSession().(*mcp.ServerSession)
 		if method == "initialize" {
 			res, err := next(ctx, method, req)
@@ -50,93 +58,104 @@ func (s *Server) receive(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		st := s.sessions.get(ss)
 		if st == nil {
+			if method == "server/discover" || modernSession(ss) {
+				return s.receiveModern(ctx, ss, method, req, next)
+			}
 			return next(ctx, method, req)
 		}
 		st.touch()
-		cat := s.rt.Load().cat.Load()
-		switch method {
-		case "notifications/roots/list_changed":
-			// Tell the servers this session's calls went to.
-			for _, b := range s.rt.Load().backends {
-				for _, k := range st.usedKeys() {
-					b.up.Notify(k, method, json.RawMessage(`{}`))
-				}
+		return s.dispatch(ctx, st, method, req, next)
+	}
+}
+
+// dispatch serves one request of st, a session of either era.
+func (s *Server) dispatch(ctx context.Context, st *session, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+	cat := s.rt.Load().cat.Load()
+	switch method {
+	case "notifications/roots/list_changed":
+		// Tell the servers this session's calls went to.
+		for _, b := range s.rt.Load().backends {
+			for _, k := range st.usedKeys() {
+				b.up.Notify(k, method, json.RawMessage(`{}`))
 			}
-			return next(ctx, method, req)
-		case "logging/setLevel":
-			if p, ok := req.GetParams().(*mcp.SetLoggingLevelParams); ok {
-				st.setLevel(string(p.Level))
-			}
-			return next(ctx, method, req)
-		case "tools/list":
-			return &rawResult{raw: s.toolsList(st, cat)}, nil
-		case "tools/call":
-			r := req.(*mcp.CallToolRequest)
-			var meta json.RawMessage
-			if m := r.Params.Meta; len(m) > 0 {
-				meta, _ = json.Marshal(m)
-			}
-			k := &sdkSink{ctx: ctx, st: st}
-			h := headerOf(req)
-			raw, err := s.callTool(ctx, st, k, s.callerKey(st, h), h, r.Params.Name, r.Params.Arguments, meta)
-			if err != nil {
-				return nil, err
-			}
-			return &rawResult{raw: raw}, nil
-		case "prompts/list":
-			return pageResult(cat.res.promptList, "prompts", cursorOf(req), s.opts.PageSize)
-		case "resources/list":
-			return pageResult(cat.res.resList, "resources", cursorOf(req), s.opts.PageSize)
-		case "resources/templates/list":
-			return pageResult(cat.res.tmplList, "resourceTemplates", cursorOf(req), s.opts.PageSize)
-		case "prompts/get":
-			p, _ := req.GetParams().(*mcp.GetPromptParams)
-			if p == nil {
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "missing params"}
-			}
-			r := cat.res.prompts[p.Name]
-			if r == nil {
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown prompt %q", p.Name)}
-			}
-			q := *p
-			q.Name = r.raw
-			return s.forward(ctx, st, req, r.server, method, &q)
-		case "resources/read", "resources/subscribe", "resources/unsubscribe":
-			uri := uriOf(req.GetParams())
-			b := cat.res.resourceOwner(uri)
-			if b == nil {
-				return nil, &jsonrpc.Error{Code: -32002, Message: fmt.Sprintf("resource not found: %q", uri)}
-			}
-			if method == "resources/read" {
-				return s.forward(ctx, st, req, b, method, req.GetParams())
-			}
-			if err := s.subscribe(ctx, st, b, uri, method == "resources/subscribe"); err != nil {
-				return nil, s.rpcError(ctx, b, method, err)
-			}
-			return &rawResult{raw: json.RawMessage(`{}`)}, nil
-		case "completion/complete":
-			p, _ := req.GetParams().(*mcp.CompleteParams)
-			if p == nil || p.Ref == nil {
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "missing ref"}
-			}
-			q, ref := *p, *p.Ref
-			q.Ref = &ref
-			var b *backend
-			switch ref.Type {
-			case "ref/prompt":
-				if r := cat.res.prompts[ref.Name]; r != nil {
-					b, ref.Name = r.server, r.raw
-				}
-			case "ref/resource":
-				b = cat.res.resourceOwner(ref.URI)
-			}
-			if b == nil {
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("no server completes %s %q", ref.Type, ref.Name+ref.URI)}
-			}
-			return s.forward(ctx, st, req, b, method, &q)
 		}
 		return next(ctx, method, req)
+	case "logging/setLevel":
+		if p, ok := req.GetParams().(*mcp.SetLoggingLevelParams); ok {
+			st.setLevel(string(p.Level))
+		}
+		return next(ctx, method, req)
+	case "tools/list":
+		return &rawResult{raw: s.toolsList(st, cat)}, nil
+	case "tools/call":
+		r := req.(*mcp.CallToolRequest)
+		var meta json.RawMessage
+		if m := r.Params.Meta; len(m) > 0 {
+			meta, _ = json.Marshal(m)
+		}
+		k := &sdkSink{ctx: ctx, st: st}
+		h := headerOf(req)
+		raw, err := s.callTool(ctx, st, k, s.callerKey(st, h), h, r.Params.Name, r.Params.Arguments, meta)
+		if err != nil {
+			return nil, err
+		}
+		return &rawResult{raw: raw}, nil
+	case "prompts/list":
+		return pageResult(cat.res.promptList, "prompts", cursorOf(req), s.opts.PageSize)
+	case "resources/list":
+		return pageResult(cat.res.resList, "resources", cursorOf(req), s.opts.PageSize)
+	case "resources/templates/list":
+		return pageResult(cat.res.tmplList, "resourceTemplates", cursorOf(req), s.opts.PageSize)
+	case "prompts/get":
+		p, _ := req.GetParams().(*mcp.GetPromptParams)
+		if p == nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "missing params"}
+		}
+		r := cat.res.prompts[p.Name]
+		if r == nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown prompt %q", p.Name)}
+		}
+		q := *p
+		q.Name = r.raw
+		return s.forward(ctx, st, req, r.server, method, &q)
+	case "resources/read", "resources/subscribe", "resources/unsubscribe":
+		uri := uriOf(req.GetParams())
+		if s.tasks != nil && strings.HasPrefix(uri, taskpoll.ResourcePrefix) {
+			return s.taskResource(ctx, st, method, uri) // tasks.go
+		}
+		b := cat.res.resourceOwner(uri)
+		if b == nil {
+			return nil, &jsonrpc.Error{Code: -32002, Message: fmt.Sprintf("resource not found: %q", uri)}
+		}
+		if method == "resources/read" {
+			return s.forward(ctx, st, req, b, method, req.GetParams())
+		}
+		if err := s.subscribe(ctx, st, b, uri, method == "resources/subscribe"); err != nil {
+			return nil, s.rpcError(ctx, b, method, err)
+		}
+		return &rawResult{raw: json.RawMessage(`{}`)}, nil
+	case "completion/complete":
+		p, _ := req.GetParams().(*mcp.CompleteParams)
+		if p == nil || p.Ref == nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "missing ref"}
+		}
+		q, ref := *p, *p.Ref
+		q.Ref = &ref
+		var b *backend
+		switch ref.Type {
+		case "ref/prompt":
+			if r := cat.res.prompts[ref.Name]; r != nil {
+				b, ref.Name = r.server, r.raw
+			}
+		case "ref/resource":
+			b = cat.res.resourceOwner(ref.URI)
+		}
+		if b == nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("no server completes %s %q", ref.Type, ref.Name+ref.URI)}
+		}
+		return s.forward(ctx, st, req, b, method, &q)
 	}
+	return next(ctx, method, req)
 }
 
 func headerOf(req mcp.Request) http.Header {
@@ -181,6 +200,11 @@ func pageResult(items []json.RawMessage, field, cursor string, size int) (mcp.Re
 func (s *Server) forward(ctx context.Context, st *session, req mcp.Request, b *backend, method string, params any) (mcp.Result, error) {
 	s.inflight.Add(1)
 	defer s.inflight.Done()
+	ctx, done, err := s.admit(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	rt := s.enterRuntime()
 	defer rt.leave()
 	if cur := rt.byName[b.name]; cur != nil {
@@ -192,6 +216,7 @@ func (s *Server) forward(ctx context.Context, st *session, req mcp.Request, b *b
 	if err != nil {
 		return nil, err
 	}
+	raw = stripProtocolMeta(raw)
 	h := headerOf(req)
 	key := s.callerKey(st, h)
 	hdr, cred, err := s.callHeaders(ctx, b, st.user, h)
@@ -223,7 +248,7 @@ func (s *Server) rpcError(ctx context.Context, b *backend, what string, err erro
 
 // callerKey is the (user, thread) an upstream session is scoped by.
 func (s *Server) callerKey(st *session, h http.Header) upstream.Key {
-	k := upstream.Key{User: st.user}
+	k := upstream.Key{User: st.user, Caps: st.caps}
 	if h != nil {
 		if name := s.rt.Load().cfg.Inbound.ThreadHeader; name != "" {
 			k.Thread = h.Get(name)
@@ -249,6 +274,11 @@ func errUnknownTool(name string) *jsonrpc.Error {
 func (s *Server) callTool(ctx context.Context, st *session, k sink, key upstream.Key, h http.Header, name string, args, meta json.RawMessage) (json.RawMessage, error) {
 	s.inflight.Add(1)
 	defer s.inflight.Done()
+	ctx, done, err := s.admit(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	rt := s.enterRuntime() // the call finishes on this runtime, whatever Apply does meanwhile
 	defer rt.leave()
 	cat := rt.cat.Load()
@@ -259,6 +289,9 @@ func (s *Server) callTool(ctx context.Context, st *session, k sink, key upstream
 	}
 	if r == nil {
 		return nil, errUnknownTool(name)
+	}
+	if r.builtin { // list/get/cancel_background_task (tasks.go)
+		return s.builtinTask(ctx, st, key, name, args), nil
 	}
 	fwd, utok := s.forwardMeta(meta, k)
 	if utok != "" {
@@ -274,11 +307,16 @@ func (s *Server) callTool(ctx context.Context, st *session, k sink, key upstream
 		}
 		return raw, err
 	}
-	var raw json.RawMessage
-	var err error
 	if icepts := rt.icepts; len(icepts) > 0 {
-		c := &interceptor.Call{User: st.user, Thread: key.Thread, Server: r.server.name, Tool: r.name, RawTool: r.raw}
-		raw, err = interceptor.Chain(ctx, icepts, c, call)
+		forward := call
+		call = func(ctx context.Context) (json.RawMessage, error) {
+			c := &interceptor.Call{User: st.user, Thread: key.Thread, Server: r.server.name, Tool: r.name, RawTool: r.raw}
+			return interceptor.Chain(ctx, icepts, c, forward)
+		}
+	}
+	var raw json.RawMessage
+	if r.task != nil { // a durable task's submit (tasks.go)
+		raw, err = s.submitTask(ctx, st, key, r, call)
 	} else {
 		raw, err = call(ctx)
 	}
@@ -322,4 +360,36 @@ func (s *Server) forwardMeta(meta json.RawMessage, k sink) (json.RawMessage, str
 	}
 	b, _ := json.Marshal(m)
 	return b, utok
+}
+
+// stripProtocolMeta drops the protocol's own io.modelcontextprotocol/* keys
+// from params._meta: they describe the downstream request (a 2026-07-28
+// client's version and capabilities), not the one mcp-mux sends upstream.
+func stripProtocolMeta(params json.RawMessage) json.RawMessage {
+	if !bytes.Contains(params, []byte(`"io.modelcontextprotocol/`)) {
+		return params
+	}
+	var p map[string]json.RawMessage
+	if json.Unmarshal(params, &p) != nil || p["_meta"] == nil {
+		return params
+	}
+	var meta map[string]json.RawMessage
+	if json.Unmarshal(p["_meta"], &meta) != nil {
+		return params
+	}
+	for k := range meta {
+		if strings.HasPrefix(k, "io.modelcontextprotocol/") {
+			delete(meta, k)
+		}
+	}
+	if len(meta) == 0 {
+		delete(p, "_meta")
+	} else {
+		p["_meta"], _ = json.Marshal(meta)
+	}
+	out, err := json.Marshal(p)
+	if err != nil {
+		return params
+	}
+	return out
 }

@@ -323,7 +323,7 @@ func (s *Server) toolSearch(ctx context.Context, st *session, k sink, cat *catal
 	if err := enc.Encode(fns); err != nil {
 		return toolText("Error: tool_search could not encode the schemas: "+err.Error(), true)
 	}
-	if st.promo.add(cat, names) {
+	if !st.modern && st.promo.add(cat, names) {
 		notifyToolsChanged(ctx, s, st, k)
 	}
 	return toolText(strings.TrimSuffix(buf.String(), "\n"), false)

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
@@ -60,7 +61,15 @@ func (c *conn) cancelServerRequest(id string) {
 // dial starts a session: for stdio a new process, for http/sse a new
 // upstream session. The whole bring-up is bounded by InitTimeout.
 func (u *Upstream) dial(ctx context.Context, key Key, control bool) (*conn, error) {
-	connCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	// The session outlives the call that opened it and keeps only the call's
+	// headers: other values of the caller's context (the SDK server's own
+	// request state, such as a downstream 2026-07-28 protocol version) must
+	// not reach the upstream client.
+	base := context.Background()
+	if h := headersFrom(ctx); h != nil {
+		base = withHeaders(base, h)
+	}
+	connCtx, cancel := context.WithCancel(base)
 	c := &conn{key: key, control: control, cancel: cancel, done: make(chan struct{})}
 	var timedOut atomic.Bool
 	stop := func() bool { return true }
@@ -87,11 +96,19 @@ func (u *Upstream) dial(ctx context.Context, key Key, control bool) (*conn, erro
 			return nil, err
 		}
 		c.proc = p
-		transport = &rawTransport{inner: &mcp.IOTransport{Reader: p.stdout, Writer: p.stdin, MaxLineLength: maxFrame},
-			notify: func(method string, params json.RawMessage) { u.onNotification(c, method, params) }}
+		transport = &rawTransport{inner: &lineTransport{p: p},
+			notify: func(method string, params json.RawMessage) { u.onNotification(c, method, params) },
+			request: func(rc *rawConn, id jsonrpc.ID, method string, params json.RawMessage) {
+				u.onRawRequest(c, rc, id, method, params)
+			},
+			cancelled: c.onRawCancelled}
 	case SSE:
 		transport = &rawTransport{inner: &mcp.SSEClientTransport{Endpoint: u.opts.URL, HTTPClient: sessionClient(rt, connCtx)},
-			notify: func(method string, params json.RawMessage) { u.onNotification(c, method, params) }}
+			notify: func(method string, params json.RawMessage) { u.onNotification(c, method, params) },
+			request: func(rc *rawConn, id jsonrpc.ID, method string, params json.RawMessage) {
+				u.onRawRequest(c, rc, id, method, params)
+			},
+			cancelled: c.onRawCancelled}
 	case HTTP:
 		transport = &mcp.StreamableClientTransport{Endpoint: u.opts.URL, HTTPClient: sessionClient(rt, connCtx), MaxRetries: 2,
 			// Only the discovery session keeps an event stream: server-initiated
@@ -104,7 +121,7 @@ func (u *Upstream) dial(ctx context.Context, key Key, control bool) (*conn, erro
 		cancel()
 		return nil, fmt.Errorf("unsupported transport %q", u.opts.Transport)
 	}
-	cs, err := u.client.Connect(connCtx, transport, &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
+	cs, err := u.clients.forKey(key, control).Connect(connCtx, transport, &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
 	if !stop() || err != nil {
 		if cs != nil {
 			_ = cs.Close()

@@ -1,14 +1,15 @@
 package upstream
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -31,12 +32,14 @@ const (
 
 // process is one stdio server running in its own process group.
 type process struct {
-	cmd    *exec.Cmd
-	pgid   int
-	stdin  io.WriteCloser
-	stdout io.ReadCloser // filtered: JSON lines only
-	exited chan struct{}
-	log    hclog.Logger
+	cmd         *exec.Cmd
+	pgid        int
+	stdin       io.WriteCloser
+	lines       chan []byte // JSON lines of stdout (readLines)
+	stopReading func()
+	skipped     *rateLog // logs skipped stdout lines
+	exited      chan struct{}
+	log         hclog.Logger
 
 	mu       sync.Mutex
 	exitedAt time.Time
@@ -44,10 +47,22 @@ type process struct {
 }
 
 func startProcess(opts *Options, log hclog.Logger) (*process, error) {
-	cmd := exec.Command(opts.Command, opts.Args...)
+	path, err := resolveCommand(opts.Command, opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("starting %q: %w", opts.Command, err)
+	}
+	var cmd *exec.Cmd
+	if opts.Supervisor != "" {
+		cmd = supervisorCommand(opts.Supervisor, path, opts.Args)
+		cmd.Env = append(cmd.Env, processEnv(opts.Env)...)
+		// The supervisor turns the parent-death signal into killing the group.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGUSR1}
+	} else {
+		cmd = exec.Command(path, opts.Args...)
+		cmd.Env = processEnv(opts.Env)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	}
 	cmd.Dir = opts.Dir
-	cmd.Env = processEnv(opts.Env)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.WaitDelay = time.Second
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -61,20 +76,45 @@ func startProcess(opts *Options, log hclog.Logger) (*process, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %q: %w", opts.Command, err)
 	}
-	pr, pw := io.Pipe()
-	p := &process{cmd: cmd, pgid: cmd.Process.Pid, stdin: stdin, stdout: pr, exited: make(chan struct{}), log: log}
-	go p.filter(stdout, pw)
+	stop := make(chan struct{})
+	var once sync.Once
+	p := &process{cmd: cmd, pgid: cmd.Process.Pid, stdin: stdin, lines: make(chan []byte), exited: make(chan struct{}), log: log,
+		stopReading: func() { once.Do(func() { close(stop) }) }}
+	p.skipped = &rateLog{log: log}
+	go readLines(stdout, p.lines, stop, p.skipped)
 	go func() {
 		err := cmd.Wait()
 		p.mu.Lock()
 		p.exitedAt, p.waitErr = time.Now(), err
 		p.mu.Unlock()
-		// Grandchildren may outlive the leader; the group dies with it,
-		// before stop (and so Close) returns.
+		// Grandchildren may outlive the leader (the supervisor has killed
+		// them already); the group dies with it, before stop (and so Close)
+		// returns.
 		_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
 		close(p.exited)
 	}()
 	return p, nil
+}
+
+// resolveCommand finds command as exec.Command would, so that a missing
+// program is reported before the supervisor starts. A path with a slash is
+// relative to dir, where the process starts.
+func resolveCommand(command, dir string) (string, error) {
+	if !strings.Contains(command, "/") {
+		return exec.LookPath(command)
+	}
+	p := command
+	if !filepath.IsAbs(p) && dir != "" {
+		p = filepath.Join(dir, p)
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return "", err
+	}
+	if fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return "", errors.New("not an executable file")
+	}
+	return command, nil
 }
 
 func processEnv(env map[string]string) []string {
@@ -96,41 +136,6 @@ func processEnv(env map[string]string) []string {
 		out = append(out, k+"="+env[k])
 	}
 	return out
-}
-
-// filter copies JSON lines from the child's stdout to w and logs the rest:
-// a banner printed on stdout must not end the session.
-func (p *process) filter(r io.Reader, w *io.PipeWriter) {
-	br := bufio.NewReaderSize(r, 64<<10)
-	var long []byte
-	for {
-		line, err := br.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			if len(long)+len(line) > maxFrame {
-				_ = w.CloseWithError(fmt.Errorf("stdout line longer than %d bytes", maxFrame))
-				return
-			}
-			long = append(long, line...)
-			continue
-		}
-		if long != nil {
-			line = append(long, line...)
-			long = nil
-		}
-		if t := bytes.TrimSpace(line); len(t) > 0 {
-			if t[0] == '{' || t[0] == '[' {
-				if _, werr := w.Write(line); werr != nil {
-					return
-				}
-			} else {
-				p.log.Warn("ignoring non-JSON line on stdout", "bytes", len(t))
-			}
-		}
-		if err != nil {
-			_ = w.CloseWithError(io.EOF)
-			return
-		}
-	}
 }
 
 // stop ends the process: stdin closed, then SIGTERM, then SIGKILL, each to

@@ -6,6 +6,7 @@ package mcptest
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -26,7 +27,25 @@ const (
 	envBanner     = "MCPTEST_BANNER"       // print a non-JSON line on stdout first
 	envGrandchild = "MCPTEST_GRANDCHILD"   // start a long sleep child first
 	envHang       = "MCPTEST_HANG"         // never answer anything
+	envGarble     = "MCPTEST_GARBLE"       // precede every message with broken lines
 )
+
+// GarbleMarker is in the content of the broken lines a Garble server prints.
+const GarbleMarker = "GARBLED-LINE-CONTENT-7f3a"
+
+// garbleWriter precedes each message the server writes with a truncated
+// JSON-RPC line (cut where a value is due, so a stream decoder takes the
+// next message as that value) and a line that is not valid JSON.
+type garbleWriter struct{ w io.Writer }
+
+func (g garbleWriter) Write(p []byte) (int, error) {
+	junk := `{"jsonrpc":"2.0","id":"garbled","result":{"marker":"` + GarbleMarker + `","next":` + "\n" +
+		`{` + GarbleMarker + ` is not JSON}` + "\n"
+	if _, err := io.WriteString(g.w, junk); err != nil {
+		return 0, err
+	}
+	return g.w.Write(p)
+}
 
 // EchoArgs are the arguments of the echo tool.
 type EchoArgs struct {
@@ -172,6 +191,7 @@ type StdioOptions struct {
 	Banner     bool // print a non-JSON line on stdout before serving
 	Grandchild bool // start a long-running child process before serving
 	Hang       bool // never answer initialize
+	Garble     bool // write broken lines before every message (see GarbleMarker)
 }
 
 // StdioServer returns the command, args and env that run the test binary as
@@ -188,6 +208,9 @@ func StdioServer(name string, o StdioOptions) (string, []string, map[string]stri
 	if o.Hang {
 		env[envHang] = "1"
 	}
+	if o.Garble {
+		env[envGarble] = "1"
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		exe = os.Args[0]
@@ -202,6 +225,9 @@ func MaybeServeStdio() {
 	if name == "" {
 		return
 	}
+	if script := os.Getenv(envScript); script != "" {
+		serveScript(script, os.Stdin, os.Stdout)
+	}
 	if os.Getenv(envGrandchild) != "" {
 		cmd := exec.Command("sleep", "1000")
 		if err := cmd.Start(); err == nil {
@@ -215,9 +241,17 @@ func MaybeServeStdio() {
 		time.Sleep(time.Hour)
 	}
 	fmt.Fprintln(os.Stderr, "stdio test server ready")
-	err := NewServer(name).Run(context.Background(), &mcp.StdioTransport{})
+	var t mcp.Transport = &mcp.StdioTransport{}
+	if os.Getenv(envGarble) != "" {
+		t = &mcp.IOTransport{Reader: os.Stdin, Writer: nopCloser{garbleWriter{os.Stdout}}}
+	}
+	err := NewServer(name).Run(context.Background(), t)
 	if err != nil {
 		os.Exit(1)
 	}
 	os.Exit(0)
 }
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }

@@ -1,0 +1,154 @@
+// Package nodeclients installs the pinned npm MCP clients and servers that
+// mcp-mux's tests drive it with — the TypeScript SDK client
+// (@modelcontextprotocol/sdk 1.32.2), the v2 client
+// (@modelcontextprotocol/client 2.4.0) and the reference server
+// @modelcontextprotocol/server-everything — and the small driver scripts
+// that exercise them.
+//
+// package.json and package-lock.json (committed, embedded) pin every
+// package; Install runs `npm ci` once into a cache directory keyed by the
+// lock file's hash and returns that directory. Tests that need Node fail
+// when node or npm is missing: CI (.ci/run) provides both.
+package nodeclients
+
+import (
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+)
+
+//go:embed package.json package-lock.json *.mjs
+var files embed.FS
+
+// EnvCache names a directory to install into instead of the user cache.
+const EnvCache = "MCP_MUX_NODE_CACHE"
+
+var (
+	once    sync.Once
+	dir     string
+	instErr error
+)
+
+// Install installs the pinned packages (once per process; across processes
+// the cache directory is shared and guarded by a file lock) and returns the
+// directory holding node_modules and the driver scripts. It fails t when
+// node or npm is missing or the install fails.
+func Install(t testing.TB) string {
+	t.Helper()
+	once.Do(func() { dir, instErr = install() })
+	if instErr != nil {
+		t.Fatalf("nodeclients: %v", instErr)
+	}
+	return dir
+}
+
+// Node returns the path of the node binary, failing t when there is none.
+func Node(t testing.TB) string {
+	t.Helper()
+	p, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("nodeclients: node is required (CI installs it in .ci/run): %v", err)
+	}
+	return p
+}
+
+// ServerEverything returns the command and arguments that run
+// server-everything over stdio from an installed directory.
+func ServerEverything(t testing.TB) (string, []string) {
+	t.Helper()
+	d := Install(t)
+	return Node(t), []string{filepath.Join(d, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js"), "stdio"}
+}
+
+// Script returns the path of an embedded driver script in the installed directory.
+func Script(t testing.TB, name string) string {
+	t.Helper()
+	p := filepath.Join(Install(t), name)
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("nodeclients: no script %s: %v", name, err)
+	}
+	return p
+}
+
+func install() (string, error) {
+	for _, tool := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return "", fmt.Errorf("%s is required (CI installs it in .ci/run): %w", tool, err)
+		}
+	}
+	lock, err := files.ReadFile("package-lock.json")
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(lock)
+	base := os.Getenv(EnvCache)
+	if base == "" {
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			cache = os.TempDir()
+		}
+		base = filepath.Join(cache, "mcp-mux")
+	}
+	d := filepath.Join(base, "nodeclients-"+hex.EncodeToString(sum[:6]))
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		return "", err
+	}
+	// Several test binaries may install at once: one runs npm ci, the
+	// others wait for it.
+	lf, err := os.OpenFile(filepath.Join(d, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return "", err
+	}
+	defer lf.Close()
+	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX); err != nil {
+		return "", fmt.Errorf("locking %s: %w", d, err)
+	}
+	defer func() { _ = syscall.Flock(int(lf.Fd()), syscall.LOCK_UN) }()
+
+	// The scripts are rewritten every time (they are not part of the hash).
+	err = fs.WalkDir(files, ".", func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		b, err := files.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return writeIfChanged(filepath.Join(d, p), b)
+	})
+	if err != nil {
+		return "", err
+	}
+	stamp := filepath.Join(d, "node_modules", ".mcp-mux-installed")
+	if b, err := os.ReadFile(stamp); err == nil && string(b) == hex.EncodeToString(sum[:]) {
+		return d, nil
+	}
+	cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund", "--loglevel=error")
+	cmd.Dir = d
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("npm ci in %s: %w\n%s", d, err, out)
+	}
+	if err := os.WriteFile(stamp, []byte(hex.EncodeToString(sum[:])), 0o644); err != nil {
+		return "", err
+	}
+	return d, nil
+}
+
+func writeIfChanged(path string, b []byte) error {
+	if old, err := os.ReadFile(path); err == nil && string(old) == string(b) {
+		return nil
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

@@ -1,0 +1,202 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/internal/wire"
+)
+
+// The 2026-07-28 era on /mcp.
+//
+// One endpoint serves both protocol eras. go-sdk serves 2026-07-28 only from
+// a stateless handler and legacy sessions only from a stateful one, so
+// modernRequest routes each POST before either sees it: a 2026-07-28
+// MCP-Protocol-Version header (or, without one, a body whose _meta names a
+// protocol version) goes to the stateless handler; initialize, an
+// Mcp-Session-Id, GET and DELETE go to the stateful one, as before.
+//
+// Both handlers share one mcp.Server and so one receiving middleware. A
+// modern request has no mcp-mux session: receiveModern builds a throwaway one
+// from the request (its user, declared capabilities and log level) and the
+// same dispatch serves it, so a modern tools/call takes the legacy call path.
+// What differs lives here: server/discover, subscriptions/listen, results
+// marked complete and cacheable, and lists that never depend on earlier
+// calls (no tool_search promotions).
+
+// modernVersion is the protocol revision of the sessionless era.
+const modernVersion = "2026-07-28"
+
+// requestIDHeader carries a modern request's JSON-RPC id from the router to
+// the middleware, which the SDK does not expose (subscriptions/listen names
+// its notifications by it). Like userHeader it is set by mcp-mux only.
+const requestIDHeader = "Mcp-Mux-Internal-Request-Id"
+
+const metaSubscriptionID = "io.modelcontextprotocol/subscriptionId"
+
+// modernRequest reports whether r belongs to the 2026-07-28 era.
+func modernRequest(r *http.Request) bool {
+	if r.Method != http.MethodPost {
+		return false
+	}
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" {
+		return v >= modernVersion
+	}
+	if r.Header.Get("Mcp-Session-Id") != "" || r.Body == nil {
+		return false
+	}
+	// No version header and no session: only the body can tell. A request
+	// carrying a per-request protocol version is modern (the modern handler
+	// answers the missing header); anything else, initialize first, is legacy.
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), orErr(r.Body, err)))
+	if err != nil || len(body) > maxBody {
+		return false
+	}
+	var m wire.Message
+	if wire.Decode(body, &m) != nil || m.Method == "initialize" || !m.IsCall() {
+		return false
+	}
+	return bytes.Contains(m.Params, []byte(`"io.modelcontextprotocol/protocolVersion"`))
+}
+
+func orErr(r io.Reader, err error) io.Reader {
+	if err != nil {
+		return errReader{err}
+	}
+	return r
+}
+
+// serveModern serves one 2026-07-28 request.
+func (s *Server) serveModern(w http.ResponseWriter, r *http.Request) {
+	r.Header.Del(requestIDHeader)
+	if body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1)); err == nil && len(body) <= maxBody {
+		var m wire.Message
+		if wire.Decode(body, &m) == nil && m.IsCall() {
+			r.Header.Set(requestIDHeader, string(m.ID))
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	} else {
+		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), orErr(r.Body, err)))
+	}
+	s.modern.ServeHTTP(w, r)
+}
+
+// modernSession reports whether ss is the SDK's throwaway session for a
+// 2026-07-28 request.
+func modernSession(ss *mcp.ServerSession) bool {
+	if ss == nil {
+		return false
+	}
+	ip := ss.InitializeParams()
+	return ip != nil && ip.ProtocolVersion >= modernVersion
+}
+
+// receiveModern serves one 2026-07-28 request with a session built from it.
+func (s *Server) receiveModern(ctx context.Context, ss *mcp.ServerSession, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+	h := headerOf(req)
+	st := &session{ss: ss, user: requestUser(h), modern: true}
+	st.touch()
+	if m := req.GetParams(); m != nil {
+		if lvl, ok := m.GetMeta()["io.modelcontextprotocol/logLevel"].(string); ok {
+			st.level = lvl
+		}
+	}
+	switch method {
+	case "server/discover":
+		res, err := next(ctx, method, req)
+		if dr, ok := res.(*mcp.DiscoverResult); ok && err == nil {
+			if text := s.rt.Load().cat.Load().instructions; text != "" {
+				dr.Instructions = text
+			}
+			dr.Cacheable = s.cacheable()
+		}
+		return res, err
+	case "subscriptions/listen":
+		return s.listen(ctx, st, req)
+	}
+	res, err := s.dispatch(ctx, st, method, req, next)
+	if rr, ok := res.(*rawResult); ok && err == nil {
+		return &rawResult{raw: s.modernResult(method, rr.raw)}, nil
+	}
+	return res, err
+}
+
+// cacheTTLMs is how long a modern client may keep a list or read result.
+// Upstream lists change without notice to mcp-mux's callers' caches, so it
+// is short; subscriptions/listen tells listeners of changes at once.
+const cacheTTLMs = 1000
+
+// cacheable is the caching hint of lists and discover: private whenever a
+// result can differ by caller (callers are told apart, or upstreams see
+// each caller's own credentials), public otherwise.
+func (s *Server) cacheable() mcp.Cacheable {
+	return mcp.Cacheable{TTLMs: cacheTTLMs, CacheScope: s.cacheScope()}
+}
+
+func (s *Server) cacheScope() string {
+	rt := s.rt.Load()
+	if rt.cfg.Inbound.Auth.Mode != "" && rt.cfg.Inbound.Auth.Mode != "none" {
+		return "private"
+	}
+	for _, b := range rt.backends {
+		if b.resolver != nil && b.resolver.PerCaller() {
+			return "private"
+		}
+	}
+	return "public"
+}
+
+// cachedMethods are the results that carry ttlMs and cacheScope.
+var cachedMethods = []string{"tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read"}
+
+// modernResult adds what a 2026-07-28 result must carry and a raw upstream
+// result may lack: resultType, and for lists and reads ttlMs and cacheScope.
+// Fields the result already has are kept.
+func (s *Server) modernResult(method string, raw json.RawMessage) json.RawMessage {
+	var have struct {
+		ResultType json.RawMessage `json:"resultType"`
+		TTL        json.RawMessage `json:"ttlMs"`
+		Scope      json.RawMessage `json:"cacheScope"`
+	}
+	if len(raw) < 2 || raw[0] != '{' || json.Unmarshal(raw, &have) != nil {
+		return raw
+	}
+	add := make([]byte, 0, 96)
+	if have.ResultType == nil {
+		add = append(add, `"resultType":"complete",`...)
+	}
+	if slices.Contains(cachedMethods, method) {
+		if have.TTL == nil {
+			add = append(add, `"ttlMs":`...)
+			add = strconv.AppendInt(add, cacheTTLMs, 10)
+			add = append(add, ',')
+		}
+		if have.Scope == nil {
+			add = append(add, `"cacheScope":"`...)
+			add = append(add, s.cacheScope()...)
+			add = append(add, `",`...)
+		}
+	}
+	if len(add) == 0 {
+		return raw
+	}
+	out := make([]byte, 0, len(raw)+len(add))
+	out = append(out, '{')
+	if string(bytes.TrimSpace(raw[1:])) == "}" {
+		add = add[:len(add)-1] // no trailing comma before an empty body
+	}
+	out = append(out, add...)
+	return append(out, raw[1:]...)
+}
+
+// errMissingParams is the error for a request without its params.
+var errMissingParams = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "missing params"}
