@@ -56,7 +56,7 @@ func TestSSEStreamResumedAfterRetry(t *testing.T) {
 		h.ServeHTTP(w, r)
 	}))
 	t.Cleanup(ts.Close)
-	u := start(t, urlOptions(ts.URL + "/mcp"))
+	u := start(t, urlOptions(ts.URL+"/mcp"))
 	if got := callText(t, u, alice1, "run", `{}`); got != "run 1" {
 		t.Errorf("result = %q, want run 1", got)
 	}
@@ -96,7 +96,7 @@ func TestLostAnswerIsNotRetried(t *testing.T) {
 	la := &lostAnswer{next: streamable(srv)}
 	ts := httptest.NewServer(la)
 	t.Cleanup(ts.Close)
-	u := start(t, urlOptions(ts.URL + "/mcp"))
+	u := start(t, urlOptions(ts.URL+"/mcp"))
 	la.drop.Store(true)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -131,7 +131,7 @@ func TestExpiredSessionRetriedOnce(t *testing.T) {
 	var runs atomic.Int32
 	ts := httptest.NewServer(&expireOnce{next: streamable(countingServer(&runs, false))})
 	t.Cleanup(ts.Close)
-	u := start(t, urlOptions(ts.URL + "/mcp"))
+	u := start(t, urlOptions(ts.URL+"/mcp"))
 	if got := callText(t, u, alice1, "run", `{}`); !strings.HasPrefix(got, "run ") {
 		t.Errorf("result = %q", got)
 	}

@@ -55,7 +55,9 @@ func TestOptionalListsTolerated(t *testing.T) {
 	}
 	// A later refresh (the server announces a change) warns no more.
 	srv.AddTool(&mcp.Tool{Name: "late", InputSchema: map[string]any{"type": "object"}},
-		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{}, nil
+		})
 	waitFor(t, 10*time.Second, "the refreshed tool list", func() bool {
 		for _, tl := range u.Tools() {
 			if tl.Name == "late" {

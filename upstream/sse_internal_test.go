@@ -29,7 +29,7 @@ func TestEventReader(t *testing.T) {
 
 func TestEventReaderBounds(t *testing.T) {
 	for _, in := range []string{
-		"data: " + strings.Repeat("x", 5000) + "\n\n",                  // one long line
+		"data: " + strings.Repeat("x", 5000) + "\n\n",                     // one long line
 		strings.Repeat("data: "+strings.Repeat("y", 100)+"\n", 60) + "\n", // many lines
 	} {
 		r := newEventReader(strings.NewReader(in), 4096)

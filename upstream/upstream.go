@@ -189,7 +189,7 @@ type Upstream struct {
 	hasResources atomic.Bool // announced resources after initialize
 	firstOnce    sync.Once
 
-	mu    sync.Mutex
+	mu        sync.Mutex
 	lists     Lists
 	err       error           // last discovery error, nil when healthy
 	optFailed map[string]bool // optional lists whose last listing failed
