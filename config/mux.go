@@ -61,6 +61,12 @@ type Inbound struct {
 	UserHeader string
 	// AllowedHosts and AllowedOrigins extend the DNS-rebinding checks.
 	AllowedHosts, AllowedOrigins []string
+	// MaxSessions caps open downstream sessions (default 10000); an
+	// initialize past it is refused.
+	MaxSessions int
+	// SessionIdleTimeout closes a downstream session without traffic for
+	// this long (default 30m).
+	SessionIdleTimeout time.Duration
 	// RequestStateKey keys the integrity check of 2026-07-28 requestStates;
 	// replicas behind one load balancer share it. Empty: a key per process.
 	RequestStateKey secret.Value
@@ -110,10 +116,12 @@ func defaultBlocks() (Guardrails, ToolSearch, Tasks, Store, Inbound) {
 		},
 		Store{KeyPrefix: "mcp-mux:"},
 		Inbound{
-			Auth:          InboundAuth{Mode: AuthNone, UserClaim: "sub"},
-			SecretsHeader: "X-Mux-Secrets",
-			ThreadHeader:  "X-Mux-Thread-Id",
-			UserHeader:    "X-Mux-User",
+			Auth:               InboundAuth{Mode: AuthNone, UserClaim: "sub"},
+			SecretsHeader:      "X-Mux-Secrets",
+			ThreadHeader:       "X-Mux-Thread-Id",
+			UserHeader:         "X-Mux-User",
+			MaxSessions:        10000,
+			SessionIdleTimeout: 1800 * time.Second,
 		}
 }
 
@@ -201,6 +209,8 @@ func (c *Config) parseInbound(o *object, f *findings) {
 	}
 	in.AllowedHosts = o.strList("allowed_hosts")
 	in.AllowedOrigins = o.strList("allowed_origins")
+	in.MaxSessions = o.intInRange("max_sessions", in.MaxSessions, 1, 1000000)
+	in.SessionIdleTimeout = o.secondsInRange("session_idle_timeout_seconds", in.SessionIdleTimeout, 1, 7*24*3600)
 	in.RequestStateKey = o.secret("request_state_key")
 	if n := len(in.RequestStateKey.Reveal()); n > 0 && n < 32 {
 		f.problem(o.field("request_state_key"), "must be at least 32 bytes long (it is a key, not a password)")

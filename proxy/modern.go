@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
 // The 2026-07-28 era on /mcp.
@@ -104,6 +105,9 @@ func modernSession(ss *mcp.ServerSession) bool {
 func (s *Server) receiveModern(ctx context.Context, ss *mcp.ServerSession, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
 	h := headerOf(req)
 	st := &session{ss: ss, user: requestUser(h), modern: true}
+	if ip := ss.InitializeParams(); ip != nil {
+		st.caps = upstream.Capabilities(ip.Capabilities)
+	}
 	st.touch()
 	if m := req.GetParams(); m != nil {
 		if lvl, ok := m.GetMeta()["io.modelcontextprotocol/logLevel"].(string); ok {

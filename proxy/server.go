@@ -23,6 +23,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/headers"
 	"github.com/mcp-mux/mcp-mux/inbound"
 	"github.com/mcp-mux/mcp-mux/interceptor"
+	"github.com/mcp-mux/mcp-mux/taskpoll"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
@@ -30,12 +31,25 @@ import (
 type Options struct {
 	Logger  hclog.Logger
 	Version string
-	// SessionTimeout closes downstream sessions idle this long; default 30m.
-	SessionTimeout time.Duration
+	// MaxSessionCalls caps the requests one downstream session runs at
+	// once (tools/call, prompts/get, resources/read, completion); default 64.
+	MaxSessionCalls int
+	// BodyTimeout bounds reading one request body; default 30s.
+	BodyTimeout time.Duration
+	// IdleConnTimeout closes a keep-alive connection without a request for
+	// this long (HTTPServer); default 2m.
+	IdleConnTimeout time.Duration
 	// RetryMin and RetryMax bound the rediscovery backoff of a failed upstream.
 	RetryMin, RetryMax time.Duration
+	// StdioSupervisor is upstream.Options.Supervisor for every stdio server.
+	StdioSupervisor string
 	// PageSize bounds prompts/list and resources/*list pages; 0 = one page.
 	PageSize int
+	// TaskStore turns durable tasks on (mcp_tasks.enabled): the Server runs
+	// a taskpoll.Service on it with TaskConfig, polling from the first
+	// Apply. The caller closes the store after Close.
+	TaskStore  taskpoll.Store
+	TaskConfig taskpoll.Config
 	// DrainTimeout bounds how long a runtime replaced by Apply waits for the
 	// calls that started on it before closing its upstreams; default 2m.
 	DrainTimeout time.Duration
@@ -44,6 +58,10 @@ type Options struct {
 	// keeps that server at its running settings, reports the error's text as
 	// the server's reload problem, and lets the rest of the reload proceed.
 	ServerChange func(running, next *config.Server) error
+	// SwapWait bounds how long Apply waits for new and reconnected upstreams
+	// to finish their first discovery before it swaps the new runtime in
+	// (their tools are served from then on); default 5s, negative: no wait.
+	SwapWait time.Duration
 }
 
 // Server is the mcp-mux MCP server.
@@ -64,6 +82,7 @@ type Server struct {
 	replica    string            // this process, in requestStates of parked calls
 	states     *stateSealer      // requestState key without inbound.request_state_key
 	sessions   sessionTable
+	requests   requestTable // SDK-path HTTP requests (limits.go)
 	progress   progressTable
 	metrics    *metrics
 	subsMu     sync.Mutex
@@ -74,6 +93,8 @@ type Server struct {
 	sessionsWG sync.WaitGroup  // session cleanup goroutines
 	ready      atomic.Bool     // a config has been applied
 	life       context.Context // ends when Close starts
+	draining   atomic.Bool     // Drain was called: not ready
+	started    time.Time
 	stop       context.CancelFunc
 	bg         sync.WaitGroup
 
@@ -83,6 +104,10 @@ type Server struct {
 	retireCtx  context.Context // cancelled by Close: retired runtimes close at once
 	retireStop context.CancelFunc
 	reloads    reloadLog
+
+	tasks       *taskpoll.Service // nil: durable tasks off (tasks.go)
+	tasksOnce   sync.Once
+	tasksCancel func()
 }
 
 // runtime is everything built from one config.
@@ -95,7 +120,8 @@ type runtime struct {
 	auth     *inbound.Authenticator
 	origins  *originPolicy
 	icepts   []interceptor.Interceptor
-	states   *stateSealer // seals 2026-07-28 requestStates (mrtr_state.go)
+	states   *stateSealer      // seals 2026-07-28 requestStates (mrtr_state.go)
+	skipped  map[string]string // enabled servers that could not be set up: the reason
 
 	mu      sync.Mutex
 	calls   int           // calls in flight that started on this runtime
@@ -112,6 +138,7 @@ type backend struct {
 	up          *upstream.Upstream
 	srv         *config.Server    // this runtime's settings: routing, tools, description
 	resolver    *headers.Resolver // upstream headers (http/sse); nil when there are none
+	base        *resolverRef      // the resolver up's own requests use
 	metrics     *callMetrics
 }
 
@@ -120,10 +147,16 @@ func New(opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = hclog.NewNullLogger()
 	}
-	if opts.SessionTimeout <= 0 {
-		opts.SessionTimeout = 30 * time.Minute
+	if opts.MaxSessionCalls <= 0 {
+		opts.MaxSessionCalls = defaultMaxSessionCalls
 	}
-	s := &Server{opts: opts, log: opts.Logger, refs: map[any]int{}}
+	if opts.BodyTimeout <= 0 {
+		opts.BodyTimeout = defaultBodyTimeout
+	}
+	if opts.IdleConnTimeout <= 0 {
+		opts.IdleConnTimeout = defaultIdleConnTimeout
+	}
+	s := &Server{opts: opts, log: opts.Logger, refs: map[any]int{}, started: time.Now()}
 	s.retireCtx, s.retireStop = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s)
 	s.reloads.register(s.metrics.reg)
@@ -150,13 +183,23 @@ func New(opts Options) *Server {
 	s.life = ctx
 	s.states = newStateSealer("")
 	s.replica = fmt.Sprintf("%x", s.states.mac("replica")[:8])
-	s.bg.Go(func() { s.reapSessions(ctx, opts.SessionTimeout) })
+	if opts.TaskStore != nil {
+		svc, err := taskpoll.New(taskpoll.Options{Store: opts.TaskStore, Caller: (*taskCaller)(s), Config: opts.TaskConfig,
+			Logger: s.log.Named("tasks"), Registerer: s.metrics.reg})
+		if err != nil {
+			s.log.Error("durable tasks are off", "err", err)
+		} else {
+			s.tasks = svc
+			s.tasksCancel = svc.Subscribe(s.taskEvent)
+		}
+	}
 	none, _ := inbound.New(inbound.Options{Mode: inbound.ModeNone})
 	origins, _ := newOriginPolicy(nil, nil)
 	empty := newRuntime(&config.Config{})
-	empty.pol, empty.auth, empty.origins, empty.states = &catalogPolicy{}, none, origins, s.states
+	empty.pol, empty.auth, empty.origins, empty.states = &catalogPolicy{tasks: s.tasks != nil}, none, origins, s.states
 	empty.cat.Store(buildCatalog(nil, empty.pol, s.log))
 	s.rt.Store(empty)
+	s.bg.Go(func() { s.reapSessions(ctx) })
 	return s
 }
 
@@ -173,17 +216,15 @@ func (s *Server) Handler() http.Handler {
 	})
 	mux.Handle(inbound.MetadataPath, meta)
 	mux.Handle(inbound.MetadataPath+"/mcp", meta)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		_, _ = w.Write([]byte("ok\n"))
-	})
+	mux.HandleFunc("GET /healthz", serveHealth)
 	mux.HandleFunc("GET /readyz", s.serveReady)
 	mux.Handle("GET /metrics", s.metrics.handler())
 	return mux
 }
 
-func (s *Server) serveReady(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
 	rt := s.rt.Load()
+	storeOK := s.taskStoreReady(r.Context())
 	type status struct {
 		Tools int    `json:"tools"`
 		Error string `json:"error,omitempty"`
@@ -192,7 +233,12 @@ func (s *Server) serveReady(w http.ResponseWriter, _ *http.Request) {
 		Ready   bool              `json:"ready"`
 		Tools   int               `json:"tools"`
 		Servers map[string]status `json:"servers"`
-	}{Ready: s.ready.Load(), Servers: map[string]status{}}
+		Store   *bool             `json:"task_store_reachable,omitempty"`
+	}{Ready: s.isReady(), Servers: map[string]status{}}
+	if s.tasks != nil {
+		out.Ready = out.Ready && storeOK
+		out.Store = &storeOK
+	}
 	out.Tools = len(rt.cat.Load().order)
 	for _, b := range rt.backends {
 		st := status{Tools: len(b.up.Tools())}
@@ -227,6 +273,7 @@ func (s *Server) Close(ctx context.Context) error {
 	s.lifeMu.Lock()
 	s.closed.Store(true)
 	s.lifeMu.Unlock()
+	s.stopTasks(ctx)
 	s.stop()
 	s.bg.Wait()
 	s.parked.closeAll()
@@ -238,7 +285,7 @@ func (s *Server) Close(ctx context.Context) error {
 		s.log.Warn("shutdown: abandoning in-flight calls")
 	}
 	for _, ss := range s.sessions.all() {
-		_ = ss.Close()
+		s.closeSession(ss)
 	}
 	// Each session's cleanup releases its upstream sessions; let it finish
 	// before the upstreams go, so no stdio process outlives Close.

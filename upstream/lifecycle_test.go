@@ -163,7 +163,7 @@ func TestStdioProcessGroupGoneAfterClose(t *testing.T) {
 	}
 	u.Start()
 	recv(t, u.Discovered(), 20*time.Second, "discovery")
-	leader := pidOf(t, u, alice1)
+	server := pidOf(t, u, alice1)
 	// Control and call session each started a grandchild; find their groups.
 	re := regexp.MustCompile(`grandchild pid (\d+)`)
 	var groups []int
@@ -177,15 +177,16 @@ func TestStdioProcessGroupGoneAfterClose(t *testing.T) {
 		}
 		return len(groups) == 2
 	})
+	_, serverGroup, _ := mcptest.ProcStat(server)
 	found := false
 	for _, g := range groups {
-		found = found || g == leader
-		if n := len(membersOfGroup(g)); n != 2 {
-			t.Errorf("group %d has %d live processes, want server and grandchild", g, n)
+		found = found || g == serverGroup
+		if n := len(membersOfGroup(g)); n != 3 {
+			t.Errorf("group %d has %d live processes, want supervisor, server and grandchild", g, n)
 		}
 	}
 	if !found {
-		t.Errorf("call session process %d leads none of the groups %v", leader, groups)
+		t.Errorf("call session process %d is in none of the groups %v", server, groups)
 	}
 	if err := u.Close(); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -22,6 +23,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if code, ok := upstream.RunSupervisor(); ok {
+		os.Exit(code)
+	}
 	mcptest.MaybeServeStdio()
 	goleak.VerifyTestMain(m)
 }
@@ -41,7 +45,7 @@ func stdioOptions(name string, o mcptest.StdioOptions) upstream.Options {
 	// A -race child otherwise sleeps 1s in its exit handler, which every
 	// session close would wait for.
 	env["GORACE"] = "atexit_sleep_ms=0"
-	return upstream.Options{Name: name, Transport: upstream.Stdio, Command: cmd, Args: args, Env: env}
+	return upstream.Options{Name: name, Transport: upstream.Stdio, Command: cmd, Args: args, Env: env, Supervisor: "/proc/self/exe"}
 }
 
 func httpOptions(t testing.TB, s *mcp.Server) upstream.Options {

@@ -2,11 +2,14 @@ package upstream
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -44,10 +47,22 @@ type process struct {
 }
 
 func startProcess(opts *Options, log hclog.Logger) (*process, error) {
-	cmd := exec.Command(opts.Command, opts.Args...)
+	path, err := resolveCommand(opts.Command, opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("starting %q: %w", opts.Command, err)
+	}
+	var cmd *exec.Cmd
+	if opts.Supervisor != "" {
+		cmd = supervisorCommand(opts.Supervisor, path, opts.Args)
+		cmd.Env = append(cmd.Env, processEnv(opts.Env)...)
+		// The supervisor turns the parent-death signal into killing the group.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGUSR1}
+	} else {
+		cmd = exec.Command(path, opts.Args...)
+		cmd.Env = processEnv(opts.Env)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	}
 	cmd.Dir = opts.Dir
-	cmd.Env = processEnv(opts.Env)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.WaitDelay = time.Second
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -72,12 +87,34 @@ func startProcess(opts *Options, log hclog.Logger) (*process, error) {
 		p.mu.Lock()
 		p.exitedAt, p.waitErr = time.Now(), err
 		p.mu.Unlock()
-		// Grandchildren may outlive the leader; the group dies with it,
-		// before stop (and so Close) returns.
+		// Grandchildren may outlive the leader (the supervisor has killed
+		// them already); the group dies with it, before stop (and so Close)
+		// returns.
 		_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
 		close(p.exited)
 	}()
 	return p, nil
+}
+
+// resolveCommand finds command as exec.Command would, so that a missing
+// program is reported before the supervisor starts. A path with a slash is
+// relative to dir, where the process starts.
+func resolveCommand(command, dir string) (string, error) {
+	if !strings.Contains(command, "/") {
+		return exec.LookPath(command)
+	}
+	p := command
+	if !filepath.IsAbs(p) && dir != "" {
+		p = filepath.Join(dir, p)
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return "", err
+	}
+	if fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return "", errors.New("not an executable file")
+	}
+	return command, nil
 }
 
 func processEnv(env map[string]string) []string {

@@ -1,6 +1,6 @@
 // Command mcp-mux runs the mcp-mux MCP proxy.
 //
-//	mcp-mux serve [--config PATH] [--listen ADDR] [--data-dir DIR] [--log-format json|text] [--log-level LEVEL]
+//	mcp-mux serve [--config PATH] [--listen ADDR] [--ops-listen ADDR] [--shutdown-delay DURATION] [--data-dir DIR] [--log-format json|text] [--log-level LEVEL]
 //	mcp-mux validate --config PATH
 //	mcp-mux version
 package main
@@ -12,12 +12,18 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
 var version = "dev"
 
 func main() {
+	// A stdio server's supervisor is this binary re-executed (upstream.Options.Supervisor).
+	if code, ok := upstream.RunSupervisor(); ok {
+		os.Exit(code)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv)
 	stop()
@@ -25,7 +31,7 @@ func main() {
 }
 
 const usage = `usage:
-  mcp-mux serve [--config PATH] [--listen ADDR] [--data-dir DIR] [--log-format json|text] [--log-level LEVEL]
+  mcp-mux serve [--config PATH] [--listen ADDR] [--ops-listen ADDR] [--shutdown-delay DURATION] [--data-dir DIR] [--log-format json|text] [--log-level LEVEL]
   mcp-mux validate --config PATH
   mcp-mux version
 `

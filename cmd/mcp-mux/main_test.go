@@ -27,6 +27,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
+	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
 // testVersion is stamped into the test binary with -X main.version.
@@ -36,6 +37,9 @@ const testVersion = "v0.0.0-test"
 var muxBin string
 
 func TestMain(m *testing.M) {
+	if code, ok := upstream.RunSupervisor(); ok { // in-process serve supervises with this binary
+		os.Exit(code)
+	}
 	mcptest.MaybeServeStdio()
 	os.Exit(testMain(m))
 }

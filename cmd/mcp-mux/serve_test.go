@@ -463,3 +463,53 @@ func TestServeNoneIsLoopbackOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestServeSIGKILLLeavesNoProcesses: a mux killed with SIGKILL leaves no
+// stdio server and no descendant of one, here a shell's background sleep
+// beside the server it exec'd, for the discovery and a call session alike.
+// Even a child that left the group with setsid is caught: its parent dies
+// first, and the supervisor, its subreaper, kills it then.
+func TestServeSIGKILLLeavesNoProcesses(t *testing.T) {
+	name := fmt.Sprintf("sigkill-%d-%d", os.Getpid(), time.Now().UnixNano())
+	marker := "MCPTEST_STDIO_SERVER=" + name
+	srv := stdioServer(name, mcptest.StdioOptions{})
+	script := fmt.Sprintf("sleep 300 & setsid sleep 301 & exec %q %s", srv["command"], strings.Join(srv["args"].([]string), " "))
+	srv["command"], srv["args"] = "sh", []string{"-c", script}
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "c.json", mustJSON(t, map[string]any{"mcpServers": map[string]any{"local": srv}}))
+	s := startServe(t, dir, nil, "--config", cfg, "--listen", "127.0.0.1:0")
+	t.Cleanup(func() { // only if the test failed: end what the mux left behind, by pid
+		for _, pid := range liveProcesses(nil, marker) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	cs := connect(t, s.url("/mcp"))
+	waitTools(t, cs, "local_echo")
+	if got := callText(t, cs, "local_echo", map[string]any{"text": "up"}); got != "up" {
+		t.Fatalf("local_echo = %q", got)
+	}
+	// Two sessions (discovery, the call), each a supervisor, a server and two sleeps.
+	waitFor := time.Now().Add(5 * time.Second)
+	for live := liveProcesses(nil, marker); len(live) != 8; live = liveProcesses(nil, marker) {
+		if time.Now().After(waitFor) {
+			t.Fatalf("before SIGKILL: %d processes %v, want 8", len(live), live)
+		}
+		time.Sleep(20 * time.Millisecond) // poll interval: the sleeps may still be starting
+	}
+	_ = cs.Close()
+	if err := s.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-s.done
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		live := liveProcesses(nil, marker)
+		if len(live) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes left 5s after SIGKILL of the mux: %v", live)
+		}
+		time.Sleep(20 * time.Millisecond) // poll interval
+	}
+}

@@ -93,8 +93,13 @@ func Exists(pid int) bool {
 	return err == nil
 }
 
+// supervisorMark starts the environment entry of upstream's stdio
+// supervisor, which carries the server's environment too.
+const supervisorMark = "MCP_MUX_STDIO_SUPERVISOR_PARENT="
+
 // StdioServers lists the live processes serving as the stdio test server
-// named name (started by StdioServer, at any depth below the caller).
+// named name (started by StdioServer, at any depth below the caller; not
+// their supervisors).
 func StdioServers(name string) []int {
 	want := []byte(envStdio + "=" + name)
 	var out []int
@@ -106,11 +111,16 @@ func StdioServers(name string) []int {
 		if err != nil {
 			continue
 		}
+		server := false
 		for _, kv := range bytes.Split(env, []byte{0}) {
-			if bytes.Equal(kv, want) {
-				out = append(out, p)
+			if bytes.HasPrefix(kv, []byte(supervisorMark)) {
+				server = false
 				break
 			}
+			server = server || bytes.Equal(kv, want)
+		}
+		if server {
+			out = append(out, p)
 		}
 	}
 	return out

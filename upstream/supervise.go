@@ -1,0 +1,200 @@
+package upstream
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A stdio server runs under a supervisor: the mux binary re-executed with
+// supervisorEnv set (Options.Supervisor names it), which starts the server
+// in its own process group. The kernel's parent-death signal reaches only a
+// direct child, so the supervisor is that child: when mcp-mux dies, even by
+// SIGKILL, the supervisor is signalled, kills the whole group, and kills
+// every orphan the server left (it is their child subreaper), then exits.
+// It also cleans up when the server itself exits. Only a process that both
+// left the group (setsid, setpgid) and was not orphaned before the
+// supervisor exits escapes it; DESIGN and README document that exception.
+
+// supervisorEnv carries the pid of the mcp-mux process that started the
+// supervisor. Only the supervisor sees it: it is removed from the server's
+// environment.
+const supervisorEnv = "MCP_MUX_STDIO_SUPERVISOR_PARENT"
+
+// supervisorPoll is how often the supervisor checks that mcp-mux is alive,
+// in case the parent-death signal was missed (it can fire before it is set).
+const supervisorPoll = 500 * time.Millisecond
+
+// RunSupervisor runs the stdio supervisor when this process was started as
+// one (Options.Supervisor) and reports its exit code; otherwise it returns
+// ok false at once. Call it first in main, and in TestMain of tests whose
+// Upstreams use the test binary as their Supervisor:
+//
+//	if code, ok := upstream.RunSupervisor(); ok {
+//		os.Exit(code)
+//	}
+func RunSupervisor() (code int, ok bool) {
+	parent, set := os.LookupEnv(supervisorEnv)
+	if !set {
+		return 0, false
+	}
+	if err := supervise(parent, os.Args[1:]); err != nil {
+		var ee *exitCode
+		if errors.As(err, &ee) {
+			return int(*ee), true
+		}
+		fmt.Fprintln(os.Stderr, "mcp-mux stdio supervisor:", err)
+		return 127, true
+	}
+	return 0, true
+}
+
+// exitCode is the server's exit status, which the supervisor exits with.
+type exitCode int
+
+func (e *exitCode) Error() string { return "exit status " + strconv.Itoa(int(*e)) }
+
+// supervisorCommand returns the command that starts the server command
+// (with args) under the supervisor executable exe, started by this process.
+func supervisorCommand(exe, command string, args []string) *exec.Cmd {
+	cmd := exec.Command(exe, append([]string{command}, args...)...)
+	cmd.Env = []string{supervisorEnv + "=" + strconv.Itoa(os.Getpid())}
+	return cmd
+}
+
+func supervise(parentText string, argv []string) error {
+	parent, err := strconv.Atoi(parentText)
+	if err != nil || len(argv) == 0 {
+		return errors.New("started without a parent pid or a command")
+	}
+	// Signals that would end a plain process end the server instead: the
+	// supervisor outlives it to clean up. SIGTERM from mcp-mux goes to the
+	// whole group, so the server has it already.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR1)
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGUSR1), 0, 0, 0); err != nil {
+		return fmt.Errorf("setting the parent-death signal: %w", err)
+	}
+	if os.Getppid() != parent {
+		return errors.New("mcp-mux exited before the server started")
+	}
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("becoming a child subreaper: %w", err)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, supervisorEnv+"=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	// The server shares the supervisor's group (mcp-mux signals it as a
+	// whole) and dies with the supervisor should that be killed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %q: %w", argv[0], err)
+	}
+	// The server holds the pipes now; mcp-mux sees EOF when it exits.
+	_ = os.Stdin.Close()
+	_ = os.Stdout.Close()
+
+	exited := make(chan syscall.WaitStatus, 1)
+	go reapChildren(cmd.Process.Pid, exited)
+	tick := time.NewTicker(supervisorPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case ws := <-exited:
+			killDescendants()
+			code := ws.ExitStatus()
+			if ws.Signaled() {
+				code = 128 + int(ws.Signal())
+			}
+			if code == 0 {
+				return nil
+			}
+			c := exitCode(code)
+			return &c
+		case <-sigs:
+		case <-tick.C:
+		}
+		if os.Getppid() != parent { // mcp-mux is gone
+			killDescendants()
+			return errors.New("mcp-mux exited; the server's processes were killed")
+		}
+	}
+}
+
+// reapChildren waits for every child (orphans included: the supervisor is
+// their subreaper) and reports the server's exit status.
+func reapChildren(server int, exited chan<- syscall.WaitStatus) {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, 0, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil {
+			return // ECHILD: none left
+		}
+		if pid == server {
+			exited <- ws
+		}
+	}
+}
+
+// killDescendants kills every process in the supervisor's group and every
+// process the supervisor adopted, until none is left: killing one may orphan
+// its children onto the supervisor.
+func killDescendants() {
+	self := os.Getpid()
+	for range 200 {
+		victims := 0
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil || pid == self {
+				continue
+			}
+			ppid, pgrp, live := procStat(pid)
+			if live && (pgrp == self || ppid == self) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				victims++
+			}
+		}
+		if victims == 0 {
+			return
+		}
+		time.Sleep(5 * time.Millisecond) // let the kills land before looking again
+	}
+}
+
+// procStat reads the parent and process group of pid; live is false for
+// zombies and vanished processes.
+func procStat(pid int) (ppid, pgrp int, live bool) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0, 0, false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 > len(s) {
+		return 0, 0, false
+	}
+	f := strings.Fields(s[i+2:]) // state ppid pgrp …
+	if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
+		return 0, 0, false
+	}
+	ppid, _ = strconv.Atoi(f[1])
+	pgrp, _ = strconv.Atoi(f[2])
+	return ppid, pgrp, true
+}
