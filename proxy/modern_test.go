@@ -296,3 +296,104 @@ func TestModernGoSDKClientDefaultOptions(t *testing.T) {
 		t.Fatalf("list: %v %+v", err, lt)
 	}
 }
+
+// modernCall posts one 2026-07-28 request with the given client
+// capabilities and extra params, and returns the decoded reply.
+func modernCall(t *testing.T, url string, hdr map[string]string, caps, method, name, params string) (int, rpcReply) {
+	t.Helper()
+	h := modernHeaders(method, name)
+	for k, v := range hdr {
+		h[k] = v
+	}
+	body := `{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":{` + modernMeta(caps) + "," + params + `}}`
+	status, _, b := rawRequest(t, http.MethodPost, url, h, body)
+	return status, reply(t, b)
+}
+
+// inputRequiredOf decodes an input_required result.
+func inputRequiredOf(t *testing.T, r rpcReply) (map[string]struct {
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+}, string) {
+	t.Helper()
+	var ir struct {
+		ResultType    string `json:"resultType"`
+		InputRequests map[string]struct {
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+		} `json:"inputRequests"`
+		RequestState string `json:"requestState"`
+	}
+	if r.Error != nil || json.Unmarshal(r.Result, &ir) != nil || ir.ResultType != "input_required" || ir.RequestState == "" {
+		t.Fatalf("want input_required, got %s %+v", r.Result, r.Error)
+	}
+	return ir.InputRequests, ir.RequestState
+}
+
+// A modern client of a legacy upstream: the upstream's live elicitation
+// becomes input_required, the parked call resumes with the client's answer.
+func TestModernClientLegacyUpstreamBridge(t *testing.T) {
+	m := modernMux(t, `, "inbound": {"auth": {"mode": "trusted_header"}, "user_header": "X-User"}`)
+	url := m.ts.URL + "/mcp"
+	alice := map[string]string{"X-User": "alice"}
+	const caps = `{"elicitation":{}}`
+	_, r := modernCall(t, url, alice, caps, "tools/call", "alpha_elicit", `"name":"alpha_elicit","arguments":{"tag":"t1"}`)
+	reqs, state := inputRequiredOf(t, r)
+	if len(reqs) != 1 {
+		t.Fatalf("input requests %v", reqs)
+	}
+	var key string
+	for k, ir := range reqs {
+		key = k
+		if ir.Method != "elicitation/create" || !strings.Contains(string(ir.Params), "elicit t1") {
+			t.Fatalf("input request %s %s", ir.Method, ir.Params)
+		}
+	}
+	answer := `"inputResponses":{"` + key + `":{"action":"accept","content":{"answer":"forty-two"}}}`
+
+	// A tampered state, or alice's state in bob's hands, is refused; the
+	// parked call still waits for alice's real retry.
+	for _, c := range []struct {
+		who   map[string]string
+		state string
+	}{{alice, state[:len(state)-2] + "xx"}, {alice, state + "-TAMPERED"}, {map[string]string{"X-User": "bob"}, state}} {
+		status, r := modernCall(t, url, c.who, caps, "tools/call", "alpha_elicit",
+			`"name":"alpha_elicit","arguments":{"tag":"t1"},`+answer+`,"requestState":`+mustQuote(c.state))
+		if r.Error == nil || r.Error.Code != -32602 || !strings.Contains(r.Error.Message, "requestState") {
+			t.Fatalf("refused state: HTTP %d %s %+v", status, r.Result, r.Error)
+		}
+	}
+	// The state of one server's call does not continue another server's.
+	_, r = modernCall(t, url, alice, caps, "tools/call", "alpha_echo",
+		`"name":"alpha_echo","arguments":{"text":"x"},"requestState":`+mustQuote(state))
+	if r.Error == nil || !strings.Contains(r.Error.Message, "continues another request") {
+		t.Fatalf("state reused for another tool's call: %s", r.Result)
+	}
+
+	_, r = modernCall(t, url, alice, caps, "tools/call", "alpha_elicit",
+		`"name":"alpha_elicit","arguments":{"tag":"t1"},`+answer+`,"requestState":`+mustQuote(state))
+	if r.Error != nil || !strings.Contains(string(r.Result), "elicited accept forty-two") || !strings.Contains(string(r.Result), `"resultType":"complete"`) {
+		t.Fatalf("retry: %s %+v", r.Result, r.Error)
+	}
+	// The call is done: its state does not resume anything a second time.
+	_, r = modernCall(t, url, alice, caps, "tools/call", "alpha_elicit",
+		`"name":"alpha_elicit","arguments":{"tag":"t1"},`+answer+`,"requestState":`+mustQuote(state))
+	if r.Error == nil || !strings.Contains(r.Error.Message, "no longer waiting") {
+		t.Fatalf("second retry: %s %+v", r.Result, r.Error)
+	}
+
+	// A client that declared no elicitation is never asked: the upstream's
+	// request fails and the tool reports it.
+	_, r = modernCall(t, url, alice, `{}`, "tools/call", "alpha_elicit", `"name":"alpha_elicit","arguments":{"tag":"t2"}`)
+	if r.Error == nil && !strings.Contains(string(r.Result), `"isError":true`) {
+		t.Fatalf("call without the capability: %s", r.Result)
+	}
+	if strings.Contains(string(r.Result), "input_required") {
+		t.Fatalf("asked a client for a capability it did not declare: %s", r.Result)
+	}
+}
+
+func mustQuote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}

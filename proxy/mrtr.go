@@ -153,7 +153,7 @@ func (s *Server) fulfil(ctx context.Context, k sink, params, raw json.RawMessage
 
 // sealInputRequired turns an upstream's input_required into the client's:
 // requests the client cannot serve are dropped, the state is sealed.
-func (s *Server) sealInputRequired(st *session, server string, ir *inputRequired) (json.RawMessage, error) {
+func (s *Server) sealInputRequired(st *session, server, target string, ir *inputRequired) (json.RawMessage, error) {
 	reqs := make(map[string]json.RawMessage, len(ir.InputRequests))
 	for key, rr := range ir.InputRequests {
 		var req inputRequest
@@ -164,7 +164,7 @@ func (s *Server) sealInputRequired(st *session, server string, ir *inputRequired
 	if len(reqs) == 0 {
 		return nil, &jsonrpc.Error{Code: codeMissingCapability, Message: "the server needs input the client declared no capability for"}
 	}
-	return inputRequiredResult(reqs, s.rt.Load().states.seal(stateEnvelope{Caller: st.user, Server: server, State: ir.RequestState})), nil
+	return inputRequiredResult(reqs, s.rt.Load().states.seal(stateEnvelope{Caller: st.user, Server: server, Target: target, State: ir.RequestState})), nil
 }
 
 func inputRequiredResult(reqs map[string]json.RawMessage, state string) json.RawMessage {
@@ -188,6 +188,7 @@ type parkTable struct {
 type parkedCall struct {
 	id     string
 	server string
+	target string
 	user   string
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -266,10 +267,10 @@ func (b bridgeSink) request(ctx context.Context, method string, params json.RawM
 }
 
 // startParked runs call as a bridged call of st to server.
-func (s *Server) startParked(ctx context.Context, st *session, server string, call func(context.Context) (mcp.Result, error)) *parkedCall {
+func (s *Server) startParked(ctx context.Context, st *session, server, target string, call func(context.Context) (mcp.Result, error)) *parkedCall {
 	var idb [16]byte
 	_, _ = rand.Read(idb[:])
-	pc := &parkedCall{id: fmt.Sprintf("%x", idb), server: server, user: st.user, done: make(chan struct{}),
+	pc := &parkedCall{id: fmt.Sprintf("%x", idb), server: server, target: target, user: st.user, done: make(chan struct{}),
 		signal: make(chan struct{}, 1), inputs: map[string]*pendingInput{}, st: st, ctx: ctx}
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	pc.cancel = cancel
@@ -344,7 +345,7 @@ func (s *Server) await(ctx context.Context, st *session, pc *parkedCall) (mcp.Re
 			return nil, err
 		}
 		return &rawResult{raw: inputRequiredResult(reqs, s.rt.Load().states.seal(stateEnvelope{
-			Caller: pc.user, Server: pc.server, Park: pc.id, Replica: s.replica}))}, nil
+			Caller: pc.user, Server: pc.server, Target: pc.target, Park: pc.id, Replica: s.replica}))}, nil
 	}
 }
 
@@ -355,7 +356,7 @@ func (s *Server) parkedResult(st *session, pc *parkedCall) (mcp.Result, error) {
 	}
 	if rr, ok := pc.res.(*rawResult); ok {
 		if ir, ok := asInputRequired(rr.raw); ok {
-			raw, err := s.sealInputRequired(st, pc.server, ir)
+			raw, err := s.sealInputRequired(st, pc.server, pc.target, ir)
 			if err != nil {
 				return nil, err
 			}
@@ -427,9 +428,9 @@ func (pc *parkedCall) answer(responses map[string]json.RawMessage) {
 // a retry is unsealed and resumed, a new call runs bridged.
 func (s *Server) modernCall(ctx context.Context, st *session, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
 	responses, state := retryOf(req.GetParams())
-	server := s.ownerOf(method, req.GetParams())
+	server, target := s.ownerOf(method, req.GetParams())
 	if state != "" {
-		env, err := s.rt.Load().states.open(state, st.user, server)
+		env, err := s.rt.Load().states.open(state, st.user, server, target)
 		if err != nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid requestState: " + err.Error()}
 		}
@@ -451,7 +452,7 @@ func (s *Server) modernCall(ctx context.Context, st *session, method string, req
 		b, _ := json.Marshal(responses)
 		st.retry = &mrtrRetry{responses: b, state: env.State}
 	}
-	pc := s.startParked(ctx, st, server, func(ctx context.Context) (mcp.Result, error) {
+	pc := s.startParked(ctx, st, server, target, func(ctx context.Context) (mcp.Result, error) {
 		return s.dispatch(ctx, st, method, req, next)
 	})
 	return s.await(ctx, st, pc)
@@ -480,22 +481,26 @@ func retryOf(p mcp.Params) (map[string]json.RawMessage, string) {
 	return out, state
 }
 
-// ownerOf names the server a call goes to ("" for mcp-mux's own tools).
-func (s *Server) ownerOf(method string, p mcp.Params) string {
+// ownerOf names the server a call goes to ("" for mcp-mux's own tools)
+// and its target: the method and the visible name or URI.
+func (s *Server) ownerOf(method string, p mcp.Params) (server, target string) {
 	cat := s.rt.Load().cat.Load()
 	switch p := p.(type) {
 	case *mcp.CallToolParamsRaw:
+		target = p.Name
 		if r := cat.routes[p.Name]; r != nil {
-			return r.server.name
+			server = r.server.name
 		}
 	case *mcp.GetPromptParams:
+		target = p.Name
 		if r := cat.res.prompts[p.Name]; r != nil {
-			return r.server.name
+			server = r.server.name
 		}
 	case *mcp.ReadResourceParams:
+		target = p.URI
 		if b := cat.res.resourceOwner(p.URI); b != nil {
-			return b.name
+			server = b.name
 		}
 	}
-	return ""
+	return server, method + " " + target
 }

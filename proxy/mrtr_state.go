@@ -27,6 +27,7 @@ type stateEnvelope struct {
 	V       int    `json:"v"`
 	Caller  string `json:"c"`           // user the state was minted for
 	Server  string `json:"s"`           // server that serves the call
+	Target  string `json:"t"`           // what was called: method and name or URI
 	Expires int64  `json:"e"`           // unix seconds
 	Park    string `json:"p,omitempty"` // id of a parked bridged call
 	Replica string `json:"r,omitempty"` // replica holding the parked call
@@ -73,8 +74,9 @@ func (s *stateSealer) seal(e stateEnvelope) string {
 
 var errStateIntegrity = errors.New("requestState failed its integrity check (tampered, or minted under another key)")
 
-// open verifies state and that it belongs to caller and server.
-func (s *stateSealer) open(state, caller, server string) (*stateEnvelope, error) {
+// open verifies state and that it belongs to caller and continues a
+// request to the same server and target.
+func (s *stateSealer) open(state, caller, server, target string) (*stateEnvelope, error) {
 	if len(state) > maxStateLen {
 		return nil, fmt.Errorf("requestState longer than %d bytes", maxStateLen)
 	}
@@ -99,8 +101,8 @@ func (s *stateSealer) open(state, caller, server string) (*stateEnvelope, error)
 		return nil, errors.New("requestState has expired; call again without it")
 	case e.Caller != caller:
 		return nil, errors.New("requestState was issued to another caller")
-	case e.Server != server:
-		return nil, errors.New("requestState belongs to a request to another server")
+	case e.Server != server || e.Target != target:
+		return nil, errors.New("requestState continues another request (another server, tool, prompt or resource)")
 	}
 	return &e, nil
 }
