@@ -16,6 +16,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/headers"
 	"github.com/mcp-mux/mcp-mux/interceptor"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/taskpoll"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
@@ -119,6 +120,9 @@ func (s *Server) dispatch(ctx context.Context, st *session, method string, req m
 		return s.forward(ctx, st, req, r.server, method, &q)
 	case "resources/read", "resources/subscribe", "resources/unsubscribe":
 		uri := uriOf(req.GetParams())
+		if s.tasks != nil && strings.HasPrefix(uri, taskpoll.ResourcePrefix) {
+			return s.taskResource(ctx, st, method, uri) // tasks.go
+		}
 		b := cat.res.resourceOwner(uri)
 		if b == nil {
 			return nil, &jsonrpc.Error{Code: -32002, Message: fmt.Sprintf("resource not found: %q", uri)}
@@ -286,6 +290,9 @@ func (s *Server) callTool(ctx context.Context, st *session, k sink, key upstream
 	if r == nil {
 		return nil, errUnknownTool(name)
 	}
+	if r.builtin { // list/get/cancel_background_task (tasks.go)
+		return s.builtinTask(ctx, st, key, name, args), nil
+	}
 	fwd, utok := s.forwardMeta(meta, k)
 	if utok != "" {
 		defer s.progress.drop(utok)
@@ -300,10 +307,16 @@ func (s *Server) callTool(ctx context.Context, st *session, k sink, key upstream
 		}
 		return raw, err
 	}
-	var raw json.RawMessage
 	if icepts := rt.icepts; len(icepts) > 0 {
-		c := &interceptor.Call{User: st.user, Thread: key.Thread, Server: r.server.name, Tool: r.name, RawTool: r.raw}
-		raw, err = interceptor.Chain(ctx, icepts, c, call)
+		forward := call
+		call = func(ctx context.Context) (json.RawMessage, error) {
+			c := &interceptor.Call{User: st.user, Thread: key.Thread, Server: r.server.name, Tool: r.name, RawTool: r.raw}
+			return interceptor.Chain(ctx, icepts, c, forward)
+		}
+	}
+	var raw json.RawMessage
+	if r.task != nil { // a durable task's submit (tasks.go)
+		raw, err = s.submitTask(ctx, st, key, r, call)
 	} else {
 		raw, err = call(ctx)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/headers"
 	"github.com/mcp-mux/mcp-mux/inbound"
 	"github.com/mcp-mux/mcp-mux/interceptor"
+	"github.com/mcp-mux/mcp-mux/taskpoll"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
@@ -43,6 +44,11 @@ type Options struct {
 	StdioSupervisor string
 	// PageSize bounds prompts/list and resources/*list pages; 0 = one page.
 	PageSize int
+	// TaskStore turns durable tasks on (mcp_tasks.enabled): the Server runs
+	// a taskpoll.Service on it with TaskConfig, polling from the first
+	// Apply. The caller closes the store after Close.
+	TaskStore  taskpoll.Store
+	TaskConfig taskpoll.Config
 	// DrainTimeout bounds how long a runtime replaced by Apply waits for the
 	// calls that started on it before closing its upstreams; default 2m.
 	DrainTimeout time.Duration
@@ -51,6 +57,10 @@ type Options struct {
 	// keeps that server at its running settings, reports the error's text as
 	// the server's reload problem, and lets the rest of the reload proceed.
 	ServerChange func(running, next *config.Server) error
+	// SwapWait bounds how long Apply waits for new and reconnected upstreams
+	// to finish their first discovery before it swaps the new runtime in
+	// (their tools are served from then on); default 5s, negative: no wait.
+	SwapWait time.Duration
 }
 
 // Server is the mcp-mux MCP server.
@@ -79,6 +89,8 @@ type Server struct {
 	sessionsWG sync.WaitGroup  // session cleanup goroutines
 	ready      atomic.Bool     // a config has been applied
 	life       context.Context // ends when Close starts
+	draining   atomic.Bool     // Drain was called: not ready
+	started    time.Time
 	stop       context.CancelFunc
 	bg         sync.WaitGroup
 
@@ -88,6 +100,10 @@ type Server struct {
 	retireCtx  context.Context // cancelled by Close: retired runtimes close at once
 	retireStop context.CancelFunc
 	reloads    reloadLog
+
+	tasks       *taskpoll.Service // nil: durable tasks off (tasks.go)
+	tasksOnce   sync.Once
+	tasksCancel func()
 }
 
 // runtime is everything built from one config.
@@ -100,6 +116,7 @@ type runtime struct {
 	auth     *inbound.Authenticator
 	origins  *originPolicy
 	icepts   []interceptor.Interceptor
+	skipped  map[string]string // enabled servers that could not be set up: the reason
 
 	mu      sync.Mutex
 	calls   int           // calls in flight that started on this runtime
@@ -116,6 +133,7 @@ type backend struct {
 	up          *upstream.Upstream
 	srv         *config.Server    // this runtime's settings: routing, tools, description
 	resolver    *headers.Resolver // upstream headers (http/sse); nil when there are none
+	base        *resolverRef      // the resolver up's own requests use
 	metrics     *callMetrics
 }
 
@@ -133,7 +151,7 @@ func New(opts Options) *Server {
 	if opts.IdleConnTimeout <= 0 {
 		opts.IdleConnTimeout = defaultIdleConnTimeout
 	}
-	s := &Server{opts: opts, log: opts.Logger, refs: map[any]int{}}
+	s := &Server{opts: opts, log: opts.Logger, refs: map[any]int{}, started: time.Now()}
 	s.retireCtx, s.retireStop = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s)
 	s.reloads.register(s.metrics.reg)
@@ -158,10 +176,20 @@ func New(opts Options) *Server {
 	var ctx context.Context
 	ctx, s.stop = context.WithCancel(context.Background())
 	s.life = ctx
+	if opts.TaskStore != nil {
+		svc, err := taskpoll.New(taskpoll.Options{Store: opts.TaskStore, Caller: (*taskCaller)(s), Config: opts.TaskConfig,
+			Logger: s.log.Named("tasks"), Registerer: s.metrics.reg})
+		if err != nil {
+			s.log.Error("durable tasks are off", "err", err)
+		} else {
+			s.tasks = svc
+			s.tasksCancel = svc.Subscribe(s.taskEvent)
+		}
+	}
 	none, _ := inbound.New(inbound.Options{Mode: inbound.ModeNone})
 	origins, _ := newOriginPolicy(nil, nil)
 	empty := newRuntime(&config.Config{})
-	empty.pol, empty.auth, empty.origins = &catalogPolicy{}, none, origins
+	empty.pol, empty.auth, empty.origins = &catalogPolicy{tasks: s.tasks != nil}, none, origins
 	empty.cat.Store(buildCatalog(nil, empty.pol, s.log))
 	s.rt.Store(empty)
 	s.bg.Go(func() { s.reapSessions(ctx) })
@@ -181,17 +209,15 @@ func (s *Server) Handler() http.Handler {
 	})
 	mux.Handle(inbound.MetadataPath, meta)
 	mux.Handle(inbound.MetadataPath+"/mcp", meta)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		_, _ = w.Write([]byte("ok\n"))
-	})
+	mux.HandleFunc("GET /healthz", serveHealth)
 	mux.HandleFunc("GET /readyz", s.serveReady)
 	mux.Handle("GET /metrics", s.metrics.handler())
 	return mux
 }
 
-func (s *Server) serveReady(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
 	rt := s.rt.Load()
+	storeOK := s.taskStoreReady(r.Context())
 	type status struct {
 		Tools int    `json:"tools"`
 		Error string `json:"error,omitempty"`
@@ -200,7 +226,12 @@ func (s *Server) serveReady(w http.ResponseWriter, _ *http.Request) {
 		Ready   bool              `json:"ready"`
 		Tools   int               `json:"tools"`
 		Servers map[string]status `json:"servers"`
-	}{Ready: s.ready.Load(), Servers: map[string]status{}}
+		Store   *bool             `json:"task_store_reachable,omitempty"`
+	}{Ready: s.isReady(), Servers: map[string]status{}}
+	if s.tasks != nil {
+		out.Ready = out.Ready && storeOK
+		out.Store = &storeOK
+	}
 	out.Tools = len(rt.cat.Load().order)
 	for _, b := range rt.backends {
 		st := status{Tools: len(b.up.Tools())}
@@ -235,6 +266,7 @@ func (s *Server) Close(ctx context.Context) error {
 	s.lifeMu.Lock()
 	s.closed.Store(true)
 	s.lifeMu.Unlock()
+	s.stopTasks(ctx)
 	s.stop()
 	s.bg.Wait()
 	done := make(chan struct{})

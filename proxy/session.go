@@ -345,6 +345,18 @@ func (st *session) usedKeys() []upstream.Key {
 	return out
 }
 
+// hasThread reports whether the session called upstreams as thread.
+func (st *session) hasThread(thread string) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for k := range st.keys {
+		if k.Thread == thread {
+			return true
+		}
+	}
+	return false
+}
+
 func (st *session) hasKey(k upstream.Key) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
