@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -91,7 +92,7 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer, env func(str
 		JSONFormat: f.logFormat == "json",
 		Output:     stderr,
 	})
-	cfg, err := loadConfig(f, env)
+	cfg, data, err := loadConfig(f, env)
 	if err != nil {
 		printLoadError(stderr, f.config, err)
 		return 1
@@ -133,8 +134,11 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer, env func(str
 		log.Error("applying config", "err", err)
 		return 1
 	}
+	rl := startReloader(srv, log, ln.Addr(), f.config, env, data)
+	defer rl.stop()
 	routes := http.NewServeMux()
 	api.MountTasks(routes, api.TasksOptions{Service: taskService(srv), Authenticated: srv.Authenticated})
+	mountAdmin(routes, srv, rl, log, env)
 	routes.Handle("/", srv.Handler())
 	hs := srv.HTTPServer()
 	hs.Handler = routes
@@ -142,12 +146,18 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer, env func(str
 	go func() { errc <- hs.Serve(ln) }()
 	log.Info("serving", "addr", ln.Addr().String(), "endpoint", "http://"+ln.Addr().String()+"/mcp", "servers", len(cfg.Servers))
 
-	select {
-	case err := <-errc:
-		log.Error("server stopped", "err", err)
-		return 1
-	case <-ctx.Done():
+	for done := false; !done; {
+		select {
+		case err := <-errc:
+			log.Error("server stopped", "err", err)
+			return 1
+		case <-rl.hup:
+			_ = rl.reload("signal") // the reload logs and records its outcome
+		case <-ctx.Done():
+			done = true
+		}
 	}
+	rl.stop() // no reload while draining
 	log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancel()
@@ -175,16 +185,21 @@ func checkRemote(cfg *config.Config, addr net.Addr) error {
 		config.AuthNone, addr)
 }
 
-// loadConfig returns nil, nil when the default config file does not exist.
-func loadConfig(f *serveFlags, env func(string) (string, bool)) (*config.Config, error) {
-	cfg, err := config.Load(f.config, config.LoadOptions{LookupEnv: env})
+// loadConfig returns the config and the file content it came from; nil,
+// nil, nil when the default config file does not exist.
+func loadConfig(f *serveFlags, env func(string) (string, bool)) (*config.Config, []byte, error) {
+	data, err := os.ReadFile(f.config)
 	if errors.Is(err, fs.ErrNotExist) && !f.configGiven {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, fmt.Errorf("reading config: %w", err)
 	}
-	return cfg, nil
+	cfg, err := config.Parse(data, config.LoadOptions{Filename: f.config, LookupEnv: env})
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, data, nil
 }
 
 func reportConfig(log hclog.Logger, cfg *config.Config) {
