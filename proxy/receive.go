@@ -233,7 +233,7 @@ func (s *Server) rpcError(ctx context.Context, b *backend, what string, err erro
 
 // callerKey is the (user, thread) an upstream session is scoped by.
 func (s *Server) callerKey(st *session, h http.Header) upstream.Key {
-	k := upstream.Key{User: st.user}
+	k := upstream.Key{User: st.user, Caps: st.caps}
 	if h != nil {
 		if name := s.rt.Load().cfg.Inbound.ThreadHeader; name != "" {
 			k.Thread = h.Get(name)

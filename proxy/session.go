@@ -19,7 +19,9 @@ type session struct {
 	ss       *mcp.ServerSession
 	id       string
 	user     string
-	lastSeen atomic.Int64 // unix nanos of the last message
+	caps     string            // upstream.Capabilities of the client: call sessions declare them
+	send     mcp.MethodHandler // the SDK's sending handler (server-to-client requests)
+	lastSeen atomic.Int64      // unix nanos of the last message
 	// modern marks the throwaway session of one 2026-07-28 request
 	// (modern.go): never in the session table, no promotions.
 	modern bool
@@ -93,7 +95,10 @@ func (s *Server) openSession(ss *mcp.ServerSession, user string) *session {
 	if st := s.sessions.get(ss); st != nil {
 		return st
 	}
-	st := &session{ss: ss, id: ss.ID(), user: user}
+	st := &session{ss: ss, id: ss.ID(), user: user, send: s.send}
+	if ip := ss.InitializeParams(); ip != nil {
+		st.caps = upstream.Capabilities(ip.Capabilities)
+	}
 	st.touch()
 	s.lifeMu.Lock()
 	defer s.lifeMu.Unlock()
@@ -243,6 +248,8 @@ func (st *session) supports(method string) bool {
 		return ip.Capabilities.Sampling != nil
 	case "elicitation/create":
 		return ip.Capabilities.Elicitation != nil
+	case "roots/list":
+		return ip.Capabilities.RootsV2 != nil
 	}
 	return true
 }

@@ -77,39 +77,45 @@ func deliverNotification(ctx context.Context, st *session, method string, params
 	}
 }
 
-// sessionRequest sends a server-to-client request through the SDK session.
+// sessionRequest sends a server-to-client request through the SDK session:
+// on the stream of the request whose handler context ctx is, else on the
+// session's standalone stream. The params go out as the upstream sent them
+// (rawParams); the client's result comes back through the SDK's result type
+// for the method, re-encoded.
 func sessionRequest(ctx context.Context, st *session, method string, params json.RawMessage) (json.RawMessage, error) {
-	var (
-		res any
-		err error
-	)
-	switch method {
-	case "sampling/createMessage":
-		var p mcp.CreateMessageWithToolsParams
-		if err := json.Unmarshal(params, &p); err != nil {
-			return nil, err
-		}
-		res, err = st.ss.CreateMessageWithTools(ctx, &p)
-	case "elicitation/create":
-		var p mcp.ElicitParams
-		if err := json.Unmarshal(params, &p); err != nil {
-			return nil, err
-		}
-		res, err = st.ss.Elicit(ctx, &p)
-	case "roots/list":
-		var p mcp.ListRootsParams
-		_ = json.Unmarshal(params, &p)
-		res, err = st.ss.ListRoots(ctx, &p)
-	case "ping":
-		err = st.ss.Ping(ctx, nil)
-		res = struct{}{}
-	default:
+	if method == "ping" {
+		return json.RawMessage(`{}`), nil
+	}
+	if !serverToClient[method] {
 		return nil, &wire.Error{Code: -32601, Message: fmt.Sprintf("method %q is not forwarded to clients", method)}
 	}
+	if !st.supports(method) {
+		return nil, &wire.Error{Code: -32601, Message: fmt.Sprintf("client does not support %s: %v", method, errNoCapability)}
+	}
+	if st.send == nil {
+		return nil, errors.New("the session cannot send requests")
+	}
+	res, err := st.send(ctx, method, &mcp.ServerRequest[*rawParams]{Session: st.ss, Params: &rawParams{raw: params}})
 	if err != nil {
 		return nil, err
 	}
 	return json.Marshal(res)
+}
+
+// serverToClient are the server-to-client requests forwarded to clients.
+var serverToClient = map[string]bool{"sampling/createMessage": true, "elicitation/create": true, "roots/list": true}
+
+// rawParams are request params sent exactly as an upstream produced them.
+type rawParams struct {
+	mcp.ParamsBase
+	raw json.RawMessage
+}
+
+func (p *rawParams) MarshalJSON() ([]byte, error) {
+	if len(p.raw) == 0 {
+		return []byte(`{}`), nil
+	}
+	return p.raw, nil
 }
 
 // fastSink belongs to a fast-path tools/call. The response starts as plain

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
@@ -96,10 +97,18 @@ func (u *Upstream) dial(ctx context.Context, key Key, control bool) (*conn, erro
 		}
 		c.proc = p
 		transport = &rawTransport{inner: &lineTransport{p: p},
-			notify: func(method string, params json.RawMessage) { u.onNotification(c, method, params) }}
+			notify: func(method string, params json.RawMessage) { u.onNotification(c, method, params) },
+			request: func(rc *rawConn, id jsonrpc.ID, method string, params json.RawMessage) {
+				u.onRawRequest(c, rc, id, method, params)
+			},
+			cancelled: c.onRawCancelled}
 	case SSE:
 		transport = &rawTransport{inner: &mcp.SSEClientTransport{Endpoint: u.opts.URL, HTTPClient: sessionClient(rt, connCtx)},
-			notify: func(method string, params json.RawMessage) { u.onNotification(c, method, params) }}
+			notify: func(method string, params json.RawMessage) { u.onNotification(c, method, params) },
+			request: func(rc *rawConn, id jsonrpc.ID, method string, params json.RawMessage) {
+				u.onRawRequest(c, rc, id, method, params)
+			},
+			cancelled: c.onRawCancelled}
 	case HTTP:
 		transport = &mcp.StreamableClientTransport{Endpoint: u.opts.URL, HTTPClient: sessionClient(rt, connCtx), MaxRetries: 2,
 			// Only the discovery session keeps an event stream: server-initiated
@@ -112,7 +121,7 @@ func (u *Upstream) dial(ctx context.Context, key Key, control bool) (*conn, erro
 		cancel()
 		return nil, fmt.Errorf("unsupported transport %q", u.opts.Transport)
 	}
-	cs, err := u.client.Connect(connCtx, transport, &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
+	cs, err := u.clients.forKey(key, control).Connect(connCtx, transport, &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
 	if !stop() || err != nil {
 		if cs != nil {
 			_ = cs.Close()

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -20,8 +21,10 @@ import (
 // own requests on the SDK's connection and receive their results as raw
 // bytes: requests carry string ids ("mux-N") that the SDK, which numbers its
 // requests, never uses, and their responses are taken off the connection
-// before the SDK reads it. Everything else — initialize, server-to-client
-// requests, notifications — stays with the SDK session.
+// before the SDK reads it. The server-to-client requests mcp-mux forwards
+// (sampling, elicitation, roots) are taken off too and answered with raw
+// bytes, so their params and results travel exactly as sent. Everything
+// else — initialize, ping, list_changed — stays with the SDK session.
 
 // rawTransport records the one connection it makes.
 type rawTransport struct {
@@ -31,6 +34,12 @@ type rawTransport struct {
 	// connection, in order with the responses to mcp-mux's own requests: the
 	// SDK would dispatch them on a queue that a response can overtake.
 	notify func(method string, params json.RawMessage)
+	// request takes the server requests serverRequests names; it must
+	// answer each with conn.respond.
+	request func(rc *rawConn, id jsonrpc.ID, method string, params json.RawMessage)
+	// cancelled takes notifications/cancelled for a request handed to
+	// request (by the raw id) and reports whether it was one.
+	cancelled func(id string) bool
 }
 
 func (t *rawTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -38,13 +47,16 @@ func (t *rawTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.conn = &rawConn{Connection: c, pending: make(map[jsonrpc.ID]chan *jsonrpc.Response), closed: make(chan struct{}), notify: t.notify}
+	t.conn = &rawConn{Connection: c, pending: make(map[jsonrpc.ID]chan *jsonrpc.Response), closed: make(chan struct{}),
+		notify: t.notify, request: t.request, cancelled: t.cancelled}
 	return t.conn, nil
 }
 
 type rawConn struct {
 	mcp.Connection
 	notify    func(method string, params json.RawMessage)
+	request   func(rc *rawConn, id jsonrpc.ID, method string, params json.RawMessage)
+	cancelled func(id string) bool
 	seq       atomic.Uint64
 	mu        sync.Mutex
 	pending   map[jsonrpc.ID]chan *jsonrpc.Response
@@ -60,9 +72,20 @@ func (c *rawConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			return msg, err
 		}
 		if req, ok := msg.(*jsonrpc.Request); ok {
-			if !req.ID.IsValid() && forwardedNotifications[req.Method] && c.notify != nil {
+			switch {
+			case !req.ID.IsValid() && forwardedNotifications[req.Method] && c.notify != nil:
 				c.notify(req.Method, req.Params)
 				continue
+			case req.ID.IsValid() && serverRequests[req.Method] && c.request != nil:
+				c.request(c, req.ID, req.Method, req.Params)
+				continue
+			case !req.ID.IsValid() && req.Method == "notifications/cancelled" && c.cancelled != nil:
+				var p struct {
+					RequestID json.RawMessage `json:"requestId"`
+				}
+				if json.Unmarshal(req.Params, &p) == nil && c.cancelled(string(p.RequestID)) {
+					continue
+				}
 			}
 			return msg, nil
 		}
@@ -79,6 +102,30 @@ func (c *rawConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		}
 		ch <- resp
 	}
+}
+
+// respond answers a server request taken off the connection by request.
+func (c *rawConn) respond(id jsonrpc.ID, result json.RawMessage, err error) {
+	resp := &jsonrpc.Response{ID: id, Result: result}
+	if err != nil {
+		var we *wire.Error
+		if errors.As(err, &we) {
+			resp.Error = &jsonrpc.Error{Code: we.Code, Message: we.Message, Data: we.Data}
+		} else {
+			resp.Error = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+		}
+		resp.Result = nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = c.Connection.Write(ctx, resp)
+}
+
+// rawID is the JSON text of a jsonrpc.ID, the key server requests are
+// tracked by (as on the HTTP path, where ids arrive as raw JSON).
+func rawID(id jsonrpc.ID) string {
+	b, _ := json.Marshal(id.Raw())
+	return string(b)
 }
 
 func (c *rawConn) Close() error {

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -152,8 +153,10 @@ type Tool struct {
 }
 
 // Key identifies the caller a call session belongs to. Cred distinguishes
-// callers whose per-call credentials differ (a fingerprint, never a secret).
-type Key struct{ User, Thread, Cred string }
+// callers whose per-call credentials differ (a fingerprint, never a secret);
+// Caps is the downstream client's capabilities (see Capabilities), which the
+// session declares to the server.
+type Key struct{ User, Thread, Cred, Caps string }
 
 type headersKey struct{}
 
@@ -170,7 +173,7 @@ func headersFrom(ctx context.Context) http.Header {
 type Upstream struct {
 	opts    Options
 	log     hclog.Logger
-	client  *mcp.Client
+	clients clients      // SDK clients by declared capabilities
 	http    *http.Client // fast path
 	sdkHTTP *http.Client // SDK transports (static headers added)
 	pool    *pool
@@ -254,19 +257,16 @@ func New(opts Options) (*Upstream, error) {
 	refresh := func() { u.requestRefresh() }
 	// A server whose initialize result lacked prompts or resources (it had
 	// none yet) still announces them later with list_changed.
-	u.client = mcp.NewClient(&mcp.Implementation{Name: "mcp-mux", Version: "1"}, &mcp.ClientOptions{
-		// Declared so that servers send these; each is forwarded to the
-		// downstream client that caused it, which may still refuse.
-		Capabilities: &mcp.ClientCapabilities{
-			RootsV2:     &mcp.RootCapabilities{ListChanged: true},
-			Sampling:    &mcp.SamplingCapabilities{},
-			Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}},
-		},
-		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { refresh() },
-		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { u.hasPrompts.Store(true); refresh() },
-		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { u.hasResources.Store(true); refresh() },
-	})
-	u.client.AddReceivingMiddleware(u.receive)
+	u.clients.make = func(caps *mcp.ClientCapabilities) *mcp.Client {
+		c := mcp.NewClient(&mcp.Implementation{Name: "mcp-mux", Version: "1"}, &mcp.ClientOptions{
+			Capabilities:               caps,
+			ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { refresh() },
+			PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { u.hasPrompts.Store(true); refresh() },
+			ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { u.hasResources.Store(true); refresh() },
+		})
+		c.AddReceivingMiddleware(u.receive)
+		return c
+	}
 	u.conns = make(map[*mcp.ClientSession]*conn)
 	u.pool = newPool(u, opts.MaxSessions, opts.IdleTimeout)
 	return u, nil
@@ -550,9 +550,9 @@ func (u *Upstream) listTools(ctx context.Context, c *conn) ([]Tool, error) {
 func (u *Upstream) scope(k Key) Key {
 	switch u.opts.Scope {
 	case ScopeShared:
-		return Key{Cred: k.Cred}
+		return Key{Cred: k.Cred, Caps: k.Caps}
 	case ScopeUser:
-		return Key{User: k.User, Cred: k.Cred}
+		return Key{User: k.User, Cred: k.Cred, Caps: k.Caps}
 	}
 	return k
 }
@@ -743,7 +743,10 @@ var serverRequests = map[string]bool{"sampling/createMessage": true, "elicitatio
 var forwardedNotifications = map[string]bool{"notifications/progress": true, "notifications/message": true, "notifications/resources/updated": true}
 
 // receive is the SDK client's receiving middleware: it hands server-to-client
-// traffic of call sessions to the Handler.
+// traffic that reached the SDK to the Handler. On stdio and SSE the forwarded
+// requests and notifications are taken off the connection before the SDK sees
+// them (rawTransport), and on HTTP a call's traffic rides its own stream
+// (onStreamMessage); what is left is the traffic of SDK-owned HTTP streams.
 func (u *Upstream) receive(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if !serverRequests[method] && !forwardedNotifications[method] {
@@ -751,30 +754,23 @@ func (u *Upstream) receive(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		cs, _ := req.GetSession().(*mcp.ClientSession)
 		c := u.connOf(cs)
-		if c == nil || u.opts.Handler == nil || (c.control && method != "notifications/resources/updated") {
-			if method == "roots/list" {
-				// No client stands behind this session: it has no roots.
-				return &rawResult{raw: json.RawMessage(`{"roots":[]}`)}, nil
-			}
-			if serverRequests[method] {
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: method + " is not available on this session"}
-			}
-			return nil, nil
+		if c == nil {
+			c = &conn{control: true}
 		}
-		params, err := json.Marshal(req.GetParams())
+		params, err := sdkParams(req.GetParams())
 		if err != nil {
 			return nil, err
 		}
-		callCtx := c.callCtx()
-		if callCtx == nil {
-			callCtx = context.WithoutCancel(ctx)
-		}
 		if forwardedNotifications[method] {
-			u.opts.Handler.ServerNotification(callCtx, c.key, method, params)
+			u.onNotification(c, method, params)
 			return nil, nil
 		}
-		rctx, stop := mergeCancel(callCtx, ctx)
-		raw, err := u.opts.Handler.ServerRequest(rctx, c.key, method, params)
+		base := c.callCtx()
+		if base == nil {
+			base = context.WithoutCancel(ctx)
+		}
+		rctx, stop := mergeCancel(base, ctx)
+		raw, err := u.answer(rctx, c, method, params)
 		stop()
 		if err != nil {
 			var we *wire.Error
@@ -785,6 +781,69 @@ func (u *Upstream) receive(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return &rawResult{raw: raw}, nil
 	}
+}
+
+// sdkParams re-encodes params the SDK decoded, leaving out what was absent
+// (the SDK's structs would say null, or "" for a missing elicitation mode).
+func sdkParams(p mcp.Params) (json.RawMessage, error) {
+	if p == nil || reflect.ValueOf(p).IsNil() {
+		return nil, nil
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	if ep, ok := p.(*mcp.ElicitParams); ok && ep.Mode == "" {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(b, &m) == nil {
+			delete(m, "mode")
+			b, _ = json.Marshal(m)
+		}
+	}
+	return b, nil
+}
+
+// answer handles one server-to-client request arriving on c. params are the
+// server's bytes; the result is the client's.
+func (u *Upstream) answer(ctx context.Context, c *conn, method string, params json.RawMessage) (json.RawMessage, error) {
+	switch {
+	case method == "ping":
+		return json.RawMessage(`{}`), nil
+	case c.control && method == "roots/list":
+		// No client stands behind the discovery session: it has no roots.
+		return json.RawMessage(`{"roots":[]}`), nil
+	case serverRequests[method] && !c.control && u.opts.Handler != nil:
+		return u.opts.Handler.ServerRequest(ctx, c.key, method, params)
+	}
+	return nil, &wire.Error{Code: jsonrpc.CodeMethodNotFound, Message: method + " is not available on this session"}
+}
+
+// onRawRequest answers a server request rawTransport took off a stdio or SSE
+// connection, in the background; the server may cancel it.
+func (u *Upstream) onRawRequest(c *conn, rc *rawConn, id jsonrpc.ID, method string, params json.RawMessage) {
+	base := c.callCtx()
+	if base == nil {
+		base = u.ctx
+	}
+	ctx, stop := mergeCancel(base, u.ctx)
+	key := rawID(id)
+	c.trackServerRequest(key, stop)
+	u.async.Go(func() {
+		defer c.cancelServerRequest(key)
+		raw, err := u.answer(ctx, c, method, params)
+		rc.respond(id, raw, err)
+	})
+}
+
+// onRawCancelled ends the answering of a server request the server cancelled.
+func (c *conn) onRawCancelled(id string) bool {
+	c.mu.Lock()
+	_, ok := c.serverReqs[id]
+	c.mu.Unlock()
+	if ok {
+		c.cancelServerRequest(id)
+	}
+	return ok
 }
 
 // onNotification delivers a forwarded notification read off c.
@@ -820,18 +879,7 @@ func (u *Upstream) onStreamMessage(ctx context.Context, c *conn, m *wire.Message
 		c.trackServerRequest(id, cancel)
 		u.async.Go(func() {
 			defer c.cancelServerRequest(id)
-			var (
-				raw json.RawMessage
-				err error
-			)
-			switch {
-			case m.Method == "ping":
-				raw = json.RawMessage(`{}`)
-			case serverRequests[m.Method] && u.opts.Handler != nil && !c.control:
-				raw, err = u.opts.Handler.ServerRequest(ctx, c.key, m.Method, m.Params)
-			default:
-				err = &wire.Error{Code: jsonrpc.CodeMethodNotFound, Message: m.Method + " is not available on this session"}
-			}
+			raw, err := u.answer(ctx, c, m.Method, m.Params)
 			c.direct.respond(m.ID, raw, err)
 		})
 	}

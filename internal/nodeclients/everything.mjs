@@ -107,6 +107,13 @@ await check("connect", async () => {
   return `server ${JSON.stringify(client.getServerVersion())}`;
 });
 
+// The protocol revision the client negotiated: 2026-07-28 has no
+// roots/list_changed or logging/setLevel, and servers ask clients for input
+// with input_required results instead of requests.
+const era = client.getNegotiatedProtocolVersion?.() ?? "2025-11-25";
+report("era", true, era);
+const modern = era >= "2026-07-28";
+
 await check("tools", async () => {
   const { tools } = await client.listTools();
   const names = tools.map((t) => t.name);
@@ -131,7 +138,7 @@ await check("roots", async () => {
   return `roots/list params seen: ${seen.rootsParams.join(" ")}`;
 });
 
-await check("roots_list_changed", async () => {
+if (!modern) await check("roots_list_changed", async () => {
   roots = [{ uri: "file:///tmp/mux-root-b", name: "root-b" }];
   const before = seen.rootsParams.length;
   await client.sendRootsListChanged();
@@ -180,7 +187,7 @@ await check("progress", async () => {
   return `progress ${got.join(",")}`;
 });
 
-await check("logging", async () => {
+if (!modern) await check("logging", async () => {
   await client.setLoggingLevel("debug");
   const before = seen.logs.length;
   const res = await call("everything_toggle-simulated-logging", {});
