@@ -9,7 +9,6 @@ package proxy
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -93,6 +92,7 @@ type runtime struct {
 	auth     *inbound.Authenticator
 	origins  *originPolicy
 	icepts   []interceptor.Interceptor
+	skipped  map[string]string // enabled servers that could not start: reason
 
 	mu      sync.Mutex
 	calls   int           // calls in flight that started on this runtime
@@ -155,7 +155,8 @@ func New(opts Options) *Server {
 	return s
 }
 
-// Handler returns the HTTP handler: /mcp, /healthz and /readyz.
+// Handler returns the HTTP handler: /mcp, /healthz, /readyz and /metrics,
+// all behind the Host and Origin checks (GuardHosts).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", s.authenticate(s.mcpHandler()))
@@ -174,33 +175,7 @@ func (s *Server) Handler() http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", s.serveReady)
 	mux.Handle("GET /metrics", s.metrics.handler())
-	return mux
-}
-
-func (s *Server) serveReady(w http.ResponseWriter, _ *http.Request) {
-	rt := s.rt.Load()
-	type status struct {
-		Tools int    `json:"tools"`
-		Error string `json:"error,omitempty"`
-	}
-	out := struct {
-		Ready   bool              `json:"ready"`
-		Tools   int               `json:"tools"`
-		Servers map[string]status `json:"servers"`
-	}{Ready: s.ready.Load(), Servers: map[string]status{}}
-	out.Tools = len(rt.cat.Load().order)
-	for _, b := range rt.backends {
-		st := status{Tools: len(b.up.Tools())}
-		if err := b.up.Err(); err != nil {
-			st.Error = err.Error()
-		}
-		out.Servers[b.name] = st
-	}
-	w.Header().Set("Content-Type", "application/json")
-	if !out.Ready {
-		w.WriteHeader(http.StatusServiceUnavailable)
-	}
-	_ = json.NewEncoder(w).Encode(out)
+	return s.GuardHosts(mux)
 }
 
 // WaitDiscovery blocks until every backend finished its first discovery
