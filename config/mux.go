@@ -61,6 +61,12 @@ type Inbound struct {
 	UserHeader string
 	// AllowedHosts and AllowedOrigins extend the DNS-rebinding checks.
 	AllowedHosts, AllowedOrigins []string
+	// MaxSessions caps open downstream sessions (default 10000); an
+	// initialize past it is refused.
+	MaxSessions int
+	// SessionIdleTimeout closes a downstream session without traffic for
+	// this long (default 30m).
+	SessionIdleTimeout time.Duration
 }
 
 // Inbound auth modes.
@@ -107,10 +113,12 @@ func defaultBlocks() (Guardrails, ToolSearch, Tasks, Store, Inbound) {
 		},
 		Store{KeyPrefix: "mcp-mux:"},
 		Inbound{
-			Auth:          InboundAuth{Mode: AuthNone, UserClaim: "sub"},
-			SecretsHeader: "X-Mux-Secrets",
-			ThreadHeader:  "X-Mux-Thread-Id",
-			UserHeader:    "X-Mux-User",
+			Auth:               InboundAuth{Mode: AuthNone, UserClaim: "sub"},
+			SecretsHeader:      "X-Mux-Secrets",
+			ThreadHeader:       "X-Mux-Thread-Id",
+			UserHeader:         "X-Mux-User",
+			MaxSessions:        10000,
+			SessionIdleTimeout: 1800 * time.Second,
 		}
 }
 
@@ -198,6 +206,8 @@ func (c *Config) parseInbound(o *object, f *findings) {
 	}
 	in.AllowedHosts = o.strList("allowed_hosts")
 	in.AllowedOrigins = o.strList("allowed_origins")
+	in.MaxSessions = o.intInRange("max_sessions", in.MaxSessions, 1, 1000000)
+	in.SessionIdleTimeout = o.secondsInRange("session_idle_timeout_seconds", in.SessionIdleTimeout, 1, 7*24*3600)
 
 	if a := objectAt(o.take("auth"), o.field("auth"), f); a != nil {
 		auth := &in.Auth

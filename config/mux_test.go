@@ -17,7 +17,8 @@ func TestMuxBlocks(t *testing.T) {
 	  "store": {"redis_url": "$REDIS_URL", "key_prefix": "mux:"},
 	  "inbound": {"auth": {"mode": "api_keys", "keys": {"alice": "$KEY_ALICE"}},
 	              "secrets_header": "X-S", "thread_header": "X-T", "user_header": "X-U",
-	              "allowed_hosts": ["mux.local"], "allowed_origins": ["https://app"]},
+	              "allowed_hosts": ["mux.local"], "allowed_origins": ["https://app"],
+	              "max_sessions": 50, "session_idle_timeout_seconds": 90},
 	  "admin": {"token": "$ADMIN"}
 	}`, map[string]string{"REDIS_URL": "redis://:pw@localhost:6379/0", "KEY_ALICE": "k-a", "ADMIN": "adm"})
 
@@ -39,7 +40,8 @@ func TestMuxBlocks(t *testing.T) {
 	in := cfg.Inbound
 	if in.Auth.Mode != AuthAPIKeys || in.Auth.Keys["alice"].Reveal() != "k-a" || in.Auth.UserClaim != "sub" ||
 		in.SecretsHeader != "X-S" || in.ThreadHeader != "X-T" || in.UserHeader != "X-U" ||
-		!reflect.DeepEqual(in.AllowedHosts, []string{"mux.local"}) || !reflect.DeepEqual(in.AllowedOrigins, []string{"https://app"}) {
+		!reflect.DeepEqual(in.AllowedHosts, []string{"mux.local"}) || !reflect.DeepEqual(in.AllowedOrigins, []string{"https://app"}) ||
+		in.MaxSessions != 50 || in.SessionIdleTimeout != 90*time.Second {
 		t.Errorf("inbound = %+v", in)
 	}
 	if cfg.Admin.Token.Reveal() != "adm" {
@@ -59,7 +61,7 @@ func TestMuxBlockDefaultsPartial(t *testing.T) {
 		t.Errorf("tasks = %+v", cfg.Tasks)
 	}
 	if cfg.Inbound.SecretsHeader != "X-Mux-Secrets" || cfg.Inbound.Auth.Mode != AuthNone || cfg.Inbound.Auth.AllowRemote ||
-		cfg.Store.KeyPrefix != "mcp-mux:" {
+		cfg.Store.KeyPrefix != "mcp-mux:" || cfg.Inbound.MaxSessions != 10000 || cfg.Inbound.SessionIdleTimeout != 30*time.Minute {
 		t.Errorf("inbound %+v store %+v", cfg.Inbound, cfg.Store)
 	}
 	if cfg = mustLoad(t, `{"inbound": {"auth": {"mode": "none", "allow_remote": true}}}`, nil); !cfg.Inbound.Auth.AllowRemote {
@@ -113,6 +115,9 @@ func TestMuxBlockProblems(t *testing.T) {
 			"inbound.secrets_header: header name must not be empty",
 			"inbound.thread_header: header name contains a character that is not allowed in an HTTP header name",
 			"inbound.extra: unknown key"}},
+		{`{"inbound": {"max_sessions": 0, "session_idle_timeout_seconds": 0.5}}`, []string{
+			"inbound.max_sessions: must be between 1 and 1000000",
+			"inbound.session_idle_timeout_seconds: must be between 1 and 604800 seconds"}},
 		{`{"admin": {"token": 5, "user": "x"}}`, []string{"admin.token: must be a string, not a number", "admin.user: unknown key"}},
 	}
 	for _, tt := range tests {

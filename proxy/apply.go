@@ -95,7 +95,8 @@ func (s *Server) apply(cfg *config.Config, fresh bool) ([]config.Problem, error)
 		s.log.Warn("skipping interceptor", "reason", p)
 	}
 	rt := newRuntime(cfg)
-	rt.pol, rt.auth, rt.icepts, rt.origins = newCatalogPolicy(cfg), auth, icepts, origins
+	rt.pol, rt.auth, rt.icepts, rt.origins = newCatalogPolicy(cfg, s.tasks != nil), auth, icepts, origins
+	s.warnTaskSettings(old.cfg, cfg)
 
 	var problems []config.Problem
 	var started []*backend
@@ -190,6 +191,7 @@ func (s *Server) apply(cfg *config.Config, fresh bool) ([]config.Problem, error)
 	for _, b := range started {
 		b.up.Start()
 	}
+	s.startTasks()
 	s.retire(old)
 	s.refreshCatalog(old)
 	return problems, nil
@@ -198,6 +200,9 @@ func (s *Server) apply(cfg *config.Config, fresh bool) ([]config.Problem, error)
 // refuse asks Options.ServerChange whether the running backend prev may be
 // replaced by next (nil: removed or disabled).
 func (s *Server) refuse(prev *backend, next *config.Server) (config.Problem, bool) {
+	if err := s.taskChange(prev.srv, next); err != nil {
+		return config.Problem{Server: prev.name, Message: err.Error()}, true
+	}
 	if s.opts.ServerChange == nil {
 		return config.Problem{}, false
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/mcp-mux/mcp-mux/config"
+	"github.com/mcp-mux/mcp-mux/taskpoll"
 )
 
 // toolNameRE is DeerFlow's tool-name charset plus the 128-character limit
@@ -25,6 +26,10 @@ type route struct {
 	// deny, when set, is the guardrail's tool error result: the tool is not
 	// listed and calls to it are answered with this, never forwarded.
 	deny json.RawMessage
+	// task marks a task submit tool; builtin a built-in task tool, which
+	// has no server (tasks.go).
+	task    *taskpoll.Toolset
+	builtin bool
 }
 
 // catalog is the aggregated tool list of one runtime. It is immutable once
@@ -47,10 +52,11 @@ type catalogPolicy struct {
 	guard  *guard
 	search bool
 	topK   int
+	tasks  bool // durable tasks on: submit tools wrapped, built-ins listed
 }
 
-func newCatalogPolicy(cfg *config.Config) *catalogPolicy {
-	return &catalogPolicy{guard: newGuard(cfg.Guardrails), search: cfg.ToolSearch.Enabled, topK: cfg.ToolSearch.AutoPromoteTopK}
+func newCatalogPolicy(cfg *config.Config, tasks bool) *catalogPolicy {
+	return &catalogPolicy{guard: newGuard(cfg.Guardrails), search: cfg.ToolSearch.Enabled, topK: cfg.ToolSearch.AutoPromoteTopK, tasks: tasks}
 }
 
 // buildCatalog applies naming, the charset rule and first-wins collisions to
@@ -58,8 +64,13 @@ func newCatalogPolicy(cfg *config.Config) *catalogPolicy {
 // then the guardrails, routing metadata and tool_search.
 func buildCatalog(backends []*backend, pol *catalogPolicy, log hclog.Logger) *catalog {
 	c := &catalog{routes: make(map[string]*route)}
+	builtins := builtinRoutes(c, pol)
 	for _, b := range backends {
+		submit, hidden := taskRoles(b.srv, pol.tasks)
 		for _, t := range b.up.Tools() {
+			if hidden[t.Name] {
+				continue // a task tool only the poller calls
+			}
 			name := t.Name
 			if b.prefix {
 				name = b.name + "_" + t.Name
@@ -74,11 +85,15 @@ func buildCatalog(backends []*backend, pol *catalogPolicy, log hclog.Logger) *ca
 				continue
 			}
 			if prev, dup := c.routes[name]; dup {
+				if prev.builtin {
+					log.Warn("dropping tool named like an mcp-mux built-in task tool", "server", b.name, "tool", name)
+					continue
+				}
 				log.Warn("duplicate tool name; keeping the first", "tool", name,
 					"kept_server", prev.server.name, "skipped_server", b.name)
 				continue
 			}
-			r := &route{name: name, raw: t.Name, server: b}
+			r := &route{name: name, raw: t.Name, server: b, task: submit[t.Name]}
 			c.routes[name] = r
 			if r.deny = pol.guard.check(name, log); r.deny != nil {
 				continue
@@ -87,6 +102,15 @@ func buildCatalog(backends []*backend, pol *catalogPolicy, log hclog.Logger) *ca
 				r.routing = b.srv.ToolRouting(t.Name)
 			}
 			r.json = toolJSON(t, name, toolMeta(b.srv, r.routing))
+			if r.task != nil {
+				r.json = withContract(r.json, r.task.Name)
+			}
+			r.idx = len(c.order)
+			c.order = append(c.order, r)
+		}
+	}
+	for _, r := range builtins {
+		if r.deny = pol.guard.check(r.name, log); r.deny == nil {
 			r.idx = len(c.order)
 			c.order = append(c.order, r)
 		}
@@ -99,6 +123,9 @@ func buildCatalog(backends []*backend, pol *catalogPolicy, log hclog.Logger) *ca
 	}
 	c.instructions = instructions(c.order, c.search != nil)
 	c.res = buildResources(backends, log)
+	if pol.tasks {
+		c.res.tmplList = append(c.res.tmplList, taskTemplate)
+	}
 	return c
 }
 

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
@@ -37,15 +36,34 @@ var supportedVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26"}
 
 func (s *Server) mcpHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if modernRequest(r) {
-			s.serveModern(w, r)
-			return
-		}
-		if r.Method == http.MethodPost {
-			if st := s.fastSession(r); st != nil {
-				if s.serveFast(w, r, st) {
-					return
-				}
+		r.Header.Del(requestHeader)
+		switch r.Method {
+		case http.MethodPost:
+			bp, sh := s.readBody(w, r)
+			if bp == nil {
+				return
+			}
+			defer bodyBuffers.Put(bp)
+			body := *bp
+			// Handlers after this one get a copy: the buffer goes back to the pool on return.
+			r.Body = io.NopCloser(bytes.NewReader(body)) // read, if at all, before the copy below
+			if modernRequest(r) {
+				r.Body = io.NopCloser(bytes.NewReader(slices.Clone(body)))
+				s.serveModern(w, r)
+				return
+			}
+			if !s.admitSession(w, r, body) {
+				return
+			}
+			if st := s.fastSession(r); st != nil && !sh.Batch && s.serveFast(w, r, st, body) {
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(slices.Clone(body)))
+			defer s.requests.bind(r)()
+		case http.MethodDelete:
+			// Closing the session waits for its handlers: cancel them first.
+			if st := s.sessions.byIDGet(r.Header.Get("Mcp-Session-Id")); st != nil {
+				st.cancel()
 			}
 		}
 		s.mcp.ServeHTTP(w, r)
@@ -74,31 +92,11 @@ func (s *Server) fastSession(r *http.Request) *session {
 	return st
 }
 
-var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
-
-// serveFast handles r if it is a fast-path message and reports whether it
-// did. Otherwise r.Body is restored for the SDK.
-func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, st *session) bool {
-	bp := bodyPool.Get().(*[]byte)
-	defer bodyPool.Put(bp)
-	buf := bytes.NewBuffer((*bp)[:0])
-	n, err := buf.ReadFrom(io.LimitReader(r.Body, maxBody+1))
-	body := buf.Bytes()
-	*bp = body[:0]
-	restore := func() {
-		rest := io.Reader(r.Body)
-		if err != nil {
-			rest = errReader{err}
-		}
-		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(slices.Clone(body)), rest))
-	}
-	if err != nil || n > maxBody {
-		restore()
-		return false
-	}
+// serveFast handles the message body if it is a fast-path message and
+// reports whether it did.
+func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, st *session, body []byte) bool {
 	var m wire.Message
 	if wire.Decode(body, &m) != nil {
-		restore()
 		return false
 	}
 	st.touch()
@@ -106,7 +104,6 @@ func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, st *session) 
 	case m.Method == "tools/call" && m.IsCall():
 		var p wire.CallParams
 		if wire.DecodeCallParams(m.Params, &p) != nil {
-			restore()
 			return false
 		}
 		s.fastCall(w, r, st, &m, &p)
@@ -121,7 +118,6 @@ func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, st *session) 
 	case m.Method == "notifications/cancelled":
 		st.cancelCall(m.Params)
 	}
-	restore()
 	return false
 }
 
@@ -135,8 +131,8 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, st *session, m
 	k := &fastSink{st: st, w: w}
 	raw, err := s.callTool(ctx, st, k, s.callerKey(st, r.Header), r.Header, p.Name, p.Arguments, p.Meta)
 
-	out := bodyPool.Get().(*[]byte)
-	defer bodyPool.Put(out)
+	out := bodyBuffers.Get()
+	defer bodyBuffers.Put(out)
 	var b []byte
 	if err != nil {
 		var je *jsonrpc.Error
@@ -159,8 +155,8 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, st *session, m
 // event on the POST's own stream like the SDK answers it.
 func (s *Server) fastList(w http.ResponseWriter, st *session, m *wire.Message) {
 	raw := s.toolsList(st, s.rt.Load().cat.Load())
-	out := bodyPool.Get().(*[]byte)
-	defer bodyPool.Put(out)
+	out := bodyBuffers.Get()
+	defer bodyBuffers.Put(out)
 	b := wire.AppendResult((*out)[:0], m.ID, raw)
 	*out = b[:0]
 	f := &fastSink{st: st, w: w}

@@ -16,6 +16,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/headers"
 	"github.com/mcp-mux/mcp-mux/interceptor"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/taskpoll"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
@@ -40,6 +41,12 @@ var errBadCursor = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "inv
 // logging/setLevel bookkeeping) to the SDK.
 func (s *Server) receive(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if !strings.HasPrefix(method, "notifications/") {
+			// A request ends when the client that sent it goes away (limits.go).
+			var stop func()
+			ctx, stop = s.requests.scope(ctx, req)
+			defer stop()
+		}
 		ss, _ := req.GetSession().(*mcp.ServerSession)
 		if method == "initialize" {
 			res, err := next(ctx, method, req)
@@ -113,6 +120,9 @@ func (s *Server) dispatch(ctx context.Context, st *session, method string, req m
 		return s.forward(ctx, st, req, r.server, method, &q)
 	case "resources/read", "resources/subscribe", "resources/unsubscribe":
 		uri := uriOf(req.GetParams())
+		if s.tasks != nil && strings.HasPrefix(uri, taskpoll.ResourcePrefix) {
+			return s.taskResource(ctx, st, method, uri) // tasks.go
+		}
 		b := cat.res.resourceOwner(uri)
 		if b == nil {
 			return nil, &jsonrpc.Error{Code: -32002, Message: fmt.Sprintf("resource not found: %q", uri)}
@@ -190,6 +200,11 @@ func pageResult(items []json.RawMessage, field, cursor string, size int) (mcp.Re
 func (s *Server) forward(ctx context.Context, st *session, req mcp.Request, b *backend, method string, params any) (mcp.Result, error) {
 	s.inflight.Add(1)
 	defer s.inflight.Done()
+	ctx, done, err := s.admit(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	rt := s.enterRuntime()
 	defer rt.leave()
 	if cur := rt.byName[b.name]; cur != nil {
@@ -259,6 +274,11 @@ func errUnknownTool(name string) *jsonrpc.Error {
 func (s *Server) callTool(ctx context.Context, st *session, k sink, key upstream.Key, h http.Header, name string, args, meta json.RawMessage) (json.RawMessage, error) {
 	s.inflight.Add(1)
 	defer s.inflight.Done()
+	ctx, done, err := s.admit(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	rt := s.enterRuntime() // the call finishes on this runtime, whatever Apply does meanwhile
 	defer rt.leave()
 	cat := rt.cat.Load()
@@ -269,6 +289,9 @@ func (s *Server) callTool(ctx context.Context, st *session, k sink, key upstream
 	}
 	if r == nil {
 		return nil, errUnknownTool(name)
+	}
+	if r.builtin { // list/get/cancel_background_task (tasks.go)
+		return s.builtinTask(ctx, st, key, name, args), nil
 	}
 	fwd, utok := s.forwardMeta(meta, k)
 	if utok != "" {
@@ -284,11 +307,16 @@ func (s *Server) callTool(ctx context.Context, st *session, k sink, key upstream
 		}
 		return raw, err
 	}
-	var raw json.RawMessage
-	var err error
 	if icepts := rt.icepts; len(icepts) > 0 {
-		c := &interceptor.Call{User: st.user, Thread: key.Thread, Server: r.server.name, Tool: r.name, RawTool: r.raw}
-		raw, err = interceptor.Chain(ctx, icepts, c, call)
+		forward := call
+		call = func(ctx context.Context) (json.RawMessage, error) {
+			c := &interceptor.Call{User: st.user, Thread: key.Thread, Server: r.server.name, Tool: r.name, RawTool: r.raw}
+			return interceptor.Chain(ctx, icepts, c, forward)
+		}
+	}
+	var raw json.RawMessage
+	if r.task != nil { // a durable task's submit (tasks.go)
+		raw, err = s.submitTask(ctx, st, key, r, call)
 	} else {
 		raw, err = call(ctx)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/headers"
 	"github.com/mcp-mux/mcp-mux/inbound"
 	"github.com/mcp-mux/mcp-mux/interceptor"
+	"github.com/mcp-mux/mcp-mux/taskpoll"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
@@ -28,14 +29,25 @@ import (
 type Options struct {
 	Logger  hclog.Logger
 	Version string
-	// SessionTimeout closes downstream sessions idle this long; default 30m.
-	SessionTimeout time.Duration
+	// MaxSessionCalls caps the requests one downstream session runs at
+	// once (tools/call, prompts/get, resources/read, completion); default 64.
+	MaxSessionCalls int
+	// BodyTimeout bounds reading one request body; default 30s.
+	BodyTimeout time.Duration
+	// IdleConnTimeout closes a keep-alive connection without a request for
+	// this long (HTTPServer); default 2m.
+	IdleConnTimeout time.Duration
 	// RetryMin and RetryMax bound the rediscovery backoff of a failed upstream.
 	RetryMin, RetryMax time.Duration
 	// StdioSupervisor is upstream.Options.Supervisor for every stdio server.
 	StdioSupervisor string
 	// PageSize bounds prompts/list and resources/*list pages; 0 = one page.
 	PageSize int
+	// TaskStore turns durable tasks on (mcp_tasks.enabled): the Server runs
+	// a taskpoll.Service on it with TaskConfig, polling from the first
+	// Apply. The caller closes the store after Close.
+	TaskStore  taskpoll.Store
+	TaskConfig taskpoll.Config
 	// DrainTimeout bounds how long a runtime replaced by Apply waits for the
 	// calls that started on it before closing its upstreams; default 2m.
 	DrainTimeout time.Duration
@@ -61,6 +73,7 @@ type Server struct {
 	modern     http.Handler      // 2026-07-28: stateless (modern.go)
 	listeners  listenTable       // 2026-07-28 subscriptions/listen streams
 	sessions   sessionTable
+	requests   requestTable // SDK-path HTTP requests (limits.go)
 	progress   progressTable
 	metrics    *metrics
 	subsMu     sync.Mutex
@@ -80,6 +93,10 @@ type Server struct {
 	retireCtx  context.Context // cancelled by Close: retired runtimes close at once
 	retireStop context.CancelFunc
 	reloads    reloadLog
+
+	tasks       *taskpoll.Service // nil: durable tasks off (tasks.go)
+	tasksOnce   sync.Once
+	tasksCancel func()
 }
 
 // runtime is everything built from one config.
@@ -117,8 +134,14 @@ func New(opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = hclog.NewNullLogger()
 	}
-	if opts.SessionTimeout <= 0 {
-		opts.SessionTimeout = 30 * time.Minute
+	if opts.MaxSessionCalls <= 0 {
+		opts.MaxSessionCalls = defaultMaxSessionCalls
+	}
+	if opts.BodyTimeout <= 0 {
+		opts.BodyTimeout = defaultBodyTimeout
+	}
+	if opts.IdleConnTimeout <= 0 {
+		opts.IdleConnTimeout = defaultIdleConnTimeout
 	}
 	s := &Server{opts: opts, log: opts.Logger, refs: map[any]int{}}
 	s.retireCtx, s.retireStop = context.WithCancel(context.Background())
@@ -145,13 +168,23 @@ func New(opts Options) *Server {
 	var ctx context.Context
 	ctx, s.stop = context.WithCancel(context.Background())
 	s.life = ctx
-	s.bg.Go(func() { s.reapSessions(ctx, opts.SessionTimeout) })
+	if opts.TaskStore != nil {
+		svc, err := taskpoll.New(taskpoll.Options{Store: opts.TaskStore, Caller: (*taskCaller)(s), Config: opts.TaskConfig,
+			Logger: s.log.Named("tasks"), Registerer: s.metrics.reg})
+		if err != nil {
+			s.log.Error("durable tasks are off", "err", err)
+		} else {
+			s.tasks = svc
+			s.tasksCancel = svc.Subscribe(s.taskEvent)
+		}
+	}
 	none, _ := inbound.New(inbound.Options{Mode: inbound.ModeNone})
 	origins, _ := newOriginPolicy(nil, nil)
 	empty := newRuntime(&config.Config{})
-	empty.pol, empty.auth, empty.origins = &catalogPolicy{}, none, origins
+	empty.pol, empty.auth, empty.origins = &catalogPolicy{tasks: s.tasks != nil}, none, origins
 	empty.cat.Store(buildCatalog(nil, empty.pol, s.log))
 	s.rt.Store(empty)
+	s.bg.Go(func() { s.reapSessions(ctx) })
 	return s
 }
 
@@ -197,6 +230,7 @@ func (s *Server) Close(ctx context.Context) error {
 	s.lifeMu.Lock()
 	s.closed.Store(true)
 	s.lifeMu.Unlock()
+	s.stopTasks(ctx)
 	s.stop()
 	s.bg.Wait()
 	done := make(chan struct{})
@@ -207,7 +241,7 @@ func (s *Server) Close(ctx context.Context) error {
 		s.log.Warn("shutdown: abandoning in-flight calls")
 	}
 	for _, ss := range s.sessions.all() {
-		_ = ss.Close()
+		s.closeSession(ss)
 	}
 	// Each session's cleanup releases its upstream sessions; let it finish
 	// before the upstreams go, so no stdio process outlives Close.

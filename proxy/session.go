@@ -26,6 +26,12 @@ type session struct {
 	// (modern.go): never in the session table, no promotions.
 	modern bool
 
+	// ctx ends with the session (end); every request admitted on the
+	// session (limits.go) is cancelled with it. active counts those requests.
+	ctx    context.Context
+	end    context.CancelFunc
+	active atomic.Int32
+
 	reqSeq atomic.Uint64
 
 	mu      sync.Mutex
@@ -79,6 +85,12 @@ func (t *sessionTable) remove(ss *mcp.ServerSession) *session {
 	return st
 }
 
+func (t *sessionTable) count() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.m)
+}
+
 func (t *sessionTable) all() []*mcp.ServerSession {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
@@ -99,16 +111,19 @@ func (s *Server) openSession(ss *mcp.ServerSession, user string) *session {
 	if ip := ss.InitializeParams(); ip != nil {
 		st.caps = upstream.Capabilities(ip.Capabilities)
 	}
+	st.ctx, st.end = context.WithCancel(context.Background())
 	st.touch()
 	s.lifeMu.Lock()
 	defer s.lifeMu.Unlock()
 	if s.closed.Load() {
+		st.end()
 		_ = ss.Close()
 		return st
 	}
 	s.sessions.add(st)
 	s.sessionsWG.Go(func() {
 		_ = ss.Wait()
+		st.end()
 		s.sessions.remove(ss)
 		s.dropSubscriptions(st)
 		if st.id == "" {
@@ -190,21 +205,43 @@ func (st *session) cancelCall(params json.RawMessage) {
 	}
 }
 
-// reapSessions closes downstream sessions idle for longer than timeout.
-func (s *Server) reapSessions(ctx context.Context, timeout time.Duration) {
-	t := time.NewTicker(max(timeout/8, 10*time.Millisecond))
+// cancel cancels every request admitted on the session.
+func (st *session) cancel() {
+	if st.end != nil {
+		st.end()
+	}
+}
+
+// closeSession ends a downstream session: its requests in flight are
+// cancelled first, so that closing it (which waits for its handlers) is prompt.
+func (s *Server) closeSession(ss *mcp.ServerSession) {
+	if st := s.sessions.get(ss); st != nil {
+		st.cancel()
+	}
+	_ = ss.Close()
+}
+
+// reapSessions closes downstream sessions idle for longer than
+// inbound.session_idle_timeout_seconds (of the config applied at the time).
+func (s *Server) reapSessions(ctx context.Context) {
+	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
+			timeout := s.rt.Load().cfg.Inbound.SessionIdleTimeout
+			if timeout <= 0 {
+				timeout = defaultSessionTimeout
+			}
 			for _, ss := range s.sessions.all() {
 				if st := s.sessions.get(ss); st != nil && now.Sub(time.Unix(0, st.lastSeen.Load())) > timeout {
 					s.log.Debug("closing idle session", "session", st.id)
-					_ = ss.Close()
+					s.closeSession(ss)
 				}
 			}
+			t.Reset(min(max(timeout/8, 10*time.Millisecond), time.Minute))
 		}
 	}
 }
@@ -305,6 +342,18 @@ func (st *session) usedKeys() []upstream.Key {
 		out = append(out, k)
 	}
 	return out
+}
+
+// hasThread reports whether the session called upstreams as thread.
+func (st *session) hasThread(thread string) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for k := range st.keys {
+		if k.Thread == thread {
+			return true
+		}
+	}
+	return false
 }
 
 func (st *session) hasKey(k upstream.Key) bool {

@@ -70,12 +70,14 @@ func (s *Server) ServerStatuses() []ServerStatus {
 	return out
 }
 
-// serveReady answers /readyz: readiness, the catalog size and how many
+// serveReady answers /readyz: readiness (a config applied and, with durable
+// tasks on, the task store reachable), the catalog size and how many
 // servers are in each state. It is unauthenticated, so it carries counts
 // only, never names or error text; with a valid admin token
 // (Authorization: Bearer <admin.token>) it adds each server's status.
 func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
 	rt := s.rt.Load()
+	storeOK := s.taskStoreReady(r.Context())
 	statuses := s.ServerStatuses()
 	counts := map[string]int{StateUp: 0, StateStarting: 0, StateRetrying: 0, StateInvalid: 0, StateDisabled: 0}
 	for _, st := range statuses {
@@ -85,8 +87,13 @@ func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
 		Ready   bool           `json:"ready"`
 		Tools   int            `json:"tools"`
 		Servers map[string]int `json:"servers"`
+		Store   *bool          `json:"task_store_reachable,omitempty"`
 		Detail  []ServerStatus `json:"detail,omitempty"`
 	}{Ready: s.ready.Load(), Tools: len(rt.cat.Load().order), Servers: counts}
+	if s.tasks != nil {
+		out.Ready = out.Ready && storeOK
+		out.Store = &storeOK
+	}
 	if adminAuthorized(rt, r) {
 		out.Detail = statuses
 	}

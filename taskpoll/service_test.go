@@ -359,16 +359,19 @@ func TestPollerCompletesAfterErrorsWithGrowingBackoff(t *testing.T) {
 			t.Fatalf("backoff did not grow: gaps %v then %v", prev, g)
 		}
 	}
-	evMu.Lock()
-	defer evMu.Unlock()
-	var terminal int
-	for _, e := range evs {
-		if e.Status.Terminal() {
-			terminal++
+	terminal := func() (n int) {
+		evMu.Lock()
+		defer evMu.Unlock()
+		for _, e := range evs {
+			if e.Status.Terminal() {
+				n++
+			}
 		}
+		return n
 	}
-	if terminal != 1 {
-		t.Fatalf("terminal events %d: %+v", terminal, evs)
+	waitFor(t, func() bool { return terminal() > 0 })
+	if terminal() != 1 {
+		t.Fatalf("terminal events %d: %+v", terminal(), evs)
 	}
 }
 

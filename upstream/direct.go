@@ -42,7 +42,7 @@ type direct struct {
 	latest atomic.Pointer[http.Header]
 }
 
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+var reqBuffers wire.Buffers
 
 // call sends one request and returns its raw result. A JSON-RPC error from the
 // upstream is returned as *wire.Error.
@@ -53,9 +53,9 @@ func (d *direct) call(ctx context.Context, method string, params []byte, extra h
 	var idb [32]byte
 	id := append(strconv.AppendUint(append(idb[:0], `"mux-`...), n, 10), '"')
 
-	bp := bufPool.Get().(*[]byte)
-	body := wire.AppendRequest((*bp)[:0], id, method, params)
-	defer func() { *bp = body[:0]; bufPool.Put(bp) }()
+	bp := reqBuffers.Get()
+	body := wire.AppendRequest(*bp, id, method, params)
+	defer func() { *bp = body; reqBuffers.Put(bp) }()
 
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(body))
 	if err != nil {

@@ -13,6 +13,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
 
 // A stdio server's stdout is framed here, not by the SDK: the SDK's stdio
@@ -104,6 +106,13 @@ func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		case line, ok := <-c.lines:
 			if !ok {
 				return nil, io.EOF
+			}
+			if _, err := wire.Scan(line); err != nil {
+				c.log.Warn("skipping a stdout line nested deeper than the limit", "bytes", len(line), "max_depth", wire.MaxDepth)
+				if m := deepReply(line); m != nil {
+					return m, nil
+				}
+				continue
 			}
 			msgs, err := decodeLine(line)
 			if err != nil {

@@ -472,6 +472,7 @@ func (u *Upstream) list(ctx context.Context, c *conn) (Lists, error) {
 func (u *Upstream) listItems(ctx context.Context, c *conn, method, field, keyField string) ([]Item, error) {
 	var items []Item
 	var cursor string
+	budget := listBudget{method: method}
 	for range maxListPages {
 		var params json.RawMessage
 		if cursor != "" {
@@ -488,6 +489,9 @@ func (u *Upstream) listItems(ctx context.Context, c *conn, method, field, keyFie
 		var list []json.RawMessage
 		if err := json.Unmarshal(page[field], &list); err != nil && page[field] != nil {
 			return nil, fmt.Errorf("decoding %s result: %w", method, err)
+		}
+		if err := budget.spend(len(raw), len(list)); err != nil {
+			return nil, err
 		}
 		for _, it := range list {
 			var head map[string]json.RawMessage
@@ -512,6 +516,7 @@ const maxListPages = 1000
 func (u *Upstream) listTools(ctx context.Context, c *conn) ([]Tool, error) {
 	var tools []Tool
 	var cursor string
+	budget := listBudget{method: "tools/list"}
 	for range maxListPages {
 		var params json.RawMessage
 		if cursor != "" {
@@ -527,6 +532,9 @@ func (u *Upstream) listTools(ctx context.Context, c *conn) ([]Tool, error) {
 		}
 		if err := json.Unmarshal(raw, &page); err != nil {
 			return nil, fmt.Errorf("decoding tools/list result: %w", err)
+		}
+		if err := budget.spend(len(raw), len(page.Tools)); err != nil {
+			return nil, err
 		}
 		for _, t := range page.Tools {
 			var head struct {

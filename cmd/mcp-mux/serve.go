@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/mcp-mux/mcp-mux/api"
 	"github.com/mcp-mux/mcp-mux/config"
 	"github.com/mcp-mux/mcp-mux/proxy"
 )
@@ -111,14 +112,32 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer, env func(str
 		log.Error("refusing to serve", "reason", err)
 		return 1
 	}
-	srv := proxy.New(proxy.Options{Logger: log, Version: version, StdioSupervisor: selfExe})
+	if err := proxy.TaskStartupError(cfg); err != nil {
+		_ = ln.Close()
+		log.Error("refusing to serve", "reason", err)
+		return 1
+	}
+	store, err := openTaskStore(cfg, f.dataDir, log.Named("tasks"))
+	if err != nil {
+		_ = ln.Close()
+		log.Error("opening the task store", "err", err)
+		return 1
+	}
+	if store != nil {
+		defer store.Close()
+	}
+	srv := proxy.New(proxy.Options{Logger: log, Version: version, StdioSupervisor: selfExe, TaskStore: store, TaskConfig: taskConfig(cfg.Tasks)})
 	if err := srv.Apply(cfg); err != nil {
 		_ = ln.Close()
 		_ = srv.Close(context.Background())
 		log.Error("applying config", "err", err)
 		return 1
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	routes := http.NewServeMux()
+	api.MountTasks(routes, api.TasksOptions{Service: taskService(srv), Authenticated: srv.Authenticated})
+	routes.Handle("/", srv.Handler())
+	hs := srv.HTTPServer()
+	hs.Handler = srv.GuardHosts(routes) // the Host/Origin checks cover every route of the listener
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	log.Info("serving", "addr", ln.Addr().String(), "endpoint", "http://"+ln.Addr().String()+"/mcp", "servers", len(cfg.Servers))

@@ -225,6 +225,9 @@ func MaybeServeStdio() {
 	if name == "" {
 		return
 	}
+	if script := os.Getenv(envScript); script != "" {
+		serveScript(script, os.Stdin, os.Stdout)
+	}
 	if os.Getenv(envGrandchild) != "" {
 		cmd := exec.Command("sleep", "1000")
 		if err := cmd.Start(); err == nil {

@@ -42,13 +42,18 @@ func (e *Error) Error() string {
 // ErrNotEnvelope reports bytes that are not a single JSON-RPC 2.0 message.
 var ErrNotEnvelope = errors.New("not a JSON-RPC 2.0 message")
 
-// Decode decodes one JSON-RPC message. It rejects batches and anything
-// without the "2.0" version tag.
+// Decode decodes one JSON-RPC message. It rejects batches, anything without
+// the "2.0" version tag, and (with ErrTooDeep) anything nested deeper than
+// MaxDepth. Params, Result and Error.Data of a decoded message are within
+// the bound too.
 func Decode(data []byte, m *Message) error {
 	*m = Message{}
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 || data[0] != '{' {
 		return ErrNotEnvelope
+	}
+	if _, err := Scan(data); err != nil {
+		return err
 	}
 	if err := sjson.Unmarshal(data, m); err != nil {
 		return err
@@ -78,7 +83,8 @@ type CallParams struct {
 	Meta      json.RawMessage `json:"_meta,omitempty"`
 }
 
-// DecodeCallParams decodes tools/call params.
+// DecodeCallParams decodes tools/call params (of a message Decode
+// accepted, or otherwise checked with Scan).
 func DecodeCallParams(data []byte, p *CallParams) error {
 	*p = CallParams{}
 	if len(data) == 0 {

@@ -1,7 +1,10 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
 )
 
@@ -69,12 +72,33 @@ func FuzzDecode(f *testing.F) {
 		`{"jsonrpc":"2.0","method":"m"}`,
 		`{"jsonrpc":"2.0","id":{},"method":1}`,
 		`[1,2]`, `{`, `{"jsonrpc":"2.0","id":1e999}`,
+		// Deep nesting: refused with ErrTooDeep, never a stack overflow.
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":` + nested("[", "]", MaxDepth, "") + `}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":` + nested(`{"a":`, "}", 200_000, "0") + `}}`,
+		`{"jsonrpc":"2.0","id":"x","result":` + strings.Repeat("[", 1_000_000) + `}`,
+		`{"jsonrpc":"2.0","id":1,"method":"m","params":["\"` + nested("[", "]", MaxDepth, "") + `"]}`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var m Message
-		if Decode(data, &m) != nil {
+		sh, scanErr := Scan(data)
+		err := Decode(data, &m)
+		if errors.Is(scanErr, ErrTooDeep) != errors.Is(err, ErrTooDeep) && !errors.Is(err, ErrNotEnvelope) {
+			t.Fatalf("Scan says %v, Decode says %v", scanErr, err)
+		}
+		if scanErr == nil && json.Valid(data) {
+			if d := depthOf(t, data); d > MaxDepth {
+				t.Fatalf("Scan accepted depth %d", d)
+			}
+			if sh.Batch {
+				var arr []json.RawMessage
+				if json.Unmarshal(data, &arr) == nil && len(arr) != sh.Len {
+					t.Fatalf("Scan counted %d batch elements, encoding/json %d", sh.Len, len(arr))
+				}
+			}
+		}
+		if err != nil {
 			return
 		}
 		if m.JSONRPC != "2.0" {
@@ -90,4 +114,23 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// depthOf is the nesting depth of valid JSON, by encoding/json's tokenizer.
+func depthOf(t *testing.T, data []byte) int {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	depth, deepest := 0, 0
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return deepest
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			depth++
+			deepest = max(deepest, depth)
+		case json.Delim('}'), json.Delim(']'):
+			depth--
+		}
+	}
 }

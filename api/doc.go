@@ -1,0 +1,6 @@
+// Package api holds mcp-mux's HTTP management surfaces beside /mcp: the
+// task REST API (tasks.go), and the admin config API and status page. Each
+// surface depends on a small interface that proxy, taskpoll or config
+// satisfies; none of those packages imports api, and cmd/mcp-mux mounts the
+// routes.
+package api

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/mcp-mux/mcp-mux/api"
+	"github.com/mcp-mux/mcp-mux/config"
+	"github.com/mcp-mux/mcp-mux/proxy"
+	"github.com/mcp-mux/mcp-mux/taskpoll"
+)
+
+// openTaskStore opens the durable task store when mcp_tasks.enabled: Redis
+// at store.redis_url, else the embedded bbolt file in dataDir. nil when
+// tasks are off.
+func openTaskStore(cfg *config.Config, dataDir string, log hclog.Logger) (taskpoll.Store, error) {
+	if !cfg.Tasks.Enabled {
+		return nil, nil
+	}
+	if cfg.Store.RedisURL.IsZero() {
+		st, err := taskpoll.OpenBoltStore(taskpoll.BoltOptions{Dir: dataDir})
+		if err != nil {
+			return nil, fmt.Errorf("mcp_tasks: %w", err)
+		}
+		log.Info("durable tasks: embedded store", "dir", dataDir)
+		return st, nil
+	}
+	c, err := taskpoll.DialRedis(cfg.Store.RedisURL.Reveal())
+	if err != nil {
+		return nil, err
+	}
+	st := taskpoll.NewRedisStore(taskpoll.RedisOptions{Client: c, KeyPrefix: cfg.Store.KeyPrefix, Logger: log.Named("store")})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := st.Ping(ctx); err != nil {
+		// Not fatal: submits fail cleanly and polling waits until Redis is back.
+		log.Warn("durable tasks: Redis is not reachable yet", "err", err)
+	}
+	log.Info("durable tasks: Redis store", "key_prefix", cfg.Store.KeyPrefix)
+	return st, nil
+}
+
+// taskConfig is the mcp_tasks block for taskpoll.
+func taskConfig(t config.Tasks) taskpoll.Config {
+	return taskpoll.Config{
+		PollInterval: t.PollInterval, Lease: t.Lease, MaxConcurrentPolls: t.MaxConcurrentPolls,
+		MaxPollBackoff: t.MaxPollBackoff, InputRequiredPollInterval: t.InputRequiredPollInterval,
+		DegradedAfterErrors: t.TrackingDegradedAfterErrors, MaxResultBytes: t.MaxResultBytes,
+		ResultPreviewMaxChars: t.ResultPreviewMaxChars,
+	}
+}
+
+// taskService is the task API's service: nil (503s) when tasks are off.
+func taskService(srv *proxy.Server) api.TaskService {
+	if t := srv.Tasks(); t != nil {
+		return t
+	}
+	return nil
+}

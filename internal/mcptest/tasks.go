@@ -1,0 +1,131 @@
+package mcptest
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TaskServer is a real MCP server with a DeerFlow ordinary-tools triple:
+// submit_job(input) → {task_id, status: "running"}, job_status(task_id) and
+// cancel_job(task_id). It records every status call (task id, time, HTTP
+// headers) so tests can count polls.
+type TaskServer struct {
+	// PollsToComplete is how many status calls a job answers "running"
+	// before "completed" (0: the first one completes).
+	PollsToComplete int
+	// ErrorsFirst makes the first n status calls of each job isError results.
+	ErrorsFirst int
+	// HangFirst makes the first status call of each job block until its
+	// request is cancelled (the caller was killed or gave up).
+	HangFirst bool
+
+	mu     sync.Mutex
+	next   int
+	polls  map[string][]time.Time
+	hdrs   []http.Header
+	cancel map[string]int
+}
+
+// StatusArgs are the status and cancel tools' arguments.
+type StatusArgs struct {
+	TaskID string `json:"task_id"`
+}
+
+// SubmitArgs are the submit tool's arguments.
+type SubmitArgs struct {
+	Input string `json:"input"`
+}
+
+// TaskState is a status tool's structured answer.
+type TaskState struct {
+	TaskID string `json:"task_id"`
+	Status string `json:"status"`
+	Result any    `json:"result,omitempty"`
+}
+
+// MCP returns the server (one per call: serve it once).
+func (ts *TaskServer) MCP() *mcp.Server {
+	ts.mu.Lock()
+	if ts.polls == nil {
+		ts.polls, ts.cancel = map[string][]time.Time{}, map[string]int{}
+	}
+	ts.mu.Unlock()
+	s := mcp.NewServer(&mcp.Implementation{Name: "jobs", Version: "test"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "submit_job", Description: "Start a job."},
+		func(_ context.Context, _ *mcp.CallToolRequest, a SubmitArgs) (*mcp.CallToolResult, TaskState, error) {
+			ts.mu.Lock()
+			ts.next++
+			id := fmt.Sprintf("job-%d", ts.next)
+			ts.mu.Unlock()
+			return nil, TaskState{TaskID: id, Status: "running"}, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "job_status", Description: "A job's status."},
+		func(ctx context.Context, req *mcp.CallToolRequest, a StatusArgs) (*mcp.CallToolResult, TaskState, error) {
+			ts.mu.Lock()
+			n := len(ts.polls[a.TaskID])
+			ts.polls[a.TaskID] = append(ts.polls[a.TaskID], time.Now())
+			if req.Extra != nil {
+				ts.hdrs = append(ts.hdrs, req.Extra.Header.Clone())
+			}
+			ts.mu.Unlock()
+			if ts.HangFirst && n == 0 {
+				<-ctx.Done()
+				return nil, TaskState{}, ctx.Err()
+			}
+			if n < ts.ErrorsFirst {
+				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "backend busy"}}}, TaskState{}, nil
+			}
+			if n < ts.ErrorsFirst+ts.PollsToComplete {
+				return nil, TaskState{TaskID: a.TaskID, Status: "running"}, nil
+			}
+			return nil, TaskState{TaskID: a.TaskID, Status: "completed", Result: map[string]any{"ok": true, "polls": n + 1}}, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "cancel_job", Description: "Cancel a job."},
+		func(_ context.Context, _ *mcp.CallToolRequest, a StatusArgs) (*mcp.CallToolResult, TaskState, error) {
+			ts.mu.Lock()
+			ts.cancel[a.TaskID]++
+			ts.mu.Unlock()
+			return nil, TaskState{TaskID: a.TaskID, Status: "cancelled"}, nil
+		})
+	return s
+}
+
+// Polls returns the times of each job's status calls.
+func (ts *TaskServer) Polls() map[string][]time.Time {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	out := make(map[string][]time.Time, len(ts.polls))
+	for k, v := range ts.polls {
+		out[k] = append([]time.Time(nil), v...)
+	}
+	return out
+}
+
+// StatusHeaders returns the HTTP headers of every status call.
+func (ts *TaskServer) StatusHeaders() []http.Header {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return append([]http.Header(nil), ts.hdrs...)
+}
+
+// Cancels returns how often each job was cancelled.
+func (ts *TaskServer) Cancels() map[string]int {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	out := make(map[string]int, len(ts.cancel))
+	for k, v := range ts.cancel {
+		out[k] = v
+	}
+	return out
+}
+
+// TaskServerJSON is the config entry of a TaskServer at url (extra: more
+// keys, with a leading comma).
+func TaskServerJSON(url, extra string) string {
+	return `{"type": "http", "url": "` + url + `", "task_toolsets": [{"name": "job", "submit_tool": "submit_job", "status_tool": "job_status", "cancel_tool": "cancel_job"}]` + extra + `}`
+}

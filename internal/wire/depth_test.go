@@ -1,0 +1,118 @@
+package wire
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func nested(open, close string, n int, inner string) string {
+	return strings.Repeat(open, n) + inner + strings.Repeat(close, n)
+}
+
+func TestScanDepth(t *testing.T) {
+	env := func(params string) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":` + params + `}`
+	}
+	cases := []struct {
+		name string
+		in   string
+		deep bool
+	}{
+		// The envelope is level 1, so params may nest MaxDepth-1 levels.
+		{"at the limit", env(nested("[", "]", MaxDepth-1, "")), false},
+		{"one past", env(nested("[", "]", MaxDepth, "")), true},
+		{"objects", env(nested(`{"a":`, "}", MaxDepth, "1")), true},
+		{"two million arrays", env(nested("[", "]", 2_000_000, "")), true},
+		{"unclosed", env(strings.Repeat("[", MaxDepth+1)), true},
+		// Brackets inside strings do not count, escaped quotes do not end them.
+		{"brackets in a string", env(`"` + strings.Repeat("[", 5000) + `"`), false},
+		{"escaped quote", env(`"\"` + strings.Repeat("[", 5000) + `"`), false},
+		{"escaped backslash ends the string", env(`["\\"` + nested("[", "]", MaxDepth, "") + `]`), true},
+		{"real schema", `{"type":"object","properties":{"a":{"type":"array","items":{"type":"object","properties":{"b":{"anyOf":[{"type":"string"},{"type":"null"}]}}}}}}`, false},
+	}
+	for _, c := range cases {
+		_, err := Scan([]byte(c.in))
+		if c.deep != errors.Is(err, ErrTooDeep) {
+			t.Errorf("%s: Scan = %v, want deep=%v", c.name, err, c.deep)
+		}
+		var m Message
+		if err := Decode([]byte(c.in), &m); c.deep != errors.Is(err, ErrTooDeep) {
+			t.Errorf("%s: Decode = %v, want deep=%v", c.name, err, c.deep)
+		}
+		// encoding/json agrees on what is JSON at all.
+		if !c.deep && strings.HasSuffix(c.in, "}") && !json.Valid([]byte(c.in)) {
+			t.Errorf("%s: test input is not JSON", c.name)
+		}
+	}
+}
+
+func TestScanBatch(t *testing.T) {
+	cases := []struct {
+		in    string
+		batch bool
+		n     int
+	}{
+		{`{"jsonrpc":"2.0","id":1,"method":"ping"}`, false, 0},
+		{`[]`, true, 0},
+		{` [ ] `, true, 0},
+		{`[{"a":[1,2,3]}]`, true, 1},
+		{`[{"a":"x,y"},{"b":2} , 3,"s",null]`, true, 5},
+		{`[[1,2],[3]]`, true, 2},
+	}
+	for _, c := range cases {
+		sh, err := Scan([]byte(c.in))
+		if err != nil || sh.Batch != c.batch || sh.Len != c.n {
+			t.Errorf("Scan(%s) = %+v, %v; want batch=%v len=%d", c.in, sh, err, c.batch, c.n)
+		}
+	}
+}
+
+func TestTopLevelID(t *testing.T) {
+	cases := map[string]string{
+		`{"jsonrpc":"2.0","id":"mux-7","result":` + nested("[", "]", 5000, "") + `}`: `"mux-7"`,
+		`{"result":` + nested(`{"id":`, "}", 50, "1") + `,"id":42}`:                  `42`,
+		`{"jsonrpc":"2.0","method":"x","params":{"id":3}}`:                           ``,
+		`{"a":"id","id" : "q\"x" }`:                                                  `"q\"x"`,
+		`{"id":{"x":1}}`:                                                             ``,
+		`{"id":tru}`:                                                                 ``,
+		`[{"id":1}]`:                                                                 ``,
+		`{"id":null}`:                                                                `null`,
+	}
+	for in, want := range cases {
+		if got := string(TopLevelID([]byte(in))); got != want {
+			t.Errorf("TopLevelID(%.60s) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestScanAllocates(t *testing.T) {
+	b := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"s":"a\"b","n":[1,2,{"k":null}]}}}`)
+	if n := testing.AllocsPerRun(100, func() { _, _ = Scan(b) }); n != 0 {
+		t.Errorf("Scan allocates %v times", n)
+	}
+}
+
+func BenchmarkScan(b *testing.B) {
+	body := []byte(`{"jsonrpc":"2.0","id":17,"method":"tools/call","params":{"name":"web_search","arguments":{"query":"` + strings.Repeat("lorem ipsum ", 300) + `","limit":10,"filters":{"lang":["en","de"],"site":null}}}}`)
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		_, _ = Scan(body)
+	}
+}
+
+func TestBuffersDropLarge(t *testing.T) {
+	var b Buffers
+	big := make([]byte, 0, MaxPooled+1)
+	b.Put(&big)
+	small := b.Get()
+	if cap(*small) > MaxPooled {
+		t.Fatalf("the pool kept a %d-byte buffer", cap(*small))
+	}
+	*small = append(*small, "x"...)
+	b.Put(small)
+	if got := b.Get(); len(*got) != 0 {
+		t.Fatalf("Get returned a non-empty buffer %q", *got)
+	}
+}

@@ -1,0 +1,301 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/config"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/taskpoll"
+	"github.com/mcp-mux/mcp-mux/upstream"
+)
+
+// Durable tasks (taskpoll) as the MCP surface sees them.
+//
+// A task-enabled server's status and cancel tools are left out of the
+// catalog; its submit tool keeps its name and schema, gets DeerFlow's
+// contract appended to its description, and a call to it goes through
+// taskpoll.Service.Submit (callTool's one hook: submitTask). The built-in
+// tools list_background_tasks, cancel_background_task and
+// get_background_task are catalog routes without a server. Each task is the
+// resource mux://tasks/{task_id}; every task event, from whichever replica
+// wrote it, reaches the owner's sessions on this replica as a logging
+// notification and notifications/resources/updated.
+//
+// The set of task-enabled servers and their connection settings are frozen
+// at the first Apply (DeerFlow's startup snapshot): a reload that changes
+// one is refused for that server only, which keeps running as it was.
+
+// errTasksDisabled is DeerFlow's startup error.
+const errTasksDisabled = "MCP task_toolsets are configured, so mcp_tasks.enabled=true is required; mcp-mux will not silently expose these tools as synchronous calls."
+
+// taskTemplate is the task resource's template in resources/templates/list.
+var taskTemplate = json.RawMessage(`{"uriTemplate":"` + taskpoll.ResourcePrefix + `{task_id}","name":"durable-task","description":"A durable background task's status and result (JSON).","mimeType":"application/json"}`)
+
+// taskRoles maps a task server's raw tool names to their toolset: the
+// submit tools, and the tools left out of the catalog — status and cancel,
+// and with durable tasks off all three, which are never exposed as
+// synchronous calls.
+func taskRoles(sc *config.Server, tasks bool) (submit map[string]*taskpoll.Toolset, hidden map[string]bool) {
+	if sc == nil || len(sc.TaskToolsets) == 0 {
+		return nil, nil
+	}
+	submit, hidden = make(map[string]*taskpoll.Toolset), make(map[string]bool)
+	for _, ts := range sc.TaskToolsets {
+		submit[ts.SubmitTool] = &taskpoll.Toolset{Name: ts.Name, SubmitTool: ts.SubmitTool, StatusTool: ts.StatusTool, CancelTool: ts.CancelTool}
+		hidden[ts.StatusTool], hidden[ts.CancelTool] = true, true
+		if !tasks {
+			hidden[ts.SubmitTool] = true
+		}
+	}
+	return submit, hidden
+}
+
+// builtinRoutes reserves the built-in task tools' names in c and returns
+// their routes, which buildCatalog lists after the servers' tools.
+func builtinRoutes(c *catalog, pol *catalogPolicy) []*route {
+	if !pol.tasks {
+		return nil
+	}
+	var out []*route
+	for _, raw := range taskpoll.BuiltinTools() {
+		var t struct {
+			Name string `json:"name"`
+		}
+		_ = json.Unmarshal(raw, &t)
+		r := &route{name: t.Name, raw: t.Name, json: raw, builtin: true}
+		c.routes[t.Name] = r
+		out = append(out, r)
+	}
+	return out
+}
+
+// withContract returns a submit tool object with the contract appended to
+// its description.
+func withContract(tool json.RawMessage, toolset string) json.RawMessage {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(tool, &obj); err != nil {
+		return tool
+	}
+	var desc string
+	_ = json.Unmarshal(obj["description"], &desc)
+	obj["description"], _ = json.Marshal(taskpoll.SubmitDescription(desc, toolset))
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return tool
+	}
+	return b
+}
+
+// TaskStartupError is DeerFlow's startup rule: an enabled server with
+// task_toolsets needs mcp_tasks.enabled (and so a task store). serve fails
+// with it before anything starts.
+func TaskStartupError(cfg *config.Config) error {
+	if cfg.Tasks.Enabled {
+		return nil
+	}
+	for _, sc := range cfg.Servers {
+		if sc.Enabled && len(sc.TaskToolsets) > 0 {
+			return errors.New(errTasksDisabled)
+		}
+	}
+	return nil
+}
+
+// taskChange is Apply's rule for task-enabled servers: a running one keeps
+// its connection settings until a restart, since its tasks' polls depend on
+// them (removing or disabling it is allowed: its tasks then retry).
+func (s *Server) taskChange(prev, next *config.Server) error {
+	if s.tasks == nil || prev == nil || next == nil || len(prev.TaskToolsets) == 0 || prev.Fingerprint() == next.Fingerprint() {
+		return nil
+	}
+	return fmt.Errorf("MCP task-enabled server configuration changed after mcp-mux started (%s); restart mcp-mux to apply it", prev.Name)
+}
+
+// submitTask is callTool's hook for a submit tool: run is the ordinary
+// forwarding of the call (interceptors included).
+func (s *Server) submitTask(ctx context.Context, st *session, key upstream.Key, r *route, run func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
+	var upErr error
+	raw, err := s.tasks.Submit(ctx, taskpoll.SubmitRequest{User: st.user, Thread: key.Thread, Server: r.server.name, Toolset: *r.task},
+		func(ctx context.Context) (json.RawMessage, error) {
+			raw, err := run(ctx)
+			upErr = err
+			return raw, err
+		})
+	if err != nil && (upErr == nil || !errors.Is(err, upErr)) {
+		s.log.Warn("durable task submit failed", "server", r.server.name, "tool", r.raw, "err", err)
+		return wire.ToolError(err.Error()), nil
+	}
+	return raw, err
+}
+
+// builtinTask answers a built-in task tool.
+func (s *Server) builtinTask(ctx context.Context, st *session, key upstream.Key, name string, args json.RawMessage) json.RawMessage {
+	raw, _ := s.tasks.CallBuiltin(ctx, st.user, key.Thread, name, args)
+	return raw
+}
+
+// taskResource answers resources/read, subscribe and unsubscribe for a
+// task resource of the session's user.
+func (s *Server) taskResource(ctx context.Context, st *session, method, uri string) (mcp.Result, error) {
+	if _, err := s.tasks.Get(ctx, st.user, strings.TrimPrefix(uri, taskpoll.ResourcePrefix)); err != nil {
+		if errors.Is(err, taskpoll.ErrNotFound) {
+			return nil, &jsonrpc.Error{Code: -32002, Message: fmt.Sprintf("resource not found: %q", uri)}
+		}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the durable task store is unavailable"}
+	}
+	switch method {
+	case "resources/read":
+		raw, err := s.tasks.ReadResource(ctx, st.user, uri)
+		if err != nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the durable task store is unavailable"}
+		}
+		return &rawResult{raw: raw}, nil
+	case "resources/subscribe":
+		st.subscribe(uri, true)
+	default:
+		st.subscribe(uri, false)
+	}
+	return &rawResult{raw: json.RawMessage(`{}`)}, nil
+}
+
+// taskEvent delivers one task event to this replica's sessions of its
+// owner: those that called as its thread get a logging message, and they
+// and any session of the user subscribed to the task's resource get
+// notifications/resources/updated.
+func (s *Server) taskEvent(e taskpoll.Event) {
+	uri := taskpoll.ResourcePrefix + e.TaskID
+	data, _ := json.Marshal(map[string]any{"task_id": e.TaskID, "task_name": e.Name, "status": e.Status, "tracking_degraded": e.Degraded, "resource": uri})
+	msg, _ := json.Marshal(&mcp.LoggingMessageParams{Level: "info", Logger: "mcp-mux.tasks", Data: json.RawMessage(data)})
+	for _, ss := range s.sessions.all() {
+		st := s.sessions.get(ss)
+		if st == nil || st.user != e.User {
+			continue
+		}
+		owner := st.id == e.Thread || st.hasThread(e.Thread)
+		if !owner && !st.subscribed(uri) {
+			continue
+		}
+		s.bg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
+			defer cancel()
+			if owner {
+				deliverNotification(ctx, st, "notifications/message", msg)
+			}
+			s.notify(ctx, ss, "notifications/resources/updated", &mcp.ResourceUpdatedNotificationParams{URI: uri})
+		})
+	}
+}
+
+// taskCaller is the Server as the poller's taskpoll.Caller.
+type taskCaller Server
+
+// CallTool runs a task tool with the server's own credentials only (static
+// headers and OAuth, never a request's secrets), on the task's (user,
+// thread) scope, retrying once after a 401 with a refreshed token.
+func (c *taskCaller) CallTool(ctx context.Context, call taskpoll.Call) (json.RawMessage, error) {
+	s := (*Server)(c)
+	b := s.rt.Load().byName[call.Server]
+	if b == nil {
+		return nil, fmt.Errorf("MCP task server %q is missing or disabled in the running configuration", call.Server)
+	}
+	params := wire.AppendCallParams(nil, call.Tool, call.Args, nil)
+	key := upstream.Key{User: call.User, Thread: call.Thread}
+	for attempt := 0; ; attempt++ {
+		var hdr http.Header
+		if b.resolver != nil {
+			h, err := b.resolver.Base(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("MCP task server %q credentials: %w", call.Server, err)
+			}
+			hdr = h
+		}
+		raw, err := b.up.CallTool(ctx, key, params, hdr)
+		var se *upstream.StatusError
+		if attempt == 0 && errors.As(err, &se) && se.Code == http.StatusUnauthorized && b.resolver != nil {
+			b.resolver.UnauthorizedHeader(hdr)
+			continue
+		}
+		return raw, err
+	}
+}
+
+// TaskCounts returns the number of durable tasks by status (all replicas),
+// or nil when durable tasks are off.
+func (s *Server) TaskCounts(ctx context.Context) (map[taskpoll.Status]int, error) {
+	if s.tasks == nil {
+		return nil, nil
+	}
+	return s.tasks.Counts(ctx)
+}
+
+// Tasks returns the durable task service, or nil when durable tasks are off.
+func (s *Server) Tasks() *taskpoll.Service { return s.tasks }
+
+// Authenticated guards an HTTP API with /mcp's checks (Host and Origin,
+// caller identity with a 401 challenge) and passes the caller's user on.
+func (s *Server) Authenticated(next func(w http.ResponseWriter, r *http.Request, user string)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rt := s.rt.Load()
+		if err := rt.origins.check(r); err != nil {
+			http.Error(w, "Forbidden: "+err.Error(), http.StatusForbidden)
+			return
+		}
+		user, err := rt.auth.Authenticate(r)
+		if err != nil {
+			rt.auth.Challenge(w, r, err)
+			return
+		}
+		next(w, r, user)
+	})
+}
+
+// warnTaskSettings logs when a reload changes the startup-only mcp_tasks or
+// store blocks.
+func (s *Server) warnTaskSettings(old, cfg *config.Config) {
+	if s.tasks == nil || len(old.Servers) == 0 && old.Tasks == (config.Tasks{}) {
+		return
+	}
+	if old.Tasks != cfg.Tasks || old.Store.KeyPrefix != cfg.Store.KeyPrefix || old.Store.RedisURL.Reveal() != cfg.Store.RedisURL.Reveal() {
+		s.log.Warn("mcp_tasks and store settings are read at startup only; restart mcp-mux to apply the change")
+	}
+}
+
+// startTasks starts the poller once, at the first Apply.
+func (s *Server) startTasks() {
+	if s.tasks != nil {
+		s.tasksOnce.Do(s.tasks.Start)
+	}
+}
+
+// stopTasks stops the poller and releases this replica's leases, so that
+// another replica takes its tasks at once (bounded by ctx).
+func (s *Server) stopTasks(ctx context.Context) {
+	if s.tasks == nil {
+		return
+	}
+	s.tasksCancel()
+	s.tasksOnce.Do(func() {}) // a Close before any Apply never starts it
+	if err := s.tasks.Stop(ctx); err != nil {
+		s.log.Warn("shutdown: releasing task leases failed; they expire after lease_seconds", "err", err)
+	}
+}
+
+// taskStoreReady reports whether the task store answers (true when tasks
+// are off): /readyz is not ready without it.
+func (s *Server) taskStoreReady(ctx context.Context) bool {
+	if s.tasks == nil {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return s.tasks.Ping(ctx) == nil
+}

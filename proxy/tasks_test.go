@@ -1,0 +1,332 @@
+package proxy_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/api"
+	"github.com/mcp-mux/mcp-mux/config"
+	"github.com/mcp-mux/mcp-mux/internal/mcptest"
+	"github.com/mcp-mux/mcp-mux/proxy"
+	"github.com/mcp-mux/mcp-mux/taskpoll"
+)
+
+// taskMux runs mcp-mux with durable tasks on store, the task REST API
+// mounted as cmd mounts it.
+func taskMux(t *testing.T, cfgJSON string, store taskpoll.Store) (*proxy.Server, *httptest.Server) {
+	t.Helper()
+	cfg, err := config.Parse([]byte(cfgJSON), config.LoadOptions{Filename: "test.json", LookupEnv: func(string) (string, bool) { return "", false }})
+	if err != nil || len(cfg.Invalid) > 0 {
+		t.Fatalf("config: %v %+v", err, cfg.Invalid)
+	}
+	srv := proxy.New(proxy.Options{
+		Logger:    hclog.New(&hclog.LoggerOptions{Output: &mcptest.LogBuffer{}, Level: hclog.Trace}),
+		TaskStore: store, TaskConfig: taskpoll.Config{PollInterval: 20 * time.Millisecond, Lease: 10 * time.Second},
+		RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond,
+	})
+	if err := srv.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	routes := http.NewServeMux()
+	api.MountTasks(routes, api.TasksOptions{Service: srv.Tasks(), Authenticated: srv.Authenticated})
+	routes.Handle("/", srv.Handler())
+	ts := httptest.NewServer(routes)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Close(ctx)
+		ts.Close()
+		_ = store.Close()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.WaitDiscovery(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return srv, ts
+}
+
+func TestDurableTasksBolt(t *testing.T) {
+	st, err := taskpoll.OpenBoltStore(taskpoll.BoltOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	durableTaskFlow(t, st)
+}
+
+func TestDurableTasksRedis(t *testing.T) {
+	r := mcptest.StartRedis(t, false)
+	c, err := taskpoll.DialRedis(r.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	durableTaskFlow(t, taskpoll.NewRedisStore(taskpoll.RedisOptions{Client: c, KeyPrefix: "e2e:"}))
+}
+
+func durableTaskFlow(t *testing.T, st taskpoll.Store) {
+	up := &mcptest.TaskServer{PollsToComplete: 2}
+	upTS := mcptest.ServeHTTP(t, up.MCP())
+	_, ts := taskMux(t, `{"mcpServers": {"jobs": `+mcptest.TaskServerJSON(upTS.URL+"/mcp", `, "headers": {"X-Server-Key": "static-key"}`)+`},
+		"mcp_tasks": {"enabled": true}, "inbound": {"auth": {"mode": "trusted_header"}}}`, st)
+
+	var mu sync.Mutex
+	var updated []string
+	var logs []string
+	rt := &clientRT{static: http.Header{"X-Mux-User": {"alice"}, "X-Mux-Thread-Id": {"th-1"}, "X-Mux-Secrets": {`{"token":"caller-secret"}`}}}
+	c := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, &mcp.ClientOptions{
+		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
+			mu.Lock()
+			updated = append(updated, r.Params.URI)
+			mu.Unlock()
+		},
+		LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) {
+			b, _ := json.Marshal(r.Params.Data)
+			mu.Lock()
+			logs = append(logs, string(b))
+			mu.Unlock()
+		},
+	})
+	ctx := context.Background()
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: ts.URL + "/mcp", HTTPClient: &http.Client{Transport: rt}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+		t.Fatal(err)
+	}
+
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range tools.Tools {
+		names = append(names, tl.Name)
+		if tl.Name == "jobs_submit_job" && !strings.HasSuffix(tl.Description, "Start a job.\n\nSubmitted as durable background task 'job'; returns a DeerFlow task ID immediately and status polling is handled automatically.") {
+			t.Fatalf("submit description %q", tl.Description)
+		}
+	}
+	for _, want := range []string{"jobs_submit_job", "list_background_tasks", "cancel_background_task", "get_background_task"} {
+		if !contains(names, want) {
+			t.Fatalf("tools %v lack %s", names, want)
+		}
+	}
+	if contains(names, "jobs_job_status") || contains(names, "jobs_cancel_job") {
+		t.Fatalf("status/cancel visible: %v", names)
+	}
+
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "jobs_submit_job", Arguments: map[string]any{"input": "x"}})
+	if err != nil || res.IsError {
+		t.Fatalf("submit: %v %+v", err, res)
+	}
+	raw, _ := json.Marshal(res)
+	if strings.Contains(string(raw), "job-1") || strings.Contains(string(raw), `"jobs"`) {
+		t.Fatalf("remote id or server name leaked: %s", raw)
+	}
+	var sub struct {
+		TaskID, TaskName, Status, Message string
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	_ = json.Unmarshal(b, &struct {
+		TaskID   *string `json:"task_id"`
+		TaskName *string `json:"task_name"`
+		Status   *string `json:"status"`
+		Message  *string `json:"message"`
+	}{&sub.TaskID, &sub.TaskName, &sub.Status, &sub.Message})
+	if sub.TaskName != "job" || sub.Status != "submitted" || sub.Message != taskpoll.SubmitMessage || !strings.HasPrefix(sub.TaskID, "mcp-task-") {
+		t.Fatalf("submit result %s", b)
+	}
+	uri := taskpoll.ResourcePrefix + sub.TaskID
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(logs) > 0 && strings.Contains(logs[len(logs)-1], `"completed"`) && contains(updated, uri)
+	})
+
+	text, _ := callText(t, cs, "get_background_task", map[string]any{"task_id": sub.TaskID})
+	var detail map[string]any
+	if err := json.Unmarshal([]byte(text), &detail); err != nil || detail["status"] != "completed" || detail["result"].(map[string]any)["ok"] != true {
+		t.Fatalf("get: %s", text)
+	}
+	rr, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+	if err != nil || len(rr.Contents) != 1 || !strings.Contains(rr.Contents[0].Text, `"status":"completed"`) {
+		t.Fatalf("read resource: %v %+v", err, rr)
+	}
+	if text, _ := callText(t, cs, "list_background_tasks", map[string]any{}); !strings.Contains(text, `"count":1`) {
+		t.Fatalf("list: %s", text)
+	}
+	// Polls carry the server's own credentials, never the caller's secrets.
+	for _, h := range up.StatusHeaders() {
+		if h.Get("X-Server-Key") != "static-key" || h.Get("X-Mux-Secrets") != "" {
+			t.Fatalf("status call headers: %v", h)
+		}
+	}
+	if n := len(up.Polls()["job-1"]); n != 3 {
+		t.Fatalf("status calls %d, want 3", n)
+	}
+
+	// The REST API: the owner's thread only.
+	get := func(method, path, user string) (int, string) {
+		req, _ := http.NewRequest(method, ts.URL+path, nil)
+		req.Header.Set("X-Mux-User", user)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, body := get("GET", "/api/threads/th-1/mcp-tasks", "alice"); code != 200 || !strings.Contains(body, sub.TaskID) || strings.Contains(body, "job-1") {
+		t.Fatalf("list: %d %s", code, body)
+	}
+	if code, body := get("GET", "/api/threads/th-1/mcp-tasks/"+sub.TaskID, "alice"); code != 200 || !strings.Contains(body, `"result":{"ok":true,"polls":3}`) {
+		t.Fatalf("detail: %d %s", code, body)
+	}
+	for _, c := range []struct{ path, user string }{{"/api/threads/th-1/mcp-tasks/" + sub.TaskID, "bob"}, {"/api/threads/th-2/mcp-tasks/" + sub.TaskID, "alice"}} {
+		if code, body := get("GET", c.path, c.user); code != 404 || !strings.Contains(body, "MCP task not found") {
+			t.Fatalf("%s as %s: %d %s", c.path, c.user, code, body)
+		}
+	}
+	if code, body := get("GET", "/api/threads/th-1/mcp-tasks", "bob"); code != 200 || body != "[]\n" {
+		t.Fatalf("bob's list: %d %s", code, body)
+	}
+	if code, _ := get("GET", "/api/threads/th-1/mcp-tasks", ""); code != 401 {
+		t.Fatalf("anonymous: %d", code)
+	}
+	// A cancel through the API of a finished task changes nothing.
+	if code, body := get("POST", "/api/threads/th-1/mcp-tasks/"+sub.TaskID+"/cancel", "alice"); code != 200 || !strings.Contains(body, `"status":"completed"`) {
+		t.Fatalf("cancel: %d %s", code, body)
+	}
+}
+
+func TestCancelThroughBuiltinAndAPI(t *testing.T) {
+	st, _ := taskpoll.OpenBoltStore(taskpoll.BoltOptions{Dir: t.TempDir()})
+	up := &mcptest.TaskServer{PollsToComplete: 1 << 30} // never finishes on its own
+	upTS := mcptest.ServeHTTP(t, up.MCP())
+	_, ts := taskMux(t, `{"mcpServers": {"jobs": `+mcptest.TaskServerJSON(upTS.URL+"/mcp", "")+`}, "mcp_tasks": {"enabled": true}}`, st)
+	rt := &clientRT{static: http.Header{"X-Mux-Thread-Id": {"th"}}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: ts.URL + "/mcp", HTTPClient: &http.Client{Transport: rt}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	for range 2 {
+		if _, res := callText(t, cs, "jobs_submit_job", map[string]any{"input": "x"}); res.IsError {
+			t.Fatal("submit failed")
+		}
+	}
+	if text, _ := callText(t, cs, "cancel_background_task", map[string]any{}); !strings.Contains(text, "More than one active background task matches") {
+		t.Fatalf("ambiguous: %s", text)
+	}
+	text, _ := callText(t, cs, "list_background_tasks", map[string]any{"active_only": true})
+	var list struct {
+		Tasks []struct {
+			TaskID string `json:"task_id"`
+		} `json:"tasks"`
+	}
+	_ = json.Unmarshal([]byte(text), &list)
+	if len(list.Tasks) != 2 {
+		t.Fatalf("list %s", text)
+	}
+	if text, _ := callText(t, cs, "cancel_background_task", map[string]any{"task": list.Tasks[0].TaskID}); !strings.Contains(text, `"cancel_requested":true`) {
+		t.Fatalf("cancel: %s", text)
+	}
+	resp, err := http.Post(ts.URL+"/api/threads/th/mcp-tasks/"+list.Tasks[1].TaskID+"/cancel", "application/json", nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("API cancel: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	waitUntil(t, func() bool { c := up.Cancels(); return c["job-1"] == 1 && c["job-2"] == 1 })
+	waitUntil(t, func() bool {
+		text, _ := callText(t, cs, "list_background_tasks", map[string]any{"active_only": true})
+		return strings.Contains(text, `"count":0`)
+	})
+}
+
+func TestTaskToolsetsWithTasksOff(t *testing.T) {
+	up := &mcptest.TaskServer{}
+	upTS := mcptest.ServeHTTP(t, up.MCP())
+	cfgJSON := `{"mcpServers": {"jobs": ` + mcptest.TaskServerJSON(upTS.URL+"/mcp", "") + `}}`
+	cfg, _ := config.Parse([]byte(cfgJSON), config.LoadOptions{Filename: "t.json"})
+	if err := proxy.TaskStartupError(cfg); err == nil || !strings.Contains(err.Error(), "mcp_tasks.enabled=true is required") {
+		t.Fatalf("startup error: %v", err)
+	}
+	m := startMux(t, cfgJSON, proxy.Options{})
+	names := toolNames(t, connect(t, m.ts.URL, nil))
+	for _, n := range []string{"jobs_submit_job", "jobs_job_status", "jobs_cancel_job", "list_background_tasks"} {
+		if contains(names, n) {
+			t.Fatalf("%s exposed without durable tasks: %v", n, names)
+		}
+	}
+}
+
+func TestReloadRefusesTaskServerConnectionChange(t *testing.T) {
+	st, _ := taskpoll.OpenBoltStore(taskpoll.BoltOptions{Dir: t.TempDir()})
+	up := &mcptest.TaskServer{}
+	upTS := mcptest.ServeHTTP(t, up.MCP())
+	other := mcptest.ServeHTTP(t, mcptest.NewServer("other"))
+	jobs := mcptest.TaskServerJSON(upTS.URL+"/mcp", "")
+	srv, ts := taskMux(t, `{"mcpServers": {"jobs": `+jobs+`, "other": {"type": "http", "url": "`+other.URL+`/mcp"}}, "mcp_tasks": {"enabled": true}}`, st)
+	next, _ := config.Parse([]byte(`{"mcpServers": {"jobs": `+mcptest.TaskServerJSON("http://127.0.0.1:1/mcp", "")+`,
+		"other": {"type": "http", "url": "`+other.URL+`/mcp", "tool_name_prefix": false}}, "mcp_tasks": {"enabled": true}}`), config.LoadOptions{Filename: "t.json"})
+	if err := srv.Apply(next); err != nil {
+		t.Fatal(err)
+	}
+	cs := connect(t, ts.URL, nil)
+	waitUntil(t, func() bool { return contains(toolNames(t, cs), "echo") }) // the other server reloaded
+	if _, res := callText(t, cs, "jobs_submit_job", map[string]any{"input": "x"}); res.IsError {
+		t.Fatal("the task server stopped working")
+	}
+	body := mcptestGet(t, ts.URL+"/metrics")
+	if !strings.Contains(body, `mcp_mux_tasks{status="submitted"} 1`) {
+		t.Fatalf("task metrics missing:\n%s", grepLines(body, "mcp_mux_task"))
+	}
+}
+
+func mcptestGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 15s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
