@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -46,6 +47,10 @@ import (
 // defaultDrainTimeout bounds how long a replaced runtime waits for the calls
 // that started on it before its upstreams are closed anyway.
 const defaultDrainTimeout = 2 * time.Minute
+
+// defaultSwapWait bounds how long Apply waits for new upstreams' first
+// discovery before swapping the runtime in.
+const defaultSwapWait = 5 * time.Second
 
 // Apply makes cfg the running configuration (see the top of this file).
 // Problems with single servers are logged and never fail Apply; it fails only
@@ -99,7 +104,7 @@ func (s *Server) apply(cfg *config.Config, fresh bool) ([]config.Problem, error)
 	s.warnTaskSettings(old.cfg, cfg)
 
 	var problems []config.Problem
-	var started []*backend
+	var started, resolverChanged []*backend
 	keep := func(prev *backend) {
 		b := *prev
 		b.metrics = s.metrics.forServer(b.name)
@@ -159,9 +164,14 @@ func (s *Server) apply(cfg *config.Config, fresh bool) ([]config.Problem, error)
 			b.prefix, b.srv, b.resolver, b.headerKey = sc.ToolNamePrefix, sc, res, hk
 			b.metrics = s.metrics.forServer(sc.Name)
 			rt.add(&b)
+			if res != prev.resolver {
+				resolverChanged = append(resolverChanged, &b)
+			}
 			continue
 		}
-		up, err := upstream.New(s.upstreamOptions(sc))
+		ref := &resolverRef{}
+		ref.p.Store(res)
+		up, err := upstream.New(s.upstreamOptions(sc, ref))
 		if err != nil {
 			if res != nil && (prev == nil || res != prev.resolver) {
 				res.Close()
@@ -171,7 +181,7 @@ func (s *Server) apply(cfg *config.Config, fresh bool) ([]config.Problem, error)
 			continue
 		}
 		b := &backend{name: sc.Name, prefix: sc.ToolNamePrefix, fingerprint: fp, headerKey: hk, up: up, srv: sc, resolver: res,
-			metrics: s.metrics.forServer(sc.Name)}
+			base: ref, metrics: s.metrics.forServer(sc.Name)}
 		rt.add(b)
 		started = append(started, b)
 	}
@@ -185,12 +195,18 @@ func (s *Server) apply(cfg *config.Config, fresh bool) ([]config.Problem, error)
 		}
 	}
 	s.hold(rt)
-	rt.cat.Store(buildCatalog(rt.backends, rt.pol, s.log))
-	s.rt.Store(rt)
-	s.ready.Store(true)
+	// New upstreams discover before the swap (bounded), so that a changed
+	// server's tools do not vanish from the catalog while it reconnects.
 	for _, b := range started {
 		b.up.Start()
 	}
+	s.awaitDiscovery(started)
+	for _, b := range resolverChanged {
+		b.base.p.Store(b.resolver)
+	}
+	rt.cat.Store(buildCatalog(rt.backends, rt.pol, s.log))
+	s.rt.Store(rt)
+	s.ready.Store(true)
 	s.startTasks()
 	s.retire(old)
 	s.refreshCatalog(old)
@@ -320,7 +336,38 @@ func (s *Server) retire(old *runtime) {
 	})
 }
 
-func (s *Server) upstreamOptions(sc *config.Server) upstream.Options {
+// resolverRef is the resolver an upstream's own requests (discovery,
+// control sessions) take their headers from; it is shared by the runtimes
+// that share the upstream, and follows the newest one.
+type resolverRef struct {
+	p atomic.Pointer[headers.Resolver]
+}
+
+// awaitDiscovery waits, at most Options.SwapWait, for the first discovery
+// attempt of each started backend.
+func (s *Server) awaitDiscovery(started []*backend) {
+	if len(started) == 0 {
+		return
+	}
+	wait := s.opts.SwapWait
+	if wait == 0 {
+		wait = defaultSwapWait
+	}
+	if wait < 0 {
+		return
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for _, b := range started {
+		select {
+		case <-b.up.Discovered():
+		case <-t.C:
+			return
+		}
+	}
+}
+
+func (s *Server) upstreamOptions(sc *config.Server, ref *resolverRef) upstream.Options {
 	o := upstream.Options{
 		Name:        sc.Name,
 		Transport:   sc.Type,
@@ -338,16 +385,16 @@ func (s *Server) upstreamOptions(sc *config.Server) upstream.Options {
 		Logger:      s.log.Named("upstream").With("server", sc.Name),
 		OnChange:    func() { s.refreshCatalog(nil) },
 		Handler:     (*forwarder)(s),
-		// Discovery uses the current runtime's credentials for this server.
+		// Discovery uses the newest credentials built for this upstream.
 		BaseHeaders: func(ctx context.Context) (http.Header, error) {
-			if b := s.rt.Load().byName[sc.Name]; b != nil && b.resolver != nil {
-				return b.resolver.Base(ctx)
+			if r := ref.p.Load(); r != nil {
+				return r.Base(ctx)
 			}
 			return nil, nil
 		},
 		OnUnauthorized: func(sent http.Header) {
-			if b := s.rt.Load().byName[sc.Name]; b != nil && b.resolver != nil {
-				b.resolver.UnauthorizedHeader(sent)
+			if r := ref.p.Load(); r != nil {
+				r.UnauthorizedHeader(sent)
 			}
 		},
 	}

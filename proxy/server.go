@@ -56,6 +56,10 @@ type Options struct {
 	// keeps that server at its running settings, reports the error's text as
 	// the server's reload problem, and lets the rest of the reload proceed.
 	ServerChange func(running, next *config.Server) error
+	// SwapWait bounds how long Apply waits for new and reconnected upstreams
+	// to finish their first discovery before it swaps the new runtime in
+	// (their tools are served from then on); default 5s, negative: no wait.
+	SwapWait time.Duration
 }
 
 // Server is the mcp-mux MCP server.
@@ -126,6 +130,7 @@ type backend struct {
 	up          *upstream.Upstream
 	srv         *config.Server    // this runtime's settings: routing, tools, description
 	resolver    *headers.Resolver // upstream headers (http/sse); nil when there are none
+	base        *resolverRef      // the resolver up's own requests use
 	metrics     *callMetrics
 }
 
