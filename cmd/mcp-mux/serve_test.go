@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -507,7 +508,13 @@ func TestServeSIGKILLLeavesNoProcesses(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("processes left 5s after SIGKILL of the mux: %v", live)
+			var desc []string
+			for _, pid := range live {
+				cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+				stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+				desc = append(desc, fmt.Sprintf("%q %s", bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}), stat))
+			}
+			t.Fatalf("processes left 5s after SIGKILL of the mux: %v", desc)
 		}
 		time.Sleep(20 * time.Millisecond) // poll interval
 	}
