@@ -151,7 +151,7 @@ func (s *Server) apply(cfg *config.Config, fresh bool) ([]config.Problem, error)
 		} else if ro != nil {
 			if res, err = headers.New(*ro); err != nil {
 				s.log.Warn("skipping upstream server", "server", sc.Name, "reason", err)
-				rt.skip(sc.Name, err)
+				rt.skipped[sc.Name] = err.Error()
 				if prev != nil {
 					problems = append(problems, config.Problem{Server: sc.Name, Message: err.Error() + "; kept the running settings"})
 					keep(prev)
@@ -177,7 +177,7 @@ func (s *Server) apply(cfg *config.Config, fresh bool) ([]config.Problem, error)
 				res.Close()
 			}
 			s.log.Warn("skipping upstream server", "server", sc.Name, "reason", err)
-			rt.skip(sc.Name, err)
+			rt.skipped[sc.Name] = err.Error()
 			continue
 		}
 		b := &backend{name: sc.Name, prefix: sc.ToolNamePrefix, fingerprint: fp, headerKey: hk, up: up, srv: sc, resolver: res,
@@ -230,15 +230,7 @@ func (s *Server) refuse(prev *backend, next *config.Server) (config.Problem, boo
 
 // newRuntime returns an empty runtime for cfg.
 func newRuntime(cfg *config.Config) *runtime {
-	return &runtime{cfg: cfg, byName: make(map[string]*backend), idle: make(chan struct{})}
-}
-
-// skip records an enabled server that could not be started from cfg.
-func (rt *runtime) skip(name string, reason error) {
-	if rt.skipped == nil {
-		rt.skipped = make(map[string]string)
-	}
-	rt.skipped[name] = reason.Error()
+	return &runtime{cfg: cfg, byName: make(map[string]*backend), skipped: make(map[string]string), idle: make(chan struct{})}
 }
 
 func (rt *runtime) add(b *backend) {

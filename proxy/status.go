@@ -5,83 +5,140 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"time"
+
+	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
-// Server states, as /readyz counts them.
+// Server states in a Status.
 const (
-	StateUp       = "up"       // discovered; serving its tools
-	StateStarting = "starting" // first discovery still running
-	StateRetrying = "retrying" // discovery failed; retried with backoff
-	StateInvalid  = "invalid"  // skipped at load (invalid settings)
-	StateDisabled = "disabled" // "enabled": false
+	// StateStarting: the first discovery has not finished yet.
+	StateStarting = upstream.StateStarting
+	// StateUp: the last discovery succeeded.
+	StateUp = upstream.StateUp
+	// StateRetrying: the last discovery failed; discovery retries with backoff.
+	StateRetrying = upstream.StateRetrying
+	// StateInvalid: the server's config entry is invalid and was skipped.
+	StateInvalid = "invalid"
+	// StateSkipped: the entry is valid but the server could not be set up
+	// (its credentials or transport settings were refused).
+	StateSkipped = "skipped"
+	// StateDisabled: "enabled": false.
+	StateDisabled = "disabled"
 )
 
-// ServerStatus is one configured server's state. Reason is error or
-// validation text (credentials scrubbed), for authenticated readers only.
+// ServerStatus is one configured server as the running mux sees it.
 type ServerStatus struct {
-	Name     string `json:"name"`
-	State    string `json:"state"`
-	Tools    int    `json:"tools"`
-	Sessions int    `json:"sessions"`
-	Reason   string `json:"reason,omitempty"`
+	Name string
+	// Transport is stdio, http or sse ("" for an invalid entry).
+	Transport string
+	// State is StateStarting, StateUp or StateRetrying for a server
+	// that runs, else StateInvalid, StateSkipped or StateDisabled.
+	State string
+	// Reason says why the server is not up: the last discovery error (with
+	// the last stderr lines of a stdio server) or the config problems. It
+	// names servers, fields and causes, never a configured secret.
+	Reason                           string
+	Tools, Prompts, Resources        int
+	UpstreamSessions, StdioProcesses int
 }
 
-// ServerStatuses returns every configured server of the running config —
-// running, invalid and disabled — in config order (running ones first).
-func (s *Server) ServerStatuses() []ServerStatus {
+// Status is a snapshot of the running mux.
+type Status struct {
+	Version string
+	Started time.Time
+	// Ready is what /readyz answers; false while draining.
+	Ready, Draining bool
+	// Servers lists every configured server in config order, then invalid ones.
+	Servers []ServerStatus
+	// Tools is the size of the aggregated catalog.
+	Tools int
+	// Sessions is the number of downstream MCP sessions.
+	Sessions int
+	// StdioProcesses counts every running stdio server process.
+	StdioProcesses int
+	// Reloads are the recent reload attempts, oldest first.
+	Reloads []ReloadEvent
+}
+
+// Status returns a snapshot of the running mux.
+func (s *Server) Status() Status {
 	rt := s.rt.Load()
-	var out []ServerStatus
-	seen := make(map[string]bool)
-	for _, b := range rt.backends {
-		st := ServerStatus{Name: b.name, State: StateUp, Tools: len(b.up.Tools()), Sessions: b.up.Sessions()}
-		select {
-		case <-b.up.Discovered():
-			if err := b.up.Err(); err != nil {
-				st.State, st.Reason = StateRetrying, err.Error()
-			}
-		default:
-			st.State = StateStarting
-		}
-		out = append(out, st)
-		seen[b.name] = true
+	st := Status{
+		Version:  s.opts.Version,
+		Started:  s.started,
+		Ready:    s.isReady(),
+		Draining: s.draining.Load(),
+		Tools:    len(rt.cat.Load().order),
+		Sessions: len(s.sessions.all()),
+		Reloads:  s.Reloads(),
 	}
 	for _, sc := range rt.cfg.Servers {
-		if seen[sc.Name] {
-			continue
+		ss := ServerStatus{Name: sc.Name, Transport: sc.Type}
+		b := rt.byName[sc.Name]
+		switch {
+		case b != nil: // running (possibly on kept settings while disabled in the file)
+			ss.State = b.up.State()
+			if err := b.up.Err(); err != nil {
+				ss.Reason = err.Error()
+			}
+			l := b.up.Lists()
+			ss.Tools, ss.Prompts, ss.Resources = len(l.Tools), len(l.Prompts), len(l.Resources)
+			ss.UpstreamSessions, ss.StdioProcesses = b.up.Sessions(), b.up.Processes()
+		case !sc.Enabled:
+			ss.State = StateDisabled
+		default:
+			ss.State, ss.Reason = StateSkipped, rt.skipped[sc.Name]
 		}
-		seen[sc.Name] = true
-		if !sc.Enabled {
-			out = append(out, ServerStatus{Name: sc.Name, State: StateDisabled})
-			continue
-		}
-		out = append(out, ServerStatus{Name: sc.Name, State: StateInvalid, Reason: rt.skipped[sc.Name]})
+		st.StdioProcesses += ss.StdioProcesses
+		st.Servers = append(st.Servers, ss)
 	}
 	for _, se := range rt.cfg.Invalid {
-		if seen[se.Name] {
-			continue
+		ss := ServerStatus{Name: se.Name, State: StateInvalid, Reason: se.Error()}
+		if b := rt.byName[se.Name]; b != nil { // kept on its last good settings
+			ss.State, ss.Transport = b.up.State(), b.up.Transport()
+			ss.Tools, ss.UpstreamSessions, ss.StdioProcesses = len(b.up.Tools()), b.up.Sessions(), b.up.Processes()
+			ss.Reason = "the file's entry is invalid, running on the last good settings: " + se.Error()
+			st.StdioProcesses += ss.StdioProcesses
 		}
-		seen[se.Name] = true
-		msgs := make([]string, len(se.Problems))
-		for i, p := range se.Problems {
-			msgs[i] = p.Error()
-		}
-		out = append(out, ServerStatus{Name: se.Name, State: StateInvalid, Reason: strings.Join(msgs, "; ")})
+		st.Servers = append(st.Servers, ss)
 	}
-	return out
+	return st
 }
 
-// serveReady answers /readyz: readiness (a config applied and, with durable
-// tasks on, the task store reachable), the catalog size and how many
-// servers are in each state. It is unauthenticated, so it carries counts
-// only, never names or error text; with a valid admin token
+// Drain turns readiness false (before a shutdown), so that load balancers
+// stop sending new requests while in-flight ones finish.
+func (s *Server) Drain() { s.draining.Store(true) }
+
+func (s *Server) isReady() bool { return s.ready.Load() && !s.draining.Load() }
+
+// OpsHandler serves /healthz, /readyz and /metrics alone: for a second
+// listener that probes and scrapers reach when the MCP endpoint listens on
+// loopback only.
+func (s *Server) OpsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", serveHealth)
+	mux.HandleFunc("GET /readyz", s.serveReady)
+	mux.Handle("GET /metrics", s.metrics.handler())
+	return mux
+}
+
+func serveHealth(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain")
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+// serveReady answers /readyz: readiness (a config applied, not draining and,
+// with durable tasks on, the task store reachable), the catalog size and how
+// many configured servers are in each state. It is unauthenticated, so it
+// carries counts only, never names or error text; with a valid admin token
 // (Authorization: Bearer <admin.token>) it adds each server's status.
 func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
 	rt := s.rt.Load()
-	storeOK := s.taskStoreReady(r.Context())
-	statuses := s.ServerStatuses()
-	counts := map[string]int{StateUp: 0, StateStarting: 0, StateRetrying: 0, StateInvalid: 0, StateDisabled: 0}
-	for _, st := range statuses {
-		counts[st.State]++
+	st := s.Status()
+	counts := map[string]int{StateUp: 0, StateStarting: 0, StateRetrying: 0, StateInvalid: 0, StateSkipped: 0, StateDisabled: 0}
+	for _, ss := range st.Servers {
+		counts[ss.State]++
 	}
 	out := struct {
 		Ready   bool           `json:"ready"`
@@ -89,13 +146,14 @@ func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
 		Servers map[string]int `json:"servers"`
 		Store   *bool          `json:"task_store_reachable,omitempty"`
 		Detail  []ServerStatus `json:"detail,omitempty"`
-	}{Ready: s.ready.Load(), Tools: len(rt.cat.Load().order), Servers: counts}
+	}{Ready: st.Ready, Tools: st.Tools, Servers: counts}
 	if s.tasks != nil {
+		storeOK := s.taskStoreReady(r.Context())
 		out.Ready = out.Ready && storeOK
 		out.Store = &storeOK
 	}
 	if adminAuthorized(rt, r) {
-		out.Detail = statuses
+		out.Detail = st.Servers
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
@@ -117,8 +175,8 @@ func adminAuthorized(rt *runtime, r *http.Request) bool {
 
 // GuardHosts applies the DNS-rebinding and cross-origin checks of
 // inbound.allowed_hosts and inbound.allowed_origins to every request of h.
-// Handler is guarded already; wrap any other handler served on the same
-// listener (the admin API, the status page) with it too.
+// Handler is guarded already; serve wraps the listener's whole route mux
+// (the task and admin APIs, the status page) with it too.
 func (s *Server) GuardHosts(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := s.rt.Load().origins.check(r); err != nil {

@@ -92,7 +92,7 @@ func TestReadyzCountsAndDetail(t *testing.T) {
 		_ = json.Unmarshal([]byte(body), &r)
 		return r.Servers["up"] == 1 && r.Servers["retrying"] == 1
 	})
-	want := map[string]int{"up": 1, "retrying": 1, "starting": 0, "disabled": 1, "invalid": 2}
+	want := map[string]int{"up": 1, "retrying": 1, "starting": 0, "disabled": 1, "invalid": 2, "skipped": 0}
 	if !r.Ready || r.Tools == 0 || len(r.Servers) != len(want) || r.Detail != nil {
 		t.Errorf("unauthenticated /readyz = %+v", r)
 	}

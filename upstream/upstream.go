@@ -189,9 +189,10 @@ type Upstream struct {
 	hasResources atomic.Bool // announced resources after initialize
 	firstOnce    sync.Once
 
-	mu    sync.Mutex
-	lists Lists
-	err   error // last discovery error, nil when healthy
+	mu        sync.Mutex
+	lists     Lists
+	err       error           // last discovery error, nil when healthy
+	optFailed map[string]bool // optional lists whose last listing failed
 
 	connsMu sync.Mutex
 	conns   map[*mcp.ClientSession]*conn
@@ -439,7 +440,11 @@ func (u *Upstream) publish(l Lists) {
 	}
 }
 
-// list fetches every list the server's capabilities announce.
+// list fetches every list the server's capabilities announce. Only tools
+// are required (of a server that announces them): a prompts or resources
+// list that fails — method not found, any other error — is empty, with one
+// warning until it works again, so a server whose optional lists are broken
+// still serves its tools, and one without tools still serves the rest.
 func (u *Upstream) list(ctx context.Context, c *conn) (Lists, error) {
 	l := Lists{Capabilities: c.cs.InitializeResult().Capabilities}
 	caps := l.Capabilities
@@ -452,20 +457,43 @@ func (u *Upstream) list(ctx context.Context, c *conn) (Lists, error) {
 			return l, fmt.Errorf("listing tools: %w", err)
 		}
 	}
+	optional := func(method, field, key string) ([]Item, error) {
+		items, err := u.listItems(ctx, c, method, field, key)
+		if err != nil && ctx.Err() != nil {
+			return nil, fmt.Errorf("%s: %w", method, err) // the round timed out or is closing
+		}
+		u.noteOptional(method, err)
+		return items, nil
+	}
 	if caps.Prompts != nil || u.hasPrompts.Load() {
-		if l.Prompts, err = u.listItems(ctx, c, "prompts/list", "prompts", "name"); err != nil {
-			return l, fmt.Errorf("listing prompts: %w", err)
+		if l.Prompts, err = optional("prompts/list", "prompts", "name"); err != nil {
+			return l, err
 		}
 	}
 	if caps.Resources != nil || u.hasResources.Load() {
-		if l.Resources, err = u.listItems(ctx, c, "resources/list", "resources", "uri"); err != nil {
-			return l, fmt.Errorf("listing resources: %w", err)
+		if l.Resources, err = optional("resources/list", "resources", "uri"); err != nil {
+			return l, err
 		}
-		if l.Templates, err = u.listItems(ctx, c, "resources/templates/list", "resourceTemplates", "uriTemplate"); err != nil {
-			return l, fmt.Errorf("listing resource templates: %w", err)
+		if l.Templates, err = optional("resources/templates/list", "resourceTemplates", "uriTemplate"); err != nil {
+			return l, err
 		}
 	}
 	return l, nil
+}
+
+// noteOptional warns once when an optional list fails, and again only after
+// it worked in between.
+func (u *Upstream) noteOptional(method string, err error) {
+	u.mu.Lock()
+	if u.optFailed == nil {
+		u.optFailed = make(map[string]bool)
+	}
+	warn := err != nil && !u.optFailed[method]
+	u.optFailed[method] = err != nil
+	u.mu.Unlock()
+	if warn {
+		u.log.Warn("optional list failed; serving it empty", "method", method, "err", err)
+	}
 }
 
 // listItems pages through a list method, keying each item by keyField.
