@@ -166,7 +166,7 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer, env func(str
 	})
 	routes.Handle("/", srv.Handler())
 	hs := srv.HTTPServer()
-	hs.Handler = routes
+	hs.Handler = srv.GuardHosts(routes) // the Host/Origin checks cover every route of the listener
 	errc := make(chan error, 2)
 	go func() { errc <- hs.Serve(ln) }()
 	var ops *http.Server
