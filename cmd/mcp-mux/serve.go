@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -111,7 +112,7 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer, env func(str
 		JSONFormat: f.logFormat == "json",
 		Output:     stderr,
 	})
-	cfg, err := loadConfig(f, env)
+	cfg, data, err := loadConfig(f, env)
 	if err != nil {
 		printLoadError(stderr, f.config, err)
 		return 1
@@ -153,11 +154,19 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer, env func(str
 		log.Error("applying config", "err", err)
 		return 1
 	}
+	rl := startReloader(srv, log, ln.Addr(), f.config, env, data)
+	defer rl.stop()
 	routes := http.NewServeMux()
 	api.MountTasks(routes, api.TasksOptions{Service: taskService(srv), Authenticated: srv.Authenticated})
+	mountAdmin(routes, srv, rl, log, env)
+	api.MountStatus(routes, api.StatusOptions{
+		Source:     srv,
+		Tasks:      func() api.TaskCounter { return taskCounter(srv) },
+		AdminToken: func() string { return srv.Config().Admin.Token.Reveal() },
+	})
 	routes.Handle("/", srv.Handler())
 	hs := srv.HTTPServer()
-	hs.Handler = routes
+	hs.Handler = srv.GuardHosts(routes) // the Host/Origin checks cover every route of the listener
 	errc := make(chan error, 2)
 	go func() { errc <- hs.Serve(ln) }()
 	var ops *http.Server
@@ -180,12 +189,18 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer, env func(str
 	summary.Go(func() { logSummary(sumCtx, log, srv) })
 
 	code := 0
-	select {
-	case err := <-errc:
-		log.Error("server stopped", "err", err)
-		code = 1
-	case <-ctx.Done():
+	for done := false; !done; {
+		select {
+		case err := <-errc:
+			log.Error("server stopped", "err", err)
+			code, done = 1, true
+		case <-rl.hup:
+			_ = rl.reload("signal") // the reload logs and records its outcome
+		case <-ctx.Done():
+			done = true
+		}
 	}
+	rl.stop() // no reload while draining
 	stopSummary()
 	summary.Wait()
 	// Readiness turns false first; with a shutdown delay the listener keeps
@@ -267,16 +282,21 @@ func checkRemote(cfg *config.Config, addr net.Addr) error {
 		config.AuthNone, addr)
 }
 
-// loadConfig returns nil, nil when the default config file does not exist.
-func loadConfig(f *serveFlags, env func(string) (string, bool)) (*config.Config, error) {
-	cfg, err := config.Load(f.config, config.LoadOptions{LookupEnv: env})
+// loadConfig returns the config and the file content it came from; nil,
+// nil, nil when the default config file does not exist.
+func loadConfig(f *serveFlags, env func(string) (string, bool)) (*config.Config, []byte, error) {
+	data, err := os.ReadFile(f.config)
 	if errors.Is(err, fs.ErrNotExist) && !f.configGiven {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, fmt.Errorf("reading config: %w", err)
 	}
-	return cfg, nil
+	cfg, err := config.Parse(data, config.LoadOptions{Filename: f.config, LookupEnv: env})
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, data, nil
 }
 
 func reportConfig(log hclog.Logger, cfg *config.Config) {
