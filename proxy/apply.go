@@ -365,22 +365,23 @@ func (s *Server) awaitDiscovery(started []*backend) {
 
 func (s *Server) upstreamOptions(sc *config.Server, ref *resolverRef) upstream.Options {
 	o := upstream.Options{
-		Name:        sc.Name,
-		Transport:   sc.Type,
-		Command:     sc.Command,
-		Args:        sc.Args,
-		URL:         sc.URL,
-		InitTimeout: sc.SessionInitTimeout,
-		CallTimeout: sc.ToolCallTimeout,
-		Supervisor:  s.opts.StdioSupervisor,
-		Scope:       sc.SessionScope,
-		MaxSessions: sc.MaxSessions,
-		IdleTimeout: sc.IdleTimeout,
-		RetryMin:    s.opts.RetryMin,
-		RetryMax:    s.opts.RetryMax,
-		Logger:      s.log.Named("upstream").With("server", sc.Name),
-		OnChange:    func() { s.refreshCatalog(nil) },
-		Handler:     (*forwarder)(s),
+		Name:            sc.Name,
+		Transport:       sc.Type,
+		Command:         sc.Command,
+		Args:            sc.Args,
+		URL:             sc.URL,
+		InitTimeout:     sc.SessionInitTimeout,
+		CallTimeout:     sc.ToolCallTimeout,
+		Supervisor:      s.opts.StdioSupervisor,
+		Scope:           sc.SessionScope,
+		ProtocolVersion: eraOf(sc.ProtocolVersion),
+		MaxSessions:     sc.MaxSessions,
+		IdleTimeout:     sc.IdleTimeout,
+		RetryMin:        s.opts.RetryMin,
+		RetryMax:        s.opts.RetryMax,
+		Logger:          s.log.Named("upstream").With("server", sc.Name),
+		OnChange:        func() { s.refreshCatalog(nil) },
+		Handler:         (*forwarder)(s),
 		// Discovery uses the newest credentials built for this upstream.
 		BaseHeaders: func(ctx context.Context) (http.Header, error) {
 			if r := ref.p.Load(); r != nil {
@@ -483,4 +484,12 @@ func (s *Server) newAuthenticator(cfg *config.Config) (*inbound.Authenticator, e
 		JWKSURL: a.JWKSURL, Issuer: a.Issuer, Audience: a.Audience, UserClaim: a.UserClaim,
 		Logger: s.log.Named("inbound"),
 	})
+}
+
+// eraOf maps protocol_version to the upstream's setting.
+func eraOf(v string) string {
+	if v == "auto" {
+		return upstream.VersionAuto
+	}
+	return v
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -211,3 +212,25 @@ func (s *Server) modernResult(method string, raw json.RawMessage) json.RawMessag
 
 // errMissingParams is the error for a request without its params.
 var errMissingParams = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "missing params"}
+
+// withParamHeaders adds a 2026-07-28 request's Mcp-Param-* headers (values
+// of arguments its tool's schema annotates with x-mcp-header, which the
+// aggregated schema keeps) to the headers of the call going upstream.
+func withParamHeaders(hdr, in http.Header) http.Header {
+	var out http.Header
+	for k, v := range in {
+		if len(k) > len("Mcp-Param-") && strings.EqualFold(k[:len("Mcp-Param-")], "Mcp-Param-") {
+			if out == nil {
+				out = hdr.Clone()
+				if out == nil {
+					out = http.Header{}
+				}
+			}
+			out[k] = v
+		}
+	}
+	if out == nil {
+		return hdr
+	}
+	return out
+}
