@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -396,4 +397,83 @@ func TestModernClientLegacyUpstreamBridge(t *testing.T) {
 func mustQuote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// mrtrServer is a 2026-07-28 (stateless) upstream whose ask tool asks for
+// the caller's name with input_required, carrying its own requestState, and
+// reports the Mcp-Name header it saw.
+func mrtrServer(t *testing.T) string {
+	t.Helper()
+	s := mcp.NewServer(&mcp.Implementation{Name: "modern", Version: "1"}, nil)
+	s.AddTool(&mcp.Tool{Name: "ask", InputSchema: map[string]any{"type": "object"}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			if res, ok := req.Params.InputResponses["user_name"].(*mcp.ElicitResult); ok {
+				if req.Params.RequestState != "upstream-state-1" {
+					return nil, fmt.Errorf("requestState %q", req.Params.RequestState)
+				}
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{
+					Text: fmt.Sprintf("hello %v (Mcp-Name %s)", res.Content["name"], req.Extra.Header.Get("Mcp-Name"))}}}, nil
+			}
+			return &mcp.CallToolResult{RequestState: "upstream-state-1", InputRequests: mcp.InputRequestMap{
+				"user_name": &mcp.ElicitParams{Message: "name?", RequestedSchema: map[string]any{"type": "object",
+					"properties": map[string]any{"name": map[string]any{"type": "string"}}}},
+			}}, nil
+		})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true})
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	return ts.URL + "/mcp"
+}
+
+// A modern client of a modern upstream: input_required passes through with
+// the upstream's keys and a sealed state; the retry reaches the upstream
+// with the upstream's own state and the raw tool name in Mcp-Name.
+func TestModernClientModernUpstream(t *testing.T) {
+	m := startMux(t, fmt.Sprintf(`{"mcpServers": {"beta": {"type": "http", "url": %q}}}`, mrtrServer(t)), proxy.Options{})
+	url := m.ts.URL + "/mcp"
+	const caps = `{"elicitation":{}}`
+	_, r := modernCall(t, url, nil, caps, "tools/call", "beta_ask", `"name":"beta_ask","arguments":{}`)
+	reqs, state := inputRequiredOf(t, r)
+	if reqs["user_name"].Method != "elicitation/create" || len(reqs) != 1 {
+		t.Fatalf("input requests %v", reqs)
+	}
+	if strings.Contains(state, "upstream-state-1") {
+		t.Fatalf("the upstream's requestState reached the client bare: %q", state)
+	}
+	answer := `"inputResponses":{"user_name":{"action":"accept","content":{"name":"Ada"}}}`
+	_, r = modernCall(t, url, nil, caps, "tools/call", "beta_ask", `"name":"beta_ask","arguments":{},`+answer+`,"requestState":`+mustQuote(state+"x"))
+	if r.Error == nil || r.Error.Code != -32602 {
+		t.Fatalf("tampered state: %s %+v", r.Result, r.Error)
+	}
+	_, r = modernCall(t, url, nil, caps, "tools/call", "beta_ask", `"name":"beta_ask","arguments":{},`+answer+`,"requestState":`+mustQuote(state))
+	if r.Error != nil || !strings.Contains(string(r.Result), "hello Ada (Mcp-Name ask)") {
+		t.Fatalf("retry: %s %+v", r.Result, r.Error)
+	}
+	// Without the capability the client is not asked.
+	_, r = modernCall(t, url, nil, `{}`, "tools/call", "beta_ask", `"name":"beta_ask","arguments":{}`)
+	if r.Error == nil || r.Error.Code != -32021 {
+		t.Fatalf("undeclared capability: %s %+v", r.Result, r.Error)
+	}
+}
+
+// A legacy client of a modern upstream: mcp-mux asks the client's session
+// live and retries upstream with the answer.
+func TestLegacyClientModernUpstream(t *testing.T) {
+	m := startMux(t, fmt.Sprintf(`{"mcpServers": {"beta": {"type": "http", "url": %q}}}`, mrtrServer(t)), proxy.Options{})
+	asked := make(chan string, 1)
+	cs := connect(t, m.ts.URL, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked <- req.Params.Message
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Grace"}}, nil
+		}})
+	if v := cs.InitializeResult().ProtocolVersion; v != "2025-11-25" {
+		t.Fatalf("client negotiated %q", v)
+	}
+	got, _ := callText(t, cs, "beta_ask", nil)
+	if got != "hello Grace (Mcp-Name ask)" {
+		t.Fatalf("call: %q", got)
+	}
+	if msg := <-asked; msg != "name?" {
+		t.Fatalf("client was asked %q", msg)
+	}
 }

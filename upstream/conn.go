@@ -121,7 +121,11 @@ func (u *Upstream) dial(ctx context.Context, key Key, control bool) (*conn, erro
 		cancel()
 		return nil, fmt.Errorf("unsupported transport %q", u.opts.Transport)
 	}
-	cs, err := u.clients.forKey(key, control).Connect(connCtx, transport, &mcp.ClientSessionOptions{ProtocolVersion: u.sessionVersion()})
+	hdr := headersFrom(ctx)
+	if hdr == nil {
+		hdr = u.opts.Header
+	}
+	cs, err := u.clients.forKey(key, control).Connect(connCtx, transport, &mcp.ClientSessionOptions{ProtocolVersion: u.sessionVersion(connCtx, hdr)})
 	if !stop() || err != nil {
 		if cs != nil {
 			_ = cs.Close()
@@ -144,10 +148,6 @@ func (u *Upstream) dial(ctx context.Context, key Key, control bool) (*conn, erro
 		c.raw = rt.conn
 	}
 	if u.opts.Transport == HTTP {
-		hdr := headersFrom(ctx)
-		if hdr == nil {
-			hdr = u.opts.Header
-		}
 		v := cs.InitializeResult().ProtocolVersion
 		u.era.Store(&v)
 		c.direct = &direct{url: u.opts.URL, client: u.http, header: hdr, sessionID: cs.ID(),
@@ -155,8 +155,7 @@ func (u *Upstream) dial(ctx context.Context, key Key, control bool) (*conn, erro
 		if v >= VersionModern {
 			caps := key.Caps
 			if control {
-				b, _ := json.Marshal(mirrored{Roots: discoveryCaps.RootsV2, Sampling: discoveryCaps.Sampling, Elicitation: discoveryCaps.Elicitation})
-				caps = string(b)
+				caps = discoveryCapsJSON()
 			}
 			c.direct.modern = newModernRequest(caps)
 		}

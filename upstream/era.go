@@ -2,9 +2,14 @@ package upstream
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
+	"slices"
 	"strings"
+
+	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
 
 // Protocol eras of an upstream.
@@ -32,18 +37,46 @@ const (
 )
 
 // sessionVersion is the ClientSessionOptions.ProtocolVersion for a new
-// session: "" lets the SDK probe 2026-07-28 and fall back.
-func (u *Upstream) sessionVersion() string {
+// session. Unpinned, the first session of an HTTP server probes it with
+// server/discover (through mcp-mux's own bounded reader, so a hostile
+// answer is a fallback, not a crash); the answer holds for later ones.
+func (u *Upstream) sessionVersion(ctx context.Context, hdr http.Header) string {
 	if u.opts.Transport != HTTP {
 		return ProtocolVersion
 	}
 	if v := u.opts.ProtocolVersion; v != VersionAuto {
 		return v
 	}
-	if v := u.era.Load(); v != nil && *v < VersionModern {
-		return ProtocolVersion // the probe failed before: do not repeat it
+	if v := u.era.Load(); v != nil {
+		if *v >= VersionModern {
+			return VersionModern
+		}
+		return ProtocolVersion
 	}
-	return ""
+	d := &direct{url: u.opts.URL, client: u.http, header: hdr, protocol: VersionModern, maxEvent: maxFrame,
+		async: &u.async, modern: newModernRequest(discoveryCapsJSON())}
+	raw, err := d.call(ctx, "server/discover", []byte("{}"), nil, func(*wire.Message) {})
+	var res struct {
+		SupportedVersions []string `json:"supportedVersions"`
+	}
+	v := ProtocolVersion
+	switch {
+	case err == nil && json.Unmarshal(raw, &res) == nil && slices.Contains(res.SupportedVersions, VersionModern):
+		v = VersionModern
+	case err != nil && !errors.As(err, new(*wire.Error)) && !errors.As(err, new(*StatusError)):
+		// No answer at all (the server is not up yet): ask again next time.
+		// (The error is not logged: it quotes the URL, credentials and all.)
+		u.log.Debug("server/discover probe got no answer; using 2025-11-25")
+		return v
+	}
+	u.era.Store(&v)
+	u.log.Debug("negotiated the protocol era", "version", v)
+	return v
+}
+
+func discoveryCapsJSON() string {
+	b, _ := json.Marshal(mirrored{Roots: discoveryCaps.RootsV2, Sampling: discoveryCaps.Sampling, Elicitation: discoveryCaps.Elicitation})
+	return string(b)
 }
 
 // Era returns the protocol version the server's sessions negotiated, or ""
