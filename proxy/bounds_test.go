@@ -53,7 +53,7 @@ func rawPost(ctx context.Context, base, sid, version, body string) (*http.Respon
 		req.Header.Set("Mcp-Session-Id", sid)
 		req.Header.Set("Mcp-Protocol-Version", version)
 	}
-	return http.DefaultClient.Do(req)
+	return testHTTP.Do(req)
 }
 
 // muxReply is a JSON-RPC response read from a JSON or an event-stream body.
@@ -283,7 +283,7 @@ func TestAbandonedBatchesAreCancelled(t *testing.T) {
 		}
 		readReplies(t, resp)
 	}
-	http.DefaultClient.CloseIdleConnections()
+	testHTTP.CloseIdleConnections()
 	baseline, baseFDs := runtime.NumGoroutine(), openFDs()
 
 	big := make([]string, 33)
@@ -329,7 +329,7 @@ func TestAbandonedBatchesAreCancelled(t *testing.T) {
 		// Idle keep-alive connections (bounded by the transports' pools, some
 		// opened by the cancellation notices sent upstream) are not what is
 		// measured: drop them on both sides.
-		http.DefaultClient.CloseIdleConnections()
+		testHTTP.CloseIdleConnections()
 		up.ts.CloseClientConnections()
 		if time.Now().After(deadline) {
 			buf := make([]byte, 1<<20)
