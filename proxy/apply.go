@@ -151,6 +151,7 @@ func (s *Server) apply(cfg *config.Config, fresh bool) ([]config.Problem, error)
 		} else if ro != nil {
 			if res, err = headers.New(*ro); err != nil {
 				s.log.Warn("skipping upstream server", "server", sc.Name, "reason", err)
+				rt.skipped[sc.Name] = err.Error()
 				if prev != nil {
 					problems = append(problems, config.Problem{Server: sc.Name, Message: err.Error() + "; kept the running settings"})
 					keep(prev)
@@ -176,6 +177,7 @@ func (s *Server) apply(cfg *config.Config, fresh bool) ([]config.Problem, error)
 				res.Close()
 			}
 			s.log.Warn("skipping upstream server", "server", sc.Name, "reason", err)
+			rt.skipped[sc.Name] = err.Error()
 			continue
 		}
 		b := &backend{name: sc.Name, prefix: sc.ToolNamePrefix, fingerprint: fp, headerKey: hk, up: up, srv: sc, resolver: res,
@@ -228,7 +230,7 @@ func (s *Server) refuse(prev *backend, next *config.Server) (config.Problem, boo
 
 // newRuntime returns an empty runtime for cfg.
 func newRuntime(cfg *config.Config) *runtime {
-	return &runtime{cfg: cfg, byName: make(map[string]*backend), idle: make(chan struct{})}
+	return &runtime{cfg: cfg, byName: make(map[string]*backend), skipped: make(map[string]string), idle: make(chan struct{})}
 }
 
 func (rt *runtime) add(b *backend) {

@@ -89,6 +89,8 @@ type Server struct {
 	sessionsWG sync.WaitGroup  // session cleanup goroutines
 	ready      atomic.Bool     // a config has been applied
 	life       context.Context // ends when Close starts
+	draining   atomic.Bool     // Drain was called: not ready
+	started    time.Time
 	stop       context.CancelFunc
 	bg         sync.WaitGroup
 
@@ -114,6 +116,7 @@ type runtime struct {
 	auth     *inbound.Authenticator
 	origins  *originPolicy
 	icepts   []interceptor.Interceptor
+	skipped  map[string]string // enabled servers that could not be set up: the reason
 
 	mu      sync.Mutex
 	calls   int           // calls in flight that started on this runtime
@@ -148,7 +151,7 @@ func New(opts Options) *Server {
 	if opts.IdleConnTimeout <= 0 {
 		opts.IdleConnTimeout = defaultIdleConnTimeout
 	}
-	s := &Server{opts: opts, log: opts.Logger, refs: map[any]int{}}
+	s := &Server{opts: opts, log: opts.Logger, refs: map[any]int{}, started: time.Now()}
 	s.retireCtx, s.retireStop = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s)
 	s.reloads.register(s.metrics.reg)
@@ -206,10 +209,7 @@ func (s *Server) Handler() http.Handler {
 	})
 	mux.Handle(inbound.MetadataPath, meta)
 	mux.Handle(inbound.MetadataPath+"/mcp", meta)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		_, _ = w.Write([]byte("ok\n"))
-	})
+	mux.HandleFunc("GET /healthz", serveHealth)
 	mux.HandleFunc("GET /readyz", s.serveReady)
 	mux.Handle("GET /metrics", s.metrics.handler())
 	return mux
@@ -227,7 +227,7 @@ func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
 		Tools   int               `json:"tools"`
 		Servers map[string]status `json:"servers"`
 		Store   *bool             `json:"task_store_reachable,omitempty"`
-	}{Ready: s.ready.Load(), Servers: map[string]status{}}
+	}{Ready: s.isReady(), Servers: map[string]status{}}
 	if s.tasks != nil {
 		out.Ready = out.Ready && storeOK
 		out.Store = &storeOK
