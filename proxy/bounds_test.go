@@ -402,7 +402,7 @@ func TestSessionCallCapAndDelete(t *testing.T) {
 	req.Header.Set("Mcp-Session-Id", sid)
 	req.Header.Set("Mcp-Protocol-Version", "2025-03-26")
 	start := time.Now()
-	dresp, err := http.DefaultClient.Do(req)
+	dresp, err := testHTTP.Do(req)
 	if err != nil {
 		t.Fatalf("DELETE with hung calls: %v after %s", err, time.Since(start))
 	}
@@ -414,7 +414,7 @@ func TestSessionCallCapAndDelete(t *testing.T) {
 	req, _ = http.NewRequest(http.MethodDelete, m.ts.URL+"/mcp", nil)
 	req.Header.Set("Mcp-Session-Id", old)
 	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-	if dresp, err = http.DefaultClient.Do(req); err != nil {
+	if dresp, err = testHTTP.Do(req); err != nil {
 		t.Fatal(err)
 	}
 	dresp.Body.Close()
