@@ -9,7 +9,6 @@ package proxy
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -196,7 +195,8 @@ func New(opts Options) *Server {
 	return s
 }
 
-// Handler returns the HTTP handler: /mcp, /healthz and /readyz.
+// Handler returns the HTTP handler: /mcp, /healthz, /readyz and /metrics,
+// all behind the Host and Origin checks (GuardHosts).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", s.authenticate(s.mcpHandler()))
@@ -212,39 +212,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /healthz", serveHealth)
 	mux.HandleFunc("GET /readyz", s.serveReady)
 	mux.Handle("GET /metrics", s.metrics.handler())
-	return mux
-}
-
-func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
-	rt := s.rt.Load()
-	storeOK := s.taskStoreReady(r.Context())
-	type status struct {
-		Tools int    `json:"tools"`
-		Error string `json:"error,omitempty"`
-	}
-	out := struct {
-		Ready   bool              `json:"ready"`
-		Tools   int               `json:"tools"`
-		Servers map[string]status `json:"servers"`
-		Store   *bool             `json:"task_store_reachable,omitempty"`
-	}{Ready: s.isReady(), Servers: map[string]status{}}
-	if s.tasks != nil {
-		out.Ready = out.Ready && storeOK
-		out.Store = &storeOK
-	}
-	out.Tools = len(rt.cat.Load().order)
-	for _, b := range rt.backends {
-		st := status{Tools: len(b.up.Tools())}
-		if err := b.up.Err(); err != nil {
-			st.Error = err.Error()
-		}
-		out.Servers[b.name] = st
-	}
-	w.Header().Set("Content-Type", "application/json")
-	if !out.Ready {
-		w.WriteHeader(http.StatusServiceUnavailable)
-	}
-	_ = json.NewEncoder(w).Encode(out)
+	return s.GuardHosts(mux)
 }
 
 // WaitDiscovery blocks until every backend finished its first discovery

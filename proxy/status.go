@@ -1,7 +1,10 @@
 package proxy
 
 import (
+	"crypto/subtle"
+	"encoding/json"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/mcp-mux/mcp-mux/upstream"
@@ -123,4 +126,63 @@ func (s *Server) OpsHandler() http.Handler {
 func serveHealth(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain")
 	_, _ = w.Write([]byte("ok\n"))
+}
+
+// serveReady answers /readyz: readiness (a config applied, not draining and,
+// with durable tasks on, the task store reachable), the catalog size and how
+// many configured servers are in each state. It is unauthenticated, so it
+// carries counts only, never names or error text; with a valid admin token
+// (Authorization: Bearer <admin.token>) it adds each server's status.
+func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
+	rt := s.rt.Load()
+	st := s.Status()
+	counts := map[string]int{StateUp: 0, StateStarting: 0, StateRetrying: 0, StateInvalid: 0, StateSkipped: 0, StateDisabled: 0}
+	for _, ss := range st.Servers {
+		counts[ss.State]++
+	}
+	out := struct {
+		Ready   bool           `json:"ready"`
+		Tools   int            `json:"tools"`
+		Servers map[string]int `json:"servers"`
+		Store   *bool          `json:"task_store_reachable,omitempty"`
+		Detail  []ServerStatus `json:"detail,omitempty"`
+	}{Ready: st.Ready, Tools: st.Tools, Servers: counts}
+	if s.tasks != nil {
+		storeOK := s.taskStoreReady(r.Context())
+		out.Ready = out.Ready && storeOK
+		out.Store = &storeOK
+	}
+	if adminAuthorized(rt, r) {
+		out.Detail = st.Servers
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	if !out.Ready {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+// adminAuthorized reports whether r carries the configured admin token.
+func adminAuthorized(rt *runtime, r *http.Request) bool {
+	tok := rt.cfg.Admin.Token
+	if tok.IsZero() {
+		return false
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(tok.Reveal())) == 1
+}
+
+// GuardHosts applies the DNS-rebinding and cross-origin checks of
+// inbound.allowed_hosts and inbound.allowed_origins to every request of h.
+// Handler is guarded already; serve wraps the listener's whole route mux
+// (the task and admin APIs, the status page) with it too.
+func (s *Server) GuardHosts(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.rt.Load().origins.check(r); err != nil {
+			http.Error(w, "Forbidden: "+err.Error(), http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }

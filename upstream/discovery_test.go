@@ -111,3 +111,22 @@ func TestFailureReasonCarriesStderr(t *testing.T) {
 		t.Errorf("Stderr() = %q", got)
 	}
 }
+
+// TestStderrScrubbed: a server that prints its credentials on stderr does
+// not put them in the failure reason.
+func TestStderrScrubbed(t *testing.T) {
+	logs := &mcptest.LogBuffer{}
+	const token = "tok-9f8e7d6c5b4a"
+	o := upstream.Options{Name: "leaky", Transport: upstream.Stdio, Command: "/bin/sh",
+		Args: []string{"-c", `echo "auth failed for token $API_TOKEN" >&2; exit 3`}, Env: map[string]string{"API_TOKEN": token},
+		RetryMin: time.Hour, Logger: newLogger(logs)}
+	u := startNoWait(t, o)
+	recv(t, u.Discovered(), 20*time.Second, "first discovery")
+	err := u.Err()
+	if err == nil || !strings.Contains(err.Error(), "auth failed for token") || strings.Contains(err.Error(), token) {
+		t.Errorf("failure reason = %v", err)
+	}
+	if strings.Contains(logs.String(), token) {
+		t.Errorf("the token reached the log:\n%s", logs)
+	}
+}

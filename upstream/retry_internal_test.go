@@ -35,7 +35,7 @@ func TestStderrRateLimitAndTail(t *testing.T) {
 	logs := &mcptest.LogBuffer{}
 	clock := time.Unix(1000, 0)
 	var quiet bool
-	l := newStderrLog(hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Debug}), func() bool { return quiet })
+	l := newStderrLog(hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Debug}), func() bool { return quiet }, nil)
 	l.now = func() time.Time { return clock }
 	w := l.writer()
 	for i := range 50 {

@@ -13,11 +13,13 @@ import (
 // are logged at debug (they may carry user content), at most stderrBurst a
 // second, and not at all while the server is failing and being retried: a
 // server that fails the same way on every attempt is not logged anew each
-// time. The last stderrKeep lines are kept; a failed discovery appends them
+// time. Credential values mcp-mux holds for the server (its env values, its
+// headers) are scrubbed first. The last stderrKeep lines are kept; a failed discovery appends them
 // to the server's failure reason (Err).
 type stderrLog struct {
 	log   hclog.Logger
-	quiet func() bool // true while retrying a failed server
+	quiet func() bool         // true while retrying a failed server
+	scrub func(string) string // removes credential values (the server's env, headers)
 
 	mu      sync.Mutex
 	ring    [stderrKeep]string
@@ -35,8 +37,11 @@ const (
 	stderrLineMax = 2048 // bytes kept of one line
 )
 
-func newStderrLog(log hclog.Logger, quiet func() bool) *stderrLog {
-	return &stderrLog{log: log, quiet: quiet, now: time.Now}
+func newStderrLog(log hclog.Logger, quiet func() bool, scrub func(string) string) *stderrLog {
+	if scrub == nil {
+		scrub = func(s string) string { return s }
+	}
+	return &stderrLog{log: log, quiet: quiet, scrub: scrub, now: time.Now}
 }
 
 // writer returns the stderr of one process: it splits lines and hands them on.
@@ -51,7 +56,7 @@ func (l *stderrLog) add(line []byte) {
 	if len(line) > stderrLineMax {
 		line = line[:stderrLineMax]
 	}
-	text := strings.ToValidUTF8(string(line), "\uFFFD")
+	text := l.scrub(strings.ToValidUTF8(string(line), "\uFFFD"))
 	l.mu.Lock()
 	l.ring[l.next] = text
 	l.next = (l.next + 1) % stderrKeep

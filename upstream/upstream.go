@@ -273,7 +273,7 @@ func New(opts Options) (*Upstream, error) {
 		c.AddReceivingMiddleware(u.receive)
 		return c
 	}
-	u.stderr = newStderrLog(opts.Logger.Named("stderr"), u.retrying.Load)
+	u.stderr = newStderrLog(opts.Logger.Named("stderr"), u.retrying.Load, func(s string) string { return u.scrubber(nil).Scrub(s) })
 	u.conns = make(map[*mcp.ClientSession]*conn)
 	u.pool = newPool(u, opts.MaxSessions, opts.IdleTimeout)
 	return u, nil
@@ -404,7 +404,7 @@ func (b *backoff) next() time.Duration {
 func (b *backoff) reset() { b.d = 0 }
 
 // discover dials a control session and lists its tools, all within InitTimeout.
-func (u *Upstream) discover() (*conn, error) {
+func (u *Upstream) discover() (_ *conn, err error) {
 	ctx := u.ctx
 	if u.opts.InitTimeout > 0 {
 		var cancel context.CancelFunc
@@ -413,10 +413,11 @@ func (u *Upstream) discover() (*conn, error) {
 	}
 	start := time.Now()
 	var sent http.Header
+	defer func() { err = u.scrub(err, sent) }()
 	if u.opts.BaseHeaders != nil {
 		h, err := u.opts.BaseHeaders(ctx)
 		if err != nil {
-			u.log.Warn("discovering without credentials", "reason", err)
+			u.log.Warn("discovering without credentials", "reason", u.scrub(err, nil))
 			h = u.opts.Header
 		}
 		sent = h
@@ -461,7 +462,7 @@ func (u *Upstream) watch(c *conn) bool {
 			lists, err := u.list(ctx, c)
 			cancel()
 			if err != nil {
-				u.log.Warn("refreshing lists failed", "err", err)
+				u.log.Warn("refreshing lists failed", "err", u.scrub(err, headersFrom(ctx)))
 				continue
 			}
 			u.publish(lists)
@@ -676,7 +677,7 @@ func (u *Upstream) Request(ctx context.Context, key Key, method string, params j
 	for attempt := 0; ; attempt++ {
 		c, err := u.pool.get(ctx, key)
 		if err != nil {
-			return nil, err
+			return nil, u.scrub(err, extra)
 		}
 		start := time.Now()
 		raw, err := c.request(ctx, u, method, params, extra)
@@ -687,7 +688,7 @@ func (u *Upstream) Request(ctx context.Context, key Key, method string, params j
 		var rpcErr *wire.Error
 		if errors.As(err, &rpcErr) {
 			u.pool.release(key, c)
-			return nil, err
+			return nil, u.scrub(err, extra)
 		}
 		if ctx.Err() != nil {
 			u.pool.release(key, c)
@@ -701,10 +702,10 @@ func (u *Upstream) Request(ctx context.Context, key Key, method string, params j
 			u.pool.release(key, c)
 		}
 		if notRun && attempt == 0 {
-			u.log.Debug("upstream session gone before the request; reconnecting", "reason", err)
+			u.log.Debug("upstream session gone before the request; reconnecting", "reason", u.scrub(err, extra))
 			continue
 		}
-		return nil, err
+		return nil, u.scrub(err, extra)
 	}
 }
 
@@ -749,7 +750,7 @@ func (u *Upstream) Subscribe(ctx context.Context, uri string, on bool) error {
 		}
 		return nil
 	}
-	return u.sendSubscribe(ctx, c, uri, on)
+	return u.scrub(u.sendSubscribe(ctx, c, uri, on), nil)
 }
 
 func (u *Upstream) sendSubscribe(ctx context.Context, c *conn, uri string, on bool) error {
@@ -773,7 +774,7 @@ func (u *Upstream) resubscribe(c *conn) {
 	for _, uri := range uris {
 		ctx, cancel := context.WithTimeout(u.ctx, 10*time.Second)
 		if err := u.sendSubscribe(ctx, c, uri, true); err != nil {
-			u.log.Warn("renewing a resource subscription failed", "err", err)
+			u.log.Warn("renewing a resource subscription failed", "err", u.scrub(err, nil))
 		}
 		cancel()
 	}
