@@ -159,6 +159,11 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer, env func(str
 	routes := http.NewServeMux()
 	api.MountTasks(routes, api.TasksOptions{Service: taskService(srv), Authenticated: srv.Authenticated})
 	mountAdmin(routes, srv, rl, log, env)
+	api.MountStatus(routes, api.StatusOptions{
+		Source:     srv,
+		Tasks:      func() api.TaskCounter { return taskCounter(srv) },
+		AdminToken: func() string { return srv.Config().Admin.Token.Reveal() },
+	})
 	routes.Handle("/", srv.Handler())
 	hs := srv.HTTPServer()
 	hs.Handler = srv.GuardHosts(routes) // the Host/Origin checks cover every route of the listener

@@ -63,6 +63,9 @@ func TestGracefulShutdown(t *testing.T) {
 			t.Fatalf("GET %s before SIGTERM: %d %s", u, code, body)
 		}
 	}
+	if code, body := httpGet(t, hc, s.url("/api/status")); code != http.StatusOK || !strings.Contains(body, `"name":"slow","transport":"http","state":"up"`) {
+		t.Errorf("GET /api/status: %d %s", code, body)
+	}
 	if code, _ := httpGet(t, hc, "http://"+opsAddr+"/mcp"); code != http.StatusNotFound {
 		t.Errorf("the ops listener serves /mcp (%d)", code)
 	}
