@@ -116,13 +116,14 @@ func (w *Watcher) Close() error {
 }
 
 // Reload re-reads the file now and calls OnLoad even when the content did
-// not change, returning OnLoad's error or the read error.
+// not change (with the read error when the file cannot be read), and
+// returns OnLoad's error.
 func (w *Watcher) Reload(trigger string) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	data, err := os.ReadFile(w.opts.Path)
 	if err != nil {
-		return fmt.Errorf("reading config: %w", err)
+		return w.opts.OnLoad(trigger, nil, fmt.Errorf("reading config: %w", err))
 	}
 	w.last, w.seen = sha256.Sum256(data), true
 	cfg, err := Parse(data, w.opts.Load)

@@ -121,6 +121,9 @@ func TestWatchMissingFileAndForcedReload(t *testing.T) {
 	if err := w.Reload("signal"); err == nil || !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("Reload of a missing file = %v", err)
 	}
+	if l := next(t, ch); l.cfg != nil || !errors.Is(l.err, os.ErrNotExist) {
+		t.Errorf("forced reload of a missing file reported %+v", l)
+	}
 	if err := os.WriteFile(path, []byte(serverDoc("a")), 0o600); err != nil {
 		t.Fatal(err)
 	}

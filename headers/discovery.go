@@ -11,6 +11,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"github.com/mcp-mux/mcp-mux/secret"
 )
 
 // endpoint is what token requests need from discovery.
@@ -45,7 +47,7 @@ func (s *tokenSource) discover(ctx context.Context) (endpoint, error) {
 	issuer := prm.AuthorizationServers[0]
 	asm, err := auth.GetAuthServerMetadata(ctx, issuer, s.client)
 	if err != nil {
-		return endpoint{}, fmt.Errorf("authorization server metadata of %s: %w", redactURL(issuer), err)
+		return endpoint{}, fmt.Errorf("authorization server metadata of %s: %w", secret.RedactURL(issuer), err)
 	}
 	ep := endpoint{resource: prm.Resource}
 	if asm == nil {
@@ -53,7 +55,7 @@ func (s *tokenSource) discover(ctx context.Context) (endpoint, error) {
 		ep.tokenURL = strings.TrimSuffix(issuer, "/") + "/token"
 	} else {
 		if asm.TokenEndpoint == "" {
-			return endpoint{}, fmt.Errorf("the authorization server metadata of %s has no token_endpoint", redactURL(issuer))
+			return endpoint{}, fmt.Errorf("the authorization server metadata of %s has no token_endpoint", secret.RedactURL(issuer))
 		}
 		ep.tokenURL = asm.TokenEndpoint
 		ep.authMethods = asm.TokenEndpointAuthMethodsSupported
@@ -70,7 +72,7 @@ func (s *tokenSource) discover(ctx context.Context) (endpoint, error) {
 func (s *tokenSource) probe(ctx context.Context, resourceURL string) ([]oauthex.Challenge, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, resourceURL, strings.NewReader(probeBody))
 	if err != nil {
-		return nil, fmt.Errorf("probing %s: %w", redactURL(resourceURL), err)
+		return nil, fmt.Errorf("probing %s: %w", secret.RedactURL(resourceURL), err)
 	}
 	for _, f := range s.static {
 		if !strings.EqualFold(f.name, "Authorization") {
@@ -85,7 +87,7 @@ func (s *tokenSource) probe(ctx context.Context, resourceURL string) ([]oauthex.
 		if errors.As(err, &ue) {
 			err = ue.Err // url.Error would repeat the full URL
 		}
-		return nil, fmt.Errorf("probing %s: %w", redactURL(resourceURL), err)
+		return nil, fmt.Errorf("probing %s: %w", secret.RedactURL(resourceURL), err)
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()

@@ -123,7 +123,7 @@ func newTokenSource(server string, o OAuthOptions, static []field, client *http.
 			continue
 		}
 		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-			return nil, fmt.Errorf("OAuth: %q is not an http(s) URL", redactURL(u))
+			return nil, fmt.Errorf("OAuth: %q is not an http(s) URL", secret.RedactURL(u))
 		}
 	}
 	switch o.AuthStyle {
@@ -305,7 +305,7 @@ func (s *tokenSource) config() (*clientcredentials.Config, error) {
 		if o.Scope != "" {
 			ep.scope = o.Scope
 		}
-		s.log.Debug("oauth token endpoint discovered", "server", s.server, "token_endpoint", redactURL(ep.tokenURL))
+		s.log.Debug("oauth token endpoint discovered", "server", s.server, "token_endpoint", secret.RedactURL(ep.tokenURL))
 	}
 
 	params := url.Values{}
@@ -371,11 +371,11 @@ func (s *tokenSource) fetchError(tokenURL string, err error) error {
 		return fmt.Errorf("%sOAuth token response missing '%s'", prefix, missing.field)
 	}
 	if errors.Is(err, errMalformedResponse) {
-		return fmt.Errorf("%sOAuth token endpoint %s returned a response that is neither a JSON object nor form-encoded", prefix, redactURL(tokenURL))
+		return fmt.Errorf("%sOAuth token endpoint %s returned a response that is neither a JSON object nor form-encoded", prefix, secret.RedactURL(tokenURL))
 	}
 	var re *oauth2.RetrieveError
 	if errors.As(err, &re) {
-		msg := fmt.Sprintf("%sOAuth token endpoint %s refused the request", prefix, redactURL(tokenURL))
+		msg := fmt.Sprintf("%sOAuth token endpoint %s refused the request", prefix, secret.RedactURL(tokenURL))
 		if re.Response != nil {
 			msg += fmt.Sprintf(" (HTTP %d)", re.Response.StatusCode)
 		}
@@ -388,15 +388,15 @@ func (s *tokenSource) fetchError(tokenURL string, err error) error {
 	if errors.As(err, &ue) {
 		inner := ue.Err
 		if errors.Is(inner, context.DeadlineExceeded) {
-			return fmt.Errorf("%sOAuth token request to %s timed out after %s: %w", prefix, redactURL(tokenURL), tokenTimeout, inner)
+			return fmt.Errorf("%sOAuth token request to %s timed out after %s: %w", prefix, secret.RedactURL(tokenURL), tokenTimeout, inner)
 		}
-		return fmt.Errorf("%sOAuth token request to %s failed: %w", prefix, redactURL(tokenURL), inner)
+		return fmt.Errorf("%sOAuth token request to %s failed: %w", prefix, secret.RedactURL(tokenURL), inner)
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%sOAuth token request to %s: %w", prefix, redactURL(tokenURL), err)
+		return fmt.Errorf("%sOAuth token request to %s: %w", prefix, secret.RedactURL(tokenURL), err)
 	}
 	// Anything else comes from x/oauth2 parsing, whose message may quote the body.
-	return fmt.Errorf("%sOAuth token request to %s failed", prefix, redactURL(tokenURL))
+	return fmt.Errorf("%sOAuth token request to %s failed", prefix, secret.RedactURL(tokenURL))
 }
 
 // safeErrorCode returns an RFC 6749 error code if it looks like one (it is
@@ -412,13 +412,4 @@ func safeErrorCode(code string) string {
 		}
 	}
 	return code
-}
-
-// redactURL drops user info, query and fragment, which can carry credentials.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
 }

@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -46,6 +47,10 @@ import (
 // defaultDrainTimeout bounds how long a replaced runtime waits for the calls
 // that started on it before its upstreams are closed anyway.
 const defaultDrainTimeout = 2 * time.Minute
+
+// defaultSwapWait bounds how long Apply waits for new upstreams' first
+// discovery before swapping the runtime in.
+const defaultSwapWait = 5 * time.Second
 
 // Apply makes cfg the running configuration (see the top of this file).
 // Problems with single servers are logged and never fail Apply; it fails only
@@ -99,7 +104,7 @@ func (s *Server) apply(cfg *config.Config, fresh bool) ([]config.Problem, error)
 	s.warnTaskSettings(old.cfg, cfg)
 
 	var problems []config.Problem
-	var started []*backend
+	var started, resolverChanged []*backend
 	keep := func(prev *backend) {
 		b := *prev
 		b.metrics = s.metrics.forServer(b.name)
@@ -146,6 +151,7 @@ func (s *Server) apply(cfg *config.Config, fresh bool) ([]config.Problem, error)
 		} else if ro != nil {
 			if res, err = headers.New(*ro); err != nil {
 				s.log.Warn("skipping upstream server", "server", sc.Name, "reason", err)
+				rt.skipped[sc.Name] = err.Error()
 				if prev != nil {
 					problems = append(problems, config.Problem{Server: sc.Name, Message: err.Error() + "; kept the running settings"})
 					keep(prev)
@@ -158,18 +164,24 @@ func (s *Server) apply(cfg *config.Config, fresh bool) ([]config.Problem, error)
 			b.prefix, b.srv, b.resolver, b.headerKey = sc.ToolNamePrefix, sc, res, hk
 			b.metrics = s.metrics.forServer(sc.Name)
 			rt.add(&b)
+			if res != prev.resolver {
+				resolverChanged = append(resolverChanged, &b)
+			}
 			continue
 		}
-		up, err := upstream.New(s.upstreamOptions(sc))
+		ref := &resolverRef{}
+		ref.p.Store(res)
+		up, err := upstream.New(s.upstreamOptions(sc, ref))
 		if err != nil {
 			if res != nil && (prev == nil || res != prev.resolver) {
 				res.Close()
 			}
 			s.log.Warn("skipping upstream server", "server", sc.Name, "reason", err)
+			rt.skipped[sc.Name] = err.Error()
 			continue
 		}
 		b := &backend{name: sc.Name, prefix: sc.ToolNamePrefix, fingerprint: fp, headerKey: hk, up: up, srv: sc, resolver: res,
-			metrics: s.metrics.forServer(sc.Name)}
+			base: ref, metrics: s.metrics.forServer(sc.Name)}
 		rt.add(b)
 		started = append(started, b)
 	}
@@ -183,12 +195,18 @@ func (s *Server) apply(cfg *config.Config, fresh bool) ([]config.Problem, error)
 		}
 	}
 	s.hold(rt)
-	rt.cat.Store(buildCatalog(rt.backends, rt.pol, s.log))
-	s.rt.Store(rt)
-	s.ready.Store(true)
+	// New upstreams discover before the swap (bounded), so that a changed
+	// server's tools do not vanish from the catalog while it reconnects.
 	for _, b := range started {
 		b.up.Start()
 	}
+	s.awaitDiscovery(started)
+	for _, b := range resolverChanged {
+		b.base.p.Store(b.resolver)
+	}
+	rt.cat.Store(buildCatalog(rt.backends, rt.pol, s.log))
+	s.rt.Store(rt)
+	s.ready.Store(true)
 	s.startTasks()
 	s.retire(old)
 	s.refreshCatalog(old)
@@ -212,7 +230,7 @@ func (s *Server) refuse(prev *backend, next *config.Server) (config.Problem, boo
 
 // newRuntime returns an empty runtime for cfg.
 func newRuntime(cfg *config.Config) *runtime {
-	return &runtime{cfg: cfg, byName: make(map[string]*backend), idle: make(chan struct{})}
+	return &runtime{cfg: cfg, byName: make(map[string]*backend), skipped: make(map[string]string), idle: make(chan struct{})}
 }
 
 func (rt *runtime) add(b *backend) {
@@ -310,7 +328,38 @@ func (s *Server) retire(old *runtime) {
 	})
 }
 
-func (s *Server) upstreamOptions(sc *config.Server) upstream.Options {
+// resolverRef is the resolver an upstream's own requests (discovery,
+// control sessions) take their headers from; it is shared by the runtimes
+// that share the upstream, and follows the newest one.
+type resolverRef struct {
+	p atomic.Pointer[headers.Resolver]
+}
+
+// awaitDiscovery waits, at most Options.SwapWait, for the first discovery
+// attempt of each started backend.
+func (s *Server) awaitDiscovery(started []*backend) {
+	if len(started) == 0 {
+		return
+	}
+	wait := s.opts.SwapWait
+	if wait == 0 {
+		wait = defaultSwapWait
+	}
+	if wait < 0 {
+		return
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for _, b := range started {
+		select {
+		case <-b.up.Discovered():
+		case <-t.C:
+			return
+		}
+	}
+}
+
+func (s *Server) upstreamOptions(sc *config.Server, ref *resolverRef) upstream.Options {
 	o := upstream.Options{
 		Name:        sc.Name,
 		Transport:   sc.Type,
@@ -328,16 +377,16 @@ func (s *Server) upstreamOptions(sc *config.Server) upstream.Options {
 		Logger:      s.log.Named("upstream").With("server", sc.Name),
 		OnChange:    func() { s.refreshCatalog(nil) },
 		Handler:     (*forwarder)(s),
-		// Discovery uses the current runtime's credentials for this server.
+		// Discovery uses the newest credentials built for this upstream.
 		BaseHeaders: func(ctx context.Context) (http.Header, error) {
-			if b := s.rt.Load().byName[sc.Name]; b != nil && b.resolver != nil {
-				return b.resolver.Base(ctx)
+			if r := ref.p.Load(); r != nil {
+				return r.Base(ctx)
 			}
 			return nil, nil
 		},
 		OnUnauthorized: func(sent http.Header) {
-			if b := s.rt.Load().byName[sc.Name]; b != nil && b.resolver != nil {
-				b.resolver.UnauthorizedHeader(sent)
+			if r := ref.p.Load(); r != nil {
+				r.UnauthorizedHeader(sent)
 			}
 		},
 	}

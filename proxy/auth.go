@@ -25,11 +25,7 @@ const userHeader = "Mcp-Mux-Internal-User"
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del(userHeader)
-		rt := s.rt.Load()
-		if err := rt.origins.check(r); err != nil {
-			http.Error(w, "Forbidden: "+err.Error(), http.StatusForbidden)
-			return
-		}
+		rt := s.rt.Load() // Host and Origin were checked by GuardHosts
 		user, err := rt.auth.Authenticate(r)
 		if err != nil {
 			s.log.Debug("unauthenticated request", "reason", err)

@@ -1,10 +1,12 @@
 package proxy_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcp-mux/mcp-mux/config"
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/proxy"
 )
@@ -152,7 +155,7 @@ func TestNestedRequestsRefused(t *testing.T) {
 // tool error naming the server, the list skips its server with the reason,
 // and the same sessions serve the next call.
 func TestNestedUpstreamRepliesRefused(t *testing.T) {
-	web := mcptest.RawHTTP(t, func(_ context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	deepCalls := func(_ context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 		switch {
 		case method == "tools/list":
 			return mcptest.ToolList("", "echo", "deep"), nil
@@ -162,7 +165,9 @@ func TestNestedUpstreamRepliesRefused(t *testing.T) {
 			return mcptest.TextResult("web ok"), nil
 		}
 		return json.RawMessage(`{}`), nil
-	})
+	}
+	web := mcptest.RawHTTP(t, deepCalls)
+	sse := mcptest.RawHTTPStream(t, deepCalls) // the reply as an event
 	list := mcptest.RawHTTP(t, func(_ context.Context, method string, _ json.RawMessage) (json.RawMessage, error) {
 		return json.RawMessage(`{"tools":` + string(mcptest.Deep(2_000_000)) + `}`), nil
 	})
@@ -173,24 +178,24 @@ func TestNestedUpstreamRepliesRefused(t *testing.T) {
 		e, _ := json.Marshal(env)
 		return fmt.Sprintf(`%q: {"type": "stdio", "command": %s, "args": %s, "env": %s}`, name, c, a, e)
 	}
-	cfg := fmt.Sprintf(`{"mcpServers": {"web": {"type": "http", "url": %q}, "weblist": {"type": "http", "url": %q}, %s, %s}}`,
-		web.URL+"/mcp", list.URL+"/mcp", stdioJSON("local", mcptest.DeepCall), stdioJSON("locallist", mcptest.DeepList))
+	cfg := fmt.Sprintf(`{"mcpServers": {"web": {"type": "http", "url": %q}, "events": {"type": "http", "url": %q}, "weblist": {"type": "http", "url": %q}, %s, %s}}`,
+		web.URL+"/mcp", sse.URL+"/mcp", list.URL+"/mcp", stdioJSON("local", mcptest.DeepCall), stdioJSON("locallist", mcptest.DeepList))
 	m := startMux(t, cfg, proxy.Options{})
 	cs := connect(t, m.ts.URL, nil)
 
 	names := toolNames(t, cs)
-	for _, want := range []string{"web_echo", "web_deep", "local_echo", "local_deep"} {
+	for _, want := range []string{"web_echo", "web_deep", "events_deep", "local_echo", "local_deep"} {
 		if !contains(names, want) {
 			t.Errorf("tools/list lacks %s: %v", want, names)
 		}
 	}
-	for _, server := range []string{"web", "local"} {
+	for _, server := range []string{"web", "events", "local"} {
 		got, res := callText(t, cs, server+"_deep", map[string]any{})
 		if !res.IsError || !strings.Contains(got, fmt.Sprintf("MCP server %q", server)) || !strings.Contains(got, "nested deeper than 1000 levels") {
 			t.Errorf("%s_deep: isError=%v %q, want a tool error naming the server and the nesting", server, res.IsError, got)
 		}
 		want := "web ok"
-		if server == "local" {
+		if server == "local" { // the stdio script echoes
 			want = "after"
 		}
 		if got, _ := callText(t, cs, server+"_echo", map[string]any{"text": "after"}); got != want {
@@ -201,8 +206,7 @@ func TestNestedUpstreamRepliesRefused(t *testing.T) {
 		var skipped bool
 		for _, line := range strings.Split(m.logs.String(), "\n") {
 			if strings.Contains(line, "skipping upstream server") && strings.Contains(line, "nested deeper than 1000 levels") &&
-				strings.Contains(line, `"server":"`+server+`"`) || strings.Contains(line, "skipping upstream server") &&
-				strings.Contains(line, "nested deeper than 1000 levels") && strings.Contains(line, server) {
+				strings.Contains(line, `"server":"`+server+`"`) {
 				skipped = true
 			}
 		}
@@ -348,5 +352,260 @@ func TestAbandonedBatchesAreCancelled(t *testing.T) {
 	}
 	if rs := readReplies(t, resp); len(rs) != 1 || !strings.Contains(string(rs[0].Result), "echoed") {
 		t.Fatalf("call after the abandoned batches: %+v", rs)
+	}
+}
+
+// TestSessionCallCapAndDelete: a session runs at most 64 requests at once
+// (the 65th is a clear JSON-RPC error), and DELETE of a session with hung
+// calls returns at once, cancelling them upstream.
+func TestSessionCallCapAndDelete(t *testing.T) {
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait) // last: after the mux is closed, whatever happened
+	up := newHangingUpstream(t)
+	m := startMux(t, fmt.Sprintf(`{"mcpServers": {"up": {"type": "http", "url": %q}}}`, up.url), proxy.Options{})
+	sid := rawSession(t, m.ts.URL, "2025-11-25")
+	for i := range 64 {
+		wg.Go(func() {
+			if resp, err := rawPost(context.Background(), m.ts.URL, sid, "2025-11-25", hangCall(100+i)); err == nil {
+				readReplies(t, resp)
+			}
+		})
+	}
+	waitLong(t, 20*time.Second, "64 calls in flight upstream", func() bool { return up.inflight.Load() == 64 })
+	resp, err := rawPost(context.Background(), m.ts.URL, sid, "2025-11-25", hangCall(999))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs := readReplies(t, resp); len(rs) != 1 || rs[0].Error == nil || rs[0].Error.Code != -32000 ||
+		!strings.Contains(rs[0].Error.Message, "already has 64 requests in flight") || string(rs[0].ID) != "999" {
+		t.Fatalf("65th call: %+v", rs)
+	}
+
+	// DELETE of a session with hung calls on both paths: two fast-path calls
+	// and a batch (which go-sdk runs, and whose session's Close waits for it).
+	old := sid
+	sid = rawSession(t, m.ts.URL, "2025-03-26")
+	for i, body := range []string{hangCall(1), hangCall(2), "[" + hangCall(3) + "," + hangCall(4) + "]"} {
+		wg.Go(func() {
+			if resp, err := rawPost(context.Background(), m.ts.URL, sid, "2025-03-26", body); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			} else {
+				t.Errorf("POST %d: %v", i, err)
+			}
+		})
+	}
+	waitLong(t, 20*time.Second, "68 calls in flight upstream", func() bool { return up.inflight.Load() == 68 })
+	dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer dcancel()
+	req, _ := http.NewRequestWithContext(dctx, http.MethodDelete, m.ts.URL+"/mcp", nil)
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("Mcp-Protocol-Version", "2025-03-26")
+	start := time.Now()
+	dresp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("DELETE with hung calls: %v after %s", err, time.Since(start))
+	}
+	dresp.Body.Close()
+	if took := time.Since(start); dresp.StatusCode != http.StatusNoContent || took > 5*time.Second {
+		t.Fatalf("DELETE: HTTP %d after %s", dresp.StatusCode, took)
+	}
+	waitLong(t, 10*time.Second, "the deleted session's calls to be cancelled upstream", func() bool { return up.inflight.Load() == 64 })
+	req, _ = http.NewRequest(http.MethodDelete, m.ts.URL+"/mcp", nil)
+	req.Header.Set("Mcp-Session-Id", old)
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	if dresp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	dresp.Body.Close()
+	waitLong(t, 10*time.Second, "the hung calls to be cancelled upstream", func() bool { return up.inflight.Load() == 0 })
+}
+
+// TestCloseCancelsHungCalls: shutdown with calls that never answer returns
+// within its bound.
+func TestCloseCancelsHungCalls(t *testing.T) {
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait) // last: after the mux is closed, whatever happened
+	up := newHangingUpstream(t)
+	m := startMux(t, fmt.Sprintf(`{"mcpServers": {"up": {"type": "http", "url": %q}}}`, up.url), proxy.Options{})
+	sid := rawSession(t, m.ts.URL, "2025-03-26")
+	wg.Go(func() {
+		if resp, err := rawPost(context.Background(), m.ts.URL, sid, "2025-03-26", "["+hangCall(1)+","+hangCall(2)+"]"); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	})
+	for i := range 3 {
+		wg.Go(func() {
+			if resp, err := rawPost(context.Background(), m.ts.URL, sid, "2025-03-26", hangCall(10+i)); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+	waitLong(t, 20*time.Second, "5 calls in flight upstream", func() bool { return up.inflight.Load() == 5 })
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	closed := make(chan struct{})
+	go func() { _ = m.srv.Close(ctx); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close with hung calls did not return within 5s of its 500ms drain bound")
+	}
+	waitLong(t, 10*time.Second, "the hung calls to be cancelled upstream", func() bool { return up.inflight.Load() == 0 })
+}
+
+// TestPagingUpstreamSkipped: a server that pages tools/list without end (or
+// with huge pages) is skipped with a reason naming the cap it broke.
+func TestPagingUpstreamSkipped(t *testing.T) {
+	var pages atomic.Int64 // every discovery round's pages
+	endless := mcptest.RawHTTP(t, func(_ context.Context, method string, _ json.RawMessage) (json.RawMessage, error) {
+		if method != "tools/list" {
+			return json.RawMessage(`{}`), nil
+		}
+		n := pages.Add(1)
+		names := make([]string, 500)
+		for i := range names {
+			names[i] = fmt.Sprintf("t%d_%d", n, i)
+		}
+		return mcptest.ToolList(fmt.Sprint(n), names...), nil
+	})
+	fat := mcptest.RawHTTP(t, func(_ context.Context, method string, _ json.RawMessage) (json.RawMessage, error) {
+		if method != "tools/list" {
+			return json.RawMessage(`{}`), nil
+		}
+		desc, _ := json.Marshal(strings.Repeat("x", 4<<20))
+		return json.RawMessage(`{"tools":[{"name":"fat","description":` + string(desc) + `,"inputSchema":{"type":"object"}}],"nextCursor":"more"}`), nil
+	})
+	web := mcptest.ServeHTTP(t, mcptest.NewServer("web"))
+	m := startMux(t, fmt.Sprintf(`{"mcpServers": {"endless": {"type": "http", "url": %q}, "fat": {"type": "http", "url": %q}, "web": {"type": "http", "url": %q}}}`,
+		endless.URL+"/mcp", fat.URL+"/mcp", web.URL+"/mcp"), proxy.Options{})
+	logs := m.logs.String()
+	for _, want := range []string{"tools/list returned more than 10000 items, the cap on one list of a server",
+		"tools/list returned more than 16 MiB, the cap on one list of a server"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("no %q in the logs:\n%.3000s", want, logs)
+		}
+	}
+	cs := connect(t, m.ts.URL, nil)
+	names := toolNames(t, cs)
+	if !contains(names, "web_echo") || len(names) > 20 {
+		t.Errorf("tools: %d, want only web's", len(names))
+	}
+}
+
+// TestInboundSessionBounds: inbound.max_sessions refuses a session past the
+// cap, and inbound.session_idle_timeout_seconds closes an idle one.
+func TestInboundSessionBounds(t *testing.T) {
+	m := startMux(t, `{"mcpServers": {}, "inbound": {"max_sessions": 2, "session_idle_timeout_seconds": 1}}`, proxy.Options{})
+	a := rawSession(t, m.ts.URL, "2025-11-25")
+	rawSession(t, m.ts.URL, "2025-11-25")
+	resp, err := rawPost(context.Background(), m.ts.URL, "", "2025-11-25",
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs := readReplies(t, resp); resp.StatusCode != http.StatusServiceUnavailable || len(rs) != 1 || rs[0].Error == nil ||
+		!strings.Contains(rs[0].Error.Message, "at most 2 sessions (inbound.max_sessions)") {
+		t.Fatalf("third session: HTTP %d %+v", resp.StatusCode, rs)
+	}
+	// Both sessions go idle and are closed after about a second.
+	waitLong(t, 10*time.Second, "the idle session to be closed", func() bool {
+		resp, err := rawPost(context.Background(), m.ts.URL, a, "2025-11-25", `{"jsonrpc":"2.0","id":2,"method":"ping"}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			time.Sleep(1500 * time.Millisecond) // stop touching it
+		}
+		return resp.StatusCode == http.StatusNotFound
+	})
+	rawSession(t, m.ts.URL, "2025-11-25") // room again
+}
+
+// TestConnectionBounds: on the listener serve runs (Server.HTTPServer), an
+// idle keep-alive connection is closed after IdleConnTimeout, a body that
+// trickles in is cut off after BodyTimeout with a JSON-RPC error, and a call
+// that runs longer than both is unaffected.
+func TestConnectionBounds(t *testing.T) {
+	web := mcptest.ServeHTTP(t, mcptest.NewServer("web"))
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`{"mcpServers": {"web": {"type": "http", "url": %q}}}`, web.URL+"/mcp")), config.LoadOptions{Filename: "t.json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := proxy.New(proxy.Options{IdleConnTimeout: 300 * time.Millisecond, BodyTimeout: 300 * time.Millisecond})
+	if err := srv.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := srv.HTTPServer()
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Close(ctx)
+		_ = hs.Close()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.WaitDiscovery(ctx); err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + ln.Addr().String()
+
+	// An idle keep-alive connection is closed by the server.
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	br := bufio.NewReader(conn)
+	fmt.Fprintf(conn, "GET /healthz HTTP/1.1\r\nHost: %s\r\n\r\n", ln.Addr())
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	start := time.Now()
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("idle keep-alive connection: read %v after %s, want EOF (closed by the server)", err, time.Since(start))
+	}
+	t.Logf("idle keep-alive connection closed after %s", time.Since(start).Round(time.Millisecond))
+
+	// A body that never completes is cut off.
+	sid := rawSession(t, base, "2025-11-25")
+	slow, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	fmt.Fprintf(slow, "POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"+
+		"Mcp-Session-Id: %s\r\nMcp-Protocol-Version: 2025-11-25\r\nContent-Length: 1000\r\n\r\n{\"jsonrpc\":", ln.Addr(), sid)
+	_ = slow.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err = http.ReadResponse(bufio.NewReader(slow), nil)
+	if err != nil {
+		t.Fatalf("slow body: %v", err)
+	}
+	rs := readReplies(t, resp)
+	if resp.StatusCode != http.StatusRequestTimeout || len(rs) != 1 || rs[0].Error == nil ||
+		!strings.Contains(rs[0].Error.Message, "request body not received within 300ms") {
+		t.Fatalf("slow body: HTTP %d %+v", resp.StatusCode, rs)
+	}
+
+	// A call longer than both timeouts, with its response stream, is unaffected.
+	cs := connect(t, base, nil)
+	if got, _ := callText(t, cs, "web_sleep", map[string]any{"ms": 900}); got != "slept" {
+		t.Fatalf("long call = %q", got)
+	}
+	if got, _ := callText(t, cs, "web_echo", map[string]any{"text": "again"}); got != "again" {
+		t.Fatalf("call after idling = %q", got)
 	}
 }

@@ -65,13 +65,17 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (bp *[]byte, s
 	buf := bytes.NewBuffer(*bp)
 	n, err := buf.ReadFrom(io.LimitReader(r.Body, maxBody+1))
 	*bp = buf.Bytes()
-	if deadlineSet {
+	timedOut := errors.Is(err, os.ErrDeadlineExceeded)
+	if deadlineSet && !timedOut {
+		// A timed-out connection keeps its expired deadline: net/http's
+		// attempt to drain the rest of the body must fail at once too.
 		_ = rc.SetReadDeadline(time.Time{})
 	}
 	body := *bp
 	switch {
-	case errors.Is(err, os.ErrDeadlineExceeded):
+	case timedOut:
 		s.log.Debug("request body not received in time", "timeout", s.opts.BodyTimeout)
+		w.Header().Set("Connection", "close")
 		writeRPCError(w, http.StatusRequestTimeout, nil, jsonrpc.CodeInvalidRequest,
 			fmt.Sprintf("request body not received within %s", s.opts.BodyTimeout))
 	case err != nil:

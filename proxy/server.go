@@ -9,7 +9,6 @@ package proxy
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -57,6 +56,10 @@ type Options struct {
 	// keeps that server at its running settings, reports the error's text as
 	// the server's reload problem, and lets the rest of the reload proceed.
 	ServerChange func(running, next *config.Server) error
+	// SwapWait bounds how long Apply waits for new and reconnected upstreams
+	// to finish their first discovery before it swaps the new runtime in
+	// (their tools are served from then on); default 5s, negative: no wait.
+	SwapWait time.Duration
 }
 
 // Server is the mcp-mux MCP server.
@@ -85,6 +88,8 @@ type Server struct {
 	sessionsWG sync.WaitGroup  // session cleanup goroutines
 	ready      atomic.Bool     // a config has been applied
 	life       context.Context // ends when Close starts
+	draining   atomic.Bool     // Drain was called: not ready
+	started    time.Time
 	stop       context.CancelFunc
 	bg         sync.WaitGroup
 
@@ -110,6 +115,7 @@ type runtime struct {
 	auth     *inbound.Authenticator
 	origins  *originPolicy
 	icepts   []interceptor.Interceptor
+	skipped  map[string]string // enabled servers that could not be set up: the reason
 
 	mu      sync.Mutex
 	calls   int           // calls in flight that started on this runtime
@@ -126,6 +132,7 @@ type backend struct {
 	up          *upstream.Upstream
 	srv         *config.Server    // this runtime's settings: routing, tools, description
 	resolver    *headers.Resolver // upstream headers (http/sse); nil when there are none
+	base        *resolverRef      // the resolver up's own requests use
 	metrics     *callMetrics
 }
 
@@ -143,7 +150,7 @@ func New(opts Options) *Server {
 	if opts.IdleConnTimeout <= 0 {
 		opts.IdleConnTimeout = defaultIdleConnTimeout
 	}
-	s := &Server{opts: opts, log: opts.Logger, refs: map[any]int{}}
+	s := &Server{opts: opts, log: opts.Logger, refs: map[any]int{}, started: time.Now()}
 	s.retireCtx, s.retireStop = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s)
 	s.reloads.register(s.metrics.reg)
@@ -188,7 +195,8 @@ func New(opts Options) *Server {
 	return s
 }
 
-// Handler returns the HTTP handler: /mcp, /healthz and /readyz.
+// Handler returns the HTTP handler: /mcp, /healthz, /readyz and /metrics,
+// all behind the Host and Origin checks (GuardHosts).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", s.authenticate(s.mcpHandler()))
@@ -201,45 +209,10 @@ func (s *Server) Handler() http.Handler {
 	})
 	mux.Handle(inbound.MetadataPath, meta)
 	mux.Handle(inbound.MetadataPath+"/mcp", meta)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		_, _ = w.Write([]byte("ok\n"))
-	})
+	mux.HandleFunc("GET /healthz", serveHealth)
 	mux.HandleFunc("GET /readyz", s.serveReady)
 	mux.Handle("GET /metrics", s.metrics.handler())
-	return mux
-}
-
-func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
-	rt := s.rt.Load()
-	storeOK := s.taskStoreReady(r.Context())
-	type status struct {
-		Tools int    `json:"tools"`
-		Error string `json:"error,omitempty"`
-	}
-	out := struct {
-		Ready   bool              `json:"ready"`
-		Tools   int               `json:"tools"`
-		Servers map[string]status `json:"servers"`
-		Store   *bool             `json:"task_store_reachable,omitempty"`
-	}{Ready: s.ready.Load(), Servers: map[string]status{}}
-	if s.tasks != nil {
-		out.Ready = out.Ready && storeOK
-		out.Store = &storeOK
-	}
-	out.Tools = len(rt.cat.Load().order)
-	for _, b := range rt.backends {
-		st := status{Tools: len(b.up.Tools())}
-		if err := b.up.Err(); err != nil {
-			st.Error = err.Error()
-		}
-		out.Servers[b.name] = st
-	}
-	w.Header().Set("Content-Type", "application/json")
-	if !out.Ready {
-		w.WriteHeader(http.StatusServiceUnavailable)
-	}
-	_ = json.NewEncoder(w).Encode(out)
+	return s.GuardHosts(mux)
 }
 
 // WaitDiscovery blocks until every backend finished its first discovery

@@ -241,7 +241,8 @@ func (s *Server) reapSessions(ctx context.Context) {
 					s.closeSession(ss)
 				}
 			}
-			t.Reset(min(max(timeout/8, 10*time.Millisecond), time.Minute))
+			// At least every second, so that a reload's new timeout applies soon.
+			t.Reset(min(max(timeout/8, 10*time.Millisecond), time.Second))
 		}
 	}
 }

@@ -1,5 +1,7 @@
 // Package secret provides Value, the one type mcp-mux uses to hold a
-// credential in memory.
+// credential in memory, and the redaction of credentials from text:
+// RedactURL for URLs (user info, query values) and Scrubber for removing
+// known credential values from error text.
 //
 // A Value never prints its plaintext: fmt verbs, JSON encoding and slog all
 // render it as [REDACTED]. The only way to read it is Reveal, so every place

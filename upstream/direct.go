@@ -9,12 +9,11 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/http/httptrace"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	sse "github.com/tmaxmax/go-sse"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
@@ -82,11 +81,25 @@ func (d *direct) call(ctx context.Context, method string, params []byte, extra h
 		h["Mcp-Protocol-Version"] = []string{d.protocol}
 	}
 	req.Header = h
+	// At most once: a request that never made it onto the wire (refused
+	// connection, a dead keep-alive connection) may be retried elsewhere;
+	// once written, it may have run, and a lost answer is an error.
+	var wrote atomic.Bool
+	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(i httptrace.WroteRequestInfo) {
+			if i.Err == nil {
+				wrote.Store(true)
+			}
+		},
+	}))
 	resp, err := d.client.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			d.cancelUpstream(id)
 			return nil, ctx.Err()
+		}
+		if !wrote.Load() {
+			return nil, errors.Join(errNotSent, err)
 		}
 		return nil, err
 	}
@@ -104,7 +117,7 @@ func (d *direct) call(ctx context.Context, method string, params []byte, extra h
 	case "application/json":
 		res, err = d.readJSON(resp.Body, id)
 	case "text/event-stream":
-		res, err = d.readStream(resp.Body, id, onMessage)
+		res, err = d.readStream(ctx, resp.Body, h, id, onMessage)
 	default:
 		err = fmt.Errorf("upstream answered with content type %q", ct)
 	}
@@ -185,16 +198,69 @@ func (d *direct) readJSON(r io.Reader, id []byte) (json.RawMessage, error) {
 	return d.result(&m, id)
 }
 
-func (d *direct) readStream(r io.Reader, id []byte, onMessage func(*wire.Message)) (json.RawMessage, error) {
-	var m wire.Message
-	for ev, err := range sse.Read(r, &sse.ReadConfig{MaxEventSize: d.maxEvent}) {
+// readStream reads a call's event stream until the call's response. When
+// the stream ends first, after the server gave its events ids, the call is
+// resumed (SEP-1699): after the server's retry delay, a GET with
+// Last-Event-ID continues the stream, up to maxResumes times. h is the call's
+// request headers.
+func (d *direct) readStream(ctx context.Context, body io.Reader, h http.Header, id []byte, onMessage func(*wire.Message)) (json.RawMessage, error) {
+	er := newEventReader(body, d.maxEvent)
+	for resumes := 0; ; resumes++ {
+		res, err := d.readEvents(er, id, onMessage)
+		if res != nil || err != nil {
+			return res, err
+		}
+		if er.lastID == "" {
+			return nil, errors.New("upstream stream ended without a response")
+		}
+		if resumes == maxResumes {
+			return nil, fmt.Errorf("upstream stream ended without a response after %d resumptions", maxResumes)
+		}
+		delay := er.retry
+		if delay <= 0 {
+			delay = defaultRetry
+		}
+		t := time.NewTimer(min(delay, maxRetryDelay))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		rc, err := d.resume(ctx, h, er.lastID)
 		if err != nil {
-			return nil, fmt.Errorf("reading upstream event stream: %w", err)
+			return nil, fmt.Errorf("resuming the upstream stream: %w", err)
 		}
-		if ev.Data == "" {
-			continue
+		defer closeBody(rc)
+		lastID, retry := er.lastID, er.retry
+		er = newEventReader(rc, d.maxEvent)
+		er.lastID, er.retry = lastID, retry
+	}
+}
+
+const (
+	maxResumes    = 10
+	defaultRetry  = time.Second      // when the server gave no retry field
+	maxRetryDelay = 30 * time.Second // a server cannot park a call longer per resumption
+)
+
+// readEvents reads events until the response to id (returned), a broken
+// event (an error) or the end of the stream (nil, nil).
+func (d *direct) readEvents(er *eventReader, id []byte, onMessage func(*wire.Message)) (json.RawMessage, error) {
+	var m wire.Message
+	for {
+		data, err := er.next()
+		if err != nil {
+			if errors.Is(err, errEventTooLarge) {
+				return nil, err
+			}
+			return nil, nil // ended or broken: resumable
 		}
-		if err := wire.Decode([]byte(ev.Data), &m); err != nil {
+		if len(bytes.TrimSpace(data)) == 0 {
+			continue // a priming event
+		}
+		// The message keeps referring to its bytes; the reader reuses its buffer.
+		if err := wire.Decode(bytes.Clone(data), &m); err != nil {
 			return nil, fmt.Errorf("decoding upstream event: %w", err)
 		}
 		if m.IsResponse() && bytes.Equal(m.ID, id) {
@@ -205,7 +271,31 @@ func (d *direct) readStream(r io.Reader, id []byte, onMessage func(*wire.Message
 			onMessage(&msg)
 		}
 	}
-	return nil, errors.New("upstream stream ended without a response")
+}
+
+// resume opens the GET that continues a stream after lastID.
+func (d *direct) resume(ctx context.Context, h http.Header, lastID string) (io.ReadCloser, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.url, nil)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range h {
+		if k != "Content-Type" {
+			req.Header[k] = v
+		}
+	}
+	req.Header["Accept"] = []string{"text/event-stream"}
+	req.Header.Set("Last-Event-ID", lastID)
+	resp, err := d.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if resp.StatusCode != http.StatusOK || ct != "text/event-stream" {
+		closeBody(resp.Body)
+		return nil, fmt.Errorf("upstream answered the resumption with HTTP %d (%q)", resp.StatusCode, ct)
+	}
+	return resp.Body, nil
 }
 
 func (d *direct) result(m *wire.Message, id []byte) (json.RawMessage, error) {

@@ -140,25 +140,26 @@ func reapChildren(server int, exited chan<- syscall.WaitStatus) {
 	for {
 		var ws syscall.WaitStatus
 		pid, err := syscall.Wait4(-1, &ws, 0, nil)
-		if errors.Is(err, syscall.EINTR) {
-			continue
-		}
-		if err != nil {
-			return // ECHILD: none left
-		}
-		if pid == server {
+		switch {
+		case errors.Is(err, syscall.EINTR):
+		case err != nil:
+			// ECHILD: none right now; an orphan may still be reparented here.
+			time.Sleep(5 * time.Millisecond)
+		case pid == server:
 			exited <- ws
 		}
 	}
 }
 
 // killDescendants kills every process in the supervisor's group and every
-// process the supervisor adopted, until none is left: killing one may orphan
-// its children onto the supervisor.
+// process the supervisor adopted, until it has no child left, dead or alive:
+// a dying multi-threaded process hands its children over (to the
+// supervisor, their subreaper) only when its last thread has exited, which
+// can be after it already shows as a zombie.
 func killDescendants() {
 	self := os.Getpid()
-	for range 200 {
-		victims := 0
+	for range 400 {
+		pending := 0
 		ents, _ := os.ReadDir("/proc")
 		for _, e := range ents {
 			pid, err := strconv.Atoi(e.Name())
@@ -168,18 +169,20 @@ func killDescendants() {
 			ppid, pgrp, live := procStat(pid)
 			if live && (pgrp == self || ppid == self) {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
-				victims++
+				pending++
+			} else if ppid == self {
+				pending++ // a zombie child, not reaped yet
 			}
 		}
-		if victims == 0 {
+		if pending == 0 {
 			return
 		}
-		time.Sleep(5 * time.Millisecond) // let the kills land before looking again
+		time.Sleep(5 * time.Millisecond) // let the kills land and reapChildren reap
 	}
 }
 
 // procStat reads the parent and process group of pid; live is false for
-// zombies and vanished processes.
+// zombies (whose ppid is still reported) and vanished processes.
 func procStat(pid int) (ppid, pgrp int, live bool) {
 	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
 	if err != nil {
@@ -191,10 +194,10 @@ func procStat(pid int) (ppid, pgrp int, live bool) {
 		return 0, 0, false
 	}
 	f := strings.Fields(s[i+2:]) // state ppid pgrp …
-	if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
+	if len(f) < 3 {
 		return 0, 0, false
 	}
 	ppid, _ = strconv.Atoi(f[1])
 	pgrp, _ = strconv.Atoi(f[2])
-	return ppid, pgrp, true
+	return ppid, pgrp, f[0] != "Z" && f[0] != "X"
 }

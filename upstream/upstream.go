@@ -189,9 +189,10 @@ type Upstream struct {
 	hasResources atomic.Bool // announced resources after initialize
 	firstOnce    sync.Once
 
-	mu    sync.Mutex
-	lists Lists
-	err   error // last discovery error, nil when healthy
+	mu        sync.Mutex
+	lists     Lists
+	err       error           // last discovery error, nil when healthy
+	optFailed map[string]bool // optional lists whose last listing failed
 
 	connsMu sync.Mutex
 	conns   map[*mcp.ClientSession]*conn
@@ -357,7 +358,7 @@ func (u *Upstream) run() {
 }
 
 // discover dials a control session and lists its tools, all within InitTimeout.
-func (u *Upstream) discover() (*conn, error) {
+func (u *Upstream) discover() (_ *conn, err error) {
 	ctx := u.ctx
 	if u.opts.InitTimeout > 0 {
 		var cancel context.CancelFunc
@@ -366,10 +367,11 @@ func (u *Upstream) discover() (*conn, error) {
 	}
 	start := time.Now()
 	var sent http.Header
+	defer func() { err = u.scrub(err, sent) }()
 	if u.opts.BaseHeaders != nil {
 		h, err := u.opts.BaseHeaders(ctx)
 		if err != nil {
-			u.log.Warn("discovering without credentials", "reason", err)
+			u.log.Warn("discovering without credentials", "reason", u.scrub(err, nil))
 			h = u.opts.Header
 		}
 		sent = h
@@ -414,7 +416,7 @@ func (u *Upstream) watch(c *conn) bool {
 			lists, err := u.list(ctx, c)
 			cancel()
 			if err != nil {
-				u.log.Warn("refreshing lists failed", "err", err)
+				u.log.Warn("refreshing lists failed", "err", u.scrub(err, headersFrom(ctx)))
 				continue
 			}
 			u.publish(lists)
@@ -438,7 +440,11 @@ func (u *Upstream) publish(l Lists) {
 	}
 }
 
-// list fetches every list the server's capabilities announce.
+// list fetches every list the server's capabilities announce. Only tools
+// are required (of a server that announces them): a prompts or resources
+// list that fails — method not found, any other error — is empty, with one
+// warning until it works again, so a server whose optional lists are broken
+// still serves its tools, and one without tools still serves the rest.
 func (u *Upstream) list(ctx context.Context, c *conn) (Lists, error) {
 	l := Lists{Capabilities: c.cs.InitializeResult().Capabilities}
 	caps := l.Capabilities
@@ -451,20 +457,43 @@ func (u *Upstream) list(ctx context.Context, c *conn) (Lists, error) {
 			return l, fmt.Errorf("listing tools: %w", err)
 		}
 	}
+	optional := func(method, field, key string) ([]Item, error) {
+		items, err := u.listItems(ctx, c, method, field, key)
+		if err != nil && ctx.Err() != nil {
+			return nil, fmt.Errorf("%s: %w", method, err) // the round timed out or is closing
+		}
+		u.noteOptional(method, err)
+		return items, nil
+	}
 	if caps.Prompts != nil || u.hasPrompts.Load() {
-		if l.Prompts, err = u.listItems(ctx, c, "prompts/list", "prompts", "name"); err != nil {
-			return l, fmt.Errorf("listing prompts: %w", err)
+		if l.Prompts, err = optional("prompts/list", "prompts", "name"); err != nil {
+			return l, err
 		}
 	}
 	if caps.Resources != nil || u.hasResources.Load() {
-		if l.Resources, err = u.listItems(ctx, c, "resources/list", "resources", "uri"); err != nil {
-			return l, fmt.Errorf("listing resources: %w", err)
+		if l.Resources, err = optional("resources/list", "resources", "uri"); err != nil {
+			return l, err
 		}
-		if l.Templates, err = u.listItems(ctx, c, "resources/templates/list", "resourceTemplates", "uriTemplate"); err != nil {
-			return l, fmt.Errorf("listing resource templates: %w", err)
+		if l.Templates, err = optional("resources/templates/list", "resourceTemplates", "uriTemplate"); err != nil {
+			return l, err
 		}
 	}
 	return l, nil
+}
+
+// noteOptional warns once when an optional list fails, and again only after
+// it worked in between.
+func (u *Upstream) noteOptional(method string, err error) {
+	u.mu.Lock()
+	if u.optFailed == nil {
+		u.optFailed = make(map[string]bool)
+	}
+	warn := err != nil && !u.optFailed[method]
+	u.optFailed[method] = err != nil
+	u.mu.Unlock()
+	if warn {
+		u.log.Warn("optional list failed; serving it empty", "method", method, "err", err)
+	}
 }
 
 // listItems pages through a list method, keying each item by keyField.
@@ -602,7 +631,7 @@ func (u *Upstream) Request(ctx context.Context, key Key, method string, params j
 	for attempt := 0; ; attempt++ {
 		c, err := u.pool.get(ctx, key)
 		if err != nil {
-			return nil, err
+			return nil, u.scrub(err, extra)
 		}
 		start := time.Now()
 		raw, err := c.request(ctx, u, method, params, extra)
@@ -613,7 +642,7 @@ func (u *Upstream) Request(ctx context.Context, key Key, method string, params j
 		var rpcErr *wire.Error
 		if errors.As(err, &rpcErr) {
 			u.pool.release(key, c)
-			return nil, err
+			return nil, u.scrub(err, extra)
 		}
 		if ctx.Err() != nil {
 			u.pool.release(key, c)
@@ -627,10 +656,10 @@ func (u *Upstream) Request(ctx context.Context, key Key, method string, params j
 			u.pool.release(key, c)
 		}
 		if notRun && attempt == 0 {
-			u.log.Debug("upstream session gone before the request; reconnecting", "reason", err)
+			u.log.Debug("upstream session gone before the request; reconnecting", "reason", u.scrub(err, extra))
 			continue
 		}
-		return nil, err
+		return nil, u.scrub(err, extra)
 	}
 }
 
@@ -675,7 +704,7 @@ func (u *Upstream) Subscribe(ctx context.Context, uri string, on bool) error {
 		}
 		return nil
 	}
-	return u.sendSubscribe(ctx, c, uri, on)
+	return u.scrub(u.sendSubscribe(ctx, c, uri, on), nil)
 }
 
 func (u *Upstream) sendSubscribe(ctx context.Context, c *conn, uri string, on bool) error {
@@ -699,7 +728,7 @@ func (u *Upstream) resubscribe(c *conn) {
 	for _, uri := range uris {
 		ctx, cancel := context.WithTimeout(u.ctx, 10*time.Second)
 		if err := u.sendSubscribe(ctx, c, uri, true); err != nil {
-			u.log.Warn("renewing a resource subscription failed", "err", err)
+			u.log.Warn("renewing a resource subscription failed", "err", u.scrub(err, nil))
 		}
 		cancel()
 	}

@@ -1,6 +1,6 @@
 // Command mcp-mux runs the mcp-mux MCP proxy.
 //
-//	mcp-mux serve [--config PATH] [--listen ADDR] [--data-dir DIR] [--log-format json|text] [--log-level LEVEL]
+//	mcp-mux serve [--config PATH] [--listen ADDR] [--ops-listen ADDR] [--shutdown-delay DURATION] [--data-dir DIR] [--log-format json|text] [--log-level LEVEL]
 //	mcp-mux validate --config PATH
 //	mcp-mux version
 package main
@@ -31,7 +31,7 @@ func main() {
 }
 
 const usage = `usage:
-  mcp-mux serve [--config PATH] [--listen ADDR] [--data-dir DIR] [--log-format json|text] [--log-level LEVEL]
+  mcp-mux serve [--config PATH] [--listen ADDR] [--ops-listen ADDR] [--shutdown-delay DURATION] [--data-dir DIR] [--log-format json|text] [--log-level LEVEL]
   mcp-mux validate --config PATH
   mcp-mux version
 `

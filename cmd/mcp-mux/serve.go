@@ -9,7 +9,9 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -27,10 +29,14 @@ const (
 	defaultListen = "127.0.0.1:8931"
 	defaultConfig = "extensions_config.json"
 	drainTimeout  = 20 * time.Second
+	// maxShutdownDelay bounds --shutdown-delay.
+	maxShutdownDelay = 5 * time.Minute
 )
 
 type serveFlags struct {
 	config, listen, dataDir, logFormat, logLevel string
+	opsListen                                    string
+	shutdownDelay                                time.Duration
 	configGiven                                  bool
 }
 
@@ -41,6 +47,8 @@ func parseServe(args []string, stderr io.Writer, env func(string) (string, bool)
 	fs.StringVar(&f.config, "config", "", "config file (env MCP_MUX_CONFIG; default ./"+defaultConfig+")")
 	fs.StringVar(&f.listen, "listen", "", "listen address (env MCP_MUX_LISTEN; default "+defaultListen+")")
 	fs.StringVar(&f.dataDir, "data-dir", "", "directory for the embedded store (env MCP_MUX_DATA_DIR)")
+	fs.StringVar(&f.opsListen, "ops-listen", "", "a second address serving only /healthz, /readyz and /metrics (env MCP_MUX_OPS_LISTEN; default none)")
+	delay := fs.String("shutdown-delay", "", "on SIGTERM, answer /readyz 503 this long before closing the listener (env MCP_MUX_SHUTDOWN_DELAY; default 0s)")
 	fs.StringVar(&f.logFormat, "log-format", "json", "log format: json or text")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
@@ -68,6 +76,19 @@ func parseServe(args []string, stderr io.Writer, env func(string) (string, bool)
 			f.dataDir = v
 		}
 	}
+	if f.opsListen == "" {
+		f.opsListen, _ = env("MCP_MUX_OPS_LISTEN")
+	}
+	if *delay == "" {
+		*delay, _ = env("MCP_MUX_SHUTDOWN_DELAY")
+	}
+	if *delay != "" {
+		d, err := time.ParseDuration(*delay)
+		if err != nil || d < 0 || d > maxShutdownDelay {
+			return nil, fmt.Errorf("--shutdown-delay %q is not a duration between 0s and %s", *delay, maxShutdownDelay)
+		}
+		f.shutdownDelay = d
+	}
 	if f.logFormat != "json" && f.logFormat != "text" {
 		return nil, fmt.Errorf("--log-format must be json or text, not %q", f.logFormat)
 	}
@@ -91,7 +112,7 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer, env func(str
 		JSONFormat: f.logFormat == "json",
 		Output:     stderr,
 	})
-	cfg, err := loadConfig(f, env)
+	cfg, data, err := loadConfig(f, env)
 	if err != nil {
 		printLoadError(stderr, f.config, err)
 		return 1
@@ -133,30 +154,116 @@ func serve(ctx context.Context, args []string, _, stderr io.Writer, env func(str
 		log.Error("applying config", "err", err)
 		return 1
 	}
+	rl := startReloader(srv, log, ln.Addr(), f.config, env, data)
+	defer rl.stop()
 	routes := http.NewServeMux()
 	api.MountTasks(routes, api.TasksOptions{Service: taskService(srv), Authenticated: srv.Authenticated})
+	mountAdmin(routes, srv, rl, log, env)
+	api.MountStatus(routes, api.StatusOptions{
+		Source:     srv,
+		Tasks:      func() api.TaskCounter { return taskCounter(srv) },
+		AdminToken: func() string { return srv.Config().Admin.Token.Reveal() },
+	})
 	routes.Handle("/", srv.Handler())
 	hs := srv.HTTPServer()
-	hs.Handler = routes
-	errc := make(chan error, 1)
+	hs.Handler = srv.GuardHosts(routes) // the Host/Origin checks cover every route of the listener
+	errc := make(chan error, 2)
 	go func() { errc <- hs.Serve(ln) }()
-	log.Info("serving", "addr", ln.Addr().String(), "endpoint", "http://"+ln.Addr().String()+"/mcp", "servers", len(cfg.Servers))
-
-	select {
-	case err := <-errc:
-		log.Error("server stopped", "err", err)
-		return 1
-	case <-ctx.Done():
+	var ops *http.Server
+	if f.opsListen != "" {
+		oln, err := net.Listen("tcp", f.opsListen)
+		if err != nil {
+			log.Error("listening (ops)", "addr", f.opsListen, "err", err)
+			_ = hs.Close()
+			_ = srv.Close(context.Background())
+			return 1
+		}
+		ops = srv.HTTPServer()
+		ops.Handler = srv.OpsHandler()
+		go func() { errc <- ops.Serve(oln) }()
+		log.Info("serving health and metrics", "addr", oln.Addr().String())
 	}
-	log.Info("shutting down")
+	log.Info("serving", "addr", ln.Addr().String(), "endpoint", "http://"+ln.Addr().String()+"/mcp", "servers", len(cfg.Servers))
+	sumCtx, stopSummary := context.WithCancel(ctx)
+	var summary sync.WaitGroup
+	summary.Go(func() { logSummary(sumCtx, log, srv) })
+
+	code := 0
+	for done := false; !done; {
+		select {
+		case err := <-errc:
+			log.Error("server stopped", "err", err)
+			code, done = 1, true
+		case <-rl.hup:
+			_ = rl.reload("signal") // the reload logs and records its outcome
+		case <-ctx.Done():
+			done = true
+		}
+	}
+	rl.stop() // no reload while draining
+	stopSummary()
+	summary.Wait()
+	// Readiness turns false first; with a shutdown delay the listener keeps
+	// serving meanwhile, so load balancers see it before connections fail.
+	srv.Drain()
+	log.Info("shutting down: readiness is false", "shutdown_delay", f.shutdownDelay.String())
+	if f.shutdownDelay > 0 && code == 0 {
+		t := time.NewTimer(f.shutdownDelay)
+		select {
+		case <-t.C:
+		case err := <-errc:
+			t.Stop()
+			log.Error("server stopped", "err", err)
+		}
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancel()
+	// Shutdown closes the listener, then runs the OnShutdown hooks.
+	closed := make(chan struct{})
+	hs.RegisterOnShutdown(func() {
+		log.Info("closed the listener; draining in-flight calls", "timeout", drainTimeout.String())
+		close(closed)
+	})
 	// SSE streams never finish on their own: close sessions while draining.
-	go func() { _ = hs.Shutdown(sctx) }()
+	shut := make(chan struct{})
+	go func() { _ = hs.Shutdown(sctx); close(shut) }()
+	<-closed
 	_ = srv.Close(sctx)
 	_ = hs.Close()
+	<-shut
+	if ops != nil {
+		_ = ops.Close()
+	}
 	log.Info("stopped")
-	return 0
+	return code
+}
+
+// logSummary logs, once every server finished its first discovery (or ctx
+// ends), one line per configured server and a total: what is up with how
+// many tools, and why the rest is not.
+func logSummary(ctx context.Context, log hclog.Logger, srv *proxy.Server) {
+	if srv.WaitDiscovery(ctx) != nil {
+		return
+	}
+	st := srv.Status()
+	counts := map[string]int{}
+	for _, s := range st.Servers {
+		counts[s.State]++
+		args := []any{"server", s.Name, "state", s.State, "tools", s.Tools}
+		if s.Reason != "" {
+			args = append(args, "reason", s.Reason)
+		}
+		if s.State == proxy.StateUp {
+			log.Info("startup: server", args...)
+		} else {
+			log.Warn("startup: server", args...)
+		}
+	}
+	args := []any{"servers", len(st.Servers), "tools", st.Tools}
+	for _, state := range []string{proxy.StateUp, proxy.StateStarting, proxy.StateRetrying, proxy.StateInvalid, proxy.StateSkipped, proxy.StateDisabled} {
+		args = append(args, state, counts[state])
+	}
+	log.Info("startup summary", args...)
 }
 
 // checkRemote enforces that inbound.auth mode none (every caller is user
@@ -175,16 +282,21 @@ func checkRemote(cfg *config.Config, addr net.Addr) error {
 		config.AuthNone, addr)
 }
 
-// loadConfig returns nil, nil when the default config file does not exist.
-func loadConfig(f *serveFlags, env func(string) (string, bool)) (*config.Config, error) {
-	cfg, err := config.Load(f.config, config.LoadOptions{LookupEnv: env})
+// loadConfig returns the config and the file content it came from; nil,
+// nil, nil when the default config file does not exist.
+func loadConfig(f *serveFlags, env func(string) (string, bool)) (*config.Config, []byte, error) {
+	data, err := os.ReadFile(f.config)
 	if errors.Is(err, fs.ErrNotExist) && !f.configGiven {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, fmt.Errorf("reading config: %w", err)
 	}
-	return cfg, nil
+	cfg, err := config.Parse(data, config.LoadOptions{Filename: f.config, LookupEnv: env})
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, data, nil
 }
 
 func reportConfig(log hclog.Logger, cfg *config.Config) {

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -301,13 +303,11 @@ func TestServeStdioUpstream(t *testing.T) {
 	code, body := httpGet(t, hc, s.url("/readyz"))
 	var ready struct {
 		Ready   bool
-		Servers map[string]struct {
-			Tools int
-			Error string
-		}
+		Servers map[string]int
+		Detail  []any
 	}
 	if err := json.Unmarshal([]byte(body), &ready); code != http.StatusOK || err != nil || !ready.Ready ||
-		ready.Servers["local"].Tools == 0 || ready.Servers["web"].Tools == 0 {
+		ready.Servers["up"] != 2 || ready.Detail != nil {
 		t.Errorf("/readyz: %d %s", code, body)
 	}
 	hc.CloseIdleConnections()
@@ -508,8 +508,109 @@ func TestServeSIGKILLLeavesNoProcesses(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("processes left 5s after SIGKILL of the mux: %v", live)
+			var desc []string
+			for _, pid := range live {
+				cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+				stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+				desc = append(desc, fmt.Sprintf("%q %s", bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}), stat))
+			}
+			t.Fatalf("processes left 5s after SIGKILL of the mux: %v", desc)
 		}
 		time.Sleep(20 * time.Millisecond) // poll interval
+	}
+}
+
+// TestServeNeverLeaksCredentials: credentials in upstream URLs (user info,
+// query) and credentials an upstream echoes in its error text appear in no
+// log line, no response, no /readyz body (even the authenticated one) and no
+// metric, while the errors they were in still reach each of those places.
+func TestServeNeverLeaksCredentials(t *testing.T) {
+	const (
+		userMark  = "USERMARK-3c1d"
+		passMark  = "PASSMARK-77ab"
+		queryMark = "QUERYMARK-9f2e"
+		keyMark   = "HEADERMARK-5a5a"
+		adminTok  = "admin-tok-61f0"
+	)
+	marks := []string{userMark, passMark, queryMark, keyMark}
+	// An upstream that echoes the credential it got in its error text.
+	echo := mcp.NewServer(&mcp.Implementation{Name: "echoer", Version: "1"}, nil)
+	echo.AddTool(&mcp.Tool{Name: "leak", InputSchema: map[string]any{"type": "object"}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return nil, fmt.Errorf("key %s is not allowed here", req.Extra.Header.Get("X-Api-Key"))
+		})
+	up := mcptest.ServeHTTP(t, echo)
+	// Nothing listens there: the transport error quotes the URL.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAddr := ln.Addr().String()
+	ln.Close()
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "c.json", mustJSON(t, map[string]any{
+		"mcpServers": map[string]any{
+			"echo": map[string]any{"type": "http", "url": up.URL + "/mcp", "headers": map[string]any{"X-Api-Key": "$KEY"}},
+			"dead": map[string]any{"type": "http", "url": "http://" + userMark + ":" + passMark + "@" + deadAddr + "/mcp?api_key=" + queryMark,
+				"session_init_timeout": 2},
+			"deadsse": map[string]any{"type": "sse", "url": "http://" + deadAddr + "/sse?token=" + queryMark},
+		},
+		"admin": map[string]any{"token": adminTok},
+	}))
+	s := startServe(t, dir, []string{"KEY=" + keyMark}, "--config", cfg, "--listen", "127.0.0.1:0", "--log-level", "trace")
+	cs := connect(t, s.url("/mcp"))
+	waitTools(t, cs, "echo_leak")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// The upstream's JSON-RPC error is passed through as one, scrubbed.
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo_leak", Arguments: map[string]any{}})
+	answer, _ := json.Marshal(res)
+	if err != nil {
+		answer = []byte(err.Error())
+	}
+	if !strings.Contains(string(answer), "is not allowed here") || !strings.Contains(string(answer), "[REDACTED]") {
+		t.Errorf("the echoed error did not come back scrubbed: %s", answer)
+	}
+	hc := newHTTPClient(t)
+	var bodies []string
+	if !s.stderr.waitFor(30*time.Second, s.done, func(string) bool {
+		_, body := httpGet(t, hc, s.url("/readyz"))
+		return strings.Contains(body, `"retrying":2`)
+	}) {
+		t.Fatalf("the dead servers never counted as retrying")
+	}
+	_, public := httpGet(t, hc, s.url("/readyz"))
+	if strings.Contains(public, "dead") || strings.Contains(public, "refused") {
+		t.Errorf("unauthenticated /readyz names servers or errors: %s", public)
+	}
+	req, _ := http.NewRequest(http.MethodGet, s.url("/readyz"), nil)
+	req.Header.Set("Authorization", "Bearer "+adminTok)
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	detail, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(detail), `"State":"retrying"`) || !strings.Contains(string(detail), "[REDACTED]") {
+		t.Errorf("authenticated /readyz lacks the scrubbed reasons: %s", detail)
+	}
+	_, metrics := httpGet(t, hc, s.url("/metrics"))
+	bodies = append(bodies, string(answer), public, string(detail), metrics)
+	hc.CloseIdleConnections()
+	_ = cs.Close()
+	if code := s.stop(stopTimeout); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	logs := s.stderr.String()
+	if !strings.Contains(logs, "skipping upstream server") {
+		t.Errorf("the failures were not logged, so the log check proves little:\n%s", logs)
+	}
+	bodies = append(bodies, logs)
+	for i, b := range bodies {
+		for _, m := range marks {
+			if strings.Contains(b, m) {
+				t.Errorf("output %d contains credential %s:\n%s", i, m, b)
+			}
+		}
 	}
 }

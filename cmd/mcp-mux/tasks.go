@@ -60,3 +60,11 @@ func taskService(srv *proxy.Server) api.TaskService {
 	}
 	return nil
 }
+
+// taskCounter is the status page's task counter: nil when tasks are off.
+func taskCounter(srv *proxy.Server) api.TaskCounter {
+	if t := srv.Tasks(); t != nil {
+		return t.Store()
+	}
+	return nil
+}

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -190,27 +191,79 @@ func waitListening(t *testing.T, addr string) {
 	t.Fatalf("everything-server did not listen on %s", addr)
 }
 
-// TestOAuthClientCredentialsAsClient runs the conformance client scenario
-// auth/client-credentials-basic with mcp-mux as the client: the scenario
-// gives only a client id and secret; mcp-mux discovers the token endpoint
-// from the server's 401 and authenticates with client_secret_basic.
-func TestOAuthClientCredentialsAsClient(t *testing.T) {
+// runClientScenario runs one conformance client scenario with mcp-mux as
+// the client (muxclient) and fails unless every check passed.
+func runClientScenario(t *testing.T, scenario string, mustSay ...string) {
+	t.Helper()
 	entry := suiteEntry(t)
-	bin := filepath.Join(t.TempDir(), "muxclient")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/mcp-mux/mcp-mux/internal/conformance/muxclient").CombinedOutput(); err != nil {
-		t.Fatalf("building muxclient: %v\n%s", err, out)
-	}
+	bin := muxclientBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", entry, "client", "--command", bin, "--scenario", "auth/client-credentials-basic")
+	cmd := exec.CommandContext(ctx, "node", entry, "client", "--command", bin, "--scenario", scenario)
 	cmd.Dir = filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(entry)))))
 	out, _ := cmd.CombinedOutput()
 	s := string(out)
 	t.Logf("conformance client output:\n%s", tail(s, 3000))
 	m := regexp.MustCompile(`Passed: (\d+)/(\d+), (\d+) failed`).FindStringSubmatch(s)
-	if m == nil || m[1] != m[2] || m[3] != "0" || m[1] == "0" || !strings.Contains(s, "OVERALL: PASSED") ||
-		!strings.Contains(s, "Client successfully authenticated with client_secret_basic") {
-		t.Fatalf("auth/client-credentials-basic did not pass with mcp-mux as the client (summary %q)", m)
+	if m == nil || m[1] != m[2] || m[3] != "0" || m[1] == "0" || !strings.Contains(s, "OVERALL: PASSED") {
+		t.Fatalf("%s did not pass with mcp-mux as the client (summary %q)", scenario, m)
 	}
-	t.Logf("summary: %s", m[0])
+	for _, want := range mustSay {
+		if !strings.Contains(s, want) {
+			t.Errorf("%s: output lacks %q", scenario, want)
+		}
+	}
+	t.Logf("%s: %s", scenario, m[0])
+}
+
+var (
+	muxclientOnce sync.Once
+	muxclientBin  string
+	muxclientErr  error
+)
+
+// muxclientBinary builds the muxclient driver once per test binary.
+func muxclientBinary(t *testing.T) string {
+	t.Helper()
+	muxclientOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "muxclient")
+		if err != nil {
+			muxclientErr = err
+			return
+		}
+		muxclientBin = filepath.Join(dir, "muxclient")
+		if out, err := exec.Command("go", "build", "-o", muxclientBin, "github.com/mcp-mux/mcp-mux/internal/conformance/muxclient").CombinedOutput(); err != nil {
+			muxclientErr = fmt.Errorf("building muxclient: %v\n%s", err, out)
+		}
+	})
+	if muxclientErr != nil {
+		t.Fatal(muxclientErr)
+	}
+	return muxclientBin
+}
+
+// TestClientScenariosAsClient runs the conformance client scenarios
+// initialize, tools_call and sse-retry with mcp-mux as the client. In
+// sse-retry the server ends the tool call's stream early with retry 500ms:
+// the mux must resume it with GET + Last-Event-ID after that delay.
+func TestClientScenariosAsClient(t *testing.T) {
+	for _, sc := range []string{"initialize", "tools_call", "sse-retry"} {
+		t.Run(sc, func(t *testing.T) { runClientScenario(t, sc) })
+	}
+}
+
+// TestOAuthClientCredentialsAsClient runs the conformance client scenario
+// auth/client-credentials-basic with mcp-mux as the client: the scenario
+// gives only a client id and secret; mcp-mux discovers the token endpoint
+// from the server's 401 and authenticates with client_secret_basic.
+func TestOAuthClientCredentialsAsClient(t *testing.T) {
+	runClientScenario(t, "auth/client-credentials-basic", "Client successfully authenticated with client_secret_basic")
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if muxclientBin != "" {
+		_ = os.RemoveAll(filepath.Dir(muxclientBin))
+	}
+	os.Exit(code)
 }

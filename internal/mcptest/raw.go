@@ -42,6 +42,17 @@ func rpcAnswer(id json.RawMessage, result json.RawMessage, err error) []byte {
 // streams); the endpoint is URL + "/mcp".
 func RawHTTP(t testing.TB, script Script) *httptest.Server {
 	t.Helper()
+	return rawHTTP(t, script, false)
+}
+
+// RawHTTPStream is RawHTTP answering each request with one event on an
+// event stream, as servers that stream their responses do.
+func RawHTTPStream(t testing.TB, script Script) *httptest.Server {
+	t.Helper()
+	return rawHTTP(t, script, true)
+}
+
+func rawHTTP(t testing.TB, script Script, stream bool) *httptest.Server {
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.Method {
 		case http.MethodDelete:
@@ -70,6 +81,13 @@ func RawHTTP(t testing.TB, script Script) *httptest.Server {
 				return
 			}
 			out = rpcAnswer(m.ID, res, err)
+		}
+		if stream && m.Method != "initialize" {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = w.Write([]byte("event: message\ndata: "))
+			_, _ = w.Write(out)
+			_, _ = w.Write([]byte("\n\n"))
+			return
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(out)

@@ -29,9 +29,9 @@ type TaskServer struct {
 	stop    chan struct{}
 	stopped bool
 	next    int
-	polls  map[string][]time.Time
-	hdrs   []http.Header
-	cancel map[string]int
+	polls   map[string][]time.Time
+	hdrs    []http.Header
+	cancel  map[string]int
 }
 
 // StatusArgs are the status and cancel tools' arguments.

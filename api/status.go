@@ -1,0 +1,385 @@
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"html/template"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/mcp-mux/mcp-mux/proxy"
+	"github.com/mcp-mux/mcp-mux/taskpoll"
+)
+
+// StatusSource is what the status page reads (a *proxy.Server).
+type StatusSource interface {
+	Status() proxy.Status
+}
+
+// TaskCounter counts durable tasks by status (a taskpoll.Store).
+type TaskCounter interface {
+	Counts(ctx context.Context) (map[taskpoll.Status]int, error)
+}
+
+// StatusOptions configure MountStatus.
+type StatusOptions struct {
+	Source StatusSource
+	// Tasks returns the task counter; nil, or a nil result, when durable
+	// tasks are off.
+	Tasks func() TaskCounter
+	// AdminToken returns the admin token. When it is not empty, both routes
+	// need it: as a bearer token, or as the password of HTTP Basic auth (so
+	// a browser can open the page).
+	AdminToken func() string
+	// Refresh is how often the page fetches /api/status; default 5s.
+	Refresh time.Duration
+}
+
+// StatusRoutes are the status page's route patterns.
+var StatusRoutes = []string{"GET /{$}", "GET /api/status"}
+
+// taskCountTimeout bounds the task store query behind one status request.
+const taskCountTimeout = 2 * time.Second
+
+// MountStatus adds the status page (GET /) and its JSON (GET /api/status)
+// to mux.
+func MountStatus(mux *http.ServeMux, o StatusOptions) {
+	if o.Refresh <= 0 {
+		o.Refresh = 5 * time.Second
+	}
+	h := &statusAPI{o: o}
+	mux.Handle(StatusRoutes[0], h.guard(h.page))
+	mux.Handle(StatusRoutes[1], h.guard(h.json))
+}
+
+// StatusReport is the body of GET /api/status.
+type StatusReport struct {
+	Version  string    `json:"version"`
+	Started  time.Time `json:"started"`
+	Ready    bool      `json:"ready"`
+	Draining bool      `json:"draining"`
+	// Servers lists every configured server, in config order, then the
+	// invalid entries.
+	Servers        []ServerReport `json:"servers"`
+	Tools          int            `json:"tools"`
+	Sessions       int            `json:"sessions"`
+	StdioProcesses int            `json:"stdio_processes"`
+	// Reloads are the recent reload attempts, newest first.
+	Reloads []ReloadReport `json:"reloads"`
+	Tasks   TasksReport    `json:"tasks"`
+}
+
+// ServerReport is one configured server.
+type ServerReport struct {
+	Name      string `json:"name"`
+	Transport string `json:"transport,omitempty"`
+	// State is up, starting, retrying, invalid, skipped or disabled.
+	State string `json:"state"`
+	// Reason says why the server is not up (for retrying: the last error
+	// and the server's last stderr lines).
+	Reason           string `json:"reason,omitempty"`
+	Tools            int    `json:"tools"`
+	Prompts          int    `json:"prompts"`
+	Resources        int    `json:"resources"`
+	UpstreamSessions int    `json:"upstream_sessions"`
+	StdioProcesses   int    `json:"stdio_processes"`
+}
+
+// ReloadReport is one reload attempt.
+type ReloadReport struct {
+	Time     time.Time `json:"time"`
+	Trigger  string    `json:"trigger"`
+	Outcome  string    `json:"outcome"`
+	Problems []string  `json:"problems,omitempty"`
+}
+
+// TasksReport counts durable tasks by status.
+type TasksReport struct {
+	Enabled bool `json:"enabled"`
+	// ByStatus has every status, zero counts included, when the store
+	// answered.
+	ByStatus map[string]int `json:"by_status,omitempty"`
+	// Error is set when the store did not answer (never its error text,
+	// which may name hosts).
+	Error string `json:"error,omitempty"`
+}
+
+// taskStatuses is the order the page lists task counts in.
+var taskStatuses = []taskpoll.Status{
+	taskpoll.StatusPending, taskpoll.StatusSubmitted, taskpoll.StatusWorking, taskpoll.StatusInputRequired,
+	taskpoll.StatusCompleted, taskpoll.StatusFailed, taskpoll.StatusCancelled,
+}
+
+type statusAPI struct{ o StatusOptions }
+
+// guard requires the admin token when one is configured.
+func (h *statusAPI) guard(next http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token := ""
+		if h.o.AdminToken != nil {
+			token = h.o.AdminToken()
+		}
+		if token != "" && !presentsToken(r, token) {
+			w.Header().Set("WWW-Authenticate", `Basic realm="mcp-mux status", charset="UTF-8"`)
+			w.Header().Add("WWW-Authenticate", `Bearer realm="mcp-mux status"`)
+			writeDetail(w, http.StatusUnauthorized, "the status page needs the admin token (bearer, or as the Basic auth password)")
+			return
+		}
+		next(w, r)
+	})
+}
+
+func presentsToken(r *http.Request, token string) bool {
+	got := ""
+	if _, pw, ok := r.BasicAuth(); ok {
+		got = pw
+	} else if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		got = strings.TrimSpace(v)
+	}
+	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+}
+
+// report gathers the status now.
+func (h *statusAPI) report(ctx context.Context) StatusReport {
+	st := h.o.Source.Status()
+	rep := StatusReport{
+		Version: st.Version, Started: st.Started, Ready: st.Ready, Draining: st.Draining,
+		Tools: st.Tools, Sessions: st.Sessions, StdioProcesses: st.StdioProcesses,
+		Servers: make([]ServerReport, 0, len(st.Servers)), Reloads: make([]ReloadReport, 0, len(st.Reloads)),
+	}
+	for _, s := range st.Servers {
+		rep.Servers = append(rep.Servers, ServerReport{
+			Name: s.Name, Transport: s.Transport, State: s.State, Reason: s.Reason,
+			Tools: s.Tools, Prompts: s.Prompts, Resources: s.Resources,
+			UpstreamSessions: s.UpstreamSessions, StdioProcesses: s.StdioProcesses,
+		})
+	}
+	for i := len(st.Reloads) - 1; i >= 0; i-- {
+		ev := st.Reloads[i]
+		rep.Reloads = append(rep.Reloads, ReloadReport{Time: ev.Time, Trigger: ev.Trigger, Outcome: ev.Outcome, Problems: ev.Problems})
+	}
+	var tc TaskCounter
+	if h.o.Tasks != nil {
+		tc = h.o.Tasks()
+	}
+	if tc != nil {
+		rep.Tasks.Enabled = true
+		ctx, cancel := context.WithTimeout(ctx, taskCountTimeout)
+		defer cancel()
+		counts, err := tc.Counts(ctx)
+		if err != nil {
+			rep.Tasks.Error = "the task store did not answer"
+		} else {
+			rep.Tasks.ByStatus = make(map[string]int, len(taskStatuses))
+			for _, s := range taskStatuses {
+				rep.Tasks.ByStatus[string(s)] = counts[s]
+			}
+		}
+	}
+	return rep
+}
+
+func noStore(w http.ResponseWriter) {
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+}
+
+func (h *statusAPI) json(w http.ResponseWriter, r *http.Request) {
+	noStore(w)
+	writeJSON(w, http.StatusOK, h.report(r.Context()))
+}
+
+func (h *statusAPI) page(w http.ResponseWriter, r *http.Request) {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	nonce := base64.RawStdEncoding.EncodeToString(b[:])
+	noStore(w)
+	w.Header().Set("Content-Security-Policy",
+		"default-src 'none'; connect-src 'self'; script-src 'nonce-"+nonce+"'; style-src 'nonce-"+nonce+"'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_ = statusPage.Execute(w, pageData{
+		StatusReport: h.report(r.Context()),
+		Nonce:        nonce,
+		RefreshMS:    h.o.Refresh.Milliseconds(),
+		TaskStatuses: taskStatuses,
+	})
+}
+
+type pageData struct {
+	StatusReport
+	Nonce        string
+	RefreshMS    int64
+	TaskStatuses []taskpoll.Status
+}
+
+var statusPage = template.Must(template.New("status").Funcs(template.FuncMap{
+	"when": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
+	"count": func(m map[string]int, s taskpoll.Status) int {
+		return m[string(s)]
+	},
+}).Parse(statusHTML))
+
+// statusHTML is the page: rendered here, then re-rendered by its script
+// from /api/status every RefreshMS. No external assets.
+const statusHTML = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>mcp-mux status</title>
+<style nonce="{{.Nonce}}">
+:root { --fg:#1d232b; --muted:#5d6875; --line:#dfe3e8; --bg:#f7f8fa; --up:#1a7f37; --warn:#9a6700; --bad:#cf222e; --off:#6e7781; }
+* { box-sizing: border-box; }
+body { margin:0; font:14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color:var(--fg); background:var(--bg); }
+header { display:flex; gap:1.5rem; align-items:baseline; flex-wrap:wrap; padding:1rem 1.5rem; background:#fff; border-bottom:1px solid var(--line); }
+header h1 { font-size:1.15rem; margin:0; }
+header .meta { color:var(--muted); }
+main { padding:1rem 1.5rem 2rem; display:grid; gap:1.25rem; }
+section { background:#fff; border:1px solid var(--line); border-radius:6px; padding:.75rem 1rem; }
+h2 { font-size:.95rem; margin:.1rem 0 .6rem; }
+table { border-collapse:collapse; width:100%; }
+th, td { text-align:left; padding:.35rem .6rem; border-top:1px solid var(--line); vertical-align:top; }
+th { color:var(--muted); font-weight:600; border-top:none; }
+td.n, th.n { text-align:right; font-variant-numeric:tabular-nums; }
+.state { display:inline-block; padding:0 .45rem; border-radius:999px; font-size:.8rem; font-weight:600; color:#fff; }
+.state-up { background:var(--up); } .state-starting, .state-retrying { background:var(--warn); }
+.state-invalid, .state-skipped { background:var(--bad); } .state-disabled { background:var(--off); }
+pre.reason { margin:.25rem 0 0; white-space:pre-wrap; word-break:break-word; font:12px/1.4 ui-monospace, SFMono-Regular, Menlo, monospace; color:#57606a; max-height:12rem; overflow:auto; }
+.totals { display:flex; gap:2rem; flex-wrap:wrap; }
+.totals div b { display:block; font-size:1.4rem; font-variant-numeric:tabular-nums; }
+.muted { color:var(--muted); }
+#stale { display:none; color:var(--bad); font-weight:600; }
+body.stale #stale { display:inline; }
+</style>
+</head>
+<body data-refresh-ms="{{.RefreshMS}}" data-refreshes="0">
+<header>
+  <h1>mcp-mux</h1>
+  <span class="meta">version <span id="version">{{.Version}}</span></span>
+  <span class="meta">started <span id="started">{{when .Started}}</span></span>
+  <span class="meta">ready: <b id="ready">{{if .Draining}}draining{{else if .Ready}}yes{{else}}no{{end}}</b></span>
+  <span class="meta">updated <span id="updated">now</span></span>
+  <span id="stale">status refresh failed</span>
+</header>
+<main>
+<section>
+  <h2>Totals</h2>
+  <div class="totals">
+    <div><b id="t-servers">{{len .Servers}}</b>servers</div>
+    <div><b id="t-tools">{{.Tools}}</b>tools in the catalog</div>
+    <div><b id="t-sessions">{{.Sessions}}</b>downstream sessions</div>
+    <div><b id="t-procs">{{.StdioProcesses}}</b>stdio processes</div>
+  </div>
+</section>
+<section>
+  <h2>Servers</h2>
+  <table>
+    <thead><tr><th>server</th><th>transport</th><th>state</th><th class="n">tools</th><th class="n">prompts</th><th class="n">resources</th><th class="n">upstream sessions</th><th class="n">stdio processes</th></tr></thead>
+    <tbody id="servers">
+    {{- range .Servers}}
+      <tr data-server="{{.Name}}" data-state="{{.State}}"><td><b>{{.Name}}</b>{{if .Reason}}<pre class="reason">{{.Reason}}</pre>{{end}}</td><td>{{.Transport}}</td><td><span class="state state-{{.State}}">{{.State}}</span></td><td class="n">{{.Tools}}</td><td class="n">{{.Prompts}}</td><td class="n">{{.Resources}}</td><td class="n">{{.UpstreamSessions}}</td><td class="n">{{.StdioProcesses}}</td></tr>
+    {{- else}}
+      <tr><td colspan="8" class="muted">no servers configured</td></tr>
+    {{- end}}
+    </tbody>
+  </table>
+</section>
+<section>
+  <h2>Durable tasks</h2>
+  <div id="tasks">
+  {{- if not .Tasks.Enabled}}<span class="muted">durable tasks are off (mcp_tasks.enabled)</span>
+  {{- else if .Tasks.Error}}<span class="muted">{{.Tasks.Error}}</span>
+  {{- else}}<table><thead><tr>{{range .TaskStatuses}}<th class="n">{{.}}</th>{{end}}</tr></thead><tbody><tr>{{$t := .Tasks.ByStatus}}{{range .TaskStatuses}}<td class="n" data-status="{{.}}">{{count $t .}}</td>{{end}}</tr></tbody></table>
+  {{- end}}
+  </div>
+</section>
+<section>
+  <h2>Recent reloads</h2>
+  <table>
+    <thead><tr><th>time</th><th>trigger</th><th>outcome</th><th>problems</th></tr></thead>
+    <tbody id="reloads">
+    {{- range .Reloads}}
+      <tr><td>{{when .Time}}</td><td>{{.Trigger}}</td><td>{{.Outcome}}</td><td>{{range .Problems}}<pre class="reason">{{.}}</pre>{{end}}</td></tr>
+    {{- else}}
+      <tr><td colspan="4" class="muted">no reloads since start</td></tr>
+    {{- end}}
+    </tbody>
+  </table>
+</section>
+</main>
+<script nonce="{{.Nonce}}">
+(function () {
+  "use strict";
+  var body = document.body, every = Number(body.dataset.refreshMs) || 5000;
+  var taskStatuses = {{.TaskStatuses}};
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined) e.textContent = String(text);
+    return e;
+  }
+  function when(iso) { return new Date(iso).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z"); }
+  function row(cells) { var tr = el("tr"); cells.forEach(function (c) { tr.appendChild(c); }); return tr; }
+  function num(v) { return el("td", "n", v); }
+  function empty(cols, text) { var td = el("td", "muted", text); td.colSpan = cols; return row([td]); }
+  function render(s) {
+    document.getElementById("version").textContent = s.version;
+    document.getElementById("ready").textContent = s.draining ? "draining" : (s.ready ? "yes" : "no");
+    document.getElementById("t-servers").textContent = s.servers.length;
+    document.getElementById("t-tools").textContent = s.tools;
+    document.getElementById("t-sessions").textContent = s.sessions;
+    document.getElementById("t-procs").textContent = s.stdio_processes;
+    var servers = document.getElementById("servers");
+    servers.replaceChildren();
+    s.servers.forEach(function (v) {
+      var name = el("td"); name.appendChild(el("b", "", v.name));
+      if (v.reason) name.appendChild(el("pre", "reason", v.reason));
+      var state = el("td"); state.appendChild(el("span", "state state-" + v.state, v.state));
+      var tr = row([name, el("td", "", v.transport || ""), state, num(v.tools), num(v.prompts), num(v.resources), num(v.upstream_sessions), num(v.stdio_processes)]);
+      tr.dataset.server = v.name; tr.dataset.state = v.state;
+      servers.appendChild(tr);
+    });
+    if (!s.servers.length) servers.appendChild(empty(8, "no servers configured"));
+    var tasks = document.getElementById("tasks");
+    tasks.replaceChildren();
+    if (!s.tasks.enabled) tasks.appendChild(el("span", "muted", "durable tasks are off (mcp_tasks.enabled)"));
+    else if (s.tasks.error) tasks.appendChild(el("span", "muted", s.tasks.error));
+    else {
+      var t = el("table"), head = el("tr"), counts = el("tr");
+      taskStatuses.forEach(function (st) {
+        head.appendChild(el("th", "n", st));
+        var td = num(s.tasks.by_status[st] || 0); td.dataset.status = st; counts.appendChild(td);
+      });
+      var th = el("thead"); th.appendChild(head); var tb = el("tbody"); tb.appendChild(counts);
+      t.appendChild(th); t.appendChild(tb); tasks.appendChild(t);
+    }
+    var reloads = document.getElementById("reloads");
+    reloads.replaceChildren();
+    s.reloads.forEach(function (r) {
+      var probs = el("td");
+      (r.problems || []).forEach(function (p) { probs.appendChild(el("pre", "reason", p)); });
+      reloads.appendChild(row([el("td", "", when(r.time)), el("td", "", r.trigger), el("td", "", r.outcome), probs]));
+    });
+    if (!s.reloads.length) reloads.appendChild(empty(4, "no reloads since start"));
+  }
+  function refresh() {
+    fetch("api/status", {cache: "no-store", credentials: "same-origin"})
+      .then(function (r) { if (!r.ok) throw new Error(r.status); return r.json(); })
+      .then(function (s) {
+        render(s);
+        body.classList.remove("stale");
+        body.dataset.refreshes = String(Number(body.dataset.refreshes) + 1);
+        document.getElementById("updated").textContent = when(new Date().toISOString());
+      })
+      .catch(function () { body.classList.add("stale"); })
+      .then(function () { setTimeout(refresh, every); });
+  }
+  setTimeout(refresh, every);
+})();
+</script>
+</body>
+</html>
+`

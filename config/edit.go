@@ -1,0 +1,516 @@
+package config
+
+// Masking and admin edits of the raw file (DeerFlow's gateway, research
+// deerflow.md §5.5). Everything here works on the document as written,
+// before $VAR expansion, so a "$TOKEN" placeholder stays a placeholder on a
+// round trip and an expanded secret is never written back.
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"unicode"
+)
+
+// Masked is the placeholder shown instead of a secret value.
+const Masked = "***"
+
+// EditError is an admin edit that cannot be made. Its text (DeerFlow's
+// wording) names keys and servers, never a value; it is safe to return to
+// the caller.
+type EditError struct{ Msg string }
+
+func (e *EditError) Error() string { return e.Msg }
+
+// ErrNoServer is returned by SetEnabled for a server the file does not have.
+var ErrNoServer = errors.New("no such MCP server")
+
+func editErr(format string, args ...any) error { return &EditError{Msg: fmt.Sprintf(format, args...)} }
+
+// sensitiveKey is DeerFlow's sensitive-key rule, applied to normalized keys.
+var sensitiveKey = regexp.MustCompile(`(^|_)(api_key|apikey|access_key|private_key|client_secret|secret|token|password|passwd|credential|credentials|authorization|bearer)(_|$)`)
+
+// isSensitive reports whether key names a secret: camelCase → snake_case,
+// lower case, anything not alphanumeric → "_", then sensitiveKey.
+func isSensitive(key string) bool {
+	var b strings.Builder
+	rs := []rune(key)
+	for i, r := range rs {
+		if unicode.IsUpper(r) && i > 0 && (unicode.IsLower(rs[i-1]) || unicode.IsDigit(rs[i-1])) {
+			b.WriteByte('_')
+		}
+		switch {
+		case r < unicode.MaxASCII && (unicode.IsLetter(r) || unicode.IsDigit(r)):
+			b.WriteRune(unicode.ToLower(r))
+		default:
+			b.WriteByte('_')
+		}
+	}
+	return sensitiveKey.MatchString(b.String())
+}
+
+// decodeRaw decodes file content without $VAR expansion; empty content is
+// an empty document.
+func decodeRaw(data []byte, filename string) (*node, error) {
+	data = trimBOM(data)
+	if len(bytes.TrimSpace(data)) == 0 {
+		return &node{kind: kindObject}, nil
+	}
+	var root *node
+	var err error
+	switch strings.ToLower(filepath.Ext(filename)) {
+	case ".yaml", ".yml":
+		root, _, err = decodeYAML(data, filename)
+	default:
+		root, _, err = decodeJSON(data, filename)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if root.kind != kindObject {
+		return nil, errors.Join(Problem{Message: "the config file must contain an object at the top level"})
+	}
+	return root, nil
+}
+
+func str(s string) *node { return &node{kind: kindString, text: s, value: s} }
+
+func isMasked(n *node) bool { return n != nil && n.kind == kindString && n.text == Masked }
+
+// set replaces or appends key in an object node.
+func (n *node) set(key string, v *node) {
+	for i, k := range n.keys {
+		if k == key {
+			n.vals[i] = v
+			return
+		}
+	}
+	n.keys = append(n.keys, key)
+	n.vals = append(n.vals, v)
+}
+
+// getObj returns key's value when n is an object, else nil.
+func (n *node) getObj(key string) *node {
+	if n == nil || n.kind != kindObject {
+		return nil
+	}
+	return n.get(key)
+}
+
+// MaskedServers returns the file's servers in the admin API's shape,
+// {"mcp_servers": {name: server}}, with every env and header value, every
+// oauth.extra_token_params and user_auth.users value and every value under
+// a sensitive key as "***", and oauth client_secret and refresh_token null.
+// Empty content has no servers.
+func MaskedServers(data []byte, filename string) (json.RawMessage, error) {
+	root, err := decodeRaw(data, filename)
+	if err != nil {
+		return nil, err
+	}
+	servers := &node{kind: kindObject}
+	if s := root.get("mcpServers"); s != nil && s.kind == kindObject {
+		for i, name := range s.keys {
+			servers.set(name, maskServer(s.vals[i]))
+		}
+	}
+	out := &node{kind: kindObject, keys: []string{"mcp_servers"}, vals: []*node{servers}}
+	return rawJSON(out), nil
+}
+
+func maskServer(n *node) *node {
+	if n.kind != kindObject {
+		return maskTree(n, false)
+	}
+	out := &node{kind: kindObject}
+	for i, k := range n.keys {
+		v := n.vals[i]
+		switch k {
+		case "env", "headers":
+			v = maskValues(v)
+		case "oauth":
+			v = maskObject(v, map[string]func(*node) *node{
+				"client_secret":      func(*node) *node { return &node{kind: kindNull} },
+				"refresh_token":      func(*node) *node { return &node{kind: kindNull} },
+				"extra_token_params": maskValues,
+			})
+		case "user_auth":
+			v = maskObject(v, map[string]func(*node) *node{"users": maskValues})
+		default:
+			v = maskTree(v, isSensitive(k))
+		}
+		out.set(k, v)
+	}
+	return out
+}
+
+// maskValues masks every value of an object.
+func maskValues(n *node) *node {
+	if n.kind != kindObject {
+		return maskTree(n, true)
+	}
+	out := &node{kind: kindObject}
+	for _, k := range n.keys {
+		out.set(k, str(Masked))
+	}
+	return out
+}
+
+// maskObject masks the keys in special with their function and the rest by
+// the sensitive-key rule.
+func maskObject(n *node, special map[string]func(*node) *node) *node {
+	if n.kind != kindObject {
+		return maskTree(n, false)
+	}
+	out := &node{kind: kindObject}
+	for i, k := range n.keys {
+		if f, ok := special[k]; ok {
+			out.set(k, f(n.vals[i]))
+			continue
+		}
+		out.set(k, maskTree(n.vals[i], isSensitive(k)))
+	}
+	return out
+}
+
+// maskTree masks every scalar under a sensitive key, and looks for
+// sensitive keys everywhere else.
+func maskTree(n *node, sensitive bool) *node {
+	switch n.kind {
+	case kindObject:
+		out := &node{kind: kindObject}
+		for i, k := range n.keys {
+			out.set(k, maskTree(n.vals[i], sensitive || isSensitive(k)))
+		}
+		return out
+	case kindArray:
+		out := &node{kind: kindArray}
+		for _, item := range n.items {
+			out.items = append(out.items, maskTree(item, sensitive))
+		}
+		return out
+	case kindNull:
+		return n
+	}
+	if sensitive {
+		return str(Masked)
+	}
+	return n
+}
+
+// deerflowFields are the server fields DeerFlow's PUT model declares: one
+// omitted from a PUT body takes its default. Every other field (routing,
+// tools, user_auth, headers_from_context, mux settings, extras) is kept from
+// the file when omitted.
+var deerflowFields = map[string]bool{
+	"enabled": true, "type": true, "transport": true, "command": true, "args": true, "env": true, "url": true,
+	"headers": true, "oauth": true, "description": true, "tool_name_prefix": true, "tool_call_timeout": true,
+	"session_init_timeout": true, "task_toolsets": true,
+}
+
+// ReplaceServers returns the file content with its mcpServers replaced by
+// the mcp_servers of a PUT body (servers absent from the body are removed),
+// each merged with the server stored under the same name so that masked
+// values round-trip to the stored ones. The other top-level keys are kept
+// as written. It also returns the servers' names in body order. An
+// *EditError is the caller's mistake (400).
+func ReplaceServers(data []byte, filename string, body []byte) ([]byte, []string, error) {
+	root, err := decodeRaw(data, filename)
+	if err != nil {
+		return nil, nil, err
+	}
+	req, _, err := decodeJSON(body, "request body")
+	if err != nil {
+		return nil, nil, &EditError{Msg: "Invalid request body: " + err.Error()}
+	}
+	in := req.getObj("mcp_servers")
+	if in == nil || in.kind != kindObject {
+		return nil, nil, editErr("Invalid request body: mcp_servers must be an object mapping server names to server settings")
+	}
+	stored := root.getObj("mcpServers")
+	out := &node{kind: kindObject}
+	for i, name := range in.keys {
+		merged, err := mergeServer(name, in.vals[i], stored.getObj(name))
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := noMasks(merged, "mcp_servers."+name); err != nil {
+			return nil, nil, err
+		}
+		out.set(name, merged)
+	}
+	root.set("mcpServers", out)
+	return render(root), in.keys, nil
+}
+
+// SetEnabled returns the file content with one server's enabled flag set;
+// nothing else changes. ErrNoServer when the file has no such server.
+func SetEnabled(data []byte, filename, server string, enabled bool) ([]byte, error) {
+	root, err := decodeRaw(data, filename)
+	if err != nil {
+		return nil, err
+	}
+	s := root.getObj("mcpServers").getObj(server)
+	if s == nil {
+		return nil, ErrNoServer
+	}
+	if s.kind != kindObject {
+		return nil, editErr("MCP server '%s' is not an object", server)
+	}
+	s.set("enabled", &node{kind: kindBool, b: enabled})
+	return render(root), nil
+}
+
+// render writes a document as indented JSON.
+func render(root *node) []byte {
+	var buf bytes.Buffer
+	_ = json.Indent(&buf, rawJSON(root), "", "  ") // rawJSON is valid JSON
+	buf.WriteByte('\n')
+	return buf.Bytes()
+}
+
+func mergeServer(name string, in, st *node) (*node, error) {
+	if in.kind != kindObject {
+		return nil, editErr("MCP server '%s' must be an object", name)
+	}
+	out := &node{kind: kindObject}
+	for i, k := range in.keys {
+		v, sv := in.vals[i], st.getObj(k)
+		var err error
+		switch k {
+		case "env":
+			v, err = mergeValues(v, sv, false, func(key string) error {
+				return editErr("Cannot set env key '%s' to masked value '%s'; provide a real value.", key, Masked)
+			})
+		case "headers":
+			v, err = mergeValues(v, sv, true, func(key string) error {
+				return editErr("Cannot set header '%s' to masked value '%s'; provide a real value.", key, Masked)
+			})
+		case "oauth":
+			v, err = mergeOAuth(v, sv)
+		case "user_auth":
+			v, err = mergeNested(v, sv, "users", func(key string) error {
+				return editErr("Cannot set user_auth credential for '%s' to masked value '%s'; provide a real value.", key, Masked)
+			})
+		case "headers_from_context":
+			v, err = mergeNested(v, sv, "", nil)
+		default:
+			v, err = restore(k, v, sv, isSensitive(k))
+		}
+		if err != nil {
+			return nil, err
+		}
+		out.set(k, v)
+	}
+	if st != nil && st.kind == kindObject {
+		for i, k := range st.keys {
+			if !deerflowFields[k] && in.get(k) == nil {
+				out.set(k, st.vals[i])
+			}
+		}
+	}
+	return out, nil
+}
+
+// mergeValues resolves "***" values of a map to the stored ones (fold: keys
+// compare case-insensitively, as header names do); masked for a key the
+// store lacks is the error from fail.
+func mergeValues(in, st *node, fold bool, fail func(key string) error) (*node, error) {
+	if in.kind != kindObject {
+		return in, nil
+	}
+	out := &node{kind: kindObject}
+	for i, k := range in.keys {
+		v := in.vals[i]
+		if isMasked(v) {
+			sv := lookup(st, k, fold)
+			if sv == nil || isMasked(sv) {
+				return nil, fail(k)
+			}
+			v = sv
+		}
+		out.set(k, v)
+	}
+	return out, nil
+}
+
+func lookup(obj *node, key string, fold bool) *node {
+	if obj == nil || obj.kind != kindObject {
+		return nil
+	}
+	if v := obj.get(key); v != nil {
+		return v
+	}
+	if fold {
+		for i, k := range obj.keys {
+			if strings.EqualFold(k, key) {
+				return obj.vals[i]
+			}
+		}
+	}
+	return nil
+}
+
+// mergeOAuth: client_secret and refresh_token null, omitted or "***" keep
+// the stored value, "" clears it; extra_token_params "***" values resolve to
+// the stored ones and an omitted map keeps the stored one.
+func mergeOAuth(in, st *node) (*node, error) {
+	if in.kind != kindObject {
+		return in, nil
+	}
+	out := &node{kind: kindObject}
+	for i, k := range in.keys {
+		v, sv := in.vals[i], st.getObj(k)
+		var err error
+		switch k {
+		case "client_secret", "refresh_token":
+			if v.kind == kindNull || isMasked(v) {
+				if sv == nil || sv.kind == kindNull {
+					if isMasked(v) {
+						return nil, editErr("Cannot persist masked secret placeholder for oauth.%s; provide a real value.", k)
+					}
+					continue
+				}
+				v = sv
+			}
+		case "extra_token_params":
+			v, err = mergeValues(v, sv, false, func(key string) error {
+				return editErr("Cannot set oauth extra_token_params key '%s' to masked value '%s'; provide a real value.", key, Masked)
+			})
+		default:
+			v, err = restore(k, v, sv, isSensitive(k))
+		}
+		if err != nil {
+			return nil, err
+		}
+		out.set(k, v)
+	}
+	for _, k := range []string{"client_secret", "refresh_token", "extra_token_params"} {
+		if sv := st.getObj(k); sv != nil && sv.kind != kindNull && in.get(k) == nil {
+			out.set(k, sv)
+		}
+	}
+	return out, nil
+}
+
+// mergeNested merges a block that replaces only the sub-fields sent
+// (user_auth, headers_from_context); mapKey, when set, is a map whose
+// "***" values resolve to the stored ones (fail otherwise).
+func mergeNested(in, st *node, mapKey string, fail func(string) error) (*node, error) {
+	if in.kind != kindObject {
+		return in, nil
+	}
+	out := &node{kind: kindObject}
+	if st != nil && st.kind == kindObject {
+		for i, k := range st.keys {
+			out.set(k, st.vals[i])
+		}
+	}
+	for i, k := range in.keys {
+		v, sv := in.vals[i], st.getObj(k)
+		var err error
+		if k == mapKey {
+			v, err = mergeValues(v, sv, false, fail)
+		} else {
+			v, err = restore(k, v, sv, isSensitive(k))
+		}
+		if err != nil {
+			return nil, err
+		}
+		out.set(k, v)
+	}
+	return out, nil
+}
+
+// restore resolves "***" under sensitive keys to the stored value at the
+// same place. An array holding masks must equal the masked stored array.
+func restore(key string, in, st *node, sensitive bool) (*node, error) {
+	switch in.kind {
+	case kindString:
+		if !isMasked(in) || !sensitive {
+			return in, nil
+		}
+		if st == nil || st.kind == kindNull || isMasked(st) {
+			return nil, editErr("Cannot set extra config key '%s' to masked value '%s'; provide a real value.", key, Masked)
+		}
+		return st, nil
+	case kindObject:
+		out := &node{kind: kindObject}
+		for i, k := range in.keys {
+			v, err := restore(k, in.vals[i], st.getObj(k), sensitive || isSensitive(k))
+			if err != nil {
+				return nil, err
+			}
+			out.set(k, v)
+		}
+		return out, nil
+	case kindArray:
+		if !hasMask(in) {
+			return in, nil
+		}
+		if st != nil && st.kind == kindArray && bytes.Equal(rawJSON(maskTree(st, sensitive)), rawJSON(in)) {
+			return st, nil
+		}
+		if !masksSecret(in, sensitive) {
+			return in, nil // a literal "***" elsewhere: the final guard names it
+		}
+		return nil, editErr("Cannot edit extra config array '%s' while masked secrets remain; provide real values for every masked secret.", key)
+	}
+	return in, nil
+}
+
+// masksSecret reports whether n holds "***" where GET would mask a secret.
+func masksSecret(n *node, sensitive bool) bool {
+	if isMasked(n) {
+		return sensitive
+	}
+	for _, it := range n.items {
+		if masksSecret(it, sensitive) {
+			return true
+		}
+	}
+	for i, k := range n.keys {
+		if masksSecret(n.vals[i], sensitive || isSensitive(k)) {
+			return true
+		}
+	}
+	return false
+}
+
+func hasMask(n *node) bool {
+	if isMasked(n) {
+		return true
+	}
+	for _, it := range n.items {
+		if hasMask(it) {
+			return true
+		}
+	}
+	for _, v := range n.vals {
+		if hasMask(v) {
+			return true
+		}
+	}
+	return false
+}
+
+// noMasks is the final guard: no "***" may be written.
+func noMasks(n *node, at string) error {
+	if isMasked(n) {
+		return editErr("Cannot persist masked secret placeholder for %s; provide a real value.", at)
+	}
+	for i, it := range n.items {
+		if err := noMasks(it, fmt.Sprintf("%s[%d]", at, i)); err != nil {
+			return err
+		}
+	}
+	for i, k := range n.keys {
+		if err := noMasks(n.vals[i], at+"."+k); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,127 @@
+{{/*
+Library templates. The chart's own Deployment uses them, and so can an
+agent's chart that adds mcp-mux as a sidecar (mode: sidecar). They read only
+.Values (this chart's values) and .Release, so a parent chart passes
+
+  (dict "Values" (index .Values "mcp-mux") "Release" .Release)
+
+See README, "Kubernetes", for the full snippet.
+*/}}
+
+{{/* Base name of every object: <release>-mcp-mux. */}}
+{{- define "mcp-mux.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else if contains "mcp-mux" .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-mcp-mux" .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The ConfigMap that holds extensions_config.json. */}}
+{{- define "mcp-mux.configMapName" -}}
+{{- default (printf "%s-config" (include "mcp-mux.fullname" .)) .Values.existingConfigMap -}}
+{{- end -}}
+
+{{- define "mcp-mux.selectorLabels" -}}
+app.kubernetes.io/name: mcp-mux
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "mcp-mux.labels" -}}
+{{ include "mcp-mux.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Values.image.tag | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{/*
+Refuses value sets that would not work: the mode, several replicas without a
+shared store, and a network-facing Deployment that identifies nobody.
+*/}}
+{{- define "mcp-mux.validate" -}}
+{{- if not (has .Values.mode (list "deployment" "sidecar")) -}}
+{{- fail (printf "mode must be \"deployment\" or \"sidecar\", not %q" (toString .Values.mode)) -}}
+{{- end -}}
+{{- if not .Values.existingConfigMap -}}
+{{- if and (gt (int .Values.replicas) 1) (not (dig "store" "redis_url" "" .Values.config)) -}}
+{{- fail "replicas > 1 needs config.store.redis_url: durable tasks and their leases must be shared by the replicas" -}}
+{{- end -}}
+{{- if and (eq .Values.mode "deployment") (eq (dig "inbound" "auth" "mode" "none" .Values.config) "none") (not (dig "inbound" "auth" "allow_remote" false .Values.config)) -}}
+{{- fail "mode deployment listens on 0.0.0.0 and config.inbound.auth.mode is \"none\": choose api_keys, jwt or trusted_header, or set config.inbound.auth.allow_remote: true" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The mcp-mux container (one list item). */}}
+{{- define "mcp-mux.container" -}}
+- name: mcp-mux
+  image: {{ printf "%s:%s" .Values.image.repository .Values.image.tag | quote }}
+  imagePullPolicy: {{ .Values.image.pullPolicy }}
+  args: ["serve", "--log-format", {{ .Values.logFormat | quote }}, "--log-level", {{ .Values.logLevel | quote }}]
+  env:
+    - name: MCP_MUX_CONFIG
+      value: /etc/mcp-mux/extensions_config.json
+    - name: MCP_MUX_LISTEN
+      value: {{ printf "%s:%d" (ternary "127.0.0.1" "0.0.0.0" (eq .Values.mode "sidecar")) (int .Values.port) | quote }}
+    - name: MCP_MUX_OPS_LISTEN
+      value: {{ printf "0.0.0.0:%d" (int .Values.opsPort) | quote }}
+    - name: MCP_MUX_DATA_DIR
+      value: /var/lib/mcp-mux
+    - name: MCP_MUX_SHUTDOWN_DELAY
+      value: {{ printf "%ds" (int .Values.shutdownDelaySeconds) | quote }}
+    {{- with .Values.extraEnv }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  {{- with .Values.envFromSecret }}
+  envFrom:
+    - secretRef:
+        name: {{ . }}
+  {{- end }}
+  ports:
+    {{- if eq .Values.mode "deployment" }}
+    - name: http
+      containerPort: {{ .Values.port }}
+      protocol: TCP
+    {{- end }}
+    - name: mcp-mux-ops
+      containerPort: {{ .Values.opsPort }}
+      protocol: TCP
+  livenessProbe:
+    httpGet:
+      path: /healthz
+      port: mcp-mux-ops
+    {{- toYaml .Values.livenessProbe | nindent 4 }}
+  readinessProbe:
+    httpGet:
+      path: /readyz
+      port: mcp-mux-ops
+    {{- toYaml .Values.readinessProbe | nindent 4 }}
+  resources:
+    {{- toYaml .Values.resources | nindent 4 }}
+  securityContext:
+    {{- toYaml .Values.securityContext | nindent 4 }}
+  volumeMounts:
+    # The whole directory, never a subPath: the kubelet updates a ConfigMap
+    # by swapping the directory's contents, which a subPath mount never sees.
+    - name: mcp-mux-config
+      mountPath: /etc/mcp-mux
+      readOnly: true
+    - name: mcp-mux-data
+      mountPath: /var/lib/mcp-mux
+    - name: mcp-mux-tmp
+      mountPath: /tmp
+{{- end -}}
+
+{{/* The volumes the container mounts (list items). */}}
+{{- define "mcp-mux.volumes" -}}
+- name: mcp-mux-config
+  configMap:
+    name: {{ include "mcp-mux.configMapName" . }}
+- name: mcp-mux-data
+  emptyDir:
+    sizeLimit: {{ .Values.dataSizeLimit }}
+- name: mcp-mux-tmp
+  emptyDir:
+    sizeLimit: {{ .Values.tmpSizeLimit }}
+{{- end -}}

@@ -1,0 +1,188 @@
+package proxy
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/mcp-mux/mcp-mux/upstream"
+)
+
+// Server states in a Status.
+const (
+	// StateStarting: the first discovery has not finished yet.
+	StateStarting = upstream.StateStarting
+	// StateUp: the last discovery succeeded.
+	StateUp = upstream.StateUp
+	// StateRetrying: the last discovery failed; discovery retries with backoff.
+	StateRetrying = upstream.StateRetrying
+	// StateInvalid: the server's config entry is invalid and was skipped.
+	StateInvalid = "invalid"
+	// StateSkipped: the entry is valid but the server could not be set up
+	// (its credentials or transport settings were refused).
+	StateSkipped = "skipped"
+	// StateDisabled: "enabled": false.
+	StateDisabled = "disabled"
+)
+
+// ServerStatus is one configured server as the running mux sees it.
+type ServerStatus struct {
+	Name string
+	// Transport is stdio, http or sse ("" for an invalid entry).
+	Transport string
+	// State is StateStarting, StateUp or StateRetrying for a server
+	// that runs, else StateInvalid, StateSkipped or StateDisabled.
+	State string
+	// Reason says why the server is not up: the last discovery error (with
+	// the last stderr lines of a stdio server) or the config problems. It
+	// names servers, fields and causes, never a configured secret.
+	Reason                           string
+	Tools, Prompts, Resources        int
+	UpstreamSessions, StdioProcesses int
+}
+
+// Status is a snapshot of the running mux.
+type Status struct {
+	Version string
+	Started time.Time
+	// Ready is what /readyz answers; false while draining.
+	Ready, Draining bool
+	// Servers lists every configured server in config order, then invalid ones.
+	Servers []ServerStatus
+	// Tools is the size of the aggregated catalog.
+	Tools int
+	// Sessions is the number of downstream MCP sessions.
+	Sessions int
+	// StdioProcesses counts every running stdio server process.
+	StdioProcesses int
+	// Reloads are the recent reload attempts, oldest first.
+	Reloads []ReloadEvent
+}
+
+// Status returns a snapshot of the running mux.
+func (s *Server) Status() Status {
+	rt := s.rt.Load()
+	st := Status{
+		Version:  s.opts.Version,
+		Started:  s.started,
+		Ready:    s.isReady(),
+		Draining: s.draining.Load(),
+		Tools:    len(rt.cat.Load().order),
+		Sessions: len(s.sessions.all()),
+		Reloads:  s.Reloads(),
+	}
+	for _, sc := range rt.cfg.Servers {
+		ss := ServerStatus{Name: sc.Name, Transport: sc.Type}
+		b := rt.byName[sc.Name]
+		switch {
+		case b != nil: // running (possibly on kept settings while disabled in the file)
+			ss.State = b.up.State()
+			if err := b.up.Err(); err != nil {
+				ss.Reason = err.Error()
+			}
+			l := b.up.Lists()
+			ss.Tools, ss.Prompts, ss.Resources = len(l.Tools), len(l.Prompts), len(l.Resources)
+			ss.UpstreamSessions, ss.StdioProcesses = b.up.Sessions(), b.up.Processes()
+		case !sc.Enabled:
+			ss.State = StateDisabled
+		default:
+			ss.State, ss.Reason = StateSkipped, rt.skipped[sc.Name]
+		}
+		st.StdioProcesses += ss.StdioProcesses
+		st.Servers = append(st.Servers, ss)
+	}
+	for _, se := range rt.cfg.Invalid {
+		ss := ServerStatus{Name: se.Name, State: StateInvalid, Reason: se.Error()}
+		if b := rt.byName[se.Name]; b != nil { // kept on its last good settings
+			ss.State, ss.Transport = b.up.State(), b.up.Transport()
+			ss.Tools, ss.UpstreamSessions, ss.StdioProcesses = len(b.up.Tools()), b.up.Sessions(), b.up.Processes()
+			ss.Reason = "the file's entry is invalid, running on the last good settings: " + se.Error()
+			st.StdioProcesses += ss.StdioProcesses
+		}
+		st.Servers = append(st.Servers, ss)
+	}
+	return st
+}
+
+// Drain turns readiness false (before a shutdown), so that load balancers
+// stop sending new requests while in-flight ones finish.
+func (s *Server) Drain() { s.draining.Store(true) }
+
+func (s *Server) isReady() bool { return s.ready.Load() && !s.draining.Load() }
+
+// OpsHandler serves /healthz, /readyz and /metrics alone: for a second
+// listener that probes and scrapers reach when the MCP endpoint listens on
+// loopback only.
+func (s *Server) OpsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", serveHealth)
+	mux.HandleFunc("GET /readyz", s.serveReady)
+	mux.Handle("GET /metrics", s.metrics.handler())
+	return mux
+}
+
+func serveHealth(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain")
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+// serveReady answers /readyz: readiness (a config applied, not draining and,
+// with durable tasks on, the task store reachable), the catalog size and how
+// many configured servers are in each state. It is unauthenticated, so it
+// carries counts only, never names or error text; with a valid admin token
+// (Authorization: Bearer <admin.token>) it adds each server's status.
+func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
+	rt := s.rt.Load()
+	st := s.Status()
+	counts := map[string]int{StateUp: 0, StateStarting: 0, StateRetrying: 0, StateInvalid: 0, StateSkipped: 0, StateDisabled: 0}
+	for _, ss := range st.Servers {
+		counts[ss.State]++
+	}
+	out := struct {
+		Ready   bool           `json:"ready"`
+		Tools   int            `json:"tools"`
+		Servers map[string]int `json:"servers"`
+		Store   *bool          `json:"task_store_reachable,omitempty"`
+		Detail  []ServerStatus `json:"detail,omitempty"`
+	}{Ready: st.Ready, Tools: st.Tools, Servers: counts}
+	if s.tasks != nil {
+		storeOK := s.taskStoreReady(r.Context())
+		out.Ready = out.Ready && storeOK
+		out.Store = &storeOK
+	}
+	if adminAuthorized(rt, r) {
+		out.Detail = st.Servers
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	if !out.Ready {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+// adminAuthorized reports whether r carries the configured admin token.
+func adminAuthorized(rt *runtime, r *http.Request) bool {
+	tok := rt.cfg.Admin.Token
+	if tok.IsZero() {
+		return false
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(tok.Reveal())) == 1
+}
+
+// GuardHosts applies the DNS-rebinding and cross-origin checks of
+// inbound.allowed_hosts and inbound.allowed_origins to every request of h.
+// Handler is guarded already; serve wraps the listener's whole route mux
+// (the task and admin APIs, the status page) with it too.
+func (s *Server) GuardHosts(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.rt.Load().origins.check(r); err != nil {
+			http.Error(w, "Forbidden: "+err.Error(), http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}

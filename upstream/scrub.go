@@ -1,0 +1,52 @@
+package upstream
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/secret"
+)
+
+// scrub is where upstream errors become text: every error an Upstream
+// returns or logs passes through it. It removes every credential value the
+// Upstream holds for the request — the URL's user info and query values,
+// static headers and stdio env values, and h, the complete header set the
+// request carried (OAuth token, user_auth value, headers from the secrets
+// carrier) — so an upstream that echoes a credential, or a Go transport
+// error that quotes the URL, reveals nothing. A JSON-RPC error keeps its
+// type, with its message and data scrubbed.
+func (u *Upstream) scrub(err error, h http.Header) error {
+	if err == nil {
+		return nil
+	}
+	sc := u.scrubber(h)
+	var we *wire.Error
+	if errors.As(err, &we) {
+		out := &wire.Error{Code: we.Code, Message: sc.Scrub(we.Message)}
+		if len(we.Data) > 0 {
+			if d := sc.Scrub(string(we.Data)); json.Valid([]byte(d)) {
+				out.Data = json.RawMessage(d)
+			}
+		}
+		return out
+	}
+	return sc.Error(err)
+}
+
+func (u *Upstream) scrubber(h http.Header) *secret.Scrubber {
+	sc := &secret.Scrubber{}
+	sc.AddURL(u.opts.URL)
+	for _, hh := range []http.Header{u.opts.Header, h} {
+		for _, vs := range hh {
+			for _, v := range vs {
+				sc.AddHeaderValue(v)
+			}
+		}
+	}
+	for _, v := range u.opts.Env {
+		sc.Add(v)
+	}
+	return sc
+}

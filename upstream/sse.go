@@ -1,0 +1,100 @@
+package upstream
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+)
+
+// eventReader reads a text/event-stream (the WHATWG event stream format)
+// from an upstream one event at a time. Besides each event's data it keeps
+// the fields resumption needs: the last event id and the reconnection time
+// the server asked for (retry). Every line and event is bounded by max bytes.
+type eventReader struct {
+	br     *bufio.Reader
+	max    int
+	lastID string        // the last id field seen
+	retry  time.Duration // the last retry field seen; 0 if none
+	data   []byte
+}
+
+func newEventReader(r io.Reader, max int) *eventReader {
+	return &eventReader{br: bufio.NewReaderSize(r, 4096), max: max}
+}
+
+// errEventTooLarge reports an event or line longer than the bound.
+var errEventTooLarge = errors.New("upstream event too large")
+
+// next returns the data of the next event that has any (events without
+// data, such as a priming event carrying only id and retry, update lastID and
+// retry and are skipped). It returns io.EOF (or the read error) when the
+// stream ends; an event cut off by the end is dropped, as the format says.
+func (r *eventReader) next() ([]byte, error) {
+	r.data = r.data[:0]
+	hasData := false
+	for {
+		line, err := r.line()
+		if err != nil {
+			return nil, err
+		}
+		if len(line) == 0 { // end of an event
+			if d := bytes.TrimSuffix(r.data, []byte{'\n'}); hasData && len(d) > 0 {
+				return d, nil
+			}
+			r.data, hasData = r.data[:0], false
+			continue
+		}
+		if line[0] == ':' { // comment
+			continue
+		}
+		field, value, found := bytes.Cut(line, []byte{':'})
+		if found && len(value) > 0 && value[0] == ' ' {
+			value = value[1:]
+		}
+		switch string(field) {
+		case "data":
+			if len(r.data)+len(value)+1 > r.max {
+				return nil, fmt.Errorf("%w: more than %d bytes", errEventTooLarge, r.max)
+			}
+			r.data = append(append(r.data, value...), '\n')
+			hasData = true
+		case "id":
+			if bytes.IndexByte(value, 0) < 0 {
+				r.lastID = string(value)
+			}
+		case "retry":
+			if ms, err := strconv.ParseUint(string(value), 10, 31); err == nil {
+				r.retry = time.Duration(ms) * time.Millisecond
+			}
+		}
+	}
+}
+
+// line reads one line without its terminator (LF or CRLF), bounded by max.
+func (r *eventReader) line() ([]byte, error) {
+	var long []byte
+	for {
+		b, err := r.br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			if len(long)+len(b) > r.max {
+				return nil, fmt.Errorf("%w: a line of more than %d bytes", errEventTooLarge, r.max)
+			}
+			long = append(long, b...)
+			continue
+		}
+		if err != nil {
+			// A line cut off by the end of the stream belongs to an event
+			// that never completed.
+			return nil, err
+		}
+		if long != nil {
+			b = append(long, b...)
+		}
+		b = b[:len(b)-1]
+		return bytes.TrimSuffix(b, []byte{'\r'}), nil
+	}
+}

@@ -1,0 +1,47 @@
+package upstream
+
+// Upstream states, as State reports them.
+const (
+	// StateStarting: the first discovery has not finished yet.
+	StateStarting = "starting"
+	// StateUp: the last discovery succeeded.
+	StateUp = "up"
+	// StateRetrying: the last discovery failed; Err says why and discovery
+	// retries with backoff.
+	StateRetrying = "retrying"
+)
+
+// State returns StateStarting, StateUp or StateRetrying.
+func (u *Upstream) State() string {
+	select {
+	case <-u.discovered:
+	default:
+		return StateStarting
+	}
+	if u.Err() != nil {
+		return StateRetrying
+	}
+	return StateUp
+}
+
+// Transport returns the configured transport: Stdio, HTTP or SSE.
+func (u *Upstream) Transport() string { return u.opts.Transport }
+
+// Processes returns the number of running stdio server processes behind
+// this upstream's open sessions (the discovery session's included).
+func (u *Upstream) Processes() int {
+	u.connsMu.Lock()
+	defer u.connsMu.Unlock()
+	n := 0
+	for _, c := range u.conns {
+		if c.proc == nil {
+			continue
+		}
+		select {
+		case <-c.proc.exited:
+		default:
+			n++
+		}
+	}
+	return n
+}
