@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // MinScrubLen is the shortest value a Scrubber removes from free text:
@@ -13,9 +14,14 @@ import (
 // (RedactURL) whatever the length of their parts.
 const MinScrubLen = 6
 
-// RedactURL returns raw with its user info and every query value replaced
-// by [REDACTED] (query keys, scheme, host and path kept) and the fragment
-// dropped. A string that does not parse as a URL is replaced entirely.
+// RedactedUserinfo replaces a URL's user info in RedactURL ("***", as Go's
+// HTTP client masks passwords: it is valid user info, so the URL still parses).
+const RedactedUserinfo = "***"
+
+// RedactURL returns raw with its user info replaced by RedactedUserinfo and
+// every query value by [REDACTED] (query keys, scheme, host and path kept),
+// the fragment dropped. A string that does not parse as a URL is replaced
+// entirely.
 func RedactURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -39,8 +45,7 @@ func RedactURL(raw string) string {
 	}
 	text := out.String()
 	if u.User != nil && u.Host != "" {
-		// Unescaped, unlike url.User: it reads as a marker, not a name.
-		text = strings.Replace(text, "//", "//"+Redacted+"@", 1)
+		text = strings.Replace(text, "//", "//"+RedactedUserinfo+"@", 1)
 	}
 	return text
 }
@@ -49,10 +54,18 @@ func RedactURL(raw string) string {
 // sends (header values, tokens), and the user info and query values of the
 // URLs it uses. Build one from everything mcp-mux holds for a call and run
 // every upstream error through it before it is logged or shown. The zero
-// Scrubber scrubs nothing; Add* must not be called concurrently with Scrub.
+// Scrubber scrubs nothing. Methods are safe for concurrent use.
 type Scrubber struct {
-	pairs []string // old, new, … for strings.NewReplacer, longest old first
-	r     *strings.Replacer
+	mu    sync.Mutex
+	pairs []string          // old, new, … as registered
+	r     *strings.Replacer // built from pairs on first use; nil after an Add
+}
+
+// Clone returns a Scrubber with the same values, to extend for one call.
+func (s *Scrubber) Clone() *Scrubber {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return &Scrubber{pairs: append([]string(nil), s.pairs...)}
 }
 
 // Add registers credential values; values shorter than MinScrubLen are
@@ -97,6 +110,9 @@ func (s *Scrubber) AddURL(raw string) {
 	red := RedactURL(raw)
 	s.add(raw, red)
 	s.add(u.String(), red)
+	if _, ok := u.User.Password(); ok { // as net/http quotes it in errors
+		s.add(strings.Replace(u.String(), u.User.String()+"@", u.User.Username()+":***@", 1), red)
+	}
 	if u.User != nil {
 		s.Add(u.User.Username())
 		if p, ok := u.User.Password(); ok {
@@ -113,6 +129,8 @@ func (s *Scrubber) AddURL(raw string) {
 }
 
 func (s *Scrubber) add(old, repl string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for i := 0; i < len(s.pairs); i += 2 {
 		if s.pairs[i] == old {
 			return
@@ -124,7 +142,12 @@ func (s *Scrubber) add(old, repl string) {
 
 // Scrub returns text with every registered value replaced.
 func (s *Scrubber) Scrub(text string) string {
-	if s == nil || len(s.pairs) == 0 {
+	if s == nil {
+		return text
+	}
+	s.mu.Lock()
+	if len(s.pairs) == 0 {
+		s.mu.Unlock()
 		return text
 	}
 	if s.r == nil {
@@ -140,7 +163,9 @@ func (s *Scrubber) Scrub(text string) string {
 		}
 		s.r = strings.NewReplacer(sorted...)
 	}
-	return s.r.Replace(text)
+	r := s.r
+	s.mu.Unlock()
+	return r.Replace(text)
 }
 
 // Error returns err with its message scrubbed; errors.Is and errors.As still
