@@ -198,7 +198,9 @@ func pageResult(items []json.RawMessage, field, cursor string, size int) (mcp.Re
 // forward sends a request to the server that owns it, on the caller's
 // session, and returns its raw result.
 func (s *Server) forward(ctx context.Context, st *session, req mcp.Request, b *backend, method string, params any) (mcp.Result, error) {
-	s.inflight.Add(1)
+	if !s.beginCall() {
+		return nil, errShuttingDown
+	}
 	defer s.inflight.Done()
 	ctx, done, err := s.admit(ctx, st)
 	if err != nil {
@@ -272,7 +274,9 @@ func errUnknownTool(name string) *jsonrpc.Error {
 // Messages the upstream sends while serving the call go to k.
 // h is the HTTP request's headers (the secrets carrier).
 func (s *Server) callTool(ctx context.Context, st *session, k sink, key upstream.Key, h http.Header, name string, args, meta json.RawMessage) (json.RawMessage, error) {
-	s.inflight.Add(1)
+	if !s.beginCall() {
+		return nil, errShuttingDown
+	}
 	defer s.inflight.Done()
 	ctx, done, err := s.admit(ctx, st)
 	if err != nil {
