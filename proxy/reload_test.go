@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -48,7 +47,7 @@ func pidOf(t *testing.T, cs *mcp.ClientSession, tool string) int {
 
 func scrape(t *testing.T, url string) string {
 	t.Helper()
-	res, err := http.Get(url + "/metrics")
+	res, err := testHTTP.Get(url + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,5 +261,26 @@ func TestListChangedOnlyWhereVisible(t *testing.T) {
 	noSignal(t, changedB, "tools/list_changed for a session whose list did not change")
 	if got := toolNames(t, csA); !slices.Equal(got, []string{"tool_search"}) {
 		t.Errorf("session A sees %v", got)
+	}
+}
+
+// TestCloseWaitsForRetiredUpstreams: closing a removed server's upstream
+// is tracked: Close, right after the reload, returns only once its stdio
+// process is gone.
+func TestCloseWaitsForRetiredUpstreams(t *testing.T) {
+	slow := stdioServerJSON(t, "slow", mcptest.StdioOptions{}, "")
+	m := startMux(t, fmt.Sprintf(`{"mcpServers": {%s}}`, slow), proxy.Options{})
+	cs := connect(t, m.ts.URL, nil)
+	pid := pidOf(t, cs, "slow_pid")
+	if ev := m.srv.Reload("test", parseCfg(t, `{"mcpServers": {}}`), nil); ev.Outcome != proxy.ReloadApplied {
+		t.Fatalf("reload: %+v", ev)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := m.srv.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if mcptest.Exists(pid) {
+		t.Errorf("Close returned while the removed server's process %d still runs", pid)
 	}
 }
