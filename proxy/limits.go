@@ -150,22 +150,6 @@ func (s *Server) admitSession(w http.ResponseWriter, r *http.Request, body []byt
 	return false
 }
 
-// errShuttingDown refuses a request that arrives after Close began.
-var errShuttingDown = &jsonrpc.Error{Code: codeLimit, Message: "mcp-mux is shutting down"}
-
-// beginCall counts a request in flight for Close's drain (s.inflight, which
-// the caller marks Done), unless Close has begun. Close sets closed under
-// lifeMu before it waits, so every Add happens before that Wait.
-func (s *Server) beginCall() bool {
-	s.lifeMu.RLock()
-	defer s.lifeMu.RUnlock()
-	if s.closed.Load() {
-		return false
-	}
-	s.inflight.Add(1)
-	return true
-}
-
 // admit starts one request of the session: it returns the request's context,
 // cancelled when the session ends, and the function that ends the request.
 // Past MaxSessionCalls requests in flight it returns a JSON-RPC error.
