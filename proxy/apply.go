@@ -200,9 +200,7 @@ func (s *Server) apply(cfg *config.Config, fresh bool) ([]config.Problem, error)
 	for _, b := range started {
 		b.up.Start()
 	}
-	if s.ready.Load() { // a reload: clients are looking (the first Apply does not wait)
-		s.awaitDiscovery(started)
-	}
+	s.awaitDiscovery(started)
 	for _, b := range resolverChanged {
 		b.base.p.Store(b.resolver)
 	}
