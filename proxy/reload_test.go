@@ -264,3 +264,24 @@ func TestListChangedOnlyWhereVisible(t *testing.T) {
 		t.Errorf("session A sees %v", got)
 	}
 }
+
+// TestCloseWaitsForRetiredUpstreams: closing a removed server's upstream
+// is tracked: Close, right after the reload, returns only once its stdio
+// process is gone.
+func TestCloseWaitsForRetiredUpstreams(t *testing.T) {
+	slow := stdioServerJSON(t, "slow", mcptest.StdioOptions{}, "")
+	m := startMux(t, fmt.Sprintf(`{"mcpServers": {%s}}`, slow), proxy.Options{})
+	cs := connect(t, m.ts.URL, nil)
+	pid := pidOf(t, cs, "slow_pid")
+	if ev := m.srv.Reload("test", parseCfg(t, `{"mcpServers": {}}`), nil); ev.Outcome != proxy.ReloadApplied {
+		t.Fatalf("reload: %+v", ev)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := m.srv.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if mcptest.Exists(pid) {
+		t.Errorf("Close returned while the removed server's process %d still runs", pid)
+	}
+}

@@ -13,9 +13,14 @@ import (
 // (RedactURL) whatever the length of their parts.
 const MinScrubLen = 6
 
-// RedactURL returns raw with its user info and every query value replaced
-// by [REDACTED] (query keys, scheme, host and path kept) and the fragment
-// dropped. A string that does not parse as a URL is replaced entirely.
+// RedactedUserinfo replaces a URL's user info in RedactURL ("***", as Go's
+// HTTP client masks passwords: it is valid user info, so the URL still parses).
+const RedactedUserinfo = "***"
+
+// RedactURL returns raw with its user info replaced by RedactedUserinfo and
+// every query value by [REDACTED] (query keys, scheme, host and path kept),
+// the fragment dropped. A string that does not parse as a URL is replaced
+// entirely.
 func RedactURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -39,8 +44,7 @@ func RedactURL(raw string) string {
 	}
 	text := out.String()
 	if u.User != nil && u.Host != "" {
-		// Unescaped, unlike url.User: it reads as a marker, not a name.
-		text = strings.Replace(text, "//", "//"+Redacted+"@", 1)
+		text = strings.Replace(text, "//", "//"+RedactedUserinfo+"@", 1)
 	}
 	return text
 }
@@ -97,6 +101,9 @@ func (s *Scrubber) AddURL(raw string) {
 	red := RedactURL(raw)
 	s.add(raw, red)
 	s.add(u.String(), red)
+	if _, ok := u.User.Password(); ok { // as net/http quotes it in errors
+		s.add(strings.Replace(u.String(), u.User.String()+"@", u.User.Username()+":***@", 1), red)
+	}
 	if u.User != nil {
 		s.Add(u.User.Username())
 		if p, ok := u.User.Password(); ok {

@@ -12,8 +12,8 @@ func TestRedactURL(t *testing.T) {
 	for raw, want := range map[string]string{
 		"https://h/mcp":                           "https://h/mcp",
 		"https://h/mcp?api_key=K3Y-123&v=1":       "https://h/mcp?api_key=[REDACTED]&v=[REDACTED]",
-		"https://user:pass@h:8443/p?x=1&x=2#frag": "https://[REDACTED]@h:8443/p?x=[REDACTED]&x=[REDACTED]",
-		"https://tok@h/p":                         "https://[REDACTED]@h/p",
+		"https://user:pass@h:8443/p?x=1&x=2#frag": "https://***@h:8443/p?x=[REDACTED]&x=[REDACTED]",
+		"https://tok@h/p":                         "https://***@h/p",
 		"http://h/a%2Fb?q=a%20b":                  "http://h/a%2Fb?q=[REDACTED]",
 		"://bad":                                  "(unparsable URL)",
 	} {
@@ -55,6 +55,10 @@ func TestScrubber(t *testing.T) {
 	if got := sc.Scrub("abc v=1 api.example"); got != "abc v=1 api.example" {
 		t.Errorf("short values and plain text changed: %q", got)
 	}
+	masked := strings.Replace(raw, "pw-5ecret", "***", 1) // how net/http quotes it
+	if got := sc.Scrub("Post " + masked + ": EOF"); got != "Post https://***@api.example/mcp?api_key=[REDACTED]&v=[REDACTED]: EOF" {
+		t.Errorf("net/http's form of the URL: %q", got)
+	}
 	if got := sc.Scrub(fmt.Sprintf("GET %q", raw)); !strings.Contains(got, "api.example/mcp?api_key=") {
 		t.Errorf("the URL itself should stay recognisable: %q", got)
 	}
@@ -70,4 +74,45 @@ func TestScrubber(t *testing.T) {
 	if zero.Scrub("x") != "x" {
 		t.Error("zero Scrubber changed text")
 	}
+}
+
+// FuzzRedactURL: whatever the URL, the redacted form, parsed again, carries
+// no user info and no query value but the marker.
+func FuzzRedactURL(f *testing.F) {
+	f.Add("https://u:p@h/p?a=1&b=%20x#f")
+	f.Add("http://h?;=x")
+	f.Add("//user@host/path?k")
+	f.Add("?AAA=?AAA")
+	f.Fuzz(func(t *testing.T, raw string) {
+		u, err := url.Parse(raw)
+		out := RedactURL(raw)
+		if err != nil {
+			if out != "(unparsable URL)" {
+				t.Fatalf("RedactURL(%q) = %q for an unparsable URL", raw, out)
+			}
+			return
+		}
+		r, err := url.Parse(out)
+		if err != nil {
+			t.Fatalf("RedactURL(%q) = %q does not parse: %v", raw, out, err)
+		}
+		if r.User != nil {
+			if _, hasPass := r.User.Password(); hasPass || r.User.Username() != RedactedUserinfo {
+				t.Fatalf("RedactURL(%q) = %q keeps user info", raw, out)
+			}
+		}
+		if u.User != nil && u.Host != "" && r.User == nil {
+			t.Fatalf("RedactURL(%q) = %q hides that the URL had user info", raw, out)
+		}
+		for _, vs := range r.Query() {
+			for _, v := range vs {
+				if v != Redacted {
+					t.Fatalf("RedactURL(%q) = %q keeps the query value %q", raw, out, v)
+				}
+			}
+		}
+		if r.Fragment != "" {
+			t.Fatalf("RedactURL(%q) = %q keeps the fragment", raw, out)
+		}
+	})
 }

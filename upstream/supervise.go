@@ -23,7 +23,7 @@ import (
 // every orphan the server left (it is their child subreaper), then exits.
 // It also cleans up when the server itself exits. Only a process that both
 // left the group (setsid, setpgid) and was not orphaned before the
-// supervisor exits escapes it; DESIGN and README document that exception.
+// supervisor exits escapes it; README documents that exception.
 
 // supervisorEnv carries the pid of the mcp-mux process that started the
 // supervisor. Only the supervisor sees it: it is removed from the server's
