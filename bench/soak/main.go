@@ -115,16 +115,21 @@ func soak(duration, warmup time.Duration, nSessions int) error {
 	wcancel()
 
 	var c counters
+	// gate pauses the load for a measurement: every operation and every
+	// disturbance holds it shared; measuring holds it exclusively, so the
+	// figures compare a quiet mux with the same sessions open each time.
+	var gate sync.RWMutex
+	var extra atomic.Bool // the reloads toggle a third server
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	tr := &http.Transport{MaxIdleConnsPerHost: nSessions}
 	client := &http.Client{Transport: tr}
 	for i := range nSessions {
-		wg.Go(func() { runSession(ctx, i, endpoint, client, &c) })
+		wg.Go(func() { runSession(ctx, i, endpoint, client, &c, &gate) })
 	}
 	// Disturbances: HTTP upstream restarts, stdio kills, reloads.
 	wg.Go(func() {
-		every(ctx, 37*time.Second, func() {
+		every(ctx, &gate, 37*time.Second, func() {
 			if err := web.restart(); err != nil {
 				fmt.Fprintln(os.Stderr, "restarting the HTTP upstream:", err)
 				return
@@ -133,7 +138,7 @@ func soak(duration, warmup time.Duration, nSessions int) error {
 		})
 	})
 	wg.Go(func() {
-		every(ctx, 29*time.Second, func() {
+		every(ctx, &gate, 29*time.Second, func() {
 			for _, pid := range processesWith("MCPTEST_STDIO_SERVER=" + marker) {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 				c.stdioKills.Add(1)
@@ -141,10 +146,9 @@ func soak(duration, warmup time.Duration, nSessions int) error {
 		})
 	})
 	wg.Go(func() {
-		extra := false
-		every(ctx, 23*time.Second, func() {
-			extra = !extra
-			next, err := parse(extra)
+		every(ctx, &gate, 23*time.Second, func() {
+			next, err := parse(!extra.Load())
+			extra.Store(!extra.Load())
 			if ev := srv.Reload("soak", next, err); ev.Outcome == proxy.ReloadRejected {
 				fmt.Fprintln(os.Stderr, "reload rejected:", ev.Problems)
 			}
@@ -156,11 +160,34 @@ func soak(duration, warmup time.Duration, nSessions int) error {
 		return sample{at: time.Since(start), goroutines: runtime.NumGoroutine(), fds: openFDs(), rssKiB: rssKiB(),
 			procs: len(processesWith("MCPTEST_STDIO_SERVER=" + marker))}
 	}
+	// quiet pauses the load, lets reconnects and closing connections settle
+	// (goroutines and fds unchanged over a second), measures, and resumes.
+	quiet := func() sample {
+		gate.Lock()
+		defer gate.Unlock()
+		if extra.Load() { // measure the same config each time
+			next, err := parse(false)
+			srv.Reload("soak", next, err)
+			extra.Store(false)
+			c.reloads.Add(1)
+		}
+		tr.CloseIdleConnections()
+		prev := measure()
+		for range 60 {
+			time.Sleep(time.Second) // settling is what is being waited for: it has no event
+			runtime.GC()
+			cur := measure()
+			if cur.goroutines == prev.goroutines && cur.fds == prev.fds {
+				return cur
+			}
+			prev = cur
+		}
+		return prev
+	}
 	fmt.Printf("soak: %d sessions for %s against %s (warm-up %s)\n", nSessions, duration, endpoint, warmup)
 	time.Sleep(warmup) // the load itself is what warms up; nothing to wait on
-	runtime.GC()
-	base := measure()
-	fmt.Println("baseline", base)
+	base := quiet()
+	fmt.Println("baseline", base, "(load paused)")
 	tick := time.NewTicker(time.Minute)
 	deadline := time.After(duration - warmup)
 loop:
@@ -173,9 +200,8 @@ loop:
 		}
 	}
 	tick.Stop()
-	runtime.GC()
-	end := measure()
-	fmt.Println("end     ", end, loadLine(&c))
+	end := quiet()
+	fmt.Println("end     ", end, "(load paused)", loadLine(&c))
 
 	// Stop the load, close the mux, and look for leftovers.
 	stop()
@@ -227,7 +253,7 @@ func loadLine(c *counters) string {
 
 // runSession is one downstream client: it keeps a session and mixes calls
 // to both servers, cancelled calls, tools/list and reconnects until ctx ends.
-func runSession(ctx context.Context, i int, endpoint string, hc *http.Client, c *counters) {
+func runSession(ctx context.Context, i int, endpoint string, hc *http.Client, c *counters, gate *sync.RWMutex) {
 	r := rand.New(rand.NewPCG(uint64(i), uint64(time.Now().UnixNano())))
 	client := mcp.NewClient(&mcp.Implementation{Name: "soak", Version: "1"}, nil)
 	var cs *mcp.ClientSession
@@ -237,13 +263,22 @@ func runSession(ctx context.Context, i int, endpoint string, hc *http.Client, c 
 		}
 	}()
 	for ctx.Err() == nil {
+		gate.RLock()
+		cs = step(ctx, r, client, cs, endpoint, hc, c)
+		gate.RUnlock()
+		pause(ctx, time.Duration(20+r.IntN(60))*time.Millisecond)
+	}
+}
+
+// step runs one operation on cs (connecting first when it is nil) and
+// returns the session to use next.
+func step(ctx context.Context, r *rand.Rand, client *mcp.Client, cs *mcp.ClientSession, endpoint string, hc *http.Client, c *counters) *mcp.ClientSession {
+	{
 		if cs == nil {
 			var err error
 			cs, err = client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc}, nil)
 			if err != nil {
-				cs = nil
-				pause(ctx, 100*time.Millisecond)
-				continue
+				return nil
 			}
 		}
 		server := "web"
@@ -274,8 +309,8 @@ func runSession(ctx context.Context, i int, endpoint string, hc *http.Client, c 
 			cs = nil
 			c.reconnects.Add(1)
 		}
-		pause(ctx, time.Duration(20+r.IntN(60))*time.Millisecond)
 	}
+	return cs
 }
 
 func pause(ctx context.Context, d time.Duration) {
@@ -287,7 +322,7 @@ func pause(ctx context.Context, d time.Duration) {
 	}
 }
 
-func every(ctx context.Context, d time.Duration, f func()) {
+func every(ctx context.Context, gate *sync.RWMutex, d time.Duration, f func()) {
 	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
@@ -295,7 +330,9 @@ func every(ctx context.Context, d time.Duration, f func()) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			gate.RLock()
 			f()
+			gate.RUnlock()
 		}
 	}
 }
