@@ -7,7 +7,7 @@ BIN     := bin
 
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: help run test check bench build
+.PHONY: help run test check bench bench-tasks build
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-6s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -25,6 +25,9 @@ check: ## gofmt check, go vet, then the test suite
 
 bench: ## measure what the mux adds to a tools/call
 	$(GO) run ./bench/mcpbench
+
+bench-tasks: ## measure the durable-task poller on Redis and bbolt (needs redis-server)
+	$(GO) run ./bench/taskbench
 
 build: ## static binary in bin/mcp-mux (as the Dockerfile builds it)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/mcp-mux ./cmd/mcp-mux

@@ -123,6 +123,9 @@ func Parse(data []byte, opts LoadOptions) (*Config, error) {
 		if knownTopLevel(k) {
 			continue
 		}
+		if lk := likelyKey(k, topLevelKeys); lk != "" {
+			cfg.Warnings = append(cfg.Warnings, Problem{Field: k, Message: fmt.Sprintf("unknown top-level key, kept but not used; did you mean %q?", lk)})
+		}
 		if cfg.Extra == nil {
 			cfg.Extra = map[string]json.RawMessage{}
 		}

@@ -80,7 +80,11 @@ func (o *object) has(key string) bool {
 func (o *object) rejectUnknown() {
 	for _, k := range o.n.keys {
 		if !o.used[k] {
-			o.f.problem(o.field(k), "unknown key")
+			if lk := likelyKey(k, knownOf(o)); lk != "" {
+				o.f.problem(o.field(k), "unknown key; did you mean %q?", lk)
+			} else {
+				o.f.problem(o.field(k), "unknown key")
+			}
 		}
 	}
 }

@@ -238,6 +238,12 @@ func parseServer(name string, n *node) (*Server, serverResult) {
 	s.Args = o.strList("args")
 	if entries, ok := o.strMap("env"); ok {
 		s.Env = secretMap(entries)
+		for _, e := range entries {
+			if e.unset != "" {
+				// DeerFlow passes "" for an unset variable; so does mcp-mux, with a word.
+				f.warn(join("env", e.key), "$%s is not set; the server gets an empty %s", e.unset, e.key)
+			}
+		}
 	}
 	s.URL = o.str("url", "")
 	s.Description = o.str("description", "")
@@ -301,6 +307,14 @@ func parseServer(name string, n *node) (*Server, serverResult) {
 		}
 	}
 	s.Extra = o.extras()
+	for _, k := range n.keys {
+		if _, extra := s.Extra[k]; !extra {
+			continue
+		}
+		if lk := likelyKey(k, serverKeys); lk != "" {
+			f.warn(k, "unknown key, kept but not used; did you mean %q?", lk)
+		}
+	}
 
 	// Warnings that depend on several fields.
 	if s.Type == TypeStdio {

@@ -129,7 +129,7 @@ func TestIdentityJWT(t *testing.T) {
 	wantOne(t, echoHeaders(t, context.Background(), cs, "up_headers"), "Authorization", "Bearer cred-alice-jwt")
 
 	// Protected-resource metadata.
-	resp, err := http.Get(m.ts.URL + "/.well-known/oauth-protected-resource")
+	resp, err := testHTTP.Get(m.ts.URL + "/.well-known/oauth-protected-resource")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,7 +56,7 @@ func rawPost(ctx context.Context, base, sid, version, body string) (*http.Respon
 		req.Header.Set("Mcp-Session-Id", sid)
 		req.Header.Set("Mcp-Protocol-Version", version)
 	}
-	return http.DefaultClient.Do(req)
+	return testHTTP.Do(req)
 }
 
 // muxReply is a JSON-RPC response read from a JSON or an event-stream body.
@@ -287,7 +287,7 @@ func TestAbandonedBatchesAreCancelled(t *testing.T) {
 		}
 		readReplies(t, resp)
 	}
-	http.DefaultClient.CloseIdleConnections()
+	testHTTP.CloseIdleConnections()
 	baseline, baseFDs := runtime.NumGoroutine(), openFDs()
 
 	big := make([]string, 33)
@@ -333,7 +333,7 @@ func TestAbandonedBatchesAreCancelled(t *testing.T) {
 		// Idle keep-alive connections (bounded by the transports' pools, some
 		// opened by the cancellation notices sent upstream) are not what is
 		// measured: drop them on both sides.
-		http.DefaultClient.CloseIdleConnections()
+		testHTTP.CloseIdleConnections()
 		up.ts.CloseClientConnections()
 		if time.Now().After(deadline) {
 			buf := make([]byte, 1<<20)
@@ -402,7 +402,7 @@ func TestSessionCallCapAndDelete(t *testing.T) {
 	req.Header.Set("Mcp-Session-Id", sid)
 	req.Header.Set("Mcp-Protocol-Version", "2025-03-26")
 	start := time.Now()
-	dresp, err := http.DefaultClient.Do(req)
+	dresp, err := testHTTP.Do(req)
 	if err != nil {
 		t.Fatalf("DELETE with hung calls: %v after %s", err, time.Since(start))
 	}
@@ -414,7 +414,7 @@ func TestSessionCallCapAndDelete(t *testing.T) {
 	req, _ = http.NewRequest(http.MethodDelete, m.ts.URL+"/mcp", nil)
 	req.Header.Set("Mcp-Session-Id", old)
 	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-	if dresp, err = http.DefaultClient.Do(req); err != nil {
+	if dresp, err = testHTTP.Do(req); err != nil {
 		t.Fatal(err)
 	}
 	dresp.Body.Close()

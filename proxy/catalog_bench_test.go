@@ -113,7 +113,7 @@ func (m *benchMux) post(b *testing.B, body string) *http.Response {
 		req.Header.Set("Mcp-Session-Id", m.sid)
 		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testHTTP.Do(req)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -259,7 +259,7 @@ func rawRequest(t *testing.T, method, url string, hdr map[string]string, body st
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testHTTP.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

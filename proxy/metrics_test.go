@@ -3,7 +3,6 @@ package proxy_test
 import (
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -18,7 +17,7 @@ func TestMetrics(t *testing.T) {
 	for range 3 {
 		callText(t, cs, "web_echo", map[string]any{"text": "x"})
 	}
-	resp, err := http.Get(m.ts.URL + "/metrics")
+	resp, err := testHTTP.Get(m.ts.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

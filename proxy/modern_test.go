@@ -223,7 +223,7 @@ func openStream(t *testing.T, ctx context.Context, url string, hdr map[string]st
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testHTTP.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +276,7 @@ func TestModernSubscriptionsListenFanIn(t *testing.T) {
 func TestModernGoSDKClientDefaultOptions(t *testing.T) {
 	m := modernMux(t, "")
 	c := mcp.NewClient(&mcp.Implementation{Name: "default-client", Version: "1"}, nil)
-	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: m.ts.URL + "/mcp"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: m.ts.URL + "/mcp", HTTPClient: testHTTP}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func initialize(t *testing.T, url string, h map[string]string) int {
 		}
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testHTTP.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

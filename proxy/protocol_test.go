@@ -93,7 +93,7 @@ func TestDownstreamCancellationCancelsUpstreamCall(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 		rcancel()
 	}()
-	if resp, err := http.DefaultClient.Do(req); err == nil {
+	if resp, err := testHTTP.Do(req); err == nil {
 		resp.Body.Close()
 	}
 	select {
@@ -117,7 +117,7 @@ func sessionID(t *testing.T, base string) string {
 			req.Header.Set("Mcp-Session-Id", sid)
 			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := testHTTP.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -143,7 +143,7 @@ func TestRootsRequestAndListChangedReachTheRightPlaces(t *testing.T) {
 	client.AddRoots(&mcp.Root{URI: "file:///work/a", Name: "a"})
 	// notifications/roots/list_changed is a legacy-era message (2026-07-28
 	// clients have no such notification; roots travel per request).
-	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: m.ts.URL + "/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: m.ts.URL + "/mcp", HTTPClient: testHTTP}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
 	}

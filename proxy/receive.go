@@ -198,7 +198,9 @@ func pageResult(items []json.RawMessage, field, cursor string, size int) (mcp.Re
 // forward sends a request to the server that owns it, on the caller's
 // session, and returns its raw result.
 func (s *Server) forward(ctx context.Context, st *session, req mcp.Request, b *backend, method string, params any) (mcp.Result, error) {
-	s.inflight.Add(1)
+	if !s.beginCall() {
+		return nil, errClosing
+	}
 	defer s.inflight.Done()
 	ctx, done, err := s.admit(ctx, st)
 	if err != nil {
@@ -261,6 +263,21 @@ func (s *Server) callerKey(st *session, h http.Header) upstream.Key {
 	return k
 }
 
+// errClosing answers a request that arrives while the server shuts down.
+var errClosing = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcp-mux is shutting down"}
+
+// beginCall counts a request in flight for Close to drain, unless Close has
+// begun: under lifeMu, so that no Add races Close's Wait.
+func (s *Server) beginCall() bool {
+	s.lifeMu.Lock()
+	defer s.lifeMu.Unlock()
+	if s.closed.Load() {
+		return false
+	}
+	s.inflight.Add(1)
+	return true
+}
+
 // errUnknownTool is the JSON-RPC error for a name not in the catalog.
 func errUnknownTool(name string) *jsonrpc.Error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}
@@ -272,7 +289,9 @@ func errUnknownTool(name string) *jsonrpc.Error {
 // Messages the upstream sends while serving the call go to k.
 // h is the HTTP request's headers (the secrets carrier).
 func (s *Server) callTool(ctx context.Context, st *session, k sink, key upstream.Key, h http.Header, name string, args, meta json.RawMessage) (json.RawMessage, error) {
-	s.inflight.Add(1)
+	if !s.beginCall() {
+		return nil, errClosing
+	}
 	defer s.inflight.Done()
 	ctx, done, err := s.admit(ctx, st)
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -48,7 +47,7 @@ func pidOf(t *testing.T, cs *mcp.ClientSession, tool string) int {
 
 func scrape(t *testing.T, url string) string {
 	t.Helper()
-	res, err := http.Get(url + "/metrics")
+	res, err := testHTTP.Get(url + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

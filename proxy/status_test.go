@@ -28,7 +28,7 @@ func get(t *testing.T, url, host, auth string) (int, string) {
 	if auth != "" {
 		req.Header.Set("Authorization", auth)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testHTTP.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,5 +126,40 @@ func TestReadyzCountsAndDetail(t *testing.T) {
 	}
 	if !strings.Contains(states["hung"].Reason, "timed out") || states["bad"].Reason == "" || states["oops"].Reason == "" || states["web"].Tools == 0 {
 		t.Errorf("detail lacks reasons or tools: %+v", r.Detail)
+	}
+}
+
+// A server's max_sessions and idle_timeout_seconds reach its pool: three
+// threads (three client sessions) share two upstream sessions, and an idle
+// stdio session (its process) is closed after the timeout.
+func TestPoolBoundsFromConfig(t *testing.T) {
+	m := startMux(t, `{"mcpServers": {`+stdioServerJSON(t, "idle", mcptest.StdioOptions{}, `, "idle_timeout_seconds": 1, "max_sessions": 2`)+`}}`, proxy.Options{})
+	cs := connect(t, m.ts.URL, nil)
+	if got, _ := callText(t, cs, "idle_count", nil); got != "1" {
+		t.Fatalf("idle_count = %q", got)
+	}
+	sessions := func() int {
+		for _, ss := range m.srv.Status().Servers {
+			if ss.Name == "idle" {
+				return ss.UpstreamSessions
+			}
+		}
+		return -1
+	}
+	if n := sessions(); n != 1 {
+		t.Fatalf("upstream sessions after a call = %d, want 1", n)
+	}
+	for i := range 2 {
+		other := connect(t, m.ts.URL, nil) // another thread
+		if got, _ := callText(t, other, "idle_count", nil); got != "1" {
+			t.Errorf("thread %d: idle_count = %q, want 1", i, got)
+		}
+		if n := sessions(); n > 2 {
+			t.Errorf("upstream sessions = %d above max_sessions 2", n)
+		}
+	}
+	waitFor(t, "the idle sessions to be closed", func() bool { return sessions() == 0 })
+	if got, _ := callText(t, cs, "idle_count", nil); got != "1" {
+		t.Errorf("idle_count after the idle timeout = %q, want 1 (a fresh session)", got)
 	}
 }

@@ -183,7 +183,7 @@ func durableTaskFlow(t *testing.T, st taskpoll.Store) {
 	get := func(method, path, user string) (int, string) {
 		req, _ := http.NewRequest(method, ts.URL+path, nil)
 		req.Header.Set("X-Mux-User", user)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := testHTTP.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -247,7 +247,7 @@ func TestCancelThroughBuiltinAndAPI(t *testing.T) {
 	if text, _ := callText(t, cs, "cancel_background_task", map[string]any{"task": list.Tasks[0].TaskID}); !strings.Contains(text, `"cancel_requested":true`) {
 		t.Fatalf("cancel: %s", text)
 	}
-	resp, err := http.Post(ts.URL+"/api/threads/th/mcp-tasks/"+list.Tasks[1].TaskID+"/cancel", "application/json", nil)
+	resp, err := testHTTP.Post(ts.URL+"/api/threads/th/mcp-tasks/"+list.Tasks[1].TaskID+"/cancel", "application/json", nil)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("API cancel: %v %v", err, resp)
 	}
@@ -301,7 +301,7 @@ func TestReloadRefusesTaskServerConnectionChange(t *testing.T) {
 
 func mcptestGet(t *testing.T, url string) string {
 	t.Helper()
-	resp, err := http.Get(url)
+	resp, err := testHTTP.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -407,7 +407,10 @@ func (s *BoltStore) Apply(_ context.Context, l *Lease, t *Task, now time.Time) (
 	}
 	applied := false
 	var ev []Event
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	// Batch: concurrent applies share one transaction (and one fsync); a
+	// batch that fails reruns each function alone, so it starts afresh.
+	err := s.db.Batch(func(tx *bolt.Tx) error {
+		applied, ev = false, nil
 		old, err := getRecord(tx, l.Task.ID)
 		if errors.Is(err, ErrNotFound) {
 			return nil

@@ -89,7 +89,7 @@ func (u *Upstream) dial(ctx context.Context, key Key, control bool) (*conn, erro
 	var transport mcp.Transport
 	switch u.opts.Transport {
 	case Stdio:
-		p, err := startProcess(&u.opts, u.log)
+		p, err := startProcess(&u.opts, u.log, u.stderr.writer())
 		if err != nil {
 			stop()
 			cancel()

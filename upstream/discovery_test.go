@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
+	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
 // brokenLists is a server that advertises prompts and resources but
@@ -83,5 +84,49 @@ func TestServerWithoutToolsServesPrompts(t *testing.T) {
 	l := u.Lists()
 	if len(l.Tools) != 0 || len(l.Prompts) != 1 || l.Prompts[0].Key != "hello" {
 		t.Errorf("lists = tools %d prompts %+v", len(l.Tools), l.Prompts)
+	}
+}
+
+// TestFailureReasonCarriesStderr: a stdio server that dies at start has
+// its last stderr lines in its failure reason, and they are logged once,
+// not again on every retry.
+func TestFailureReasonCarriesStderr(t *testing.T) {
+	logs := &mcptest.LogBuffer{}
+	o := upstream.Options{Name: "dies", Transport: upstream.Stdio, Command: "/bin/sh",
+		Args:     []string{"-c", "echo 'fatal: no config file' >&2; exit 3"},
+		RetryMin: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond, Logger: newLogger(logs)}
+	u := startNoWait(t, o)
+	recv(t, u.Discovered(), 20*time.Second, "first discovery")
+	waitFor(t, 10*time.Second, "a few retries", func() bool {
+		return strings.Count(logs.String(), "upstream still unavailable") >= 3
+	})
+	err := u.Err()
+	if err == nil || !strings.Contains(err.Error(), "stderr: fatal: no config file") {
+		t.Errorf("failure reason = %v, want the stderr line appended", err)
+	}
+	if n := strings.Count(logs.String(), `"@message":"fatal: no config file"`); n != 1 {
+		t.Errorf("the stderr line was logged %d times across retries, want once:\n%s", n, logs)
+	}
+	if got := u.Stderr(); len(got) == 0 || got[len(got)-1] != "fatal: no config file" {
+		t.Errorf("Stderr() = %q", got)
+	}
+}
+
+// TestStderrScrubbed: a server that prints its credentials on stderr does
+// not put them in the failure reason.
+func TestStderrScrubbed(t *testing.T) {
+	logs := &mcptest.LogBuffer{}
+	const token = "tok-9f8e7d6c5b4a"
+	o := upstream.Options{Name: "leaky", Transport: upstream.Stdio, Command: "/bin/sh",
+		Args: []string{"-c", `echo "auth failed for token $API_TOKEN" >&2; exit 3`}, Env: map[string]string{"API_TOKEN": token},
+		RetryMin: time.Hour, Logger: newLogger(logs)}
+	u := startNoWait(t, o)
+	recv(t, u.Discovered(), 20*time.Second, "first discovery")
+	err := u.Err()
+	if err == nil || !strings.Contains(err.Error(), "auth failed for token") || strings.Contains(err.Error(), token) {
+		t.Errorf("failure reason = %v", err)
+	}
+	if strings.Contains(logs.String(), token) {
+		t.Errorf("the token reached the log:\n%s", logs)
 	}
 }

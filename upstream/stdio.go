@@ -1,7 +1,6 @@
 package upstream
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -46,7 +45,7 @@ type process struct {
 	waitErr  error
 }
 
-func startProcess(opts *Options, log hclog.Logger) (*process, error) {
+func startProcess(opts *Options, log hclog.Logger, stderr io.Writer) (*process, error) {
 	path, err := resolveCommand(opts.Command, opts.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("starting %q: %w", opts.Command, err)
@@ -72,7 +71,7 @@ func startProcess(opts *Options, log hclog.Logger) (*process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stdout pipe: %w", err)
 	}
-	cmd.Stderr = newLineLogger(log.Named("stderr"))
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %q: %w", opts.Command, err)
 	}
@@ -167,60 +166,4 @@ func (p *process) exitedBefore(t time.Time) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return !p.exitedAt.After(t)
-}
-
-// lineLogger logs a child's stderr line by line under the server's name,
-// at most burst lines per second.
-type lineLogger struct {
-	log     hclog.Logger
-	mu      sync.Mutex
-	buf     []byte
-	window  time.Time
-	count   int
-	dropped int
-}
-
-const stderrBurst = 20
-
-func newLineLogger(log hclog.Logger) *lineLogger { return &lineLogger{log: log} }
-
-func (l *lineLogger) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf = append(l.buf, b...)
-	for {
-		i := bytes.IndexByte(l.buf, '\n')
-		if i < 0 {
-			if len(l.buf) > 8<<10 {
-				l.emit(l.buf)
-				l.buf = l.buf[:0]
-			}
-			return len(b), nil
-		}
-		l.emit(l.buf[:i])
-		l.buf = l.buf[i+1:]
-	}
-}
-
-func (l *lineLogger) emit(line []byte) {
-	line = bytes.TrimRight(line, "\r")
-	if len(line) == 0 {
-		return
-	}
-	now := time.Now()
-	if now.Sub(l.window) >= time.Second {
-		if l.dropped > 0 {
-			l.log.Warn("stderr lines dropped by rate limit", "dropped", l.dropped)
-		}
-		l.window, l.count, l.dropped = now, 0, 0
-	}
-	if l.count >= stderrBurst {
-		l.dropped++
-		return
-	}
-	l.count++
-	if len(line) > 2048 {
-		line = line[:2048]
-	}
-	l.log.Info(string(line))
 }

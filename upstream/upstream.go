@@ -20,6 +20,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -176,10 +177,14 @@ func headersFrom(ctx context.Context) http.Header {
 type Upstream struct {
 	opts    Options
 	log     hclog.Logger
-	clients clients      // SDK clients by declared capabilities
-	http    *http.Client // fast path
-	sdkHTTP *http.Client // SDK transports (static headers added)
-	pool    *pool
+	clients clients    // SDK clients by declared capabilities
+	stderr  *stderrLog // stdio servers' stderr
+	// retrying is set while discovery keeps failing after its first
+	// failure: stderr is then not logged again.
+	retrying atomic.Bool
+	http     *http.Client // fast path
+	sdkHTTP  *http.Client // SDK transports (static headers added)
+	pool     *pool
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -272,6 +277,7 @@ func New(opts Options) (*Upstream, error) {
 		c.AddReceivingMiddleware(u.receive)
 		return c
 	}
+	u.stderr = newStderrLog(opts.Logger.Named("stderr"), u.retrying.Load, func(s string) string { return u.scrubber(nil).Scrub(s) })
 	u.conns = make(map[*mcp.ClientSession]*conn)
 	u.pool = newPool(u, opts.MaxSessions, opts.IdleTimeout)
 	return u, nil
@@ -312,6 +318,22 @@ func (u *Upstream) Err() error {
 	return u.err
 }
 
+// Stderr returns the last lines a stdio server wrote on stderr (up to 20,
+// oldest first).
+func (u *Upstream) Stderr() []string { return u.stderr.tail() }
+
+// stderrError is a failure reason with the server's last stderr lines.
+type stderrError struct {
+	err   error
+	lines []string
+}
+
+func (e *stderrError) Error() string {
+	return e.err.Error() + "; stderr: " + strings.Join(e.lines, " | ")
+}
+
+func (e *stderrError) Unwrap() error { return e.err }
+
 // Sessions returns the number of pooled call sessions.
 func (u *Upstream) Sessions() int { return u.pool.size() }
 
@@ -325,7 +347,7 @@ func (u *Upstream) requestRefresh() {
 // run keeps a control session, rediscovering tools whenever it comes up or
 // the server announces a change, and retries with capped backoff.
 func (u *Upstream) run() {
-	delay := u.opts.RetryMin
+	bo := backoff{min: u.opts.RetryMin, max: u.opts.RetryMax, jitter: rand.Int64N}
 	failures := 0
 	for {
 		began := time.Now()
@@ -334,6 +356,9 @@ func (u *Upstream) run() {
 			u.opts.OnDiscovery(time.Since(began), err == nil)
 		}
 		if err != nil {
+			if lines := u.stderr.tail(); len(lines) > 0 {
+				err = &stderrError{err: err, lines: lines}
+			}
 			u.setErr(err) // before Discovered closes: whoever waits on it sees the reason
 		}
 		u.firstOnce.Do(func() { close(u.discovered) })
@@ -344,19 +369,20 @@ func (u *Upstream) run() {
 				u.log.Debug("upstream still unavailable", "reason", err, "attempt", failures+1)
 			}
 			failures++
-			jitter := time.Duration(rand.Int64N(int64(delay)/2 + 1))
+			u.retrying.Store(true)
 			select {
 			case <-u.ctx.Done():
 				return
-			case <-time.After(delay/2 + jitter):
+			case <-time.After(bo.next()):
 			}
-			delay = min(delay*2, u.opts.RetryMax)
 			continue
 		}
 		if failures > 0 {
 			u.log.Info("upstream server is up", "after_attempts", failures+1)
 		}
-		failures, delay = 0, u.opts.RetryMin
+		failures = 0
+		bo.reset()
+		u.retrying.Store(false)
 		u.setErr(nil)
 		if !u.watch(c) {
 			return
@@ -365,6 +391,26 @@ func (u *Upstream) run() {
 		u.reconnects.Add(1)
 	}
 }
+
+// backoff is the rediscovery schedule: the n-th wait after a failure is
+// drawn from [d/2, d] with d = min·2ⁿ⁻¹ capped at max (jittered so that
+// many muxes restarted together do not retry in step).
+type backoff struct {
+	min, max time.Duration
+	jitter   func(n int64) int64 // uniform in [0, n)
+	d        time.Duration
+}
+
+func (b *backoff) next() time.Duration {
+	if b.d == 0 {
+		b.d = b.min
+	}
+	wait := b.d/2 + time.Duration(b.jitter(int64(b.d)/2+1))
+	b.d = min(b.d*2, b.max)
+	return wait
+}
+
+func (b *backoff) reset() { b.d = 0 }
 
 // discover dials a control session and lists its tools, all within InitTimeout.
 func (u *Upstream) discover() (_ *conn, err error) {

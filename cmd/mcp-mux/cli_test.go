@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -31,6 +33,12 @@ func TestUsage(t *testing.T) {
 		{nil, 2, false},
 		{[]string{"frobnicate"}, 2, false},
 		{[]string{"help"}, 0, true},
+		{[]string{"--help"}, 0, true},
+		{[]string{"-h"}, 0, true},
+		{[]string{"help", "serve"}, 0, true},
+		{[]string{"serve", "--help"}, 0, true},
+		{[]string{"validate", "--help"}, 0, true},
+		{[]string{"validate", "a.json", "b.json"}, 2, false},
 		{[]string{"serve", "--no-such-flag"}, 2, false},
 		{[]string{"serve", "extra-arg"}, 2, false},
 		{[]string{"serve", "--log-format", "xml"}, 2, false},
@@ -49,6 +57,108 @@ func TestUsage(t *testing.T) {
 		if out == "" {
 			t.Errorf("%q: no message", tc.args)
 		}
+		if tc.stdout && stderr.Len() > 0 {
+			t.Errorf("%q: help on stderr too: %q", tc.args, stderr.String())
+		}
+	}
+	var stdout bytes.Buffer
+	run(context.Background(), []string{"--help"}, &stdout, io.Discard, noEnv)
+	for _, cmd := range []string{"serve ", "validate ", "version ", "help "} {
+		if !strings.Contains(stdout.String(), "\n  "+cmd) {
+			t.Errorf("--help lacks the %q command:\n%s", cmd, stdout.String())
+		}
+	}
+}
+
+// TestValidatePrintsWhatServeWarns: validate PATH (no --config) prints
+// every warning serve logs for the same file — near-miss keys with the
+// likely key, an unset $VAR in env (never a value), a skipped interceptor.
+func TestValidatePrintsWhatServeWarns(t *testing.T) {
+	dir := t.TempDir()
+	path := writeFile(t, dir, "typos.json", `{
+  "mcpServer": {},
+  "mcpInterceptors": ["audit", "deerflow.interceptors.Custom"],
+  "mcpServers": {
+    "a": {"command": "/bin/true", "enabeld": false, "tool_call_timout": 5, "cwd": "/tmp",
+          "env": {"TOKEN": "$MUX_CLI_UNSET", "OK": "$MUX_CLI_SET"}}
+  }
+}`)
+	env := envMap(map[string]string{"MUX_CLI_SET": "value-never-printed"})
+	var vout, verr bytes.Buffer
+	if code := run(context.Background(), []string{"validate", path}, &vout, &verr, env); code != 0 {
+		t.Fatalf("validate: code %d\n%s", code, verr.String())
+	}
+	got := verr.String()
+	for _, want := range []string{
+		`mcpServer: unknown top-level key, kept but not used; did you mean "mcpServers"?`,
+		`a:enabeld: unknown key, kept but not used; did you mean "enabled"?`,
+		`a:tool_call_timout: unknown key, kept but not used; did you mean "tool_call_timeout"?`,
+		`a:env.TOKEN: $MUX_CLI_UNSET is not set`,
+		`deerflow.interceptors.Custom`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("validate output lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "value-never-printed") {
+		t.Errorf("validate printed a variable's value:\n%s", got)
+	}
+
+	var serr strings.Builder
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // serve returns as soon as it is up
+	if code := run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--config", path}, nil, &serr, env); code != 0 {
+		t.Fatalf("serve: code %d\n%s", code, serr.String())
+	}
+	warned := 0
+	for _, l := range logLines(serr.String()) {
+		msg, _ := l["@message"].(string)
+		if l["@level"] != "warn" || !(strings.HasPrefix(msg, "config: ") || msg == "skipping interceptor") {
+			continue
+		}
+		warned++
+		text := strings.TrimPrefix(msg, "config: ")
+		if r, ok := l["reason"].(string); ok {
+			text = r
+		}
+		// serve says "server: field: message", validate "file:server:field: message".
+		if i := strings.LastIndex(text, ": "); i >= 0 {
+			text = text[i+2:]
+		}
+		if !strings.Contains(got, text) {
+			t.Errorf("serve warned %q, which validate did not print:\n%s", text, got)
+		}
+	}
+	if warned < 5 {
+		t.Errorf("serve logged %d config warnings, want at least 5:\n%s", warned, serr.String())
+	}
+}
+
+// TestDefaultLogFormat: JSON when stderr is not a terminal, text on a
+// terminal (a pseudo-terminal here), --log-format wins.
+func TestDefaultLogFormat(t *testing.T) {
+	f, err := parseServe([]string{}, io.Discard, io.Discard, noEnv)
+	if err != nil || f.logFormat != "json" {
+		t.Errorf("not a terminal: %+v %v", f, err)
+	}
+	pty, err := os.OpenFile("/dev/ptmx", os.O_RDWR, 0)
+	if err != nil {
+		t.Fatalf("no pseudo-terminal: %v", err)
+	}
+	defer pty.Close()
+	if !isTerminal(pty) {
+		t.Fatal("a pseudo-terminal is not a terminal")
+	}
+	if f, err := parseServe([]string{}, io.Discard, pty, noEnv); err != nil || f.logFormat != "text" {
+		t.Errorf("terminal: %+v %v", f, err)
+	}
+	if f, err := parseServe([]string{"--log-format", "json"}, io.Discard, pty, noEnv); err != nil || f.logFormat != "json" {
+		t.Errorf("terminal with --log-format json: %+v %v", f, err)
+	}
+	null, _ := os.Open(os.DevNull)
+	defer null.Close()
+	if isTerminal(null) {
+		t.Error("/dev/null is not a terminal")
 	}
 }
 

@@ -1,8 +1,9 @@
 // Command mcp-mux runs the mcp-mux MCP proxy.
 //
 //	mcp-mux serve [--config PATH] [--listen ADDR] [--ops-listen ADDR] [--shutdown-delay DURATION] [--data-dir DIR] [--log-format json|text] [--log-level LEVEL]
-//	mcp-mux validate --config PATH
+//	mcp-mux validate [--config] PATH
 //	mcp-mux version
+//	mcp-mux help [COMMAND]
 package main
 
 import (
@@ -30,10 +31,20 @@ func main() {
 	os.Exit(code)
 }
 
-const usage = `usage:
+const usage = `mcp-mux is an MCP proxy and multiplexer: one Streamable HTTP endpoint in front of every
+MCP server in its config file (DeerFlow's extensions_config.json).
+
+usage:
   mcp-mux serve [--config PATH] [--listen ADDR] [--ops-listen ADDR] [--shutdown-delay DURATION] [--data-dir DIR] [--log-format json|text] [--log-level LEVEL]
-  mcp-mux validate --config PATH
+  mcp-mux validate [--config] PATH
   mcp-mux version
+  mcp-mux help [COMMAND]
+
+commands:
+  serve      serve /mcp, /healthz, /readyz and /metrics for the servers in the config file
+  validate   check a config file as serve would (the same errors and warnings); connects to nothing
+  version    print the version
+  help       print this help, or a command's flags ("mcp-mux help serve", "mcp-mux serve --help")
 `
 
 // run dispatches a subcommand and returns the process exit code.
@@ -50,7 +61,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "mcp-mux", version)
 		return 0
-	case "help", "-h", "--help":
+	case "help", "-h", "-help", "--help":
+		if len(args) > 1 && (args[1] == "serve" || args[1] == "validate") {
+			return run(ctx, []string{args[1], "--help"}, stdout, stderr, env)
+		}
 		fmt.Fprint(stdout, usage)
 		return 0
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
 
 	"github.com/mcp-mux/mcp-mux/api"
 	"github.com/mcp-mux/mcp-mux/config"
@@ -40,7 +41,7 @@ type serveFlags struct {
 	configGiven                                  bool
 }
 
-func parseServe(args []string, stderr io.Writer, env func(string) (string, bool)) (*serveFlags, error) {
+func parseServe(args []string, stdout, stderr io.Writer, env func(string) (string, bool)) (*serveFlags, error) {
 	f := &serveFlags{}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -49,8 +50,15 @@ func parseServe(args []string, stderr io.Writer, env func(string) (string, bool)
 	fs.StringVar(&f.dataDir, "data-dir", "", "directory for the embedded store (env MCP_MUX_DATA_DIR)")
 	fs.StringVar(&f.opsListen, "ops-listen", "", "a second address serving only /healthz, /readyz and /metrics (env MCP_MUX_OPS_LISTEN; default none)")
 	delay := fs.String("shutdown-delay", "", "on SIGTERM, answer /readyz 503 this long before closing the listener (env MCP_MUX_SHUTDOWN_DELAY; default 0s)")
-	fs.StringVar(&f.logFormat, "log-format", "json", "log format: json or text")
+	fs.StringVar(&f.logFormat, "log-format", "", "log format: json or text (default: text when stderr is a terminal, else json)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: mcp-mux serve [flags]\n\nServes /mcp (MCP), /healthz, /readyz and /metrics for the servers in the config file.")
+		fs.PrintDefaults()
+	}
+	if wantsHelp(args) {
+		fs.SetOutput(stdout) // the flag package prints the usage for -h itself
+	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -89,6 +97,12 @@ func parseServe(args []string, stderr io.Writer, env func(string) (string, bool)
 		}
 		f.shutdownDelay = d
 	}
+	if f.logFormat == "" {
+		f.logFormat = "json"
+		if isTerminal(stderr) {
+			f.logFormat = "text"
+		}
+	}
 	if f.logFormat != "json" && f.logFormat != "text" {
 		return nil, fmt.Errorf("--log-format must be json or text, not %q", f.logFormat)
 	}
@@ -98,12 +112,13 @@ func parseServe(args []string, stderr io.Writer, env func(string) (string, bool)
 	return f, nil
 }
 
-func serve(ctx context.Context, args []string, _, stderr io.Writer, env func(string) (string, bool)) int {
-	f, err := parseServe(args, stderr, env)
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer, env func(string) (string, bool)) int {
+	f, err := parseServe(args, stdout, stderr, env)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
 	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stderr, "mcp-mux serve:", err)
-		}
+		fmt.Fprintln(stderr, "mcp-mux serve:", err)
 		return 2
 	}
 	log := hclog.New(&hclog.LoggerOptions{
@@ -310,4 +325,15 @@ func reportConfig(log hclog.Logger, cfg *config.Config) {
 		}
 		log.Warn("skipping invalid server", "server", se.Name, "problems", strings.Join(msgs, "; "))
 	}
+}
+
+// isTerminal reports whether w is a terminal, where people read logs: they
+// get text there and JSON everywhere else.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }

@@ -7,16 +7,58 @@ import (
 	"io"
 
 	"github.com/mcp-mux/mcp-mux/config"
+	"github.com/mcp-mux/mcp-mux/proxy"
 )
+
+// parseFlags parses a command's flags. -h/--help prints its usage on stdout
+// and ends the command with exit 0; a bad flag ends it with exit 2 (the
+// message on the flag set's output, stderr).
+func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (done bool, code int) {
+	if wantsHelp(args) {
+		fs.SetOutput(stdout)
+	}
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		return true, 0
+	}
+	if err != nil {
+		return true, 2
+	}
+	return false, 0
+}
+
+// wantsHelp reports whether args ask for help before any other argument.
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "-h", "-help", "--help", "--h":
+			return true
+		case "--":
+			return false
+		}
+	}
+	return false
+}
 
 // validate loads the config exactly as serve does, connects to nothing, and
 // prints every problem as file:server:field: message.
 func validate(args []string, stdout, stderr io.Writer, env func(string) (string, bool)) int {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	path := fs.String("config", "", "config file to check (env MCP_MUX_CONFIG)")
-	if err := fs.Parse(args); err != nil {
+	path := fs.String("config", "", "config file to check (env MCP_MUX_CONFIG); or give it as the argument")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: mcp-mux validate [--config] PATH\n\nLoads and validates PATH exactly as serve does and connects to nothing:\nprints every error and warning; exit 1 on errors.")
+		fs.PrintDefaults()
+	}
+	if done, code := parseFlags(fs, args, stdout); done {
+		return code
+	}
+	switch {
+	case fs.NArg() > 1 || fs.NArg() == 1 && *path != "":
+		fmt.Fprintln(stderr, "mcp-mux validate: give one config file, as --config PATH or PATH")
 		return 2
+	case fs.NArg() == 1:
+		*path = fs.Arg(0)
 	}
 	if *path == "" {
 		if v, ok := env("MCP_MUX_CONFIG"); ok {
@@ -24,7 +66,7 @@ func validate(args []string, stdout, stderr io.Writer, env func(string) (string,
 		}
 	}
 	if *path == "" {
-		fmt.Fprintln(stderr, "mcp-mux validate: --config is required")
+		fmt.Fprintln(stderr, "mcp-mux validate: a config file is required (mcp-mux validate PATH)")
 		return 2
 	}
 	cfg, err := config.Load(*path, config.LoadOptions{LookupEnv: env})
@@ -39,6 +81,10 @@ func validate(args []string, stdout, stderr io.Writer, env func(string) (string,
 	}
 	for _, w := range cfg.Warnings {
 		fmt.Fprintln(stderr, "warning: "+w.Format(*path))
+	}
+	// What serve warns about when it applies the config (interceptors).
+	for _, w := range proxy.ConfigWarnings(cfg) {
+		fmt.Fprintln(stderr, "warning: "+*path+": "+w)
 	}
 	printServerProblems(stderr, *path, cfg)
 	enabled := 0

@@ -2,6 +2,7 @@ package mcptest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -24,11 +25,13 @@ type TaskServer struct {
 	// request is cancelled (the caller was killed or gave up).
 	HangFirst bool
 
-	mu     sync.Mutex
-	next   int
-	polls  map[string][]time.Time
-	hdrs   []http.Header
-	cancel map[string]int
+	mu      sync.Mutex
+	stop    chan struct{}
+	stopped bool
+	next    int
+	polls   map[string][]time.Time
+	hdrs    []http.Header
+	cancel  map[string]int
 }
 
 // StatusArgs are the status and cancel tools' arguments.
@@ -52,8 +55,9 @@ type TaskState struct {
 func (ts *TaskServer) MCP() *mcp.Server {
 	ts.mu.Lock()
 	if ts.polls == nil {
-		ts.polls, ts.cancel = map[string][]time.Time{}, map[string]int{}
+		ts.polls, ts.cancel, ts.stop = map[string][]time.Time{}, map[string]int{}, make(chan struct{})
 	}
+	stop := ts.stop
 	ts.mu.Unlock()
 	s := mcp.NewServer(&mcp.Implementation{Name: "jobs", Version: "test"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "submit_job", Description: "Start a job."},
@@ -74,8 +78,12 @@ func (ts *TaskServer) MCP() *mcp.Server {
 			}
 			ts.mu.Unlock()
 			if ts.HangFirst && n == 0 {
-				<-ctx.Done()
-				return nil, TaskState{}, ctx.Err()
+				// A killed caller does not cancel the request: Unblock ends it.
+				select {
+				case <-ctx.Done():
+				case <-stop:
+				}
+				return nil, TaskState{}, errors.New("abandoned")
 			}
 			if n < ts.ErrorsFirst {
 				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "backend busy"}}}, TaskState{}, nil
@@ -93,6 +101,17 @@ func (ts *TaskServer) MCP() *mcp.Server {
 			return nil, TaskState{TaskID: a.TaskID, Status: "cancelled"}, nil
 		})
 	return s
+}
+
+// Unblock ends the status calls HangFirst holds (call it before the
+// server's sessions are closed).
+func (ts *TaskServer) Unblock() {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.stop != nil && !ts.stopped {
+		ts.stopped = true
+		close(ts.stop)
+	}
 }
 
 // Polls returns the times of each job's status calls.

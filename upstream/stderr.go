@@ -1,0 +1,122 @@
+package upstream
+
+import (
+	"bytes"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// stderrLog collects what a stdio server's processes write on stderr. Lines
+// are logged at debug (they may carry user content), at most stderrBurst a
+// second, and not at all while the server is failing and being retried: a
+// server that fails the same way on every attempt is not logged anew each
+// time. Credential values mcp-mux holds for the server (its env values, its
+// headers) are scrubbed first. The last stderrKeep lines are kept; a failed discovery appends them
+// to the server's failure reason (Err).
+type stderrLog struct {
+	log   hclog.Logger
+	quiet func() bool         // true while retrying a failed server
+	scrub func(string) string // removes credential values (the server's env, headers)
+
+	mu      sync.Mutex
+	ring    [stderrKeep]string
+	next    int // ring index of the next line
+	n       int // lines in the ring
+	window  time.Time
+	count   int
+	dropped int
+	now     func() time.Time
+}
+
+const (
+	stderrBurst   = 20   // lines logged per second at most
+	stderrKeep    = 20   // lines kept for the failure reason
+	stderrLineMax = 2048 // bytes kept of one line
+)
+
+func newStderrLog(log hclog.Logger, quiet func() bool, scrub func(string) string) *stderrLog {
+	if scrub == nil {
+		scrub = func(s string) string { return s }
+	}
+	return &stderrLog{log: log, quiet: quiet, scrub: scrub, now: time.Now}
+}
+
+// writer returns the stderr of one process: it splits lines and hands them on.
+func (l *stderrLog) writer() *lineSplitter { return &lineSplitter{l: l} }
+
+// add records one line.
+func (l *stderrLog) add(line []byte) {
+	line = bytes.TrimRight(line, "\r")
+	if len(bytes.TrimSpace(line)) == 0 {
+		return
+	}
+	if len(line) > stderrLineMax {
+		line = line[:stderrLineMax]
+	}
+	text := l.scrub(strings.ToValidUTF8(string(line), "\uFFFD"))
+	l.mu.Lock()
+	l.ring[l.next] = text
+	l.next = (l.next + 1) % stderrKeep
+	l.n = min(l.n+1, stderrKeep)
+	logIt := l.allowLocked()
+	l.mu.Unlock()
+	if logIt && (l.quiet == nil || !l.quiet()) {
+		l.log.Debug(text)
+	}
+}
+
+// allowLocked applies the rate limit; l.mu is held.
+func (l *stderrLog) allowLocked() bool {
+	now := l.now()
+	if now.Sub(l.window) >= time.Second {
+		if l.dropped > 0 {
+			l.log.Debug("stderr lines left out by the rate limit", "dropped", l.dropped)
+		}
+		l.window, l.count, l.dropped = now, 0, 0
+	}
+	if l.count >= stderrBurst {
+		l.dropped++
+		return false
+	}
+	l.count++
+	return true
+}
+
+// tail returns the kept lines, oldest first.
+func (l *stderrLog) tail() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]string, 0, l.n)
+	for i := range l.n {
+		out = append(out, l.ring[(l.next-l.n+i+stderrKeep)%stderrKeep])
+	}
+	return out
+}
+
+// lineSplitter is one process's stderr, cut into lines.
+type lineSplitter struct {
+	l   *stderrLog
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (w *lineSplitter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, b...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			if len(w.buf) > 8<<10 { // a line without end: take what there is
+				w.l.add(w.buf)
+				w.buf = w.buf[:0]
+			}
+			return len(b), nil
+		}
+		w.l.add(w.buf[:i])
+		w.buf = w.buf[i+1:]
+	}
+}
