@@ -104,12 +104,12 @@ func TestExampleEndToEnd(t *testing.T) {
 	k, v, _ := strings.Cut(marker, "=")
 	servers["everything"].(map[string]any)["env"] = map[string]any{k: v}
 	want := []string{"demo_echo", "demo_headers"}
+	// The example's everything server needs npx; CI (.ci/run) installs Node.
 	_, npxErr := exec.LookPath("npx")
-	if npxErr == nil {
-		want = append(want, "everything_echo")
-	} else {
-		t.Logf("npx not found; checking only the demo server")
+	if npxErr != nil {
+		t.Fatalf("npx is required for the example's everything server: %v", npxErr)
 	}
+	want = append(want, "everything_echo")
 	dir := t.TempDir()
 	cfg := writeFile(t, dir, "extensions_config.json", mustJSON(t, doc))
 
