@@ -161,7 +161,7 @@ func soak(duration, warmup time.Duration, nSessions int) error {
 			procs: len(processesWith("MCPTEST_STDIO_SERVER=" + marker))}
 	}
 	// quiet pauses the load, lets reconnects and closing connections settle
-	// (goroutines and fds unchanged over a second), measures, and resumes.
+	// (goroutines and fds unchanged for three seconds), measures, and resumes.
 	quiet := func() sample {
 		gate.Lock()
 		defer gate.Unlock()
@@ -172,13 +172,17 @@ func soak(duration, warmup time.Duration, nSessions int) error {
 			c.reloads.Add(1)
 		}
 		tr.CloseIdleConnections()
-		prev := measure()
-		for range 60 {
+		prev, same := measure(), 0
+		for range 90 {
 			time.Sleep(time.Second) // settling is what is being waited for: it has no event
 			runtime.GC()
 			cur := measure()
 			if cur.goroutines == prev.goroutines && cur.fds == prev.fds {
-				return cur
+				if same++; same == 3 {
+					return cur
+				}
+			} else {
+				same = 0
 			}
 			prev = cur
 		}
@@ -363,7 +367,10 @@ func (r *restartable) serve(ln net.Listener) {
 	s := r.mcp
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
-	r.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// A short idle timeout lets a paused load's keep-alive connections to
+	// this server close, so that measurements do not count the mux's idle
+	// connection pool (two fds each, both ends being in this process).
+	r.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Second}
 	go func() { _ = r.srv.Serve(ln) }()
 }
 
