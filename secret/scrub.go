@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // MinScrubLen is the shortest value a Scrubber removes from free text:
@@ -53,10 +54,18 @@ func RedactURL(raw string) string {
 // sends (header values, tokens), and the user info and query values of the
 // URLs it uses. Build one from everything mcp-mux holds for a call and run
 // every upstream error through it before it is logged or shown. The zero
-// Scrubber scrubs nothing; Add* must not be called concurrently with Scrub.
+// Scrubber scrubs nothing. Methods are safe for concurrent use.
 type Scrubber struct {
-	pairs []string // old, new, … for strings.NewReplacer, longest old first
-	r     *strings.Replacer
+	mu    sync.Mutex
+	pairs []string          // old, new, … as registered
+	r     *strings.Replacer // built from pairs on first use; nil after an Add
+}
+
+// Clone returns a Scrubber with the same values, to extend for one call.
+func (s *Scrubber) Clone() *Scrubber {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return &Scrubber{pairs: append([]string(nil), s.pairs...)}
 }
 
 // Add registers credential values; values shorter than MinScrubLen are
@@ -120,6 +129,8 @@ func (s *Scrubber) AddURL(raw string) {
 }
 
 func (s *Scrubber) add(old, repl string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for i := 0; i < len(s.pairs); i += 2 {
 		if s.pairs[i] == old {
 			return
@@ -131,7 +142,12 @@ func (s *Scrubber) add(old, repl string) {
 
 // Scrub returns text with every registered value replaced.
 func (s *Scrubber) Scrub(text string) string {
-	if s == nil || len(s.pairs) == 0 {
+	if s == nil {
+		return text
+	}
+	s.mu.Lock()
+	if len(s.pairs) == 0 {
+		s.mu.Unlock()
 		return text
 	}
 	if s.r == nil {
@@ -147,7 +163,9 @@ func (s *Scrubber) Scrub(text string) string {
 		}
 		s.r = strings.NewReplacer(sorted...)
 	}
-	return s.r.Replace(text)
+	r := s.r
+	s.mu.Unlock()
+	return r.Replace(text)
 }
 
 // Error returns err with its message scrubbed; errors.Is and errors.As still

@@ -70,6 +70,14 @@ func TestScrubber(t *testing.T) {
 	if sc.Error(nil) != nil {
 		t.Error("Error(nil) != nil")
 	}
+	call := sc.Clone()
+	call.Add("per-call-token")
+	if got := call.Scrub("per-call-token key-7a7a7a"); got != "[REDACTED] [REDACTED]" {
+		t.Errorf("clone: %q", got)
+	}
+	if got := sc.Scrub("per-call-token"); got != "per-call-token" {
+		t.Errorf("Add on a clone changed the original: %q", got)
+	}
 	var zero Scrubber
 	if zero.Scrub("x") != "x" {
 		t.Error("zero Scrubber changed text")

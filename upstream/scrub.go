@@ -35,18 +35,31 @@ func (u *Upstream) scrub(err error, h http.Header) error {
 	return sc.Error(err)
 }
 
+// scrubber returns the Scrubber of a request that carried h: the static one
+// (URL, static headers, env; built once, see newStaticScrubber) extended by h.
 func (u *Upstream) scrubber(h http.Header) *secret.Scrubber {
-	sc := &secret.Scrubber{}
-	sc.AddURL(u.opts.URL)
-	for _, hh := range []http.Header{u.opts.Header, h} {
-		for _, vs := range hh {
-			for _, v := range vs {
-				sc.AddHeaderValue(v)
-			}
-		}
+	if len(h) == 0 {
+		return u.static
 	}
-	for _, v := range u.opts.Env {
+	sc := u.static.Clone()
+	addHeaders(sc, h)
+	return sc
+}
+
+func newStaticScrubber(opts *Options) *secret.Scrubber {
+	sc := &secret.Scrubber{}
+	sc.AddURL(opts.URL)
+	addHeaders(sc, opts.Header)
+	for _, v := range opts.Env {
 		sc.Add(v)
 	}
 	return sc
+}
+
+func addHeaders(sc *secret.Scrubber, h http.Header) {
+	for _, vs := range h {
+		for _, v := range vs {
+			sc.AddHeaderValue(v)
+		}
+	}
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/secret"
 )
 
 // Transport names.
@@ -179,8 +180,9 @@ type Upstream struct {
 	// retrying is set while discovery keeps failing after its first
 	// failure: stderr is then not logged again.
 	retrying atomic.Bool
-	http     *http.Client // fast path
-	sdkHTTP  *http.Client // SDK transports (static headers added)
+	http     *http.Client     // fast path
+	sdkHTTP  *http.Client     // SDK transports (static headers added)
+	static   *secret.Scrubber // the credentials of every request (see scrub)
 	pool     *pool
 
 	ctx    context.Context
@@ -273,6 +275,7 @@ func New(opts Options) (*Upstream, error) {
 		c.AddReceivingMiddleware(u.receive)
 		return c
 	}
+	u.static = newStaticScrubber(&u.opts)
 	u.stderr = newStderrLog(opts.Logger.Named("stderr"), u.retrying.Load, func(s string) string { return u.scrubber(nil).Scrub(s) })
 	u.conns = make(map[*mcp.ClientSession]*conn)
 	u.pool = newPool(u, opts.MaxSessions, opts.IdleTimeout)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/mcp-mux/mcp-mux/api"
 	"github.com/mcp-mux/mcp-mux/config"
@@ -28,6 +29,9 @@ func openTaskStore(cfg *config.Config, dataDir string, log hclog.Logger) (taskpo
 		log.Info("durable tasks: embedded store", "dir", dataDir)
 		return st, nil
 	}
+	// go-redis logs through a package-level logger; send it to ours so no
+	// plain-text line lands in a JSON log stream.
+	redis.SetLogger(redisLogger{log.Named("redis")})
 	c, err := taskpoll.DialRedis(cfg.Store.RedisURL.Reveal())
 	if err != nil {
 		return nil, err
@@ -67,4 +71,12 @@ func taskCounter(srv *proxy.Server) api.TaskCounter {
 		return t.Store()
 	}
 	return nil
+}
+
+// redisLogger is go-redis's logger on hclog (its messages name addresses,
+// never the URL's password).
+type redisLogger struct{ log hclog.Logger }
+
+func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
+	l.log.Warn(fmt.Sprintf(format, v...))
 }

@@ -186,6 +186,34 @@ func TestTasksSurviveKilledReplica(t *testing.T) {
 	}
 }
 
+func TestSIGTERMReleasesLeases(t *testing.T) {
+	rs := mcptest.StartRedis(t, false)
+	up := &mcptest.TaskServer{HangFirst: true}
+	upTS := mcptest.ServeHTTP(t, up.MCP())
+	t.Cleanup(up.Unblock)
+	dir := t.TempDir()
+	// A lease far longer than the test: only a release lets B in.
+	cfg := writeFile(t, dir, "config.json", `{
+  "mcpServers": {"jobs": `+mcptest.TaskServerJSON(upTS.URL+"/mcp", "")+`},
+  "mcp_tasks": {"enabled": true, "poll_interval_seconds": 1, "lease_seconds": 600},
+  "store": {"redis_url": "`+rs.URL()+`", "key_prefix": "term:"}
+}`)
+	a := startServe(t, dir, nil, "--config", cfg, "--listen", "127.0.0.1:0")
+	id, msg := submit(t, connectMux(t, a))
+	if id == "" {
+		t.Fatalf("submit: %s", msg)
+	}
+	waitCond(t, 20*time.Second, "the first poll", func() bool { return len(up.Polls()) == 1 })
+	b := startServe(t, t.TempDir(), nil, "--config", cfg, "--listen", "127.0.0.1:0")
+	if code := a.stop(30 * time.Second); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	waitCond(t, 20*time.Second, "replica B completing the task", func() bool { return taskStatuses(t, b)[id] == "completed" })
+	if v := metricValue(t, b, "mcp_mux_task_lease_takeovers_total"); v != 0 {
+		t.Fatalf("takeovers = %v: the lease was not released", v)
+	}
+}
+
 func TestTasksSurviveRedisOutageAndRestart(t *testing.T) {
 	rs := mcptest.StartRedis(t, true) // appendonly, fsync always
 	up := &mcptest.TaskServer{PollsToComplete: 2}
