@@ -22,8 +22,11 @@ import (
 
 // Bounds on what one client can make mcp-mux hold.
 //
-// Every POST body is read here, once, within maxBody bytes and BodyTimeout,
-// and scanned (wire.Scan) before either the fast path or the SDK decodes it:
+// Every request body on the listener has a read deadline (limitBody, from
+// GuardHosts), cleared when the body has been read, so only a slow body is
+// cut off, never a long response stream. A /mcp POST body is read here,
+// once, within maxBody bytes, and scanned (wire.Scan) before the era router,
+// the fast path or the SDK decodes it:
 // nesting deeper than wire.MaxDepth and batches of more than wire.MaxBatch
 // messages are refused with a JSON-RPC error. A POST that would open a
 // session past inbound.max_sessions is refused too. Every request a session
@@ -52,30 +55,20 @@ const requestHeader = "Mcp-Mux-Internal-Request"
 
 var bodyBuffers wire.Buffers
 
-// readBody reads a POST body within maxBody bytes and the body deadline, and
-// checks its shape. On failure it has answered the request and returns nil.
+// readBody reads a /mcp POST body within maxBody bytes and the body
+// deadline, and checks its shape. On failure it has answered the request and returns nil.
 // The caller returns the buffer with bodyBuffers.Put(bp).
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (bp *[]byte, sh wire.Shape) {
-	rc := http.NewResponseController(w)
-	// Only the body has a deadline: a response stream may stay open for as
-	// long as its call runs. A connection that does not support deadlines
-	// (HTTP/2 before Go's support, a test recorder) is read without one.
-	deadlineSet := rc.SetReadDeadline(time.Now().Add(s.opts.BodyTimeout)) == nil
+	s.limitBody(w, r) // GuardHosts has, unless this handler is served on its own
 	bp = bodyBuffers.Get()
 	buf := bytes.NewBuffer(*bp)
 	n, err := buf.ReadFrom(io.LimitReader(r.Body, maxBody+1))
 	*bp = buf.Bytes()
 	timedOut := errors.Is(err, os.ErrDeadlineExceeded)
-	if deadlineSet && !timedOut {
-		// A timed-out connection keeps its expired deadline: net/http's
-		// attempt to drain the rest of the body must fail at once too.
-		_ = rc.SetReadDeadline(time.Time{})
-	}
 	body := *bp
 	switch {
 	case timedOut:
 		s.log.Debug("request body not received in time", "timeout", s.opts.BodyTimeout)
-		w.Header().Set("Connection", "close")
 		writeRPCError(w, http.StatusRequestTimeout, nil, jsonrpc.CodeInvalidRequest,
 			fmt.Sprintf("request body not received within %s", s.opts.BodyTimeout))
 	case err != nil:
@@ -98,6 +91,43 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (bp *[]byte, s
 	}
 	bodyBuffers.Put(bp)
 	return nil, sh
+}
+
+// limitBody gives the body of r the body deadline (BodyTimeout): reading it
+// fails past the deadline, and reading it to its end clears the deadline,
+// so a response stream lasts as long as its call. Only the body has a
+// deadline, so a connection can stay open with a slow stream but not with a
+// slow body. A connection that does not support deadlines is left alone.
+func (s *Server) limitBody(w http.ResponseWriter, r *http.Request) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return
+	}
+	if _, ok := r.Body.(*deadlineBody); ok {
+		return
+	}
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(s.opts.BodyTimeout)) != nil {
+		return
+	}
+	r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+}
+
+// deadlineBody clears the connection's read deadline at the end of the body.
+// A body that timed out keeps it: net/http's attempt to drain the rest must
+// fail at once too (the connection is closed).
+type deadlineBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	done bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && !b.done && !errors.Is(err, os.ErrDeadlineExceeded) {
+		b.done = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
 }
 
 // admitSession refuses a POST that would open a session past

@@ -269,8 +269,8 @@ var errClosing = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcp-m
 // beginCall counts a request in flight for Close to drain, unless Close has
 // begun: under lifeMu, so that no Add races Close's Wait.
 func (s *Server) beginCall() bool {
-	s.lifeMu.Lock()
-	defer s.lifeMu.Unlock()
+	s.lifeMu.RLock() // calls only exclude Close, not each other
+	defer s.lifeMu.RUnlock()
 	if s.closed.Load() {
 		return false
 	}

@@ -84,7 +84,7 @@ type Server struct {
 	subs       map[string]int // server+URI → number of sessions subscribed
 	inflight   sync.WaitGroup
 	closed     atomic.Bool
-	lifeMu     sync.Mutex      // orders session registration and calls (inflight.Add) against Close
+	lifeMu     sync.RWMutex    // orders session registration and calls (inflight.Add) against Close
 	sessionsWG sync.WaitGroup  // session cleanup goroutines
 	ready      atomic.Bool     // a config has been applied
 	life       context.Context // ends when Close starts

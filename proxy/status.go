@@ -179,6 +179,8 @@ func adminAuthorized(rt *runtime, r *http.Request) bool {
 // (the task and admin APIs, the status page) with it too.
 func (s *Server) GuardHosts(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Every route passes here, so the body deadline starts here too (limits.go).
+		s.limitBody(w, r)
 		if err := s.rt.Load().origins.check(r); err != nil {
 			http.Error(w, "Forbidden: "+err.Error(), http.StatusForbidden)
 			return
