@@ -65,18 +65,17 @@ func flakyUpstream(t *testing.T) *httptest.Server {
 	return ts
 }
 
-// postWithID POSTs body on session sid with X-Request-Id id ("": none).
-// Protocol version 2024-11-05, which the fast path leaves to the SDK, sends
-// the request down the SDK path.
-func postWithID(t *testing.T, base, sid, version, id, body string) *http.Response {
+// postWithID POSTs body to /mcp with the headers hdr (name, value pairs;
+// an empty value is left out).
+func postWithID(t *testing.T, base, body string, hdr ...string) *http.Response {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Session-Id", sid)
-	req.Header.Set("Mcp-Protocol-Version", version)
-	if id != "" {
-		req.Header.Set("X-Request-Id", id)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i+1] != "" {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
 	}
 	resp, err := testHTTP.Do(req)
 	if err != nil {
@@ -90,7 +89,8 @@ func TestRequestIDInEveryLogLineOfACall(t *testing.T) {
 	m := startMux(t, fmt.Sprintf(`{"mcpInterceptors": ["audit"], "mcpServers": {"up": {"type": "http", "url": %q}}}`, up.URL+"/mcp"), proxy.Options{})
 	sid := rawSession(t, m.ts.URL, "2025-11-25")
 	var tool string
-	for _, r := range readReplies(t, postWithID(t, m.ts.URL, sid, "2025-11-25", "", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)) {
+	list := postWithID(t, m.ts.URL, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, "Mcp-Session-Id", sid, "Mcp-Protocol-Version", "2025-11-25")
+	for _, r := range readReplies(t, list) {
 		var l struct{ Tools []struct{ Name string } }
 		_ = json.Unmarshal(r.Result, &l)
 		for _, x := range l.Tools {
@@ -103,7 +103,9 @@ func TestRequestIDInEveryLogLineOfACall(t *testing.T) {
 		t.Fatal("the mux lists no flaky tool")
 	}
 
-	const fast, sdk = "2025-11-25", "2024-11-05"
+	// Protocol version 2024-11-05, which the fast path leaves to the SDK,
+	// sends a legacy call down the SDK path; 2026-07-28 is the stateless leg.
+	const fast, sdk, modern = "2025-11-25", "2024-11-05", "2026-07-28"
 	for i, tc := range []struct {
 		name, version, sent, meta, contentType string
 		keep                                   bool
@@ -111,14 +113,21 @@ func TestRequestIDInEveryLogLineOfACall(t *testing.T) {
 		{"fast path", fast, "client-7f3a:42", "", "application/json", true},
 		{"fast path with progress", fast, "client-7f3a:43", `,"_meta":{"progressToken":"p1"}`, "application/json", true},
 		{"sdk path", sdk, "0b5e2c1d-9a8f-4e7b-b6c5-d4e3f2a1b0c9", `,"_meta":{"progressToken":"p2"}`, "text/event-stream", true},
+		{"2026-07-28", modern, "modern.1", "," + modernMeta("{}"), "", true},
 		{"malformed", fast, "evil id\"request_id=forged", "", "application/json", false},
 		{"too long on the sdk path", sdk, strings.Repeat("a", 65), "", "text/event-stream", false},
 		{"absent", fast, "", "", "application/json", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(m.logs.String())
-			resp := postWithID(t, m.ts.URL, sid, tc.version, tc.sent, fmt.Sprintf(
-				`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":{}%s}}`, 10+i, tool, tc.meta))
+			body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":{}%s}}`, 10+i, tool, tc.meta)
+			hdr := []string{"X-Request-Id", tc.sent, "Mcp-Protocol-Version", tc.version}
+			if tc.version == modern {
+				hdr = append(hdr, "Mcp-Method", "tools/call", "Mcp-Name", tool)
+			} else {
+				hdr = append(hdr, "Mcp-Session-Id", sid)
+			}
+			resp := postWithID(t, m.ts.URL, body, hdr...)
 			got := resp.Header.Get("X-Request-Id")
 			if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, tc.contentType) {
 				t.Errorf("Content-Type %q, want %q (the call took the other path)", ct, tc.contentType)
@@ -169,7 +178,8 @@ func TestRequestIDInEveryLogLineOfACall(t *testing.T) {
 // The id is there even when /mcp refuses a request before any session.
 func TestRequestIDOnRefusedRequest(t *testing.T) {
 	m := startMux(t, `{"mcpServers": {}}`, proxy.Options{})
-	resp := postWithID(t, m.ts.URL, "no-such-session", "2025-11-25", "refused-1", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	resp := postWithID(t, m.ts.URL, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
+		"Mcp-Session-Id", "no-such-session", "Mcp-Protocol-Version", "2025-11-25", "X-Request-Id", "refused-1")
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode < 400 || resp.Header.Get("X-Request-Id") != "refused-1" {
