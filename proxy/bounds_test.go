@@ -480,7 +480,7 @@ func TestPagingUpstreamSkipped(t *testing.T) {
 	})
 	web := mcptest.ServeHTTP(t, mcptest.NewServer("web"))
 	m := startMux(t, fmt.Sprintf(`{"mcpServers": {"endless": {"type": "http", "url": %q}, "fat": {"type": "http", "url": %q}, "web": {"type": "http", "url": %q}}}`,
-		endless.URL+"/mcp", fat.URL+"/mcp", web.URL+"/mcp"), proxy.Options{})
+		endless.URL+"/mcp", fat.URL+"/mcp", web.URL+"/mcp"), proxy.Options{RetryMin: time.Minute, RetryMax: time.Minute}) // no 16 MiB rounds in the background
 	logs := m.logs.String()
 	for _, want := range []string{"tools/list returned more than 10000 items, the cap on one list of a server",
 		"tools/list returned more than 16 MiB, the cap on one list of a server"} {
