@@ -208,6 +208,11 @@ func (s *Server) apply(cfg *config.Config, fresh bool) ([]config.Problem, error)
 	s.rt.Store(rt)
 	s.ready.Store(true)
 	s.startTasks()
+	for name := range old.byName {
+		if rt.byName[name] == nil {
+			s.metrics.forget(name)
+		}
+	}
 	s.retire(old)
 	s.refreshCatalog(old)
 	return problems, nil
@@ -376,6 +381,7 @@ func (s *Server) upstreamOptions(sc *config.Server, ref *resolverRef) upstream.O
 		RetryMax:    s.opts.RetryMax,
 		Logger:      s.log.Named("upstream").With("server", sc.Name),
 		OnChange:    func() { s.refreshCatalog(nil) },
+		OnDiscovery: s.metrics.observeDiscovery(sc.Name),
 		Handler:     (*forwarder)(s),
 		// Discovery uses the newest credentials built for this upstream.
 		BaseHeaders: func(ctx context.Context) (http.Header, error) {

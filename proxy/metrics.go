@@ -11,9 +11,10 @@ import (
 
 // metrics are the Server's Prometheus metrics, on a registry of its own.
 type metrics struct {
-	reg      *prometheus.Registry
-	calls    *prometheus.CounterVec
-	duration *prometheus.HistogramVec
+	reg       *prometheus.Registry
+	calls     *prometheus.CounterVec
+	duration  *prometheus.HistogramVec
+	discovery *prometheus.HistogramVec
 }
 
 func newMetrics(s *Server) *metrics {
@@ -25,11 +26,16 @@ func newMetrics(s *Server) *metrics {
 		}, []string{"server", "outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "mcp_mux_tool_call_duration_seconds",
-			Help:    "Time from receiving a tools/call to having its upstream result, by server.",
+			Help:    "Time from receiving a tools/call to having its upstream result, by server and outcome.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10), // 0.5 ms … ~2 min
-		}, []string{"server"}),
+		}, []string{"server", "outcome"}),
+		discovery: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "mcp_mux_upstream_discovery_duration_seconds",
+			Help:    "Time a discovery round (connect, initialize, list everything) took, by server and outcome (ok, error).",
+			Buckets: prometheus.ExponentialBuckets(0.005, 3, 9), // 5 ms … ~33 s
+		}, []string{"server", "outcome"}),
 	}
-	m.reg.MustRegister(m.calls, m.duration, stateCollector{s},
+	m.reg.MustRegister(m.calls, m.duration, m.discovery, stateCollector{s},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -37,24 +43,49 @@ func newMetrics(s *Server) *metrics {
 // callMetrics are one server's pre-resolved series, so that recording a
 // call costs no label lookups.
 type callMetrics struct {
-	ok, failed prometheus.Counter
-	duration   prometheus.Observer
+	ok, failed       prometheus.Counter
+	okDur, failedDur prometheus.Observer
 }
 
 func (m *metrics) forServer(name string) *callMetrics {
 	return &callMetrics{
-		ok:       m.calls.WithLabelValues(name, "ok"),
-		failed:   m.calls.WithLabelValues(name, "error"),
-		duration: m.duration.WithLabelValues(name),
+		ok:        m.calls.WithLabelValues(name, "ok"),
+		failed:    m.calls.WithLabelValues(name, "error"),
+		okDur:     m.duration.WithLabelValues(name, "ok"),
+		failedDur: m.duration.WithLabelValues(name, "error"),
 	}
 }
 
 func (c *callMetrics) record(start time.Time, err error) {
-	c.duration.Observe(time.Since(start).Seconds())
+	d := time.Since(start).Seconds()
 	if err != nil {
 		c.failed.Inc()
+		c.failedDur.Observe(d)
 	} else {
 		c.ok.Inc()
+		c.okDur.Observe(d)
+	}
+}
+
+// observeDiscovery is an upstream's Options.OnDiscovery.
+func (m *metrics) observeDiscovery(name string) func(time.Duration, bool) {
+	return func(d time.Duration, ok bool) {
+		outcome := "ok"
+		if !ok {
+			outcome = "error"
+		}
+		m.discovery.WithLabelValues(name, outcome).Observe(d.Seconds())
+	}
+}
+
+// forget deletes a removed server's series, so that dashboards do not show
+// servers that no longer exist. The gauges come from the running backends
+// at scrape time and need no deleting.
+func (m *metrics) forget(name string) {
+	for _, vec := range []interface {
+		DeletePartialMatch(prometheus.Labels) int
+	}{m.calls, m.duration, m.discovery} {
+		vec.DeletePartialMatch(prometheus.Labels{"server": name})
 	}
 }
 
@@ -69,12 +100,14 @@ var (
 	upDesc       = prometheus.NewDesc("mcp_mux_upstream_up", "1 when the server's last discovery succeeded.", []string{"server"}, nil)
 	toolsDesc    = prometheus.NewDesc("mcp_mux_upstream_tools", "Tools the server listed.", []string{"server"}, nil)
 	upSessDesc   = prometheus.NewDesc("mcp_mux_upstream_sessions", "Pooled call sessions with the server.", []string{"server"}, nil)
+	procsDesc    = prometheus.NewDesc("mcp_mux_stdio_processes", "Running stdio server processes, by server.", []string{"server"}, nil)
+	reconnDesc   = prometheus.NewDesc("mcp_mux_upstream_reconnects_total", "Sessions with the server re-established after they ended (discovery session, and call sessions retried before the request ran).", []string{"server"}, nil)
 	sessionsDesc = prometheus.NewDesc("mcp_mux_sessions", "Downstream MCP sessions.", nil, nil)
 	catalogDesc  = prometheus.NewDesc("mcp_mux_catalog_tools", "Tools in the aggregated catalog.", nil, nil)
 )
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{upDesc, toolsDesc, upSessDesc, sessionsDesc, catalogDesc} {
+	for _, d := range []*prometheus.Desc{upDesc, toolsDesc, upSessDesc, procsDesc, reconnDesc, sessionsDesc, catalogDesc} {
 		ch <- d
 	}
 }
@@ -82,13 +115,15 @@ func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	rt := c.s.rt.Load()
 	for _, b := range rt.backends {
-		up := 1.0
-		if b.up.Err() != nil {
-			up = 0
+		up := 0.0
+		if b.up.State() == StateUp {
+			up = 1
 		}
 		ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, up, b.name)
 		ch <- prometheus.MustNewConstMetric(toolsDesc, prometheus.GaugeValue, float64(len(b.up.Tools())), b.name)
 		ch <- prometheus.MustNewConstMetric(upSessDesc, prometheus.GaugeValue, float64(b.up.Sessions()), b.name)
+		ch <- prometheus.MustNewConstMetric(procsDesc, prometheus.GaugeValue, float64(b.up.Processes()), b.name)
+		ch <- prometheus.MustNewConstMetric(reconnDesc, prometheus.CounterValue, float64(b.up.Reconnects()), b.name)
 	}
 	ch <- prometheus.MustNewConstMetric(sessionsDesc, prometheus.GaugeValue, float64(len(c.s.sessions.all())))
 	ch <- prometheus.MustNewConstMetric(catalogDesc, prometheus.GaugeValue, float64(len(rt.cat.Load().order)))

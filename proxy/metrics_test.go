@@ -26,7 +26,7 @@ func TestMetrics(t *testing.T) {
 	body := string(b)
 	for _, want := range []string{
 		`mcp_mux_tool_calls_total{outcome="ok",server="web"} 3`,
-		`mcp_mux_tool_call_duration_seconds_count{server="web"} 3`,
+		`mcp_mux_tool_call_duration_seconds_count{outcome="ok",server="web"} 3`,
 		`mcp_mux_upstream_up{server="web"} 1`,
 		`mcp_mux_upstream_sessions{server="web"} 1`,
 		`mcp_mux_sessions 1`,

@@ -143,3 +143,30 @@ func TestExpiredSessionRetriedOnce(t *testing.T) {
 func urlOptions(url string) upstream.Options {
 	return upstream.Options{Name: "web", Transport: upstream.HTTP, URL: url}
 }
+
+// TestDiscoveryStreamResumed: the discovery session's own requests resume
+// too — here tools/list, whose stream the server ends before answering.
+func TestDiscoveryStreamResumed(t *testing.T) {
+	var runs, closed atomic.Int32
+	srv := countingServer(&runs, false)
+	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if ex := req.GetExtra(); method == "tools/list" && ex != nil && ex.CloseSSEStream != nil && closed.Add(1) == 1 {
+				ex.CloseSSEStream(mcp.CloseSSEStreamArgs{RetryAfter: 20 * time.Millisecond})
+				time.Sleep(50 * time.Millisecond)
+			}
+			return next(ctx, method, req)
+		}
+	})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+		&mcp.StreamableHTTPOptions{EventStore: mcp.NewMemoryEventStore(nil)})
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	u := start(t, urlOptions(ts.URL+"/mcp"))
+	if tools := u.Tools(); len(tools) != 1 || tools[0].Name != "run" {
+		t.Errorf("tools = %+v", tools)
+	}
+	if closed.Load() == 0 {
+		t.Error("the server never ended a tools/list stream early")
+	}
+}

@@ -45,3 +45,8 @@ func (u *Upstream) Processes() int {
 	}
 	return n
 }
+
+// Reconnects returns how many times a session with the server was
+// re-established after it ended: the discovery session, and call sessions
+// retried because the request provably did not run.
+func (u *Upstream) Reconnects() int64 { return u.reconnects.Load() }

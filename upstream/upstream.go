@@ -115,6 +115,9 @@ type Options struct {
 	// OnChange is called after any list (tools, prompts, resources,
 	// resource templates) was discovered or refreshed.
 	OnChange func()
+	// OnDiscovery, when set, is told how long each discovery round took
+	// and whether it succeeded.
+	OnDiscovery func(d time.Duration, ok bool)
 	// Handler receives the server-to-client traffic of call sessions.
 	Handler Handler
 }
@@ -204,9 +207,10 @@ type Upstream struct {
 	connsMu sync.Mutex
 	conns   map[*mcp.ClientSession]*conn
 
-	control atomic.Pointer[conn] // the discovery session while it is up
-	subsMu  sync.Mutex
-	subs    map[string]bool // resource URIs subscribed on the discovery session
+	control    atomic.Pointer[conn] // the discovery session while it is up
+	reconnects atomic.Int64         // sessions re-established after they ended
+	subsMu     sync.Mutex
+	subs       map[string]bool // resource URIs subscribed on the discovery session
 }
 
 // New validates opts and returns an Upstream. It does no I/O; call Start.
@@ -349,7 +353,11 @@ func (u *Upstream) run() {
 	bo := backoff{min: u.opts.RetryMin, max: u.opts.RetryMax, jitter: rand.Int64N}
 	failures := 0
 	for {
+		began := time.Now()
 		c, err := u.discover()
+		if u.opts.OnDiscovery != nil {
+			u.opts.OnDiscovery(time.Since(began), err == nil)
+		}
 		if err != nil {
 			if lines := u.stderr.tail(); len(lines) > 0 {
 				err = &stderrError{err: err, lines: lines}
@@ -385,6 +393,7 @@ func (u *Upstream) run() {
 			return
 		}
 		u.log.Warn("upstream control session ended; reconnecting")
+		u.reconnects.Add(1)
 	}
 }
 
@@ -707,6 +716,7 @@ func (u *Upstream) Request(ctx context.Context, key Key, method string, params j
 			u.pool.release(key, c)
 		}
 		if notRun && attempt == 0 {
+			u.reconnects.Add(1)
 			u.log.Debug("upstream session gone before the request; reconnecting", "reason", u.scrub(err, extra))
 			continue
 		}

@@ -25,6 +25,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -184,6 +185,7 @@ func startRedis(dir string) (string, func(), error) {
 	_ = ln.Close()
 	_, port, _ := net.SplitHostPort(addr)
 	cmd := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlives the benchmark
 	if err := cmd.Start(); err != nil {
 		return "", nil, fmt.Errorf("starting redis-server: %w", err)
 	}

@@ -6,10 +6,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -147,4 +149,77 @@ func tokenLine(headers string) string {
 		}
 	}
 	return ""
+}
+
+// TestAdminAPIWritesAndReloads: a PUT through the admin API of a running
+// serve adds a server that is then served; the file keeps its placeholders
+// and no response carries a secret.
+func TestAdminAPIWritesAndReloads(t *testing.T) {
+	web := mcptest.ServeHTTP(t, mcptest.NewServer("web"))
+	added := mcptest.ServeHTTP(t, mcptest.NewServer("added"))
+	dir := t.TempDir()
+	path := writeFile(t, dir, "extensions_config.json", mustJSON(t, map[string]any{
+		"mcpServers": map[string]any{"web": map[string]any{"type": "http", "url": web.URL + "/mcp", "headers": map[string]any{"X-Key": "$WEB_KEY"}}},
+		"admin":      map[string]any{"token": "$ADMIN_TOKEN"},
+	}))
+	s := startServe(t, dir, []string{"WEB_KEY=web-key-secret", "ADMIN_TOKEN=adm-token"}, "--config", path, "--listen", "127.0.0.1:0")
+	cs := connect(t, s.url("/mcp"))
+	waitTools(t, cs, "web_echo")
+	hc := newHTTPClient(t)
+	do := func(method, path, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, s.url(path), strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer adm-token")
+		res, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		if strings.Contains(string(b), "web-key-secret") || strings.Contains(string(b), "adm-token") {
+			t.Errorf("%s %s answered a secret: %s", method, path, b)
+		}
+		return res.StatusCode, string(b)
+	}
+	code, got := do("GET", "/api/mcp/config", "")
+	if code != http.StatusOK || !strings.Contains(got, `"X-Key":"***"`) {
+		t.Fatalf("GET: %d %s", code, got)
+	}
+	var shape map[string]map[string]any
+	if err := json.Unmarshal([]byte(got), &shape); err != nil {
+		t.Fatal(err)
+	}
+	shape["mcp_servers"]["added"] = map[string]any{"type": "http", "url": added.URL + "/mcp"}
+	put := mustJSON(t, shape)
+	if code, body := do("PUT", "/api/mcp/config", put); code != http.StatusOK {
+		t.Fatalf("PUT: %d %s", code, body)
+	}
+	// A fresh session sees the new server at once: the PUT answers after the reload.
+	if names := toolNames(t, connect(t, s.url("/mcp"))); !slices.Contains(names, "added_echo") || !slices.Contains(names, "web_echo") {
+		t.Errorf("tools after PUT: %v", names)
+	}
+	// The open one too, once its client-side list cache (ttlMs) lapses.
+	waitToolsFor(t, cs, 10*time.Second, "added_echo")
+	file, _ := os.ReadFile(path)
+	if !strings.Contains(string(file), `"$WEB_KEY"`) || strings.Contains(string(file), "web-key-secret") {
+		t.Errorf("file after PUT:\n%s", file)
+	}
+	if code, body := do("POST", "/api/extensions/mcp/added/disable", ""); code != http.StatusOK {
+		t.Fatalf("disable: %d %s", code, body)
+	}
+	if names := toolNames(t, connect(t, s.url("/mcp"))); slices.Contains(names, "added_echo") {
+		t.Errorf("tools after disable: %v", names)
+	}
+	if code, body := do("POST", "/api/mcp/cache/reset", ""); code != http.StatusOK || !strings.Contains(body, "cache reset") {
+		t.Errorf("reset: %d %s", code, body)
+	}
+	waitTools(t, cs, "web_echo")
+	if got := callText(t, cs, "web_echo", map[string]any{"text": "after reset"}); got != "after reset" {
+		t.Errorf("web_echo after reset = %q", got)
+	}
+	hc.CloseIdleConnections()
+	_ = cs.Close()
+	if code := s.stop(stopTimeout); code != 0 {
+		t.Errorf("exit code %d", code)
+	}
 }

@@ -375,3 +375,15 @@ func TestTwoReplicasComplete1000TasksExactlyOnce(t *testing.T) {
 		}
 	}
 }
+
+func TestTaskToolsetsNeedTasksEnabled(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "config.json", `{"mcpServers": {"jobs": `+mcptest.TaskServerJSON("http://127.0.0.1:1/mcp", "")+`}}`)
+	want := "MCP task_toolsets are configured, so mcp_tasks.enabled=true is required"
+	if r := runMux(t, dir, nil, "validate", cfg); r.code != 1 || !strings.Contains(r.stderr, want) {
+		t.Fatalf("validate: %d %s", r.code, r.stderr)
+	}
+	if r := runMux(t, dir, nil, "serve", "--config", cfg, "--listen", "127.0.0.1:0"); r.code != 1 || !strings.Contains(r.stderr, want) {
+		t.Fatalf("serve: %d %s", r.code, r.stderr)
+	}
+}

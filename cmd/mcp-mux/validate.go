@@ -97,6 +97,11 @@ func validate(args []string, stdout, stderr io.Writer, env func(string) (string,
 		fmt.Fprintf(stderr, "%s: %d invalid server(s); %d valid (%d enabled)\n", *path, len(cfg.Invalid), len(cfg.Servers), enabled)
 		return 1
 	}
+	// serve refuses to start on this (DeerFlow's startup rule).
+	if err := proxy.TaskStartupError(cfg); err != nil {
+		fmt.Fprintf(stderr, "%s: mcp_tasks: %v\n", *path, err)
+		return 1
+	}
 	fmt.Fprintf(stdout, "%s: ok, %d server(s), %d enabled\n", *path, len(cfg.Servers), enabled)
 	return 0
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -59,6 +60,8 @@ func (r *Redis) Start() {
 	}
 	cmd := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--dir", r.dir,
 		"--save", "", "--appendonly", aof, "--appendfsync", "always", "--protected-mode", "no")
+	// A test binary killed by its timeout takes the server with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		r.t.Fatalf("starting redis-server: %v", err)
 	}
