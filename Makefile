@@ -7,7 +7,7 @@ BIN     := bin
 
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: help run test check bench bench-tasks build
+.PHONY: help run test check bench bench-tasks build soak
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-6s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -31,3 +31,6 @@ bench-tasks: ## measure the durable-task poller on Redis and bbolt (needs redis-
 
 build: ## static binary in bin/mcp-mux (as the Dockerfile builds it)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/mcp-mux ./cmd/mcp-mux
+
+soak: ## 64 sessions for 10 minutes with restarts and reloads; checks for leaks
+	$(GO) run ./bench/soak

@@ -34,13 +34,13 @@ func (s *Server) Fingerprint() string {
 		URL                                 string
 		Headers                             map[string]string
 		OAuth                               *oauth
-		SessionScope                        string
+		SessionScope, ProtocolVersion       string
 		SessionInitTimeout, ToolCallTimeout time.Duration
 		MaxSessions                         int
 		IdleTimeout                         time.Duration
 	}{
 		Type: s.Type, Command: s.Command, Env: reveal(s.Env),
-		URL: s.URL, Headers: reveal(s.Headers), SessionScope: s.SessionScope,
+		URL: s.URL, Headers: reveal(s.Headers), SessionScope: s.SessionScope, ProtocolVersion: s.ProtocolVersion,
 		SessionInitTimeout: s.SessionInitTimeout, ToolCallTimeout: s.ToolCallTimeout,
 		MaxSessions: s.MaxSessions, IdleTimeout: s.IdleTimeout,
 	}

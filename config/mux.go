@@ -67,6 +67,9 @@ type Inbound struct {
 	// SessionIdleTimeout closes a downstream session without traffic for
 	// this long (default 30m).
 	SessionIdleTimeout time.Duration
+	// RequestStateKey keys the integrity check of 2026-07-28 requestStates;
+	// replicas behind one load balancer share it. Empty: a key per process.
+	RequestStateKey secret.Value
 }
 
 // Inbound auth modes.
@@ -208,6 +211,10 @@ func (c *Config) parseInbound(o *object, f *findings) {
 	in.AllowedOrigins = o.strList("allowed_origins")
 	in.MaxSessions = o.intInRange("max_sessions", in.MaxSessions, 1, 1000000)
 	in.SessionIdleTimeout = o.secondsInRange("session_idle_timeout_seconds", in.SessionIdleTimeout, 1, 7*24*3600)
+	in.RequestStateKey = o.secret("request_state_key")
+	if n := len(in.RequestStateKey.Reveal()); n > 0 && n < 32 {
+		f.problem(o.field("request_state_key"), "must be at least 32 bytes long (it is a key, not a password)")
+	}
 
 	if a := objectAt(o.take("auth"), o.field("auth"), f); a != nil {
 		auth := &in.Auth

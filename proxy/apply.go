@@ -102,6 +102,10 @@ func (s *Server) apply(cfg *config.Config, fresh bool) ([]config.Problem, error)
 	rt := newRuntime(cfg)
 	rt.pol, rt.auth, rt.icepts, rt.origins = newCatalogPolicy(cfg, s.tasks != nil), auth, icepts, origins
 	s.warnTaskSettings(old.cfg, cfg)
+	rt.states = s.states
+	if k := cfg.Inbound.RequestStateKey; !k.IsZero() {
+		rt.states = newStateSealer(k.Reveal())
+	}
 
 	var problems []config.Problem
 	var started, resolverChanged []*backend
@@ -366,23 +370,24 @@ func (s *Server) awaitDiscovery(started []*backend) {
 
 func (s *Server) upstreamOptions(sc *config.Server, ref *resolverRef) upstream.Options {
 	o := upstream.Options{
-		Name:        sc.Name,
-		Transport:   sc.Type,
-		Command:     sc.Command,
-		Args:        sc.Args,
-		URL:         sc.URL,
-		InitTimeout: sc.SessionInitTimeout,
-		CallTimeout: sc.ToolCallTimeout,
-		Supervisor:  s.opts.StdioSupervisor,
-		Scope:       sc.SessionScope,
-		MaxSessions: sc.MaxSessions,
-		IdleTimeout: sc.IdleTimeout,
-		RetryMin:    s.opts.RetryMin,
-		RetryMax:    s.opts.RetryMax,
-		Logger:      s.log.Named("upstream").With("server", sc.Name),
-		OnChange:    func() { s.refreshCatalog(nil) },
-		OnDiscovery: s.metrics.observeDiscovery(sc.Name),
-		Handler:     (*forwarder)(s),
+		Name:            sc.Name,
+		Transport:       sc.Type,
+		Command:         sc.Command,
+		Args:            sc.Args,
+		URL:             sc.URL,
+		InitTimeout:     sc.SessionInitTimeout,
+		CallTimeout:     sc.ToolCallTimeout,
+		Supervisor:      s.opts.StdioSupervisor,
+		Scope:           sc.SessionScope,
+		ProtocolVersion: eraOf(sc.ProtocolVersion),
+		MaxSessions:     sc.MaxSessions,
+		IdleTimeout:     sc.IdleTimeout,
+		RetryMin:        s.opts.RetryMin,
+		RetryMax:        s.opts.RetryMax,
+		Logger:          s.log.Named("upstream").With("server", sc.Name),
+		OnChange:        func() { s.refreshCatalog(nil) },
+		OnDiscovery:     s.metrics.observeDiscovery(sc.Name),
+		Handler:         (*forwarder)(s),
 		// Discovery uses the newest credentials built for this upstream.
 		BaseHeaders: func(ctx context.Context) (http.Header, error) {
 			if r := ref.p.Load(); r != nil {
@@ -485,4 +490,12 @@ func (s *Server) newAuthenticator(cfg *config.Config) (*inbound.Authenticator, e
 		JWKSURL: a.JWKSURL, Issuer: a.Issuer, Audience: a.Audience, UserClaim: a.UserClaim,
 		Logger: s.log.Named("inbound"),
 	})
+}
+
+// eraOf maps protocol_version to the upstream's setting.
+func eraOf(v string) string {
+	if v == "auto" {
+		return upstream.VersionAuto
+	}
+	return v
 }

@@ -8,11 +8,13 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
 // The 2026-07-28 era on /mcp.
@@ -104,6 +106,9 @@ func modernSession(ss *mcp.ServerSession) bool {
 func (s *Server) receiveModern(ctx context.Context, ss *mcp.ServerSession, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
 	h := headerOf(req)
 	st := &session{ss: ss, user: requestUser(h), modern: true}
+	if ip := ss.InitializeParams(); ip != nil {
+		st.caps = upstream.Capabilities(ip.Capabilities)
+	}
 	st.touch()
 	if m := req.GetParams(); m != nil {
 		if lvl, ok := m.GetMeta()["io.modelcontextprotocol/logLevel"].(string); ok {
@@ -111,6 +116,12 @@ func (s *Server) receiveModern(ctx context.Context, ss *mcp.ServerSession, metho
 		}
 	}
 	switch method {
+	case "tools/call", "prompts/get", "resources/read":
+		res, err := s.modernCall(ctx, st, method, req, next)
+		if rr, ok := res.(*rawResult); ok && err == nil {
+			return &rawResult{raw: s.modernResult(method, rr.raw)}, nil
+		}
+		return res, err
 	case "server/discover":
 		res, err := next(ctx, method, req)
 		if dr, ok := res.(*mcp.DiscoverResult); ok && err == nil {
@@ -167,7 +178,8 @@ func (s *Server) modernResult(method string, raw json.RawMessage) json.RawMessag
 		TTL        json.RawMessage `json:"ttlMs"`
 		Scope      json.RawMessage `json:"cacheScope"`
 	}
-	if len(raw) < 2 || raw[0] != '{' || json.Unmarshal(raw, &have) != nil {
+	if len(raw) < 2 || raw[0] != '{' || json.Unmarshal(raw, &have) != nil ||
+		(have.ResultType != nil && string(have.ResultType) != `"complete"`) {
 		return raw
 	}
 	add := make([]byte, 0, 96)
@@ -200,3 +212,25 @@ func (s *Server) modernResult(method string, raw json.RawMessage) json.RawMessag
 
 // errMissingParams is the error for a request without its params.
 var errMissingParams = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "missing params"}
+
+// withParamHeaders adds a 2026-07-28 request's Mcp-Param-* headers (values
+// of arguments its tool's schema annotates with x-mcp-header, which the
+// aggregated schema keeps) to the headers of the call going upstream.
+func withParamHeaders(hdr, in http.Header) http.Header {
+	var out http.Header
+	for k, v := range in {
+		if len(k) > len("Mcp-Param-") && strings.EqualFold(k[:len("Mcp-Param-")], "Mcp-Param-") {
+			if out == nil {
+				out = hdr.Clone()
+				if out == nil {
+					out = http.Header{}
+				}
+			}
+			out[k] = v
+		}
+	}
+	if out == nil {
+		return hdr
+	}
+	return out
+}

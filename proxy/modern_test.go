@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -294,5 +295,185 @@ func TestModernGoSDKClientDefaultOptions(t *testing.T) {
 	lt, err := cs.ListTools(context.Background(), nil)
 	if err != nil || len(lt.Tools) == 0 {
 		t.Fatalf("list: %v %+v", err, lt)
+	}
+}
+
+// modernCall posts one 2026-07-28 request with the given client
+// capabilities and extra params, and returns the decoded reply.
+func modernCall(t *testing.T, url string, hdr map[string]string, caps, method, name, params string) (int, rpcReply) {
+	t.Helper()
+	h := modernHeaders(method, name)
+	for k, v := range hdr {
+		h[k] = v
+	}
+	body := `{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":{` + modernMeta(caps) + "," + params + `}}`
+	status, _, b := rawRequest(t, http.MethodPost, url, h, body)
+	return status, reply(t, b)
+}
+
+// inputRequiredOf decodes an input_required result.
+func inputRequiredOf(t *testing.T, r rpcReply) (map[string]struct {
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+}, string) {
+	t.Helper()
+	var ir struct {
+		ResultType    string `json:"resultType"`
+		InputRequests map[string]struct {
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+		} `json:"inputRequests"`
+		RequestState string `json:"requestState"`
+	}
+	if r.Error != nil || json.Unmarshal(r.Result, &ir) != nil || ir.ResultType != "input_required" || ir.RequestState == "" {
+		t.Fatalf("want input_required, got %s %+v", r.Result, r.Error)
+	}
+	return ir.InputRequests, ir.RequestState
+}
+
+// A modern client of a legacy upstream: the upstream's live elicitation
+// becomes input_required, the parked call resumes with the client's answer.
+func TestModernClientLegacyUpstreamBridge(t *testing.T) {
+	m := modernMux(t, `, "inbound": {"auth": {"mode": "trusted_header"}, "user_header": "X-User"}`)
+	url := m.ts.URL + "/mcp"
+	alice := map[string]string{"X-User": "alice"}
+	const caps = `{"elicitation":{}}`
+	_, r := modernCall(t, url, alice, caps, "tools/call", "alpha_elicit", `"name":"alpha_elicit","arguments":{"tag":"t1"}`)
+	reqs, state := inputRequiredOf(t, r)
+	if len(reqs) != 1 {
+		t.Fatalf("input requests %v", reqs)
+	}
+	var key string
+	for k, ir := range reqs {
+		key = k
+		if ir.Method != "elicitation/create" || !strings.Contains(string(ir.Params), "elicit t1") {
+			t.Fatalf("input request %s %s", ir.Method, ir.Params)
+		}
+	}
+	answer := `"inputResponses":{"` + key + `":{"action":"accept","content":{"answer":"forty-two"}}}`
+
+	// A tampered state, or alice's state in bob's hands, is refused; the
+	// parked call still waits for alice's real retry.
+	for _, c := range []struct {
+		who   map[string]string
+		state string
+	}{{alice, state[:len(state)-2] + "xx"}, {alice, state + "-TAMPERED"}, {map[string]string{"X-User": "bob"}, state}} {
+		status, r := modernCall(t, url, c.who, caps, "tools/call", "alpha_elicit",
+			`"name":"alpha_elicit","arguments":{"tag":"t1"},`+answer+`,"requestState":`+mustQuote(c.state))
+		if r.Error == nil || r.Error.Code != -32602 || !strings.Contains(r.Error.Message, "requestState") {
+			t.Fatalf("refused state: HTTP %d %s %+v", status, r.Result, r.Error)
+		}
+	}
+	// The state of one server's call does not continue another server's.
+	_, r = modernCall(t, url, alice, caps, "tools/call", "alpha_echo",
+		`"name":"alpha_echo","arguments":{"text":"x"},"requestState":`+mustQuote(state))
+	if r.Error == nil || !strings.Contains(r.Error.Message, "continues another request") {
+		t.Fatalf("state reused for another tool's call: %s", r.Result)
+	}
+
+	_, r = modernCall(t, url, alice, caps, "tools/call", "alpha_elicit",
+		`"name":"alpha_elicit","arguments":{"tag":"t1"},`+answer+`,"requestState":`+mustQuote(state))
+	if r.Error != nil || !strings.Contains(string(r.Result), "elicited accept forty-two") || !strings.Contains(string(r.Result), `"resultType":"complete"`) {
+		t.Fatalf("retry: %s %+v", r.Result, r.Error)
+	}
+	// The call is done: its state does not resume anything a second time.
+	_, r = modernCall(t, url, alice, caps, "tools/call", "alpha_elicit",
+		`"name":"alpha_elicit","arguments":{"tag":"t1"},`+answer+`,"requestState":`+mustQuote(state))
+	if r.Error == nil || !strings.Contains(r.Error.Message, "no longer waiting") {
+		t.Fatalf("second retry: %s %+v", r.Result, r.Error)
+	}
+
+	// A client that declared no elicitation is never asked: the upstream's
+	// request fails and the tool reports it.
+	_, r = modernCall(t, url, alice, `{}`, "tools/call", "alpha_elicit", `"name":"alpha_elicit","arguments":{"tag":"t2"}`)
+	if r.Error == nil && !strings.Contains(string(r.Result), `"isError":true`) {
+		t.Fatalf("call without the capability: %s", r.Result)
+	}
+	if strings.Contains(string(r.Result), "input_required") {
+		t.Fatalf("asked a client for a capability it did not declare: %s", r.Result)
+	}
+}
+
+func mustQuote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// mrtrServer is a 2026-07-28 (stateless) upstream whose ask tool asks for
+// the caller's name with input_required, carrying its own requestState, and
+// reports the Mcp-Name header it saw.
+func mrtrServer(t *testing.T) string {
+	t.Helper()
+	s := mcp.NewServer(&mcp.Implementation{Name: "modern", Version: "1"}, nil)
+	s.AddTool(&mcp.Tool{Name: "ask", InputSchema: map[string]any{"type": "object"}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			if res, ok := req.Params.InputResponses["user_name"].(*mcp.ElicitResult); ok {
+				if req.Params.RequestState != "upstream-state-1" {
+					return nil, fmt.Errorf("requestState %q", req.Params.RequestState)
+				}
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{
+					Text: fmt.Sprintf("hello %v (Mcp-Name %s)", res.Content["name"], req.Extra.Header.Get("Mcp-Name"))}}}, nil
+			}
+			return &mcp.CallToolResult{RequestState: "upstream-state-1", InputRequests: mcp.InputRequestMap{
+				"user_name": &mcp.ElicitParams{Message: "name?", RequestedSchema: map[string]any{"type": "object",
+					"properties": map[string]any{"name": map[string]any{"type": "string"}}}},
+			}}, nil
+		})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true})
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	return ts.URL + "/mcp"
+}
+
+// A modern client of a modern upstream: input_required passes through with
+// the upstream's keys and a sealed state; the retry reaches the upstream
+// with the upstream's own state and the raw tool name in Mcp-Name.
+func TestModernClientModernUpstream(t *testing.T) {
+	m := startMux(t, fmt.Sprintf(`{"mcpServers": {"beta": {"type": "http", "url": %q}}}`, mrtrServer(t)), proxy.Options{})
+	url := m.ts.URL + "/mcp"
+	const caps = `{"elicitation":{}}`
+	_, r := modernCall(t, url, nil, caps, "tools/call", "beta_ask", `"name":"beta_ask","arguments":{}`)
+	reqs, state := inputRequiredOf(t, r)
+	if reqs["user_name"].Method != "elicitation/create" || len(reqs) != 1 {
+		t.Fatalf("input requests %v", reqs)
+	}
+	if strings.Contains(state, "upstream-state-1") {
+		t.Fatalf("the upstream's requestState reached the client bare: %q", state)
+	}
+	answer := `"inputResponses":{"user_name":{"action":"accept","content":{"name":"Ada"}}}`
+	_, r = modernCall(t, url, nil, caps, "tools/call", "beta_ask", `"name":"beta_ask","arguments":{},`+answer+`,"requestState":`+mustQuote(state+"x"))
+	if r.Error == nil || r.Error.Code != -32602 {
+		t.Fatalf("tampered state: %s %+v", r.Result, r.Error)
+	}
+	_, r = modernCall(t, url, nil, caps, "tools/call", "beta_ask", `"name":"beta_ask","arguments":{},`+answer+`,"requestState":`+mustQuote(state))
+	if r.Error != nil || !strings.Contains(string(r.Result), "hello Ada (Mcp-Name ask)") {
+		t.Fatalf("retry: %s %+v", r.Result, r.Error)
+	}
+	// Without the capability the client is not asked.
+	_, r = modernCall(t, url, nil, `{}`, "tools/call", "beta_ask", `"name":"beta_ask","arguments":{}`)
+	if r.Error == nil || r.Error.Code != -32021 {
+		t.Fatalf("undeclared capability: %s %+v", r.Result, r.Error)
+	}
+}
+
+// A legacy client of a modern upstream: mcp-mux asks the client's session
+// live and retries upstream with the answer.
+func TestLegacyClientModernUpstream(t *testing.T) {
+	m := startMux(t, fmt.Sprintf(`{"mcpServers": {"beta": {"type": "http", "url": %q}}}`, mrtrServer(t)), proxy.Options{})
+	asked := make(chan string, 1)
+	cs := connect(t, m.ts.URL, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked <- req.Params.Message
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Grace"}}, nil
+		}})
+	if v := cs.InitializeResult().ProtocolVersion; v != "2025-11-25" {
+		t.Fatalf("client negotiated %q", v)
+	}
+	got, _ := callText(t, cs, "beta_ask", nil)
+	if got != "hello Grace (Mcp-Name ask)" {
+		t.Fatalf("call: %q", got)
+	}
+	if msg := <-asked; msg != "name?" {
+		t.Fatalf("client was asked %q", msg)
 	}
 }

@@ -93,7 +93,7 @@ func (s *Server) dispatch(ctx context.Context, st *session, method string, req m
 		if m := r.Params.Meta; len(m) > 0 {
 			meta, _ = json.Marshal(m)
 		}
-		k := &sdkSink{ctx: ctx, st: st}
+		k := st.sinkFor(ctx)
 		h := headerOf(req)
 		raw, err := s.callTool(ctx, st, k, s.callerKey(st, h), h, r.Params.Name, r.Params.Arguments, meta)
 		if err != nil {
@@ -218,7 +218,7 @@ func (s *Server) forward(ctx context.Context, st *session, req mcp.Request, b *b
 	if err != nil {
 		return nil, err
 	}
-	raw = stripProtocolMeta(raw)
+	raw = st.retry.apply(stripProtocolMeta(raw))
 	h := headerOf(req)
 	key := s.callerKey(st, h)
 	hdr, cred, err := s.callHeaders(ctx, b, st.user, h)
@@ -226,8 +226,15 @@ func (s *Server) forward(ctx context.Context, st *session, req mcp.Request, b *b
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 	}
 	key.Cred = cred
-	ctx = withSink(ctx, &sdkSink{ctx: ctx, st: st})
-	res, err := b.up.Request(ctx, key, method, raw, hdr)
+	k := st.sinkFor(ctx)
+	ctx = withSink(ctx, k)
+	send := func(ctx context.Context, params json.RawMessage) (json.RawMessage, error) {
+		return b.up.Request(ctx, key, method, params, hdr)
+	}
+	res, err := send(ctx, raw)
+	if err == nil && !st.modern {
+		res, err = s.fulfil(ctx, k, raw, res, send)
+	}
 	if err != nil {
 		return nil, s.rpcError(ctx, b, method, err)
 	}
@@ -316,13 +323,21 @@ func (s *Server) callTool(ctx context.Context, st *session, k sink, key upstream
 	if utok != "" {
 		defer s.progress.drop(utok)
 	}
-	params := wire.AppendCallParams(make([]byte, 0, len(args)+len(r.raw)+len(fwd)+64), r.raw, args, fwd)
-	call := func(ctx context.Context) (json.RawMessage, error) {
+	params := st.retry.apply(wire.AppendCallParams(make([]byte, 0, len(args)+len(r.raw)+len(fwd)+64), r.raw, args, fwd))
+	send := func(ctx context.Context, params json.RawMessage) (json.RawMessage, error) {
 		raw, err := s.forwardCall(ctx, st, k, key, h, r, params)
 		var deny *headers.DenyError
 		if errors.As(err, &deny) {
 			// A credential denial is the caller's tool error; interceptors see it so too.
 			return wire.ToolError(deny.Msg), nil
+		}
+		return raw, err
+	}
+	call := func(ctx context.Context) (json.RawMessage, error) {
+		raw, err := send(ctx, params)
+		if err == nil && !st.modern {
+			// A 2026-07-28 server's input_required, asked live (mrtr.go).
+			raw, err = s.fulfil(ctx, k, params, raw, send)
 		}
 		return raw, err
 	}

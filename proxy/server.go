@@ -9,6 +9,7 @@ package proxy
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -76,6 +77,9 @@ type Server struct {
 	mcp        http.Handler      // legacy: stateful Streamable HTTP
 	modern     http.Handler      // 2026-07-28: stateless (modern.go)
 	listeners  listenTable       // 2026-07-28 subscriptions/listen streams
+	parked     parkTable         // 2026-07-28 calls bridged to legacy upstreams
+	replica    string            // this process, in requestStates of parked calls
+	states     *stateSealer      // requestState key without inbound.request_state_key
 	sessions   sessionTable
 	requests   requestTable // SDK-path HTTP requests (limits.go)
 	progress   progressTable
@@ -115,6 +119,7 @@ type runtime struct {
 	auth     *inbound.Authenticator
 	origins  *originPolicy
 	icepts   []interceptor.Interceptor
+	states   *stateSealer      // seals 2026-07-28 requestStates (mrtr_state.go)
 	skipped  map[string]string // enabled servers that could not be set up: the reason
 
 	mu      sync.Mutex
@@ -175,6 +180,8 @@ func New(opts Options) *Server {
 	var ctx context.Context
 	ctx, s.stop = context.WithCancel(context.Background())
 	s.life = ctx
+	s.states = newStateSealer("")
+	s.replica = fmt.Sprintf("%x", s.states.mac("replica")[:8])
 	if opts.TaskStore != nil {
 		svc, err := taskpoll.New(taskpoll.Options{Store: opts.TaskStore, Caller: (*taskCaller)(s), Config: opts.TaskConfig,
 			Logger: s.log.Named("tasks"), Registerer: s.metrics.reg})
@@ -188,7 +195,7 @@ func New(opts Options) *Server {
 	none, _ := inbound.New(inbound.Options{Mode: inbound.ModeNone})
 	origins, _ := newOriginPolicy(nil, nil)
 	empty := newRuntime(&config.Config{})
-	empty.pol, empty.auth, empty.origins = &catalogPolicy{tasks: s.tasks != nil}, none, origins
+	empty.pol, empty.auth, empty.origins, empty.states = &catalogPolicy{tasks: s.tasks != nil}, none, origins, s.states
 	empty.cat.Store(buildCatalog(nil, empty.pol, s.log))
 	s.rt.Store(empty)
 	s.bg.Go(func() { s.reapSessions(ctx) })
@@ -237,6 +244,7 @@ func (s *Server) Close(ctx context.Context) error {
 	s.stopTasks(ctx)
 	s.stop()
 	s.bg.Wait()
+	s.parked.closeAll()
 	done := make(chan struct{})
 	go func() { s.inflight.Wait(); close(done) }()
 	select {

@@ -25,6 +25,8 @@ type session struct {
 	// modern marks the throwaway session of one 2026-07-28 request
 	// (modern.go): never in the session table, no promotions.
 	modern bool
+	bridge sink       // modern: the bridged call's sink (mrtr.go), nil otherwise
+	retry  *mrtrRetry // modern: a retry of an upstream's input_required
 
 	// ctx ends with the session (end); every request admitted on the
 	// session (limits.go) is cancelled with it. active counts those requests.
@@ -168,6 +170,14 @@ func (s *Server) notify(ctx context.Context, ss *mcp.ServerSession, method strin
 	if _, err := s.send(ctx, method, req); err != nil {
 		s.log.Debug("notification not delivered", "method", method, "session", ss.ID(), "err", err)
 	}
+}
+
+// sinkFor returns the sink of a request of st handled with ctx.
+func (st *session) sinkFor(ctx context.Context) sink {
+	if st.bridge != nil {
+		return st.bridge
+	}
+	return &sdkSink{ctx: ctx, st: st}
 }
 
 // touch records activity for the idle timeout.

@@ -54,7 +54,7 @@ var discoveryCaps = &mcp.ClientCapabilities{
 type clients struct {
 	mu   sync.Mutex
 	m    map[string]*mcp.Client
-	make func(*mcp.ClientCapabilities) *mcp.Client
+	make func(caps *mcp.ClientCapabilities, control bool) *mcp.Client
 }
 
 // forKey returns the client for a session: the discovery client for the
@@ -78,7 +78,7 @@ func (cl *clients) forKey(key Key, control bool) *mcp.Client {
 	if cl.m == nil {
 		cl.m = make(map[string]*mcp.Client)
 	}
-	c := cl.make(caps)
+	c := cl.make(caps, control)
 	cl.m[id] = c
 	return c
 }

@@ -121,7 +121,11 @@ func (u *Upstream) dial(ctx context.Context, key Key, control bool) (*conn, erro
 		cancel()
 		return nil, fmt.Errorf("unsupported transport %q", u.opts.Transport)
 	}
-	cs, err := u.clients.forKey(key, control).Connect(connCtx, transport, &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
+	hdr := headersFrom(ctx)
+	if hdr == nil {
+		hdr = u.opts.Header
+	}
+	cs, err := u.clients.forKey(key, control).Connect(connCtx, transport, &mcp.ClientSessionOptions{ProtocolVersion: u.sessionVersion(connCtx, hdr)})
 	if !stop() || err != nil {
 		if cs != nil {
 			_ = cs.Close()
@@ -144,12 +148,17 @@ func (u *Upstream) dial(ctx context.Context, key Key, control bool) (*conn, erro
 		c.raw = rt.conn
 	}
 	if u.opts.Transport == HTTP {
-		hdr := headersFrom(ctx)
-		if hdr == nil {
-			hdr = u.opts.Header
-		}
+		v := cs.InitializeResult().ProtocolVersion
+		u.era.Store(&v)
 		c.direct = &direct{url: u.opts.URL, client: u.http, header: hdr, sessionID: cs.ID(),
-			protocol: cs.InitializeResult().ProtocolVersion, maxEvent: maxFrame, async: &u.async}
+			protocol: v, maxEvent: maxFrame, async: &u.async}
+		if v >= VersionModern {
+			caps := key.Caps
+			if control {
+				caps = discoveryCapsJSON()
+			}
+			c.direct.modern = newModernRequest(caps)
+		}
 	}
 	u.track(cs, c)
 	go func() {
@@ -157,7 +166,8 @@ func (u *Upstream) dial(ctx context.Context, key Key, control bool) (*conn, erro
 		u.untrack(cs)
 		close(c.done)
 	}()
-	if caps := cs.InitializeResult().Capabilities; !control && caps != nil && caps.Logging != nil {
+	if caps := cs.InitializeResult().Capabilities; !control && caps != nil && caps.Logging != nil && cs.InitializeResult().ProtocolVersion < VersionModern {
+		// (A 2026-07-28 server gets the level with every request instead.)
 		// Ask for everything: each downstream session filters by its own level.
 		lctx, lcancel := context.WithTimeout(ctx, 5*time.Second)
 		_, _ = c.request(lctx, u, "logging/setLevel", json.RawMessage(`{"level":"debug"}`), nil)

@@ -32,6 +32,7 @@ type direct struct {
 	header    http.Header
 	sessionID string
 	protocol  string
+	modern    *modernRequest // a 2026-07-28 server: per-request _meta and headers (era.go)
 	seq       atomic.Uint64
 	maxEvent  int
 	async     *sync.WaitGroup // background posts; the Upstream waits for them on Close
@@ -52,6 +53,9 @@ func (d *direct) call(ctx context.Context, method string, params []byte, extra h
 	var idb [32]byte
 	id := append(strconv.AppendUint(append(idb[:0], `"mux-`...), n, 10), '"')
 
+	if d.modern != nil {
+		params = d.modern.params(params)
+	}
 	bp := reqBuffers.Get()
 	body := wire.AppendRequest(*bp, id, method, params)
 	defer func() { *bp = body; reqBuffers.Put(bp) }()
@@ -79,6 +83,9 @@ func (d *direct) call(ctx context.Context, method string, params []byte, extra h
 	}
 	if d.protocol != "" {
 		h["Mcp-Protocol-Version"] = []string{d.protocol}
+	}
+	if d.modern != nil {
+		d.modern.headers(h, method, params)
 	}
 	req.Header = h
 	// At most once: a request that never made it onto the wire (refused

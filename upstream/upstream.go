@@ -98,6 +98,9 @@ type Options struct {
 	CallTimeout time.Duration
 
 	Scope string // ScopeThread (default), ScopeUser or ScopeShared
+	// ProtocolVersion pins the era of an HTTP server's sessions
+	// (VersionLegacy, VersionModern); VersionAuto negotiates (era.go).
+	ProtocolVersion string
 	// MaxSessions caps pooled call sessions (for stdio: processes), busy
 	// or not; a caller that needs one more waits, bounded by its context
 	// and CallTimeout. Default DefaultMaxSessions.
@@ -207,8 +210,9 @@ type Upstream struct {
 	connsMu sync.Mutex
 	conns   map[*mcp.ClientSession]*conn
 
-	control    atomic.Pointer[conn] // the discovery session while it is up
-	reconnects atomic.Int64         // sessions re-established after they ended
+	control    atomic.Pointer[conn]   // the discovery session while it is up
+	reconnects atomic.Int64           // sessions re-established after they ended
+	era        atomic.Pointer[string] // the protocol version sessions negotiated (era.go)
 	subsMu     sync.Mutex
 	subs       map[string]bool // resource URIs subscribed on the discovery session
 }
@@ -269,13 +273,17 @@ func New(opts Options) (*Upstream, error) {
 	refresh := func() { u.requestRefresh() }
 	// A server whose initialize result lacked prompts or resources (it had
 	// none yet) still announces them later with list_changed.
-	u.clients.make = func(caps *mcp.ClientCapabilities) *mcp.Client {
-		c := mcp.NewClient(&mcp.Implementation{Name: "mcp-mux", Version: "1"}, &mcp.ClientOptions{
-			Capabilities:               caps,
-			ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { refresh() },
-			PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { u.hasPrompts.Store(true); refresh() },
-			ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { u.hasResources.Store(true); refresh() },
-		})
+	u.clients.make = func(caps *mcp.ClientCapabilities, control bool) *mcp.Client {
+		o := &mcp.ClientOptions{Capabilities: caps}
+		if control || u.opts.Transport != HTTP {
+			// List changes come to the discovery session (over HTTP, on its
+			// stream: a 2026-07-28 client opens subscriptions/listen for
+			// them, which call sessions need not).
+			o.ToolListChangedHandler = func(context.Context, *mcp.ToolListChangedRequest) { refresh() }
+			o.PromptListChangedHandler = func(context.Context, *mcp.PromptListChangedRequest) { u.hasPrompts.Store(true); refresh() }
+			o.ResourceListChangedHandler = func(context.Context, *mcp.ResourceListChangedRequest) { u.hasResources.Store(true); refresh() }
+		}
+		c := mcp.NewClient(&mcp.Implementation{Name: "mcp-mux", Version: "1"}, o)
 		c.AddReceivingMiddleware(u.receive)
 		return c
 	}

@@ -181,14 +181,14 @@ type path struct {
 	cpu     map[string]time.Duration
 }
 
-func openPath(url, tool string, n int) (*path, error) {
+func openPath(url, tool string, n int, version string) (*path, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "mcpbench", Version: "1"}, nil)
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * n, MaxIdleConns: 4 * n}}
 	p := &path{tool: tool, cpu: map[string]time.Duration{}}
 	for range n {
 		cs, err := client.Connect(context.Background(),
 			&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, DisableStandaloneSSE: true},
-			&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+			&mcp.ClientSessionOptions{ProtocolVersion: version})
 		if err != nil {
 			p.close()
 			return nil, err
@@ -289,24 +289,34 @@ func bench(d, warm time.Duration, rounds int, sessionList, profile string) error
 			return fmt.Errorf("bad session count %q", s)
 		}
 		procs := map[string]int{"upstream": up.cmd.Process.Pid, "mux": mx.cmd.Process.Pid}
-		dp, err := openPath(upURL, "echo", n)
+		dp, err := openPath(upURL, "echo", n, "2025-11-25")
 		if err != nil {
 			return fmt.Errorf("direct: %w", err)
 		}
-		viaMux, err := openPath(muxURL, "bench_echo", n)
+		viaMux, err := openPath(muxURL, "bench_echo", n, "2025-11-25")
 		if err != nil {
 			dp.close()
 			return fmt.Errorf("via mux: %w", err)
 		}
+		// The same mux over the sessionless 2026-07-28 leg.
+		viaModern, err := openPath(muxURL, "bench_echo", n, "2026-07-28")
+		if err != nil {
+			dp.close()
+			viaMux.close()
+			return fmt.Errorf("via mux (2026-07-28): %w", err)
+		}
 		dp.drive(warm, false, procs)
 		viaMux.drive(warm, false, procs)
-		// Alternate short rounds so that drift on a shared machine hits both paths alike.
+		viaModern.drive(warm, false, procs)
+		// Alternate short rounds so that drift on a shared machine hits every path alike.
 		for range rounds {
 			dp.drive(d/time.Duration(rounds), true, procs)
 			viaMux.drive(d/time.Duration(rounds), true, procs)
+			viaModern.drive(d/time.Duration(rounds), true, procs)
 		}
 		dp.close()
 		viaMux.close()
+		viaModern.close()
 		direct, err := dp.result()
 		if err != nil {
 			return fmt.Errorf("direct: %w", err)
@@ -315,10 +325,14 @@ func bench(d, warm time.Duration, rounds int, sessionList, profile string) error
 		if err != nil {
 			return fmt.Errorf("via mux: %w", err)
 		}
+		modern, err := viaModern.result()
+		if err != nil {
+			return fmt.Errorf("via mux (2026-07-28): %w", err)
+		}
 		for _, row := range []struct {
 			name string
 			r    result
-		}{{"direct", direct}, {"mux", proxied}} {
+		}{{"direct", direct}, {"mux", proxied}, {"mux-2026", modern}} {
 			fmt.Printf("%-9d %-8s %9s %9s %10.0f %8d %14s %14s\n", n, row.name,
 				row.r.p50.Round(time.Microsecond), row.r.p99.Round(time.Microsecond), row.r.rate, row.r.errors,
 				row.r.cpu["upstream"].Round(100*time.Nanosecond), row.r.cpu["mux"].Round(100*time.Nanosecond))
@@ -326,6 +340,9 @@ func bench(d, warm time.Duration, rounds int, sessionList, profile string) error
 		fmt.Printf("ratios at %d session(s): p50 %.2fx direct, throughput %.2fx direct, mux cpu/call %.2fx upstream cpu/call\n",
 			n, float64(proxied.p50)/float64(direct.p50), proxied.rate/direct.rate,
 			float64(proxied.cpu["mux"])/float64(proxied.cpu["upstream"]))
+		fmt.Printf("2026-07-28 leg at %d session(s): p50 %.2fx direct, throughput %.2fx direct, mux cpu/call %.2fx upstream cpu/call\n",
+			n, float64(modern.p50)/float64(direct.p50), modern.rate/direct.rate,
+			float64(modern.cpu["mux"])/float64(modern.cpu["upstream"]))
 	}
 	return nil
 }

@@ -32,9 +32,20 @@ const (
 
 // suiteEntry installs the conformance package once into a cache directory
 // and returns its entry point.
-func suiteEntry(t *testing.T) string {
+func suiteEntry(t *testing.T) string { return suiteEntryVersion(t, suiteVersion) }
+
+// globSyncImport is how the bundle imports fs.globSync (its local name varies).
+var globSyncImport = regexp.MustCompile(`globSync as ([A-Za-z_$][A-Za-z0-9_$]*),`)
+
+// suiteEntryVersion installs one version of the conformance package once
+// into a cache directory (MCP_CONFORMANCE_HOME, per version) and returns
+// its entry point.
+func suiteEntryVersion(t *testing.T, suiteVersion string) string {
 	t.Helper()
 	home := os.Getenv("MCP_CONFORMANCE_HOME")
+	if home != "" && suiteVersion != "0.1.16" {
+		home = filepath.Join(home, suiteVersion)
+	}
 	if home == "" {
 		cache, err := os.UserCacheDir()
 		if err != nil {
@@ -56,17 +67,17 @@ func suiteEntry(t *testing.T) string {
 			t.Fatalf("installing %s@%s: %v\n%s", suitePackage, suiteVersion, err, out)
 		}
 	}
-	// The 0.1.x bundle imports fs.globSync (Node >= 22) only for a command the
-	// server suite does not use; on older Node, stub that import.
+	// The bundle imports fs.globSync (Node >= 22) only for a command the
+	// server suite does not use (tier-check); on older Node, stub that import.
 	if exec.Command("node", "-e", `process.exit(require("fs").globSync ? 0 : 1)`).Run() != nil {
 		b, err := os.ReadFile(entry)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if bytes.Contains(b, []byte("globSync as o,")) {
-			b = bytes.Replace(b, []byte("globSync as o,"), nil, 1)
+		if m := globSyncImport.FindSubmatch(b); m != nil {
+			b = bytes.Replace(b, m[0], nil, 1)
 			if i := bytes.IndexByte(b, '\n'); i >= 0 {
-				b = append(append(append([]byte{}, b[:i+1]...), "const o=()=>[];"...), b[i+1:]...)
+				b = append(append(append([]byte{}, b[:i+1]...), "const "+string(m[1])+"=()=>[];"...), b[i+1:]...)
 			}
 			if err := os.WriteFile(entry, b, 0o644); err != nil {
 				t.Fatal(err)

@@ -1,0 +1,506 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/internal/wire"
+)
+
+// Multi-round-trip requests (2026-07-28) across eras.
+//
+// tools/call, prompts/get and resources/read may need input from the client
+// (elicitation, sampling, roots). Each era asks differently: a legacy
+// server sends a request on its session while the call runs; a 2026-07-28
+// server answers input_required and expects a retry. mcp-mux bridges every
+// combination:
+//
+//   - modern client, modern upstream: input_required passes through, its
+//     requestState sealed in mcp-mux's envelope (mrtr_state.go); the retry
+//     is unsealed and goes back upstream with the client's answers.
+//   - legacy client, modern upstream: fulfil asks the client's session the
+//     live requests, then retries upstream, for up to maxInputRounds rounds.
+//   - modern client, legacy upstream: the call runs parked (parkedCall);
+//     requests the upstream sends become input_required for the client, the
+//     upstream call waits with a deadline until the retry brings the
+//     answers. The retry's state names the parked call and its replica.
+//
+// A client is never asked for input it did not declare a capability for:
+// the upstream gets an error instead, and an input_required whose every
+// request needs an undeclared capability is -32021.
+
+const (
+	maxInputRounds = 8                      // live fulfilment rounds for a legacy client
+	maxParked      = 1024                   // bridged calls waiting for a retry
+	maxInputs      = 32                     // input requests one parked call may hold
+	gatherQuiet    = 20 * time.Millisecond  // requests sent together arrive within this
+	gatherMax      = 250 * time.Millisecond // … and are never held back longer
+)
+
+// codeMissingCapability is MissingRequiredClientCapabilityError.
+const codeMissingCapability = -32021
+
+// inputRequired is the part of an input_required result mcp-mux reads.
+type inputRequired struct {
+	ResultType    string                     `json:"resultType"`
+	InputRequests map[string]json.RawMessage `json:"inputRequests"`
+	RequestState  string                     `json:"requestState"`
+}
+
+// inputRequest is one entry of inputRequests.
+type inputRequest struct {
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+}
+
+// asInputRequired reports whether an upstream result asks for input: a
+// 2026-07-28 input_required, or a legacy server's second round (its SDK
+// fulfils one round live, then returns the next inputRequests as they are).
+func asInputRequired(raw json.RawMessage) (*inputRequired, bool) {
+	if !bytes.Contains(raw, []byte(`"inputRequests"`)) {
+		return nil, false
+	}
+	var ir inputRequired
+	if json.Unmarshal(raw, &ir) != nil || ir.InputRequests == nil ||
+		(ir.ResultType != "" && ir.ResultType != "input_required") {
+		return nil, false
+	}
+	return &ir, true
+}
+
+// retryParams returns params with the client's answers and the state to echo.
+func retryParams(params, responses json.RawMessage, state string) json.RawMessage {
+	var p map[string]json.RawMessage
+	if json.Unmarshal(params, &p) != nil {
+		return params
+	}
+	if len(responses) > 0 {
+		p["inputResponses"] = responses
+	} else {
+		delete(p, "inputResponses")
+	}
+	if state != "" {
+		p["requestState"], _ = json.Marshal(state)
+	} else {
+		delete(p, "requestState")
+	}
+	out, err := json.Marshal(p)
+	if err != nil {
+		return params
+	}
+	return out
+}
+
+// mrtrRetry is a modern client's retry of an upstream's input_required:
+// the answers and the upstream's own (unsealed) state.
+type mrtrRetry struct {
+	responses json.RawMessage
+	state     string
+}
+
+// apply puts the retry into the params going upstream; nil leaves them.
+func (r *mrtrRetry) apply(params json.RawMessage) json.RawMessage {
+	if r == nil {
+		return params
+	}
+	return retryParams(params, r.responses, r.state)
+}
+
+// fulfil serves an upstream's input_required for a legacy client: it asks
+// the client's session live, then retries with the answers.
+func (s *Server) fulfil(ctx context.Context, k sink, params, raw json.RawMessage,
+	send func(context.Context, json.RawMessage) (json.RawMessage, error)) (json.RawMessage, error) {
+	for round := 0; ; round++ {
+		ir, ok := asInputRequired(raw)
+		if !ok {
+			return raw, nil
+		}
+		if round == maxInputRounds {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the server asked for input more than %d times", maxInputRounds)}
+		}
+		if len(ir.InputRequests) > maxInputs {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the server asked for more than %d inputs at once", maxInputs)}
+		}
+		responses := make(map[string]json.RawMessage, len(ir.InputRequests))
+		for key, rr := range ir.InputRequests {
+			var req inputRequest
+			if json.Unmarshal(rr, &req) != nil || req.Method == "" {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the server sent a malformed input request %q", key)}
+			}
+			res, err := k.request(ctx, req.Method, req.Params)
+			if err != nil {
+				return nil, fmt.Errorf("asking the client for %s: %w", req.Method, err)
+			}
+			responses[key] = res
+		}
+		b, _ := json.Marshal(responses)
+		var err error
+		if raw, err = send(ctx, retryParams(params, b, ir.RequestState)); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// sealInputRequired turns an upstream's input_required into the client's:
+// requests the client cannot serve are dropped, the state is sealed.
+func (s *Server) sealInputRequired(st *session, server, target string, ir *inputRequired) (json.RawMessage, error) {
+	reqs := make(map[string]json.RawMessage, len(ir.InputRequests))
+	for key, rr := range ir.InputRequests {
+		var req inputRequest
+		if json.Unmarshal(rr, &req) == nil && st.supports(req.Method) {
+			reqs[key] = rr
+		}
+	}
+	if len(reqs) == 0 {
+		return nil, &jsonrpc.Error{Code: codeMissingCapability, Message: "the server needs input the client declared no capability for"}
+	}
+	return inputRequiredResult(reqs, s.rt.Load().states.seal(stateEnvelope{Caller: st.user, Server: server, Target: target, State: ir.RequestState})), nil
+}
+
+func inputRequiredResult(reqs map[string]json.RawMessage, state string) json.RawMessage {
+	b, _ := json.Marshal(struct {
+		ResultType    string                     `json:"resultType"`
+		InputRequests map[string]json.RawMessage `json:"inputRequests"`
+		RequestState  string                     `json:"requestState"`
+	}{"input_required", reqs, state})
+	return b
+}
+
+// parkTable holds bridged calls between a modern client's rounds.
+type parkTable struct {
+	mu sync.Mutex
+	m  map[string]*parkedCall
+}
+
+// parkedCall is a modern client's call to a legacy upstream. It runs on
+// its own context, so it survives the request that started it while the
+// client answers; each round's request attaches its stream.
+type parkedCall struct {
+	id     string
+	server string
+	target string
+	user   string
+	cancel context.CancelFunc
+	done   chan struct{}
+	res    mcp.Result
+	err    error
+	timer  *time.Timer // the park deadline while no round is attached
+
+	signal chan struct{} // cap 1: an input request arrived
+	seq    atomic.Uint64
+
+	mu     sync.Mutex
+	st     *session // the attached round's session: stream, capabilities
+	ctx    context.Context
+	inputs map[string]*pendingInput
+}
+
+type pendingInput struct {
+	method string
+	params json.RawMessage
+	sent   bool
+	answer chan json.RawMessage
+}
+
+// bridgeSink is a parked call's sink: notifications ride the attached
+// round's stream, requests wait for the client's next retry.
+type bridgeSink struct{ pc *parkedCall }
+
+func (b bridgeSink) session() *session {
+	b.pc.mu.Lock()
+	defer b.pc.mu.Unlock()
+	return b.pc.st
+}
+
+func (b bridgeSink) notify(method string, params json.RawMessage) {
+	b.pc.mu.Lock()
+	st, ctx := b.pc.st, b.pc.ctx
+	b.pc.mu.Unlock()
+	if ctx != nil && ctx.Err() == nil {
+		deliverNotification(ctx, st, method, params)
+	}
+}
+
+func (b bridgeSink) request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	pc := b.pc
+	if method == "ping" {
+		return json.RawMessage(`{}`), nil
+	}
+	pc.mu.Lock()
+	if !pc.st.supports(method) {
+		pc.mu.Unlock()
+		return nil, &wire.Error{Code: codeMissingCapability, Message: fmt.Sprintf("the client did not declare the capability %s needs", method)}
+	}
+	if len(pc.inputs) >= maxInputs {
+		pc.mu.Unlock()
+		return nil, &wire.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("more than %d requests to the client are pending", maxInputs)}
+	}
+	key := "mux-" + strconv.FormatUint(pc.seq.Add(1), 10)
+	in := &pendingInput{method: method, params: params, answer: make(chan json.RawMessage, 1)}
+	pc.inputs[key] = in
+	pc.mu.Unlock()
+	select {
+	case pc.signal <- struct{}{}:
+	default:
+	}
+	defer func() {
+		pc.mu.Lock()
+		delete(pc.inputs, key)
+		pc.mu.Unlock()
+	}()
+	select {
+	case res := <-in.answer:
+		return res, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// startParked runs call as a bridged call of st to server.
+func (s *Server) startParked(ctx context.Context, st *session, server, target string, call func(context.Context) (mcp.Result, error)) *parkedCall {
+	var idb [16]byte
+	_, _ = rand.Read(idb[:])
+	pc := &parkedCall{id: fmt.Sprintf("%x", idb), server: server, target: target, user: st.user, done: make(chan struct{}),
+		signal: make(chan struct{}, 1), inputs: map[string]*pendingInput{}, st: st, ctx: ctx}
+	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	pc.cancel = cancel
+	st.bridge = bridgeSink{pc}
+	go func() {
+		defer close(pc.done)
+		defer cancel()
+		pc.res, pc.err = call(cctx)
+	}()
+	return pc
+}
+
+// await serves one round of a bridged call: its result, or the input
+// requests that arrived, sealed into an input_required result.
+func (s *Server) await(ctx context.Context, st *session, pc *parkedCall) (mcp.Result, error) {
+	pc.mu.Lock()
+	pc.st, pc.ctx = st, ctx
+	resend := false
+	for _, in := range pc.inputs {
+		if !in.sent {
+			resend = true
+		}
+	}
+	pc.mu.Unlock()
+	if resend {
+		select {
+		case pc.signal <- struct{}{}:
+		default:
+		}
+	}
+	for {
+		select {
+		case <-pc.done:
+			return s.parkedResult(st, pc)
+		case <-ctx.Done():
+			pc.cancel()
+			return nil, ctx.Err()
+		case <-pc.signal:
+		}
+		// Requests the server sent together arrive together: gather them.
+		quiet, deadline := time.NewTimer(gatherQuiet), time.NewTimer(gatherMax)
+	gather:
+		for {
+			select {
+			case <-pc.done:
+				quiet.Stop()
+				deadline.Stop()
+				return s.parkedResult(st, pc)
+			case <-pc.signal:
+				quiet.Reset(gatherQuiet)
+			case <-quiet.C:
+				break gather
+			case <-deadline.C:
+				break gather
+			}
+		}
+		quiet.Stop()
+		deadline.Stop()
+		pc.mu.Lock()
+		reqs := make(map[string]json.RawMessage)
+		for key, in := range pc.inputs {
+			b, _ := json.Marshal(inputRequest{Method: in.method, Params: in.params})
+			reqs[key] = b
+			in.sent = true
+		}
+		pc.mu.Unlock()
+		if len(reqs) == 0 {
+			continue // answered or withdrawn meanwhile
+		}
+		if err := s.parked.park(s, pc); err != nil {
+			pc.cancel()
+			return nil, err
+		}
+		return &rawResult{raw: inputRequiredResult(reqs, s.rt.Load().states.seal(stateEnvelope{
+			Caller: pc.user, Server: pc.server, Target: pc.target, Park: pc.id, Replica: s.replica}))}, nil
+	}
+}
+
+// parkedResult is a finished bridged call's result for st.
+func (s *Server) parkedResult(st *session, pc *parkedCall) (mcp.Result, error) {
+	if pc.err != nil {
+		return nil, pc.err
+	}
+	if rr, ok := pc.res.(*rawResult); ok {
+		if ir, ok := asInputRequired(rr.raw); ok {
+			raw, err := s.sealInputRequired(st, pc.server, pc.target, ir)
+			if err != nil {
+				return nil, err
+			}
+			return &rawResult{raw: raw}, nil
+		}
+	}
+	return pc.res, nil
+}
+
+// park keeps pc for its client's retry, until stateTTL.
+func (t *parkTable) park(s *Server, pc *parkedCall) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		t.m = make(map[string]*parkedCall)
+	}
+	if len(t.m) >= maxParked {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("more than %d calls are waiting for client input; try again later", maxParked)}
+	}
+	t.m[pc.id] = pc
+	pc.timer = time.AfterFunc(stateTTL, func() {
+		if t.take(pc.id) == pc {
+			s.log.Debug("parked call expired", "server", pc.server)
+			pc.cancel()
+		}
+	})
+	return nil
+}
+
+// take removes and returns the parked call id, or nil.
+func (t *parkTable) take(id string) *parkedCall {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	pc := t.m[id]
+	if pc != nil {
+		delete(t.m, id)
+		pc.timer.Stop()
+	}
+	return pc
+}
+
+// closeAll cancels every parked call (shutdown).
+func (t *parkTable) closeAll() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for id, pc := range t.m {
+		pc.timer.Stop()
+		pc.cancel()
+		delete(t.m, id)
+	}
+}
+
+// answer hands the client's responses to the requests waiting for them.
+// Responses to keys nobody waits for are ignored.
+func (pc *parkedCall) answer(responses map[string]json.RawMessage) {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	for key, in := range pc.inputs {
+		if res, ok := responses[key]; ok {
+			in.answer <- res
+			delete(pc.inputs, key)
+		} else {
+			in.sent = false // unanswered: ask again
+		}
+	}
+}
+
+// modernCall serves a 2026-07-28 tools/call, prompts/get or resources/read:
+// a retry is unsealed and resumed, a new call runs bridged.
+func (s *Server) modernCall(ctx context.Context, st *session, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+	responses, state := retryOf(req.GetParams())
+	server, target := s.ownerOf(method, req.GetParams())
+	if state != "" {
+		env, err := s.rt.Load().states.open(state, st.user, server, target)
+		if err != nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid requestState: " + err.Error()}
+		}
+		if env.Park != "" {
+			pc := s.parked.take(env.Park)
+			if pc == nil {
+				if env.Replica != s.replica {
+					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "the call this requestState continues waits on another mcp-mux replica; send retries to the replica that answered, or call again without requestState"}
+				}
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "the call this requestState continues is no longer waiting (expired, cancelled or already answered); call again without requestState"}
+			}
+			m := make(map[string]json.RawMessage, len(responses))
+			for k, v := range responses {
+				m[k] = v
+			}
+			pc.answer(m)
+			return s.await(ctx, st, pc)
+		}
+		b, _ := json.Marshal(responses)
+		st.retry = &mrtrRetry{responses: b, state: env.State}
+	}
+	pc := s.startParked(ctx, st, server, target, func(ctx context.Context) (mcp.Result, error) {
+		return s.dispatch(ctx, st, method, req, next)
+	})
+	return s.await(ctx, st, pc)
+}
+
+// retryOf returns a request's inputResponses (raw, by key) and requestState.
+func retryOf(p mcp.Params) (map[string]json.RawMessage, string) {
+	var (
+		responses mcp.InputResponseMap
+		state     string
+	)
+	switch p := p.(type) {
+	case *mcp.CallToolParamsRaw:
+		responses, state = p.InputResponses, p.RequestState
+	case *mcp.GetPromptParams:
+		responses, state = p.InputResponses, p.RequestState
+	case *mcp.ReadResourceParams:
+		responses, state = p.InputResponses, p.RequestState
+	}
+	out := make(map[string]json.RawMessage, len(responses))
+	for k, v := range responses {
+		if b, err := json.Marshal(v); err == nil {
+			out[k] = b
+		}
+	}
+	return out, state
+}
+
+// ownerOf names the server a call goes to ("" for mcp-mux's own tools)
+// and its target: the method and the visible name or URI.
+func (s *Server) ownerOf(method string, p mcp.Params) (server, target string) {
+	cat := s.rt.Load().cat.Load()
+	switch p := p.(type) {
+	case *mcp.CallToolParamsRaw:
+		target = p.Name
+		if r := cat.routes[p.Name]; r != nil {
+			server = r.server.name
+		}
+	case *mcp.GetPromptParams:
+		target = p.Name
+		if r := cat.res.prompts[p.Name]; r != nil {
+			server = r.server.name
+		}
+	case *mcp.ReadResourceParams:
+		target = p.URI
+		if b := cat.res.resourceOwner(p.URI); b != nil {
+			server = b.name
+		}
+	}
+	return server, method + " " + target
+}

@@ -1,0 +1,166 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/mcp-mux/mcp-mux/internal/wire"
+)
+
+// Protocol eras of an upstream.
+//
+// An HTTP server is asked for the newest era both sides speak: the SDK
+// client sends server/discover at 2026-07-28 first and falls back to
+// initialize at 2025-11-25 on anything but a modern answer. The answer is
+// remembered per server, so later sessions skip a probe that failed;
+// Options.ProtocolVersion pins either era. stdio and SSE servers speak
+// 2025-11-25 (a stdio server may exit on a message it does not know, and
+// the legacy SSE transport predates the revision).
+//
+// A 2026-07-28 server has no sessions: every request mcp-mux sends carries
+// the _meta triple (protocol version, client info, and as client
+// capabilities those of the caller, as a legacy call session declares
+// them) and the standard headers (Mcp-Method, Mcp-Name with the raw name
+// the request carries). Its list changes arrive on the discovery client's
+// subscriptions/listen stream, which the SDK opens.
+
+// Protocol versions an upstream can be pinned to.
+const (
+	VersionAuto   = ""           // negotiate (HTTP); 2025-11-25 elsewhere
+	VersionLegacy = "2025-11-25" // initialize and sessions
+	VersionModern = "2026-07-28" // server/discover, sessionless
+)
+
+// sessionVersion is the ClientSessionOptions.ProtocolVersion for a new
+// session. Unpinned, the first session of an HTTP server probes it with
+// server/discover (through mcp-mux's own bounded reader, so a hostile
+// answer is a fallback, not a crash); the answer holds for later ones.
+func (u *Upstream) sessionVersion(ctx context.Context, hdr http.Header) string {
+	if u.opts.Transport != HTTP {
+		return ProtocolVersion
+	}
+	if v := u.opts.ProtocolVersion; v != VersionAuto {
+		return v
+	}
+	if v := u.era.Load(); v != nil {
+		if *v >= VersionModern {
+			return VersionModern
+		}
+		return ProtocolVersion
+	}
+	d := &direct{url: u.opts.URL, client: u.http, header: hdr, protocol: VersionModern, maxEvent: maxFrame,
+		async: &u.async, modern: newModernRequest(discoveryCapsJSON())}
+	raw, err := d.call(ctx, "server/discover", []byte("{}"), nil, func(*wire.Message) {})
+	var res struct {
+		SupportedVersions []string `json:"supportedVersions"`
+	}
+	v := ProtocolVersion
+	switch {
+	case err == nil && json.Unmarshal(raw, &res) == nil && slices.Contains(res.SupportedVersions, VersionModern):
+		v = VersionModern
+	case err != nil && !errors.As(err, new(*wire.Error)) && !errors.As(err, new(*StatusError)):
+		// No answer at all (the server is not up yet): ask again next time.
+		// (The error is not logged: it quotes the URL, credentials and all.)
+		u.log.Debug("server/discover probe got no answer; using 2025-11-25")
+		return v
+	}
+	u.era.Store(&v)
+	u.log.Debug("negotiated the protocol era", "version", v)
+	return v
+}
+
+func discoveryCapsJSON() string {
+	b, _ := json.Marshal(mirrored{Roots: discoveryCaps.RootsV2, Sampling: discoveryCaps.Sampling, Elicitation: discoveryCaps.Elicitation})
+	return string(b)
+}
+
+// Era returns the protocol version the server's sessions negotiated, or ""
+// before the first one.
+func (u *Upstream) Era() string {
+	if v := u.era.Load(); v != nil {
+		return *v
+	}
+	return ""
+}
+
+// modernRequest prepares one request to a 2026-07-28 server: the params
+// with the _meta triple, and the standard headers.
+type modernRequest struct {
+	meta json.RawMessage // the _meta triple's members, without braces
+}
+
+func newModernRequest(caps string) *modernRequest {
+	if caps == "" {
+		caps = "{}"
+	}
+	return &modernRequest{meta: json.RawMessage(`"io.modelcontextprotocol/protocolVersion":"` + VersionModern + `",` +
+		`"io.modelcontextprotocol/clientInfo":{"name":"mcp-mux","version":"1"},` +
+		`"io.modelcontextprotocol/logLevel":"debug",` +
+		`"io.modelcontextprotocol/clientCapabilities":` + caps)}
+}
+
+// params returns params with the _meta triple added (keys the params
+// already carry in _meta are kept).
+func (m *modernRequest) params(params []byte) []byte {
+	params = bytes.TrimSpace(params)
+	if len(params) < 2 || params[0] != '{' {
+		params = []byte("{}")
+	}
+	if !bytes.Contains(params, []byte(`"_meta"`)) {
+		out := make([]byte, 0, len(params)+len(m.meta)+12)
+		out = append(out, `{"_meta":{`...)
+		out = append(out, m.meta...)
+		out = append(out, '}')
+		if string(bytes.TrimSpace(params[1:])) != "}" {
+			out = append(out, ',')
+		}
+		return append(out, params[1:]...)
+	}
+	var p map[string]json.RawMessage
+	if json.Unmarshal(params, &p) != nil {
+		return params
+	}
+	meta := map[string]json.RawMessage{}
+	_ = json.Unmarshal([]byte("{"+string(m.meta)+"}"), &meta)
+	var own map[string]json.RawMessage
+	if json.Unmarshal(p["_meta"], &own) == nil {
+		for k, v := range own {
+			if !strings.HasPrefix(k, "io.modelcontextprotocol/") {
+				meta[k] = v
+			}
+		}
+	}
+	p["_meta"], _ = json.Marshal(meta)
+	out, err := json.Marshal(p)
+	if err != nil {
+		return params
+	}
+	return out
+}
+
+// headers sets the standard headers of a request to a 2026-07-28 server.
+func (m *modernRequest) headers(h http.Header, method string, params []byte) {
+	h["Mcp-Method"] = []string{method}
+	var field string
+	switch method {
+	case "tools/call", "prompts/get":
+		field = "name"
+	case "resources/read":
+		field = "uri"
+	default:
+		return
+	}
+	var p map[string]json.RawMessage
+	if json.Unmarshal(params, &p) != nil {
+		return
+	}
+	var name string
+	if json.Unmarshal(p[field], &name) == nil && name != "" {
+		h["Mcp-Name"] = []string{name}
+	}
+}
