@@ -477,3 +477,38 @@ func TestLegacyClientModernUpstream(t *testing.T) {
 		t.Fatalf("client was asked %q", msg)
 	}
 }
+
+// Closing a 2026-07-28 request's stream cancels the upstream call.
+func TestModernClosedStreamCancelsCall(t *testing.T) {
+	p := newProbeServer()
+	up := mcptest.ServeHTTP(t, p.srv)
+	m := startMux(t, fmt.Sprintf(`{"mcpServers": {"probe": {"type": "http", "url": %q}}}`, up.URL+"/mcp"), proxy.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	body := modernBody("tools/call", `"name":"probe_block","arguments":{"tag":"closed"}`)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, m.ts.URL+"/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range modernHeaders("tools/call", "probe_block") {
+		req.Header.Set(k, v)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body) // until the stream is closed
+			resp.Body.Close()
+		}
+	}()
+	time.Sleep(300 * time.Millisecond) // let the call reach the upstream
+	cancel()
+	select {
+	case tag := <-p.cancelled:
+		if tag != "closed" {
+			t.Fatalf("cancelled %q", tag)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("upstream call not cancelled after the client closed the stream")
+	}
+	<-done
+}

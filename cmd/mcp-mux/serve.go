@@ -194,6 +194,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, env fun
 			return 1
 		}
 		ops = srv.HTTPServer()
+		// No Host checks here: probes name the pod IP, and nothing on this
+		// listener is more than health, readiness counts and metrics.
 		ops.Handler = srv.OpsHandler()
 		go func() { errc <- ops.Serve(oln) }()
 		log.Info("serving health and metrics", "addr", oln.Addr().String())
