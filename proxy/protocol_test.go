@@ -21,17 +21,19 @@ import (
 // probeServer is an upstream whose tools report what happened to them.
 type probeServer struct {
 	srv          *mcp.Server
+	entered      chan string // tag of a block call that reached the server
 	cancelled    chan string // tag of a block call whose context ended
 	rootsChanged chan struct{}
 }
 
 func newProbeServer() *probeServer {
-	p := &probeServer{cancelled: make(chan string, 8), rootsChanged: make(chan struct{}, 8)}
+	p := &probeServer{entered: make(chan string, 8), cancelled: make(chan string, 8), rootsChanged: make(chan struct{}, 8)}
 	p.srv = mcp.NewServer(&mcp.Implementation{Name: "probe", Version: "1"}, &mcp.ServerOptions{
 		RootsListChangedHandler: func(context.Context, *mcp.RootsListChangedRequest) { p.rootsChanged <- struct{}{} },
 	})
 	mcp.AddTool(p.srv, &mcp.Tool{Name: "block", Description: "Block until cancelled."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in mcptest.TagArgs) (*mcp.CallToolResult, any, error) {
+			p.entered <- in.Tag
 			select {
 			case <-ctx.Done():
 				p.cancelled <- in.Tag
@@ -68,7 +70,7 @@ func TestDownstreamCancellationCancelsUpstreamCall(t *testing.T) {
 		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "probe_block", Arguments: map[string]any{"tag": "notified"}})
 		errc <- err
 	}()
-	time.Sleep(200 * time.Millisecond) // let the call reach the upstream
+	p.waitEntered(t, "notified")
 	cancel()
 	select {
 	case tag := <-p.cancelled:
@@ -90,7 +92,14 @@ func TestDownstreamCancellationCancelsUpstreamCall(t *testing.T) {
 	req.Header.Set("Mcp-Session-Id", sid)
 	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
 	go func() {
-		time.Sleep(200 * time.Millisecond)
+		select { // the call reached the upstream: disconnect
+		case tag := <-p.entered:
+			if tag != "disconnected" {
+				t.Errorf("entered %q, want disconnected", tag)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("the raw call never reached the upstream")
+		}
 		rcancel()
 	}()
 	if resp, err := testHTTP.Do(req); err == nil {
@@ -103,6 +112,19 @@ func TestDownstreamCancellationCancelsUpstreamCall(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("upstream call not cancelled after the client disconnected")
+	}
+}
+
+// waitEntered waits for the block call tagged tag to reach the server.
+func (p *probeServer) waitEntered(t *testing.T, tag string) {
+	t.Helper()
+	select {
+	case got := <-p.entered:
+		if got != tag {
+			t.Fatalf("entered %q, want %q", got, tag)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the %s call never reached the upstream", tag)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -360,7 +361,8 @@ func TestKilledStdioUpstreamRestartsOnNextCall(t *testing.T) {
 }
 
 func TestUpstreamDyingMidCallIsToolErrorThenReconnects(t *testing.T) {
-	cfg := fmt.Sprintf(`{"mcpServers": {%s}}`, stdioServerJSON(t, "local", mcptest.StdioOptions{}, ""))
+	calls := t.TempDir()
+	cfg := fmt.Sprintf(`{"mcpServers": {%s}}`, stdioServerJSON(t, "local", mcptest.StdioOptions{CallsDir: calls}, ""))
 	m := startMux(t, cfg, proxy.Options{})
 	cs := connect(t, m.ts.URL, nil)
 	first, _ := callText(t, cs, "local_pid", nil)
@@ -373,7 +375,12 @@ func TestUpstreamDyingMidCallIsToolErrorThenReconnects(t *testing.T) {
 		}
 		done <- res
 	}()
-	time.Sleep(300 * time.Millisecond) // let the call reach the server
+	// Kill it once the call is in the server (killed before, the call would
+	// provably not have run and be retried on a new process).
+	waitLong(t, 10*time.Second, "the sleep call to reach the server", func() bool {
+		_, err := os.Stat(filepath.Join(calls, "sleep"))
+		return err == nil
+	})
 	_ = syscall.Kill(pid, syscall.SIGKILL)
 	select {
 	case res := <-done:

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
@@ -228,18 +229,30 @@ func TestCallTimeout(t *testing.T) {
 			o := tg.opts
 			o.CallTimeout = 300 * time.Millisecond
 			u := start(t, o)
-			callText(t, u, alice1, "count", "") // session up: time only the call
+			// The session (for stdio, a process) comes up before the timed
+			// call, through Request, which CallTimeout does not bound: only
+			// the call under test races the 300 ms limit, not a process
+			// start on a loaded machine.
+			countParams := wire.AppendCallParams(nil, "count", nil, nil)
+			raw, err := u.Request(context.Background(), alice1, "tools/call", countParams, nil)
+			if err != nil || resultText(t, raw) != "1" {
+				t.Fatalf("first count = %s, %v; want 1", raw, err)
+			}
 			begin := time.Now()
-			_, err := call(context.Background(), u, alice1, "sleep", `{"ms":10000}`)
+			_, err = call(context.Background(), u, alice1, "sleep", `{"ms":10000}`)
 			if err == nil || !strings.Contains(err.Error(), "timed out") {
 				t.Errorf("err = %v, want a timeout", err)
 			}
 			if d := time.Since(begin); d > 3*time.Second {
 				t.Errorf("timed-out call returned after %s", d)
 			}
-			// The session is still usable.
-			if got := callText(t, u, alice1, "count", ""); got != "2" {
-				t.Errorf("count after timeout = %s, want 2", got)
+			// The session is still usable (Request again: unbounded).
+			raw, err = u.Request(context.Background(), alice1, "tools/call", countParams, nil)
+			if err != nil || resultText(t, raw) != "2" {
+				t.Errorf("count after timeout = %s, %v; want 2", raw, err)
+			}
+			if n := u.Sessions(); n != 1 {
+				t.Errorf("Sessions() = %d, want 1 (the timed-out call must not cost the session)", n)
 			}
 		})
 	}

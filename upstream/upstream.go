@@ -371,15 +371,17 @@ func (u *Upstream) run() {
 			if lines := u.stderr.tail(); len(lines) > 0 {
 				err = &stderrError{err: err, lines: lines}
 			}
-			u.setErr(err) // before Discovered closes: whoever waits on it sees the reason
-		}
-		u.firstOnce.Do(func() { close(u.discovered) })
-		if err != nil {
+			// Both before Discovered closes: whoever waits on it sees the
+			// reason, in Err and in the log.
+			u.setErr(err)
 			if failures == 0 {
 				u.log.Warn("skipping upstream server", "reason", err)
 			} else {
 				u.log.Debug("upstream still unavailable", "reason", err, "attempt", failures+1)
 			}
+		}
+		u.firstOnce.Do(func() { close(u.discovered) })
+		if err != nil {
 			failures++
 			u.retrying.Store(true)
 			select {

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -28,6 +29,7 @@ const (
 	envGrandchild = "MCPTEST_GRANDCHILD"   // start a long sleep child first
 	envHang       = "MCPTEST_HANG"         // never answer anything
 	envGarble     = "MCPTEST_GARBLE"       // precede every message with broken lines
+	envCallsDir   = "MCPTEST_CALLS_DIR"    // note each tools/call's arrival there
 )
 
 // GarbleMarker is in the content of the broken lines a Garble server prints.
@@ -192,6 +194,10 @@ type StdioOptions struct {
 	Grandchild bool // start a long-running child process before serving
 	Hang       bool // never answer initialize
 	Garble     bool // write broken lines before every message (see GarbleMarker)
+	// CallsDir, when set, is a directory where the server creates a file
+	// named for each tool whose tools/call reached it (before the tool
+	// runs): a test waits for it instead of guessing with a sleep.
+	CallsDir string
 }
 
 // StdioServer returns the command, args and env that run the test binary as
@@ -210,6 +216,9 @@ func StdioServer(name string, o StdioOptions) (string, []string, map[string]stri
 	}
 	if o.Garble {
 		env[envGarble] = "1"
+	}
+	if o.CallsDir != "" {
+		env[envCallsDir] = o.CallsDir
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -245,7 +254,11 @@ func MaybeServeStdio() {
 	if os.Getenv(envGarble) != "" {
 		t = &mcp.IOTransport{Reader: os.Stdin, Writer: nopCloser{garbleWriter{os.Stdout}}}
 	}
-	err := NewServer(name).Run(context.Background(), t)
+	s := NewServer(name)
+	if dir := os.Getenv(envCallsDir); dir != "" {
+		s.AddReceivingMiddleware(noteCalls(dir))
+	}
+	err := s.Run(context.Background(), t)
 	if err != nil {
 		os.Exit(1)
 	}
@@ -255,3 +268,16 @@ func MaybeServeStdio() {
 type nopCloser struct{ io.Writer }
 
 func (nopCloser) Close() error { return nil }
+
+// noteCalls creates dir/<tool> when a tools/call for tool arrives, before
+// the tool runs.
+func noteCalls(dir string) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok && method == "tools/call" && filepath.Base(p.Name) == p.Name {
+				_ = os.WriteFile(filepath.Join(dir, p.Name), nil, 0o600)
+			}
+			return next(ctx, method, req)
+		}
+	}
+}
