@@ -17,16 +17,19 @@ import (
 
 // The tools/call fast path.
 //
-// A plain tools/call or tools/list on an established session is answered
-// here, before the SDK's handler: the envelope is decoded once without the
-// SDK's per-message 32 KiB decoder buffers, the upstream's raw result is
-// written back as an application/json response (the cached tools/list bytes
-// as one SSE event, as the SDK sends them), and nothing else is allocated per
-// call. Every
-// other message (initialize, notifications, GET streams, calls that carry a
-// progress token) goes to the SDK unchanged, so the protocol surface is the
-// SDK's. A client that disconnects cancels its call; notifications/cancelled
-// for a fast-path call cancels it too.
+// A tools/call or tools/list on an established session (not in a batch) is
+// answered here, before the SDK's handler: the envelope is decoded once
+// without the SDK's per-message 32 KiB decoder buffers, the upstream's raw
+// result is written back as an application/json response (the cached
+// tools/list bytes as one SSE event, as the SDK sends them), and nothing else
+// is allocated per call. A call with a progress token takes this path too:
+// the first progress, log message or server-to-client request upgrades its
+// response to an event stream (see fastSink), and the client's answers to
+// such requests are taken here. 2026-07-28 requests go to serveModern; every
+// other message (initialize, notifications, GET streams, batches) goes to the
+// SDK unchanged, so the protocol surface is the SDK's. A client that disconnects
+// cancels its call; notifications/cancelled for a fast-path call cancels it
+// too.
 
 const maxBody = 4 << 20 // as the SDK's default MaxRequestBodyBytes
 
