@@ -1,5 +1,7 @@
-// Package proxy is the downstream side of mcp-mux: one stateful Streamable
-// HTTP MCP endpoint that aggregates every configured upstream.
+// Package proxy is the downstream side of mcp-mux: one Streamable HTTP MCP
+// endpoint that aggregates every configured upstream and serves both
+// protocol eras (stateful 2025-11-25 sessions and the sessionless
+// 2026-07-28 revision, see modern.go).
 //
 // A Server holds one runtime (config, backends, catalog) behind an atomic
 // pointer. Apply builds a new runtime off to the side, keeping backends whose

@@ -3,8 +3,9 @@
 // An Upstream owns every session mcp-mux holds with that server: a control
 // session used for discovery and for tools/list_changed, and a pool of call
 // sessions scoped by (user, thread) with an LRU cap and an idle timeout.
-// Transports are stdio (a child process in its own process group, killed as
-// a group), Streamable HTTP and legacy SSE. Results travel as raw JSON so that
+// Transports are stdio (a child process in its own process group under a
+// supervisor, killed as a group), Streamable HTTP (either protocol era; a
+// 2026-07-28 server has no sessions, see era.go) and legacy SSE. Results travel as raw JSON so that
 // nothing the server sends is lost or reshaped on the way.
 //
 // An Upstream never blocks its caller on a broken server: discovery runs in

@@ -4,8 +4,10 @@
 // buffer, twice per message. The tools/call fast path only needs the envelope
 // (id, method, params or result) to route a call, so it decodes that with
 // segmentio/encoding's allocation-light Unmarshal and leaves params and
-// results as raw bytes that travel unchanged between the two sides. Everything
-// else (initialize, notifications, server-to-client requests) stays with the SDK.
+// results as raw bytes that travel unchanged between the two sides, including
+// the progress, log messages and server-to-client requests written on a
+// fast-path call's own stream. Everything else (initialize, notifications,
+// batches, server-to-client requests outside a call) stays with the SDK.
 package wire
 
 import (
