@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/mcp-mux/mcp-mux/internal/reqid"
 )
 
 // Call describes one tools/call.
@@ -114,7 +116,7 @@ func newAudit(opts Options) Interceptor {
 	return func(ctx context.Context, c *Call, next Next) (json.RawMessage, error) {
 		start := time.Now()
 		res, err := next(ctx)
-		log.Info("tool call", "user", c.User, "thread", c.Thread, "server", c.Server, "tool", c.Tool,
+		reqid.Logger(ctx, log).Info("tool call", "user", c.User, "thread", c.Thread, "server", c.Server, "tool", c.Tool,
 			"duration_ms", float64(time.Since(start).Microseconds())/1000, "outcome", string(OutcomeOf(res, err)))
 		return res, err
 	}

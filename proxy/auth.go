@@ -28,7 +28,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		rt := s.rt.Load() // Host and Origin were checked by GuardHosts
 		user, err := rt.auth.Authenticate(r)
 		if err != nil {
-			s.log.Debug("unauthenticated request", "reason", err)
+			s.logFor(r.Context()).Debug("unauthenticated request", "reason", err)
 			rt.auth.Challenge(w, r, err)
 			return
 		}

@@ -89,7 +89,7 @@ func (s *Server) subscribe(ctx context.Context, st *session, b *backend, uri str
 		}
 	case !on && s.subs[k] == 1:
 		if err := b.up.Subscribe(ctx, uri, false); err != nil {
-			s.log.Debug("upstream unsubscribe failed", "server", b.name, "err", err)
+			s.logFor(ctx).Debug("upstream unsubscribe failed", "server", b.name, "err", err)
 		}
 	}
 	if on {

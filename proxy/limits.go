@@ -68,7 +68,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (bp *[]byte, s
 	body := *bp
 	switch {
 	case timedOut:
-		s.log.Debug("request body not received in time", "timeout", s.opts.BodyTimeout)
+		s.logFor(r.Context()).Debug("request body not received in time", "timeout", s.opts.BodyTimeout)
 		writeRPCError(w, http.StatusRequestTimeout, nil, jsonrpc.CodeInvalidRequest,
 			fmt.Sprintf("request body not received within %s", s.opts.BodyTimeout))
 	case err != nil:
@@ -143,7 +143,7 @@ func (s *Server) admitSession(w http.ResponseWriter, r *http.Request, body []byt
 	if s.sessions.count() < limit {
 		return true
 	}
-	s.log.Warn("refusing a new session: at inbound.max_sessions", "max_sessions", limit)
+	s.logFor(r.Context()).Warn("refusing a new session: at inbound.max_sessions", "max_sessions", limit)
 	w.Header().Set("Retry-After", "1")
 	writeRPCError(w, http.StatusServiceUnavailable, wire.TopLevelID(body), codeLimit,
 		fmt.Sprintf("mcp-mux serves at most %d sessions (inbound.max_sessions); try again later", limit))

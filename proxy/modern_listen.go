@@ -124,7 +124,7 @@ func (s *Server) listen(ctx context.Context, st *session, req mcp.Request) (mcp.
 			continue // not honoured: left out of the acknowledgement
 		}
 		if err := s.subscribe(ctx, st, b, uri, true); err != nil {
-			s.log.Debug("upstream subscribe failed", "server", b.name, "err", err)
+			s.logFor(ctx).Debug("upstream subscribe failed", "server", b.name, "err", err)
 			continue
 		}
 		defer func() {

@@ -110,7 +110,7 @@ func (s *Server) policy(ctx context.Context, st *session, k sink, cat *catalog, 
 		}
 		return nil, false
 	case r.deny != nil:
-		s.log.Info("guardrail denied a tool call", "tool", name, "session", st.id)
+		s.logFor(ctx).Info("guardrail denied a tool call", "tool", name, "session", st.id)
 		return r.deny, true
 	case cat.search != nil && !st.modern && !st.promo.has(cat, name):
 		// A modern caller's lists never depend on earlier calls, so a

@@ -41,6 +41,7 @@ var errBadCursor = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "inv
 // logging/setLevel bookkeeping) to the SDK.
 func (s *Server) receive(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		ctx = withRequestID(ctx, req) // reqid.go
 		if !strings.HasPrefix(method, "notifications/") {
 			// A request ends when the client that sent it goes away (limits.go).
 			var stop func()
@@ -251,7 +252,7 @@ func (s *Server) rpcError(ctx context.Context, b *backend, what string, err erro
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	s.log.Warn("upstream request failed", "server", b.name, "method", what, "err", err)
+	s.logFor(ctx).Warn("upstream request failed", "server", b.name, "method", what, "err", err)
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("MCP server %q failed: %v", b.name, err)}
 }
 
@@ -364,7 +365,7 @@ func (s *Server) callTool(ctx context.Context, st *session, k sink, key upstream
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	s.log.Warn("tool call failed", "server", r.server.name, "tool", r.raw, "err", err)
+	s.logFor(ctx).Warn("tool call failed", "server", r.server.name, "tool", r.raw, "err", err)
 	return wire.ToolError(fmt.Sprintf("Error: MCP server %q failed to run tool %q: %v", r.server.name, r.raw, err)), nil
 }
 

@@ -206,7 +206,7 @@ func New(opts Options) *Server {
 // all behind the Host and Origin checks (GuardHosts).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", s.authenticate(s.mcpHandler()))
+	mux.Handle("/mcp", s.tagRequest(s.authenticate(s.mcpHandler())))
 	meta := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h := s.rt.Load().auth.MetadataHandler(); h != nil {
 			h.ServeHTTP(w, r)

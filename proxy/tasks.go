@@ -131,7 +131,7 @@ func (s *Server) submitTask(ctx context.Context, st *session, key upstream.Key, 
 			return raw, err
 		})
 	if err != nil && (upErr == nil || !errors.Is(err, upErr)) {
-		s.log.Warn("durable task submit failed", "server", r.server.name, "tool", r.raw, "err", err)
+		s.logFor(ctx).Warn("durable task submit failed", "server", r.server.name, "tool", r.raw, "err", err)
 		return wire.ToolError(err.Error()), nil
 	}
 	return raw, err

@@ -29,6 +29,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-mux/mcp-mux/internal/reqid"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/secret"
 )
@@ -725,12 +726,16 @@ func (u *Upstream) Request(ctx context.Context, key Key, method string, params j
 		}
 		if notRun && attempt == 0 {
 			u.reconnects.Add(1)
-			u.log.Debug("upstream session gone before the request; reconnecting", "reason", u.scrub(err, extra))
+			u.logFor(ctx).Debug("upstream session gone before the request; reconnecting", "reason", u.scrub(err, extra))
 			continue
 		}
 		return nil, u.scrub(err, extra)
 	}
 }
+
+// logFor is the logger for a line about a call made with ctx: it names the
+// downstream request's id (internal/reqid) when ctx carries one.
+func (u *Upstream) logFor(ctx context.Context) hclog.Logger { return reqid.Logger(ctx, u.log) }
 
 // Notify sends a notification on the session for key, if one is open. It
 // is how a client's notifications/roots/list_changed reaches the servers its
