@@ -175,14 +175,20 @@ func TestRequestIDInEveryLogLineOfACall(t *testing.T) {
 	}
 }
 
-// The id is there even when /mcp refuses a request before any session.
+// TestRequestIDOnRefusedRequest: a request /mcp refuses before any call
+// (here at inbound.max_sessions) is echoed and logged with its id too.
 func TestRequestIDOnRefusedRequest(t *testing.T) {
-	m := startMux(t, `{"mcpServers": {}}`, proxy.Options{})
-	resp := postWithID(t, m.ts.URL, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
-		"Mcp-Session-Id", "no-such-session", "Mcp-Protocol-Version", "2025-11-25", "X-Request-Id", "refused-1")
+	m := startMux(t, `{"mcpServers": {}, "inbound": {"max_sessions": 1}}`, proxy.Options{})
+	rawSession(t, m.ts.URL, "2025-11-25")
+	before := len(m.logs.String())
+	resp := postWithID(t, m.ts.URL, initializeBody, "X-Request-Id", "refused-1")
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode < 400 || resp.Header.Get("X-Request-Id") != "refused-1" {
-		t.Fatalf("HTTP %d, X-Request-Id %q; want an error echoing refused-1", resp.StatusCode, resp.Header.Get("X-Request-Id"))
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("X-Request-Id") != "refused-1" {
+		t.Fatalf("HTTP %d, X-Request-Id %q; want 503 echoing refused-1", resp.StatusCode, resp.Header.Get("X-Request-Id"))
+	}
+	logs := m.logs.String()[before:]
+	if !strings.Contains(logs, "refusing a new session") || !strings.Contains(logs, `"request_id":"refused-1"`) {
+		t.Fatalf("the refusal was not logged with its request_id:\n%s", logs)
 	}
 }
