@@ -53,6 +53,9 @@ func serverDoc(names ...string) string {
 }
 
 func serverNames(c *Config) []string {
+	if c == nil {
+		return nil
+	}
 	var out []string
 	for _, s := range c.Servers {
 		out = append(out, s.Name)
@@ -97,7 +100,13 @@ func TestWatchPollSafetyNet(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, ch := startWatch(t, WatchOptions{Path: path, Initial: []byte(serverDoc("a")), Debounce: time.Hour, Poll: 30 * time.Millisecond})
-	if err := os.WriteFile(path, []byte(serverDoc("z")), 0o600); err != nil {
+	// Replaced by a rename, as editors and the kubelet do: written in place,
+	// a poll may land between the truncation and the write and rightly
+	// report the half-written file as broken.
+	if err := os.WriteFile(path+".tmp", []byte(serverDoc("z")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
 		t.Fatal(err)
 	}
 	if l := next(t, ch); l.err != nil || strings.Join(serverNames(l.cfg), ",") != "z" {
