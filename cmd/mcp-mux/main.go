@@ -41,7 +41,7 @@ usage:
   mcp-mux help [COMMAND]
 
 commands:
-  serve      serve /mcp, /healthz, /readyz and /metrics for the servers in the config file
+  serve      serve /mcp and the HTTP endpoints (health, metrics, status, admin and task APIs)
   validate   check a config file as serve would (the same errors and warnings); connects to nothing
   version    print the version
   help       print this help, or a command's flags ("mcp-mux help serve", "mcp-mux serve --help")

@@ -53,7 +53,7 @@ func parseServe(args []string, stdout, stderr io.Writer, env func(string) (strin
 	fs.StringVar(&f.logFormat, "log-format", "", "log format: json or text (default: text when stderr is a terminal, else json)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: mcp-mux serve [flags]\n\nServes /mcp (MCP), /healthz, /readyz and /metrics for the servers in the config file.")
+		fmt.Fprintln(fs.Output(), "usage: mcp-mux serve [flags]\n\nServes /mcp (MCP) for the servers in the config file, plus /healthz, /readyz, /metrics,\nthe status page (/ and /api/status), the admin config API and the task API.")
 		fs.PrintDefaults()
 	}
 	if wantsHelp(args) {
