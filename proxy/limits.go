@@ -130,16 +130,22 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// maxSessions is inbound.max_sessions: the bound on legacy sessions, and on
+// open 2026-07-28 subscriptions/listen streams (which take the GET stream's place).
+func (s *Server) maxSessions() int {
+	if n := s.rt.Load().cfg.Inbound.MaxSessions; n > 0 {
+		return n
+	}
+	return defaultMaxSessions
+}
+
 // admitSession refuses a POST that would open a session past
 // inbound.max_sessions, and reports whether it may proceed.
 func (s *Server) admitSession(w http.ResponseWriter, r *http.Request, body []byte) bool {
 	if r.Header.Get("Mcp-Session-Id") != "" {
 		return true
 	}
-	limit := s.rt.Load().cfg.Inbound.MaxSessions
-	if limit <= 0 {
-		limit = defaultMaxSessions
-	}
+	limit := s.maxSessions()
 	if s.sessions.count() < limit {
 		return true
 	}

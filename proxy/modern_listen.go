@@ -29,8 +29,27 @@ type listener struct {
 
 // listenTable holds the open listeners.
 type listenTable struct {
-	mu sync.Mutex
-	m  map[*listener]struct{}
+	mu   sync.Mutex
+	m    map[*listener]struct{}
+	open int // listen streams admitted, those still subscribing included
+}
+
+// admit counts one more open listen stream, unless limit are open already.
+func (t *listenTable) admit(limit int) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.open >= limit {
+		return false
+	}
+	t.open++
+	return true
+}
+
+// leave ends what admit counted.
+func (t *listenTable) leave() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.open--
 }
 
 func (t *listenTable) add(l *listener) {
@@ -109,6 +128,11 @@ func (s *Server) listen(ctx context.Context, st *session, req mcp.Request) (mcp.
 	if err := json.Unmarshal([]byte(headerOf(req).Get(requestIDHeader)), &id); err != nil || id == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "subscriptions/listen requires a request id"}
 	}
+	if limit := s.maxSessions(); !s.listeners.admit(limit) {
+		return nil, &jsonrpc.Error{Code: codeLimit, Message: fmt.Sprintf(
+			"mcp-mux holds at most %d open subscriptions/listen streams (inbound.max_sessions); try again later", limit)}
+	}
+	defer s.listeners.leave()
 	want := p.Notifications
 	agreed := mcp.NotificationSubscriptions{
 		ToolsListChanged:     want.ToolsListChanged,

@@ -512,3 +512,37 @@ func TestModernClosedStreamCancelsCall(t *testing.T) {
 	}
 	<-done
 }
+
+// TestModernListenStreamsBounded: open subscriptions/listen streams count
+// against inbound.max_sessions; past it a listen is refused with a clear
+// error, and a stream that closes frees its place.
+func TestModernListenStreamsBounded(t *testing.T) {
+	m := modernMux(t, `, "inbound": {"max_sessions": 2}`)
+	body := `{"jsonrpc":"2.0","id":"listen-1","method":"subscriptions/listen","params":{` + modernMeta("{}") +
+		`,"notifications":{"toolsListChanged":true}}}`
+	hdr := modernHeaders("subscriptions/listen", "")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	first, firstCancel := context.WithCancel(ctx)
+	for i, c := range []context.Context{first, ctx} {
+		if ack := openStream(t, c, m.ts.URL+"/mcp", hdr, body).next(t); ack["method"] != "notifications/subscriptions/acknowledged" {
+			t.Fatalf("listen %d: first message %v, want the acknowledgement", i, ack)
+		}
+	}
+	if r := openStream(t, ctx, m.ts.URL+"/mcp", hdr, body).next(t); !strings.Contains(fmt.Sprint(r["error"]), "inbound.max_sessions") {
+		t.Fatalf("third listen: %v, want a refusal naming inbound.max_sessions", r)
+	}
+	firstCancel()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s := openStream(t, ctx, m.ts.URL+"/mcp", hdr, body)
+		if ack := s.next(t); ack["method"] == "notifications/subscriptions/acknowledged" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a closed listen stream never freed its place")
+		}
+		s.body.Close()
+		time.Sleep(20 * time.Millisecond)
+	}
+}
