@@ -84,6 +84,9 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request) {
 		var m wire.Message
 		if wire.Decode(body, &m) == nil && m.IsCall() {
 			r.Header.Set(requestIDHeader, string(m.ID))
+			if s.serveTaskRequest(w, r, &m) { // modern_tasks.go
+				return
+			}
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	} else {
@@ -108,6 +111,7 @@ func (s *Server) receiveModern(ctx context.Context, ss *mcp.ServerSession, metho
 	st := &session{ss: ss, user: requestUser(h), modern: true}
 	if ip := ss.InitializeParams(); ip != nil {
 		st.caps = upstream.Capabilities(ip.Capabilities)
+		declareTasks(st, ip) // modern_tasks.go
 	}
 	st.touch()
 	if m := req.GetParams(); m != nil {
@@ -129,10 +133,13 @@ func (s *Server) receiveModern(ctx context.Context, ss *mcp.ServerSession, metho
 				dr.Instructions = text
 			}
 			dr.Cacheable = s.cacheable()
+			s.advertiseTasks(dr) // modern_tasks.go
 		}
 		return res, err
 	case "subscriptions/listen":
 		return s.listen(ctx, st, req)
+	case "tasks/get", "tasks/update", "tasks/cancel":
+		return s.taskMethod(ctx, st, method, req) // modern_tasks.go
 	}
 	res, err := s.dispatch(ctx, st, method, req, next)
 	if rr, ok := res.(*rawResult); ok && err == nil {

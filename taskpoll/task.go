@@ -142,8 +142,10 @@ func NewID() string {
 	return "mcp-task-" + hex.EncodeToString(b[:])
 }
 
-// validID reports whether id has NewID's form, so that no hostile id reaches
-// a store key.
+// ValidID reports whether id has NewID's form, so that no hostile id
+// reaches a store key.
+func ValidID(id string) bool { return validID(id) }
+
 func validID(id string) bool {
 	const p = "mcp-task-"
 	if len(id) != len(p)+32 || id[:len(p)] != p {

@@ -152,6 +152,8 @@ func (m *modernRequest) headers(h http.Header, method string, params []byte) {
 		field = "name"
 	case "resources/read":
 		field = "uri"
+	case "tasks/get", "tasks/update", "tasks/cancel": // the tasks extension
+		field = "taskId"
 	default:
 		return
 	}
