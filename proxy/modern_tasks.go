@@ -315,7 +315,7 @@ func (s *stateSealer) sealTaskID(user, server, remote string) string {
 // openTaskID returns the server and remote id of a namespaced task id, if
 // it is intact and belongs to user.
 func (s *stateSealer) openTaskID(id, user string) (server, remote string, ok bool) {
-	b, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(id, passTaskPrefix))
+	b, err := base64.RawURLEncoding.Strict().DecodeString(strings.TrimPrefix(id, passTaskPrefix))
 	a := s.taskAEAD()
 	if err != nil || len(b) < a.NonceSize()+a.Overhead() {
 		return "", "", false

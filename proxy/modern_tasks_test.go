@@ -359,7 +359,7 @@ func TestTasksExtensionPassthrough(t *testing.T) {
 		t.Fatalf("upstream saw %q, updates %q", calls, updates)
 	}
 	// Another caller, a tampered id, another key: -32602, and nothing reaches the server.
-	tampered := created.TaskID[:len(created.TaskID)-2] + map[bool]string{true: "AA", false: "BB"}[!strings.HasSuffix(created.TaskID, "AA")]
+	tampered := created.TaskID[:20] + map[bool]string{true: "B", false: "A"}[created.TaskID[20] == 'A'] + created.TaskID[21:]
 	for _, c := range []struct {
 		url string
 		who map[string]string

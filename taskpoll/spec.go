@@ -17,8 +17,11 @@ import (
 // a message), so inputRequests is always empty, statusMessage carries the
 // remote's message and _meta the payload as the remote sent it; completed
 // inlines the status tool's result as a CallToolResult (the raw JSON as
-// structuredContent and as text, a result_artifact as a resource link);
-// failed carries the task's error as a JSON-RPC internal error.
+// structuredContent and as text, a result_artifact as a resource link); a
+// failure the remote reported is a tool error (completed, isError: the
+// extension keeps failed for protocol errors), one mcp-mux decided (a
+// malformed answer, a submit it did not see through) is failed with the
+// task's error as a JSON-RPC internal error.
 
 // ExtensionMetaInputRequired is the _meta key of an input_required task's
 // remote payload.
@@ -81,6 +84,12 @@ func (s *Service) ExtensionView(t *Task) ExtensionTask {
 		if msg == "" {
 			msg = "The task failed."
 		}
+		if t.RemoteFailure {
+			// The remote's job failed: a tool error, which the extension
+			// reports as completed with isError (failed is for protocol errors).
+			v.Status, v.StatusMessage, v.Result = "completed", msg, toolErrorOf(msg)
+			break
+		}
 		v.Status, v.StatusMessage, v.Error = "failed", msg, &ExtensionError{Code: codeInternalError, Message: msg}
 	case StatusCancelled:
 		v.Status = "cancelled"
@@ -103,6 +112,12 @@ func inputMessage(payload json.RawMessage) string {
 		return "The remote task needs input."
 	}
 	return "The remote task needs input: " + truncateRunes(string(payload), maxPublicErrorChars)
+}
+
+// toolErrorOf is a remote failure as a CallToolResult with isError.
+func toolErrorOf(msg string) json.RawMessage {
+	text, _ := json.Marshal(msg)
+	return json.RawMessage(`{"content":[{"type":"text","text":` + string(text) + `}],"isError":true}`)
 }
 
 // toolResultOf is a completed task's result as a CallToolResult.

@@ -29,6 +29,7 @@ func TestExtensionView(t *testing.T) {
 		{"completed scalar", func(t *Task) { t.Status, t.Result = StatusCompleted, json.RawMessage(`"done"`) }, []string{`"text":"\"done\""`}, []string{"structuredContent"}},
 		{"truncated", func(t *Task) { t.Status, t.ResultTruncated, t.ResultPreview = StatusCompleted, true, "abc" }, []string{`"text":"abc"`, `"io.github.mcp-mux/result_truncated":true`}, nil},
 		{"failed", func(t *Task) { t.Status, t.Error = StatusFailed, "boom" }, []string{`"status":"failed"`, `"error":{"code":-32603,"message":"boom"}`, `"statusMessage":"boom"`}, []string{`"result"`}},
+		{"remote failure", func(t *Task) { t.Status, t.Error, t.RemoteFailure = StatusFailed, "quota", true }, []string{`"status":"completed"`, `"result":{"content":[{"type":"text","text":"quota"}],"isError":true}`}, []string{`"error"`}},
 		{"cancelled", func(t *Task) { t.Status = StatusCancelled }, []string{`"status":"cancelled"`}, []string{`"result"`, `"error"`}},
 	}
 	for _, c := range cases {

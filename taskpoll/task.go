@@ -87,7 +87,11 @@ type Task struct {
 	ResultTruncated bool            `json:"result_truncated,omitempty"`
 	ResultArtifact  json.RawMessage `json:"result_artifact,omitempty"`
 	Error           string          `json:"error,omitempty"`
-	InputRequired   json.RawMessage `json:"input_required,omitempty"`
+	// RemoteFailure marks a failure the remote reported (its job failed: a
+	// tool-level error), as opposed to one mcp-mux decided (a malformed
+	// answer, a submit it did not see through).
+	RemoteFailure bool            `json:"remote_failure,omitempty"`
+	InputRequired json.RawMessage `json:"input_required,omitempty"`
 
 	CreatedAt   time.Time `json:"created_at"`
 	UpdatedAt   time.Time `json:"updated_at"`
