@@ -162,6 +162,9 @@ func (u *Upstream) dial(ctx context.Context, key Key, control bool) (*conn, erro
 		c.raw = rt.conn
 	}
 	if u.opts.Transport == Stdio {
+		if w := c.proc.mutedStderr; w != nil {
+			w.muted.Store(false)
+		}
 		v := cs.InitializeResult().ProtocolVersion
 		u.era.Store(&v)
 		if v >= VersionModern {
@@ -175,6 +178,7 @@ func (u *Upstream) dial(ctx context.Context, key Key, control bool) (*conn, erro
 			protocol: v, maxEvent: maxFrame, async: &u.async}
 		if v >= VersionModern {
 			c.direct.modern = newModernRequest(sessionCaps(key, control))
+			c.direct.modern.annotations = &u.annotations
 		}
 	}
 	u.track(cs, c)

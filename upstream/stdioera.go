@@ -66,14 +66,19 @@ func (u *Upstream) stdioVersion(ctx context.Context, p *process) (string, *proce
 		if ctx.Err() != nil {
 			return "", p, ctx.Err()
 		}
-		v = ProtocolVersion
 		p.stop()
 		u.log.Info("stdio server did not answer server/discover (exited, closed stdout or was silent); restarting it for initialize")
-		np, err := startProcess(&u.opts, u.log, u.stderr.writer())
+		// Its start-up lines were logged for the probed process already.
+		w := u.stderr.writer()
+		w.muted.Store(true)
+		np, err := startProcess(&u.opts, u.log, w)
 		if err != nil {
 			return "", nil, fmt.Errorf("restarting after the server/discover probe: %w", err)
 		}
-		p = np
+		np.mutedStderr = w
+		// The era is remembered once initialize works (dial): a server that
+		// dies at every start is asked again when it next starts.
+		return ProtocolVersion, np, nil
 	}
 	u.era.Store(&v)
 	u.log.Debug("negotiated the protocol era", "version", v)

@@ -1,6 +1,7 @@
 package upstream_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -33,8 +34,17 @@ func TestStdioEraNegotiated(t *testing.T) {
 			if got := u.Era(); got != tc.want {
 				t.Errorf("Era() = %q, want %q", got, tc.want)
 			}
-			if got := callText(t, u, alice1, "echo", `{"text":"hi"}`); got != "hi" {
+			raw, err := call(context.Background(), u, alice1, "echo", `{"text":"hi"}`)
+			if err != nil {
+				t.Fatalf("echo: %v", err)
+			}
+			if got := resultText(t, raw); got != "hi" {
 				t.Errorf("echo = %q", got)
+			}
+			// A go-sdk server names itself in the result of a request that
+			// carried the 2026-07-28 _meta, and only then.
+			if got, want := strings.Contains(string(raw), "io.modelcontextprotocol/serverInfo"), tc.want == upstream.VersionModern; got != want {
+				t.Errorf("result %s: serverInfo in _meta = %v, want %v", raw, got, want)
 			}
 			if got := mcptest.Starts(dir); got != tc.starts {
 				t.Errorf("%d processes started for discovery and one call session, want %d", got, tc.starts)

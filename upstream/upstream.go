@@ -100,8 +100,9 @@ type Options struct {
 	CallTimeout time.Duration
 
 	Scope string // ScopeThread (default), ScopeUser or ScopeShared
-	// ProtocolVersion pins the era of an HTTP server's sessions
-	// (VersionLegacy, VersionModern); VersionAuto negotiates (era.go).
+	// ProtocolVersion pins the era of an HTTP or stdio server's sessions
+	// (VersionLegacy, VersionModern); VersionAuto negotiates (era.go). SSE
+	// sessions are always VersionLegacy.
 	ProtocolVersion string
 	// MaxSessions caps pooled call sessions (for stdio: processes), busy
 	// or not; a caller that needs one more waits, bounded by its context
@@ -215,8 +216,11 @@ type Upstream struct {
 	control    atomic.Pointer[conn]   // the discovery session while it is up
 	reconnects atomic.Int64           // sessions re-established after they ended
 	era        atomic.Pointer[string] // the protocol version sessions negotiated (era.go)
-	subsMu     sync.Mutex
-	subs       map[string]bool // resource URIs subscribed on the discovery session
+	// annotations are the x-mcp-header bindings of the listed tools
+	// (paramheaders.go), built once per discovered list.
+	annotations atomic.Pointer[paramIndex]
+	subsMu      sync.Mutex
+	subs        map[string]bool // resource URIs subscribed on the discovery session
 }
 
 // New validates opts and returns an Upstream. It does no I/O; call Start.
@@ -501,6 +505,13 @@ func (u *Upstream) setErr(err error) {
 }
 
 func (u *Upstream) publish(l Lists) {
+	if u.opts.Transport == HTTP {
+		ix, invalid := buildParamIndex(l.Tools)
+		u.annotations.Store(&ix)
+		for _, name := range invalid {
+			u.log.Warn("ignoring the invalid x-mcp-header annotations of a tool (calls get no Mcp-Param headers)", "tool", name)
+		}
+	}
 	u.mu.Lock()
 	u.lists = l
 	u.err = nil // healthy before OnChange looks
