@@ -6,6 +6,7 @@ import (
 	"regexp"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/config"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
@@ -44,6 +45,7 @@ type catalog struct {
 	instructions string
 	search       *searchIndex // nil unless tool_search is on and tools are listed
 	res          resourceIndex
+	caps         mcp.ServerCapabilities // what initialize and discover advertise (capabilities.go)
 }
 
 // catalogPolicy is what a catalog takes from the config besides each
@@ -123,6 +125,7 @@ func buildCatalog(backends []*backend, pol *catalogPolicy, log hclog.Logger) *ca
 	}
 	c.instructions = instructions(c.order, c.search != nil)
 	c.res = buildResources(backends, log)
+	c.caps = catalogCapabilities(backends, pol)
 	if pol.tasks {
 		c.res.tmplList = append(c.res.tmplList, taskTemplate)
 	}

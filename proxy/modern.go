@@ -129,6 +129,7 @@ func (s *Server) receiveModern(ctx context.Context, ss *mcp.ServerSession, metho
 				dr.Instructions = text
 			}
 			dr.Cacheable = s.cacheable()
+			s.setCapabilities(dr)
 		}
 		return res, err
 	case "subscriptions/listen":
