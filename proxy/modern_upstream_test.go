@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -78,4 +79,135 @@ func TestModernClientParamHeadersForwarded(t *testing.T) {
 	if r.Error == nil && !strings.Contains(string(r.Result), `"isError":true`) {
 		t.Fatalf("a mismatching client header was not refused: %s", r.Result)
 	}
+}
+
+// subsServer is a 2026-07-28 (stateless) go-sdk server with one subscribable
+// resource; it reports each subscription (a subscriptions/listen naming the
+// URI) and its end, and every method it is sent.
+type subsServer struct {
+	*mcp.Server
+	url                      string
+	subscribed, unsubscribed chan string
+	methods                  chan string
+}
+
+func newSubsServer(t *testing.T) *subsServer {
+	t.Helper()
+	ss := &subsServer{subscribed: make(chan string, 16), unsubscribed: make(chan string, 16), methods: make(chan string, 256)}
+	ss.Server = mcp.NewServer(&mcp.Implementation{Name: "subs", Version: "1"}, &mcp.ServerOptions{
+		SubscribeHandler: func(_ context.Context, req *mcp.SubscribeRequest) error {
+			ss.subscribed <- req.Params.URI
+			return nil
+		},
+		UnsubscribeHandler: func(_ context.Context, req *mcp.UnsubscribeRequest) error {
+			ss.unsubscribed <- req.Params.URI
+			return nil
+		},
+	})
+	ss.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			select {
+			case ss.methods <- method:
+			default:
+			}
+			return next(ctx, method, req)
+		}
+	})
+	ss.AddResource(&mcp.Resource{URI: "res://a", Name: "a"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "res://a", Text: "A"}}}, nil
+	})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ss.Server }, &mcp.StreamableHTTPOptions{Stateless: true})
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	ss.url = ts.URL + "/mcp"
+	return ss
+}
+
+func recvString(t *testing.T, ch <-chan string, what string) string {
+	t.Helper()
+	select {
+	case s := <-ch:
+		return s
+	case <-time.After(30 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+		return ""
+	}
+}
+
+// noMethod fails if the server was sent method.
+func (ss *subsServer) noMethod(t *testing.T, method string) {
+	t.Helper()
+	for {
+		select {
+		case m := <-ss.methods:
+			if m == method {
+				t.Errorf("the 2026-07-28 server was sent %s", method)
+			}
+		default:
+			return
+		}
+	}
+}
+
+// A legacy client's resources/subscribe for a 2026-07-28 server's resource
+// becomes a subscriptions/listen naming the URI; the server's update reaches
+// the client, and unsubscribing ends the upstream listen.
+func TestLegacySubscribeModernUpstream(t *testing.T) {
+	up := newSubsServer(t)
+	m := startMux(t, fmt.Sprintf(`{"mcpServers": {"r": {"type": "http", "url": %q}}}`, up.url), proxy.Options{})
+	updates := make(chan string, 4)
+	cs := connect(t, m.ts.URL, &mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+		updates <- fmt.Sprintf("%s %v", req.Params.URI, req.Params.Meta)
+	}})
+	ctx := context.Background()
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "res://a"}); err != nil {
+		t.Fatalf("subscribe: %v", err)
+	}
+	if got := recvString(t, up.subscribed, "the upstream subscription"); got != "res://a" {
+		t.Fatalf("upstream subscribed to %q", got)
+	}
+	if err := up.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: "res://a"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := recvString(t, updates, "the update"); got != "res://a map[]" {
+		t.Fatalf("client got update %q (the upstream's subscriptionId must not leak)", got)
+	}
+	if err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "res://a"}); err != nil {
+		t.Fatalf("unsubscribe: %v", err)
+	}
+	if got := recvString(t, up.unsubscribed, "the upstream listen to end"); got != "res://a" {
+		t.Fatalf("upstream unsubscribed %q", got)
+	}
+	up.noMethod(t, "resources/subscribe")
+}
+
+// A 2026-07-28 client's subscriptions/listen naming a 2026-07-28 server's
+// resource: the update arrives tagged with the client's listen id, and
+// closing the stream ends the upstream listen.
+func TestModernListenModernUpstreamResource(t *testing.T) {
+	up := newSubsServer(t)
+	m := startMux(t, fmt.Sprintf(`{"mcpServers": {"r": {"type": "http", "url": %q}}}`, up.url), proxy.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	body := `{"jsonrpc":"2.0","id":"listen-r","method":"subscriptions/listen","params":{` + modernMeta("{}") +
+		`,"notifications":{"resourceSubscriptions":["res://a"]}}}`
+	s := openStream(t, ctx, m.ts.URL+"/mcp", modernHeaders("subscriptions/listen", ""), body)
+	if ack := s.next(t); ack["method"] != "notifications/subscriptions/acknowledged" {
+		t.Fatalf("first message %v", ack)
+	}
+	recvString(t, up.subscribed, "the upstream subscription")
+	if err := up.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: "res://a"}); err != nil {
+		t.Fatal(err)
+	}
+	n := s.next(t)
+	p, _ := n["params"].(map[string]any)
+	if n["method"] != "notifications/resources/updated" || p["uri"] != "res://a" ||
+		p["_meta"].(map[string]any)["io.modelcontextprotocol/subscriptionId"] != "listen-r" {
+		t.Fatalf("got %v", n)
+	}
+	_ = s.body.Close()
+	if got := recvString(t, up.unsubscribed, "the upstream listen to end"); got != "res://a" {
+		t.Fatalf("upstream unsubscribed %q", got)
+	}
+	up.noMethod(t, "resources/subscribe")
 }
