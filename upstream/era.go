@@ -160,6 +160,8 @@ func (m *modernRequest) headers(h http.Header, method string, params []byte) err
 		field = "name"
 	case "resources/read":
 		field = "uri"
+	case "tasks/get", "tasks/update", "tasks/cancel": // the tasks extension
+		field = "taskId"
 	default:
 		return nil
 	}
