@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -44,6 +45,8 @@ type catalog struct {
 	instructions string
 	search       *searchIndex // nil unless tool_search is on and tools are listed
 	res          resourceIndex
+	// modernList is listJSON as a 2026-07-28 result (fastpath_modern.go).
+	modernList atomic.Pointer[modernListCache]
 }
 
 // catalogPolicy is what a catalog takes from the config besides each

@@ -267,7 +267,9 @@ func (s *Server) callerKey(st *session, h http.Header) upstream.Key {
 	if k.Thread == "" {
 		k.Thread = st.id
 	}
-	st.useKey(k)
+	if !st.modern { // a 2026-07-28 request's session is gone when it is answered
+		st.useKey(k)
+	}
 	return k
 }
 
