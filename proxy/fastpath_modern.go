@@ -19,7 +19,8 @@ import (
 
 // The 2026-07-28 fast path.
 //
-// A 2026-07-28 tools/call or tools/list is served here, from the raw body,
+// A 2026-07-28 tools/call or list (tools, prompts, resources, resource
+// templates) is served here, from the raw body,
 // before go-sdk's stateless handler (which would build a throwaway session
 // per request and decode every message with its 32 KiB decoders). The call
 // takes the same route as on the SDK path — callTool with a session built
@@ -36,7 +37,7 @@ import (
 // would accept it and that the answer needs nothing but a forwarded call:
 //
 //   - one message (no batch), a call with a plain id (an integer, or a string
-//     without escapes: the SDK re-encodes ids), tools/call or tools/list;
+//     without escapes: the SDK re-encodes ids), tools/call or one of the lists;
 //   - Content-Type application/json, an Accept naming both JSON and event
 //     streams, no Last-Event-ID;
 //   - MCP-Protocol-Version "2026-07-28", equal to _meta's protocolVersion;
@@ -96,19 +97,20 @@ func (s *Server) serveModernFast(w http.ResponseWriter, r *http.Request, body []
 		}
 		s.modernFastCall(w, r, rq, rt, &m, &p)
 		return true
-	case "tools/list":
+	case "tools/list", "prompts/list", "resources/list", "resources/templates/list":
 		var p struct {
 			Cursor json.RawMessage `json:"cursor"`
 			Meta   json.RawMessage `json:"_meta"`
 		}
-		if sjson.Unmarshal(params, &p) != nil || (p.Cursor != nil && (len(p.Cursor) == 0 || p.Cursor[0] != '"')) {
+		var cursor string
+		if sjson.Unmarshal(params, &p) != nil || (p.Cursor != nil && json.Unmarshal(p.Cursor, &cursor) != nil) || string(p.Cursor) == "null" {
 			return false
 		}
 		rq, ok := s.modernRequest(r.Header, p.Meta)
 		if !ok {
 			return false
 		}
-		s.modernFastList(w, rq, &m)
+		s.modernFastList(w, rq, &m, cursor)
 		return true
 	}
 	return false
@@ -127,8 +129,8 @@ func modernFastHeaders(h http.Header) bool {
 }
 
 // plainID reports whether id is one the SDK echoes byte for byte: an
-// integer of at most 15 digits, or a string of printable ASCII without
-// escapes.
+// integer of at most 15 digits (not -0), or a string of printable ASCII
+// without escapes.
 func plainID(id json.RawMessage) bool {
 	if len(id) == 0 {
 		return false
@@ -148,7 +150,7 @@ func plainID(id json.RawMessage) bool {
 	if digits[0] == '-' {
 		digits = digits[1:]
 	}
-	if len(digits) == 0 || len(digits) > 15 || (digits[0] == '0' && len(digits) > 1) {
+	if len(digits) == 0 || len(digits) > 15 || (digits[0] == '0' && len(id) > 1) { // not 01, not -0
 		return false
 	}
 	for _, c := range digits {
@@ -212,10 +214,10 @@ func (s *Server) modernRequest(h http.Header, meta json.RawMessage) (modernReq, 
 	return rq, true
 }
 
-// session is the throwaway session of one fast-path request, as
+// init makes st the throwaway session of one fast-path request, as
 // receiveModern builds it for the SDK path.
-func (rq modernReq) session() *session {
-	return &session{user: rq.user, modern: true, caps: rq.caps.key, clientCaps: rq.caps.v1, level: rq.level}
+func (rq modernReq) init(st *session) {
+	st.user, st.modern, st.caps, st.clientCaps, st.level = rq.user, true, rq.caps.key, rq.caps.v1, rq.level
 }
 
 // clientCaps is a validated pair of clientCapabilities and clientInfo.
@@ -295,14 +297,23 @@ func (k modernSink) request(_ context.Context, method string, _ json.RawMessage)
 	return nil, &wire.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("%s sent mid-call by a 2026-07-28 server is not forwarded", method)}
 }
 
+// modernCallState is a fast-path call's session and sink, allocated together.
+type modernCallState struct {
+	st session
+	f  fastSink
+}
+
 func (s *Server) modernFastCall(w http.ResponseWriter, r *http.Request, rq modernReq, rt *route, m *wire.Message, p *wire.CallParams) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	st := rq.session()
-	f := &fastSink{st: st, w: w}
+	cs := &modernCallState{}
+	st, f := &cs.st, &cs.f
+	rq.init(st)
+	f.st, f.w = st, w
 	st.stream = modernSink{f}
 	key := s.callerKey(st, r.Header)
-	server, target := rt.server.name, "tools/call "+p.Name
+	server := rt.server.name
+	target := func() string { return "tools/call " + p.Name } // as ownerOf names it
 
 	var (
 		raw json.RawMessage
@@ -310,7 +321,7 @@ func (s *Server) modernFastCall(w http.ResponseWriter, r *http.Request, rq moder
 	)
 	if rq.caps.inputs && rt.deny == nil && rt.server.up.Era() < modernVersion {
 		// The upstream may ask the client for input mid-call: bridge it.
-		pc := s.startParked(ctx, st, server, target, func(ctx context.Context) (mcp.Result, error) {
+		pc := s.startParked(ctx, st, server, target(), func(ctx context.Context) (mcp.Result, error) {
 			raw, err := s.callTool(ctx, st, st.bridge, key, r.Header, p.Name, p.Arguments, p.Meta)
 			if err != nil {
 				return nil, err
@@ -328,7 +339,7 @@ func (s *Server) modernFastCall(w http.ResponseWriter, r *http.Request, rq moder
 	} else {
 		raw, err = s.callTool(ctx, st, st.stream, key, r.Header, p.Name, p.Arguments, p.Meta)
 		if ir, ok := asInputRequired(raw); ok && err == nil {
-			raw, err = s.sealInputRequired(st, server, target, ir)
+			raw, err = s.sealInputRequired(st, server, target(), ir)
 		}
 	}
 	if err == nil {
@@ -337,16 +348,34 @@ func (s *Server) modernFastCall(w http.ResponseWriter, r *http.Request, rq moder
 	s.modernFinish(f, m.ID, raw, err)
 }
 
-// modernFastList answers tools/list as receiveModern does.
-func (s *Server) modernFastList(w http.ResponseWriter, rq modernReq, m *wire.Message) {
+// modernFastList answers a list as receiveModern does: the catalog's, with
+// resultType, ttlMs and cacheScope.
+func (s *Server) modernFastList(w http.ResponseWriter, rq modernReq, m *wire.Message, cursor string) {
 	cat := s.rt.Load().cat.Load()
-	var raw json.RawMessage
-	if cat.search == nil {
-		raw = s.modernToolsList(cat)
-	} else {
-		raw = s.modernResult("tools/list", s.toolsList(rq.session(), cat))
+	var (
+		raw json.RawMessage
+		err error
+	)
+	switch m.Method {
+	case "tools/list":
+		if cat.search == nil {
+			raw = s.modernToolsList(cat)
+			break
+		}
+		var st session
+		rq.init(&st)
+		raw = s.toolsList(&st, cat)
+	case "prompts/list":
+		raw, err = page(cat.res.promptList, "prompts", cursor, s.opts.PageSize)
+	case "resources/list":
+		raw, err = page(cat.res.resList, "resources", cursor, s.opts.PageSize)
+	case "resources/templates/list":
+		raw, err = page(cat.res.tmplList, "resourceTemplates", cursor, s.opts.PageSize)
 	}
-	s.modernFinish(&fastSink{w: w}, m.ID, raw, nil)
+	if err == nil && (m.Method != "tools/list" || cat.search != nil) {
+		raw = s.modernResult(m.Method, raw)
+	}
+	s.modernFinish(&fastSink{w: w}, m.ID, raw, err)
 }
 
 // modernListCache is a catalog's tools/list as a 2026-07-28 result.
