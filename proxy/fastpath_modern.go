@@ -228,14 +228,18 @@ type clientCaps struct {
 }
 
 // capsCache remembers the capability sets clients send (few distinct ones,
-// on every request), so that a call decodes none. It is bounded: when full
-// it starts over.
+// on every request), so that a call decodes none. It is bounded: sets
+// longer than maxCapsKey are validated every time, and when full it starts
+// over.
 type capsCache struct {
 	mu sync.RWMutex
 	m  map[string]*clientCaps
 }
 
-const maxCapsCache = 256
+const (
+	maxCapsCache = 256
+	maxCapsKey   = 2 << 10 // bytes of clientCapabilities and clientInfo
+)
 
 // get validates caps and info as the SDK's validateRequestMeta does, and
 // returns their entry, or nil when the SDK would refuse them.
@@ -271,6 +275,9 @@ func (c *capsCache) get(caps, info json.RawMessage) *clientCaps {
 		v1.Roots = *v1.RootsV2
 	}
 	e = &clientCaps{v1: &v1, key: upstream.Capabilities(&v1), inputs: v1.RootsV2 != nil || v1.Sampling != nil || v1.Elicitation != nil}
+	if len(key) > maxCapsKey {
+		return e
+	}
 	c.mu.Lock()
 	if len(c.m) >= maxCapsCache || c.m == nil {
 		c.m = make(map[string]*clientCaps)

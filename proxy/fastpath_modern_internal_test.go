@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -39,4 +40,31 @@ func FuzzPlainID(f *testing.F) {
 			t.Fatalf("plainID(%s), but the SDK echoes %s", id, out)
 		}
 	})
+}
+
+// The capability cache is bounded in entries and in the size of what it keeps.
+func TestCapsCacheBounded(t *testing.T) {
+	var c capsCache
+	big := []byte(`{"experimental":{"x":"` + strings.Repeat("a", maxCapsKey) + `"}}`)
+	if e := c.get(big, nil); e == nil || len(c.m) != 0 {
+		t.Fatalf("a %d-byte set: entry %v, cached %d", len(big), e, len(c.m))
+	}
+	for i := range 3 * maxCapsCache {
+		caps := []byte(`{"experimental":{"n":` + strconv.Itoa(i) + `}}`)
+		if c.get(caps, nil) == nil {
+			t.Fatalf("valid set %s refused", caps)
+		}
+		if len(c.m) > maxCapsCache {
+			t.Fatalf("%d entries cached", len(c.m))
+		}
+	}
+	e := c.get([]byte(`{"roots":{"listChanged":true}}`), []byte(`{"name":"c","version":"1"}`))
+	if e == nil || !e.inputs || e.v1.RootsV2 == nil || !e.v1.Roots.ListChanged || e != c.get([]byte(`{"roots":{"listChanged":true}}`), []byte(`{"name":"c","version":"1"}`)) {
+		t.Fatalf("roots entry %+v", e)
+	}
+	for _, bad := range []struct{ caps, info string }{{`null`, ``}, {`"x"`, ``}, {`{"roots":5}`, ``}, {`{}`, `null`}, {`{}`, `{"name":1}`}, {``, ``}} {
+		if c.get([]byte(bad.caps), []byte(bad.info)) != nil {
+			t.Errorf("accepted caps %s info %s", bad.caps, bad.info)
+		}
+	}
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/proxy"
 )
@@ -20,11 +22,25 @@ type fastAndSlow struct{ fast, slow string }
 
 func startFastAndSlow(t *testing.T) fastAndSlow {
 	t.Helper()
-	alpha := mcptest.ServeHTTP(t, mcptest.NewServer("alpha"))
+	srv := mcptest.NewServer("alpha")
+	srv.AddPrompt(&mcp.Prompt{Name: "greet", Description: "Say hi"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return &mcp.GetPromptResult{}, nil
+	})
+	for i := range 3 {
+		srv.AddResource(&mcp.Resource{URI: fmt.Sprintf("test://r/%d", i), Name: fmt.Sprint("r", i), MIMEType: "text/plain"},
+			func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+				return &mcp.ReadResourceResult{}, nil
+			})
+	}
+	srv.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "test://t/{id}", Name: "t"},
+		func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{}, nil
+		})
+	alpha := mcptest.ServeHTTP(t, srv)
 	cfg := fmt.Sprintf(`{"mcpServers": {"alpha": {"type": "http", "url": %q}, "beta": {"type": "http", "url": %q}},
 		"guardrails": {"enabled": true, "denied_tools": ["alpha_count"]}}`, alpha.URL+"/mcp", mrtrServer(t))
-	fast := startMux(t, cfg, proxy.Options{})
-	slow := startMux(t, cfg, proxy.Options{DisableModernFastPath: true})
+	fast := startMux(t, cfg, proxy.Options{PageSize: 2})
+	slow := startMux(t, cfg, proxy.Options{PageSize: 2, DisableModernFastPath: true})
 	return fastAndSlow{fast: fast.ts.URL + "/mcp", slow: slow.ts.URL + "/mcp"}
 }
 
@@ -61,13 +77,19 @@ func TestModernFastPathMatchesSDKPath(t *testing.T) {
 		{"bad arguments", "alpha_add", modernCallBody(`{}`, "alpha_add", `{"a":"two"}`), true},
 		{"string id", "alpha_echo", strings.Replace(modernCallBody(`{}`, "alpha_echo", `{"text":"s"}`), `"id":7`, `"id":"req-7"`, 1), true},
 		{"modern upstream, no capability", "beta_ask", modernCallBody(`{}`, "beta_ask", `{}`), false},
-		{"list", "", modernBody("tools/list", ""), true},
+		{"tools/list", "", modernBody("tools/list", ""), true},
+		{"prompts/list", "", modernBody("prompts/list", ""), true},
+		{"resources/list", "", modernBody("resources/list", ""), true},
+		{"resources/list, page 2", "", modernBody("resources/list", `"cursor":"Mg"`), true},
+		{"resources/list, bad cursor", "", modernBody("resources/list", `"cursor":"!!"`), false},
+		{"resources/templates/list", "", modernBody("resources/templates/list", ""), true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			method := "tools/call"
 			if c.tool == "" {
-				method = "tools/list"
+				method = c.name
+				method, _, _ = strings.Cut(method, ",")
 			}
 			hdr := modernHeaders(method, c.tool)
 			fStatus, fCT, fBody := postModern(t, fs.fast, hdr, c.body)
