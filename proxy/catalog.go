@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/config"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
@@ -45,6 +46,7 @@ type catalog struct {
 	instructions string
 	search       *searchIndex // nil unless tool_search is on and tools are listed
 	res          resourceIndex
+	caps         mcp.ServerCapabilities // what initialize and discover advertise (capabilities.go)
 	// modernList is listJSON as a 2026-07-28 result (fastpath_modern.go).
 	modernList atomic.Pointer[modernListCache]
 }
@@ -126,6 +128,7 @@ func buildCatalog(backends []*backend, pol *catalogPolicy, log hclog.Logger) *ca
 	}
 	c.instructions = instructions(c.order, c.search != nil)
 	c.res = buildResources(backends, log)
+	c.caps = catalogCapabilities(backends, pol)
 	if pol.tasks {
 		c.res.tmplList = append(c.res.tmplList, taskTemplate)
 	}

@@ -80,10 +80,14 @@ func orErr(r io.Reader, err error) io.Reader {
 // serveModern serves one 2026-07-28 request.
 func (s *Server) serveModern(w http.ResponseWriter, r *http.Request) {
 	r.Header.Del(requestIDHeader)
+	r.Header.Del(inputResponsesHeader)
 	if body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1)); err == nil && len(body) <= maxBody {
 		var m wire.Message
 		if wire.Decode(body, &m) == nil && m.IsCall() {
 			r.Header.Set(requestIDHeader, string(m.ID))
+			if raw := rawInputResponses(m.Params); raw != nil {
+				r.Header.Set(inputResponsesHeader, string(raw)) // mrtr.go
+			}
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	} else {
@@ -129,6 +133,7 @@ func (s *Server) receiveModern(ctx context.Context, ss *mcp.ServerSession, metho
 				dr.Instructions = text
 			}
 			dr.Cacheable = s.cacheable()
+			s.setCapabilities(dr)
 		}
 		return res, err
 	case "subscriptions/listen":

@@ -431,7 +431,7 @@ func (pc *parkedCall) answer(responses map[string]json.RawMessage) {
 // modernCall serves a 2026-07-28 tools/call, prompts/get or resources/read:
 // a retry is unsealed and resumed, a new call runs bridged.
 func (s *Server) modernCall(ctx context.Context, st *session, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
-	responses, state := retryOf(req.GetParams())
+	responses, state := retryOf(req)
 	server, target := s.ownerOf(method, req.GetParams())
 	if state != "" {
 		env, err := s.rt.Load().states.open(state, st.user, server, target)
@@ -462,19 +462,47 @@ func (s *Server) modernCall(ctx context.Context, st *session, method string, req
 	return s.await(ctx, st, pc)
 }
 
-// retryOf returns a request's inputResponses (raw, by key) and requestState.
-func retryOf(p mcp.Params) (map[string]json.RawMessage, string) {
+// inputResponsesHeader carries a 2026-07-28 request's inputResponses, as
+// the client wrote them, from serveModern to modernCall: the SDK decodes
+// them into its result types, which drop fields they do not know and
+// re-encode the rest. Like requestIDHeader it is set by mcp-mux only.
+const inputResponsesHeader = "Mcp-Mux-Internal-Input-Responses"
+
+// rawInputResponses returns the inputResponses member of a request's
+// params exactly as sent, or nil.
+func rawInputResponses(params json.RawMessage) json.RawMessage {
+	if !bytes.Contains(params, []byte(`"inputResponses"`)) {
+		return nil
+	}
+	var p struct {
+		InputResponses json.RawMessage `json:"inputResponses"`
+	}
+	if json.Unmarshal(params, &p) != nil || len(p.InputResponses) == 0 || p.InputResponses[0] != '{' {
+		return nil
+	}
+	return p.InputResponses
+}
+
+// retryOf returns a request's inputResponses (raw, by key: the client's
+// bytes when serveModern saw them) and requestState.
+func retryOf(req mcp.Request) (map[string]json.RawMessage, string) {
 	var (
 		responses mcp.InputResponseMap
 		state     string
 	)
-	switch p := p.(type) {
+	switch p := req.GetParams().(type) {
 	case *mcp.CallToolParamsRaw:
 		responses, state = p.InputResponses, p.RequestState
 	case *mcp.GetPromptParams:
 		responses, state = p.InputResponses, p.RequestState
 	case *mcp.ReadResourceParams:
 		responses, state = p.InputResponses, p.RequestState
+	}
+	if raw := headerOf(req).Get(inputResponsesHeader); raw != "" {
+		var out map[string]json.RawMessage
+		if json.Unmarshal([]byte(raw), &out) == nil {
+			return out, state
+		}
 	}
 	out := make(map[string]json.RawMessage, len(responses))
 	for k, v := range responses {

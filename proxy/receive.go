@@ -54,6 +54,7 @@ func (s *Server) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			if err == nil && ss != nil {
 				s.openSession(ss, requestUser(headerOf(req)))
 				s.setInstructions(res)
+				s.setCapabilities(res)
 			}
 			return res, err
 		}

@@ -111,6 +111,8 @@ type Server struct {
 	retireStop context.CancelFunc
 	reloads    reloadLog
 
+	extensions map[string]any // 2026-07-28 extensions discover advertises (capabilities.go)
+
 	tasks       *taskpoll.Service // nil: durable tasks off (tasks.go)
 	tasksOnce   sync.Once
 	tasksCancel func()
@@ -167,6 +169,8 @@ func New(opts Options) *Server {
 	s.metrics = newMetrics(s)
 	s.reloads.register(s.metrics.reg)
 	s.sessions.m = make(map[*mcp.ServerSession]*session)
+	// The SDK's capabilities gate nothing mcp-mux relies on: initialize and
+	// discover results get the catalog's (capabilities.go).
 	s.sdk = mcp.NewServer(&mcp.Implementation{Name: "mcp-mux", Version: opts.Version}, &mcp.ServerOptions{
 		Capabilities: &mcp.ServerCapabilities{
 			Tools:       &mcp.ToolCapabilities{ListChanged: true},

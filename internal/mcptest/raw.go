@@ -133,6 +133,11 @@ const (
 	DeepCall = "deep-call"
 	// DeepList answers tools/list with a result nested two million levels.
 	DeepList = "deep-list"
+	// AskClient lists ask(method, params): a call sends the client one
+	// request with that method and params (a JSON text, written exactly as
+	// given) and answers with a text result: the JSON text of the client's
+	// result, or of its error.
+	AskClient = "ask-client"
 )
 
 const envScript = "MCPTEST_SCRIPT"
@@ -162,17 +167,23 @@ func serveScript(name string, in io.Reader, out io.Writer) {
 			res = json.RawMessage(initResult)
 		case m.Method == "tools/list" && name == DeepList:
 			res = Deep(2_000_000)
+		case m.Method == "tools/list" && name == AskClient:
+			res = ToolList("", "ask")
 		case m.Method == "tools/list":
 			res = ToolList("", "echo", "deep")
 		case m.Method == "tools/call":
 			var p struct {
 				Name      string `json:"name"`
 				Arguments struct {
-					Text string `json:"text"`
+					Text   string `json:"text"`
+					Method string `json:"method"`
+					Params string `json:"params"`
 				} `json:"arguments"`
 			}
 			_ = json.Unmarshal(m.Params, &p)
-			if p.Name == "deep" {
+			if name == AskClient {
+				res = TextResult(string(askClient(sc, w, p.Arguments.Method, p.Arguments.Params)))
+			} else if p.Name == "deep" {
 				res = Deep(2_000_000)
 			} else {
 				res = TextResult(p.Arguments.Text)
@@ -185,4 +196,33 @@ func serveScript(name string, in io.Reader, out io.Writer) {
 		_ = w.Flush()
 	}
 	os.Exit(0)
+}
+
+// askClient sends the client one request and reads until its response,
+// answering nothing else meanwhile; it returns the response's result or
+// error as JSON text.
+func askClient(sc *bufio.Scanner, w *bufio.Writer, method, params string) json.RawMessage {
+	const id = `"ask-1"`
+	_, _ = w.WriteString(`{"jsonrpc":"2.0","id":` + id + `,"method":` + quote(method) + `,"params":` + params + "}\n")
+	_ = w.Flush()
+	for sc.Scan() {
+		var r struct {
+			ID     json.RawMessage `json:"id"`
+			Result json.RawMessage `json:"result"`
+			Error  json.RawMessage `json:"error"`
+		}
+		if json.Unmarshal(sc.Bytes(), &r) != nil || string(r.ID) != id {
+			continue
+		}
+		if r.Error != nil {
+			return r.Error
+		}
+		return r.Result
+	}
+	return json.RawMessage(`"stdin closed"`)
+}
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -96,12 +97,11 @@ var clientChecks = []string{"connect", "tools", "roots", "roots_list_changed", "
 	"elicitation_url", "progress", "logging", "resources", "prompts", "completion", "done"}
 
 // modernChecks are what a client that negotiated 2026-07-28 with the mux
-// must get. Roots, sampling and form elicitation reach it as input_required
-// results (the bridge to the legacy server-everything, proxy/mrtr.go); a URL
-// elicitation arrives without its elicitationId, so that check is reported,
-// not required.
+// must get. Roots, sampling and elicitation (form and URL) reach it as
+// input_required results (the bridge to the legacy server-everything,
+// proxy/mrtr.go).
 var modernChecks = []string{"connect", "tools", "progress", "resources", "prompts", "completion",
-	"roots", "sampling", "elicitation_form", "done"}
+	"roots", "sampling", "elicitation_form", "elicitation_url", "done"}
 
 func TestTypeScriptClients(t *testing.T) {
 	url, logs := startMux(t)
@@ -118,9 +118,6 @@ func TestTypeScriptClients(t *testing.T) {
 			t.Logf("negotiated %q", era)
 			if era >= "2026-07-28" {
 				want = modernChecks
-				for _, name := range []string{"elicitation_url"} {
-					t.Logf("%s on %s: ok=%v %.200s", name, era, got[name].OK, got[name].Detail)
-				}
 			}
 			for _, name := range want {
 				r, ok := got[name]
@@ -277,5 +274,77 @@ func TestClientWithoutCapabilities(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "Failed to request roots") {
 		t.Errorf("the upstream asked a client without roots for them:\n%s", logs.String())
+	}
+}
+
+// TestModernURLElicitationKeepsItsID: server-everything's URL elicitation
+// reaches a 2026-07-28 client's input_required with every param the server
+// sent, elicitationId included (the TypeScript v2 client's own 2026-07-28
+// schema drops that field before its handler runs, see everything.mjs), and
+// the client's answer completes the call.
+func TestModernURLElicitationKeepsItsID(t *testing.T) {
+	url, logs := startMux(t)
+	const name = "everything_trigger-url-elicitation"
+	call := func(extra string) (json.RawMessage, string) {
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{` +
+			`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},` +
+			`"io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{},"url":{}}}},` +
+			`"name":"` + name + `","arguments":{"url":"https://example.com/mux-consent","elicitationId":"mux-e-1"}` + extra + `}}`
+		req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+			"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": name} {
+			req.Header.Set(k, v)
+		}
+		client := &http.Client{Transport: &http.Transport{}, Timeout: time.Minute}
+		defer client.Transport.(*http.Transport).CloseIdleConnections()
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		for _, line := range strings.Split(string(b), "\n") {
+			var r struct {
+				Result json.RawMessage `json:"result"`
+				Error  json.RawMessage `json:"error"`
+			}
+			if json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &r) == nil && (r.Result != nil || r.Error != nil) {
+				if r.Error != nil {
+					t.Fatalf("tools/call: %s\n%s", r.Error, logs.String())
+				}
+				return r.Result, string(r.Result)
+			}
+		}
+		t.Fatalf("no response in %q", b)
+		return nil, ""
+	}
+	raw, text := call("")
+	var ir struct {
+		ResultType    string `json:"resultType"`
+		InputRequests map[string]struct {
+			Method string         `json:"method"`
+			Params map[string]any `json:"params"`
+		} `json:"inputRequests"`
+		RequestState string `json:"requestState"`
+	}
+	if json.Unmarshal(raw, &ir) != nil || ir.ResultType != "input_required" || len(ir.InputRequests) != 1 {
+		t.Fatalf("want one input request, got %s", text)
+	}
+	var key string
+	for k, r := range ir.InputRequests {
+		key = k
+		p := r.Params
+		if r.Method != "elicitation/create" || p["mode"] != "url" || p["url"] != "https://example.com/mux-consent" ||
+			p["elicitationId"] != "mux-e-1" || p["message"] == nil {
+			t.Errorf("input request %s %v: want a URL elicitation with the server's elicitationId", r.Method, p)
+		}
+	}
+	state, _ := json.Marshal(ir.RequestState)
+	k, _ := json.Marshal(key)
+	if _, text = call(`,"inputResponses":{` + string(k) + `:{"action":"accept"}},"requestState":` + string(state)); !strings.Contains(text, "completed the URL elicitation") {
+		t.Errorf("retry: %s", text)
 	}
 }
