@@ -27,6 +27,9 @@ type session struct {
 	modern bool
 	bridge sink       // modern: the bridged call's sink (mrtr.go), nil otherwise
 	retry  *mrtrRetry // modern: a retry of an upstream's input_required
+	// tasksExt: modern, and the request declared the tasks extension
+	// (modern_tasks.go).
+	tasksExt bool
 	// clientCaps and stream belong to a 2026-07-28 fast-path request
 	// (fastpath_modern.go), which has no SDK session: the capabilities it
 	// declared, and its own response stream.

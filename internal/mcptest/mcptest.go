@@ -198,6 +198,12 @@ type StdioOptions struct {
 	// named for each tool whose tools/call reached it (before the tool
 	// runs): a test waits for it instead of guessing with a sleep.
 	CallsDir string
+	// First is how the server takes a first message other than initialize
+	// (FirstExit, FirstRefuse); empty serves both eras (go-sdk's default).
+	First string
+	// StartsDir, when set, is a directory where each server process creates
+	// a file when it starts (see Starts).
+	StartsDir string
 }
 
 // StdioServer returns the command, args and env that run the test binary as
@@ -220,6 +226,12 @@ func StdioServer(name string, o StdioOptions) (string, []string, map[string]stri
 	if o.CallsDir != "" {
 		env[envCallsDir] = o.CallsDir
 	}
+	if o.First != "" {
+		env[envFirst] = o.First
+	}
+	if o.StartsDir != "" {
+		env[envStartsDir] = o.StartsDir
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		exe = os.Args[0]
@@ -233,6 +245,9 @@ func MaybeServeStdio() {
 	name := os.Getenv(envStdio)
 	if name == "" {
 		return
+	}
+	if dir := os.Getenv(envStartsDir); dir != "" {
+		noteStart(dir)
 	}
 	if script := os.Getenv(envScript); script != "" {
 		serveScript(script, os.Stdin, os.Stdout)
@@ -253,6 +268,9 @@ func MaybeServeStdio() {
 	var t mcp.Transport = &mcp.StdioTransport{}
 	if os.Getenv(envGarble) != "" {
 		t = &mcp.IOTransport{Reader: os.Stdin, Writer: nopCloser{garbleWriter{os.Stdout}}}
+	}
+	if first := os.Getenv(envFirst); first != "" {
+		t = firstTransport(first)
 	}
 	s := NewServer(name)
 	if dir := os.Getenv(envCallsDir); dir != "" {

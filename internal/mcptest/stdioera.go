@@ -1,0 +1,63 @@
+package mcptest
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// First-message behaviours of a re-executed stdio server (StdioOptions.First).
+const (
+	// FirstExit exits at once when the first message is not initialize, as
+	// servers built on rmcp do.
+	FirstExit = "exit"
+	// FirstRefuse answers a first server/discover with -32601 and then
+	// serves 2025-11-25 only.
+	FirstRefuse = "refuse"
+)
+
+const (
+	envFirst     = "MCPTEST_FIRST"      // a First* behaviour
+	envStartsDir = "MCPTEST_STARTS_DIR" // note each process start there
+)
+
+// noteStart creates a file named for this process in dir.
+func noteStart(dir string) {
+	_ = os.WriteFile(filepath.Join(dir, strconv.Itoa(os.Getpid())), nil, 0o600)
+}
+
+// Starts counts the processes started with StdioOptions.StartsDir = dir.
+func Starts(dir string) int {
+	ents, _ := os.ReadDir(dir)
+	return len(ents)
+}
+
+// firstTransport returns the transport of a server with a First behaviour:
+// it reads the first message itself and acts on it.
+func firstTransport(first string) mcp.Transport {
+	in := bufio.NewReaderSize(os.Stdin, 64<<10)
+	line, err := in.ReadBytes('\n')
+	if err != nil && len(line) == 0 {
+		os.Exit(0)
+	}
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	_ = json.Unmarshal(line, &m)
+	switch {
+	case first == FirstExit && m.Method != "initialize":
+		os.Exit(3)
+	case first == FirstRefuse && m.Method == "server/discover":
+		_, _ = os.Stdout.Write([]byte(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"error":{"code":-32601,"message":"Method not found"}}` + "\n"))
+		line = nil
+	}
+	r := io.MultiReader(bytes.NewReader(line), in)
+	return &mcp.IOTransport{Reader: io.NopCloser(r), Writer: os.Stdout}
+}

@@ -1,0 +1,61 @@
+package upstream_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/upstream"
+)
+
+// Resource subscriptions on a 2026-07-28 server are subscriptions/listen
+// streams: at most MaxResourceListens, past it a clear error; ending one
+// makes room.
+func TestModernResourceListensBounded(t *testing.T) {
+	var open atomic.Int64
+	s := mcp.NewServer(&mcp.Implementation{Name: "subs", Version: "1"}, &mcp.ServerOptions{
+		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { open.Add(1); return nil },
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { open.Add(-1); return nil },
+	})
+	s.AddResource(&mcp.Resource{URI: "res://0", Name: "r"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{}, nil
+	})
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true}))
+	t.Cleanup(ts.Close)
+	u := start(t, upstream.Options{Name: "web", Transport: upstream.HTTP, URL: ts.URL + "/mcp"})
+	if u.Era() != upstream.VersionModern {
+		t.Fatalf("era %q", u.Era())
+	}
+	ctx := context.Background()
+	for i := range upstream.MaxResourceListens {
+		if err := u.Subscribe(ctx, fmt.Sprintf("res://%d", i), true); err != nil {
+			t.Fatalf("subscription %d: %v", i, err)
+		}
+	}
+	waitFor(t, 30*time.Second, "every listen stream open upstream", func() bool { return open.Load() == upstream.MaxResourceListens })
+	err := u.Subscribe(ctx, "res://one-more", true)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("at most %d resource subscriptions", upstream.MaxResourceListens)) {
+		t.Fatalf("subscription past the bound: %v", err)
+	}
+	if err := u.Subscribe(ctx, "res://0", true); err != nil {
+		t.Errorf("renewing a held subscription: %v", err)
+	}
+	if err := u.Subscribe(ctx, "res://0", false); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the ended listen to close upstream", func() bool { return open.Load() == upstream.MaxResourceListens-1 })
+	if err := u.Subscribe(ctx, "res://one-more", true); err != nil {
+		t.Errorf("subscription after one ended: %v", err)
+	}
+	if err := u.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "Close to end every listen", func() bool { return open.Load() == 0 })
+}
