@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/upstream"
@@ -24,6 +25,8 @@ func TestStdioEraNegotiated(t *testing.T) {
 		{"modern", "", upstream.VersionModern, 2},
 		{"refuses-discover", mcptest.FirstRefuse, upstream.VersionLegacy, 2},
 		{"exits-on-discover", mcptest.FirstExit, upstream.VersionLegacy, 3},
+		// Silence is waited out for 10s, then treated as exiting.
+		{"silent-on-discover", mcptest.FirstSilent, upstream.VersionLegacy, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -97,4 +100,31 @@ func TestStdioEraPinned(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Over stdio a 2026-07-28 call is still cancelled with
+// notifications/cancelled: the server's handler ends.
+func TestStdioModernCallCancelled(t *testing.T) {
+	dir := t.TempDir()
+	u := start(t, stdioOptions("local", mcptest.StdioOptions{CallsDir: dir}))
+	if u.Era() != upstream.VersionModern {
+		t.Fatalf("era %q", u.Era())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := call(ctx, u, alice1, "sleep", `{"ms":600000}`)
+		done <- err
+	}()
+	waitFor(t, 30*time.Second, "the call to reach the server", func() bool { return exists(filepath.Join(dir, "sleep")) })
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("cancelled call succeeded")
+	}
+	waitFor(t, 30*time.Second, "the server's handler to be cancelled", func() bool { return exists(filepath.Join(dir, "sleep.cancelled")) })
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

@@ -59,3 +59,21 @@ func TestModernResourceListensBounded(t *testing.T) {
 	}
 	waitFor(t, 30*time.Second, "Close to end every listen", func() bool { return open.Load() == 0 })
 }
+
+// A 2026-07-28 server that offers no subscriptions is not sent a listen for
+// one: subscribing is an error at once, and holds no place.
+func TestModernSubscribeRefusedWithoutCapability(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "nosubs", Version: "1"}, nil)
+	s.AddResource(&mcp.Resource{URI: "res://0", Name: "r"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{}, nil
+	})
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true}))
+	t.Cleanup(ts.Close)
+	u := start(t, upstream.Options{Name: "web", Transport: upstream.HTTP, URL: ts.URL + "/mcp"})
+	for range upstream.MaxResourceListens + 1 {
+		err := u.Subscribe(context.Background(), "res://0", true)
+		if err == nil || !strings.Contains(err.Error(), "does not offer resource subscriptions") {
+			t.Fatalf("Subscribe = %v", err)
+		}
+	}
+}

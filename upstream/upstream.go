@@ -386,6 +386,9 @@ func (u *Upstream) run() {
 				u.log.Debug("upstream still unavailable", "reason", err, "attempt", failures+1)
 			}
 		}
+		if err == nil {
+			u.control.Store(c) // before Discovered: who waits on it may subscribe at once
+		}
 		u.firstOnce.Do(func() { close(u.discovered) })
 		if err != nil {
 			failures++
@@ -784,6 +787,7 @@ func (u *Upstream) Subscribe(ctx context.Context, uri string, on bool) error {
 		u.subsMu.Unlock()
 		return fmt.Errorf("mcp-mux holds at most %d resource subscriptions (subscriptions/listen streams) on a 2026-07-28 server", MaxResourceListens)
 	}
+	held := u.subs[uri]
 	if on {
 		u.subs[uri] = true
 	} else {
@@ -797,7 +801,13 @@ func (u *Upstream) Subscribe(ctx context.Context, uri string, on bool) error {
 		}
 		return nil
 	}
-	return u.scrub(u.sendSubscribe(ctx, c, uri, on), nil)
+	err := u.sendSubscribe(ctx, c, uri, on)
+	if err != nil && on && !held {
+		u.subsMu.Lock()
+		delete(u.subs, uri) // refused: it holds no place
+		u.subsMu.Unlock()
+	}
+	return u.scrub(err, nil)
 }
 
 func (u *Upstream) sendSubscribe(ctx context.Context, c *conn, uri string, on bool) error {
@@ -806,6 +816,9 @@ func (u *Upstream) sendSubscribe(ctx context.Context, c *conn, uri string, on bo
 		// Unsubscribe ends it (notifications/cancelled over stdio, closing
 		// the stream over HTTP).
 		if on {
+			if caps := c.cs.InitializeResult().Capabilities; caps == nil || caps.Resources == nil || !caps.Resources.Subscribe {
+				return &wire.Error{Code: jsonrpc.CodeMethodNotFound, Message: "the server does not offer resource subscriptions"}
+			}
 			return c.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri})
 		}
 		return c.cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri})

@@ -196,7 +196,8 @@ type StdioOptions struct {
 	Garble     bool // write broken lines before every message (see GarbleMarker)
 	// CallsDir, when set, is a directory where the server creates a file
 	// named for each tool whose tools/call reached it (before the tool
-	// runs): a test waits for it instead of guessing with a sleep.
+	// runs; <tool>.cancelled when the call was cancelled): a test waits for
+	// it instead of guessing with a sleep.
 	CallsDir string
 	// First is how the server takes a first message other than initialize
 	// (FirstExit, FirstRefuse); empty serves both eras (go-sdk's default).
@@ -288,14 +289,20 @@ type nopCloser struct{ io.Writer }
 func (nopCloser) Close() error { return nil }
 
 // noteCalls creates dir/<tool> when a tools/call for tool arrives, before
-// the tool runs.
+// the tool runs, and dir/<tool>.cancelled when the call was cancelled.
 func noteCalls(dir string) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok && method == "tools/call" && filepath.Base(p.Name) == p.Name {
-				_ = os.WriteFile(filepath.Join(dir, p.Name), nil, 0o600)
+			p, ok := req.GetParams().(*mcp.CallToolParamsRaw)
+			if !ok || method != "tools/call" || filepath.Base(p.Name) != p.Name {
+				return next(ctx, method, req)
 			}
-			return next(ctx, method, req)
+			_ = os.WriteFile(filepath.Join(dir, p.Name), nil, 0o600)
+			res, err := next(ctx, method, req)
+			if ctx.Err() != nil {
+				_ = os.WriteFile(filepath.Join(dir, p.Name+".cancelled"), nil, 0o600)
+			}
+			return res, err
 		}
 	}
 }

@@ -20,6 +20,9 @@ const (
 	// FirstRefuse answers a first server/discover with -32601 and then
 	// serves 2025-11-25 only.
 	FirstRefuse = "refuse"
+	// FirstSilent ignores a first server/discover (no answer) and then
+	// serves 2025-11-25.
+	FirstSilent = "silent"
 )
 
 const (
@@ -56,6 +59,8 @@ func firstTransport(first string) mcp.Transport {
 		os.Exit(3)
 	case first == FirstRefuse && m.Method == "server/discover":
 		_, _ = os.Stdout.Write([]byte(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"error":{"code":-32601,"message":"Method not found"}}` + "\n"))
+		line = nil
+	case first == FirstSilent && m.Method == "server/discover":
 		line = nil
 	}
 	r := io.MultiReader(bytes.NewReader(line), in)
