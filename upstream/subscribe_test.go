@@ -2,9 +2,12 @@ package upstream_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
@@ -76,4 +80,48 @@ func TestModernSubscribeRefusedWithoutCapability(t *testing.T) {
 			t.Fatalf("Subscribe = %v", err)
 		}
 	}
+}
+
+// notes is a Handler that passes on the notifications it gets.
+type notes chan string
+
+func (n notes) ServerRequest(context.Context, upstream.Key, string, json.RawMessage) (json.RawMessage, error) {
+	return nil, errors.New("no requests expected")
+}
+
+func (n notes) ServerNotification(_ context.Context, _ upstream.Key, method string, params json.RawMessage) {
+	select {
+	case n <- method + " " + string(params):
+	default:
+	}
+}
+
+// Over stdio, a 2026-07-28 server's resource subscription is a
+// subscriptions/listen on the discovery process: its updates arrive (without
+// the upstream's listen id), and unsubscribing ends the listen.
+func TestStdioModernResourceSubscription(t *testing.T) {
+	dir := t.TempDir()
+	got := make(notes, 64)
+	o := stdioOptions("local", mcptest.StdioOptions{SubsDir: dir})
+	o.Handler = got
+	u := start(t, o)
+	if u.Era() != upstream.VersionModern {
+		t.Fatalf("era %q", u.Era())
+	}
+	if err := u.Subscribe(context.Background(), mcptest.SubsResource, true); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the server to see the subscription", func() bool { return exists(filepath.Join(dir, "subscribed")) })
+	select {
+	case n := <-got:
+		if want := `notifications/resources/updated {"uri":"` + mcptest.SubsResource + `"}`; n != want {
+			t.Errorf("got %s, want %s", n, want)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no update arrived")
+	}
+	if err := u.Subscribe(context.Background(), mcptest.SubsResource, false); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the server to see the listen end", func() bool { return exists(filepath.Join(dir, "unsubscribed")) })
 }

@@ -205,6 +205,9 @@ type StdioOptions struct {
 	// StartsDir, when set, is a directory where each server process creates
 	// a file when it starts (see Starts).
 	StartsDir string
+	// SubsDir, when set, makes the server one with a single subscribable
+	// resource (SubsResource), noting subscriptions in that directory.
+	SubsDir string
 }
 
 // StdioServer returns the command, args and env that run the test binary as
@@ -232,6 +235,9 @@ func StdioServer(name string, o StdioOptions) (string, []string, map[string]stri
 	}
 	if o.StartsDir != "" {
 		env[envStartsDir] = o.StartsDir
+	}
+	if o.SubsDir != "" {
+		env[envSubsDir] = o.SubsDir
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -274,6 +280,9 @@ func MaybeServeStdio() {
 		t = firstTransport(first)
 	}
 	s := NewServer(name)
+	if dir := os.Getenv(envSubsDir); dir != "" {
+		s = subsServer(name, dir)
+	}
 	if dir := os.Getenv(envCallsDir); dir != "" {
 		s.AddReceivingMiddleware(noteCalls(dir))
 	}

@@ -3,11 +3,13 @@ package mcptest
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -28,7 +30,35 @@ const (
 const (
 	envFirst     = "MCPTEST_FIRST"      // a First* behaviour
 	envStartsDir = "MCPTEST_STARTS_DIR" // note each process start there
+	envSubsDir   = "MCPTEST_SUBS_DIR"   // serve a subscribable resource, noting subscriptions there
 )
+
+// SubsResource is the URI of the resource a server started with
+// StdioOptions.SubsDir offers.
+const SubsResource = "res://ticker"
+
+// subsServer is a server with one subscribable resource, SubsResource,
+// which it announces as updated every 20 ms. It creates dir/subscribed and
+// dir/unsubscribed when a subscription starts and ends.
+func subsServer(name, dir string) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: name, Version: "test"}, &mcp.ServerOptions{
+		SubscribeHandler: func(context.Context, *mcp.SubscribeRequest) error {
+			return os.WriteFile(filepath.Join(dir, "subscribed"), nil, 0o600)
+		},
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error {
+			return os.WriteFile(filepath.Join(dir, "unsubscribed"), nil, 0o600)
+		},
+	})
+	s.AddResource(&mcp.Resource{URI: SubsResource, Name: "ticker"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: SubsResource, Text: "tick"}}}, nil
+	})
+	go func() {
+		for range time.Tick(20 * time.Millisecond) {
+			_ = s.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: SubsResource})
+		}
+	}()
+	return s
+}
 
 // noteStart creates a file named for this process in dir.
 func noteStart(dir string) {
