@@ -968,9 +968,9 @@ func (u *Upstream) onRawRequest(c *conn, rc *rawConn, id jsonrpc.ID, method stri
 	}
 	ctx, stop := mergeCancel(base, u.ctx)
 	key := rawID(id)
-	c.trackServerRequest(key, stop)
+	r := c.trackServerRequest(key, stop)
 	u.async.Go(func() {
-		defer c.cancelServerRequest(key)
+		defer c.finishServerRequest(key, r)
 		raw, err := u.answer(ctx, c, method, params)
 		rc.respond(id, raw, err)
 	})
@@ -1020,9 +1020,9 @@ func (u *Upstream) onStreamMessage(ctx context.Context, c *conn, m *wire.Message
 	case m.IsCall():
 		ctx, cancel := context.WithCancel(ctx)
 		id := string(m.ID)
-		c.trackServerRequest(id, cancel)
+		r := c.trackServerRequest(id, cancel)
 		u.async.Go(func() {
-			defer c.cancelServerRequest(id)
+			defer c.finishServerRequest(id, r)
 			raw, err := u.answer(ctx, c, m.Method, m.Params)
 			c.direct.respond(m.ID, raw, err)
 		})
