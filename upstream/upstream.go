@@ -14,7 +14,6 @@
 package upstream
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -812,16 +811,7 @@ func (u *Upstream) Subscribe(ctx context.Context, uri string, on bool) error {
 
 func (u *Upstream) sendSubscribe(ctx context.Context, c *conn, uri string, on bool) error {
 	if c.cs.InitializeResult().ProtocolVersion >= VersionModern {
-		// The SDK session opens a subscriptions/listen for the URI, and
-		// Unsubscribe ends it (notifications/cancelled over stdio, closing
-		// the stream over HTTP).
-		if on {
-			if caps := c.cs.InitializeResult().Capabilities; caps == nil || caps.Resources == nil || !caps.Resources.Subscribe {
-				return &wire.Error{Code: jsonrpc.CodeMethodNotFound, Message: "the server does not offer resource subscriptions"}
-			}
-			return c.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri})
-		}
-		return c.cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri})
+		return listenResource(ctx, c, uri, on) // modernsubs.go
 	}
 	method := "resources/unsubscribe"
 	if on {
@@ -997,10 +987,6 @@ func (c *conn) onRawCancelled(id string) bool {
 	return ok
 }
 
-// MaxResourceListens bounds the resource subscriptions, each a
-// subscriptions/listen stream, mcp-mux holds on one 2026-07-28 server.
-const MaxResourceListens = 64
-
 // onNotification delivers a forwarded notification read off c.
 func (u *Upstream) onNotification(c *conn, method string, params json.RawMessage) {
 	if u.opts.Handler == nil || (c.control && method != "notifications/resources/updated") {
@@ -1082,28 +1068,3 @@ func (t staticHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 var _ http.RoundTripper = staticHeaders{}
-
-// dropSubscriptionID removes the upstream's listen id from a notification's
-// _meta: it means nothing to mcp-mux's clients, whose listeners get their own.
-func dropSubscriptionID(params json.RawMessage) json.RawMessage {
-	const key = "io.modelcontextprotocol/subscriptionId"
-	if !bytes.Contains(params, []byte(key)) {
-		return params
-	}
-	var p map[string]json.RawMessage
-	var meta map[string]json.RawMessage
-	if json.Unmarshal(params, &p) != nil || json.Unmarshal(p["_meta"], &meta) != nil {
-		return params
-	}
-	delete(meta, key)
-	if len(meta) == 0 {
-		delete(p, "_meta")
-	} else {
-		p["_meta"], _ = json.Marshal(meta)
-	}
-	out, err := json.Marshal(p)
-	if err != nil {
-		return params
-	}
-	return out
-}
