@@ -78,9 +78,9 @@ type Server struct {
 	TaskToolsets    []TaskToolset
 	// SessionScope is ScopeThread (default), ScopeUser or ScopeShared.
 	SessionScope string
-	// ProtocolVersion pins an http server's protocol era: "2025-11-25" or
-	// "2026-07-28"; "auto" (the default) negotiates. stdio and sse servers
-	// speak 2025-11-25.
+	// ProtocolVersion pins an http or stdio server's protocol era:
+	// "2025-11-25" or "2026-07-28"; "auto" (the default) negotiates. sse
+	// servers speak 2025-11-25.
 	ProtocolVersion string
 	// MaxSessions caps the server's pooled upstream sessions (for stdio:
 	// processes), busy or not; default 16 for stdio, 256 for http and sse.
@@ -256,8 +256,8 @@ func parseServer(name string, n *node) (*Server, serverResult) {
 	s.ToolCallTimeout = o.timeout("tool_call_timeout", 0)
 	s.SessionScope = o.oneOf("session_scope", ScopeThread, ScopeThread, ScopeUser, ScopeShared)
 	s.ProtocolVersion = o.oneOf("protocol_version", "auto", "auto", "2025-11-25", "2026-07-28")
-	if s.ProtocolVersion == "2026-07-28" && s.Type != TypeHTTP {
-		f.problem(o.field("protocol_version"), "2026-07-28 is served over http only; %s servers speak 2025-11-25", s.Type)
+	if s.ProtocolVersion == "2026-07-28" && s.Type == TypeSSE {
+		f.problem(o.field("protocol_version"), "sse servers speak 2025-11-25 (the legacy SSE transport predates 2026-07-28); use type http for a 2026-07-28 server")
 	}
 	defMax, defIdle := 256, 600*time.Second
 	if s.Type == TypeStdio {

@@ -636,3 +636,28 @@ func TestServerPoolBounds(t *testing.T) {
 		}
 	}
 }
+
+// protocol_version pins http and stdio servers; legacy SSE predates 2026-07-28.
+func TestProtocolVersion(t *testing.T) {
+	for _, tt := range []struct {
+		server, want string
+		problems     []string
+	}{
+		{`{"command": "x"}`, "auto", nil},
+		{`{"command": "x", "protocol_version": "2026-07-28"}`, "2026-07-28", nil},
+		{`{"command": "x", "protocol_version": "2025-11-25"}`, "2025-11-25", nil},
+		{`{"type": "http", "url": "http://h", "protocol_version": "2026-07-28"}`, "2026-07-28", nil},
+		{`{"type": "sse", "url": "http://h", "protocol_version": "2025-11-25"}`, "2025-11-25", nil},
+		{`{"type": "sse", "url": "http://h", "protocol_version": "2026-07-28"}`, "", []string{
+			"protocol_version: sse servers speak 2025-11-25 (the legacy SSE transport predates 2026-07-28); use type http for a 2026-07-28 server"}},
+	} {
+		s, problems, _ := problemsOf(t, tt.server, nil)
+		if !reflect.DeepEqual(problems, tt.problems) {
+			t.Errorf("%s: problems = %q, want %q", tt.server, problems, tt.problems)
+			continue
+		}
+		if s != nil && s.ProtocolVersion != tt.want {
+			t.Errorf("%s: protocol_version %q, want %q", tt.server, s.ProtocolVersion, tt.want)
+		}
+	}
+}

@@ -88,6 +88,9 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request) {
 			if raw := rawInputResponses(m.Params); raw != nil {
 				r.Header.Set(inputResponsesHeader, string(raw)) // mrtr.go
 			}
+			if s.serveTaskRequest(w, r, &m) { // modern_tasks.go
+				return
+			}
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	} else {
@@ -112,6 +115,7 @@ func (s *Server) receiveModern(ctx context.Context, ss *mcp.ServerSession, metho
 	st := &session{ss: ss, user: requestUser(h), modern: true}
 	if ip := ss.InitializeParams(); ip != nil {
 		st.caps = upstream.Capabilities(ip.Capabilities)
+		declareTasks(st, ip) // modern_tasks.go
 	}
 	st.touch()
 	if m := req.GetParams(); m != nil {
@@ -134,10 +138,13 @@ func (s *Server) receiveModern(ctx context.Context, ss *mcp.ServerSession, metho
 			}
 			dr.Cacheable = s.cacheable()
 			s.setCapabilities(dr)
+			s.advertiseTasks(dr) // modern_tasks.go
 		}
 		return res, err
 	case "subscriptions/listen":
 		return s.listen(ctx, st, req)
+	case "tasks/get", "tasks/update", "tasks/cancel":
+		return s.taskMethod(ctx, st, method, req) // modern_tasks.go
 	}
 	res, err := s.dispatch(ctx, st, method, req, next)
 	if rr, ok := res.(*rawResult); ok && err == nil {

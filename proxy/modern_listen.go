@@ -25,6 +25,11 @@ type listener struct {
 	id                        any // the listen request's id
 	tools, prompts, resources bool
 	uris                      map[string]bool
+	// The tasks extension (modern_tasks_listen.go): the caller, the task
+	// ids granted, and the stream mcp-mux writes itself (nil: the SDK's).
+	user    string
+	taskIDs map[string]bool
+	direct  *directStream
 }
 
 // listenTable holds the open listeners.
@@ -108,6 +113,10 @@ func (t *listenTable) resourceUpdated(s *Server, p *mcp.ResourceUpdatedNotificat
 }
 
 func (s *Server) sendListener(l *listener, method string, req mcp.Request) {
+	if l.direct != nil {
+		l.direct.notify(method, req.GetParams())
+		return
+	}
 	if s.send == nil {
 		return
 	}

@@ -355,6 +355,9 @@ func (s *Server) callTool(ctx context.Context, st *session, k sink, key upstream
 		raw, err = s.submitTask(ctx, st, key, r, call)
 	} else {
 		raw, err = call(ctx)
+		if err == nil && st.modern {
+			raw, err = s.passTask(st, r, raw) // a server's own task (modern_tasks.go)
+		}
 	}
 	if err == nil {
 		return raw, nil

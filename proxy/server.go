@@ -177,6 +177,7 @@ func New(opts Options) *Server {
 	})
 	s.sdk.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler { s.send = next; return next })
 	s.sdk.AddReceivingMiddleware(s.receive)
+	s.registerTaskMethods() // modern_tasks.go
 	// Idle sessions are closed by reapSessions, which also sees fast-path calls.
 	// Host checks happen in authenticate (originPolicy), for every path.
 	s.mcp = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.sdk },

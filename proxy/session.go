@@ -27,6 +27,9 @@ type session struct {
 	modern bool
 	bridge sink       // modern: the bridged call's sink (mrtr.go), nil otherwise
 	retry  *mrtrRetry // modern: a retry of an upstream's input_required
+	// tasksExt: modern, and the request declared the tasks extension
+	// (modern_tasks.go).
+	tasksExt bool
 
 	// ctx ends with the session (end); every request admitted on the
 	// session (limits.go) is cancelled with it. active counts those requests.

@@ -121,10 +121,11 @@ func (s *Server) taskChange(prev, next *config.Server) error {
 }
 
 // submitTask is callTool's hook for a submit tool: run is the ordinary
-// forwarding of the call (interceptors included).
+// forwarding of the call (interceptors included). The task is DeerFlow's
+// tool result, or for a caller with the tasks extension CreateTaskResult.
 func (s *Server) submitTask(ctx context.Context, st *session, key upstream.Key, r *route, run func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
 	var upErr error
-	raw, err := s.tasks.Submit(ctx, taskpoll.SubmitRequest{User: st.user, Thread: key.Thread, Server: r.server.name, Toolset: *r.task},
+	t, raw, err := s.tasks.SubmitTask(ctx, taskpoll.SubmitRequest{User: st.user, Thread: key.Thread, Server: r.server.name, Toolset: *r.task},
 		func(ctx context.Context) (json.RawMessage, error) {
 			raw, err := run(ctx)
 			upErr = err
@@ -134,7 +135,13 @@ func (s *Server) submitTask(ctx context.Context, st *session, key upstream.Key, 
 		s.logFor(ctx).Warn("durable task submit failed", "server", r.server.name, "tool", r.raw, "err", err)
 		return wire.ToolError(err.Error()), nil
 	}
-	return raw, err
+	switch {
+	case t == nil:
+		return raw, err // the upstream's own error result, or its error
+	case st.tasksExt:
+		return s.createTaskResult(t), nil // modern_tasks.go
+	}
+	return taskpoll.SubmitResult(t), nil
 }
 
 // builtinTask answers a built-in task tool.
@@ -172,6 +179,7 @@ func (s *Server) taskResource(ctx context.Context, st *session, method, uri stri
 // and any session of the user subscribed to the task's resource get
 // notifications/resources/updated.
 func (s *Server) taskEvent(e taskpoll.Event) {
+	s.listeners.taskEvent(s, e) // subscriptions/listen with taskIds (modern_tasks_listen.go)
 	uri := taskpoll.ResourcePrefix + e.TaskID
 	data, _ := json.Marshal(map[string]any{"task_id": e.TaskID, "task_name": e.Name, "status": e.Status, "tracking_degraded": e.Degraded, "resource": uri})
 	msg, _ := json.Marshal(&mcp.LoggingMessageParams{Level: "info", Logger: "mcp-mux.tasks", Data: json.RawMessage(data)})

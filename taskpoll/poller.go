@@ -195,7 +195,7 @@ func (s *Service) pollOnce(ctx context.Context, l *Lease) *Task {
 // applySnapshot records a successful poll and schedules the next one.
 func (s *Service) applySnapshot(n *Task, snap *snapshot, now time.Time) *Task {
 	changed := n.Status != snap.Status || n.Degraded
-	n.Status = snap.Status
+	n.Status, n.RemoteFailure = snap.Status, snap.Status == StatusFailed
 	n.ConsecutiveErrors, n.LastPollError, n.Degraded = 0, "", false
 	n.PollInterval = snap.PollAfter
 	if n.Status.Terminal() {
@@ -263,6 +263,7 @@ func (s *Service) cancelOnce(ctx context.Context, l *Lease) *Task {
 	switch {
 	case err == nil:
 		n.Status, n.CompletedAt, n.NextPollAt = snap.Status, now, time.Time{}
+		n.RemoteFailure = snap.Status == StatusFailed
 		n.LastCancelError = ""
 		n.Version++
 		return n

@@ -166,6 +166,19 @@ const SubmitMessage = "Task is running in the background."
 // DeerFlow's {task_id, task_name, status: "submitted", message}, or the
 // upstream's own result when that was an error.
 func (s *Service) Submit(ctx context.Context, r SubmitRequest, call func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
+	t, raw, err := s.SubmitTask(ctx, r, call)
+	if t != nil {
+		return SubmitResult(t), nil
+	}
+	return raw, err
+}
+
+// SubmitTask is Submit for callers that show the task their own way (the
+// 2026-07-28 tasks extension): it returns the durably recorded task once
+// its remote handle is written; or, when the submit did not become a task,
+// nil and what Submit returns then (the upstream's own error result, or
+// the error).
+func (s *Service) SubmitTask(ctx context.Context, r SubmitRequest, call func(context.Context) (json.RawMessage, error)) (*Task, json.RawMessage, error) {
 	now := s.now()
 	t := &Task{
 		ID: NewID(), User: r.User, Thread: r.Thread, Server: r.Server, Name: r.Toolset.Name,
@@ -176,30 +189,30 @@ func (s *Service) Submit(ctx context.Context, r SubmitRequest, call func(context
 	}
 	if err := s.store.Create(ctx, t); err != nil {
 		s.m.storeErrors.Inc()
-		return nil, fmt.Errorf("the durable task store is unavailable, so the task was not submitted: %w", err)
+		return nil, nil, fmt.Errorf("the durable task store is unavailable, so the task was not submitted: %w", err)
 	}
 	raw, err := call(ctx)
 	if err != nil {
 		s.failPending(t.ID, truncateRunes("submit failed: "+err.Error(), MaxErrorChars))
-		return nil, err
+		return nil, nil, err
 	}
 	rid, perr := parseSubmit(r.Toolset.SubmitTool, raw)
 	if perr != nil {
 		s.failPending(t.ID, truncateRunes(perr.Error(), MaxErrorChars))
 		var te *ToolError
 		if errors.As(perr, &te) {
-			return raw, nil // the upstream's own error result
+			return nil, raw, nil // the upstream's own error result
 		}
-		return nil, perr
+		return nil, nil, perr
 	}
 	if len(rid) > MaxRemoteIDLen {
 		err := fmt.Errorf("MCP task remote_task_id must not exceed %d characters", MaxRemoteIDLen)
 		s.compensate(t, rid)
 		s.failPending(t.ID, err.Error())
-		return nil, err
+		return nil, nil, err
 	}
 	next := s.now()
-	_, err = s.store.Update(context.WithoutCancel(ctx), t.ID, func(x *Task) error {
+	rec, err := s.store.Update(context.WithoutCancel(ctx), t.ID, func(x *Task) error {
 		if x.Status != StatusPending {
 			return ErrTerminal
 		}
@@ -214,10 +227,10 @@ func (s *Service) Submit(ctx context.Context, r SubmitRequest, call func(context
 			s.compensate(t, rid)
 		}
 		s.failPending(t.ID, truncateRunes(err.Error(), MaxErrorChars))
-		return nil, fmt.Errorf("recording the submitted MCP task failed, so it was cancelled: %w", err)
+		return nil, nil, fmt.Errorf("recording the submitted MCP task failed, so it was cancelled: %w", err)
 	}
 	s.poke()
-	return submitResult(t.ID, r.Toolset.Name), nil
+	return rec, nil, nil
 }
 
 // compensate cancels a remote task whose handle could not be recorded.

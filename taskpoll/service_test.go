@@ -389,8 +389,27 @@ func TestPollerProtocolErrorFailsTask(t *testing.T) {
 	id := submitted(t, raw)
 	waitFor(t, func() bool { tk, _ := st.Get(context.Background(), id); return tk.Status == StatusFailed })
 	tk, _ := st.Get(context.Background(), id)
-	if !strings.Contains(tk.Error, "does not match the persisted remote task") || r.count("status") != 1 {
+	if !strings.Contains(tk.Error, "does not match the persisted remote task") || r.count("status") != 1 || tk.RemoteFailure {
 		t.Fatalf("%+v, polls %d", tk, r.count("status"))
+	}
+}
+
+// A failure the remote reports is marked as the remote's (a tool-level
+// error for the tasks extension).
+func TestPollerRemoteFailure(t *testing.T) {
+	st := boltStore(t)
+	r := &remote{answer: func(Call, int) (json.RawMessage, error) {
+		return sc(`{"task_id":"r-1","status":"failed","error":"quota exceeded"}`), nil
+	}}
+	s := newService(t, st, r, Config{PollInterval: 10 * time.Millisecond})
+	s.Start()
+	defer func() { _ = s.Stop(context.Background()) }()
+	raw, _ := s.Submit(context.Background(), SubmitRequest{User: "u", Thread: "th", Server: "jobs", Toolset: triple}, submitOK("r-1"))
+	id := submitted(t, raw)
+	waitFor(t, func() bool { tk, _ := st.Get(context.Background(), id); return tk.Status == StatusFailed })
+	tk, _ := st.Get(context.Background(), id)
+	if tk.Error != "quota exceeded" || !tk.RemoteFailure {
+		t.Fatalf("%+v", tk)
 	}
 }
 

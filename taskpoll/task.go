@@ -87,7 +87,11 @@ type Task struct {
 	ResultTruncated bool            `json:"result_truncated,omitempty"`
 	ResultArtifact  json.RawMessage `json:"result_artifact,omitempty"`
 	Error           string          `json:"error,omitempty"`
-	InputRequired   json.RawMessage `json:"input_required,omitempty"`
+	// RemoteFailure marks a failure the remote reported (its job failed: a
+	// tool-level error), as opposed to one mcp-mux decided (a malformed
+	// answer, a submit it did not see through).
+	RemoteFailure bool            `json:"remote_failure,omitempty"`
+	InputRequired json.RawMessage `json:"input_required,omitempty"`
 
 	CreatedAt   time.Time `json:"created_at"`
 	UpdatedAt   time.Time `json:"updated_at"`
@@ -142,8 +146,10 @@ func NewID() string {
 	return "mcp-task-" + hex.EncodeToString(b[:])
 }
 
-// validID reports whether id has NewID's form, so that no hostile id reaches
-// a store key.
+// ValidID reports whether id has NewID's form, so that no hostile id
+// reaches a store key.
+func ValidID(id string) bool { return validID(id) }
+
 func validID(id string) bool {
 	const p = "mcp-task-"
 	if len(id) != len(p)+32 || id[:len(p)] != p {

@@ -43,9 +43,9 @@ func BuiltinTools() []json.RawMessage {
 // IsBuiltin reports whether name is a built-in task tool.
 func IsBuiltin(name string) bool { return name == ToolList || name == ToolCancel || name == ToolGet }
 
-// submitResult is the submit wrapper's tool result.
-func submitResult(id, name string) json.RawMessage {
-	return structuredResult(map[string]string{"task_id": id, "task_name": name, "status": string(StatusSubmitted), "message": SubmitMessage}, false)
+// SubmitResult is the submit wrapper's tool result for a submitted task.
+func SubmitResult(t *Task) json.RawMessage {
+	return structuredResult(map[string]string{"task_id": t.ID, "task_name": t.Name, "status": string(StatusSubmitted), "message": SubmitMessage}, false)
 }
 
 // structuredResult is a CallToolResult with v as structuredContent and as

@@ -25,9 +25,10 @@ type conn struct {
 	key     Key
 	control bool // the discovery session: its server-to-client traffic has no caller
 	cs      *mcp.ClientSession
-	proc    *process // stdio only
-	raw     *rawConn // stdio and sse
-	direct  *direct  // http only
+	proc    *process       // stdio only
+	raw     *rawConn       // stdio and sse
+	direct  *direct        // http only
+	modern  *modernRequest // a 2026-07-28 stdio session: the _meta its requests carry (era.go)
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when the session has ended
 
@@ -87,12 +88,22 @@ func (u *Upstream) dial(ctx context.Context, key Key, control bool) (*conn, erro
 	var refused atomic.Int32
 	rt := statusRecorder{base: u.sdkHTTP.Transport, refused: &refused}
 	var transport mcp.Transport
+	var version string // the session's ClientSessionOptions.ProtocolVersion
 	switch u.opts.Transport {
 	case Stdio:
 		p, err := startProcess(&u.opts, u.log, u.stderr.writer())
+		if err == nil {
+			version, p, err = u.stdioVersion(connCtx, p) // stdioera.go
+		}
 		if err != nil {
+			if p != nil {
+				p.stop()
+			}
 			stop()
 			cancel()
+			if timedOut.Load() {
+				return nil, fmt.Errorf("initialize timed out after %s", u.opts.InitTimeout)
+			}
 			return nil, err
 		}
 		c.proc = p
@@ -125,7 +136,10 @@ func (u *Upstream) dial(ctx context.Context, key Key, control bool) (*conn, erro
 	if hdr == nil {
 		hdr = u.opts.Header
 	}
-	cs, err := u.clients.forKey(key, control).Connect(connCtx, transport, &mcp.ClientSessionOptions{ProtocolVersion: u.sessionVersion(connCtx, hdr)})
+	if version == "" {
+		version = u.sessionVersion(connCtx, hdr)
+	}
+	cs, err := u.clients.forKey(key, control).Connect(connCtx, transport, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if !stop() || err != nil {
 		if cs != nil {
 			_ = cs.Close()
@@ -147,17 +161,24 @@ func (u *Upstream) dial(ctx context.Context, key Key, control bool) (*conn, erro
 	if rt, ok := transport.(*rawTransport); ok {
 		c.raw = rt.conn
 	}
+	if u.opts.Transport == Stdio {
+		if w := c.proc.mutedStderr; w != nil {
+			w.muted.Store(false)
+		}
+		v := cs.InitializeResult().ProtocolVersion
+		u.era.Store(&v)
+		if v >= VersionModern {
+			c.modern = newModernRequest(sessionCaps(key, control))
+		}
+	}
 	if u.opts.Transport == HTTP {
 		v := cs.InitializeResult().ProtocolVersion
 		u.era.Store(&v)
 		c.direct = &direct{url: u.opts.URL, client: u.http, header: hdr, sessionID: cs.ID(),
 			protocol: v, maxEvent: maxFrame, async: &u.async}
 		if v >= VersionModern {
-			caps := key.Caps
-			if control {
-				caps = discoveryCapsJSON()
-			}
-			c.direct.modern = newModernRequest(caps)
+			c.direct.modern = newModernRequest(sessionCaps(key, control))
+			c.direct.modern.annotations = &u.annotations
 		}
 	}
 	u.track(cs, c)
@@ -242,7 +263,19 @@ func (c *conn) request(ctx context.Context, u *Upstream, method string, params j
 		delete(c.inflight, id)
 		c.mu.Unlock()
 	}()
+	if c.modern != nil {
+		params = c.modern.params(params)
+	}
 	return c.raw.call(ctx, method, params)
+}
+
+// sessionCaps is the client capabilities a 2026-07-28 request of a session
+// declares: its caller's, or for discovery all that mcp-mux can relay.
+func sessionCaps(key Key, control bool) string {
+	if control {
+		return discoveryCapsJSON()
+	}
+	return key.Caps
 }
 
 // statusRecorder notes a request refused with 401 or 403.

@@ -84,7 +84,9 @@ func (d *direct) call(ctx context.Context, method string, params []byte, extra h
 		h["Mcp-Protocol-Version"] = []string{d.protocol}
 	}
 	if d.modern != nil {
-		d.modern.headers(h, method, params)
+		if err := d.modern.headers(h, method, params); err != nil {
+			return nil, err
+		}
 	}
 	req.Header = h
 	// At most once: a request that never made it onto the wire (refused

@@ -8,21 +8,24 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
 
 // Protocol eras of an upstream.
 //
-// An HTTP server is asked for the newest era both sides speak: the SDK
-// client sends server/discover at 2026-07-28 first and falls back to
-// initialize at 2025-11-25 on anything but a modern answer. The answer is
-// remembered per server, so later sessions skip a probe that failed;
-// Options.ProtocolVersion pins either era. stdio and SSE servers speak
-// 2025-11-25 (a stdio server may exit on a message it does not know, and
-// the legacy SSE transport predates the revision).
+// An HTTP or stdio server is asked for the newest era both sides speak:
+// server/discover at 2026-07-28 first, initialize at 2025-11-25 on anything
+// but a modern answer (for stdio, on a restarted process when the first
+// exited or fell silent: stdioera.go). The answer is remembered per server,
+// so later sessions skip a probe that failed; Options.ProtocolVersion pins
+// either era. SSE servers speak 2025-11-25 (the legacy SSE transport
+// predates the revision).
 //
-// A 2026-07-28 server has no sessions: every request mcp-mux sends carries
+// A 2026-07-28 server has no sessions (over stdio, a process still serves
+// one call session, and cancellation stays notifications/cancelled): every
+// request mcp-mux sends carries
 // the _meta triple (protocol version, client info, and as client
 // capabilities those of the caller, as a legacy call session declares
 // them) and the standard headers (Mcp-Method, Mcp-Name with the raw name
@@ -31,7 +34,7 @@ import (
 
 // Protocol versions an upstream can be pinned to.
 const (
-	VersionAuto   = ""           // negotiate (HTTP); 2025-11-25 elsewhere
+	VersionAuto   = ""           // negotiate (HTTP, stdio); 2025-11-25 on SSE
 	VersionLegacy = "2025-11-25" // initialize and sessions
 	VersionModern = "2026-07-28" // server/discover, sessionless
 )
@@ -92,6 +95,9 @@ func (u *Upstream) Era() string {
 // with the _meta triple, and the standard headers.
 type modernRequest struct {
 	meta json.RawMessage // the _meta triple's members, without braces
+	// annotations, when set, are the server's x-mcp-header bindings
+	// (paramheaders.go).
+	annotations *atomic.Pointer[paramIndex]
 }
 
 func newModernRequest(caps string) *modernRequest {
@@ -143,8 +149,10 @@ func (m *modernRequest) params(params []byte) []byte {
 	return out
 }
 
-// headers sets the standard headers of a request to a 2026-07-28 server.
-func (m *modernRequest) headers(h http.Header, method string, params []byte) {
+// headers sets the standard headers of a request to a 2026-07-28 server:
+// Mcp-Method, Mcp-Name and, for a tools/call, the Mcp-Param-* headers the
+// caller did not send. An error means the request must not be sent.
+func (m *modernRequest) headers(h http.Header, method string, params []byte) error {
 	h["Mcp-Method"] = []string{method}
 	var field string
 	switch method {
@@ -152,15 +160,23 @@ func (m *modernRequest) headers(h http.Header, method string, params []byte) {
 		field = "name"
 	case "resources/read":
 		field = "uri"
+	case "tasks/get", "tasks/update", "tasks/cancel": // the tasks extension
+		field = "taskId"
 	default:
-		return
+		return nil
 	}
 	var p map[string]json.RawMessage
 	if json.Unmarshal(params, &p) != nil {
-		return
+		return nil
 	}
 	var name string
 	if json.Unmarshal(p[field], &name) == nil && name != "" {
 		h["Mcp-Name"] = []string{name}
 	}
+	if method == "tools/call" && m.annotations != nil {
+		if ix := m.annotations.Load(); ix != nil {
+			return setParamHeaders(h, (*ix)[name], params)
+		}
+	}
+	return nil
 }

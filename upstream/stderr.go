@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -47,8 +48,8 @@ func newStderrLog(log hclog.Logger, quiet func() bool, scrub func(string) string
 // writer returns the stderr of one process: it splits lines and hands them on.
 func (l *stderrLog) writer() *lineSplitter { return &lineSplitter{l: l} }
 
-// add records one line.
-func (l *stderrLog) add(line []byte) {
+// add records one line, and logs it unless muted.
+func (l *stderrLog) add(line []byte, muted bool) {
 	line = bytes.TrimRight(line, "\r")
 	if len(bytes.TrimSpace(line)) == 0 {
 		return
@@ -63,7 +64,7 @@ func (l *stderrLog) add(line []byte) {
 	l.n = min(l.n+1, stderrKeep)
 	logIt := l.allowLocked()
 	l.mu.Unlock()
-	if logIt && (l.quiet == nil || !l.quiet()) {
+	if logIt && !muted && (l.quiet == nil || !l.quiet()) {
 		l.log.Debug(text)
 	}
 }
@@ -96,11 +97,13 @@ func (l *stderrLog) tail() []string {
 	return out
 }
 
-// lineSplitter is one process's stderr, cut into lines.
+// lineSplitter is one process's stderr, cut into lines. While muted, lines
+// are kept for the failure reason but not logged.
 type lineSplitter struct {
-	l   *stderrLog
-	mu  sync.Mutex
-	buf []byte
+	l     *stderrLog
+	muted atomic.Bool
+	mu    sync.Mutex
+	buf   []byte
 }
 
 func (w *lineSplitter) Write(b []byte) (int, error) {
@@ -111,12 +114,12 @@ func (w *lineSplitter) Write(b []byte) (int, error) {
 		i := bytes.IndexByte(w.buf, '\n')
 		if i < 0 {
 			if len(w.buf) > 8<<10 { // a line without end: take what there is
-				w.l.add(w.buf)
+				w.l.add(w.buf, w.muted.Load())
 				w.buf = w.buf[:0]
 			}
 			return len(b), nil
 		}
-		w.l.add(w.buf[:i])
+		w.l.add(w.buf[:i], w.muted.Load())
 		w.buf = w.buf[i+1:]
 	}
 }

@@ -39,6 +39,9 @@ type process struct {
 	skipped     *rateLog // logs skipped stdout lines
 	exited      chan struct{}
 	log         hclog.Logger
+	// mutedStderr, when set, is the stderr of a process restarted after the
+	// server/discover probe: muted until its session is up (stdioera.go).
+	mutedStderr *lineSplitter
 
 	mu       sync.Mutex
 	exitedAt time.Time

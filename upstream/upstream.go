@@ -14,6 +14,7 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -100,8 +101,9 @@ type Options struct {
 	CallTimeout time.Duration
 
 	Scope string // ScopeThread (default), ScopeUser or ScopeShared
-	// ProtocolVersion pins the era of an HTTP server's sessions
-	// (VersionLegacy, VersionModern); VersionAuto negotiates (era.go).
+	// ProtocolVersion pins the era of an HTTP or stdio server's sessions
+	// (VersionLegacy, VersionModern); VersionAuto negotiates (era.go). SSE
+	// sessions are always VersionLegacy.
 	ProtocolVersion string
 	// MaxSessions caps pooled call sessions (for stdio: processes), busy
 	// or not; a caller that needs one more waits, bounded by its context
@@ -196,7 +198,7 @@ type Upstream struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // run and reap loops
-	async  background // background closes and replies; Close cuts them short and waits for them
+	async  background     // background closes and replies; Close cuts them short and waits for them
 
 	refresh      chan struct{}
 	discovered   chan struct{}
@@ -215,8 +217,11 @@ type Upstream struct {
 	control    atomic.Pointer[conn]   // the discovery session while it is up
 	reconnects atomic.Int64           // sessions re-established after they ended
 	era        atomic.Pointer[string] // the protocol version sessions negotiated (era.go)
-	subsMu     sync.Mutex
-	subs       map[string]bool // resource URIs subscribed on the discovery session
+	// annotations are the x-mcp-header bindings of the listed tools
+	// (paramheaders.go), built once per discovered list.
+	annotations atomic.Pointer[paramIndex]
+	subsMu      sync.Mutex
+	subs        map[string]bool // resource URIs subscribed on the discovery session
 }
 
 // New validates opts and returns an Upstream. It does no I/O; call Start.
@@ -382,6 +387,9 @@ func (u *Upstream) run() {
 				u.log.Debug("upstream still unavailable", "reason", err, "attempt", failures+1)
 			}
 		}
+		if err == nil {
+			u.control.Store(c) // before Discovered: who waits on it may subscribe at once
+		}
 		u.firstOnce.Do(func() { close(u.discovered) })
 		if err != nil {
 			failures++
@@ -502,6 +510,13 @@ func (u *Upstream) setErr(err error) {
 }
 
 func (u *Upstream) publish(l Lists) {
+	if u.opts.Transport == HTTP {
+		ix, invalid := buildParamIndex(l.Tools)
+		u.annotations.Store(&ix)
+		for _, name := range invalid {
+			u.log.Warn("ignoring the invalid x-mcp-header annotations of a tool (calls get no Mcp-Param headers)", "tool", name)
+		}
+	}
 	u.mu.Lock()
 	u.lists = l
 	u.err = nil // healthy before OnChange looks
@@ -761,12 +776,19 @@ func (u *Upstream) Notify(key Key, method string, params json.RawMessage) {
 // sessions carry no event stream of their own (it would cost the server work
 // on every call), so subscriptions live on the discovery session, where the
 // server's notifications/resources/updated arrive; they are renewed when
-// that session reconnects. The Handler receives the updates.
+// that session reconnects. The Handler receives the updates. A 2026-07-28
+// server has no resources/subscribe: each URI is a subscriptions/listen
+// stream of its own, at most MaxResourceListens of them.
 func (u *Upstream) Subscribe(ctx context.Context, uri string, on bool) error {
 	u.subsMu.Lock()
 	if u.subs == nil {
 		u.subs = make(map[string]bool)
 	}
+	if on && !u.subs[uri] && len(u.subs) >= MaxResourceListens && u.Era() >= VersionModern {
+		u.subsMu.Unlock()
+		return fmt.Errorf("mcp-mux holds at most %d resource subscriptions (subscriptions/listen streams) on a 2026-07-28 server", MaxResourceListens)
+	}
+	held := u.subs[uri]
 	if on {
 		u.subs[uri] = true
 	} else {
@@ -780,10 +802,28 @@ func (u *Upstream) Subscribe(ctx context.Context, uri string, on bool) error {
 		}
 		return nil
 	}
-	return u.scrub(u.sendSubscribe(ctx, c, uri, on), nil)
+	err := u.sendSubscribe(ctx, c, uri, on)
+	if err != nil && on && !held {
+		u.subsMu.Lock()
+		delete(u.subs, uri) // refused: it holds no place
+		u.subsMu.Unlock()
+	}
+	return u.scrub(err, nil)
 }
 
 func (u *Upstream) sendSubscribe(ctx context.Context, c *conn, uri string, on bool) error {
+	if c.cs.InitializeResult().ProtocolVersion >= VersionModern {
+		// The SDK session opens a subscriptions/listen for the URI, and
+		// Unsubscribe ends it (notifications/cancelled over stdio, closing
+		// the stream over HTTP).
+		if on {
+			if caps := c.cs.InitializeResult().Capabilities; caps == nil || caps.Resources == nil || !caps.Resources.Subscribe {
+				return &wire.Error{Code: jsonrpc.CodeMethodNotFound, Message: "the server does not offer resource subscriptions"}
+			}
+			return c.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri})
+		}
+		return c.cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri})
+	}
 	method := "resources/unsubscribe"
 	if on {
 		method = "resources/subscribe"
@@ -958,10 +998,17 @@ func (c *conn) onRawCancelled(id string) bool {
 	return ok
 }
 
+// MaxResourceListens bounds the resource subscriptions, each a
+// subscriptions/listen stream, mcp-mux holds on one 2026-07-28 server.
+const MaxResourceListens = 64
+
 // onNotification delivers a forwarded notification read off c.
 func (u *Upstream) onNotification(c *conn, method string, params json.RawMessage) {
 	if u.opts.Handler == nil || (c.control && method != "notifications/resources/updated") {
 		return
+	}
+	if method == "notifications/resources/updated" {
+		params = dropSubscriptionID(params)
 	}
 	ctx := c.callCtx()
 	if ctx == nil {
@@ -1036,3 +1083,28 @@ func (t staticHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 var _ http.RoundTripper = staticHeaders{}
+
+// dropSubscriptionID removes the upstream's listen id from a notification's
+// _meta: it means nothing to mcp-mux's clients, whose listeners get their own.
+func dropSubscriptionID(params json.RawMessage) json.RawMessage {
+	const key = "io.modelcontextprotocol/subscriptionId"
+	if !bytes.Contains(params, []byte(key)) {
+		return params
+	}
+	var p map[string]json.RawMessage
+	var meta map[string]json.RawMessage
+	if json.Unmarshal(params, &p) != nil || json.Unmarshal(p["_meta"], &meta) != nil {
+		return params
+	}
+	delete(meta, key)
+	if len(meta) == 0 {
+		delete(p, "_meta")
+	} else {
+		p["_meta"], _ = json.Marshal(meta)
+	}
+	out, err := json.Marshal(p)
+	if err != nil {
+		return params
+	}
+	return out
+}

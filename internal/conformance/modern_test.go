@@ -105,3 +105,14 @@ func TestModernConformanceLegacyUpstream(t *testing.T) {
 		t.Errorf("required scenarios failed through mcp-mux: %v, want only %v", r.failed, legacyUpstreamLimits)
 	}
 }
+
+// Over stdio mcp-mux negotiates 2026-07-28 with the everything-server
+// (server/discover on its first process) and serves the requirement set
+// through it.
+func TestModernConformanceModernStdioUpstream(t *testing.T) {
+	bin := everythingServer(t)
+	url := startMux(t, fmt.Sprintf(`{"type": "stdio", "command": %q, "tool_name_prefix": false}`, bin))
+	if r := runModernSuite(t, url); len(r.failed) > 0 {
+		t.Errorf("required scenarios failed through mcp-mux: %v", r.failed)
+	}
+}

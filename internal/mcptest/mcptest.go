@@ -196,8 +196,18 @@ type StdioOptions struct {
 	Garble     bool // write broken lines before every message (see GarbleMarker)
 	// CallsDir, when set, is a directory where the server creates a file
 	// named for each tool whose tools/call reached it (before the tool
-	// runs): a test waits for it instead of guessing with a sleep.
+	// runs; <tool>.cancelled when the call was cancelled): a test waits for
+	// it instead of guessing with a sleep.
 	CallsDir string
+	// First is how the server takes a first message other than initialize
+	// (FirstExit, FirstRefuse); empty serves both eras (go-sdk's default).
+	First string
+	// StartsDir, when set, is a directory where each server process creates
+	// a file when it starts (see Starts).
+	StartsDir string
+	// SubsDir, when set, makes the server one with a single subscribable
+	// resource (SubsResource), noting subscriptions in that directory.
+	SubsDir string
 }
 
 // StdioServer returns the command, args and env that run the test binary as
@@ -220,6 +230,15 @@ func StdioServer(name string, o StdioOptions) (string, []string, map[string]stri
 	if o.CallsDir != "" {
 		env[envCallsDir] = o.CallsDir
 	}
+	if o.First != "" {
+		env[envFirst] = o.First
+	}
+	if o.StartsDir != "" {
+		env[envStartsDir] = o.StartsDir
+	}
+	if o.SubsDir != "" {
+		env[envSubsDir] = o.SubsDir
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		exe = os.Args[0]
@@ -233,6 +252,9 @@ func MaybeServeStdio() {
 	name := os.Getenv(envStdio)
 	if name == "" {
 		return
+	}
+	if dir := os.Getenv(envStartsDir); dir != "" {
+		noteStart(dir)
 	}
 	if script := os.Getenv(envScript); script != "" {
 		serveScript(script, os.Stdin, os.Stdout)
@@ -254,7 +276,13 @@ func MaybeServeStdio() {
 	if os.Getenv(envGarble) != "" {
 		t = &mcp.IOTransport{Reader: os.Stdin, Writer: nopCloser{garbleWriter{os.Stdout}}}
 	}
+	if first := os.Getenv(envFirst); first != "" {
+		t = firstTransport(first)
+	}
 	s := NewServer(name)
+	if dir := os.Getenv(envSubsDir); dir != "" {
+		s = subsServer(name, dir)
+	}
 	if dir := os.Getenv(envCallsDir); dir != "" {
 		s.AddReceivingMiddleware(noteCalls(dir))
 	}
@@ -270,14 +298,20 @@ type nopCloser struct{ io.Writer }
 func (nopCloser) Close() error { return nil }
 
 // noteCalls creates dir/<tool> when a tools/call for tool arrives, before
-// the tool runs.
+// the tool runs, and dir/<tool>.cancelled when the call was cancelled.
 func noteCalls(dir string) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok && method == "tools/call" && filepath.Base(p.Name) == p.Name {
-				_ = os.WriteFile(filepath.Join(dir, p.Name), nil, 0o600)
+			p, ok := req.GetParams().(*mcp.CallToolParamsRaw)
+			if !ok || method != "tools/call" || filepath.Base(p.Name) != p.Name {
+				return next(ctx, method, req)
 			}
-			return next(ctx, method, req)
+			_ = os.WriteFile(filepath.Join(dir, p.Name), nil, 0o600)
+			res, err := next(ctx, method, req)
+			if ctx.Err() != nil {
+				_ = os.WriteFile(filepath.Join(dir, p.Name+".cancelled"), nil, 0o600)
+			}
+			return res, err
 		}
 	}
 }

@@ -1,0 +1,364 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/taskpoll"
+	"github.com/mcp-mux/mcp-mux/upstream"
+)
+
+// The 2026-07-28 tasks extension (io.modelcontextprotocol/tasks, SEP-2663).
+//
+// A 2026-07-28 request that declares the extension in its _meta client
+// capabilities (st.tasksExt) gets tasks the protocol's way:
+//
+//   - A call of a task_toolsets submit tool goes through taskpoll's
+//     SubmitTask (the record is durably written, and the remote handle with
+//     it, before anything returns) and answers CreateTaskResult built from
+//     the record: the local task id only. tasks/get maps the record
+//     (taskpoll.ExtensionView), tasks/cancel records a cancel request (the
+//     poller cancels remotely), tasks/update is acknowledged and its answers
+//     ignored: a DeerFlow toolset's input_required is a remote status with a
+//     message, with no request mcp-mux could deliver an answer to, so such a
+//     task's inputRequests is always empty.
+//   - A 2026-07-28 upstream that itself answers CreateTaskResult (it sees
+//     the extension declared on the requests mcp-mux sends it for such a
+//     caller) has its task passed through under a namespaced id: the server
+//     name, the upstream's own task id and the caller, sealed with
+//     AES-256-GCM under a key derived from inbound.request_state_key. The id
+//     is opaque (it shows neither the server nor the remote id) and
+//     tamper-proof, needs no store (passthrough works without mcp_tasks),
+//     and every replica sharing the key resolves it. tasks/get, tasks/update
+//     and tasks/cancel for it go to that server with its own id.
+//   - subscriptions/listen with notifications.taskIds is served here (the
+//     SDK knows neither the field nor notifications/tasks): after the
+//     acknowledgement (the caller's own local tasks among the ids, and list
+//     changes as on the SDK path), every event of those tasks, from
+//     whichever replica wrote it, arrives as notifications/tasks with the
+//     full task, tagged with the subscription id.
+//
+// Task ids a caller does not own, unknown ones and malformed ones are all
+// -32602; a tasks/* request (or a listen with taskIds) that does not declare
+// the extension is -32021. Without the extension nothing changes: a submit
+// answers DeerFlow's shape, and no task result ever reaches the caller.
+
+const (
+	tasksExtension = "io.modelcontextprotocol/tasks"
+	// methodTaskNotification is the extension's task status notification.
+	methodTaskNotification = "notifications/tasks"
+	// passTaskPrefix starts a passed-through task's namespaced id.
+	passTaskPrefix = "mux-task-"
+	// maxTaskIDLen bounds a task id a client sends; maxRemoteTaskIDLen one
+	// an upstream returns.
+	maxTaskIDLen       = 4096
+	maxRemoteTaskIDLen = 1024
+	// maxListenTaskIDs bounds the task ids of one subscriptions/listen.
+	maxListenTaskIDs = 256
+)
+
+var requiredTasksCapability = json.RawMessage(`{"requiredCapabilities":{"extensions":{"` + tasksExtension + `":{}}}}`)
+
+func errNoTasksExtension(method string) *jsonrpc.Error {
+	return &jsonrpc.Error{Code: codeMissingCapability, Data: requiredTasksCapability,
+		Message: method + " needs the " + tasksExtension + " extension declared in the request's clientCapabilities"}
+}
+
+var errUnknownTask = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Failed to retrieve task: Task not found"}
+
+// taskParams are the params of tasks/get, tasks/update and tasks/cancel.
+type taskParams struct {
+	mcp.ParamsBase
+	TaskID         string          `json:"taskId"`
+	InputResponses json.RawMessage `json:"inputResponses,omitempty"`
+}
+
+// registerTaskMethods makes the SDK accept the extension's methods; their
+// handler only answers a legacy session (a 2026-07-28 request is served in
+// receiveModern): the extension is not part of the legacy era.
+func (s *Server) registerTaskMethods() {
+	for _, m := range []string{"tasks/get", "tasks/update", "tasks/cancel"} {
+		_ = mcp.AddReceivingCustomMethod(s.sdk, m, func(context.Context, *mcp.ServerSession, *taskParams) (*rawResult, error) {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: m + " is a 2026-07-28 method (the " + tasksExtension + " extension)"}
+		})
+	}
+}
+
+// declareTasks notes whether a 2026-07-28 request declared the extension.
+// Its upstream requests then declare it too (Key.Caps: a 2026-07-28
+// server sees it; legacy call sessions mirror only roots, sampling and
+// elicitation), so a server that supports it may answer with a task.
+func declareTasks(st *session, ip *mcp.InitializeParams) {
+	if ip == nil || ip.Capabilities == nil {
+		return
+	}
+	if _, ok := ip.Capabilities.Extensions[tasksExtension]; !ok {
+		return
+	}
+	st.tasksExt = true
+	var m map[string]json.RawMessage
+	if json.Unmarshal([]byte(st.caps), &m) != nil || m == nil {
+		m = map[string]json.RawMessage{}
+	}
+	m["extensions"] = json.RawMessage(`{"` + tasksExtension + `":{}}`)
+	b, _ := json.Marshal(m) // sorted keys: one Key.Caps per capability set
+	st.caps = string(b)
+}
+
+// advertiseTasks adds the extension to server/discover's capabilities when
+// mcp-mux can serve it: durable tasks are on, or some server supports it.
+func (s *Server) advertiseTasks(dr *mcp.DiscoverResult) {
+	if !s.tasksServable() {
+		return
+	}
+	var c mcp.ServerCapabilities
+	if dr.Capabilities != nil {
+		c = *dr.Capabilities // the SDK's own: never modified in place
+	}
+	c.Extensions = maps.Clone(c.Extensions)
+	c.AddExtension(tasksExtension, nil)
+	dr.Capabilities = &c
+}
+
+func (s *Server) tasksServable() bool {
+	if s.tasks != nil {
+		return true
+	}
+	for _, b := range s.rt.Load().backends {
+		if upstreamTasks(b.up) {
+			return true
+		}
+	}
+	return false
+}
+
+// upstreamTasks reports whether a server advertised the extension.
+func upstreamTasks(up *upstream.Upstream) bool {
+	caps := up.Lists().Capabilities
+	if caps == nil {
+		return false
+	}
+	_, ok := caps.Extensions[tasksExtension]
+	return ok
+}
+
+// createTaskResult is a submit's answer to a caller with the extension.
+func (s *Server) createTaskResult(t *taskpoll.Task) json.RawMessage {
+	b, _ := json.Marshal(s.tasks.ExtensionView(t))
+	return append([]byte(`{"resultType":"task",`), b[1:]...)
+}
+
+// passTask is callTool's hook for a 2026-07-28 caller: a server's
+// CreateTaskResult gets its namespaced task id, and one the caller did not
+// ask for (it declared no extension) is refused.
+func (s *Server) passTask(st *session, r *route, raw json.RawMessage) (json.RawMessage, error) {
+	if !bytes.Contains(raw, []byte(`"task"`)) {
+		return raw, nil
+	}
+	var head struct {
+		ResultType string `json:"resultType"`
+		TaskID     string `json:"taskId"`
+	}
+	if json.Unmarshal(raw, &head) != nil || head.ResultType != "task" {
+		return raw, nil
+	}
+	switch {
+	case !st.tasksExt:
+		return nil, &wire.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("MCP server %q answered with a task, which the client did not declare it can take", r.server.name)}
+	case head.TaskID == "" || len(head.TaskID) > maxRemoteTaskIDLen:
+		return nil, &wire.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("MCP server %q answered with a task without a usable taskId (1 to %d bytes)", r.server.name, maxRemoteTaskIDLen)}
+	}
+	return withTaskID(raw, s.rt.Load().states.sealTaskID(st.user, r.server.name, head.TaskID)), nil
+}
+
+// withTaskID returns a task object with its taskId replaced.
+func withTaskID(raw json.RawMessage, id string) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil || m == nil {
+		return raw
+	}
+	m["taskId"], _ = json.Marshal(id)
+	out, err := json.Marshal(m)
+	if err != nil {
+		return raw
+	}
+	return out
+}
+
+// taskMethod serves tasks/get, tasks/update and tasks/cancel of a
+// 2026-07-28 request.
+func (s *Server) taskMethod(ctx context.Context, st *session, method string, req mcp.Request) (mcp.Result, error) {
+	if !st.tasksExt {
+		return nil, errNoTasksExtension(method)
+	}
+	p, _ := req.GetParams().(*taskParams)
+	if p == nil || p.TaskID == "" {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: method + ": missing required 'taskId'"}
+	}
+	var raw json.RawMessage
+	var err error
+	switch {
+	case len(p.TaskID) > maxTaskIDLen:
+		err = errUnknownTask
+	case strings.HasPrefix(p.TaskID, passTaskPrefix):
+		raw, err = s.passedTaskMethod(ctx, st, method, req, p)
+	default:
+		raw, err = s.localTaskMethod(ctx, st, method, p.TaskID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &rawResult{raw: s.modernResult(method, raw)}, nil
+}
+
+// localTaskMethod serves a durable task of the caller.
+func (s *Server) localTaskMethod(ctx context.Context, st *session, method, id string) (json.RawMessage, error) {
+	if s.tasks == nil || !taskpoll.ValidID(id) {
+		return nil, errUnknownTask
+	}
+	var t *taskpoll.Task
+	var err error
+	if method == "tasks/cancel" {
+		t, err = s.tasks.RequestCancel(ctx, st.user, id) // a terminal task: unchanged, acknowledged
+	} else {
+		t, err = s.tasks.Get(ctx, st.user, id)
+	}
+	switch {
+	case errors.Is(err, taskpoll.ErrNotFound):
+		return nil, errUnknownTask
+	case err != nil:
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the durable task store is unavailable"}
+	case method == "tasks/get":
+		return json.Marshal(s.tasks.ExtensionView(t))
+	}
+	// tasks/update: a DeerFlow toolset takes no answers; nothing is
+	// outstanding, so every response is ignored (the spec's rule for keys
+	// that are not outstanding).
+	return json.RawMessage(`{}`), nil
+}
+
+// passedTaskMethod sends a method for a passed-through task to its server,
+// with the server's own task id.
+func (s *Server) passedTaskMethod(ctx context.Context, st *session, method string, req mcp.Request, p *taskParams) (json.RawMessage, error) {
+	rt := s.rt.Load()
+	server, remote, ok := rt.states.openTaskID(p.TaskID, st.user)
+	if !ok {
+		return nil, errUnknownTask
+	}
+	b := rt.byName[server]
+	if b == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Failed to retrieve task: the server that runs it is no longer configured"}
+	}
+	params := struct {
+		TaskID         string          `json:"taskId"`
+		InputResponses json.RawMessage `json:"inputResponses,omitempty"`
+	}{TaskID: remote}
+	if method == "tasks/update" {
+		params.InputResponses = p.InputResponses
+		if len(params.InputResponses) == 0 {
+			params.InputResponses = json.RawMessage(`{}`)
+		}
+	}
+	res, err := s.forward(ctx, st, req, b, method, params)
+	if err != nil {
+		return nil, err
+	}
+	raw := res.(*rawResult).raw
+	if method == "tasks/get" {
+		raw = withTaskID(raw, p.TaskID)
+	}
+	return raw, nil
+}
+
+// taskRef is the sealed content of a passed-through task's id.
+type taskRef struct {
+	User   string `json:"c"`
+	Server string `json:"s"`
+	Remote string `json:"r"`
+}
+
+// taskAEAD is the cipher of namespaced task ids: AES-256-GCM under a key
+// derived from the requestState key (one purpose, one key).
+func (s *stateSealer) taskAEAD() cipher.AEAD {
+	m := hmac.New(sha256.New, s.key)
+	m.Write([]byte("mcp-mux task id v1"))
+	blk, _ := aes.NewCipher(m.Sum(nil)) // 32 bytes: AES-256, cannot fail
+	a, _ := cipher.NewGCM(blk)
+	return a
+}
+
+// sealTaskID returns the namespaced id of a server's task for user.
+func (s *stateSealer) sealTaskID(user, server, remote string) string {
+	a := s.taskAEAD()
+	pt, _ := json.Marshal(taskRef{User: user, Server: server, Remote: remote})
+	nonce := make([]byte, a.NonceSize())
+	_, _ = rand.Read(nonce)
+	return passTaskPrefix + base64.RawURLEncoding.EncodeToString(a.Seal(nonce, nonce, pt, []byte(passTaskPrefix)))
+}
+
+// openTaskID returns the server and remote id of a namespaced task id, if
+// it is intact and belongs to user.
+func (s *stateSealer) openTaskID(id, user string) (server, remote string, ok bool) {
+	b, err := base64.RawURLEncoding.Strict().DecodeString(strings.TrimPrefix(id, passTaskPrefix))
+	a := s.taskAEAD()
+	if err != nil || len(b) < a.NonceSize()+a.Overhead() {
+		return "", "", false
+	}
+	pt, err := a.Open(nil, b[:a.NonceSize()], b[a.NonceSize():], []byte(passTaskPrefix))
+	if err != nil {
+		return "", "", false
+	}
+	var ref taskRef
+	if json.Unmarshal(pt, &ref) != nil || ref.User != user || ref.Server == "" || ref.Remote == "" {
+		return "", "", false
+	}
+	return ref.Server, ref.Remote, true
+}
+
+// serveTaskRequest takes the extension's requests the SDK cannot serve
+// before it sees them: it checks Mcp-Name on tasks/* (the SDK checks it on
+// tools/call, resources/read and prompts/get only) and serves a
+// subscriptions/listen with taskIds. It reports whether it answered.
+func (s *Server) serveTaskRequest(w http.ResponseWriter, r *http.Request, m *wire.Message) bool {
+	switch m.Method {
+	case "tasks/get", "tasks/update", "tasks/cancel":
+		if r.Header.Get("Mcp-Protocol-Version") < modernVersion {
+			return false
+		}
+		var p struct {
+			TaskID *string `json:"taskId"`
+		}
+		_ = json.Unmarshal(m.Params, &p)
+		name := r.Header.Get("Mcp-Name")
+		switch {
+		case name == "":
+			writeRPCError(w, http.StatusBadRequest, m.ID, codeHeaderMismatch, "missing required Mcp-Name header for method "+m.Method)
+			return true
+		case p.TaskID != nil && name != *p.TaskID:
+			writeRPCError(w, http.StatusBadRequest, m.ID, codeHeaderMismatch, "header mismatch: the Mcp-Name header does not match params.taskId")
+			return true
+		}
+	case "subscriptions/listen":
+		return s.serveTaskListen(w, r, m)
+	}
+	return false
+}
+
+// codeHeaderMismatch is HeaderMismatchError.
+const codeHeaderMismatch = -32020

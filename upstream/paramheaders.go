@@ -1,0 +1,243 @@
+package upstream
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/mcp-mux/mcp-mux/internal/wire"
+)
+
+// Mcp-Param-* headers for callers that send none.
+//
+// A 2026-07-28 server may annotate string, integer and boolean properties
+// of a tool's inputSchema with x-mcp-header: a tools/call then carries the
+// argument's value in the header Mcp-Param-{name} too, and the server checks
+// that the two agree. A 2026-07-28 caller sends these headers itself
+// (mcp-mux forwards them); a legacy caller does not know them, so mcp-mux
+// writes the missing ones from the call's arguments, as the SDK client does.
+// The annotations are read once per discovered tool list (paramIndex), not
+// per call. Values are tool arguments: they are never logged.
+//
+// Encoding (SEP-2243): integers in decimal, booleans as true/false, strings
+// as they are unless they hold a byte outside printable ASCII (0x20–0x7E),
+// start or end with a space or tab, or already look like the encoded form;
+// those are sent as "=?base64?" + base64(UTF-8 bytes) + "?=". No CR or LF
+// can reach a header.
+
+const (
+	paramHeaderPrefix = "Mcp-Param-"
+	maxParamHeaders   = 32       // annotations of one tool; a tool with more gets none
+	maxParamDepth     = 8        // nesting of annotated properties
+	maxParamName      = 128      // bytes of an annotation's header name
+	maxParamValue     = 8 << 10  // bytes of one encoded value
+	maxParamTotal     = 32 << 10 // bytes of all of a call's generated values
+	maxSafeInteger    = 1<<53 - 1
+	base64Prefix      = "=?base64?"
+	base64Suffix      = "?="
+)
+
+// paramBinding is one annotated property: its path in the arguments and
+// the canonical name of the header that carries it.
+type paramBinding struct {
+	path   []string
+	header string
+}
+
+// paramIndex maps a raw tool name to its bindings.
+type paramIndex map[string][]paramBinding
+
+// schemaProp is the part of an inputSchema property annotations need.
+type schemaProp struct {
+	Type       json.RawMessage       `json:"type"`
+	Header     json.RawMessage       `json:"x-mcp-header"`
+	Properties map[string]schemaProp `json:"properties"`
+}
+
+// buildParamIndex reads the x-mcp-header annotations of tools. A tool whose
+// annotations are invalid (on a non-primitive property, not a token,
+// duplicated, too many, too deep) gets none, as the SDK client would not
+// list it at all.
+func buildParamIndex(tools []Tool) (paramIndex, []string) {
+	var ix paramIndex
+	var invalid []string
+	for _, t := range tools {
+		var head struct {
+			InputSchema schemaProp `json:"inputSchema"`
+		}
+		if json.Unmarshal(t.Raw, &head) != nil || len(head.InputSchema.Properties) == 0 {
+			continue
+		}
+		var out []paramBinding
+		seen := map[string]bool{}
+		if !collectBindings(head.InputSchema.Properties, nil, seen, &out) {
+			invalid = append(invalid, t.Name)
+			continue
+		}
+		if len(out) == 0 {
+			continue
+		}
+		if ix == nil {
+			ix = make(paramIndex)
+		}
+		ix[t.Name] = out
+	}
+	return ix, invalid
+}
+
+func collectBindings(props map[string]schemaProp, prefix []string, seen map[string]bool, out *[]paramBinding) bool {
+	if len(prefix) >= maxParamDepth {
+		return !annotated(props) // deeper annotations are not followed
+	}
+	for name, p := range props {
+		path := append(append(make([]string, 0, len(prefix)+1), prefix...), name)
+		if p.Header != nil {
+			var h, typ string
+			if json.Unmarshal(p.Header, &h) != nil || !validParamName(h) || json.Unmarshal(p.Type, &typ) != nil {
+				return false
+			}
+			if typ != "string" && typ != "integer" && typ != "boolean" {
+				return false
+			}
+			key := http.CanonicalHeaderKey(paramHeaderPrefix + h)
+			if seen[key] || len(*out) == maxParamHeaders {
+				return false
+			}
+			seen[key] = true
+			*out = append(*out, paramBinding{path: path, header: key})
+		}
+		if len(p.Properties) > 0 && !collectBindings(p.Properties, path, seen, out) {
+			return false
+		}
+	}
+	return true
+}
+
+// annotated reports whether any property in props (at any depth) has an
+// x-mcp-header annotation.
+func annotated(props map[string]schemaProp) bool {
+	for _, p := range props {
+		if p.Header != nil || annotated(p.Properties) {
+			return true
+		}
+	}
+	return false
+}
+
+// validParamName reports whether s is an HTTP token (RFC 9110 tchar) of
+// bounded length.
+func validParamName(s string) bool {
+	if s == "" || len(s) > maxParamName {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= '0' && c <= '9', c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// setParamHeaders adds to h the Mcp-Param-* headers of a tools/call whose
+// params are given, for the bindings h does not carry already. A value past
+// the size bounds is an invalid-params error: the call is not sent.
+func setParamHeaders(h http.Header, bindings []paramBinding, params []byte) error {
+	if len(bindings) == 0 {
+		return nil
+	}
+	var p struct {
+		Arguments map[string]json.RawMessage `json:"arguments"`
+	}
+	if json.Unmarshal(params, &p) != nil || p.Arguments == nil {
+		return nil
+	}
+	total := 0
+	for _, b := range bindings {
+		if _, sent := h[b.header]; sent {
+			continue
+		}
+		raw, ok := lookupArg(p.Arguments, b.path)
+		if !ok {
+			continue
+		}
+		v, ok := encodeParamValue(raw)
+		if !ok {
+			continue
+		}
+		total += len(v)
+		if len(v) > maxParamValue || total > maxParamTotal {
+			return &wire.Error{Code: -32602, Message: fmt.Sprintf(
+				"the argument for %s is too large for a header (at most %d bytes each, %d in all, encoded)", b.header, maxParamValue, maxParamTotal)}
+		}
+		h[b.header] = []string{v}
+	}
+	return nil
+}
+
+// lookupArg finds the value at path in the arguments.
+func lookupArg(args map[string]json.RawMessage, path []string) (json.RawMessage, bool) {
+	cur, ok := args[path[0]]
+	for _, k := range path[1:] {
+		if !ok {
+			return nil, false
+		}
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(cur, &obj) != nil {
+			return nil, false
+		}
+		cur, ok = obj[k]
+	}
+	return cur, ok
+}
+
+// encodeParamValue returns the header value of a JSON string, boolean or
+// safe integer; false for anything else (null included).
+func encodeParamValue(raw json.RawMessage) (string, bool) {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return "", false
+	}
+	switch x := v.(type) {
+	case string:
+		return encodeParamString(x), true
+	case bool:
+		return strconv.FormatBool(x), true
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) || x != math.Trunc(x) || math.Abs(x) > maxSafeInteger {
+			return "", false
+		}
+		return strconv.FormatInt(int64(x), 10), true
+	}
+	return "", false
+}
+
+// encodeParamString encodes a string argument for a header.
+func encodeParamString(s string) string {
+	if needsBase64(s) {
+		return base64Prefix + base64.StdEncoding.EncodeToString([]byte(s)) + base64Suffix
+	}
+	return s
+}
+
+func needsBase64(s string) bool {
+	if s == "" {
+		return false
+	}
+	if first, last := s[0], s[len(s)-1]; first == ' ' || first == '\t' || last == ' ' || last == '\t' {
+		return true
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return true
+		}
+	}
+	return strings.HasPrefix(s, base64Prefix) && strings.HasSuffix(s, base64Suffix)
+}

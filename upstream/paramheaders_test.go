@@ -1,0 +1,154 @@
+package upstream
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/mcp-mux/mcp-mux/internal/wire"
+)
+
+func TestEncodeParamValue(t *testing.T) {
+	for _, tc := range []struct {
+		raw, want string
+		ok        bool
+	}{
+		{`"eu-west-1"`, "eu-west-1", true},
+		{`""`, "", true},
+		{`"München"`, "=?base64?TcO8bmNoZW4=?=", true},
+		{`" lead"`, "=?base64?IGxlYWQ=?=", true},
+		{`"trail\t"`, "=?base64?dHJhaWwJ?=", true},
+		{`"a\r\nX-Evil: 1"`, "=?base64?YQ0KWC1FdmlsOiAx?=", true},
+		{`"=?base64?abc?="`, "=?base64?PT9iYXNlNjQ/YWJjPz0=?=", true},
+		{`"in the middle ok"`, "in the middle ok", true},
+		{`true`, "true", true},
+		{`false`, "false", true},
+		{`42`, "42", true},
+		{`-7`, "-7", true},
+		{`1e3`, "1000", true},
+		{`9007199254740991`, "9007199254740991", true},
+		{`9007199254740993`, "", false},
+		{`1.5`, "", false},
+		{`null`, "", false},
+		{`{"a":1}`, "", false},
+		{`[1]`, "", false},
+	} {
+		got, ok := encodeParamValue(json.RawMessage(tc.raw))
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("encodeParamValue(%s) = %q, %v; want %q, %v", tc.raw, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestParamIndex(t *testing.T) {
+	tool := func(name, props string) Tool {
+		return Tool{Name: name, Raw: json.RawMessage(`{"name":"` + name + `","inputSchema":{"type":"object","properties":` + props + `}}`)}
+	}
+	ix, invalid := buildParamIndex([]Tool{
+		tool("ok", `{"a":{"type":"string","x-mcp-header":"a-b"},"n":{"type":"object","properties":{"c":{"type":"integer","x-mcp-header":"C"}}}}`),
+		tool("none", `{"a":{"type":"string"}}`),
+		tool("object", `{"a":{"type":"object","x-mcp-header":"A"}}`),
+		tool("number", `{"a":{"type":"number","x-mcp-header":"A"}}`),
+		tool("badname", `{"a":{"type":"string","x-mcp-header":"a b"}}`),
+		tool("crlf", `{"a":{"type":"string","x-mcp-header":"A\r\nX"}}`),
+		tool("dup", `{"a":{"type":"string","x-mcp-header":"X"},"b":{"type":"string","x-mcp-header":"x"}}`),
+		tool("deep-plain", strings.Repeat(`{"a":{"type":"object","properties":`, 9)+`{"z":{"type":"string"}}`+strings.Repeat(`}}`, 9)),
+		tool("deep", strings.Repeat(`{"a":{"type":"object","properties":`, 9)+`{"z":{"type":"string","x-mcp-header":"Z"}}`+strings.Repeat(`}}`, 9)),
+	})
+	if len(ix["ok"]) != 2 || ix["none"] != nil {
+		t.Fatalf("index = %+v", ix)
+	}
+	if want := "object number badname crlf dup deep"; strings.Join(invalid, " ") != want {
+		t.Errorf("invalid = %q, want %q", invalid, want)
+	}
+	h := http.Header{}
+	if err := setParamHeaders(h, ix["ok"], []byte(`{"name":"ok","arguments":{"a":"x","n":{"c":3}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if h.Get("Mcp-Param-A-B") != "x" || h.Get("Mcp-Param-C") != "3" {
+		t.Errorf("headers = %v", h)
+	}
+	// A header the caller sent is kept.
+	h = http.Header{"Mcp-Param-A-B": {"mine"}}
+	_ = setParamHeaders(h, ix["ok"], []byte(`{"arguments":{"a":"x"}}`))
+	if h.Get("Mcp-Param-A-B") != "mine" || len(h) != 1 {
+		t.Errorf("headers = %v", h)
+	}
+	// Too large a value is refused, not sent.
+	big := strings.Repeat("x", maxParamValue+1)
+	err := setParamHeaders(http.Header{}, ix["ok"], []byte(`{"arguments":{"a":"`+big+`"}}`))
+	var we *wire.Error
+	if !errors.As(err, &we) || we.Code != -32602 || strings.Contains(err.Error(), "xxxx") {
+		t.Errorf("oversized value: %v", err)
+	}
+}
+
+// The encoder never yields a header value that is unsafe to send, and the
+// encoded form decodes to the argument.
+func FuzzEncodeParamString(f *testing.F) {
+	for _, s := range []string{"", "plain", "München", " x", "x\t", "a\r\nb", "=?base64?QQ==?=", "\x00", "\x7f"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v := encodeParamString(s)
+		for i := 0; i < len(v); i++ {
+			if v[i] < 0x20 || v[i] > 0x7e {
+				t.Fatalf("encoded %q has byte %#x", s, v[i])
+			}
+		}
+		if v != "" && (v[0] == ' ' || v[len(v)-1] == ' ' || v[0] == '\t' || v[len(v)-1] == '\t') {
+			t.Fatalf("encoded %q = %q has surrounding space", s, v)
+		}
+		if inner, ok := strings.CutPrefix(v, base64Prefix); ok && strings.HasSuffix(inner, base64Suffix) {
+			b, err := base64.StdEncoding.DecodeString(strings.TrimSuffix(inner, base64Suffix))
+			if err != nil || string(b) != s {
+				t.Fatalf("encoded %q = %q does not decode back (%v)", s, v, err)
+			}
+		} else if v != s {
+			t.Fatalf("plain %q sent as %q", s, v)
+		}
+	})
+}
+
+// Hostile schemas and arguments never panic and never produce an invalid
+// header.
+func FuzzParamHeaders(f *testing.F) {
+	f.Add(`{"a":{"type":"string","x-mcp-header":"A"}}`, `{"arguments":{"a":"x"}}`)
+	f.Add(`{"a":{"type":"object","properties":{"b":{"type":"boolean","x-mcp-header":"B"}}}}`, `{"arguments":{"a":{"b":true}}}`)
+	f.Fuzz(func(t *testing.T, props, params string) {
+		ix, _ := buildParamIndex([]Tool{{Name: "t", Raw: json.RawMessage(`{"inputSchema":{"properties":` + props + `}}`)}})
+		h := http.Header{}
+		if setParamHeaders(h, ix["t"], []byte(params)) != nil {
+			return
+		}
+		for k, vs := range h {
+			if !strings.HasPrefix(k, paramHeaderPrefix) || !validParamName(strings.TrimPrefix(k, paramHeaderPrefix)) {
+				t.Fatalf("header name %q", k)
+			}
+			for _, v := range vs {
+				if strings.ContainsAny(v, "\r\n\x00") || len(v) > maxParamValue {
+					t.Fatalf("header %s value %q", k, v)
+				}
+			}
+		}
+	})
+}
+
+// BenchmarkSetParamHeaders measures writing three Mcp-Param headers for one
+// call (one of them base64-encoded).
+func BenchmarkSetParamHeaders(b *testing.B) {
+	ix, _ := buildParamIndex([]Tool{{Name: "t", Raw: json.RawMessage(`{"inputSchema":{"type":"object","properties":{
+		"region":{"type":"string","x-mcp-header":"Region"},"count":{"type":"integer","x-mcp-header":"Count"},
+		"city":{"type":"string","x-mcp-header":"City"},"body":{"type":"string"}}}}`)}})
+	params := []byte(`{"name":"t","arguments":{"region":"eu-west-1","count":3,"city":"München","body":"` + strings.Repeat("x", 2000) + `"}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		h := make(http.Header, 8)
+		if err := setParamHeaders(h, ix["t"], params); err != nil || len(h) != 3 {
+			b.Fatal(err, h)
+		}
+	}
+}

@@ -1,0 +1,130 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/mcp-mux/mcp-mux/internal/wire"
+)
+
+// The era of a stdio server.
+//
+// Unpinned, the first process of a stdio server is asked with
+// server/discover (written and read here, by mcp-mux's own bounded reader,
+// before the SDK session starts), and the answer holds for the server's
+// later processes:
+//
+//   - a result listing 2026-07-28: the session speaks 2026-07-28 on this
+//     process (the SDK's own server/discover, then per-request _meta);
+//   - a JSON-RPC error (or a result without 2026-07-28): initialize on the
+//     same process;
+//   - the process exits or closes stdout on the probe, or says nothing for
+//     stdioProbeTimeout: the process is stopped and a new one is started
+//     with initialize, since the server may be gone or in an undefined state.
+//
+// Some legacy servers exit on any first message but initialize (go-sdk issue
+// 1177 is the SDK client's side of this); the restart is what keeps them
+// working.
+
+// stdioProbeTimeout bounds the server/discover probe of a stdio process.
+const stdioProbeTimeout = 10 * time.Second
+
+// maxProbeLines bounds the other lines a server may write before answering
+// the probe (log notifications, say).
+const maxProbeLines = 64
+
+// probeID is the id of the probe: no SDK or mux request uses it.
+const probeID = `"mux-discover"`
+
+// probe outcomes.
+type probeResult int
+
+const (
+	probeModern  probeResult = iota // answered with 2026-07-28
+	probeLegacy                     // answered otherwise: initialize on this process
+	probeRestart                    // exited, closed stdout or said nothing: restart, then initialize
+)
+
+// stdioVersion returns the protocol version the session of a new stdio
+// process asks for, and the process to use (p, or a restarted one).
+func (u *Upstream) stdioVersion(ctx context.Context, p *process) (string, *process, error) {
+	if v := u.opts.ProtocolVersion; v != VersionAuto {
+		return v, p, nil
+	}
+	if v := u.era.Load(); v != nil {
+		return *v, p, nil
+	}
+	v := VersionModern
+	switch probeStdio(ctx, p) {
+	case probeLegacy:
+		v = ProtocolVersion
+	case probeRestart:
+		if ctx.Err() != nil {
+			return "", p, ctx.Err()
+		}
+		p.stop()
+		u.log.Info("stdio server did not answer server/discover (exited, closed stdout or was silent); restarting it for initialize")
+		// Its start-up lines were logged for the probed process already.
+		w := u.stderr.writer()
+		w.muted.Store(true)
+		np, err := startProcess(&u.opts, u.log, w)
+		if err != nil {
+			return "", nil, fmt.Errorf("restarting after the server/discover probe: %w", err)
+		}
+		np.mutedStderr = w
+		// The era is remembered once initialize works (dial): a server that
+		// dies at every start is asked again when it next starts.
+		return ProtocolVersion, np, nil
+	}
+	u.era.Store(&v)
+	u.log.Debug("negotiated the protocol era", "version", v)
+	return v, p, nil
+}
+
+// probeStdio sends server/discover to a fresh process and classifies the
+// answer. Nothing the server writes is logged.
+func probeStdio(ctx context.Context, p *process) probeResult {
+	ctx, cancel := context.WithTimeout(ctx, stdioProbeTimeout)
+	defer cancel()
+	meta := newModernRequest(discoveryCapsJSON())
+	req := wire.AppendRequest(nil, []byte(probeID), "server/discover", meta.params(nil))
+	if _, err := p.stdin.Write(append(req, '\n')); err != nil {
+		return probeRestart
+	}
+	for range maxProbeLines {
+		var line []byte
+		select {
+		case <-ctx.Done():
+			return probeRestart
+		case l, ok := <-p.lines:
+			if !ok {
+				return probeRestart
+			}
+			line = l
+		}
+		var m wire.Message
+		if wire.Decode(line, &m) != nil || !m.IsResponse() || !bytes.Equal(m.ID, []byte(probeID)) {
+			continue
+		}
+		return classifyDiscover(&m)
+	}
+	return probeRestart
+}
+
+// classifyDiscover reads the answer to server/discover.
+func classifyDiscover(m *wire.Message) probeResult {
+	if m.Error != nil {
+		return probeLegacy
+	}
+	var res struct {
+		SupportedVersions []string `json:"supportedVersions"`
+	}
+	if json.Unmarshal(m.Result, &res) == nil && slices.Contains(res.SupportedVersions, VersionModern) {
+		return probeModern
+	}
+	return probeLegacy
+}
