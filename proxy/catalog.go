@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -46,6 +47,8 @@ type catalog struct {
 	search       *searchIndex // nil unless tool_search is on and tools are listed
 	res          resourceIndex
 	caps         mcp.ServerCapabilities // what initialize and discover advertise (capabilities.go)
+	// modernList is listJSON as a 2026-07-28 result (fastpath_modern.go).
+	modernList atomic.Pointer[modernListCache]
 }
 
 // catalogPolicy is what a catalog takes from the config besides each

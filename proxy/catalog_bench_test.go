@@ -76,11 +76,16 @@ type benchMux struct {
 }
 
 func startBenchMux(b *testing.B, doc string) *benchMux {
+	return startBenchMuxOpts(b, doc, proxy.Options{})
+}
+
+func startBenchMuxOpts(b *testing.B, doc string, opts proxy.Options) *benchMux {
 	cfg, err := config.Parse([]byte(doc), config.LoadOptions{Filename: "bench.json"})
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := proxy.New(proxy.Options{Logger: hclog.NewNullLogger()})
+	opts.Logger = hclog.NewNullLogger()
+	srv := proxy.New(opts)
 	if err := srv.Apply(cfg); err != nil {
 		b.Fatal(err)
 	}

@@ -51,6 +51,9 @@ func (s *Server) mcpHandler() http.Handler {
 			// Handlers after this one get a copy: the buffer goes back to the pool on return.
 			r.Body = io.NopCloser(bytes.NewReader(body)) // read, if at all, before the copy below
 			if modernRequest(r) {
+				if s.serveModernFast(w, r, body, sh) {
+					return
+				}
 				r.Body = io.NopCloser(bytes.NewReader(slices.Clone(body)))
 				s.serveModern(w, r)
 				return

@@ -185,6 +185,11 @@ var cachedMethods = []string{"tools/list", "prompts/list", "resources/list", "re
 // result may lack: resultType, and for lists and reads ttlMs and cacheScope.
 // Fields the result already has are kept.
 func (s *Server) modernResult(method string, raw json.RawMessage) json.RawMessage {
+	if len(raw) >= 2 && raw[0] == '{' && !slices.Contains(cachedMethods, method) && !bytes.Contains(raw, []byte(`"resultType"`)) {
+		// The common case, without decoding: an upstream's result (valid
+		// JSON, read by the upstream's reader) that has no resultType.
+		return prependMember(raw, `"resultType":"complete",`)
+	}
 	var have struct {
 		ResultType json.RawMessage `json:"resultType"`
 		TTL        json.RawMessage `json:"ttlMs"`
@@ -213,12 +218,18 @@ func (s *Server) modernResult(method string, raw json.RawMessage) json.RawMessag
 	if len(add) == 0 {
 		return raw
 	}
-	out := make([]byte, 0, len(raw)+len(add))
+	return prependMember(raw, string(add))
+}
+
+// prependMember inserts members (each followed by a comma) at the start
+// of the object raw.
+func prependMember(raw json.RawMessage, members string) json.RawMessage {
+	out := make([]byte, 0, len(raw)+len(members))
 	out = append(out, '{')
 	if string(bytes.TrimSpace(raw[1:])) == "}" {
-		add = add[:len(add)-1] // no trailing comma before an empty body
+		members = members[:len(members)-1] // no trailing comma before an empty body
 	}
-	out = append(out, add...)
+	out = append(out, members...)
 	return append(out, raw[1:]...)
 }
 

@@ -226,7 +226,11 @@ func (b bridgeSink) notify(method string, params json.RawMessage) {
 	b.pc.mu.Lock()
 	st, ctx := b.pc.st, b.pc.ctx
 	b.pc.mu.Unlock()
-	if ctx != nil && ctx.Err() == nil {
+	switch {
+	case ctx == nil || ctx.Err() != nil:
+	case st.stream != nil: // a fast-path round (fastpath_modern.go)
+		st.stream.notify(method, params)
+	default:
 		deliverNotification(ctx, st, method, params)
 	}
 }

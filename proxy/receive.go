@@ -269,7 +269,9 @@ func (s *Server) callerKey(st *session, h http.Header) upstream.Key {
 	if k.Thread == "" {
 		k.Thread = st.id
 	}
-	st.useKey(k)
+	if !st.modern { // a 2026-07-28 request's session is gone when it is answered
+		st.useKey(k)
+	}
 	return k
 }
 
@@ -378,7 +380,8 @@ func (s *Server) callTool(ctx context.Context, st *session, k sink, key upstream
 // io.modelcontextprotocol/* keys are dropped, and a progress token is
 // replaced by a fresh one routed back to k (returned so it can be dropped).
 func (s *Server) forwardMeta(meta json.RawMessage, k sink) (json.RawMessage, string) {
-	if len(meta) == 0 || string(meta) == "{}" || string(meta) == "null" {
+	if len(meta) == 0 || string(meta) == "{}" || string(meta) == "null" ||
+		wire.KeysHavePrefix(meta, "io.modelcontextprotocol/") { // a 2026-07-28 request's own, only
 		return nil, ""
 	}
 	var m map[string]json.RawMessage

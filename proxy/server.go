@@ -63,6 +63,10 @@ type Options struct {
 	// to finish their first discovery before it swaps the new runtime in
 	// (their tools are served from then on); default 5s, negative: no wait.
 	SwapWait time.Duration
+	// DisableModernFastPath sends every 2026-07-28 request through go-sdk's
+	// stateless handler (fastpath_modern.go): for comparisons, and as an
+	// escape hatch.
+	DisableModernFastPath bool
 }
 
 // Server is the mcp-mux MCP server.
@@ -82,6 +86,7 @@ type Server struct {
 	parked     parkTable         // 2026-07-28 calls bridged to legacy upstreams
 	replica    string            // this process, in requestStates of parked calls
 	states     *stateSealer      // requestState key without inbound.request_state_key
+	capsCache  capsCache         // validated 2026-07-28 client capabilities (fastpath_modern.go)
 	sessions   sessionTable
 	requests   requestTable // SDK-path HTTP requests (limits.go)
 	progress   progressTable

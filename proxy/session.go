@@ -30,6 +30,11 @@ type session struct {
 	// tasksExt: modern, and the request declared the tasks extension
 	// (modern_tasks.go).
 	tasksExt bool
+	// clientCaps and stream belong to a 2026-07-28 fast-path request
+	// (fastpath_modern.go), which has no SDK session: the capabilities it
+	// declared, and its own response stream.
+	clientCaps *mcp.ClientCapabilities
+	stream     sink
 
 	// ctx ends with the session (end); every request admitted on the
 	// session (limits.go) is cancelled with it. active counts those requests.
@@ -294,17 +299,22 @@ func (st *session) wantsLog(params json.RawMessage) bool {
 // supports reports whether the client declared the capability a
 // server-to-client request needs.
 func (st *session) supports(method string) bool {
-	ip := st.ss.InitializeParams()
-	if ip == nil || ip.Capabilities == nil {
+	c := st.clientCaps
+	if c == nil && st.ss != nil {
+		if ip := st.ss.InitializeParams(); ip != nil {
+			c = ip.Capabilities
+		}
+	}
+	if c == nil {
 		return false
 	}
 	switch method {
 	case "sampling/createMessage":
-		return ip.Capabilities.Sampling != nil
+		return c.Sampling != nil
 	case "elicitation/create":
-		return ip.Capabilities.Elicitation != nil
+		return c.Elicitation != nil
 	case "roots/list":
-		return ip.Capabilities.RootsV2 != nil
+		return c.RootsV2 != nil
 	}
 	return true
 }

@@ -164,7 +164,11 @@ func (f *fastSink) notify(method string, params json.RawMessage) {
 }
 
 // finish writes the response; later notifications are dropped.
-func (f *fastSink) finish(resp []byte) {
+func (f *fastSink) finish(resp []byte) { f.finishStatus(resp, http.StatusOK) }
+
+// finishStatus is finish with the HTTP status of a response that has not
+// become an event stream.
+func (f *fastSink) finishStatus(resp []byte, status int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.done = true
@@ -173,7 +177,7 @@ func (f *fastSink) finish(resp []byte) {
 		return
 	}
 	f.w.Header()["Content-Type"] = jsonContentType
-	f.w.WriteHeader(http.StatusOK)
+	f.w.WriteHeader(status)
 	_, _ = f.w.Write(resp)
 }
 

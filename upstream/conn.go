@@ -34,29 +34,46 @@ type conn struct {
 
 	mu         sync.Mutex
 	seq        uint64
-	inflight   map[uint64]context.Context    // stdio/sse calls in progress, for routing server-to-client traffic
-	serverReqs map[string]context.CancelFunc // server-to-client requests being answered (HTTP), by raw id
+	inflight   map[uint64]context.Context // stdio/sse calls in progress, for routing server-to-client traffic
+	serverReqs map[string]*serverReq      // server-to-client requests being answered, by raw id
 }
 
-func (c *conn) trackServerRequest(id string, cancel context.CancelFunc) {
+// serverReq is the handling of one server-to-client request.
+type serverReq struct{ cancel context.CancelFunc }
+
+func (c *conn) trackServerRequest(id string, cancel context.CancelFunc) *serverReq {
+	r := &serverReq{cancel: cancel}
 	c.mu.Lock()
 	if c.serverReqs == nil {
-		c.serverReqs = make(map[string]context.CancelFunc)
+		c.serverReqs = make(map[string]*serverReq)
 	}
-	c.serverReqs[id] = cancel
+	c.serverReqs[id] = r
 	c.mu.Unlock()
+	return r
 }
 
-// cancelServerRequest ends the handling of a server-to-client request (the
-// server cancelled it, or it is done).
+// cancelServerRequest ends the handling of server-to-client request id
+// (the server cancelled it).
 func (c *conn) cancelServerRequest(id string) {
 	c.mu.Lock()
-	cancel := c.serverReqs[id]
+	r := c.serverReqs[id]
 	delete(c.serverReqs, id)
 	c.mu.Unlock()
-	if cancel != nil {
-		cancel()
+	if r != nil {
+		r.cancel()
 	}
+}
+
+// finishServerRequest ends r, the handling of request id, once answered.
+// The id is forgotten only if it is still r's: a server may reuse an id as
+// soon as it has its answer, and the newer request must not be cancelled.
+func (c *conn) finishServerRequest(id string, r *serverReq) {
+	c.mu.Lock()
+	if c.serverReqs[id] == r {
+		delete(c.serverReqs, id)
+	}
+	c.mu.Unlock()
+	r.cancel()
 }
 
 // dial starts a session: for stdio a new process, for http/sse a new

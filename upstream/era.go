@@ -175,7 +175,7 @@ func (m *modernRequest) headers(h http.Header, method string, params []byte) err
 	}
 	if method == "tools/call" && m.annotations != nil {
 		if ix := m.annotations.Load(); ix != nil {
-			return setParamHeaders(h, (*ix)[name], params)
+			return setParamHeaders(h, (*ix)[name], p["arguments"])
 		}
 	}
 	return nil

@@ -146,17 +146,15 @@ func validParamName(s string) bool {
 	return true
 }
 
-// setParamHeaders adds to h the Mcp-Param-* headers of a tools/call whose
-// params are given, for the bindings h does not carry already. A value past
-// the size bounds is an invalid-params error: the call is not sent.
-func setParamHeaders(h http.Header, bindings []paramBinding, params []byte) error {
-	if len(bindings) == 0 {
+// setParamHeaders adds to h the Mcp-Param-* headers of a tools/call with
+// the given arguments, for the bindings h does not carry already. A value
+// past the size bounds is an invalid-params error: the call is not sent.
+func setParamHeaders(h http.Header, bindings []paramBinding, arguments json.RawMessage) error {
+	if len(bindings) == 0 || len(arguments) == 0 {
 		return nil
 	}
-	var p struct {
-		Arguments map[string]json.RawMessage `json:"arguments"`
-	}
-	if json.Unmarshal(params, &p) != nil || p.Arguments == nil {
+	var args map[string]json.RawMessage
+	if json.Unmarshal(arguments, &args) != nil || args == nil {
 		return nil
 	}
 	total := 0
@@ -164,7 +162,7 @@ func setParamHeaders(h http.Header, bindings []paramBinding, params []byte) erro
 		if _, sent := h[b.header]; sent {
 			continue
 		}
-		raw, ok := lookupArg(p.Arguments, b.path)
+		raw, ok := lookupArg(args, b.path)
 		if !ok {
 			continue
 		}

@@ -65,7 +65,7 @@ func TestParamIndex(t *testing.T) {
 		t.Errorf("invalid = %q, want %q", invalid, want)
 	}
 	h := http.Header{}
-	if err := setParamHeaders(h, ix["ok"], []byte(`{"name":"ok","arguments":{"a":"x","n":{"c":3}}}`)); err != nil {
+	if err := setParamHeaders(h, ix["ok"], json.RawMessage(`{"a":"x","n":{"c":3}}`)); err != nil {
 		t.Fatal(err)
 	}
 	if h.Get("Mcp-Param-A-B") != "x" || h.Get("Mcp-Param-C") != "3" {
@@ -73,13 +73,13 @@ func TestParamIndex(t *testing.T) {
 	}
 	// A header the caller sent is kept.
 	h = http.Header{"Mcp-Param-A-B": {"mine"}}
-	_ = setParamHeaders(h, ix["ok"], []byte(`{"arguments":{"a":"x"}}`))
+	_ = setParamHeaders(h, ix["ok"], json.RawMessage(`{"a":"x"}`))
 	if h.Get("Mcp-Param-A-B") != "mine" || len(h) != 1 {
 		t.Errorf("headers = %v", h)
 	}
 	// Too large a value is refused, not sent.
 	big := strings.Repeat("x", maxParamValue+1)
-	err := setParamHeaders(http.Header{}, ix["ok"], []byte(`{"arguments":{"a":"`+big+`"}}`))
+	err := setParamHeaders(http.Header{}, ix["ok"], json.RawMessage(`{"a":"`+big+`"}`))
 	var we *wire.Error
 	if !errors.As(err, &we) || we.Code != -32602 || strings.Contains(err.Error(), "xxxx") {
 		t.Errorf("oversized value: %v", err)
@@ -116,12 +116,12 @@ func FuzzEncodeParamString(f *testing.F) {
 // Hostile schemas and arguments never panic and never produce an invalid
 // header.
 func FuzzParamHeaders(f *testing.F) {
-	f.Add(`{"a":{"type":"string","x-mcp-header":"A"}}`, `{"arguments":{"a":"x"}}`)
-	f.Add(`{"a":{"type":"object","properties":{"b":{"type":"boolean","x-mcp-header":"B"}}}}`, `{"arguments":{"a":{"b":true}}}`)
-	f.Fuzz(func(t *testing.T, props, params string) {
+	f.Add(`{"a":{"type":"string","x-mcp-header":"A"}}`, `{"a":"x"}`)
+	f.Add(`{"a":{"type":"object","properties":{"b":{"type":"boolean","x-mcp-header":"B"}}}}`, `{"a":{"b":true}}`)
+	f.Fuzz(func(t *testing.T, props, args string) {
 		ix, _ := buildParamIndex([]Tool{{Name: "t", Raw: json.RawMessage(`{"inputSchema":{"properties":` + props + `}}`)}})
 		h := http.Header{}
-		if setParamHeaders(h, ix["t"], []byte(params)) != nil {
+		if setParamHeaders(h, ix["t"], json.RawMessage(args)) != nil {
 			return
 		}
 		for k, vs := range h {
@@ -138,16 +138,17 @@ func FuzzParamHeaders(f *testing.F) {
 }
 
 // BenchmarkSetParamHeaders measures writing three Mcp-Param headers for one
-// call (one of them base64-encoded).
+// call's arguments (one value base64-encoded, one 2 KB argument not
+// annotated).
 func BenchmarkSetParamHeaders(b *testing.B) {
 	ix, _ := buildParamIndex([]Tool{{Name: "t", Raw: json.RawMessage(`{"inputSchema":{"type":"object","properties":{
 		"region":{"type":"string","x-mcp-header":"Region"},"count":{"type":"integer","x-mcp-header":"Count"},
 		"city":{"type":"string","x-mcp-header":"City"},"body":{"type":"string"}}}}`)}})
-	params := []byte(`{"name":"t","arguments":{"region":"eu-west-1","count":3,"city":"München","body":"` + strings.Repeat("x", 2000) + `"}}`)
+	args := json.RawMessage(`{"region":"eu-west-1","count":3,"city":"München","body":"` + strings.Repeat("x", 2000) + `"}`)
 	b.ReportAllocs()
 	for b.Loop() {
 		h := make(http.Header, 8)
-		if err := setParamHeaders(h, ix["t"], params); err != nil || len(h) != 3 {
+		if err := setParamHeaders(h, ix["t"], args); err != nil || len(h) != 3 {
 			b.Fatal(err, h)
 		}
 	}

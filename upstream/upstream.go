@@ -14,7 +14,6 @@
 package upstream
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -813,16 +812,7 @@ func (u *Upstream) Subscribe(ctx context.Context, uri string, on bool) error {
 
 func (u *Upstream) sendSubscribe(ctx context.Context, c *conn, uri string, on bool) error {
 	if c.cs.InitializeResult().ProtocolVersion >= VersionModern {
-		// The SDK session opens a subscriptions/listen for the URI, and
-		// Unsubscribe ends it (notifications/cancelled over stdio, closing
-		// the stream over HTTP).
-		if on {
-			if caps := c.cs.InitializeResult().Capabilities; caps == nil || caps.Resources == nil || !caps.Resources.Subscribe {
-				return &wire.Error{Code: jsonrpc.CodeMethodNotFound, Message: "the server does not offer resource subscriptions"}
-			}
-			return c.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri})
-		}
-		return c.cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri})
+		return listenResource(ctx, c, uri, on) // modernsubs.go
 	}
 	method := "resources/unsubscribe"
 	if on {
@@ -979,9 +969,9 @@ func (u *Upstream) onRawRequest(c *conn, rc *rawConn, id jsonrpc.ID, method stri
 	}
 	ctx, stop := mergeCancel(base, u.ctx)
 	key := rawID(id)
-	c.trackServerRequest(key, stop)
+	r := c.trackServerRequest(key, stop)
 	u.async.Go(func() {
-		defer c.cancelServerRequest(key)
+		defer c.finishServerRequest(key, r)
 		raw, err := u.answer(ctx, c, method, params)
 		rc.respond(id, raw, err)
 	})
@@ -997,10 +987,6 @@ func (c *conn) onRawCancelled(id string) bool {
 	}
 	return ok
 }
-
-// MaxResourceListens bounds the resource subscriptions, each a
-// subscriptions/listen stream, mcp-mux holds on one 2026-07-28 server.
-const MaxResourceListens = 64
 
 // onNotification delivers a forwarded notification read off c.
 func (u *Upstream) onNotification(c *conn, method string, params json.RawMessage) {
@@ -1035,9 +1021,9 @@ func (u *Upstream) onStreamMessage(ctx context.Context, c *conn, m *wire.Message
 	case m.IsCall():
 		ctx, cancel := context.WithCancel(ctx)
 		id := string(m.ID)
-		c.trackServerRequest(id, cancel)
+		r := c.trackServerRequest(id, cancel)
 		u.async.Go(func() {
-			defer c.cancelServerRequest(id)
+			defer c.finishServerRequest(id, r)
 			raw, err := u.answer(ctx, c, m.Method, m.Params)
 			c.direct.respond(m.ID, raw, err)
 		})
@@ -1083,28 +1069,3 @@ func (t staticHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 var _ http.RoundTripper = staticHeaders{}
-
-// dropSubscriptionID removes the upstream's listen id from a notification's
-// _meta: it means nothing to mcp-mux's clients, whose listeners get their own.
-func dropSubscriptionID(params json.RawMessage) json.RawMessage {
-	const key = "io.modelcontextprotocol/subscriptionId"
-	if !bytes.Contains(params, []byte(key)) {
-		return params
-	}
-	var p map[string]json.RawMessage
-	var meta map[string]json.RawMessage
-	if json.Unmarshal(params, &p) != nil || json.Unmarshal(p["_meta"], &meta) != nil {
-		return params
-	}
-	delete(meta, key)
-	if len(meta) == 0 {
-		delete(p, "_meta")
-	} else {
-		p["_meta"], _ = json.Marshal(meta)
-	}
-	out, err := json.Marshal(p)
-	if err != nil {
-		return params
-	}
-	return out
-}

@@ -1,7 +1,10 @@
 // Command mcpbench measures what mcp-mux adds to a tools/call: it runs a
-// go-sdk MCP server and mcp-mux as separate processes, calls the server
-// directly and through the mux in the same run, and reports latency (p50,
-// p99), throughput and each process's CPU time per call.
+// go-sdk MCP server, mcp-mux and a no-op httputil.ReverseProxy (the floor for
+// one extra HTTP hop in Go) as separate processes, calls the server directly,
+// through the reverse proxy, and through the mux over both protocol eras
+// (2025-11-25 sessions and sessionless 2026-07-28) in the same run, and
+// reports latency (p50, p99), throughput, each process's CPU time per call
+// and the mux's heap allocations per call.
 //
 //	go run ./bench/mcpbench [-duration 5s] [-sessions 1,16]
 package main
@@ -14,9 +17,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -33,8 +39,8 @@ import (
 )
 
 func main() {
-	role := flag.String("role", "", "internal: upstream or mux")
-	upstreamURL := flag.String("upstream", "", "internal: upstream URL for -role mux")
+	role := flag.String("role", "", "internal: upstream, mux or revproxy")
+	upstreamURL := flag.String("upstream", "", "internal: upstream URL for -role mux and revproxy")
 	duration := flag.Duration("duration", 5*time.Second, "measuring time per run")
 	warmup := flag.Duration("warmup", time.Second, "warm-up time per run")
 	sessions := flag.String("sessions", "1,16", "comma-separated concurrent session counts")
@@ -54,6 +60,15 @@ func main() {
 		return
 	case "mux":
 		serveMux(*upstreamURL)
+		return
+	case "revproxy":
+		target, err := url.Parse(*upstreamURL)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		target.Path = ""
+		serveChild(withMallocs(httputil.NewSingleHostReverseProxy(target)))
 		return
 	}
 	if err := bench(*duration, *warmup, max(*rounds, 1), *sessions, *profile); err != nil {
@@ -99,10 +114,37 @@ func serveMux(up string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	_ = srv.WaitDiscovery(ctx)
 	cancel()
-	serveChild(srv.Handler())
+	serveChild(withMallocs(srv.Handler()))
 	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = srv.Close(ctx)
+}
+
+// mallocsPath reports the process's cumulative heap allocation count.
+const mallocsPath = "/bench/mallocs"
+
+// withMallocs serves mallocsPath beside h.
+func withMallocs(h http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", h)
+	mux.HandleFunc("GET "+mallocsPath, func(w http.ResponseWriter, _ *http.Request) {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		fmt.Fprint(w, ms.Mallocs)
+	})
+	return mux
+}
+
+// mallocs asks a child started with withMallocs for its allocation count.
+func mallocs(addr string) uint64 {
+	resp, err := http.Get("http://" + addr + mallocsPath)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	n, _ := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	return n
 }
 
 type child struct {
@@ -169,6 +211,7 @@ type result struct {
 	p50, p99 time.Duration
 	rate     float64
 	cpu      map[string]time.Duration // per call, by process
+	allocs   float64                  // heap allocations per call in the process in the middle
 }
 
 // path is n client sessions on one endpoint, and what was measured on it.
@@ -179,12 +222,14 @@ type path struct {
 	errs    int
 	elapsed time.Duration
 	cpu     map[string]time.Duration
+	middle  string // address of the process between client and upstream ("" for direct)
+	allocs  uint64 // its heap allocations while recording
 }
 
-func openPath(url, tool string, n int, version string) (*path, error) {
+func openPath(url, middle, tool string, n int, version string) (*path, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "mcpbench", Version: "1"}, nil)
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * n, MaxIdleConns: 4 * n}}
-	p := &path{tool: tool, cpu: map[string]time.Duration{}}
+	p := &path{tool: tool, cpu: map[string]time.Duration{}, middle: middle}
 	for range n {
 		cs, err := client.Connect(context.Background(),
 			&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, DisableStandaloneSSE: true},
@@ -217,6 +262,10 @@ func (p *path) drive(d time.Duration, record bool, procs map[string]int) {
 	for k, pid := range procs {
 		before[k] = cpuTime(pid)
 	}
+	var mallocsBefore uint64
+	if record && p.middle != "" {
+		mallocsBefore = mallocs(p.middle)
+	}
 	start := time.Now()
 	until := start.Add(d)
 	for _, cs := range p.css {
@@ -242,6 +291,9 @@ func (p *path) drive(d time.Duration, record bool, procs map[string]int) {
 	if !record {
 		return
 	}
+	if p.middle != "" {
+		p.allocs += mallocs(p.middle) - mallocsBefore
+	}
 	p.elapsed += time.Since(start)
 	p.lat = append(p.lat, lat...)
 	p.errs += errs
@@ -263,6 +315,7 @@ func (p *path) result() (result, error) {
 	for k, c := range p.cpu {
 		r.cpu[k] = c / time.Duration(r.calls)
 	}
+	r.allocs = float64(p.allocs) / float64(r.calls)
 	return r, nil
 }
 
@@ -278,71 +331,80 @@ func bench(d, warm time.Duration, rounds int, sessionList, profile string) error
 		return err
 	}
 	defer mx.stop()
+	rp, err := startChild("-role", "revproxy", "-upstream", upURL)
+	if err != nil {
+		return err
+	}
+	defer rp.stop()
 	muxURL := "http://" + mx.addr + "/mcp"
 
 	fmt.Printf("mcpbench: echo tool, %s per path in %d alternating rounds after %s warm-up, %d CPUs\n",
 		d, rounds, warm, numCPU())
-	fmt.Printf("%-9s %-8s %9s %9s %10s %8s %14s %14s\n", "sessions", "path", "p50", "p99", "calls/s", "errors", "upstream cpu/call", "mux cpu/call")
+	fmt.Printf("%-9s %-9s %9s %9s %10s %7s %17s %15s %12s\n", "sessions", "path", "p50", "p99", "calls/s", "errors",
+		"upstream cpu/call", "middle cpu/call", "allocs/call")
 	for _, s := range strings.Split(sessionList, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n < 1 {
 			return fmt.Errorf("bad session count %q", s)
 		}
-		procs := map[string]int{"upstream": up.cmd.Process.Pid, "mux": mx.cmd.Process.Pid}
-		dp, err := openPath(upURL, "echo", n, "2025-11-25")
-		if err != nil {
-			return fmt.Errorf("direct: %w", err)
+		procs := map[string]int{"upstream": up.cmd.Process.Pid, "mux": mx.cmd.Process.Pid, "revproxy": rp.cmd.Process.Pid}
+		legs := []struct {
+			name, url, middle, proc, tool, version string
+		}{
+			{"direct", upURL, "", "", "echo", "2025-11-25"},
+			{"revproxy", "http://" + rp.addr + "/mcp", rp.addr, "revproxy", "echo", "2025-11-25"},
+			{"mux", muxURL, mx.addr, "mux", "bench_echo", "2025-11-25"},
+			// The same mux over the sessionless 2026-07-28 leg.
+			{"mux-2026", muxURL, mx.addr, "mux", "bench_echo", "2026-07-28"},
 		}
-		viaMux, err := openPath(muxURL, "bench_echo", n, "2025-11-25")
-		if err != nil {
-			dp.close()
-			return fmt.Errorf("via mux: %w", err)
+		paths := make([]*path, 0, len(legs))
+		closeAll := func() {
+			for _, p := range paths {
+				p.close()
+			}
 		}
-		// The same mux over the sessionless 2026-07-28 leg.
-		viaModern, err := openPath(muxURL, "bench_echo", n, "2026-07-28")
-		if err != nil {
-			dp.close()
-			viaMux.close()
-			return fmt.Errorf("via mux (2026-07-28): %w", err)
+		for _, l := range legs {
+			p, err := openPath(l.url, l.middle, l.tool, n, l.version)
+			if err != nil {
+				closeAll()
+				return fmt.Errorf("%s: %w", l.name, err)
+			}
+			paths = append(paths, p)
 		}
-		dp.drive(warm, false, procs)
-		viaMux.drive(warm, false, procs)
-		viaModern.drive(warm, false, procs)
+		for _, p := range paths {
+			p.drive(warm, false, procs)
+		}
 		// Alternate short rounds so that drift on a shared machine hits every path alike.
 		for range rounds {
-			dp.drive(d/time.Duration(rounds), true, procs)
-			viaMux.drive(d/time.Duration(rounds), true, procs)
-			viaModern.drive(d/time.Duration(rounds), true, procs)
+			for _, p := range paths {
+				p.drive(d/time.Duration(rounds), true, procs)
+			}
 		}
-		dp.close()
-		viaMux.close()
-		viaModern.close()
-		direct, err := dp.result()
-		if err != nil {
-			return fmt.Errorf("direct: %w", err)
+		closeAll()
+		results := make([]result, len(paths))
+		for i, p := range paths {
+			if results[i], err = p.result(); err != nil {
+				return fmt.Errorf("%s: %w", legs[i].name, err)
+			}
 		}
-		proxied, err := viaMux.result()
-		if err != nil {
-			return fmt.Errorf("via mux: %w", err)
+		for i, l := range legs {
+			r := results[i]
+			mid, allocs := "-", "-"
+			if l.proc != "" {
+				mid = r.cpu[l.proc].Round(100 * time.Nanosecond).String()
+				allocs = strconv.FormatFloat(r.allocs, 'f', 1, 64)
+			}
+			fmt.Printf("%-9d %-9s %9s %9s %10.0f %7d %17s %15s %12s\n", n, l.name,
+				r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.rate, r.errors,
+				r.cpu["upstream"].Round(100*time.Nanosecond), mid, allocs)
 		}
-		modern, err := viaModern.result()
-		if err != nil {
-			return fmt.Errorf("via mux (2026-07-28): %w", err)
+		direct := results[0]
+		for i, l := range legs[1:] {
+			r := results[i+1]
+			fmt.Printf("%-8s at %d session(s): p50 %.2fx direct, p99 %.2fx direct, throughput %.2fx direct, cpu/call %.2fx upstream cpu/call\n",
+				l.name, n, float64(r.p50)/float64(direct.p50), float64(r.p99)/float64(direct.p99), r.rate/direct.rate,
+				float64(r.cpu[l.proc])/float64(r.cpu["upstream"]))
 		}
-		for _, row := range []struct {
-			name string
-			r    result
-		}{{"direct", direct}, {"mux", proxied}, {"mux-2026", modern}} {
-			fmt.Printf("%-9d %-8s %9s %9s %10.0f %8d %14s %14s\n", n, row.name,
-				row.r.p50.Round(time.Microsecond), row.r.p99.Round(time.Microsecond), row.r.rate, row.r.errors,
-				row.r.cpu["upstream"].Round(100*time.Nanosecond), row.r.cpu["mux"].Round(100*time.Nanosecond))
-		}
-		fmt.Printf("ratios at %d session(s): p50 %.2fx direct, throughput %.2fx direct, mux cpu/call %.2fx upstream cpu/call\n",
-			n, float64(proxied.p50)/float64(direct.p50), proxied.rate/direct.rate,
-			float64(proxied.cpu["mux"])/float64(proxied.cpu["upstream"]))
-		fmt.Printf("2026-07-28 leg at %d session(s): p50 %.2fx direct, throughput %.2fx direct, mux cpu/call %.2fx upstream cpu/call\n",
-			n, float64(modern.p50)/float64(direct.p50), modern.rate/direct.rate,
-			float64(modern.cpu["mux"])/float64(modern.cpu["upstream"]))
 	}
 	return nil
 }

@@ -145,6 +145,47 @@ func TopLevelID(data []byte) []byte {
 	return nil
 }
 
+// KeysHavePrefix reports whether data holds an object every member name of
+// which starts with prefix, without decoding anything. A name written with
+// escapes does not count as starting with it.
+func KeysHavePrefix(data []byte, prefix string) bool {
+	data = bytes.TrimSpace(data)
+	if len(data) < 2 || data[0] != '{' {
+		return false
+	}
+	depth := 0
+	key := false // the next string at depth 1 is a member name
+	for i := 0; i < len(data); i++ {
+		switch data[i] {
+		case '"':
+			end := stringEnd(data, i+1)
+			if end < 0 {
+				return false
+			}
+			if depth == 1 && key {
+				name := data[i+1 : end]
+				if !bytes.HasPrefix(name, []byte(prefix)) || bytes.IndexByte(name, '\\') >= 0 {
+					return false
+				}
+				key = false
+			}
+			i = end
+		case '{', '[':
+			depth++
+			if depth == 1 {
+				key = true
+			}
+		case '}', ']':
+			depth--
+		case ',':
+			if depth == 1 {
+				key = true
+			}
+		}
+	}
+	return depth == 0
+}
+
 // memberValue returns the scalar value after the colon at or after i (ids
 // are strings, numbers or null; anything else is not an id).
 func memberValue(data []byte, i int) []byte {

@@ -116,3 +116,44 @@ func TestBuffersDropLarge(t *testing.T) {
 		t.Fatalf("Get returned a non-empty buffer %q", *got)
 	}
 }
+
+func TestKeysHavePrefix(t *testing.T) {
+	const p = "io.modelcontextprotocol/"
+	for in, want := range map[string]bool{
+		`{}`: true,
+		`{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{}}}`: true,
+		` {"io.modelcontextprotocol/a":["x","y"], "io.modelcontextprotocol/b":{"c":1,"d":"e"}} `:                             true,
+		`{"io.modelcontextprotocol/a":1,"progressToken":"t"}`:                                                                false,
+		`{"io.modelcontextprotocol/a":{"progressToken":1},"b":2}`:                                                            false,
+		`{"io.modelcontextprotocol/a":"\"b\":1"}`:                                                                            true,
+		`{"io.modelcontextprotocol\/a":1}`:                                                                                   false, // escaped: not taken on trust
+		`{"io.modelcontextprotocol/\u0061":1}`:                                                                               false,
+		`[]`:                                                                                                                 false, `null`: false, `{`: false, `{"io.modelcontextprotocol/a":1`: false, ``: false,
+	} {
+		if got := KeysHavePrefix([]byte(in), p); got != want {
+			t.Errorf("KeysHavePrefix(%s) = %v, want %v", in, got, want)
+		}
+	}
+}
+
+// FuzzKeysHavePrefix: a request's _meta is untrusted. A true answer must
+// mean that every member name, decoded, has the prefix.
+func FuzzKeysHavePrefix(f *testing.F) {
+	for _, s := range []string{`{}`, `{"p/a":1,"p/b":{"x":[1,"]"]}}`, `{"p/a":1,"q":2}`, `{"p\/a":1}`, `{"p/a":"\"q\":1"}`, `{"p/`, `[{"q":1}]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !KeysHavePrefix(data, "p/") || !json.Valid(data) {
+			return
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(data, &m); err != nil {
+			t.Fatalf("KeysHavePrefix accepted %q, which is not an object: %v", data, err)
+		}
+		for k := range m {
+			if !strings.HasPrefix(k, "p/") {
+				t.Fatalf("KeysHavePrefix accepted %q with member %q", data, k)
+			}
+		}
+	})
+}

@@ -1,0 +1,453 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sjson "github.com/segmentio/encoding/json"
+
+	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/upstream"
+)
+
+// The 2026-07-28 fast path.
+//
+// A 2026-07-28 tools/call or list (tools, prompts, resources, resource
+// templates) is served here, from the raw body,
+// before go-sdk's stateless handler (which would build a throwaway session
+// per request and decode every message with its 32 KiB decoders). The call
+// takes the same route as on the SDK path — callTool with a session built
+// from the request (user, declared capabilities, log level), so header
+// resolution, guardrails, interceptors, Mcp-Param-* forwarding and the raw
+// name upstream are those of every call — and the upstream's raw result is
+// written back with resultType (and, for lists, ttlMs and cacheScope) added
+// as modernResult adds them. Progress and log messages ride the request's
+// own stream (the response becomes an event stream on the first one); a
+// closed stream cancels the upstream call.
+//
+// The decision rule. The fast path takes a request only when it can tell,
+// from the headers, the decoded envelope and the catalog entry, that the SDK
+// would accept it and that the answer needs nothing but a forwarded call:
+//
+//   - one message (no batch), a call with a plain id (an integer, or a string
+//     without escapes: the SDK re-encodes ids), tools/call or one of the lists;
+//   - Content-Type application/json, an Accept naming both JSON and event
+//     streams, no Last-Event-ID;
+//   - MCP-Protocol-Version "2026-07-28", equal to _meta's protocolVersion;
+//     Mcp-Method equal to the method; for tools/call Mcp-Name equal to the
+//     name (the aggregated tools carry no x-mcp-header validation of their
+//     own in the SDK: it knows no tools);
+//   - _meta an object with clientCapabilities an object and clientInfo, when
+//     present, an implementation, as the SDK requires;
+//   - nothing of a multi-round-trip retry (no requestState, no
+//     inputResponses) and nothing of tasks (no "task" member, no mention of
+//     the io.modelcontextprotocol/tasks extension);
+//   - for tools/call, a catalog route to an upstream tool: not tool_search,
+//     not an unknown name, not a built-in task tool, not a task submit.
+//
+// Everything else — every request the SDK refuses included — goes to the
+// SDK path unchanged, so its errors (-32020 header mismatches, -32022, -32602
+// for missing params or _meta) are the SDK's own, byte for byte.
+//
+// What a taken call may still need of the slow machinery is handled here:
+// an upstream's input_required has its requestState sealed in mcp-mux's
+// envelope (sealInputRequired); and a call that a legacy upstream could
+// interrupt with a request to the client — the client declared roots,
+// sampling or elicitation and the upstream is not a 2026-07-28 server — runs
+// as a bridged call (startParked, await: mrtr.go), whose requests become
+// input_required; its retries come back through the SDK path, which finds
+// the parked call. Every other call runs on the request's goroutine, and a
+// request its upstream sends is answered as the bridge would answer it: ping,
+// or a missing-capability error.
+
+// serveModernFast reports whether the fast path answered r.
+func (s *Server) serveModernFast(w http.ResponseWriter, r *http.Request, body []byte, sh wire.Shape) bool {
+	if sh.Batch || s.opts.DisableModernFastPath || !modernFastHeaders(r.Header) {
+		return false
+	}
+	var m wire.Message
+	if wire.Decode(body, &m) != nil || !m.IsCall() || !plainID(m.ID) || r.Header.Get("Mcp-Method") != m.Method {
+		return false
+	}
+	params := bytes.TrimSpace(m.Params)
+	if len(params) < 2 || params[0] != '{' || mentionsSlowPath(params) {
+		return false
+	}
+	switch m.Method {
+	case "tools/call":
+		var p wire.CallParams
+		if wire.DecodeCallParams(params, &p) != nil || p.Name == "" || r.Header.Get("Mcp-Name") != p.Name {
+			return false
+		}
+		rq, ok := s.modernRequest(r.Header, p.Meta)
+		if !ok {
+			return false
+		}
+		cat := s.rt.Load().cat.Load()
+		rt := cat.routes[p.Name]
+		if rt == nil || rt.builtin || rt.task != nil || rt.server == nil {
+			return false
+		}
+		s.modernFastCall(w, r, rq, rt, &m, &p)
+		return true
+	case "tools/list", "prompts/list", "resources/list", "resources/templates/list":
+		var p struct {
+			Cursor json.RawMessage `json:"cursor"`
+			Meta   json.RawMessage `json:"_meta"`
+		}
+		var cursor string
+		if sjson.Unmarshal(params, &p) != nil || (p.Cursor != nil && json.Unmarshal(p.Cursor, &cursor) != nil) || string(p.Cursor) == "null" {
+			return false
+		}
+		rq, ok := s.modernRequest(r.Header, p.Meta)
+		if !ok {
+			return false
+		}
+		s.modernFastList(w, rq, &m, cursor)
+		return true
+	}
+	return false
+}
+
+// modernFastHeaders checks what the SDK's stateless handler checks of the
+// headers before it reads a body, and that the request is 2026-07-28.
+func modernFastHeaders(h http.Header) bool {
+	if h.Get("Mcp-Protocol-Version") != modernVersion || len(h.Values("Last-Event-ID")) > 0 {
+		return false
+	}
+	if ct := h.Get("Content-Type"); ct != "application/json" && !(len(ct) > 17 && ct[:17] == "application/json;") {
+		return false
+	}
+	return acceptsBoth(h.Values("Accept"))
+}
+
+// plainID reports whether id is one the SDK echoes byte for byte: an
+// integer of at most 15 digits (not -0), or a string of printable ASCII
+// without escapes.
+func plainID(id json.RawMessage) bool {
+	if len(id) == 0 {
+		return false
+	}
+	if id[0] == '"' {
+		if len(id) < 2 || id[len(id)-1] != '"' {
+			return false
+		}
+		for _, c := range id[1 : len(id)-1] {
+			if c < 0x20 || c > 0x7e || c == '\\' || c == '"' {
+				return false
+			}
+		}
+		return true
+	}
+	digits := id
+	if digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 15 || (digits[0] == '0' && len(id) > 1) { // not 01, not -0
+		return false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// slowPathMarks are the params members and names the fast path leaves to
+// the SDK path: a multi-round-trip retry, and anything of tasks. A match
+// inside arguments only costs that call the fast path.
+var slowPathMarks = [][]byte{[]byte(`"requestState"`), []byte(`"inputResponses"`), []byte(`"task"`), []byte(`io.modelcontextprotocol/tasks`)}
+
+func mentionsSlowPath(params []byte) bool {
+	for _, mark := range slowPathMarks {
+		if bytes.Contains(params, mark) {
+			return true
+		}
+	}
+	return false
+}
+
+// modernMeta is the part of a 2026-07-28 request's _meta the fast path reads.
+type modernMeta struct {
+	Version string          `json:"io.modelcontextprotocol/protocolVersion"`
+	Caps    json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
+	Info    json.RawMessage `json:"io.modelcontextprotocol/clientInfo"`
+	Level   json.RawMessage `json:"io.modelcontextprotocol/logLevel"`
+}
+
+// modernReq is what the fast path knows of a request's caller.
+type modernReq struct {
+	user  string
+	level string
+	caps  *clientCaps
+}
+
+// modernRequest validates a request's _meta as the SDK does (a false
+// result leaves the request to the SDK, which answers the error).
+func (s *Server) modernRequest(h http.Header, meta json.RawMessage) (modernReq, bool) {
+	var mm modernMeta
+	meta = bytes.TrimSpace(meta)
+	if len(meta) < 2 || meta[0] != '{' {
+		return modernReq{}, false
+	}
+	// The SDK reads _meta into a map: member names match exactly.
+	if _, err := sjson.Parse(meta, &mm, sjson.DontMatchCaseInsensitiveStructFields|sjson.ZeroCopy); err != nil ||
+		mm.Version != modernVersion {
+		return modernReq{}, false
+	}
+	c := s.capsCache.get(mm.Caps, mm.Info)
+	if c == nil {
+		return modernReq{}, false
+	}
+	rq := modernReq{user: requestUser(h), caps: c}
+	if len(mm.Level) > 0 && mm.Level[0] == '"' {
+		_ = json.Unmarshal(mm.Level, &rq.level)
+	}
+	return rq, true
+}
+
+// init makes st the throwaway session of one fast-path request, as
+// receiveModern builds it for the SDK path.
+func (rq modernReq) init(st *session) {
+	st.user, st.modern, st.caps, st.clientCaps, st.level = rq.user, true, rq.caps.key, rq.caps.v1, rq.level
+}
+
+// clientCaps is a validated pair of clientCapabilities and clientInfo.
+type clientCaps struct {
+	v1     *mcp.ClientCapabilities
+	key    string // upstream.Capabilities of v1
+	inputs bool   // roots, sampling or elicitation declared: a legacy upstream may ask for input
+}
+
+// capsCache remembers the capability sets clients send (few distinct ones,
+// on every request), so that a call decodes none. It is bounded: sets
+// longer than maxCapsKey are validated every time, and when full it starts
+// over.
+type capsCache struct {
+	mu sync.RWMutex
+	m  map[string]*clientCaps
+}
+
+const (
+	maxCapsCache = 256
+	maxCapsKey   = 2 << 10 // bytes of clientCapabilities and clientInfo
+)
+
+// get validates caps and info as the SDK's validateRequestMeta does, and
+// returns their entry, or nil when the SDK would refuse them.
+func (c *capsCache) get(caps, info json.RawMessage) *clientCaps {
+	caps, info = bytes.TrimSpace(caps), bytes.TrimSpace(info)
+	if len(caps) < 2 || caps[0] != '{' {
+		return nil // missing, null or not an object: the SDK refuses it
+	}
+	var kb [512]byte
+	key := append(append(append(kb[:0], caps...), 0), info...)
+	c.mu.RLock()
+	e := c.m[string(key)]
+	c.mu.RUnlock()
+	if e != nil {
+		return e
+	}
+	if len(info) > 0 {
+		var impl *mcp.Implementation
+		if json.Unmarshal(info, &impl) != nil || impl == nil {
+			return nil
+		}
+	}
+	var v2 struct {
+		mcp.ClientCapabilities
+		Roots *mcp.RootCapabilities `json:"roots,omitempty"`
+	}
+	if json.Unmarshal(caps, &v2) != nil {
+		return nil
+	}
+	v1 := v2.ClientCapabilities
+	v1.RootsV2 = v2.Roots
+	if v1.RootsV2 != nil {
+		v1.Roots = *v1.RootsV2
+	}
+	e = &clientCaps{v1: &v1, key: upstream.Capabilities(&v1), inputs: v1.RootsV2 != nil || v1.Sampling != nil || v1.Elicitation != nil}
+	if len(key) > maxCapsKey {
+		return e
+	}
+	c.mu.Lock()
+	if len(c.m) >= maxCapsCache || c.m == nil {
+		c.m = make(map[string]*clientCaps)
+	}
+	c.m[string(key)] = e
+	c.mu.Unlock()
+	return e
+}
+
+// modernSink is a fast-path call's sink: notifications on the request's
+// stream (fastSink), and requests answered as a bridged call answers
+// those the client cannot serve.
+type modernSink struct{ *fastSink }
+
+func (k modernSink) request(_ context.Context, method string, _ json.RawMessage) (json.RawMessage, error) {
+	if method == "ping" {
+		return json.RawMessage(`{}`), nil
+	}
+	if !k.st.supports(method) {
+		return nil, &wire.Error{Code: codeMissingCapability, Message: fmt.Sprintf("the client did not declare the capability %s needs", method)}
+	}
+	// Only a 2026-07-28 upstream runs unbridged with such a client, and it
+	// asks with input_required, never mid-call.
+	return nil, &wire.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("%s sent mid-call by a 2026-07-28 server is not forwarded", method)}
+}
+
+// modernCallState is a fast-path call's session and sink, allocated together.
+type modernCallState struct {
+	st session
+	f  fastSink
+}
+
+func (s *Server) modernFastCall(w http.ResponseWriter, r *http.Request, rq modernReq, rt *route, m *wire.Message, p *wire.CallParams) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	cs := &modernCallState{}
+	st, f := &cs.st, &cs.f
+	rq.init(st)
+	f.st, f.w = st, w
+	st.stream = modernSink{f}
+	key := s.callerKey(st, r.Header)
+	server := rt.server.name
+	target := func() string { return "tools/call " + p.Name } // as ownerOf names it
+
+	var (
+		raw json.RawMessage
+		err error
+	)
+	if rq.caps.inputs && rt.deny == nil && rt.server.up.Era() < modernVersion {
+		// The upstream may ask the client for input mid-call: bridge it.
+		pc := s.startParked(ctx, st, server, target(), func(ctx context.Context) (mcp.Result, error) {
+			raw, err := s.callTool(ctx, st, st.bridge, key, r.Header, p.Name, p.Arguments, p.Meta)
+			if err != nil {
+				return nil, err
+			}
+			return &rawResult{raw: raw}, nil
+		})
+		var res mcp.Result
+		if res, err = s.await(ctx, st, pc); err == nil {
+			if rr, ok := res.(*rawResult); ok {
+				raw = rr.raw
+			} else {
+				raw, err = json.Marshal(res)
+			}
+		}
+	} else {
+		raw, err = s.callTool(ctx, st, st.stream, key, r.Header, p.Name, p.Arguments, p.Meta)
+		if ir, ok := asInputRequired(raw); ok && err == nil {
+			raw, err = s.sealInputRequired(st, server, target(), ir)
+		}
+	}
+	if err == nil {
+		raw = s.modernResult("tools/call", raw)
+	}
+	s.modernFinish(f, m.ID, raw, err)
+}
+
+// modernFastList answers a list as receiveModern does: the catalog's, with
+// resultType, ttlMs and cacheScope.
+func (s *Server) modernFastList(w http.ResponseWriter, rq modernReq, m *wire.Message, cursor string) {
+	cat := s.rt.Load().cat.Load()
+	var (
+		raw json.RawMessage
+		err error
+	)
+	switch m.Method {
+	case "tools/list":
+		if cat.search == nil {
+			raw = s.modernToolsList(cat)
+			break
+		}
+		var st session
+		rq.init(&st)
+		raw = s.toolsList(&st, cat)
+	case "prompts/list":
+		raw, err = page(cat.res.promptList, "prompts", cursor, s.opts.PageSize)
+	case "resources/list":
+		raw, err = page(cat.res.resList, "resources", cursor, s.opts.PageSize)
+	case "resources/templates/list":
+		raw, err = page(cat.res.tmplList, "resourceTemplates", cursor, s.opts.PageSize)
+	}
+	if err == nil && (m.Method != "tools/list" || cat.search != nil) {
+		raw = s.modernResult(m.Method, raw)
+	}
+	s.modernFinish(&fastSink{w: w}, m.ID, raw, err)
+}
+
+// modernListCache is a catalog's tools/list as a 2026-07-28 result.
+type modernListCache struct {
+	scope string
+	raw   json.RawMessage
+}
+
+// modernToolsList returns cat's list with resultType, ttlMs and
+// cacheScope, built once per catalog and cache scope.
+func (s *Server) modernToolsList(cat *catalog) json.RawMessage {
+	scope := s.cacheScope()
+	if c := cat.modernList.Load(); c != nil && c.scope == scope {
+		return c.raw
+	}
+	raw := s.modernResult("tools/list", cat.listJSON)
+	cat.modernList.Store(&modernListCache{scope: scope, raw: raw})
+	return raw
+}
+
+// modernFinish writes a fast-path response. Errors carry the HTTP status
+// the SDK gives them on the 2026-07-28 protocol.
+func (s *Server) modernFinish(f *fastSink, id json.RawMessage, raw json.RawMessage, err error) {
+	out := bodyBuffers.Get()
+	defer bodyBuffers.Put(out)
+	status := http.StatusOK
+	var b []byte
+	if err != nil {
+		code, msg, data := int64(jsonrpc.CodeInternalError), "internal error", json.RawMessage(nil)
+		var je *jsonrpc.Error
+		switch {
+		case errors.As(err, &je):
+			code, msg, data = je.Code, je.Message, je.Data
+		case errors.Is(err, context.Canceled):
+			msg = "request cancelled"
+		}
+		b = appendErrorData((*out)[:0], id, code, msg, data)
+		status = modernErrorStatus(code)
+	} else {
+		b = wire.AppendResult((*out)[:0], id, raw)
+	}
+	*out = b[:0]
+	f.finishStatus(b, status)
+}
+
+// modernErrorStatus is the HTTP status of a JSON-RPC error on the
+// 2026-07-28 protocol (SEP-2575), as the SDK sends it.
+func modernErrorStatus(code int64) int {
+	switch code {
+	case jsonrpc.CodeMethodNotFound:
+		return http.StatusNotFound
+	case jsonrpc.CodeInvalidParams, mcp.CodeUnsupportedProtocolVersion, codeMissingCapability:
+		return http.StatusBadRequest
+	}
+	return http.StatusOK
+}
+
+// appendErrorData is wire.AppendError with the error's data, when it has any.
+func appendErrorData(dst []byte, id json.RawMessage, code int64, msg string, data json.RawMessage) []byte {
+	if len(data) == 0 {
+		return wire.AppendError(dst, id, code, msg)
+	}
+	b := wire.AppendError(dst, id, code, msg)
+	b = b[:len(b)-2] // reopen the error object
+	b = append(b, `,"data":`...)
+	b = append(b, data...)
+	return append(b, "}}"...)
+}
