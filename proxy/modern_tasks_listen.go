@@ -94,7 +94,17 @@ func (s *Server) serveTaskListen(w http.ResponseWriter, r *http.Request, m *wire
 	if json.Unmarshal(m.Params, &p) != nil || p.Notifications == nil || len(p.Notifications.TaskIDs) == 0 {
 		return false
 	}
-	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && r.Header.Get("Mcp-Method") != m.Method {
+	// The checks the SDK makes of every 2026-07-28 request.
+	var version string
+	_ = json.Unmarshal(p.Meta["io.modelcontextprotocol/protocolVersion"], &version)
+	switch v := r.Header.Get("Mcp-Protocol-Version"); {
+	case v == "":
+		writeRPCError(w, http.StatusBadRequest, m.ID, codeHeaderMismatch, "missing MCP-Protocol-Version header")
+		return true
+	case v != version:
+		writeRPCError(w, http.StatusBadRequest, m.ID, codeHeaderMismatch, "header mismatch: MCP-Protocol-Version does not match _meta's protocol version")
+		return true
+	case r.Header.Get("Mcp-Method") != m.Method:
 		writeRPCError(w, http.StatusBadRequest, m.ID, codeHeaderMismatch, "header mismatch: the Mcp-Method header does not match the body's method")
 		return true
 	}

@@ -61,17 +61,21 @@ func taskCall(t *testing.T, url string, hdr map[string]string, caps, method, id,
 	return modernCall(t, url, hdr, caps, method, id, `"taskId":`+mustQuote(id)+extra)
 }
 
-// sharedRedisStore is a Redis store on the shared Redis, under a key prefix
-// of this test's own.
-func sharedRedisStore(t *testing.T) taskpoll.Store {
+// sharedRedisStore is a Redis store on the shared Redis under prefix.
+func sharedRedisStore(t *testing.T, prefix string) taskpoll.Store {
 	t.Helper()
 	c, err := taskpoll.DialRedis("redis://127.0.0.1:6379")
 	if err != nil {
 		t.Fatalf("the shared Redis on 127.0.0.1:6379: %v", err)
 	}
+	return taskpoll.NewRedisStore(taskpoll.RedisOptions{Client: c, KeyPrefix: prefix})
+}
+
+// testPrefix is a key prefix of this test's own.
+func testPrefix() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return taskpoll.NewRedisStore(taskpoll.RedisOptions{Client: c, KeyPrefix: "tasksext-test:" + hex.EncodeToString(b[:]) + ":"})
+	return "tasksext-test:" + hex.EncodeToString(b[:]) + ":"
 }
 
 func TestTasksExtensionBolt(t *testing.T) {
@@ -83,7 +87,44 @@ func TestTasksExtensionBolt(t *testing.T) {
 }
 
 func TestTasksExtensionRedis(t *testing.T) {
-	tasksExtensionFlow(t, sharedRedisStore(t))
+	tasksExtensionFlow(t, sharedRedisStore(t, testPrefix()))
+}
+
+// A task's notifications reach a listener on another replica than the one
+// that took the submit and the cancel (events travel over Redis pub/sub).
+func TestTasksExtensionListenAcrossReplicas(t *testing.T) {
+	jobs := &mcptest.TaskServer{PollsToComplete: 1 << 30}
+	uj := mcptest.ServeHTTP(t, jobs.MCP())
+	cfg := `{"mcpServers": {"jobs": ` + mcptest.TaskServerJSON(uj.URL+"/mcp", "") + `}, "mcp_tasks": {"enabled": true},
+		"inbound": {"auth": {"mode": "trusted_header"}, "user_header": "X-User"}}`
+	prefix := testPrefix()
+	_, a := taskMux(t, cfg, sharedRedisStore(t, prefix))
+	_, b := taskMux(t, cfg, sharedRedisStore(t, prefix))
+	alice := map[string]string{"X-User": "alice"}
+	_, r := modernCall(t, a.URL+"/mcp", alice, tasksCaps, "tools/call", "jobs_submit_job", `"name":"jobs_submit_job","arguments":{"input":"x"}`)
+	task := decodeTask(t, r)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	lh := modernHeaders("subscriptions/listen", "")
+	lh["X-User"] = "alice"
+	s := openStream(t, ctx, b.URL+"/mcp", lh, `{"jsonrpc":"2.0","id":9,"method":"subscriptions/listen","params":{`+modernMeta(tasksCaps)+
+		`,"notifications":{"taskIds":[`+mustQuote(task.TaskID)+`]}}}`)
+	if ack := s.next(t); ack["method"] != "notifications/subscriptions/acknowledged" {
+		t.Fatalf("first message %v", ack)
+	}
+	if _, r := taskCall(t, a.URL+"/mcp", alice, tasksCaps, "tasks/cancel", task.TaskID, ""); r.Error != nil {
+		t.Fatalf("tasks/cancel: %+v", r.Error)
+	}
+	for {
+		n := s.next(t)
+		p, _ := n["params"].(map[string]any)
+		if n["method"] != "notifications/tasks" || p["taskId"] != task.TaskID || p["_meta"].(map[string]any)["io.modelcontextprotocol/subscriptionId"] != float64(9) {
+			t.Fatalf("notification %v", n)
+		}
+		if p["status"] == "cancelled" {
+			return
+		}
+	}
 }
 
 func tasksExtensionFlow(t *testing.T, store taskpoll.Store) {
@@ -162,6 +203,11 @@ func tasksExtensionFlow(t *testing.T, store taskpoll.Store) {
 	lh["X-User"] = "alice"
 	if _, _, body := rawRequest(t, http.MethodPost, url, lh, listenBody(`{}`, running.TaskID)); !strings.Contains(body, "-32021") {
 		t.Fatalf("listen for tasks without the extension: %s", body)
+	}
+	bad := modernHeaders("tools/list", "")
+	bad["X-User"] = "alice"
+	if status, _, body := rawRequest(t, http.MethodPost, url, bad, listenBody(tasksCaps, running.TaskID)); status != http.StatusBadRequest || !strings.Contains(body, "-32020") {
+		t.Fatalf("listen for tasks with a mismatched Mcp-Method: HTTP %d %s", status, body)
 	}
 	s := openStream(t, ctx, url, lh, listenBody(tasksCaps, running.TaskID, created.TaskID+"x", "mcp-task-00000000000000000000000000000000"))
 	ack := s.next(t)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -186,7 +187,7 @@ type parkTable struct {
 // its own context, so it survives the request that started it while the
 // client answers; each round's request attaches its stream.
 type parkedCall struct {
-	id     string
+	id     string // set when first parked (park)
 	server string
 	target string
 	user   string
@@ -272,9 +273,7 @@ func (b bridgeSink) request(ctx context.Context, method string, params json.RawM
 
 // startParked runs call as a bridged call of st to server.
 func (s *Server) startParked(ctx context.Context, st *session, server, target string, call func(context.Context) (mcp.Result, error)) *parkedCall {
-	var idb [16]byte
-	_, _ = rand.Read(idb[:])
-	pc := &parkedCall{id: fmt.Sprintf("%x", idb), server: server, target: target, user: st.user, done: make(chan struct{}),
+	pc := &parkedCall{server: server, target: target, user: st.user, done: make(chan struct{}),
 		signal: make(chan struct{}, 1), inputs: map[string]*pendingInput{}, st: st, ctx: ctx}
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	pc.cancel = cancel
@@ -379,6 +378,11 @@ func (t *parkTable) park(s *Server, pc *parkedCall) error {
 	}
 	if len(t.m) >= maxParked {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("more than %d calls are waiting for client input; try again later", maxParked)}
+	}
+	if pc.id == "" { // named when first parked: most calls never are
+		var idb [16]byte
+		_, _ = rand.Read(idb[:])
+		pc.id = hex.EncodeToString(idb[:])
 	}
 	t.m[pc.id] = pc
 	pc.timer = time.AfterFunc(stateTTL, func() {

@@ -4,7 +4,8 @@
 // through the reverse proxy, and through the mux over both protocol eras
 // (2025-11-25 sessions and sessionless 2026-07-28) in the same run, and
 // reports latency (p50, p99), throughput, each process's CPU time per call
-// and the mux's heap allocations per call.
+// (the client's included: a 2026-07-28 client does more per call) and the
+// heap allocations per call of the process in the middle.
 //
 //	go run ./bench/mcpbench [-duration 5s] [-sessions 1,16]
 package main
@@ -15,6 +16,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -68,7 +70,9 @@ func main() {
 			os.Exit(1)
 		}
 		target.Path = ""
-		serveChild(withMallocs(httputil.NewSingleHostReverseProxy(target)))
+		rp := httputil.NewSingleHostReverseProxy(target)
+		rp.ErrorLog = log.New(io.Discard, "", 0) // clients closing their sessions are not news
+		serveChild(withMallocs(rp))
 		return
 	}
 	if err := bench(*duration, *warmup, max(*rounds, 1), *sessions, *profile); err != nil {
@@ -340,14 +344,15 @@ func bench(d, warm time.Duration, rounds int, sessionList, profile string) error
 
 	fmt.Printf("mcpbench: echo tool, %s per path in %d alternating rounds after %s warm-up, %d CPUs\n",
 		d, rounds, warm, numCPU())
-	fmt.Printf("%-9s %-9s %9s %9s %10s %7s %17s %15s %12s\n", "sessions", "path", "p50", "p99", "calls/s", "errors",
-		"upstream cpu/call", "middle cpu/call", "allocs/call")
+	fmt.Printf("%-9s %-9s %9s %9s %10s %7s %15s %17s %15s %12s\n", "sessions", "path", "p50", "p99", "calls/s", "errors",
+		"client cpu/call", "upstream cpu/call", "middle cpu/call", "allocs/call")
 	for _, s := range strings.Split(sessionList, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n < 1 {
 			return fmt.Errorf("bad session count %q", s)
 		}
-		procs := map[string]int{"upstream": up.cmd.Process.Pid, "mux": mx.cmd.Process.Pid, "revproxy": rp.cmd.Process.Pid}
+		procs := map[string]int{"upstream": up.cmd.Process.Pid, "mux": mx.cmd.Process.Pid, "revproxy": rp.cmd.Process.Pid,
+			"client": os.Getpid()}
 		legs := []struct {
 			name, url, middle, proc, tool, version string
 		}{
@@ -394,9 +399,9 @@ func bench(d, warm time.Duration, rounds int, sessionList, profile string) error
 				mid = r.cpu[l.proc].Round(100 * time.Nanosecond).String()
 				allocs = strconv.FormatFloat(r.allocs, 'f', 1, 64)
 			}
-			fmt.Printf("%-9d %-9s %9s %9s %10.0f %7d %17s %15s %12s\n", n, l.name,
+			fmt.Printf("%-9d %-9s %9s %9s %10.0f %7d %15s %17s %15s %12s\n", n, l.name,
 				r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.rate, r.errors,
-				r.cpu["upstream"].Round(100*time.Nanosecond), mid, allocs)
+				r.cpu["client"].Round(100*time.Nanosecond), r.cpu["upstream"].Round(100*time.Nanosecond), mid, allocs)
 		}
 		direct := results[0]
 		for i, l := range legs[1:] {

@@ -16,7 +16,9 @@ import (
 // mcp-mux fronting the go-sdk everything-server once stateless (a
 // 2026-07-28 upstream: mcp-mux negotiates the modern era with it) and once
 // stateful (a 2025-11-25 upstream: mcp-mux bridges). Tasks-extension and
-// pending scenarios run too but are not required; their counts are logged.
+// pending scenarios run too but are not required; their counts are logged
+// (the everything-server has none of the tasks fixtures: tasks_test.go runs
+// them against a server that does).
 
 const modernSuiteVersion = "0.2.0-alpha.12"
 

@@ -1,0 +1,43 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"testing"
+)
+
+type discardCloser struct{ io.Writer }
+
+func (discardCloser) Close() error { return nil }
+
+// FuzzStdioProbe feeds arbitrary stdout lines to the server/discover probe:
+// it never panics or hangs, and says 2026-07-28 only for an answer to its
+// own id that lists that version.
+func FuzzStdioProbe(f *testing.F) {
+	f.Add([]byte(`{"jsonrpc":"2.0","id":"mux-discover","result":{"supportedVersions":["2026-07-28"]}}`))
+	f.Add([]byte("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}\n{\"jsonrpc\":\"2.0\",\"id\":\"mux-discover\",\"error\":{\"code\":-32601,\"message\":\"no\"}}"))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"]}}`))
+	f.Add([]byte(`[{"jsonrpc":"2.0","id":"mux-discover","result":{}}]`))
+	f.Fuzz(func(t *testing.T, out []byte) {
+		lines := make(chan []byte)
+		p := &process{stdin: discardCloser{io.Discard}, lines: lines, exited: make(chan struct{})}
+		go func() {
+			defer close(lines)
+			for _, l := range bytes.Split(out, []byte("\n")) {
+				if t := bytes.TrimSpace(l); len(t) > 0 && (t[0] == '{' || t[0] == '[') { // as readLines passes them
+					lines <- t
+				}
+			}
+		}()
+		got := probeStdio(context.Background(), p)
+		for range lines { // let the sender finish
+		}
+		if got == probeModern && !bytes.Contains(out, []byte(`mux-discover`)) && !bytes.Contains(out, []byte(`\u`)) {
+			t.Fatalf("2026-07-28 from an answer to another id: %q", out)
+		}
+		if got != probeModern && got != probeLegacy && got != probeRestart {
+			t.Fatalf("result %d", got)
+		}
+	})
+}
