@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -440,14 +441,22 @@ func modernErrorStatus(code int64) int {
 	return http.StatusOK
 }
 
-// appendErrorData is wire.AppendError with the error's data, when it has any.
+// appendErrorData appends an error response as the SDK encodes it: the
+// message without HTML escapes, the error's data when it has any.
 func appendErrorData(dst []byte, id json.RawMessage, code int64, msg string, data json.RawMessage) []byte {
-	if len(data) == 0 {
-		return wire.AppendError(dst, id, code, msg)
+	var m bytes.Buffer
+	enc := json.NewEncoder(&m)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(msg) // a string: cannot fail
+	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
+	dst = append(dst, id...)
+	dst = append(dst, `,"error":{"code":`...)
+	dst = strconv.AppendInt(dst, code, 10)
+	dst = append(dst, `,"message":`...)
+	dst = append(dst, bytes.TrimRight(m.Bytes(), "\n")...)
+	if len(data) > 0 {
+		dst = append(dst, `,"data":`...)
+		dst = append(dst, data...)
 	}
-	b := wire.AppendError(dst, id, code, msg)
-	b = b[:len(b)-2] // reopen the error object
-	b = append(b, `,"data":`...)
-	b = append(b, data...)
-	return append(b, "}}"...)
+	return append(dst, "}}"...)
 }

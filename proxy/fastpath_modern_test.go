@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
@@ -32,6 +33,10 @@ func startFastAndSlow(t *testing.T) fastAndSlow {
 				return &mcp.ReadResourceResult{}, nil
 			})
 	}
+	srv.AddTool(&mcp.Tool{Name: "rpcfail", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "bad <input> & \"more\"", Data: json.RawMessage(`{"why":"<x>"}`)}
+		})
 	srv.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "test://t/{id}", Name: "t"},
 		func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 			return &mcp.ReadResourceResult{}, nil
@@ -77,6 +82,7 @@ func TestModernFastPathMatchesSDKPath(t *testing.T) {
 		{"bad arguments", "alpha_add", modernCallBody(`{}`, "alpha_add", `{"a":"two"}`), true},
 		{"string id", "alpha_echo", strings.Replace(modernCallBody(`{}`, "alpha_echo", `{"text":"s"}`), `"id":7`, `"id":"req-7"`, 1), true},
 		{"modern upstream, no capability", "beta_ask", modernCallBody(`{}`, "beta_ask", `{}`), false},
+		{"upstream JSON-RPC error", "alpha_rpcfail", modernCallBody(`{}`, "alpha_rpcfail", `{}`), false},
 		{"tools/list", "", modernBody("tools/list", ""), true},
 		{"prompts/list", "", modernBody("prompts/list", ""), true},
 		{"resources/list", "", modernBody("resources/list", ""), true},
@@ -101,8 +107,11 @@ func TestModernFastPathMatchesSDKPath(t *testing.T) {
 			if !bytes.Equal(fr.ID, sr.ID) || !bytes.Equal(fr.Result, sr.Result) {
 				t.Fatalf("fast path answered\n%s\nthe SDK path\n%s", fBody, sBody)
 			}
-			if (fr.Error == nil) != (sr.Error == nil) || (fr.Error != nil && *fr.Error != *sr.Error) {
-				t.Fatalf("errors differ: %+v vs %+v", fr.Error, sr.Error)
+			// An error with its own HTTP status is a plain JSON body on both
+			// paths: byte for byte the same.
+			if (fr.Error == nil) != (sr.Error == nil) || (fr.Error != nil && (*fr.Error != *sr.Error ||
+				(fStatus != http.StatusOK && (fBody != sBody || fCT != sCT)))) {
+				t.Fatalf("errors differ:\n%s %s\n%s %s", fCT, fBody, sCT, sBody)
 			}
 			if c.fast && (fCT != "application/json" || sCT != "text/event-stream" || fr.Result == nil) {
 				t.Fatalf("want a fast-path JSON result and an SDK event stream, got %q and %q: %s", fCT, sCT, fBody)
@@ -323,5 +332,65 @@ func TestModernFastPathInputRequiredSealed(t *testing.T) {
 		`"inputResponses":{"`+key+`":{"action":"accept","content":{"answer":"yes"}}},"requestState":`+mustQuote(state))
 	if r.Error != nil || !strings.Contains(string(r.Result), "elicited accept yes") {
 		t.Fatalf("retry of the parked call: %s %+v", r.Result, r.Error)
+	}
+}
+
+// Progress a legacy upstream sends while its bridged call waits for the
+// client's answer (between rounds) is not lost: it rides the retry's
+// stream, before the result.
+func TestModernBridgeProgressBetweenRounds(t *testing.T) {
+	step, sent := make(chan struct{}), make(chan struct{})
+	srv := mcp.NewServer(&mcp.Implementation{Name: "stepper", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "step", InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			tok := req.Params.GetProgressToken()
+			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: 1})
+			answer := make(chan string, 1)
+			go func() {
+				res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "first?",
+					RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"a": map[string]any{"type": "string"}}}})
+				if err != nil {
+					answer <- err.Error()
+					return
+				}
+				answer <- fmt.Sprint(res.Content["a"])
+			}()
+			select {
+			case <-step: // the client has the input_required
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: 2})
+			close(sent)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done " + <-answer}}}, nil
+		})
+	up := mcptest.ServeHTTP(t, srv)
+	m := startMux(t, fmt.Sprintf(`{"mcpServers": {"s": {"type": "http", "url": %q}}}`, up.URL+"/mcp"), proxy.Options{})
+	url := m.ts.URL + "/mcp"
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}},"progressToken":"pt"}`
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{` + meta + `,"name":"s_step","arguments":{}}}`
+	_, ct, b := postModern(t, url, modernHeaders("tools/call", "s_step"), body)
+	evs := events(t, b)
+	if ct != "text/event-stream" || len(evs) != 2 || string(evs[0]["method"]) != `"notifications/progress"` {
+		t.Fatalf("round 1: %s %s", ct, b)
+	}
+	reqs, state := inputRequiredOf(t, rpcReply{ID: evs[1]["id"], Result: evs[1]["result"]})
+	var key string
+	for k := range reqs {
+		key = k
+	}
+	close(step)
+	select {
+	case <-sent: // progress 2 is on its way to the mux, between rounds
+	case <-time.After(30 * time.Second):
+		t.Fatal("the tool never sent its second progress")
+	}
+	retry := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{` + meta + `,"name":"s_step","arguments":{},` +
+		`"inputResponses":{"` + key + `":{"action":"accept","content":{"a":"yes"}}},"requestState":` + mustQuote(state) + `}}`
+	_, ct, b = postModern(t, url, modernHeaders("tools/call", "s_step"), retry)
+	evs = events(t, b)
+	if ct != "text/event-stream" || len(evs) != 2 || !strings.Contains(string(evs[0]["params"]), `"progress":2`) ||
+		!strings.Contains(string(evs[1]["result"]), "done yes") {
+		t.Fatalf("retry: want progress 2 then the result, got %s %s", ct, b)
 	}
 }

@@ -185,6 +185,18 @@ func tasksExtensionFlow(t *testing.T, store taskpoll.Store) {
 			t.Errorf("%s without the extension: %s %+v, want -32021", method, r.Result, r.Error)
 		}
 	}
+	// The extension is not part of the legacy era: a session's tasks/get is -32601.
+	status, h, body := rawRequest(t, http.MethodPost, url, alice, initializeBody)
+	sid := h.Get("Mcp-Session-Id")
+	if status != http.StatusOK || sid == "" {
+		t.Fatalf("initialize: HTTP %d %s", status, body)
+	}
+	session := map[string]string{"X-User": "alice", "Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}
+	rawRequest(t, http.MethodPost, url, session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	_, _, body = rawRequest(t, http.MethodPost, url, session, `{"jsonrpc":"2.0","id":5,"method":"tasks/get","params":{"taskId":`+mustQuote(created.TaskID)+`}}`)
+	if r := reply(t, body); r.Error == nil || r.Error.Code != -32601 {
+		t.Errorf("legacy tasks/get: %s", body)
+	}
 	// Mcp-Name must name the task.
 	if status, r := modernCall(t, url, map[string]string{"X-User": "alice", "Mcp-Name": "other"}, tasksCaps, "tasks/get", "", `"taskId":`+mustQuote(created.TaskID)); status != http.StatusBadRequest || r.Error == nil || r.Error.Code != -32020 {
 		t.Errorf("Mcp-Name mismatch: HTTP %d %+v", status, r.Error)

@@ -201,10 +201,20 @@ type parkedCall struct {
 	seq    atomic.Uint64
 
 	mu     sync.Mutex
-	st     *session // the attached round's session: stream, capabilities
-	ctx    context.Context
+	st     *session        // the latest round's session: stream, capabilities
+	ctx    context.Context // the attached round's; nil between rounds
 	inputs map[string]*pendingInput
+	held   []heldNote // notifications that arrived between rounds
 }
+
+// heldNote is a notification kept for a parked call's next round.
+type heldNote struct {
+	method string
+	params json.RawMessage
+}
+
+// maxHeld bounds the notifications a parked call keeps between rounds.
+const maxHeld = 64
 
 type pendingInput struct {
 	method string
@@ -226,14 +236,27 @@ func (b bridgeSink) session() *session {
 func (b bridgeSink) notify(method string, params json.RawMessage) {
 	b.pc.mu.Lock()
 	st, ctx := b.pc.st, b.pc.ctx
-	b.pc.mu.Unlock()
-	switch {
-	case ctx == nil || ctx.Err() != nil:
-	case st.stream != nil: // a fast-path round (fastpath_modern.go)
-		st.stream.notify(method, params)
-	default:
-		deliverNotification(ctx, st, method, params)
+	if ctx == nil || ctx.Err() != nil {
+		// Between rounds (the client is answering): the next round's stream
+		// carries it, progress included.
+		if len(b.pc.held) < maxHeld {
+			b.pc.held = append(b.pc.held, heldNote{method: method, params: params})
+		}
+		b.pc.mu.Unlock()
+		return
 	}
+	b.pc.mu.Unlock()
+	deliverToRound(ctx, st, method, params)
+}
+
+// deliverToRound sends a notification on the stream of the round st and
+// ctx belong to.
+func deliverToRound(ctx context.Context, st *session, method string, params json.RawMessage) {
+	if st.stream != nil { // a fast-path round (fastpath_modern.go)
+		st.stream.notify(method, params)
+		return
+	}
+	deliverNotification(ctx, st, method, params)
 }
 
 func (b bridgeSink) request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
@@ -291,6 +314,17 @@ func (s *Server) startParked(ctx context.Context, st *session, server, target st
 func (s *Server) await(ctx context.Context, st *session, pc *parkedCall) (mcp.Result, error) {
 	pc.mu.Lock()
 	pc.st, pc.ctx = st, ctx
+	for _, n := range pc.held { // in order, before anything newer
+		deliverToRound(ctx, st, n.method, n.params)
+	}
+	pc.held = nil
+	defer func() { // this round's stream ends with its answer
+		pc.mu.Lock()
+		if pc.ctx == ctx {
+			pc.ctx = nil
+		}
+		pc.mu.Unlock()
+	}()
 	resend := false
 	for _, in := range pc.inputs {
 		if !in.sent {
