@@ -16,8 +16,8 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
 
-// ProtocolVersion is the MCP version mcp-mux asks upstreams for. Pinning it
-// skips the SDK's server/discover probe, which some stdio servers exit on.
+// ProtocolVersion is the MCP version mcp-mux initializes sessions with when
+// an upstream does not speak (or is pinned below) 2026-07-28 (era.go).
 const ProtocolVersion = "2025-11-25"
 
 // conn is one initialized upstream session.

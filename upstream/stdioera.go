@@ -30,8 +30,18 @@ import (
 // 1177 is the SDK client's side of this); the restart is what keeps them
 // working.
 
-// stdioProbeTimeout bounds the server/discover probe of a stdio process.
+// stdioProbeTimeout bounds the server/discover probe of a stdio process
+// (and half of InitTimeout does, when that is shorter: a silent server must
+// leave time for the restart and initialize).
 const stdioProbeTimeout = 10 * time.Second
+
+// probeBound is how long the probe waits for an answer.
+func probeBound(initTimeout time.Duration) time.Duration {
+	if initTimeout > 0 {
+		return min(stdioProbeTimeout, initTimeout/2)
+	}
+	return stdioProbeTimeout
+}
 
 // maxProbeLines bounds the other lines a server may write before answering
 // the probe (log notifications, say).
@@ -59,7 +69,7 @@ func (u *Upstream) stdioVersion(ctx context.Context, p *process) (string, *proce
 		return *v, p, nil
 	}
 	v := VersionModern
-	switch probeStdio(ctx, p) {
+	switch probeStdio(ctx, p, probeBound(u.opts.InitTimeout)) {
 	case probeLegacy:
 		v = ProtocolVersion
 	case probeRestart:
@@ -87,8 +97,8 @@ func (u *Upstream) stdioVersion(ctx context.Context, p *process) (string, *proce
 
 // probeStdio sends server/discover to a fresh process and classifies the
 // answer. Nothing the server writes is logged.
-func probeStdio(ctx context.Context, p *process) probeResult {
-	ctx, cancel := context.WithTimeout(ctx, stdioProbeTimeout)
+func probeStdio(ctx context.Context, p *process, bound time.Duration) probeResult {
+	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	meta := newModernRequest(discoveryCapsJSON())
 	req := wire.AppendRequest(nil, []byte(probeID), "server/discover", meta.params(nil))

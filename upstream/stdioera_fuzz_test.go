@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"testing"
+	"time"
 )
 
 type discardCloser struct{ io.Writer }
@@ -30,7 +31,7 @@ func FuzzStdioProbe(f *testing.F) {
 				}
 			}
 		}()
-		got := probeStdio(context.Background(), p)
+		got := probeStdio(context.Background(), p, stdioProbeTimeout)
 		for range lines { // let the sender finish
 		}
 		if got == probeModern && !bytes.Contains(out, []byte(`mux-discover`)) && !bytes.Contains(out, []byte(`\u`)) {
@@ -40,4 +41,16 @@ func FuzzStdioProbe(f *testing.F) {
 			t.Fatalf("result %d", got)
 		}
 	})
+}
+
+func TestProbeBound(t *testing.T) {
+	for _, tc := range []struct{ init, want time.Duration }{
+		{0, stdioProbeTimeout},
+		{60 * time.Second, stdioProbeTimeout},
+		{8 * time.Second, 4 * time.Second},
+	} {
+		if got := probeBound(tc.init); got != tc.want {
+			t.Errorf("probeBound(%s) = %s, want %s", tc.init, got, tc.want)
+		}
+	}
 }
