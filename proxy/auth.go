@@ -25,7 +25,8 @@ const userHeader = "Mcp-Mux-Internal-User"
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del(userHeader)
-		rt := s.rt.Load() // Host and Origin were checked by GuardHosts
+		r.Header.Del(admissionHeader) // admission.go
+		rt := s.rt.Load()             // Host and Origin were checked by GuardHosts
 		user, err := rt.auth.Authenticate(r)
 		if err != nil {
 			s.logFor(r.Context()).Debug("unauthenticated request", "reason", err)

@@ -59,9 +59,11 @@ func (s *Server) mcpHandler() http.Handler {
 				s.serveModern(w, r)
 				return
 			}
-			if !s.admitSession(w, r, body) {
+			release, ok := s.admitSession(w, r, body)
+			if !ok {
 				return
 			}
+			defer release()
 			if st := s.fastSession(r); st != nil && !sh.Batch && s.serveFast(w, r, st, body) {
 				return
 			}

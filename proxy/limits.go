@@ -139,23 +139,6 @@ func (s *Server) maxSessions() int {
 	return defaultMaxSessions
 }
 
-// admitSession refuses a POST that would open a session past
-// inbound.max_sessions, and reports whether it may proceed.
-func (s *Server) admitSession(w http.ResponseWriter, r *http.Request, body []byte) bool {
-	if r.Header.Get("Mcp-Session-Id") != "" {
-		return true
-	}
-	limit := s.maxSessions()
-	if s.sessions.count() < limit {
-		return true
-	}
-	s.logFor(r.Context()).Warn("refusing a new session: at inbound.max_sessions", "max_sessions", limit)
-	w.Header().Set("Retry-After", "1")
-	writeRPCError(w, http.StatusServiceUnavailable, wire.TopLevelID(body), codeLimit,
-		fmt.Sprintf("mcp-mux serves at most %d sessions (inbound.max_sessions); try again later", limit))
-	return false
-}
-
 // admit starts one request of the session: it returns the request's context,
 // cancelled when the session ends, and the function that ends the request.
 // Past MaxSessionCalls requests in flight it returns a JSON-RPC error.

@@ -51,7 +51,8 @@ func (s *Server) receive(next mcp.MethodHandler) mcp.MethodHandler {
 		if method == "initialize" {
 			res, err := next(ctx, method, req)
 			if err == nil && ss != nil {
-				s.openSession(ss, requestUser(headerOf(req)))
+				h := headerOf(req)
+				s.openSession(ss, requestUser(h), h.Get(admissionHeader))
 				s.setInstructions(res)
 				s.setCapabilities(res)
 			}

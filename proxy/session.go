@@ -58,11 +58,15 @@ type sessionTable struct {
 	mu   sync.RWMutex
 	m    map[*mcp.ServerSession]*session
 	byID map[string]*session
+	held map[string]bool // admission slots of requests that may open a session (admission.go)
+	seq  uint64
 }
 
-func (t *sessionTable) add(st *session) {
+// add registers st, turning the admission slot token (if any) into it.
+func (t *sessionTable) add(st *session, token string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	delete(t.held, token)
 	if t.byID == nil {
 		t.byID = make(map[string]*session)
 	}
@@ -113,7 +117,7 @@ func (t *sessionTable) all() []*mcp.ServerSession {
 
 // openSession registers a downstream session after a successful initialize
 // and releases its upstream sessions when it ends.
-func (s *Server) openSession(ss *mcp.ServerSession, user string) *session {
+func (s *Server) openSession(ss *mcp.ServerSession, user, token string) *session {
 	if st := s.sessions.get(ss); st != nil {
 		return st
 	}
@@ -130,7 +134,7 @@ func (s *Server) openSession(ss *mcp.ServerSession, user string) *session {
 		_ = ss.Close()
 		return st
 	}
-	s.sessions.add(st)
+	s.sessions.add(st, token)
 	s.sessionsWG.Go(func() {
 		_ = ss.Wait()
 		st.end()

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,7 +34,7 @@ type direct struct {
 	modern    *modernRequest // a 2026-07-28 server: per-request _meta and headers (era.go)
 	seq       atomic.Uint64
 	maxEvent  int
-	async     *sync.WaitGroup // background posts; the Upstream waits for them on Close
+	async     *background // background posts; the Upstream cuts them short and waits for them on Close
 	// latest is the header set of the newest call: background posts (cancel
 	// notifications, replies to server requests) carry it rather than the
 	// opening headers, whose OAuth token may have been refreshed since.
@@ -345,7 +344,7 @@ func (d *direct) respond(id json.RawMessage, result json.RawMessage, err error) 
 
 // post sends one message that expects no response (HTTP 202).
 func (d *direct) post(body []byte) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := d.async.bound()
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(body))
 	if err != nil {

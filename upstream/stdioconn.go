@@ -109,8 +109,9 @@ func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			}
 			if _, err := wire.Scan(line); err != nil {
 				c.log.Warn("skipping a stdout line nested deeper than the limit", "bytes", len(line), "max_depth", wire.MaxDepth)
-				if m := deepReply(line); m != nil {
-					return m, nil
+				if msgs := deepLine(line); len(msgs) > 0 {
+					c.queue = msgs[1:]
+					return msgs[0], nil
 				}
 				continue
 			}

@@ -6,13 +6,14 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mcp-mux/mcp-mux/internal/procstat"
 )
 
 // A stdio server runs under a supervisor: the mux binary re-executed with
@@ -160,17 +161,18 @@ func killDescendants() {
 	self := os.Getpid()
 	for range 400 {
 		pending := 0
-		ents, _ := os.ReadDir("/proc")
-		for _, e := range ents {
-			pid, err := strconv.Atoi(e.Name())
-			if err != nil || pid == self {
+		for _, pid := range procstat.PIDs() {
+			if pid == self {
 				continue
 			}
-			ppid, pgrp, live := procStat(pid)
-			if live && (pgrp == self || ppid == self) {
+			st, err := procstat.Read(pid)
+			if err != nil {
+				continue // gone
+			}
+			if st.Live() && (st.PGRP == self || st.PPID == self) {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 				pending++
-			} else if ppid == self {
+			} else if st.PPID == self {
 				pending++ // a zombie child, not reaped yet
 			}
 		}
@@ -179,25 +181,4 @@ func killDescendants() {
 		}
 		time.Sleep(5 * time.Millisecond) // let the kills land and reapChildren reap
 	}
-}
-
-// procStat reads the parent and process group of pid; live is false for
-// zombies (whose ppid is still reported) and vanished processes.
-func procStat(pid int) (ppid, pgrp int, live bool) {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return 0, 0, false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || i+2 > len(s) {
-		return 0, 0, false
-	}
-	f := strings.Fields(s[i+2:]) // state ppid pgrp …
-	if len(f) < 3 {
-		return 0, 0, false
-	}
-	ppid, _ = strconv.Atoi(f[1])
-	pgrp, _ = strconv.Atoi(f[2])
-	return ppid, pgrp, f[0] != "Z" && f[0] != "X"
 }

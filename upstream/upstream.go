@@ -197,7 +197,7 @@ type Upstream struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // run and reap loops
-	async  sync.WaitGroup // background closes and replies; Close waits for them
+	async  background     // background closes and replies; Close cuts them short and waits for them
 
 	refresh      chan struct{}
 	discovered   chan struct{}
@@ -276,6 +276,7 @@ func New(opts Options) (*Upstream, error) {
 		refresh:    make(chan struct{}, 1),
 		discovered: make(chan struct{}),
 	}
+	u.async.ctx = ctx
 	refresh := func() { u.requestRefresh() }
 	// A server whose initialize result lacked prompts or resources (it had
 	// none yet) still announces them later with list_changed.

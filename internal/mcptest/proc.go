@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
+
+	"github.com/mcp-mux/mcp-mux/internal/procstat"
 )
 
 // LogBuffer collects log output from concurrent writers for assertions.
@@ -31,39 +31,17 @@ func (l *LogBuffer) String() string {
 
 // ProcStat returns the parent and process group of a live (not zombie) pid.
 func ProcStat(pid int) (ppid, pgrp int, ok bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
+	st, err := procstat.Read(pid)
+	if err != nil || !st.Live() {
 		return 0, 0, false
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || i+2 > len(s) {
-		return 0, 0, false
-	}
-	f := strings.Fields(s[i+2:])
-	if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
-		return 0, 0, false
-	}
-	ppid, _ = strconv.Atoi(f[1])
-	pgrp, _ = strconv.Atoi(f[2])
-	return ppid, pgrp, true
-}
-
-func pids() []int {
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		if n, err := strconv.Atoi(e.Name()); err == nil {
-			out = append(out, n)
-		}
-	}
-	return out
+	return st.PPID, st.PGRP, true
 }
 
 // GroupMembers lists the live processes in any of the process groups.
 func GroupMembers(groups ...int) []int {
 	var out []int
-	for _, p := range pids() {
+	for _, p := range procstat.PIDs() {
 		if _, pg, ok := ProcStat(p); ok {
 			for _, g := range groups {
 				if pg == g {
@@ -79,7 +57,7 @@ func GroupMembers(groups ...int) []int {
 // ChildGroups lists the process groups led by children of parent.
 func ChildGroups(parent int) []int {
 	var out []int
-	for _, p := range pids() {
+	for _, p := range procstat.PIDs() {
 		if pp, pg, ok := ProcStat(p); ok && pp == parent && pg == p {
 			out = append(out, p)
 		}
@@ -103,7 +81,7 @@ const supervisorMark = "MCP_MUX_STDIO_SUPERVISOR_PARENT="
 func StdioServers(name string) []int {
 	want := []byte(envStdio + "=" + name)
 	var out []int
-	for _, p := range pids() {
+	for _, p := range procstat.PIDs() {
 		if _, _, ok := ProcStat(p); !ok {
 			continue
 		}
