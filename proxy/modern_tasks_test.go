@@ -440,3 +440,23 @@ func TestTasksExtensionPassthrough(t *testing.T) {
 		t.Fatalf("the second upstream call declared the extension: %v", declared)
 	}
 }
+
+// Without inbound.request_state_key a passed-through task's id resolves
+// only on the replica that issued it (each process seals under its own
+// random key), and nothing reaches the server from another replica.
+func TestTasksExtensionPassthroughWithoutKey(t *testing.T) {
+	up := newTasksUpstream(t)
+	cfg := fmt.Sprintf(`{"mcpServers": {"builder": {"type": "http", "url": %q}}}`, up.ts.URL+"/mcp")
+	m1, m2 := startMux(t, cfg, proxy.Options{}), startMux(t, cfg, proxy.Options{})
+	_, r := modernCall(t, m1.ts.URL+"/mcp", nil, tasksCaps, "tools/call", "builder_build", `"name":"builder_build","arguments":{}`)
+	created := decodeTask(t, r)
+	if _, r = taskCall(t, m2.ts.URL+"/mcp", nil, tasksCaps, "tasks/get", created.TaskID, ""); r.Error == nil || r.Error.Code != -32602 {
+		t.Fatalf("tasks/get on another replica: %s %+v, want -32602", r.Result, r.Error)
+	}
+	if calls, _, _ := up.snapshot(); len(calls) != 0 {
+		t.Fatalf("the other replica reached the server: %q", calls)
+	}
+	if _, r = taskCall(t, m1.ts.URL+"/mcp", nil, tasksCaps, "tasks/get", created.TaskID, ""); decodeTask(t, r).TaskID != created.TaskID {
+		t.Fatalf("tasks/get on the issuing replica: %s", r.Result)
+	}
+}
