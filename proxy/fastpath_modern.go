@@ -123,6 +123,13 @@ func modernFastHeaders(h http.Header) bool {
 	if h.Get("Mcp-Protocol-Version") != modernVersion || len(h.Values("Last-Event-ID")) > 0 {
 		return false
 	}
+	return modernContentHeaders(h)
+}
+
+// modernContentHeaders reports whether a POST's Content-Type and Accept are
+// what the SDK's stateless handler requires (it answers 415 or 400
+// otherwise).
+func modernContentHeaders(h http.Header) bool {
 	if ct := h.Get("Content-Type"); ct != "application/json" && !(len(ct) > 17 && ct[:17] == "application/json;") {
 		return false
 	}

@@ -94,9 +94,14 @@ func (s *Server) serveTaskListen(w http.ResponseWriter, r *http.Request, m *wire
 	if json.Unmarshal(m.Params, &p) != nil || p.Notifications == nil || len(p.Notifications.TaskIDs) == 0 {
 		return false
 	}
-	// The checks the SDK makes of every 2026-07-28 request.
+	// The checks the SDK makes of every 2026-07-28 request. What it refuses
+	// before it reads the body, and a version it does not serve, it answers
+	// itself (the refusal does not depend on taskIds).
 	var version string
 	_ = json.Unmarshal(p.Meta["io.modelcontextprotocol/protocolVersion"], &version)
+	if v := r.Header.Get("Mcp-Protocol-Version"); (v != "" && v != modernVersion) || !modernContentHeaders(r.Header) {
+		return false
+	}
 	switch v := r.Header.Get("Mcp-Protocol-Version"); {
 	case v == "":
 		writeRPCError(w, http.StatusBadRequest, m.ID, codeHeaderMismatch, "missing MCP-Protocol-Version header")
