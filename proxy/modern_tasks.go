@@ -184,14 +184,20 @@ func (s *Server) passTask(st *session, r *route, raw json.RawMessage) (json.RawM
 	case head.TaskID == "" || len(head.TaskID) > maxRemoteTaskIDLen:
 		return nil, &wire.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("MCP server %q answered with a task without a usable taskId (1 to %d bytes)", r.server.name, maxRemoteTaskIDLen)}
 	}
-	return withTaskID(raw, s.rt.Load().states.sealTaskID(st.user, r.server.name, head.TaskID)), nil
+	return withTaskID(raw, head.TaskID, s.rt.Load().states.sealTaskID(st.user, r.server.name, head.TaskID)), nil
 }
 
-// withTaskID returns a task object with its taskId replaced.
-func withTaskID(raw json.RawMessage, id string) json.RawMessage {
+// withTaskID returns a task object with its taskId replaced by id, and
+// every nested taskId member that names remote (a related-task _meta of its
+// result or of its input requests, say) replaced too: the caller never sees
+// the server's own id. Nesting is followed to maxTaskIDRewriteDepth.
+func withTaskID(raw json.RawMessage, remote, id string) json.RawMessage {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(raw, &m) != nil || m == nil {
 		return raw
+	}
+	for k, v := range m {
+		m[k] = rewriteTaskIDs(v, remote, id, 1)
 	}
 	m["taskId"], _ = json.Marshal(id)
 	out, err := json.Marshal(m)
@@ -199,6 +205,50 @@ func withTaskID(raw json.RawMessage, id string) json.RawMessage {
 		return raw
 	}
 	return out
+}
+
+// maxTaskIDRewriteDepth bounds how deep withTaskID looks for nested task
+// ids (a related-task _meta sits at depth 3 to 5), so that a deep reply
+// costs no more than a few passes over it.
+const maxTaskIDRewriteDepth = 8
+
+// rewriteTaskIDs returns v with the taskId members that name remote, in v
+// and below it, replaced by id.
+func rewriteTaskIDs(v json.RawMessage, remote, id string, depth int) json.RawMessage {
+	v = bytes.TrimSpace(v)
+	if depth > maxTaskIDRewriteDepth || len(v) == 0 || (v[0] != '{' && v[0] != '[') || !bytes.Contains(v, []byte("taskId")) {
+		return v
+	}
+	var out any
+	if v[0] == '[' {
+		var a []json.RawMessage
+		if json.Unmarshal(v, &a) != nil {
+			return v
+		}
+		for i := range a {
+			a[i] = rewriteTaskIDs(a[i], remote, id, depth+1)
+		}
+		out = a
+	} else {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(v, &m) != nil {
+			return v
+		}
+		for k, e := range m {
+			var s string
+			if k == "taskId" && json.Unmarshal(e, &s) == nil && s == remote {
+				m[k], _ = json.Marshal(id)
+				continue
+			}
+			m[k] = rewriteTaskIDs(e, remote, id, depth+1)
+		}
+		out = m
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return v
+	}
+	return b
 }
 
 // taskMethod serves tasks/get, tasks/update and tasks/cancel of a
@@ -281,9 +331,9 @@ func (s *Server) passedTaskMethod(ctx context.Context, st *session, method strin
 	}
 	raw := res.(*rawResult).raw
 	if method == "tasks/get" {
-		raw = withTaskID(raw, p.TaskID)
+		return withTaskID(raw, remote, p.TaskID), nil
 	}
-	return raw, nil
+	return rewriteTaskIDs(raw, remote, p.TaskID, 1), nil
 }
 
 // taskRef is the sealed content of a passed-through task's id.

@@ -330,7 +330,7 @@ func (u *tasksUpstream) serve(w http.ResponseWriter, r *http.Request) {
 		u.declared = append(u.declared, ok)
 		result = `{"resultType":"complete","content":[{"type":"text","text":"built synchronously"}]}`
 		if ok {
-			result = `{"resultType":"task","status":"working",` + task + `}`
+			result = `{"resultType":"task","status":"working",` + task + `,"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"remote-7"}}}`
 		}
 	case "tasks/get", "tasks/update", "tasks/cancel":
 		u.calls = append(u.calls, m.Method+" "+m.Params.TaskID+" "+r.Header.Get("Mcp-Name"))
@@ -348,7 +348,7 @@ func (u *tasksUpstream) serve(w http.ResponseWriter, r *http.Request) {
 			u.gets++
 			result = `{"resultType":"complete","status":"working",` + task + `}`
 			if u.gets > 1 {
-				result = `{"resultType":"complete","status":"completed",` + task + `,"result":{"content":[{"type":"text","text":"built"}],"isError":false}}`
+				result = `{"resultType":"complete","status":"completed",` + task + `,"result":{"content":[{"type":"text","text":"built"}],"isError":false,"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"remote-7"}}}}`
 			}
 		}
 	default:
@@ -402,7 +402,8 @@ func TestTasksExtensionPassthrough(t *testing.T) {
 			t.Fatalf("tasks/get: %s", r.Result)
 		}
 	}
-	if v := decodeTask(t, r); v.Status != "completed" || v.Result == nil || v.Result.Content[0].Text != "built" {
+	if v := decodeTask(t, r); v.Status != "completed" || v.Result == nil || v.Result.Content[0].Text != "built" ||
+		strings.Contains(string(r.Result), "remote-7") || !strings.Contains(string(r.Result), `related-task":{"taskId":`+mustQuote(created.TaskID)) {
 		t.Fatalf("completed passed-through task: %s", r.Result)
 	}
 	if _, r = taskCall(t, url, alice, tasksCaps, "tasks/update", created.TaskID, `,"inputResponses":{"q1":{"action":"accept","content":{"ok":true}}}`); r.Error != nil {

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -409,30 +408,6 @@ func (s *Server) forwardMeta(meta json.RawMessage, k sink) (json.RawMessage, str
 // from params._meta: they describe the downstream request (a 2026-07-28
 // client's version and capabilities), not the one mcp-mux sends upstream.
 func stripProtocolMeta(params json.RawMessage) json.RawMessage {
-	if !bytes.Contains(params, []byte(`"io.modelcontextprotocol/`)) {
-		return params
-	}
-	var p map[string]json.RawMessage
-	if json.Unmarshal(params, &p) != nil || p["_meta"] == nil {
-		return params
-	}
-	var meta map[string]json.RawMessage
-	if json.Unmarshal(p["_meta"], &meta) != nil {
-		return params
-	}
-	for k := range meta {
-		if strings.HasPrefix(k, "io.modelcontextprotocol/") {
-			delete(meta, k)
-		}
-	}
-	if len(meta) == 0 {
-		delete(p, "_meta")
-	} else {
-		p["_meta"], _ = json.Marshal(meta)
-	}
-	out, err := json.Marshal(p)
-	if err != nil {
-		return params
-	}
-	return out
+	const prefix = "io.modelcontextprotocol/"
+	return wire.DropMeta(params, `"`+prefix, func(k string) bool { return strings.HasPrefix(k, prefix) })
 }

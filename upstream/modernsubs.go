@@ -1,7 +1,6 @@
 package upstream
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 
@@ -42,23 +41,5 @@ func listenResource(ctx context.Context, c *conn, uri string, on bool) error {
 // _meta: it means nothing to mcp-mux's clients, whose listeners get their own.
 func dropSubscriptionID(params json.RawMessage) json.RawMessage {
 	const key = "io.modelcontextprotocol/subscriptionId"
-	if !bytes.Contains(params, []byte(key)) {
-		return params
-	}
-	var p map[string]json.RawMessage
-	var meta map[string]json.RawMessage
-	if json.Unmarshal(params, &p) != nil || json.Unmarshal(p["_meta"], &meta) != nil {
-		return params
-	}
-	delete(meta, key)
-	if len(meta) == 0 {
-		delete(p, "_meta")
-	} else {
-		p["_meta"], _ = json.Marshal(meta)
-	}
-	out, err := json.Marshal(p)
-	if err != nil {
-		return params
-	}
-	return out
+	return wire.DropMeta(params, key, func(k string) bool { return k == key })
 }
