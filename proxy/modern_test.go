@@ -500,7 +500,11 @@ func TestModernClosedStreamCancelsCall(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	time.Sleep(300 * time.Millisecond) // let the call reach the upstream
+	select {
+	case <-p.entered: // the call reached the upstream
+	case <-time.After(20 * time.Second):
+		t.Fatal("the call never reached the upstream")
+	}
 	cancel()
 	select {
 	case tag := <-p.cancelled:
