@@ -1,10 +1,6 @@
 package proxy
 
-import (
-	"maps"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-)
+import "github.com/modelcontextprotocol/go-sdk/mcp"
 
 // Advertised server capabilities.
 //
@@ -65,37 +61,15 @@ func catalogCapabilities(backends []*backend, pol *catalogPolicy) mcp.ServerCapa
 	return caps
 }
 
-// advertised returns the capabilities an initialize (modern false) or a
-// server/discover (modern true) result advertises: the current catalog's,
-// plus on discover the 2026-07-28 extensions registered with addExtension.
-func (s *Server) advertised(modern bool) *mcp.ServerCapabilities {
-	caps := s.rt.Load().cat.Load().caps // a copy: the catalog's pointers are never written
-	if modern && len(s.extensions) > 0 {
-		caps.Extensions = maps.Clone(s.extensions)
-	}
-	return &caps
-}
-
-// addExtension makes server/discover advertise a 2026-07-28 extension
-// (io.modelcontextprotocol/tasks, say) with its settings (nil: none). Call
-// it from New, before the Server serves.
-func (s *Server) addExtension(name string, settings map[string]any) {
-	if settings == nil {
-		settings = map[string]any{}
-	}
-	if s.extensions == nil {
-		s.extensions = map[string]any{}
-	}
-	s.extensions[name] = settings
-}
-
-// setCapabilities puts the advertised capabilities into an initialize or
-// server/discover result.
+// setCapabilities puts the catalog's capabilities into an initialize or
+// server/discover result. Extensions are each added by their own file after
+// it (advertiseTasks, modern_tasks.go), on server/discover only.
 func (s *Server) setCapabilities(res mcp.Result) {
+	caps := s.rt.Load().cat.Load().caps // a copy: the catalog's pointers are never written
 	switch r := res.(type) {
 	case *mcp.InitializeResult:
-		r.Capabilities = s.advertised(false)
+		r.Capabilities = &caps
 	case *mcp.DiscoverResult:
-		r.Capabilities = s.advertised(true)
+		r.Capabilities = &caps
 	}
 }

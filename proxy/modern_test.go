@@ -148,6 +148,11 @@ func TestModernDiscoverAndLists(t *testing.T) {
 	if status != http.StatusOK || h.Get("Mcp-Session-Id") == "" || !strings.Contains(body, `"protocolVersion":"2025-11-25"`) {
 		t.Fatalf("legacy initialize: HTTP %d session %q %s", status, h.Get("Mcp-Session-Id"), body)
 	}
+	// initialize selects legacy semantics even under a 2026-07-28 header.
+	status, h, body = rawRequest(t, http.MethodPost, url, map[string]string{"Mcp-Protocol-Version": "2026-07-28"}, initializeBody)
+	if status != http.StatusOK || h.Get("Mcp-Session-Id") == "" || !strings.Contains(body, `"protocolVersion":"2025-11-25"`) {
+		t.Fatalf("initialize under a 2026-07-28 header: HTTP %d session %q %s", status, h.Get("Mcp-Session-Id"), body)
+	}
 }
 
 // A modern list is private when callers are told apart.
@@ -500,7 +505,11 @@ func TestModernClosedStreamCancelsCall(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	time.Sleep(300 * time.Millisecond) // let the call reach the upstream
+	select {
+	case <-p.entered: // the call reached the upstream
+	case <-time.After(20 * time.Second):
+		t.Fatal("the call never reached the upstream")
+	}
 	cancel()
 	select {
 	case tag := <-p.cancelled:

@@ -111,8 +111,6 @@ type Server struct {
 	retireStop context.CancelFunc
 	reloads    reloadLog
 
-	extensions map[string]any // 2026-07-28 extensions discover advertises (capabilities.go)
-
 	tasks       *taskpoll.Service // nil: durable tasks off (tasks.go)
 	tasksOnce   sync.Once
 	tasksCancel func()
