@@ -107,42 +107,15 @@ func stringEnd(data []byte, i int) int {
 // request.
 func TopLevelID(data []byte) []byte {
 	data = bytes.TrimSpace(data)
-	if len(data) == 0 || data[0] != '{' {
-		return nil
-	}
-	depth := 0
-	key := false // the next string at depth 1 is a member name
-	for i := 0; i < len(data); i++ {
-		switch data[i] {
-		case '"':
-			end := stringEnd(data, i+1)
-			if end < 0 {
-				return nil
-			}
-			if depth == 1 && key {
-				name := data[i+1 : end]
-				i = end
-				if string(name) == "id" {
-					return memberValue(data, i+1)
-				}
-				key = false
-				continue
-			}
-			i = end
-		case '{', '[':
-			depth++
-			if depth == 1 {
-				key = true
-			}
-		case '}', ']':
-			depth--
-		case ',':
-			if depth == 1 {
-				key = true
-			}
+	var id []byte
+	eachMember(data, func(name []byte, end int) bool {
+		if string(name) == "id" {
+			id = memberValue(data, end+1)
+			return false
 		}
-	}
-	return nil
+		return true
+	})
+	return id
 }
 
 // KeysHavePrefix reports whether data holds an object every member name of
@@ -150,7 +123,26 @@ func TopLevelID(data []byte) []byte {
 // escapes does not count as starting with it.
 func KeysHavePrefix(data []byte, prefix string) bool {
 	data = bytes.TrimSpace(data)
-	if len(data) < 2 || data[0] != '{' {
+	if len(data) < 2 {
+		return false
+	}
+	ok := true
+	complete := eachMember(data, func(name []byte, _ int) bool {
+		ok = bytes.HasPrefix(name, []byte(prefix)) && bytes.IndexByte(name, '\\') < 0
+		return ok
+	})
+	return ok && complete
+}
+
+// eachMember calls fn with the raw name of each member of the object data
+// holds (escapes as written) and the index of the name's closing quote,
+// until fn returns false, in one pass that decodes nothing. It reports
+// whether the scan reached the end of data with every bracket closed
+// (false for data that is not an object, a string left open, or fn
+// stopping it).
+func eachMember(data []byte, fn func(name []byte, end int) bool) bool {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 || data[0] != '{' {
 		return false
 	}
 	depth := 0
@@ -163,8 +155,7 @@ func KeysHavePrefix(data []byte, prefix string) bool {
 				return false
 			}
 			if depth == 1 && key {
-				name := data[i+1 : end]
-				if !bytes.HasPrefix(name, []byte(prefix)) || bytes.IndexByte(name, '\\') >= 0 {
+				if !fn(data[i+1:end], end) {
 					return false
 				}
 				key = false

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -154,6 +155,28 @@ func FuzzKeysHavePrefix(f *testing.F) {
 			if !strings.HasPrefix(k, "p/") {
 				t.Fatalf("KeysHavePrefix accepted %q with member %q", data, k)
 			}
+		}
+	})
+}
+
+// FuzzTopLevelID: an upstream line or client body never crashes the id
+// scan, and on a valid object it finds the id encoding/json finds.
+func FuzzTopLevelID(f *testing.F) {
+	for _, s := range []string{`{"jsonrpc":"2.0","id":7,"result":{}}`, `{"a":{"id":1},"id":"x"}`, `{"id":null}`, `{"a":"\"id\"","id":-1.5e3}`, `{"id"`, `[{"id":1}]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got := TopLevelID(data)
+		var m map[string]json.RawMessage
+		if bytes.Count(data, []byte(`"id"`)) != 1 || json.Unmarshal(data, &m) != nil || m["id"] == nil {
+			return
+		}
+		want := bytes.TrimSpace(m["id"])
+		if c := want[0]; c == '{' || c == '[' || c == 't' || c == 'f' {
+			return // not an id TopLevelID reads
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("TopLevelID(%s) = %s, encoding/json finds %s", data, got, want)
 		}
 	})
 }
