@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -67,4 +68,41 @@ func TestCapsCacheBounded(t *testing.T) {
 			t.Errorf("accepted caps %s info %s", bad.caps, bad.info)
 		}
 	}
+}
+
+// FuzzModernRequest: a _meta the fast path accepts is one the SDK accepts
+// too (it reads _meta with encoding/json into a map: exact member names,
+// the last of duplicates), with the same protocol version and capabilities.
+func FuzzModernRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`,
+		`{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{}},"io.modelcontextprotocol/clientInfo":{"name":"x","version":"1"}}`,
+		`{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/protocolVersion":"2025-11-25","io.modelcontextprotocol/clientCapabilities":{}}`,
+		`{"IO.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`,
+		`{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientCapabilities":null}`,
+	} {
+		f.Add([]byte(s))
+	}
+	s := &Server{}
+	f.Fuzz(func(t *testing.T, meta []byte) {
+		// meta is a member of a decoded params object: valid JSON.
+		if !json.Valid(meta) {
+			return
+		}
+		if _, ok := s.modernRequest(http.Header{}, meta); !ok {
+			return
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(meta, &m); err != nil {
+			t.Fatalf("accepted %s, which encoding/json refuses: %v", meta, err)
+		}
+		var v string
+		if json.Unmarshal(m["io.modelcontextprotocol/protocolVersion"], &v) != nil || v != modernVersion {
+			t.Fatalf("accepted %s, whose version the SDK reads as %q", meta, v)
+		}
+		caps := bytes.TrimSpace(m["io.modelcontextprotocol/clientCapabilities"])
+		if len(caps) == 0 || caps[0] != '{' {
+			t.Fatalf("accepted %s, whose capabilities the SDK reads as %s", meta, caps)
+		}
+	})
 }
