@@ -184,7 +184,14 @@ func (s *Server) passTask(st *session, r *route, raw json.RawMessage) (json.RawM
 	case head.TaskID == "" || len(head.TaskID) > maxRemoteTaskIDLen:
 		return nil, &wire.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("MCP server %q answered with a task without a usable taskId (1 to %d bytes)", r.server.name, maxRemoteTaskIDLen)}
 	}
-	return withTaskID(raw, head.TaskID, s.rt.Load().states.sealTaskID(st.user, r.server.name, head.TaskID)), nil
+	id := s.rt.Load().states.sealTaskID(st.user, r.server.name, head.TaskID)
+	if len(id) > maxTaskIDLen {
+		// Escapes in the sealed reference (or a long user id) can make it
+		// longer than a client may send back: never issue an id that
+		// cannot resolve.
+		return nil, &wire.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("MCP server %q answered with a task id mcp-mux cannot namespace within %d bytes", r.server.name, maxTaskIDLen)}
+	}
+	return withTaskID(raw, head.TaskID, id), nil
 }
 
 // withTaskID returns a task object with its taskId replaced by id, and

@@ -280,6 +280,7 @@ type tasksUpstream struct {
 	declared []bool   // whether each tools/call declared the extension
 	gets     int
 	updates  []string
+	remote   string // the task id it hands out ("remote-7" unless set)
 	ts       *httptest.Server
 }
 
@@ -317,7 +318,12 @@ func (u *tasksUpstream) serve(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	const task = `"taskId":"remote-7","createdAt":"2026-08-01T10:00:00Z","lastUpdatedAt":"2026-08-01T10:00:00Z","ttlMs":60000,"pollIntervalMs":50`
+	remote := "remote-7"
+	if u.remote != "" {
+		remote = u.remote
+	}
+	rq, _ := json.Marshal(remote)
+	task := `"taskId":` + string(rq) + `,"createdAt":"2026-08-01T10:00:00Z","lastUpdatedAt":"2026-08-01T10:00:00Z","ttlMs":60000,"pollIntervalMs":50`
 	var result string
 	u.mu.Lock()
 	switch m.Method {
@@ -330,11 +336,11 @@ func (u *tasksUpstream) serve(w http.ResponseWriter, r *http.Request) {
 		u.declared = append(u.declared, ok)
 		result = `{"resultType":"complete","content":[{"type":"text","text":"built synchronously"}]}`
 		if ok {
-			result = `{"resultType":"task","status":"working",` + task + `,"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"remote-7"}}}`
+			result = `{"resultType":"task","status":"working",` + task + `,"_meta":{"io.modelcontextprotocol/related-task":{"taskId":` + string(rq) + `}}}`
 		}
 	case "tasks/get", "tasks/update", "tasks/cancel":
 		u.calls = append(u.calls, m.Method+" "+m.Params.TaskID+" "+r.Header.Get("Mcp-Name"))
-		if m.Params.TaskID != "remote-7" {
+		if m.Params.TaskID != remote {
 			u.mu.Unlock()
 			w.Header().Set("Content-Type", "application/json")
 			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32602,"message":"Task not found"}}`, m.ID)
@@ -348,7 +354,7 @@ func (u *tasksUpstream) serve(w http.ResponseWriter, r *http.Request) {
 			u.gets++
 			result = `{"resultType":"complete","status":"working",` + task + `}`
 			if u.gets > 1 {
-				result = `{"resultType":"complete","status":"completed",` + task + `,"result":{"content":[{"type":"text","text":"built"}],"isError":false,"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"remote-7"}}}}`
+				result = `{"resultType":"complete","status":"completed",` + task + `,"result":{"content":[{"type":"text","text":"built"}],"isError":false,"_meta":{"io.modelcontextprotocol/related-task":{"taskId":` + string(rq) + `}}}}`
 			}
 		}
 	default:
@@ -458,5 +464,26 @@ func TestTasksExtensionPassthroughWithoutKey(t *testing.T) {
 	}
 	if _, r = taskCall(t, m1.ts.URL+"/mcp", nil, tasksCaps, "tasks/get", created.TaskID, ""); decodeTask(t, r).TaskID != created.TaskID {
 		t.Fatalf("tasks/get on the issuing replica: %s", r.Result)
+	}
+}
+
+// A server task id that is legal (at most 1024 bytes) but whose sealed,
+// namespaced form would pass the bound on client task ids is refused when
+// it is issued: mcp-mux never hands out a task id it cannot resolve.
+func TestTasksExtensionPassthroughLongRemoteID(t *testing.T) {
+	up := newTasksUpstream(t)
+	up.remote = strings.Repeat("<", 1000) // escaped in JSON: six bytes each
+	m := startMux(t, fmt.Sprintf(`{"mcpServers": {"builder": {"type": "http", "url": %q}}}`, up.ts.URL+"/mcp"), proxy.Options{})
+	url := m.ts.URL + "/mcp"
+	_, r := modernCall(t, url, nil, tasksCaps, "tools/call", "builder_build", `"name":"builder_build","arguments":{}`)
+	if r.Error != nil {
+		if !strings.Contains(r.Error.Message, `"builder"`) {
+			t.Fatalf("refusal does not name the server: %+v", r.Error)
+		}
+		return
+	}
+	created := decodeTask(t, r)
+	if _, r = taskCall(t, url, nil, tasksCaps, "tasks/get", created.TaskID, ""); r.Error != nil {
+		t.Fatalf("the issued task id (%d bytes) does not resolve: %+v", len(created.TaskID), r.Error)
 	}
 }
