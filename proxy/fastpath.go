@@ -50,19 +50,14 @@ func (s *Server) mcpHandler() http.Handler {
 			defer bodyBuffers.Put(bp)
 			body := *bp
 			// Handlers after this one get a copy: the buffer goes back to the pool on return.
-			r.Body = io.NopCloser(bytes.NewReader(body)) // handlers that read it get a copy below
-			if modernEra(r, body) {
+			r.Body = io.NopCloser(bytes.NewReader(body)) // read, if at all, before the copy below
+			if modernRequest(r) {
 				if s.serveModernFast(w, r, body, sh) {
 					return
 				}
 				r.Body = io.NopCloser(bytes.NewReader(slices.Clone(body)))
 				s.serveModern(w, r)
 				return
-			}
-			if v := r.Header.Get("Mcp-Protocol-Version"); v >= modernVersion {
-				// An initialize under a 2026-07-28 header: its params
-				// negotiate the version, as on any legacy server.
-				r.Header.Del("Mcp-Protocol-Version")
 			}
 			release, ok := s.admitSession(w, r, body)
 			if !ok {

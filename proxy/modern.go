@@ -44,29 +44,25 @@ const requestIDHeader = "Mcp-Mux-Internal-Request-Id"
 
 const metaSubscriptionID = "io.modelcontextprotocol/subscriptionId"
 
-// modernEra reports whether the POST r, whose body is body, belongs to the
-// 2026-07-28 era. initialize always selects legacy semantics, whatever the
-// headers say.
-func modernEra(r *http.Request, body []byte) bool {
+// modernRequest reports whether r belongs to the 2026-07-28 era.
+func modernRequest(r *http.Request) bool {
 	if r.Method != http.MethodPost {
 		return false
 	}
 	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" {
-		if v < modernVersion {
-			return false
-		}
-		if !bytes.Contains(body, []byte(`"initialize"`)) {
-			return true
-		}
-		var m wire.Message
-		return wire.Decode(body, &m) != nil || m.Method != "initialize"
+		return v >= modernVersion
 	}
-	if r.Header.Get("Mcp-Session-Id") != "" {
+	if r.Header.Get("Mcp-Session-Id") != "" || r.Body == nil {
 		return false
 	}
 	// No version header and no session: only the body can tell. A request
 	// carrying a per-request protocol version is modern (the modern handler
 	// answers the missing header); anything else, initialize first, is legacy.
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), orErr(r.Body, err)))
+	if err != nil || len(body) > maxBody {
+		return false
+	}
 	var m wire.Message
 	if wire.Decode(body, &m) != nil || m.Method == "initialize" || !m.IsCall() {
 		return false

@@ -148,11 +148,6 @@ func TestModernDiscoverAndLists(t *testing.T) {
 	if status != http.StatusOK || h.Get("Mcp-Session-Id") == "" || !strings.Contains(body, `"protocolVersion":"2025-11-25"`) {
 		t.Fatalf("legacy initialize: HTTP %d session %q %s", status, h.Get("Mcp-Session-Id"), body)
 	}
-	// initialize selects legacy semantics even under a 2026-07-28 header.
-	status, h, body = rawRequest(t, http.MethodPost, url, map[string]string{"Mcp-Protocol-Version": "2026-07-28"}, initializeBody)
-	if status != http.StatusOK || h.Get("Mcp-Session-Id") == "" || !strings.Contains(body, `"protocolVersion":"2025-11-25"`) {
-		t.Fatalf("initialize under a 2026-07-28 header: HTTP %d session %q %s", status, h.Get("Mcp-Session-Id"), body)
-	}
 }
 
 // A modern list is private when callers are told apart.
