@@ -247,10 +247,11 @@ func secretsJSON(kv ...string) string {
 	return string(b)
 }
 
-// rawRequest sends one HTTP request to the mux and returns status, headers and body.
-func rawRequest(t *testing.T, method, url string, hdr map[string]string, body string) (int, http.Header, string) {
+// mcpRequest builds an MCP POST (or other method) to url with the JSON and
+// event-stream headers a client sends, plus hdr.
+func mcpRequest(t *testing.T, ctx context.Context, method, url string, hdr map[string]string, body string) *http.Request {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +260,13 @@ func rawRequest(t *testing.T, method, url string, hdr map[string]string, body st
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
-	resp, err := testHTTP.Do(req)
+	return req
+}
+
+// rawRequest sends one HTTP request to the mux and returns status, headers and body.
+func rawRequest(t *testing.T, method, url string, hdr map[string]string, body string) (int, http.Header, string) {
+	t.Helper()
+	resp, err := testHTTP.Do(mcpRequest(t, context.Background(), method, url, hdr, body))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -253,13 +253,8 @@ func TestModernFastPathClosedStreamCancels(t *testing.T) {
 	for i, caps := range []string{`{}`, `{"elicitation":{}}`} {
 		tag := fmt.Sprint("closed-", i)
 		ctx, cancel := context.WithCancel(context.Background())
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, m.ts.URL+"/mcp",
-			strings.NewReader(modernCallBody(caps, "probe_block", `{"tag":"`+tag+`"}`)))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		for k, v := range modernHeaders("tools/call", "probe_block") {
-			req.Header.Set(k, v)
-		}
+		req := mcpRequest(t, ctx, http.MethodPost, m.ts.URL+"/mcp", modernHeaders("tools/call", "probe_block"),
+			modernCallBody(caps, "probe_block", `{"tag":"`+tag+`"}`))
 		done := make(chan struct{})
 		go func() {
 			defer close(done)

@@ -50,16 +50,7 @@ func firstBytes(t *testing.T, url string, hdr map[string]string, body string) (i
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := testHTTP.Do(req)
+	resp, err := testHTTP.Do(mcpRequest(t, ctx, http.MethodPost, url, hdr, body))
 	if err != nil {
 		t.Fatal(err)
 	}

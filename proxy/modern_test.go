@@ -218,13 +218,7 @@ func (r *sseReader) next(t *testing.T) map[string]any {
 
 func openStream(t *testing.T, ctx context.Context, url string, hdr map[string]string, body string) *sseReader {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := testHTTP.Do(req)
+	resp, err := testHTTP.Do(mcpRequest(t, ctx, http.MethodPost, url, hdr, body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -486,12 +480,7 @@ func TestModernClosedStreamCancelsCall(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	body := modernBody("tools/call", `"name":"probe_block","arguments":{"tag":"closed"}`)
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, m.ts.URL+"/mcp", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	for k, v := range modernHeaders("tools/call", "probe_block") {
-		req.Header.Set(k, v)
-	}
+	req := mcpRequest(t, ctx, http.MethodPost, m.ts.URL+"/mcp", modernHeaders("tools/call", "probe_block"), body)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
