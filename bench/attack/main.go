@@ -35,12 +35,13 @@ import (
 func main() {
 	muxBin := flag.String("mux", "", "mcp-mux binary to attack")
 	idle := flag.Duration("idle-wait", 0, "also hold 200 idle keep-alive connections this long (the mux closes them after 2m)")
+	only := flag.String("only", "", "run only the scenarios whose name contains this (\"issue8\" for the first set)")
 	flag.Parse()
 	if *muxBin == "" {
-		fmt.Fprintln(os.Stderr, "usage: attack -mux BINARY [-idle-wait 130s]")
+		fmt.Fprintln(os.Stderr, "usage: attack -mux BINARY [-idle-wait 130s] [-only NAME]")
 		os.Exit(2)
 	}
-	if err := run(*muxBin, *idle); err != nil {
+	if err := runAll(*muxBin, *idle, *only); err != nil {
 		fmt.Fprintln(os.Stderr, "attack:", err)
 		os.Exit(1)
 	}
