@@ -22,8 +22,8 @@ func (f *forwarder) ServerNotification(ctx context.Context, key upstream.Key, me
 	s := (*Server)(f)
 	switch method {
 	case "notifications/progress":
-		// Tokens are unique per call, so this reaches exactly its caller.
-		s.progress.deliver(params)
+		// The upstream session delivers it only with its call's context (sink.go).
+		deliverProgress(ctx, params)
 	case "notifications/message":
 		if k := sinkFrom(ctx); k != nil {
 			k.notify(method, params)

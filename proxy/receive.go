@@ -323,9 +323,9 @@ func (s *Server) callTool(ctx context.Context, st *session, k sink, key upstream
 	if r.builtin { // list/get/cancel_background_task (tasks.go)
 		return s.builtinTask(ctx, st, key, name, args), nil
 	}
-	fwd, utok := s.forwardMeta(meta, k)
-	if utok != "" {
-		defer s.progress.drop(utok)
+	fwd, progress := forwardMeta(meta, k)
+	if progress != nil {
+		ctx = withProgress(ctx, progress) // sink.go
 	}
 	params := st.retry.apply(wire.AppendCallParams(make([]byte, 0, len(args)+len(r.raw)+len(fwd)+64), r.raw, args, fwd))
 	send := func(ctx context.Context, params json.RawMessage) (json.RawMessage, error) {
@@ -377,31 +377,31 @@ func (s *Server) callTool(ctx context.Context, st *session, k sink, key upstream
 
 // forwardMeta prepares a call's _meta for the upstream: the protocol's own
 // io.modelcontextprotocol/* keys are dropped, and a progress token is
-// replaced by a fresh one routed back to k (returned so it can be dropped).
-func (s *Server) forwardMeta(meta json.RawMessage, k sink) (json.RawMessage, string) {
+// replaced by a fresh one whose progress goes to k (the route returned).
+func forwardMeta(meta json.RawMessage, k sink) (json.RawMessage, *progressRoute) {
 	if len(meta) == 0 || string(meta) == "{}" || string(meta) == "null" ||
 		wire.KeysHavePrefix(meta, "io.modelcontextprotocol/") { // a 2026-07-28 request's own, only
-		return nil, ""
+		return nil, nil
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(meta, &m); err != nil || len(m) == 0 {
-		return nil, ""
+		return nil, nil
 	}
-	var utok string
+	var progress *progressRoute
 	for key, v := range m {
 		switch {
 		case key == "progressToken":
-			utok = s.progress.register(k, v)
-			m[key], _ = json.Marshal(utok)
+			progress = newProgressRoute(k, v)
+			m[key], _ = json.Marshal(progress.upstream)
 		case strings.HasPrefix(key, "io.modelcontextprotocol/"):
 			delete(m, key)
 		}
 	}
 	if len(m) == 0 {
-		return nil, utok
+		return nil, progress
 	}
 	b, _ := json.Marshal(m)
-	return b, utok
+	return b, progress
 }
 
 // stripProtocolMeta drops the protocol's own io.modelcontextprotocol/* keys

@@ -89,7 +89,6 @@ type Server struct {
 	capsCache  capsCache         // validated 2026-07-28 client capabilities (fastpath_modern.go)
 	sessions   sessionTable
 	requests   requestTable // SDK-path HTTP requests (limits.go)
-	progress   progressTable
 	metrics    *metrics
 	subsMu     sync.Mutex
 	subs       map[string]int // server+URI → number of sessions subscribed

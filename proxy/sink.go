@@ -2,18 +2,18 @@ package proxy
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"sync"
-	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	sse "github.com/tmaxmax/go-sse"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
 // A sink delivers what an upstream sends while serving one downstream
@@ -216,59 +216,51 @@ func (f *fastSink) request(ctx context.Context, method string, params json.RawMe
 	}
 }
 
-// progressTable maps the progress tokens mcp-mux sends upstream to the sink
-// and token of the downstream request they belong to. Upstream tokens are
-// unique, so two sessions using the same token never see each other's progress.
-type progressTable struct {
-	seq atomic.Uint64
-	mu  sync.Mutex
-	m   map[string]progressEntry
+// progressRoute is one call's progress: the token mcp-mux sends upstream
+// (random, minted per call), the downstream request's own token, and the
+// sink it goes to. It rides the call's context; the upstream session that
+// carries the call delivers progress with that context only for this token
+// (upstream.WithProgressToken), so a server reaches only calls it carries.
+type progressRoute struct {
+	upstream   string
+	downstream json.RawMessage
+	sink       sink
 }
 
-type progressEntry struct {
-	sink  sink
-	token json.RawMessage
+type progressKey struct{}
+
+// newProgressRoute mints the upstream token for a downstream token: random,
+// so that no server can guess another call's even where one session carries
+// several callers' calls (a shared scope).
+func newProgressRoute(k sink, downstream json.RawMessage) *progressRoute {
+	return &progressRoute{upstream: "mux-p-" + rand.Text(), downstream: downstream, sink: k}
 }
 
-// register returns the upstream token for a downstream token.
-func (t *progressTable) register(s sink, token json.RawMessage) string {
-	tok := "mux-p-" + strconv.FormatUint(t.seq.Add(1), 10)
-	t.mu.Lock()
-	if t.m == nil {
-		t.m = make(map[string]progressEntry)
+// withProgress returns ctx for a call whose progress goes to r.
+func withProgress(ctx context.Context, r *progressRoute) context.Context {
+	return upstream.WithProgressToken(context.WithValue(ctx, progressKey{}, r), r.upstream)
+}
+
+// deliverProgress forwards an upstream progress notification to the call
+// ctx belongs to, under that call's own token; progress naming any other
+// token is dropped.
+func deliverProgress(ctx context.Context, params json.RawMessage) {
+	r, _ := ctx.Value(progressKey{}).(*progressRoute)
+	if r == nil {
+		return
 	}
-	t.m[tok] = progressEntry{sink: s, token: token}
-	t.mu.Unlock()
-	return tok
-}
-
-func (t *progressTable) drop(tok string) {
-	t.mu.Lock()
-	delete(t.m, tok)
-	t.mu.Unlock()
-}
-
-// deliver forwards an upstream progress notification with the original token.
-func (t *progressTable) deliver(params json.RawMessage) bool {
 	var p map[string]json.RawMessage
 	if json.Unmarshal(params, &p) != nil {
-		return false
+		return
 	}
 	var tok string
-	if json.Unmarshal(p["progressToken"], &tok) != nil {
-		return false
+	if json.Unmarshal(p["progressToken"], &tok) != nil || tok != r.upstream {
+		return
 	}
-	t.mu.Lock()
-	e, ok := t.m[tok]
-	t.mu.Unlock()
-	if !ok {
-		return false
-	}
-	p["progressToken"] = e.token
+	p["progressToken"] = r.downstream
 	b, err := json.Marshal(p)
 	if err != nil {
-		return false
+		return
 	}
-	e.sink.notify("notifications/progress", b)
-	return true
+	r.sink.notify("notifications/progress", b)
 }

@@ -36,6 +36,8 @@ type conn struct {
 	seq        uint64
 	inflight   map[uint64]context.Context // stdio/sse calls in progress, for routing server-to-client traffic
 	serverReqs map[string]*serverReq      // server-to-client requests being answered, by raw id
+
+	progress progressCalls // the progress tokens of this session's calls in flight (progress.go)
 }
 
 // serverReq is the handling of one server-to-client request.
@@ -262,6 +264,7 @@ func (c *conn) callCtx() context.Context {
 
 // request sends method with raw params and returns the raw result.
 func (c *conn) request(ctx context.Context, u *Upstream, method string, params json.RawMessage, extra http.Header) (json.RawMessage, error) {
+	defer c.progress.bind(ctx)()
 	if c.direct != nil {
 		// What the server sends while serving this request arrives on its own
 		// stream, so it needs no in-flight bookkeeping.

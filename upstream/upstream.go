@@ -131,7 +131,9 @@ type Options struct {
 // Handler receives what an upstream server sends on a call session. ctx is
 // the context of the call the message belongs to when mcp-mux can tell (the
 // message arrived on that call's stream, or it is the only call in flight on
-// the session), else a background context.
+// the session), else a background context. Progress is delivered only with
+// the context of the call whose token it names (WithProgressToken), and only
+// from the session that carries that call; other progress is dropped.
 type Handler interface {
 	// ServerRequest answers sampling/createMessage, elicitation/create and roots/list.
 	ServerRequest(ctx context.Context, key Key, method string, params json.RawMessage) (json.RawMessage, error)
@@ -993,10 +995,18 @@ func (u *Upstream) onNotification(c *conn, method string, params json.RawMessage
 	if u.opts.Handler == nil || (c.control && method != "notifications/resources/updated") {
 		return
 	}
-	if method == "notifications/resources/updated" {
+	var ctx context.Context
+	switch method {
+	case "notifications/resources/updated":
 		params = dropSubscriptionID(params)
+	case "notifications/progress":
+		if ctx = c.progress.call(params); ctx == nil {
+			return // not a call this session carries (progress.go)
+		}
 	}
-	ctx := c.callCtx()
+	if ctx == nil {
+		ctx = c.callCtx()
+	}
 	if ctx == nil {
 		ctx = u.ctx
 	}
@@ -1007,16 +1017,21 @@ func (u *Upstream) onNotification(c *conn, method string, params json.RawMessage
 // stream of a call made with ctx on c (HTTP fast path).
 func (u *Upstream) onStreamMessage(ctx context.Context, c *conn, m *wire.Message) {
 	switch {
-	case m.IsNotification():
-		if forwardedNotifications[m.Method] && u.opts.Handler != nil && !c.control {
+	case m.IsNotification() && m.Method == "notifications/progress":
+		// Progress may name any call of this session, not just this stream's.
+		if ctx := c.progress.call(m.Params); ctx != nil && u.opts.Handler != nil && !c.control {
 			u.opts.Handler.ServerNotification(ctx, c.key, m.Method, m.Params)
 		}
-	case m.Method == "notifications/cancelled":
+	case m.IsNotification() && m.Method == "notifications/cancelled":
 		var p struct {
 			RequestID json.RawMessage `json:"requestId"`
 		}
 		if json.Unmarshal(m.Params, &p) == nil {
 			c.cancelServerRequest(string(p.RequestID))
+		}
+	case m.IsNotification():
+		if forwardedNotifications[m.Method] && u.opts.Handler != nil && !c.control {
+			u.opts.Handler.ServerNotification(ctx, c.key, m.Method, m.Params)
 		}
 	case m.IsCall():
 		ctx, cancel := context.WithCancel(ctx)
