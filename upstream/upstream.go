@@ -812,6 +812,21 @@ func (u *Upstream) Subscribe(ctx context.Context, uri string, on bool) error {
 	return u.scrub(err, nil)
 }
 
+// holdsSubscription reports whether the resources/updated params name a
+// URI that mcp-mux holds a subscription for on this server: a server cannot
+// announce updates of another server's resources.
+func (u *Upstream) holdsSubscription(params json.RawMessage) bool {
+	var p struct {
+		URI string `json:"uri"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return false
+	}
+	u.subsMu.Lock()
+	defer u.subsMu.Unlock()
+	return u.subs[p.URI]
+}
+
 func (u *Upstream) sendSubscribe(ctx context.Context, c *conn, uri string, on bool) error {
 	if c.cs.InitializeResult().ProtocolVersion >= VersionModern {
 		return listenResource(ctx, c, uri, on) // modernsubs.go
@@ -998,6 +1013,9 @@ func (u *Upstream) onNotification(c *conn, method string, params json.RawMessage
 	var ctx context.Context
 	switch method {
 	case "notifications/resources/updated":
+		if !u.holdsSubscription(params) {
+			return // a URI mcp-mux did not subscribe to on this server
+		}
 		params = dropSubscriptionID(params)
 	case "notifications/progress":
 		if ctx = c.progress.call(params); ctx == nil {
