@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/upstream"
@@ -107,3 +110,55 @@ func TestProgressOnlyForCallsTheSessionCarries(t *testing.T) {
 		})
 	}
 }
+
+// A server that gives up on its own request to the client (its sampling
+// timed out) cancels it with notifications/cancelled, which ends the
+// Handler's answering: the id is looked up among that session's requests.
+func TestServerCancelsItsOwnRequest(t *testing.T) {
+	newServer := func() *mcp.Server {
+		s := mcp.NewServer(&mcp.Implementation{Name: "asker", Version: "1"}, nil)
+		s.AddTool(&mcp.Tool{Name: "ask", InputSchema: map[string]any{"type": "object"}},
+			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				ctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+				defer cancel()
+				_, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 1,
+					Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "hi"}}}})
+				time.Sleep(300 * time.Millisecond) // the SDK sends the cancellation in the background
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(err)}}}, nil
+			})
+		return s
+	}
+	for _, tg := range []target{{upstream.HTTP, httpOptions(t, newServer())}, {upstream.SSE, sseOptions(t, newServer())}} {
+		t.Run(tg.name, func(t *testing.T) {
+			t.Parallel()
+			h := &waitingHandler{ended: make(chan error, 1)}
+			o := tg.opts
+			o.Handler = h
+			u := start(t, o)
+			key := upstream.Key{User: "alice", Thread: "t1", Caps: upstream.Capabilities(&mcp.ClientCapabilities{Sampling: &mcp.SamplingCapabilities{}})}
+			if _, err := call(context.Background(), u, key, "ask", `{}`); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-h.ended; err == nil {
+				t.Fatal("the server's cancellation did not end the answering of its request")
+			}
+		})
+	}
+}
+
+// waitingHandler answers a server request only when its context ends, or
+// after 5 s, and reports which (ctx.Err(), or nil).
+type waitingHandler struct{ ended chan error }
+
+func (h *waitingHandler) ServerRequest(ctx context.Context, _ upstream.Key, _ string, _ json.RawMessage) (json.RawMessage, error) {
+	select {
+	case <-ctx.Done():
+		h.ended <- ctx.Err()
+		return nil, ctx.Err()
+	case <-time.After(5 * time.Second):
+		h.ended <- nil
+		return nil, errors.New("not cancelled")
+	}
+}
+
+func (h *waitingHandler) ServerNotification(context.Context, upstream.Key, string, json.RawMessage) {}
