@@ -35,8 +35,8 @@ type BoltStore struct {
 	db        *bolt.DB
 	maxActive int
 	mu        sync.Mutex
-	subs map[int]func(Event)
-	next int
+	subs      map[int]func(Event)
+	next      int
 }
 
 var (
