@@ -1,10 +1,14 @@
 package proxy_test
 
 import (
+	"context"
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
@@ -12,7 +16,8 @@ import (
 
 // Issue 17, attack 10 through the MCP surface: past
 // mcp_tasks.max_active_tasks_per_user a submit is a tool error naming the
-// cap in both eras (with and without the tasks extension), the upstream's
+// cap in both eras (2025-11-25 sessions, 2026-07-28 with and without the
+// tasks extension), the upstream's
 // submit tool is not called, another caller still submits, a cancelled
 // task frees its slot, and CreateTaskResult's ttlMs is the retention.
 func TestTaskCapBolt(t *testing.T) {
@@ -70,6 +75,24 @@ func taskCapFlow(t *testing.T, st taskpoll.Store) {
 		if r := submit(alice, caps); !refused(r) {
 			t.Fatalf("3rd submit (caps %s) was not refused naming the cap: %s", caps, r.Result)
 		}
+	}
+	// A 2025-11-25 session of alice is refused the same way.
+	ctx := context.Background()
+	c := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil)
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: &clientRT{base: tr, static: http.Header{"X-User": {"alice"}}}}},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "jobs_submit_job", Arguments: map[string]any{"input": "x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw, _ := json.Marshal(res); !refused(rpcReply{Result: raw}) {
+		t.Fatalf("a 2025-11-25 submit past the cap: %s", raw)
 	}
 	if n := jobs.Submits(); n != 2 {
 		t.Fatalf("the upstream's submit tool ran %d times, want 2 (refused submits must not reach it)", n)
