@@ -40,6 +40,11 @@ type Tasks struct {
 	TrackingDegradedAfterErrors int           // default 3, 1..100
 	MaxResultBytes              int           // default 65536, 1024..10485760
 	ResultPreviewMaxChars       int           // default 2000, 64..100000
+	// MaxActiveTasksPerUser caps one caller's active (unfinished) tasks;
+	// a submit past it is refused before the upstream sees it.
+	MaxActiveTasksPerUser int // default 100, 1..100000
+	// Retention is how long a finished task's record is kept.
+	Retention time.Duration // default 7 days, 1s..365 days
 }
 
 // Store is the "store" block. An empty RedisURL selects the embedded
@@ -113,6 +118,8 @@ func defaultBlocks() (Guardrails, ToolSearch, Tasks, Store, Inbound) {
 			TrackingDegradedAfterErrors: 3,
 			MaxResultBytes:              65536,
 			ResultPreviewMaxChars:       2000,
+			MaxActiveTasksPerUser:       100,
+			Retention:                   7 * 24 * time.Hour,
 		},
 		Store{KeyPrefix: "mcp-mux:"},
 		Inbound{
@@ -163,6 +170,9 @@ func (c *Config) parseMuxBlocks(root *node) []Problem {
 		t.TrackingDegradedAfterErrors = o.intInRange("tracking_degraded_after_errors", t.TrackingDegradedAfterErrors, 1, 100)
 		t.MaxResultBytes = o.intInRange("max_result_bytes", t.MaxResultBytes, 1024, 10485760)
 		t.ResultPreviewMaxChars = o.intInRange("result_preview_max_chars", t.ResultPreviewMaxChars, 64, 100000)
+		t.MaxActiveTasksPerUser = o.intInRange("max_active_tasks_per_user", t.MaxActiveTasksPerUser, 1, 100000)
+		// Whole seconds, so that the range reads as 1..31536000 in a problem.
+		t.Retention = time.Duration(o.intInRange("retention_seconds", int(t.Retention/time.Second), 1, 365*24*3600)) * time.Second
 		o.rejectUnknown()
 	}
 

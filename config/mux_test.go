@@ -13,7 +13,8 @@ func TestMuxBlocks(t *testing.T) {
 	  "tool_search": {"enabled": true, "auto_promote_top_k": 5},
 	  "mcp_tasks": {"enabled": true, "poll_interval_seconds": 2.5, "lease_seconds": 60, "max_concurrent_polls": 4,
 	                "max_poll_backoff_seconds": 100, "input_required_poll_interval_seconds": 30,
-	                "tracking_degraded_after_errors": 5, "max_result_bytes": 2048, "result_preview_max_chars": 100},
+	                "tracking_degraded_after_errors": 5, "max_result_bytes": 2048, "result_preview_max_chars": 100,
+	                "max_active_tasks_per_user": 7, "retention_seconds": 3600},
 	  "store": {"redis_url": "$REDIS_URL", "key_prefix": "mux:"},
 	  "inbound": {"auth": {"mode": "api_keys", "keys": {"alice": "$KEY_ALICE"}},
 	              "secrets_header": "X-S", "thread_header": "X-T", "user_header": "X-U",
@@ -30,7 +31,8 @@ func TestMuxBlocks(t *testing.T) {
 	}
 	want := Tasks{Enabled: true, PollInterval: 2500 * time.Millisecond, Lease: time.Minute, MaxConcurrentPolls: 4,
 		MaxPollBackoff: 100 * time.Second, InputRequiredPollInterval: 30 * time.Second,
-		TrackingDegradedAfterErrors: 5, MaxResultBytes: 2048, ResultPreviewMaxChars: 100}
+		TrackingDegradedAfterErrors: 5, MaxResultBytes: 2048, ResultPreviewMaxChars: 100,
+		MaxActiveTasksPerUser: 7, Retention: time.Hour}
 	if cfg.Tasks != want {
 		t.Errorf("mcp_tasks = %+v", cfg.Tasks)
 	}
@@ -57,7 +59,8 @@ func TestMuxBlockDefaultsPartial(t *testing.T) {
 	if !cfg.Guardrails.Enabled || !cfg.Guardrails.FailClosed || cfg.Guardrails.AllowedTools != nil {
 		t.Errorf("guardrails = %+v", cfg.Guardrails)
 	}
-	if cfg.Tasks.PollInterval != 5*time.Second || cfg.Tasks.ResultPreviewMaxChars != 2000 || !cfg.Tasks.Enabled {
+	if cfg.Tasks.PollInterval != 5*time.Second || cfg.Tasks.ResultPreviewMaxChars != 2000 || !cfg.Tasks.Enabled ||
+		cfg.Tasks.MaxActiveTasksPerUser != 100 || cfg.Tasks.Retention != 7*24*time.Hour {
 		t.Errorf("tasks = %+v", cfg.Tasks)
 	}
 	if cfg.Inbound.SecretsHeader != "X-Mux-Secrets" || cfg.Inbound.Auth.Mode != AuthNone || cfg.Inbound.Auth.AllowRemote ||
@@ -101,6 +104,9 @@ func TestMuxBlockProblems(t *testing.T) {
 			"mcp_tasks.poll_interval_seconds: must be between 1 and 300 seconds",
 			"mcp_tasks.max_result_bytes: must be between 1024 and 10485760",
 			"mcp_tasks.lease: unknown key"}},
+		{`{"mcp_tasks": {"max_active_tasks_per_user": 0, "retention_seconds": 0}}`, []string{
+			"mcp_tasks.max_active_tasks_per_user: must be between 1 and 100000",
+			"mcp_tasks.retention_seconds: must be between 1 and 31536000"}},
 		{`{"store": {"redis_url": "http://localhost"}}`, []string{"store.redis_url: must be a redis://, rediss:// or unix:// URL"}},
 		{`{"inbound": {"auth": {"mode": "api_keys"}}}`, []string{"inbound.auth.keys: api_keys mode requires at least one key"}},
 		{`{"inbound": {"auth": {"mode": "api_keys", "keys": {"alice": "$UNSET"}}}}`, []string{

@@ -146,7 +146,7 @@ func tasksExtensionFlow(t *testing.T, store taskpoll.Store) {
 	_, r = modernCall(t, url, alice, tasksCaps, "tools/call", "jobs_submit_job", `"name":"jobs_submit_job","arguments":{"input":"x"}`)
 	created := decodeTask(t, r)
 	if created.ResultType != "task" || created.Status != "working" || !strings.HasPrefix(created.TaskID, "mcp-task-") ||
-		created.CreatedAt == "" || created.LastUpdatedAt == "" || string(created.TTLMs) != "null" || created.PollIntervalMs == nil || created.Result != nil {
+		created.CreatedAt == "" || created.LastUpdatedAt == "" || string(created.TTLMs) != "604800000" || created.PollIntervalMs == nil || created.Result != nil {
 		t.Fatalf("CreateTaskResult %s", r.Result)
 	}
 	if strings.Contains(string(r.Result), "job-1") || strings.Contains(string(r.Result), `"jobs"`) {

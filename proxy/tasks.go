@@ -131,6 +131,12 @@ func (s *Server) submitTask(ctx context.Context, st *session, key upstream.Key, 
 			upErr = err
 			return raw, err
 		})
+	if _, capped := errors.AsType[*taskpoll.ActiveLimitError](err); capped {
+		// The caller's own limit, checked before the upstream is called:
+		// a tool error in both eras (no task was created), not worth a warning.
+		s.logFor(ctx).Debug("durable task submit refused: active task cap", "server", r.server.name, "tool", r.raw)
+		return wire.ToolError(err.Error()), nil
+	}
 	if err != nil && (upErr == nil || !errors.Is(err, upErr)) {
 		s.logFor(ctx).Warn("durable task submit failed", "server", r.server.name, "tool", r.raw, "err", err)
 		return wire.ToolError(err.Error()), nil

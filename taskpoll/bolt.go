@@ -24,15 +24,19 @@ type BoltOptions struct {
 	// OpenTimeout bounds waiting for another process's lock on the file
 	// (default 5s): only one mux may use an embedded store.
 	OpenTimeout time.Duration
+	// MaxActivePerUser caps each user's active tasks
+	// (mcp_tasks.max_active_tasks_per_user; 0: no cap).
+	MaxActivePerUser int
 }
 
 // BoltStore is the embedded single-node Store: one bbolt file, leases and
 // events within one process.
 type BoltStore struct {
-	db   *bolt.DB
-	mu   sync.Mutex
-	subs map[int]func(Event)
-	next int
+	db        *bolt.DB
+	maxActive int
+	mu        sync.Mutex
+	subs      map[int]func(Event)
+	next      int
 }
 
 var (
@@ -42,6 +46,8 @@ var (
 	bUser   = []byte("user")   // h(user) be64(created) id → ""
 	bRemote = []byte("remote") // h(user, server, remote) → id
 	bCounts = []byte("counts") // status → be64
+	bActive = []byte("active") // h(user) → be64 count of active tasks
+	bExpiry = []byte("expiry") // be64(ms) id → "": terminal records' retention end
 )
 
 // boltRecord is a task with its lease and due score.
@@ -72,10 +78,14 @@ func OpenBoltStore(o BoltOptions) (*BoltStore, error) {
 		return nil, fmt.Errorf("opening the embedded task store %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bTasks, bDue, bThread, bUser, bRemote, bCounts} {
+		fresh := tx.Bucket(bActive) == nil
+		for _, b := range [][]byte{bTasks, bDue, bThread, bUser, bRemote, bCounts, bActive, bExpiry} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
+		}
+		if fresh {
+			return countActive(tx) // a file from before the per-user cap
 		}
 		return nil
 	})
@@ -83,7 +93,19 @@ func OpenBoltStore(o BoltOptions) (*BoltStore, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("initializing the embedded task store: %w", err)
 	}
-	return &BoltStore{db: db, subs: make(map[int]func(Event))}, nil
+	return &BoltStore{db: db, maxActive: o.MaxActivePerUser, subs: make(map[int]func(Event))}, nil
+}
+
+// countActive fills the per-user active counts from the records.
+func countActive(tx *bolt.Tx) error {
+	act := tx.Bucket(bActive)
+	return tx.Bucket(bTasks).ForEach(func(k, v []byte) error {
+		var r boltRecord
+		if json.Unmarshal(v, &r) != nil || r.T == nil || r.T.Status.Terminal() {
+			return nil
+		}
+		return addActive(act, r.T.User, 1)
+	})
 }
 
 // Close closes the file.
@@ -174,6 +196,20 @@ func putRecord(tx *bolt.Tx, old, r *boltRecord) error {
 			return err
 		}
 	}
+	if wasActive, active := old != nil && !old.T.Status.Terminal(), !r.T.Status.Terminal(); wasActive != active {
+		d := int64(1)
+		if wasActive {
+			d = -1
+		}
+		if err := addActive(tx.Bucket(bActive), r.T.User, d); err != nil {
+			return err
+		}
+	}
+	if exp := expiresAt(r.T); !exp.IsZero() && (old == nil || !old.T.Status.Terminal()) {
+		if err := tx.Bucket(bExpiry).Put(dueKey(exp.UnixMilli(), r.T.ID), nil); err != nil {
+			return err
+		}
+	}
 	if old == nil || old.T.Status != r.T.Status {
 		c := tx.Bucket(bCounts)
 		if old != nil {
@@ -193,11 +229,23 @@ func putRecord(tx *bolt.Tx, old, r *boltRecord) error {
 }
 
 func addCount(c *bolt.Bucket, st Status, d int64) error {
-	var n int64
-	if v := c.Get([]byte(st)); len(v) == 8 {
-		n = int64(binary.BigEndian.Uint64(v))
+	return c.Put([]byte(st), be64(getCount(c, []byte(st))+d))
+}
+
+func getCount(b *bolt.Bucket, k []byte) int64 {
+	if v := b.Get(k); len(v) == 8 {
+		return int64(binary.BigEndian.Uint64(v))
 	}
-	return c.Put([]byte(st), be64(n+d))
+	return 0
+}
+
+func addActive(act *bolt.Bucket, user string, d int64) error {
+	k := hashKey(user)
+	n := max(getCount(act, k)+d, 0)
+	if n == 0 {
+		return act.Delete(k)
+	}
+	return act.Put(k, be64(n))
 }
 
 func bindRemote(tx *bolt.Tx, t *Task) error {
@@ -221,6 +269,9 @@ func (s *BoltStore) Create(_ context.Context, t *Task) error {
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		if tx.Bucket(bTasks).Get([]byte(t.ID)) != nil {
 			return ErrExists
+		}
+		if s.maxActive > 0 && !t.Status.Terminal() && getCount(tx.Bucket(bActive), hashKey(t.User)) >= int64(s.maxActive) {
+			return &ActiveLimitError{Limit: s.maxActive}
 		}
 		if err := bindRemote(tx, t); err != nil {
 			return err
@@ -464,6 +515,75 @@ func (s *BoltStore) Release(_ context.Context, leases []*Lease, now time.Time) e
 		}
 		return nil
 	})
+}
+
+// Sweep removes terminal records whose retention ended, oldest first.
+func (s *BoltStore) Sweep(_ context.Context, now time.Time, n int) (int, error) {
+	if n <= 0 {
+		return 0, nil
+	}
+	removed := 0
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		removed = 0
+		c := tx.Bucket(bExpiry).Cursor()
+		var keys [][]byte
+		for k, _ := c.First(); k != nil && len(keys) < n; k, _ = c.Next() {
+			if int64(binary.BigEndian.Uint64(k[:8])) > now.UnixMilli() {
+				break
+			}
+			keys = append(keys, append([]byte(nil), k...))
+		}
+		for _, k := range keys {
+			if err := tx.Bucket(bExpiry).Delete(k); err != nil {
+				return err
+			}
+			r, err := getRecord(tx, string(k[8:]))
+			if errors.Is(err, ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if !r.T.Status.Terminal() {
+				continue // never: only terminal records are listed
+			}
+			if err := deleteRecord(tx, r); err != nil {
+				return err
+			}
+			removed++
+		}
+		return nil
+	})
+	return removed, err
+}
+
+// bucketKey is one key of one bucket.
+type bucketKey struct{ b, k []byte }
+
+// deleteRecord removes a terminal record and its index entries.
+func deleteRecord(tx *bolt.Tx, r *boltRecord) error {
+	t := r.T
+	created := t.CreatedAt.UnixMilli()
+	dels := []bucketKey{
+		{bTasks, []byte(t.ID)},
+		{bThread, indexKey(hashKey(t.User, t.Thread), created, t.ID)},
+		{bUser, indexKey(hashKey(t.User), created, t.ID)},
+	}
+	if r.Due >= 0 {
+		dels = append(dels, bucketKey{bDue, dueKey(r.Due, t.ID)})
+	}
+	if t.RemoteID != "" {
+		k := hashKey(t.User, t.Server, t.RemoteID)
+		if string(tx.Bucket(bRemote).Get(k)) == t.ID {
+			dels = append(dels, bucketKey{bRemote, k})
+		}
+	}
+	for _, d := range dels {
+		if err := tx.Bucket(d.b).Delete(d.k); err != nil {
+			return err
+		}
+	}
+	return addCount(tx.Bucket(bCounts), t.Status, -1)
 }
 
 // Counts returns the number of tasks by status.

@@ -9,7 +9,7 @@ import (
 
 // metrics are the task runtime's Prometheus series.
 type metrics struct {
-	polls, pollErrors, takeovers, storeErrors, discarded prometheus.Counter
+	polls, pollErrors, takeovers, storeErrors, discarded, refused, swept prometheus.Counter
 }
 
 var tasksDesc = prometheus.NewDesc("mcp_mux_tasks", "Durable MCP tasks in the store, by status (all replicas).", []string{"status"}, nil)
@@ -24,11 +24,13 @@ func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
 		takeovers:   c("mcp_mux_task_lease_takeovers_total", "Tasks this replica claimed after another lease expired unreleased."),
 		storeErrors: c("mcp_mux_task_store_errors_total", "Task store operations that failed."),
 		discarded:   c("mcp_mux_task_results_discarded_total", "Poll results discarded because their lease had expired or was superseded."),
+		refused:     c("mcp_mux_task_submits_refused_total", "Submits refused because the caller had mcp_tasks.max_active_tasks_per_user active tasks."),
+		swept:       c("mcp_mux_task_records_expired_total", "Terminal task records this replica removed after mcp_tasks.retention_seconds."),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, col := range []prometheus.Collector{m.polls, m.pollErrors, m.takeovers, m.storeErrors, m.discarded, countsCollector{s}} {
+	for _, col := range []prometheus.Collector{m.polls, m.pollErrors, m.takeovers, m.storeErrors, m.discarded, m.refused, m.swept, countsCollector{s}} {
 		if err := reg.Register(col); err != nil {
 			return nil, err
 		}

@@ -17,6 +17,12 @@ import (
 // 24 h); after a transient error min(poll_interval·2^errors, max_backoff),
 // errors counted before this one. A call is bounded by its lease, so a hung
 // upstream never holds a task past it.
+//
+// The same loop removes terminal records whose retention ended (Sweep), at
+// most sweepBatch per pass and a pass every sweepEvery (at once again
+// while a pass finds a full batch). Terminal tasks are never in the due
+// index, so they are never polled; an active task is polled until it
+// finishes, however long that takes.
 
 // idleWait is how long the loop sleeps when nothing was due.
 func (s *Service) idleWait() time.Duration { return min(s.cfg.PollInterval/4, time.Second) }
@@ -59,12 +65,43 @@ func (s *Service) inFlight() int {
 	return len(s.held)
 }
 
+// sweepBatch bounds the records one sweep pass removes.
+const sweepBatch = 500
+
+// sweepEvery is the time between sweep passes: a quarter of the retention,
+// within 250 ms .. 1 min.
+func (s *Service) sweepEvery() time.Duration {
+	return min(max(s.cfg.Retention/4, 250*time.Millisecond), time.Minute)
+}
+
+// sweep runs a pass when one is due and returns when the next is.
+func (s *Service) sweep(ctx context.Context, due time.Time) time.Time {
+	now := s.now()
+	if now.Before(due) {
+		return due
+	}
+	sctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	n, err := s.store.Sweep(sctx, now, sweepBatch)
+	s.m.swept.Add(float64(n))
+	switch {
+	case err != nil && ctx.Err() == nil:
+		s.m.storeErrors.Inc()
+		s.log.Warn("removing expired MCP task records failed; retrying later", "err", err)
+	case n == sweepBatch:
+		return now // more are due
+	}
+	return now.Add(s.sweepEvery())
+}
+
 func (s *Service) run(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	var nextSweep time.Time
 	for {
+		nextSweep = s.sweep(ctx, nextSweep)
 		free := s.cfg.MaxConcurrentPolls - s.inFlight()
-		wait := s.idleWait()
+		wait := min(s.idleWait(), max(nextSweep.Sub(s.now()), 0))
 		if free > 0 {
 			ls, err := s.store.Claim(ctx, s.owner, s.now(), s.cfg.Lease, free)
 			if err != nil && ctx.Err() == nil {
@@ -136,6 +173,7 @@ func (s *Service) work(ctx context.Context, l *Lease) {
 	if next == nil || ctx.Err() != nil {
 		return
 	}
+	s.retain(next)
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
 	ok, err := s.store.Apply(actx, l, next, s.now())

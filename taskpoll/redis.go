@@ -27,9 +27,17 @@ import (
 //
 // and the shard's sorted sets are <prefix>{t7}:due (score: next poll, or
 // the lease expiry while leased), :thr:<h(user,thread)> and :usr:<h(user)>
-// (score: creation time). A remote handle (user, server, remote id) is the
-// string <prefix>{r<digit>}:rid:<h> holding its task id. Events are
-// published on <prefix>events from inside the scripts that write them.
+// (score: creation time), and :exp (terminal records with a TTL; score: the
+// end of their retention, when Sweep removes them). A remote handle (user,
+// server, remote id) is the string <prefix>{r<digit>}:rid:<h> holding its
+// task id. A user's active tasks are the sorted set
+// <prefix>{u<digit>}:act:<h(user)> (score: creation time), in a slot of its
+// own: Create reserves a member there (one script that checks the cap)
+// before the task's own script runs, and a write that makes a task terminal
+// removes it. A member left behind by a replica that died between the two
+// only over-counts, never under-counts, and is healed when the user is at
+// the cap. Events are published on <prefix>events from inside the scripts
+// that write them.
 const redisShards = 16
 
 // RedisOptions configure NewRedisStore.
@@ -38,14 +46,18 @@ type RedisOptions struct {
 	Client redis.UniversalClient
 	// KeyPrefix starts every key (store.key_prefix, default "mcp-mux:").
 	KeyPrefix string
-	Logger    hclog.Logger
+	// MaxActivePerUser caps each user's active tasks
+	// (mcp_tasks.max_active_tasks_per_user; 0: no cap).
+	MaxActivePerUser int
+	Logger           hclog.Logger
 }
 
 // RedisStore is the Store for any number of replicas.
 type RedisStore struct {
-	c      redis.UniversalClient
-	prefix string
-	log    hclog.Logger
+	c         redis.UniversalClient
+	prefix    string
+	maxActive int
+	log       hclog.Logger
 
 	mu     sync.Mutex
 	subs   map[int]func(Event)
@@ -64,7 +76,7 @@ func NewRedisStore(o RedisOptions) *RedisStore {
 	if o.Logger == nil {
 		o.Logger = hclog.NewNullLogger()
 	}
-	return &RedisStore{c: o.Client, prefix: o.KeyPrefix, log: o.Logger, subs: make(map[int]func(Event))}
+	return &RedisStore{c: o.Client, prefix: o.KeyPrefix, maxActive: o.MaxActivePerUser, log: o.Logger, subs: make(map[int]func(Event))}
 }
 
 // DialRedis parses a redis://, rediss:// or unix:// URL into a client.
@@ -95,10 +107,25 @@ func hexHash(parts ...string) string {
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
-// keys returns a task's shard keys: task, due, thread index, user index, counts.
+// keys returns a task's shard keys: task, due, thread index, user index,
+// counts, retention index.
 func (s *RedisStore) keys(t *Task) []string {
 	tag := s.tag(shardOf(t.ID))
-	return []string{tag + ":task:" + t.ID, tag + ":due", tag + ":thr:" + hexHash(t.User, t.Thread), tag + ":usr:" + hexHash(t.User), tag + ":counts"}
+	return []string{tag + ":task:" + t.ID, tag + ":due", tag + ":thr:" + hexHash(t.User, t.Thread), tag + ":usr:" + hexHash(t.User), tag + ":counts", tag + ":exp"}
+}
+
+// activeKey is the user's set of active task ids.
+func (s *RedisStore) activeKey(user string) string {
+	h := hexHash(user)
+	return s.prefix + "{u" + h[:1] + "}:act:" + h
+}
+
+// expArg is the retention-index score of t (-1: none).
+func expArg(t *Task) int64 {
+	if e := expiresAt(t); !e.IsZero() {
+		return e.UnixMilli()
+	}
+	return -1
 }
 
 func (s *RedisStore) remoteKey(t *Task) string {
@@ -113,7 +140,8 @@ func (s *RedisStore) channel() string { return s.prefix + "events" }
 const luaTerminal = `local function terminal(st) return st == 'completed' or st == 'failed' or st == 'cancelled' end
 `
 
-// create: KEYS task, due, thr, usr, counts; ARGV id, d, st, due, created, event.
+// create: KEYS task, due, thr, usr, counts, exp; ARGV id, d, st, due,
+// created, event, channel, expiry.
 var createScript = redis.NewScript(luaTerminal + `
 if redis.call('EXISTS', KEYS[1]) == 1 then return 'exists' end
 redis.call('HSET', KEYS[1], 'd', ARGV[2], 'st', ARGV[3], 'ep', 0)
@@ -121,11 +149,41 @@ redis.call('ZADD', KEYS[3], ARGV[5], ARGV[1])
 redis.call('ZADD', KEYS[4], ARGV[5], ARGV[1])
 redis.call('HINCRBY', KEYS[5], ARGV[3], 1)
 if tonumber(ARGV[4]) >= 0 then redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1]) end
+if tonumber(ARGV[8]) >= 0 then redis.call('ZADD', KEYS[6], ARGV[8], ARGV[1]) end
 if ARGV[6] ~= '' then redis.call('PUBLISH', ARGV[7], ARGV[6]) end
 return 'ok'`)
 
-// update (compare-and-set on the record): KEYS task, due, counts;
-// ARGV id, old d, new d, new st, due, event, channel. Supersedes the lease.
+// reserve (the per-user cap): KEYS act; ARGV id, created, limit. Returns 1
+// when it added id, 2 when id was there already, 0 when the user is at the
+// limit.
+var reserveScript = redis.NewScript(`
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 2 end
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+return 1`)
+
+// sweep (one record): KEYS task, thr, usr, counts, exp, due; ARGV id, now.
+var sweepScript = redis.NewScript(luaTerminal + `
+local sc = redis.call('ZSCORE', KEYS[5], ARGV[1])
+if not sc or tonumber(sc) > tonumber(ARGV[2]) then return 0 end
+redis.call('ZREM', KEYS[5], ARGV[1])
+local st = redis.call('HGET', KEYS[1], 'st')
+if not st or not terminal(st) then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('ZREM', KEYS[6], ARGV[1])
+redis.call('HINCRBY', KEYS[4], st, -1)
+return 1`)
+
+// unbind (a remote handle of a removed task): KEYS rid; ARGV id.
+var unbindScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0`)
+
+// update (compare-and-set on the record): KEYS task, due, counts, exp;
+// ARGV id, old d, new d, new st, due, event, channel, expiry. Supersedes
+// the lease.
 var updateScript = redis.NewScript(luaTerminal + `
 local cur = redis.call('HMGET', KEYS[1], 'd', 'st')
 if not cur[1] then return 'missing' end
@@ -139,6 +197,7 @@ if cur[2] ~= ARGV[4] then
   redis.call('HINCRBY', KEYS[3], ARGV[4], 1)
 end
 if tonumber(ARGV[5]) >= 0 then redis.call('ZADD', KEYS[2], ARGV[5], ARGV[1]) else redis.call('ZREM', KEYS[2], ARGV[1]) end
+if tonumber(ARGV[8]) >= 0 then redis.call('ZADD', KEYS[4], ARGV[8], ARGV[1]) end
 if ARGV[6] ~= '' then redis.call('PUBLISH', ARGV[7], ARGV[6]) end
 return 'ok'`)
 
@@ -166,8 +225,8 @@ for _, id in ipairs(ids) do
 end
 return out`)
 
-// apply (fenced): KEYS task, due, counts; ARGV id, owner, epoch, now, d, st,
-// due, event, channel.
+// apply (fenced): KEYS task, due, counts, exp; ARGV id, owner, epoch, now,
+// d, st, due, event, channel, expiry.
 var applyScript = redis.NewScript(luaTerminal + `
 local f = redis.call('HMGET', KEYS[1], 'st', 'own', 'ep', 'exp')
 if not f[1] or terminal(f[1]) or f[2] ~= ARGV[2] or f[3] ~= ARGV[3] or tonumber(f[4]) < tonumber(ARGV[4]) then return 0 end
@@ -178,6 +237,7 @@ if f[1] ~= ARGV[6] then
   redis.call('HINCRBY', KEYS[3], ARGV[6], 1)
 end
 if tonumber(ARGV[7]) >= 0 then redis.call('ZADD', KEYS[2], ARGV[7], ARGV[1]) else redis.call('ZREM', KEYS[2], ARGV[1]) end
+if tonumber(ARGV[10]) >= 0 then redis.call('ZADD', KEYS[4], ARGV[10], ARGV[1]) end
 if ARGV[8] ~= '' then redis.call('PUBLISH', ARGV[9], ARGV[8]) end
 return 1`)
 
@@ -189,7 +249,7 @@ redis.call('HDEL', KEYS[1], 'own', 'exp')
 if not terminal(f[1]) then redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1]) end
 return 1`)
 
-var allScripts = []*redis.Script{createScript, updateScript, claimScript, applyScript, releaseScript}
+var allScripts = []*redis.Script{createScript, reserveScript, sweepScript, unbindScript, updateScript, claimScript, applyScript, releaseScript}
 
 func (s *RedisStore) encode(t *Task) (string, error) {
 	b, err := json.Marshal(t)
@@ -242,13 +302,12 @@ func (s *RedisStore) bindRemote(ctx context.Context, t *Task) error {
 func (s *RedisStore) unbindRemote(t *Task) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	k := s.remoteKey(t)
-	if cur, err := s.c.Get(ctx, k).Result(); err == nil && cur == t.ID {
-		s.c.Del(ctx, k)
-	}
+	_ = unbindScript.Run(ctx, s.c, []string{s.remoteKey(t)}, t.ID).Err()
 }
 
-// Create records a new task: the handle (when known), then one script.
+// Create records a new task: a slot under the user's cap (for an active
+// task), the handle (when known), then one script. A failure gives the
+// slot back.
 func (s *RedisStore) Create(ctx context.Context, t *Task) error {
 	if err := checkTask(t); err != nil {
 		return err
@@ -257,18 +316,107 @@ func (s *RedisStore) Create(ctx context.Context, t *Task) error {
 	if err != nil {
 		return err
 	}
-	if err := s.bindRemote(ctx, t); err != nil {
+	reserved, err := s.reserve(ctx, t)
+	if err != nil {
 		return err
 	}
-	k := s.keys(t)
-	res, err := createScript.Run(ctx, s.c, k, t.ID, d, string(t.Status), dueAt(t), t.CreatedAt.UnixMilli(), s.eventArg(t, 0), s.channel()).Text()
-	if err != nil {
-		return fmt.Errorf("creating MCP task: %w", err)
+	err = s.bindRemote(ctx, t)
+	if err == nil {
+		var res string
+		res, err = createScript.Run(ctx, s.c, s.keys(t), t.ID, d, string(t.Status), dueAt(t), t.CreatedAt.UnixMilli(), s.eventArg(t, 0), s.channel(), expArg(t)).Text()
+		switch {
+		case err != nil:
+			err = fmt.Errorf("creating MCP task: %w", err)
+		case res == "exists":
+			err = ErrExists
+		}
 	}
-	if res == "exists" {
-		return ErrExists
+	if err != nil && reserved {
+		s.releaseActive(t)
 	}
-	return nil
+	return err
+}
+
+// Heal bounds: a member of an active set older than activeGrace whose task
+// does not exist is a reservation whose Create never finished; a user at
+// the cap is healed at most once per healEvery.
+const (
+	activeGrace = time.Minute
+	healEvery   = 2 * time.Second
+)
+
+// reserve takes a slot of t's user's active set, and reports whether it
+// added one (false also when there is no cap, or t is terminal).
+func (s *RedisStore) reserve(ctx context.Context, t *Task) (bool, error) {
+	if s.maxActive <= 0 || t.Status.Terminal() {
+		return false, nil
+	}
+	k := s.activeKey(t.User)
+	for attempt := 0; ; attempt++ {
+		n, err := reserveScript.Run(ctx, s.c, []string{k}, t.ID, t.CreatedAt.UnixMilli(), s.maxActive).Int()
+		if err != nil {
+			return false, fmt.Errorf("reserving an MCP task slot: %w", err)
+		}
+		if n != 0 {
+			return n == 1, nil
+		}
+		if attempt > 0 || !s.heal(ctx, k) {
+			return false, &ActiveLimitError{Limit: s.maxActive}
+		}
+	}
+}
+
+// heal drops members of an active set whose task is terminal, or missing
+// for longer than activeGrace, and reports whether it dropped any.
+func (s *RedisStore) heal(ctx context.Context, key string) bool {
+	if ok, err := s.c.SetNX(ctx, key+":heal", 1, healEvery).Result(); err != nil || !ok {
+		return false
+	}
+	members, err := s.c.ZRangeWithScores(ctx, key, 0, int64(s.maxActive)+100).Result()
+	if err != nil || len(members) == 0 {
+		return false
+	}
+	sts := make([]*redis.StringCmd, len(members))
+	_, err = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, m := range members {
+			if id, _ := m.Member.(string); validID(id) {
+				sts[i] = p.HGet(ctx, s.taskKey(id), "st")
+			}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return false
+	}
+	old := time.Now().Add(-activeGrace).UnixMilli()
+	var stale []any
+	for i, m := range members {
+		if sts[i] == nil {
+			stale = append(stale, m.Member) // not a task id
+			continue
+		}
+		st, err := sts[i].Result()
+		if (err == nil && Status(st).Terminal()) || (errors.Is(err, redis.Nil) && int64(m.Score) < old) {
+			stale = append(stale, m.Member)
+		}
+	}
+	if len(stale) == 0 {
+		return false
+	}
+	return s.c.ZRem(ctx, key, stale...).Err() == nil
+}
+
+// releaseActive gives t's slot back (best effort: a member left behind is
+// healed at the cap).
+func (s *RedisStore) releaseActive(t *Task) {
+	if s.maxActive <= 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.c.ZRem(ctx, s.activeKey(t.User), t.ID).Err(); err != nil {
+		s.log.Debug("releasing an MCP task slot failed; it is healed at the cap", "task_id", t.ID, "err", err)
+	}
 }
 
 func (s *RedisStore) getRaw(ctx context.Context, id string) (string, error) {
@@ -335,7 +483,7 @@ func (s *RedisStore) Update(ctx context.Context, id string, fn func(*Task) error
 			return nil, err
 		}
 		k := s.keys(t)
-		res, err := updateScript.Run(ctx, s.c, []string{k[0], k[1], k[4]}, id, oldD, d, string(t.Status), dueAt(t), s.eventArg(t, old.Version), s.channel()).Text()
+		res, err := updateScript.Run(ctx, s.c, []string{k[0], k[1], k[4], k[5]}, id, oldD, d, string(t.Status), dueAt(t), s.eventArg(t, old.Version), s.channel(), expArg(t)).Text()
 		if err != nil || res != "ok" {
 			if bound {
 				s.unbindRemote(t)
@@ -350,6 +498,9 @@ func (s *RedisStore) Update(ctx context.Context, id string, fn func(*Task) error
 			return nil, ErrTerminal
 		case res == "conflict":
 			continue
+		}
+		if t.Status.Terminal() {
+			s.releaseActive(t)
 		}
 		return t, nil
 	}
@@ -472,9 +623,12 @@ func (s *RedisStore) Apply(ctx context.Context, l *Lease, t *Task, now time.Time
 		return false, err
 	}
 	k := s.keys(t)
-	n, err := applyScript.Run(ctx, s.c, []string{k[0], k[1], k[4]}, t.ID, l.Owner, l.Epoch, now.UnixMilli(), d, string(t.Status), dueAt(t), s.eventArg(t, l.Task.Version), s.channel()).Int()
+	n, err := applyScript.Run(ctx, s.c, []string{k[0], k[1], k[4], k[5]}, t.ID, l.Owner, l.Epoch, now.UnixMilli(), d, string(t.Status), dueAt(t), s.eventArg(t, l.Task.Version), s.channel(), expArg(t)).Int()
 	if err != nil {
 		return false, fmt.Errorf("applying MCP task poll: %w", err)
+	}
+	if n == 1 && t.Status.Terminal() {
+		s.releaseActive(t)
 	}
 	return n == 1, nil
 }
@@ -507,6 +661,94 @@ func (s *RedisStore) loadScripts(ctx context.Context, scripts ...*redis.Script) 
 		}
 	}
 	return nil
+}
+
+// Sweep visits the shards from a rotating start: the ids whose retention
+// ended, their records (for the index keys), then one script per record
+// and the remote handles, each step one pipeline.
+func (s *RedisStore) Sweep(ctx context.Context, now time.Time, n int) (int, error) {
+	removed := 0
+	start := int(now.UnixNano() % redisShards)
+	for i := 0; i < redisShards && removed < n; i++ {
+		tag := s.tag(strconv.FormatInt(int64((start+i)%redisShards), 16)[0])
+		ids, err := s.c.ZRangeByScore(ctx, tag+":exp", &redis.ZRangeBy{Min: "-inf", Max: strconv.FormatInt(now.UnixMilli(), 10), Count: int64(n - removed)}).Result()
+		if err != nil {
+			return removed, fmt.Errorf("sweeping MCP tasks: %w", err)
+		}
+		if len(ids) == 0 {
+			continue
+		}
+		m, err := s.sweepShard(ctx, tag, ids, now)
+		removed += m
+		if err != nil {
+			return removed, err
+		}
+	}
+	return removed, nil
+}
+
+func (s *RedisStore) sweepShard(ctx context.Context, tag string, ids []string, now time.Time) (int, error) {
+	gets := make([]*redis.StringCmd, len(ids))
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			gets[i] = p.HGet(ctx, tag+":task:"+id, "d")
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return 0, fmt.Errorf("sweeping MCP tasks: %w", err)
+	}
+	var tasks []*Task
+	var gone []any
+	for i, g := range gets {
+		d, err := g.Result()
+		var t *Task
+		if err == nil {
+			t, err = decodeTask(d)
+		}
+		if err != nil || !validID(ids[i]) || t.ID != ids[i] {
+			gone = append(gone, ids[i]) // no usable record: drop the entry only
+			continue
+		}
+		tasks = append(tasks, t)
+	}
+	if err := s.loadScripts(ctx, sweepScript, unbindScript); err != nil {
+		return 0, err
+	}
+	runs := make([]*redis.Cmd, len(tasks))
+	_, err = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		if len(gone) > 0 {
+			p.ZRem(ctx, tag+":exp", gone...)
+		}
+		for i, t := range tasks {
+			k := s.keys(t)
+			runs[i] = sweepScript.EvalSha(ctx, p, []string{k[0], k[2], k[3], k[4], k[5], k[1]}, t.ID, now.UnixMilli())
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sweeping MCP tasks: %w", err)
+	}
+	removed := 0
+	_, err = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, t := range tasks {
+			if n, _ := runs[i].Int(); n != 1 {
+				continue
+			}
+			removed++
+			if t.RemoteID != "" {
+				unbindScript.EvalSha(ctx, p, []string{s.remoteKey(t)}, t.ID)
+			}
+			if s.maxActive > 0 {
+				p.ZRem(ctx, s.activeKey(t.User), t.ID)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return removed, fmt.Errorf("sweeping MCP task handles: %w", err)
+	}
+	return removed, nil
 }
 
 // Counts sums the shards' status counts in one pipeline.

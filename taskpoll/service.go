@@ -24,7 +24,14 @@ type Config struct {
 	DegradedAfterErrors       int           // default 3
 	MaxResultBytes            int           // default 65536
 	ResultPreviewMaxChars     int           // default 2000
+	// Retention is how long a terminal record is kept (the records' TTL,
+	// the extension's ttlMs; default 7 days). The per-user cap on active
+	// tasks is the store's (MaxActivePerUser in its options).
+	Retention time.Duration
 }
+
+// DefaultRetention is Config.Retention's default.
+const DefaultRetention = 7 * 24 * time.Hour
 
 func (c *Config) defaults() {
 	def := func(d *time.Duration, v time.Duration) {
@@ -36,6 +43,7 @@ func (c *Config) defaults() {
 	def(&c.Lease, 120*time.Second)
 	def(&c.MaxPollBackoff, 300*time.Second)
 	def(&c.InputRequiredPollInterval, 60*time.Second)
+	def(&c.Retention, DefaultRetention)
 	if c.MaxConcurrentPolls <= 0 {
 		c.MaxConcurrentPolls = 8
 	}
@@ -183,11 +191,15 @@ func (s *Service) SubmitTask(ctx context.Context, r SubmitRequest, call func(con
 	t := &Task{
 		ID: NewID(), User: r.User, Thread: r.Thread, Server: r.Server, Name: r.Toolset.Name,
 		SubmitTool: r.Toolset.SubmitTool, StatusTool: r.Toolset.StatusTool, CancelTool: r.Toolset.CancelTool,
-		Status: StatusPending, CreatedAt: now, UpdatedAt: now,
+		Status: StatusPending, CreatedAt: now, UpdatedAt: now, TTL: s.cfg.Retention,
 		// A submit the mux never saw through is failed by a poller after this.
 		NextPollAt: now.Add(2 * s.cfg.Lease),
 	}
 	if err := s.store.Create(ctx, t); err != nil {
+		if _, ok := errors.AsType[*ActiveLimitError](err); ok {
+			s.m.refused.Inc()
+			return nil, nil, err // nothing reached the upstream
+		}
 		s.m.storeErrors.Inc()
 		return nil, nil, fmt.Errorf("the durable task store is unavailable, so the task was not submitted: %w", err)
 	}
@@ -254,10 +266,19 @@ func (s *Service) failPending(id, msg string) {
 			return ErrTerminal
 		}
 		x.Status, x.Error, x.UpdatedAt, x.CompletedAt, x.NextPollAt = StatusFailed, msg, now, now, time.Time{}
+		s.retain(x)
 		return nil
 	})
 	if err != nil && !errors.Is(err, ErrTerminal) {
 		s.log.Debug("marking a failed submit", "task_id", id, "err", err)
+	}
+}
+
+// retain gives a record turning terminal its retention (one written
+// before retention existed has none).
+func (s *Service) retain(t *Task) {
+	if t.Status.Terminal() && t.TTL <= 0 {
+		t.TTL = s.cfg.Retention
 	}
 }
 

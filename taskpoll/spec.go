@@ -34,7 +34,8 @@ type ExtensionTask struct {
 	StatusMessage string `json:"statusMessage,omitempty"`
 	CreatedAt     string `json:"createdAt"`
 	LastUpdatedAt string `json:"lastUpdatedAt"`
-	// TTLMs is null: mcp-mux keeps task records until they are deleted.
+	// TTLMs is how long the record is kept once the task finished
+	// (mcp_tasks.retention_seconds); an active task is never removed.
 	TTLMs          *int64          `json:"ttlMs"`
 	PollIntervalMs int64           `json:"pollIntervalMs,omitempty"`
 	InputRequests  json.RawMessage `json:"inputRequests,omitempty"`
@@ -61,9 +62,14 @@ func (s *Service) ExtensionView(t *Task) ExtensionTask {
 	if t.Status == StatusInputRequired {
 		poll = max(poll, s.cfg.InputRequiredPollInterval)
 	}
+	ttl := t.TTL
+	if ttl <= 0 {
+		ttl = s.cfg.Retention
+	}
+	ttlMs := ttl.Milliseconds()
 	v := ExtensionTask{
 		TaskID: t.ID, CreatedAt: extTime(t.CreatedAt), LastUpdatedAt: extTime(t.UpdatedAt),
-		PollIntervalMs: max(poll.Milliseconds(), 1),
+		TTLMs: &ttlMs, PollIntervalMs: max(poll.Milliseconds(), 1),
 	}
 	switch t.Status {
 	case StatusPending, StatusSubmitted, StatusWorking:

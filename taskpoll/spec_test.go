@@ -18,8 +18,9 @@ func TestExtensionView(t *testing.T) {
 		want []string // substrings of the JSON
 		not  []string
 	}{
-		{"pending", func(t *Task) { t.Status = StatusPending }, []string{`"status":"working"`, `"ttlMs":null`, `"pollIntervalMs":2000`, `"createdAt":"2026-08-01T10:00:00Z"`, `"lastUpdatedAt":"2026-08-01T10:01:00Z"`}, []string{"result", "error", "inputRequests"}},
+		{"pending", func(t *Task) { t.Status = StatusPending }, []string{`"status":"working"`, `"ttlMs":604800000`, `"pollIntervalMs":2000`, `"createdAt":"2026-08-01T10:00:00Z"`, `"lastUpdatedAt":"2026-08-01T10:01:00Z"`}, []string{"result", "error", "inputRequests"}},
 		{"submitted", func(t *Task) { t.Status = StatusSubmitted }, []string{`"status":"working"`}, nil},
+		{"own retention", func(t *Task) { t.Status, t.TTL = StatusCompleted, 90*time.Second }, []string{`"ttlMs":90000`}, nil},
 		{"input_required", func(t *Task) {
 			t.Status, t.InputRequired = StatusInputRequired, json.RawMessage(`{"message":"approve at https://x","kind":"approval"}`)
 		}, []string{`"status":"input_required"`, `"inputRequests":{}`, `"statusMessage":"approve at https://x"`, `"io.github.mcp-mux/input_required":{"message":"approve at https://x","kind":"approval"}`, `"pollIntervalMs":30000`}, nil},

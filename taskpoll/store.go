@@ -18,7 +18,10 @@ import (
 // Event to every Subscribe callback, on every replica sharing the store.
 type Store interface {
 	// Create records a new task. ErrExists if the id is taken; a
-	// *DuplicateRemoteError if its (User, Server, RemoteID) is.
+	// *DuplicateRemoteError if its (User, Server, RemoteID) is; an
+	// *ActiveLimitError if the task is active and its user already has the
+	// store's MaxActivePerUser active tasks (checked and counted atomically,
+	// on every replica sharing the store).
 	Create(ctx context.Context, t *Task) error
 	// Get returns a copy of the task, or ErrNotFound.
 	Get(ctx context.Context, id string) (*Task, error)
@@ -41,6 +44,10 @@ type Store interface {
 	Apply(ctx context.Context, l *Lease, t *Task, now time.Time) (bool, error)
 	// Release frees leases still held, making their tasks due at now.
 	Release(ctx context.Context, leases []*Lease, now time.Time) error
+	// Sweep removes up to n terminal records whose retention (their TTL,
+	// counted from CompletedAt) ended at now, with their index entries,
+	// and reports how many it removed. A record with no TTL is kept.
+	Sweep(ctx context.Context, now time.Time, n int) (int, error)
 	// Counts returns the number of tasks by status.
 	Counts(ctx context.Context) (map[Status]int, error)
 	// Subscribe calls fn with every event, from any replica, until the
@@ -117,6 +124,18 @@ func dueAt(t *Task) int64 {
 		return -1
 	}
 	return t.NextPollAt.UnixMilli()
+}
+
+// expiresAt is when a terminal t's record may be removed (zero: never).
+func expiresAt(t *Task) time.Time {
+	if !t.Status.Terminal() || t.TTL <= 0 {
+		return time.Time{}
+	}
+	done := t.CompletedAt
+	if done.IsZero() {
+		done = t.UpdatedAt
+	}
+	return done.Add(t.TTL)
 }
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }

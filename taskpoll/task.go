@@ -15,6 +15,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -96,8 +97,9 @@ type Task struct {
 	CreatedAt   time.Time `json:"created_at"`
 	UpdatedAt   time.Time `json:"updated_at"`
 	CompletedAt time.Time `json:"completed_at,omitzero"`
-	// TTL is how long the record is kept after it became terminal (0: the
-	// store's default); PollInterval the remote's poll_after_seconds hint.
+	// TTL is how long the record is kept after it became terminal
+	// (mcp_tasks.retention_seconds; 0: kept until deleted); PollInterval
+	// the remote's poll_after_seconds hint.
 	TTL          time.Duration `json:"ttl,omitempty"`
 	PollInterval time.Duration `json:"poll_interval,omitempty"`
 
@@ -192,6 +194,14 @@ var (
 	// ErrTerminal: a terminal task cannot change.
 	ErrTerminal = errors.New("MCP task is already finished")
 )
+
+// ActiveLimitError is returned when a user already has Limit active
+// (not yet finished) tasks: nothing was recorded or submitted.
+type ActiveLimitError struct{ Limit int }
+
+func (e *ActiveLimitError) Error() string {
+	return fmt.Sprintf("too many active background tasks: this caller already has %d, the limit (mcp_tasks.max_active_tasks_per_user); wait for one to finish or cancel one", e.Limit)
+}
 
 // DuplicateRemoteError is returned when a (user, server, remote id) is
 // already tracked by another task.

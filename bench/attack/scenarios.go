@@ -22,6 +22,7 @@ func scenarios(idleWait time.Duration) []scenario {
 	return []scenario{
 		{"issue8", func(bin, _ string) error { return run(bin, idleWait) }},
 		{"a17-progress", attackProgress},
+		{"a17-tasks", attackTasks},
 	}
 }
 

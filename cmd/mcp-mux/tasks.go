@@ -22,7 +22,7 @@ func openTaskStore(cfg *config.Config, dataDir string, log hclog.Logger) (taskpo
 		return nil, nil
 	}
 	if cfg.Store.RedisURL.IsZero() {
-		st, err := taskpoll.OpenBoltStore(taskpoll.BoltOptions{Dir: dataDir})
+		st, err := taskpoll.OpenBoltStore(taskpoll.BoltOptions{Dir: dataDir, MaxActivePerUser: cfg.Tasks.MaxActiveTasksPerUser})
 		if err != nil {
 			return nil, fmt.Errorf("mcp_tasks: %w", err)
 		}
@@ -36,7 +36,7 @@ func openTaskStore(cfg *config.Config, dataDir string, log hclog.Logger) (taskpo
 	if err != nil {
 		return nil, err
 	}
-	st := taskpoll.NewRedisStore(taskpoll.RedisOptions{Client: c, KeyPrefix: cfg.Store.KeyPrefix, Logger: log.Named("store")})
+	st := taskpoll.NewRedisStore(taskpoll.RedisOptions{Client: c, KeyPrefix: cfg.Store.KeyPrefix, MaxActivePerUser: cfg.Tasks.MaxActiveTasksPerUser, Logger: log.Named("store")})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := st.Ping(ctx); err != nil {
@@ -53,7 +53,7 @@ func taskConfig(t config.Tasks) taskpoll.Config {
 		PollInterval: t.PollInterval, Lease: t.Lease, MaxConcurrentPolls: t.MaxConcurrentPolls,
 		MaxPollBackoff: t.MaxPollBackoff, InputRequiredPollInterval: t.InputRequiredPollInterval,
 		DegradedAfterErrors: t.TrackingDegradedAfterErrors, MaxResultBytes: t.MaxResultBytes,
-		ResultPreviewMaxChars: t.ResultPreviewMaxChars,
+		ResultPreviewMaxChars: t.ResultPreviewMaxChars, Retention: t.Retention,
 	}
 }
 

@@ -286,7 +286,7 @@ func TestTwoReplicasComplete1000TasksExactlyOnce(t *testing.T) {
 	up := &mcptest.TaskServer{}
 	upTS := mcptest.ServeHTTP(t, up.MCP())
 	dir := t.TempDir()
-	cfg := writeTaskConfig(t, dir, upTS.URL+"/mcp", rs.URL(), `, "max_concurrent_polls": 32`)
+	cfg := writeTaskConfig(t, dir, upTS.URL+"/mcp", rs.URL(), `, "max_concurrent_polls": 32, "max_active_tasks_per_user": 1000`)
 
 	// Every terminal event, as a third party on the store sees them.
 	c, err := taskpoll.DialRedis(rs.URL())

@@ -148,3 +148,10 @@ func (ts *TaskServer) Cancels() map[string]int {
 func TaskServerJSON(url, extra string) string {
 	return `{"type": "http", "url": "` + url + `", "task_toolsets": [{"name": "job", "submit_tool": "submit_job", "status_tool": "job_status", "cancel_tool": "cancel_job"}]` + extra + `}`
 }
+
+// Submits returns how many jobs the submit tool started.
+func (ts *TaskServer) Submits() int {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.next
+}
