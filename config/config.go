@@ -68,7 +68,7 @@ type LoadOptions struct {
 
 // Load reads and parses the config file at path. See Parse for the errors.
 func Load(path string, opts LoadOptions) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading config: %w", err)
 	}

@@ -73,7 +73,7 @@ func (r *reloader) reload(trigger string) error {
 	if r.watch != nil {
 		return r.watch.Reload(trigger)
 	}
-	data, err := os.ReadFile(r.path)
+	data, err := config.ReadFile(r.path)
 	if err != nil {
 		return r.apply(trigger, nil, err)
 	}

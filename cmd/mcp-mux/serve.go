@@ -302,7 +302,7 @@ func checkRemote(cfg *config.Config, addr net.Addr) error {
 // loadConfig returns the config and the file content it came from; nil,
 // nil, nil when the default config file does not exist.
 func loadConfig(f *serveFlags, env func(string) (string, bool)) (*config.Config, []byte, error) {
-	data, err := os.ReadFile(f.config)
+	data, err := config.ReadFile(f.config)
 	if errors.Is(err, fs.ErrNotExist) && !f.configGiven {
 		return nil, nil, nil
 	}
