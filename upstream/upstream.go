@@ -31,6 +31,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/reqid"
+	"github.com/mcp-mux/mcp-mux/internal/via"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/secret"
 )
@@ -117,6 +118,9 @@ type Options struct {
 
 	// Transport for HTTP and SSE; nil uses a dedicated keep-alive transport.
 	RoundTripper http.RoundTripper
+	// Via, when set, marks every HTTP and SSE request with this mux's id
+	// (internal/via), so that one that comes back to it is refused.
+	Via *via.Marker
 	Logger       hclog.Logger
 	// OnChange is called after any list (tools, prompts, resources,
 	// resource templates) was discovered or refreshed.
@@ -264,6 +268,9 @@ func New(opts Options) (*Upstream, error) {
 			IdleConnTimeout:     90 * time.Second,
 			ForceAttemptHTTP2:   true,
 		}
+	}
+	if opts.Via != nil {
+		rt = opts.Via.Transport(rt)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	u := &Upstream{

@@ -127,8 +127,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, env fun
 		JSONFormat: f.logFormat == "json",
 		Output:     stderr,
 	})
-	cfg, data, err := loadConfig(f, env)
+	// Listen first: a server whose url is this listener is invalid.
+	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
+		log.Error("listening", "addr", f.listen, "err", err)
+		return 1
+	}
+	cfg, data, err := loadConfig(f, env, ln.Addr())
+	if err != nil {
+		_ = ln.Close()
 		printLoadError(stderr, f.config, err)
 		return 1
 	}
@@ -138,11 +145,6 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, env fun
 	}
 	reportConfig(log, cfg)
 
-	ln, err := net.Listen("tcp", f.listen)
-	if err != nil {
-		log.Error("listening", "addr", f.listen, "err", err)
-		return 1
-	}
 	if err := checkRemote(cfg, ln.Addr()); err != nil {
 		_ = ln.Close()
 		log.Error("refusing to serve", "reason", err)
@@ -301,7 +303,7 @@ func checkRemote(cfg *config.Config, addr net.Addr) error {
 
 // loadConfig returns the config and the file content it came from; nil,
 // nil, nil when the default config file does not exist.
-func loadConfig(f *serveFlags, env func(string) (string, bool)) (*config.Config, []byte, error) {
+func loadConfig(f *serveFlags, env func(string) (string, bool), listen net.Addr) (*config.Config, []byte, error) {
 	data, err := config.ReadFile(f.config)
 	if errors.Is(err, fs.ErrNotExist) && !f.configGiven {
 		return nil, nil, nil
@@ -309,7 +311,7 @@ func loadConfig(f *serveFlags, env func(string) (string, bool)) (*config.Config,
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading config: %w", err)
 	}
-	cfg, err := config.Parse(data, config.LoadOptions{Filename: f.config, LookupEnv: env})
+	cfg, err := config.Parse(data, config.LoadOptions{Filename: f.config, LookupEnv: env, Listen: listen.String()})
 	if err != nil {
 		return nil, nil, err
 	}
