@@ -118,9 +118,6 @@ type Options struct {
 
 	// Transport for HTTP and SSE; nil uses a dedicated keep-alive transport.
 	RoundTripper http.RoundTripper
-	// Via, when set, marks every HTTP and SSE request with this mux's id
-	// (internal/via), so that one that comes back to it is refused.
-	Via *via.Marker
 	Logger       hclog.Logger
 	// OnChange is called after any list (tools, prompts, resources,
 	// resource templates) was discovered or refreshed.
@@ -130,6 +127,10 @@ type Options struct {
 	OnDiscovery func(d time.Duration, ok bool)
 	// Handler receives the server-to-client traffic of call sessions.
 	Handler Handler
+
+	// Via, when set, marks every HTTP and SSE request with this mux's id
+	// (internal/via), so that one that comes back to it is refused.
+	Via *via.Marker
 }
 
 // Handler receives what an upstream server sends on a call session. ctx is
