@@ -19,6 +19,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/api"
 	"github.com/mcp-mux/mcp-mux/config"
+	"github.com/mcp-mux/mcp-mux/internal/safelog"
 	"github.com/mcp-mux/mcp-mux/proxy"
 )
 
@@ -125,7 +126,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, env fun
 		Name:       "mcp-mux",
 		Level:      hclog.LevelFromString(f.logLevel),
 		JSONFormat: f.logFormat == "json",
-		Output:     stderr,
+		// Logged text includes what upstreams send (stderr, errors, names):
+		// its control characters are escaped in both formats.
+		Output: safelog.Writer(stderr, f.logFormat == "json"),
 	})
 	// Listen first: a server whose url is this listener is invalid.
 	ln, err := net.Listen("tcp", f.listen)
