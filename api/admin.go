@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -113,7 +112,7 @@ func (a *admin) guard(next http.HandlerFunc) http.Handler {
 
 // read returns the file's content; nil when it does not exist.
 func (a *admin) read() ([]byte, error) {
-	data, err := os.ReadFile(a.o.Path)
+	data, err := config.ReadFile(a.o.Path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

@@ -64,11 +64,14 @@ type LoadOptions struct {
 	Filename string
 	// LookupEnv resolves $VAR references; nil means os.LookupEnv.
 	LookupEnv func(string) (string, bool)
+	// Listen is the address (host:port) the mux listens on, when known: a
+	// server whose url points at it is invalid.
+	Listen string
 }
 
 // Load reads and parses the config file at path. See Parse for the errors.
 func Load(path string, opts LoadOptions) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading config: %w", err)
 	}
@@ -116,7 +119,7 @@ func Parse(data []byte, opts LoadOptions) (*Config, error) {
 		cfg.Warnings = append(cfg.Warnings, duplicateWarning(d))
 	}
 	var problems []Problem
-	problems = append(problems, cfg.parseServers(root.get("mcpServers"))...)
+	problems = append(problems, cfg.parseServers(root.get("mcpServers"), opts.Listen)...)
 	cfg.parseInterceptors(root.get("mcpInterceptors"))
 	problems = append(problems, cfg.parseMuxBlocks(root)...)
 	for i, k := range root.keys {
@@ -169,7 +172,7 @@ func duplicateWarning(d dupKey) Problem {
 
 // parseServers validates every server in file order and returns the fatal
 // problems (only when mcpServers itself is malformed).
-func (c *Config) parseServers(n *node) []Problem {
+func (c *Config) parseServers(n *node, listen string) []Problem {
 	if n == nil || n.kind == kindNull {
 		return nil
 	}
@@ -179,6 +182,11 @@ func (c *Config) parseServers(n *node) []Problem {
 	for i, name := range n.keys {
 		s, res := parseServer(name, n.vals[i])
 		c.Warnings = append(c.Warnings, res.warnings...)
+		if len(res.problems) == 0 {
+			if p := selfProblem(s, listen); p != nil {
+				res.problems = append(res.problems, *p)
+			}
+		}
 		if len(res.problems) > 0 {
 			c.Invalid = append(c.Invalid, ServerError{Name: name, Problems: res.problems})
 			continue

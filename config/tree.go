@@ -80,6 +80,9 @@ func (b *objectBuilder) set(key string, v *node) bool {
 
 // decodeJSON parses a JSON document into a node tree.
 func decodeJSON(data []byte, file string) (*node, []dupKey, error) {
+	if err := checkJSONBounds(data, file); err != nil {
+		return nil, nil, err
+	}
 	// encoding/json reports accurate offsets only from a whole-input scan,
 	// so validate first and build the ordered tree from tokens afterwards.
 	if err := json.Unmarshal(data, new(json.RawMessage)); err != nil {
@@ -181,6 +184,9 @@ func syntaxAtOffset(file string, data []byte, offset int64, msg string) *SyntaxE
 // decodeYAML parses the first YAML document into a node tree, keeping
 // mapping order. Scalars resolve as in YAML 1.2 (so "off" stays a string).
 func decodeYAML(data []byte, file string) (root *node, dups []dupKey, err error) {
+	if err := checkYAMLBounds(data, file); err != nil {
+		return nil, nil, err
+	}
 	var doc yaml.Node
 	if err := unmarshalYAML(data, &doc); err != nil {
 		// yaml.v3 reports "yaml: line N: message" when it knows the line.
@@ -220,9 +226,6 @@ func unmarshalYAML(data []byte, out *yaml.Node) (err error) {
 	return yaml.Unmarshal(data, out)
 }
 
-// maxYAMLDepth bounds nesting, including through aliases (which may be cyclic).
-const maxYAMLDepth = 512
-
 type yamlConverter struct {
 	file   string
 	budget int // nodes left; aliases can make a small file expand enormously
@@ -234,25 +237,28 @@ func (c *yamlConverter) errAt(n *yaml.Node, msg string) error {
 	return &SyntaxError{File: c.file, Line: n.Line, Column: n.Column, Msg: msg}
 }
 
+// convert converts n, which depth collections enclose. MaxDepth bounds
+// nesting here too, because an alias (which may be cyclic) nests a copy of
+// what it names, and the raw-bytes scan sees only the alias.
 func (c *yamlConverter) convert(n *yaml.Node, depth int) (*node, error) {
 	c.budget--
 	if c.budget < 0 {
 		return nil, c.errAt(n, "document expands to too many values (check aliases)")
 	}
-	if depth > maxYAMLDepth {
-		return nil, c.errAt(n, "document is nested too deeply (check aliases)")
+	if (n.Kind == yaml.SequenceNode || n.Kind == yaml.MappingNode) && depth >= MaxDepth {
+		return nil, c.errAt(n, tooDeepMsg()+" (check aliases)")
 	}
 	switch n.Kind {
 	case yaml.AliasNode:
 		if n.Alias == nil {
 			return nil, c.errAt(n, "unknown alias")
 		}
-		return c.convert(n.Alias, depth+1)
+		return c.convert(n.Alias, depth)
 	case yaml.DocumentNode:
 		if len(n.Content) == 0 {
 			return &node{kind: kindNull}, nil
 		}
-		return c.convert(n.Content[0], depth+1)
+		return c.convert(n.Content[0], depth)
 	case yaml.SequenceNode:
 		out := &node{kind: kindArray}
 		for _, item := range n.Content {
@@ -303,7 +309,7 @@ func (c *yamlConverter) mapping(n *yaml.Node, depth int) (*node, error) {
 			srcs = m.Content
 		}
 		for _, src := range srcs {
-			v, err := c.convert(src, depth+1)
+			v, err := c.convert(src, depth) // merged into this mapping's level
 			if err != nil {
 				return nil, err
 			}

@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -121,7 +120,7 @@ func (w *Watcher) Close() error {
 func (w *Watcher) Reload(trigger string) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	data, err := os.ReadFile(w.opts.Path)
+	data, err := ReadFile(w.opts.Path)
 	if err != nil {
 		return w.opts.OnLoad(trigger, nil, fmt.Errorf("reading config: %w", err))
 	}
@@ -134,7 +133,7 @@ func (w *Watcher) Reload(trigger string) error {
 func (w *Watcher) check() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	data, err := os.ReadFile(w.opts.Path)
+	data, err := ReadFile(w.opts.Path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return
 	}

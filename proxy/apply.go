@@ -388,6 +388,7 @@ func (s *Server) upstreamOptions(sc *config.Server, ref *resolverRef) upstream.O
 		OnChange:        func() { s.refreshCatalog(nil) },
 		OnDiscovery:     s.metrics.observeDiscovery(sc.Name),
 		Handler:         (*forwarder)(s),
+		Via:             s.via,
 		// Discovery uses the newest credentials built for this upstream.
 		BaseHeaders: func(ctx context.Context) (http.Header, error) {
 			if r := ref.p.Load(); r != nil {

@@ -40,7 +40,8 @@ var errBadCursor = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "inv
 // logging/setLevel bookkeeping) to the SDK.
 func (s *Server) receive(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		ctx = withRequestID(ctx, req) // reqid.go
+		ctx = withRequestID(ctx, req)  // reqid.go
+		ctx = withVia(ctx, s.via, req) // loops.go
 		if !strings.HasPrefix(method, "notifications/") {
 			// A request ends when the client that sent it goes away (limits.go).
 			var stop func()

@@ -24,6 +24,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/headers"
 	"github.com/mcp-mux/mcp-mux/inbound"
 	"github.com/mcp-mux/mcp-mux/interceptor"
+	"github.com/mcp-mux/mcp-mux/internal/via"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
@@ -85,6 +86,7 @@ type Server struct {
 	listeners  listenTable       // 2026-07-28 subscriptions/listen streams
 	parked     parkTable         // 2026-07-28 calls bridged to legacy upstreams
 	replica    string            // this process, in requestStates of parked calls
+	via        *via.Marker       // this process in the requests it sends upstream (loops.go)
 	states     *stateSealer      // requestState key without inbound.request_state_key
 	capsCache  capsCache         // validated 2026-07-28 client capabilities (fastpath_modern.go)
 	sessions   sessionTable
@@ -161,7 +163,7 @@ func New(opts Options) *Server {
 	if opts.IdleConnTimeout <= 0 {
 		opts.IdleConnTimeout = defaultIdleConnTimeout
 	}
-	s := &Server{opts: opts, log: opts.Logger, refs: map[any]int{}, started: time.Now()}
+	s := &Server{opts: opts, log: opts.Logger, refs: map[any]int{}, started: time.Now(), via: via.New()}
 	s.retireCtx, s.retireStop = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s)
 	s.reloads.register(s.metrics.reg)
@@ -215,7 +217,7 @@ func New(opts Options) *Server {
 // all behind the Host and Origin checks (GuardHosts).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", s.tagRequest(s.authenticate(s.mcpHandler())))
+	mux.Handle("/mcp", s.tagRequest(refuseLoops(s.via, s.log, s.authenticate(s.mcpHandler()))))
 	meta := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h := s.rt.Load().auth.MetadataHandler(); h != nil {
 			h.ServeHTTP(w, r)

@@ -31,6 +31,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/reqid"
+	"github.com/mcp-mux/mcp-mux/internal/via"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/secret"
 )
@@ -126,6 +127,10 @@ type Options struct {
 	OnDiscovery func(d time.Duration, ok bool)
 	// Handler receives the server-to-client traffic of call sessions.
 	Handler Handler
+
+	// Via, when set, marks every HTTP and SSE request with this mux's id
+	// (internal/via), so that one that comes back to it is refused.
+	Via *via.Marker
 }
 
 // Handler receives what an upstream server sends on a call session. ctx is
@@ -266,6 +271,9 @@ func New(opts Options) (*Upstream, error) {
 			IdleConnTimeout:     90 * time.Second,
 			ForceAttemptHTTP2:   true,
 		}
+	}
+	if opts.Via != nil {
+		rt = opts.Via.Transport(rt)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	u := &Upstream{

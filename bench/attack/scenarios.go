@@ -23,6 +23,7 @@ func scenarios(idleWait time.Duration) []scenario {
 		{"issue8", func(bin, _ string) error { return run(bin, idleWait) }},
 		{"a17-progress", attackProgress},
 		{"a17-tasks", attackTasks},
+		{"a17-cfgloop", attackCfgloop},
 	}
 }
 

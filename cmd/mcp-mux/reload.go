@@ -32,7 +32,7 @@ type reloader struct {
 // startReloader watches the config file (initial: the content running now)
 // and listens for SIGHUP. stop undoes both.
 func startReloader(srv *proxy.Server, log hclog.Logger, addr net.Addr, path string, env func(string) (string, bool), initial []byte) *reloader {
-	r := &reloader{srv: srv, log: log.Named("reload"), addr: addr, path: path, load: config.LoadOptions{LookupEnv: env}}
+	r := &reloader{srv: srv, log: log.Named("reload"), addr: addr, path: path, load: config.LoadOptions{LookupEnv: env, Listen: addr.String()}}
 	w, err := config.Watch(config.WatchOptions{
 		Path: path, Load: r.load, Initial: initial, OnLoad: r.apply,
 		OnWatchError: func(err error) { r.log.Warn("config watch error; the periodic re-read continues", "err", err) },
@@ -73,7 +73,7 @@ func (r *reloader) reload(trigger string) error {
 	if r.watch != nil {
 		return r.watch.Reload(trigger)
 	}
-	data, err := os.ReadFile(r.path)
+	data, err := config.ReadFile(r.path)
 	if err != nil {
 		return r.apply(trigger, nil, err)
 	}

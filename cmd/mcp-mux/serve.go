@@ -19,6 +19,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/api"
 	"github.com/mcp-mux/mcp-mux/config"
+	"github.com/mcp-mux/mcp-mux/internal/safelog"
 	"github.com/mcp-mux/mcp-mux/proxy"
 )
 
@@ -125,10 +126,19 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, env fun
 		Name:       "mcp-mux",
 		Level:      hclog.LevelFromString(f.logLevel),
 		JSONFormat: f.logFormat == "json",
-		Output:     stderr,
+		// Logged text includes what upstreams send (stderr, errors, names):
+		// its control characters are escaped in both formats.
+		Output: safelog.Writer(stderr, f.logFormat == "json"),
 	})
-	cfg, data, err := loadConfig(f, env)
+	// Listen first: a server whose url is this listener is invalid.
+	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
+		log.Error("listening", "addr", f.listen, "err", err)
+		return 1
+	}
+	cfg, data, err := loadConfig(f, env, ln.Addr())
+	if err != nil {
+		_ = ln.Close()
 		printLoadError(stderr, f.config, err)
 		return 1
 	}
@@ -138,11 +148,6 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, env fun
 	}
 	reportConfig(log, cfg)
 
-	ln, err := net.Listen("tcp", f.listen)
-	if err != nil {
-		log.Error("listening", "addr", f.listen, "err", err)
-		return 1
-	}
 	if err := checkRemote(cfg, ln.Addr()); err != nil {
 		_ = ln.Close()
 		log.Error("refusing to serve", "reason", err)
@@ -301,15 +306,15 @@ func checkRemote(cfg *config.Config, addr net.Addr) error {
 
 // loadConfig returns the config and the file content it came from; nil,
 // nil, nil when the default config file does not exist.
-func loadConfig(f *serveFlags, env func(string) (string, bool)) (*config.Config, []byte, error) {
-	data, err := os.ReadFile(f.config)
+func loadConfig(f *serveFlags, env func(string) (string, bool), listen net.Addr) (*config.Config, []byte, error) {
+	data, err := config.ReadFile(f.config)
 	if errors.Is(err, fs.ErrNotExist) && !f.configGiven {
 		return nil, nil, nil
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading config: %w", err)
 	}
-	cfg, err := config.Parse(data, config.LoadOptions{Filename: f.config, LookupEnv: env})
+	cfg, err := config.Parse(data, config.LoadOptions{Filename: f.config, LookupEnv: env, Listen: listen.String()})
 	if err != nil {
 		return nil, nil, err
 	}

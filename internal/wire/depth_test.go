@@ -180,3 +180,23 @@ func FuzzTopLevelID(f *testing.F) {
 		}
 	})
 }
+
+func TestTooDeepAt(t *testing.T) {
+	for _, tc := range []struct {
+		in    string
+		limit int
+		want  int
+	}{
+		{`{}`, 1, -1},
+		{`{"a":[]}`, 1, 5},
+		{`{"a":"[[[["}`, 1, -1},
+		{`{"a":"\"[[["}`, 1, -1},
+		{`[[],[],[[]]]`, 2, 8},
+		{`[[`, 2, -1},
+		{`"unterminated [[[`, 0, -1},
+	} {
+		if got := TooDeepAt([]byte(tc.in), tc.limit); got != tc.want {
+			t.Errorf("TooDeepAt(%s, %d) = %d, want %d", tc.in, tc.limit, got, tc.want)
+		}
+	}
+}
