@@ -34,27 +34,37 @@ type listener struct {
 
 // listenTable holds the open listeners.
 type listenTable struct {
-	mu   sync.Mutex
-	m    map[*listener]struct{}
-	open int // listen streams admitted, those still subscribing included
+	mu    sync.Mutex
+	m     map[*listener]struct{}
+	open  int          // listen streams admitted, those still subscribing included
+	users callerCounts // open, by user
 }
 
-// admit counts one more open listen stream, unless limit are open already.
-func (t *listenTable) admit(limit int) bool {
+// admit counts one more open listen stream of user, unless b's cap or the
+// user's share of it is full: then it returns an error naming the bound.
+func (t *listenTable) admit(b capBound, user string) *jsonrpc.Error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.open >= limit {
-		return false
+	switch b.refusal(t.open, t.users[user]) {
+	case "":
+	case b.shareKey:
+		return &jsonrpc.Error{Code: codeLimit, Message: fmt.Sprintf(
+			"this caller already has %d open subscriptions/listen streams, the most one caller may have (%s); close one or try again later", b.share, b.shareKey)}
+	default:
+		return &jsonrpc.Error{Code: codeLimit, Message: fmt.Sprintf(
+			"mcp-mux holds at most %d open subscriptions/listen streams (%s); try again later", b.limit, b.key)}
 	}
 	t.open++
-	return true
+	t.users.add(user)
+	return nil
 }
 
 // leave ends what admit counted.
-func (t *listenTable) leave() {
+func (t *listenTable) leave(user string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.open--
+	t.users.done(user)
 }
 
 func (t *listenTable) add(l *listener) {
@@ -137,11 +147,10 @@ func (s *Server) listen(ctx context.Context, st *session, req mcp.Request) (mcp.
 	if err := json.Unmarshal([]byte(headerOf(req).Get(requestIDHeader)), &id); err != nil || id == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "subscriptions/listen requires a request id"}
 	}
-	if limit := s.maxSessions(); !s.listeners.admit(limit) {
-		return nil, &jsonrpc.Error{Code: codeLimit, Message: fmt.Sprintf(
-			"mcp-mux holds at most %d open subscriptions/listen streams (inbound.max_sessions); try again later", limit)}
+	if err := s.listeners.admit(s.bounds().listens, st.user); err != nil {
+		return nil, err
 	}
-	defer s.listeners.leave()
+	defer s.listeners.leave(st.user)
 	want := p.Notifications
 	agreed := mcp.NotificationSubscriptions{
 		ToolsListChanged:     want.ToolsListChanged,

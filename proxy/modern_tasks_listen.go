@@ -130,15 +130,14 @@ func (s *Server) serveTaskListen(w http.ResponseWriter, r *http.Request, m *wire
 		writeJSONRPCError(w, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "subscriptions/listen requires a request id"})
 		return true
 	}
-	if limit := s.maxSessions(); !s.listeners.admit(limit) {
-		writeJSONRPCError(w, m.ID, &jsonrpc.Error{Code: codeLimit, Message: fmt.Sprintf(
-			"mcp-mux holds at most %d open subscriptions/listen streams (inbound.max_sessions); try again later", limit)})
+	user := requestUser(r.Header)
+	if err := s.listeners.admit(s.bounds().listens, user); err != nil {
+		writeJSONRPCError(w, m.ID, err)
 		return true
 	}
-	defer s.listeners.leave()
+	defer s.listeners.leave(user)
 
 	ctx := r.Context()
-	user := requestUser(r.Header)
 	n := p.Notifications
 	l := &listener{ctx: ctx, id: id, user: user, tools: n.ToolsListChanged, prompts: n.PromptsListChanged,
 		resources: n.ResourcesListChanged, uris: map[string]bool{}, taskIDs: map[string]bool{}}
