@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcp-mux/mcp-mux/internal/mcptest"
+	"github.com/mcp-mux/mcp-mux/proxy"
 )
 
 // sharesMux is a mux whose callers name themselves (trusted_header, X-User)
@@ -88,32 +91,49 @@ func TestSessionShareWholeCapWithoutAuth(t *testing.T) {
 // (-32000 naming the share) while another caller still parks; answering a
 // parked call frees its place.
 func TestParkedShareKeepsOthersIn(t *testing.T) {
-	m := sharesMux(t, `, "max_parked_calls_per_user": 2`)
+	// A legacy stdio upstream that elicits: calls still waiting for input
+	// when the test ends end with its process.
+	cmd, args, env := mcptest.ScriptedStdio(mcptest.AskClient)
+	c, _ := json.Marshal(cmd)
+	a, _ := json.Marshal(args)
+	e, _ := json.Marshal(env)
+	m := startMux(t, fmt.Sprintf(`{"mcpServers": {"alpha": {"type": "stdio", "command": %s, "args": %s, "env": %s}},
+		"inbound": {"auth": {"mode": "trusted_header"}, "user_header": "X-User", "max_parked_calls_per_user": 2}}`, c, a, e), proxy.Options{})
 	url := m.ts.URL + "/mcp"
-	const caps = `{"elicitation":{}}`
-	park := func(user, tag string) rpcReply {
-		_, r := modernCall(t, url, as(user), caps, "tools/call", "alpha_elicit", `"name":"alpha_elicit","arguments":{"tag":"`+tag+`"}`)
+	const caps = `{"elicitation":{"form":{}}}`
+	call := `"name":"alpha_ask","arguments":{"method":"elicitation/create","params":` +
+		mustQuote(`{"message":"name?","requestedSchema":{"type":"object","properties":{}}}`) + `}`
+	// The scripted server serves one call at a time: each call has a
+	// thread of its own, so an upstream session (process) of its own.
+	threads := 0
+	park := func(user string) rpcReply {
+		threads++
+		hdr := as(user)
+		hdr["X-Mux-Thread-Id"] = fmt.Sprint("t", threads)
+		_, r := modernCall(t, url, hdr, caps, "tools/call", "alpha_ask", call)
 		return r
 	}
 	var key, state string
-	for i := range 2 {
-		reqs, st := inputRequiredOf(t, park("alice", fmt.Sprint(i)))
+	for range 2 {
+		reqs, st := inputRequiredOf(t, park("alice"))
 		for k := range reqs {
 			key, state = k, st
 		}
 	}
-	if r := park("alice", "x"); r.Error == nil || r.Error.Code != -32000 || !strings.Contains(r.Error.Message, "inbound.max_parked_calls_per_user") {
+	if r := park("alice"); r.Error == nil || r.Error.Code != -32000 || !strings.Contains(r.Error.Message, "inbound.max_parked_calls_per_user") {
 		t.Fatalf("alice's third parked call: %s %+v, want -32000 naming inbound.max_parked_calls_per_user", r.Result, r.Error)
 	}
-	for i := range 2 {
-		inputRequiredOf(t, park("bob", fmt.Sprint(i)))
+	for range 2 {
+		inputRequiredOf(t, park("bob"))
 	}
-	_, r := modernCall(t, url, as("alice"), caps, "tools/call", "alpha_elicit",
-		`"name":"alpha_elicit","arguments":{"tag":"1"},"inputResponses":{`+mustQuote(key)+`:{"action":"accept","content":{"answer":"a"}}},"requestState":`+mustQuote(state))
-	if r.Error != nil || !strings.Contains(string(r.Result), "elicited accept a") {
+	hdr := as("alice")
+	hdr["X-Mux-Thread-Id"] = "t2"
+	_, r := modernCall(t, url, hdr, caps, "tools/call", "alpha_ask",
+		call+`,"inputResponses":{`+mustQuote(key)+`:{"action":"accept","content":{}}},"requestState":`+mustQuote(state))
+	if r.Error != nil || !strings.Contains(string(r.Result), "accept") {
 		t.Fatalf("alice's answer: %s %+v", r.Result, r.Error)
 	}
-	inputRequiredOf(t, park("alice", "again"))
+	inputRequiredOf(t, park("alice"))
 }
 
 // Open subscriptions/listen streams count against their caller's share of
