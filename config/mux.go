@@ -67,8 +67,17 @@ type Inbound struct {
 	// AllowedHosts and AllowedOrigins extend the DNS-rebinding checks.
 	AllowedHosts, AllowedOrigins []string
 	// MaxSessions caps open downstream sessions (default 10000); an
-	// initialize past it is refused.
+	// initialize past it is refused. Open 2026-07-28 subscriptions/listen
+	// streams are capped by the same number, counted apart.
 	MaxSessions int
+	// MaxParkedCalls caps 2026-07-28 calls bridged to a legacy upstream
+	// that wait for the client's retry (default 1024).
+	MaxParkedCalls int
+	// MaxSessionsPerUser, MaxListensPerUser and MaxParkedCallsPerUser are
+	// one caller's shares of those caps (default a quarter of each, at
+	// least 1), so that one caller cannot lock the others out. They do not
+	// apply under auth mode none, whose one caller gets the whole caps.
+	MaxSessionsPerUser, MaxListensPerUser, MaxParkedCallsPerUser int
 	// SessionIdleTimeout closes a downstream session without traffic for
 	// this long (default 30m).
 	SessionIdleTimeout time.Duration
@@ -128,6 +137,7 @@ func defaultBlocks() (Guardrails, ToolSearch, Tasks, Store, Inbound) {
 			ThreadHeader:       "X-Mux-Thread-Id",
 			UserHeader:         "X-Mux-User",
 			MaxSessions:        10000,
+			MaxParkedCalls:     1024,
 			SessionIdleTimeout: 1800 * time.Second,
 		}
 }
@@ -202,6 +212,21 @@ func (c *Config) parseMuxBlocks(root *node) []Problem {
 	return f.problems
 }
 
+// share reads one caller's share of the cap named capKey: 1..limit,
+// default a quarter of it (at least 1).
+func (o *object) share(key, capKey string, limit int) int {
+	def := max(limit/4, 1)
+	v, _, ok := o.integer(key)
+	switch {
+	case !ok:
+		return def
+	case v < 1 || v > float64(limit):
+		o.f.problem(o.field(key), "must be between 1 and %s (%d)", o.field(capKey), limit)
+		return def
+	}
+	return int(v)
+}
+
 func (c *Config) parseInbound(o *object, f *findings) {
 	in := &c.Inbound
 	for _, h := range []struct {
@@ -220,6 +245,10 @@ func (c *Config) parseInbound(o *object, f *findings) {
 	in.AllowedHosts = o.strList("allowed_hosts")
 	in.AllowedOrigins = o.strList("allowed_origins")
 	in.MaxSessions = o.intInRange("max_sessions", in.MaxSessions, 1, 1000000)
+	in.MaxParkedCalls = o.intInRange("max_parked_calls", in.MaxParkedCalls, 1, 100000)
+	in.MaxSessionsPerUser = o.share("max_sessions_per_user", "max_sessions", in.MaxSessions)
+	in.MaxListensPerUser = o.share("max_listens_per_user", "max_sessions", in.MaxSessions)
+	in.MaxParkedCallsPerUser = o.share("max_parked_calls_per_user", "max_parked_calls", in.MaxParkedCalls)
 	in.SessionIdleTimeout = o.secondsInRange("session_idle_timeout_seconds", in.SessionIdleTimeout, 1, 7*24*3600)
 	in.RequestStateKey = o.secret("request_state_key")
 	if n := len(in.RequestStateKey.Reveal()); n > 0 && n < 32 {

@@ -19,7 +19,8 @@ func TestMuxBlocks(t *testing.T) {
 	  "inbound": {"auth": {"mode": "api_keys", "keys": {"alice": "$KEY_ALICE"}},
 	              "secrets_header": "X-S", "thread_header": "X-T", "user_header": "X-U",
 	              "allowed_hosts": ["mux.local"], "allowed_origins": ["https://app"],
-	              "max_sessions": 50, "session_idle_timeout_seconds": 90},
+	              "max_sessions": 50, "session_idle_timeout_seconds": 90,
+	              "max_sessions_per_user": 5, "max_listens_per_user": 50, "max_parked_calls": 40, "max_parked_calls_per_user": 3},
 	  "admin": {"token": "$ADMIN"}
 	}`, map[string]string{"REDIS_URL": "redis://:pw@localhost:6379/0", "KEY_ALICE": "k-a", "ADMIN": "adm"})
 
@@ -43,7 +44,8 @@ func TestMuxBlocks(t *testing.T) {
 	if in.Auth.Mode != AuthAPIKeys || in.Auth.Keys["alice"].Reveal() != "k-a" || in.Auth.UserClaim != "sub" ||
 		in.SecretsHeader != "X-S" || in.ThreadHeader != "X-T" || in.UserHeader != "X-U" ||
 		!reflect.DeepEqual(in.AllowedHosts, []string{"mux.local"}) || !reflect.DeepEqual(in.AllowedOrigins, []string{"https://app"}) ||
-		in.MaxSessions != 50 || in.SessionIdleTimeout != 90*time.Second {
+		in.MaxSessions != 50 || in.SessionIdleTimeout != 90*time.Second ||
+		in.MaxSessionsPerUser != 5 || in.MaxListensPerUser != 50 || in.MaxParkedCalls != 40 || in.MaxParkedCallsPerUser != 3 {
 		t.Errorf("inbound = %+v", in)
 	}
 	if cfg.Admin.Token.Reveal() != "adm" {
@@ -66,6 +68,13 @@ func TestMuxBlockDefaultsPartial(t *testing.T) {
 	if cfg.Inbound.SecretsHeader != "X-Mux-Secrets" || cfg.Inbound.Auth.Mode != AuthNone || cfg.Inbound.Auth.AllowRemote ||
 		cfg.Store.KeyPrefix != "mcp-mux:" || cfg.Inbound.MaxSessions != 10000 || cfg.Inbound.SessionIdleTimeout != 30*time.Minute {
 		t.Errorf("inbound %+v store %+v", cfg.Inbound, cfg.Store)
+	}
+	if in := cfg.Inbound; in.MaxParkedCalls != 1024 || in.MaxSessionsPerUser != 2500 || in.MaxListensPerUser != 2500 || in.MaxParkedCallsPerUser != 256 {
+		t.Errorf("per-caller shares %+v, want a quarter of each cap", in)
+	}
+	// The shares follow the caps they divide, never below 1.
+	if in := mustLoad(t, `{"inbound": {"max_sessions": 3, "max_parked_calls": 8}}`, nil).Inbound; in.MaxSessionsPerUser != 1 || in.MaxListensPerUser != 1 || in.MaxParkedCallsPerUser != 2 {
+		t.Errorf("shares of small caps %+v", in)
 	}
 	if cfg = mustLoad(t, `{"inbound": {"auth": {"mode": "none", "allow_remote": true}}}`, nil); !cfg.Inbound.Auth.AllowRemote {
 		t.Errorf("allow_remote not read: %+v", cfg.Inbound.Auth)
@@ -124,6 +133,11 @@ func TestMuxBlockProblems(t *testing.T) {
 		{`{"inbound": {"max_sessions": 0, "session_idle_timeout_seconds": 0.5}}`, []string{
 			"inbound.max_sessions: must be between 1 and 1000000",
 			"inbound.session_idle_timeout_seconds: must be between 1 and 604800 seconds"}},
+		{`{"inbound": {"max_sessions": 10, "max_sessions_per_user": 11, "max_listens_per_user": 0, "max_parked_calls": 0, "max_parked_calls_per_user": 2000}}`, []string{
+			"inbound.max_parked_calls: must be between 1 and 100000",
+			"inbound.max_sessions_per_user: must be between 1 and inbound.max_sessions (10)",
+			"inbound.max_listens_per_user: must be between 1 and inbound.max_sessions (10)",
+			"inbound.max_parked_calls_per_user: must be between 1 and inbound.max_parked_calls (1024)"}},
 		{`{"admin": {"token": 5, "user": "x"}}`, []string{"admin.token: must be a string, not a number", "admin.user: unknown key"}},
 	}
 	for _, tt := range tests {

@@ -29,7 +29,8 @@ import (
 // the fast path or the SDK decodes it:
 // nesting deeper than wire.MaxDepth and batches of more than wire.MaxBatch
 // messages are refused with a JSON-RPC error. A POST that would open a
-// session past inbound.max_sessions is refused too. Every request a session
+// session past inbound.max_sessions, or past its caller's share of it
+// (shares.go), is refused too. Every request a session
 // runs (tools/call, prompts/get, resources/read, completion) is admitted by
 // session.admit: at most MaxSessionCalls at once, each cancelled when the
 // session ends (DELETE, idle timeout, shutdown) and, on the SDK path, when
@@ -128,15 +129,6 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 		_ = b.rc.SetReadDeadline(time.Time{})
 	}
 	return n, err
-}
-
-// maxSessions is inbound.max_sessions: the bound on legacy sessions, and on
-// open 2026-07-28 subscriptions/listen streams (which take the GET stream's place).
-func (s *Server) maxSessions() int {
-	if n := s.rt.Load().cfg.Inbound.MaxSessions; n > 0 {
-		return n
-	}
-	return defaultMaxSessions
 }
 
 // admit starts one request of the session: it returns the request's context,

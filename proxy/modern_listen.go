@@ -4,10 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"slices"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
 
 // subscriptions/listen (2026-07-28) replaces the legacy GET stream and
@@ -17,44 +21,59 @@ import (
 // notifications/resources/updated for a URI the listener named, each tagged
 // with the listen request's id as io.modelcontextprotocol/subscriptionId.
 // The stream lasts until the client closes it or mcp-mux shuts down.
+//
+// mcp-mux serves listens itself (serveListen) on a stream it writes
+// (listen_stream.go), which costs a few KiB and one goroutine; a listen it
+// cannot tell the SDK would accept goes to the SDK (listen), which answers
+// the error or, for the rare request it accepts, holds the stream its way.
+// Either way open streams count against inbound.max_sessions and their
+// caller's share of it (shares.go).
 
 // listener is one open subscriptions/listen stream.
 type listener struct {
-	ctx                       context.Context // the listen handler's: routes to its stream
+	ctx                       context.Context // ends with the stream; on the SDK path, routes to it
 	ss                        *mcp.ServerSession
 	id                        any // the listen request's id
 	tools, prompts, resources bool
 	uris                      map[string]bool
-	// The tasks extension (modern_tasks_listen.go): the caller, the task
-	// ids granted, and the stream mcp-mux writes itself (nil: the SDK's).
-	user    string
-	taskIDs map[string]bool
-	direct  *directStream
+	user                      string
+	direct                    *directStream   // the stream mcp-mux writes (nil: the SDK's)
+	taskIDs                   map[string]bool // granted (modern_tasks_listen.go)
 }
 
 // listenTable holds the open listeners.
 type listenTable struct {
-	mu   sync.Mutex
-	m    map[*listener]struct{}
-	open int // listen streams admitted, those still subscribing included
+	mu    sync.Mutex
+	m     map[*listener]struct{}
+	open  int          // listen streams admitted, those still subscribing included
+	users callerCounts // open, by user
 }
 
-// admit counts one more open listen stream, unless limit are open already.
-func (t *listenTable) admit(limit int) bool {
+// admit counts one more open listen stream of user, unless b's cap or the
+// user's share of it is full: then it returns an error naming the bound.
+func (t *listenTable) admit(b capBound, user string) *jsonrpc.Error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.open >= limit {
-		return false
+	switch b.refusal(t.open, t.users[user]) {
+	case "":
+	case b.shareKey:
+		return &jsonrpc.Error{Code: codeLimit, Message: fmt.Sprintf(
+			"this caller already has %d open subscriptions/listen streams, the most one caller may have (%s); close one or try again later", b.share, b.shareKey)}
+	default:
+		return &jsonrpc.Error{Code: codeLimit, Message: fmt.Sprintf(
+			"mcp-mux holds at most %d open subscriptions/listen streams (%s); try again later", b.limit, b.key)}
 	}
 	t.open++
-	return true
+	t.users.add(user)
+	return nil
 }
 
 // leave ends what admit counted.
-func (t *listenTable) leave() {
+func (t *listenTable) leave(user string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.open--
+	t.users.done(user)
 }
 
 func (t *listenTable) add(l *listener) {
@@ -137,11 +156,10 @@ func (s *Server) listen(ctx context.Context, st *session, req mcp.Request) (mcp.
 	if err := json.Unmarshal([]byte(headerOf(req).Get(requestIDHeader)), &id); err != nil || id == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "subscriptions/listen requires a request id"}
 	}
-	if limit := s.maxSessions(); !s.listeners.admit(limit) {
-		return nil, &jsonrpc.Error{Code: codeLimit, Message: fmt.Sprintf(
-			"mcp-mux holds at most %d open subscriptions/listen streams (inbound.max_sessions); try again later", limit)}
+	if err := s.listeners.admit(s.bounds().listens, st.user); err != nil {
+		return nil, err
 	}
-	defer s.listeners.leave()
+	defer s.listeners.leave(st.user)
 	want := p.Notifications
 	agreed := mcp.NotificationSubscriptions{
 		ToolsListChanged:     want.ToolsListChanged,
@@ -182,4 +200,162 @@ func (s *Server) listen(ctx context.Context, st *session, req mcp.Request) (mcp.
 		}
 	}
 	return &mcp.SubscriptionsListenResult{Meta: mcp.Meta{metaSubscriptionID: id}}, nil
+}
+
+// listenParams is what mcp-mux reads of a listen request's params.
+type listenParams struct {
+	Meta          json.RawMessage `json:"_meta"`
+	Notifications *struct {
+		TaskIDs               []string `json:"taskIds"`
+		ToolsListChanged      bool     `json:"toolsListChanged"`
+		PromptsListChanged    bool     `json:"promptsListChanged"`
+		ResourcesListChanged  bool     `json:"resourcesListChanged"`
+		ResourceSubscriptions []string `json:"resourceSubscriptions"`
+	} `json:"notifications"`
+}
+
+// listenVerdict is what serveListen does with a listen request.
+type listenVerdict int
+
+const (
+	listenServe listenVerdict = iota // serve it
+	listenDone                       // answered (refused)
+	listenSDK                        // the SDK's to answer
+)
+
+// serveListen serves a 2026-07-28 subscriptions/listen on a stream of its
+// own and reports whether it answered r; it declines (false) what it cannot
+// tell the SDK would accept, which the SDK then answers. m's bytes belong to
+// the handler: nothing of them is kept.
+func (s *Server) serveListen(w http.ResponseWriter, r *http.Request, m *wire.Message) bool {
+	var p listenParams
+	if json.Unmarshal(m.Params, &p) != nil || p.Notifications == nil {
+		return false
+	}
+	n := p.Notifications
+	if len(n.TaskIDs) > 0 {
+		if v := s.checkTaskListen(w, r, m, &p); v != listenServe {
+			return v == listenDone
+		}
+	} else if !modernFastHeaders(r.Header) || r.Header.Get("Mcp-Method") != m.Method {
+		return false
+	}
+	rq, ok := s.modernRequest(r.Header, p.Meta)
+	if !ok {
+		return false
+	}
+	var id any
+	if json.Unmarshal(m.ID, &id) != nil || id == nil {
+		writeJSONRPCError(w, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "subscriptions/listen requires a request id"})
+		return true
+	}
+	if err := s.listeners.admit(s.bounds().listens, rq.user); err != nil {
+		writeJSONRPCError(w, m.ID, err)
+		return true
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	l := &listener{ctx: ctx, id: id, user: rq.user, tools: n.ToolsListChanged, prompts: n.PromptsListChanged,
+		resources: n.ResourcesListChanged, direct: &directStream{}}
+	st := &session{}
+	rq.init(st)
+	granted := s.grantTasks(ctx, rq.user, n.TaskIDs)
+	for _, tid := range granted {
+		if l.taskIDs == nil {
+			l.taskIDs = make(map[string]bool, len(granted))
+		}
+		l.taskIDs[tid] = true
+	}
+	uris := s.subscribeListener(ctx, st, l, n.ResourceSubscriptions)
+	end := func() {
+		s.listeners.remove(l)
+		for _, uri := range uris {
+			if b := s.rt.Load().cat.Load().res.resourceOwner(uri); b != nil {
+				uctx, stop := context.WithTimeout(ctx, notifyTimeout)
+				_ = s.subscribe(uctx, st, b, uri, false)
+				stop()
+			}
+		}
+		cancel()
+		s.listeners.leave(rq.user)
+	}
+	meta := map[string]any{metaSubscriptionID: id}
+	res, _ := json.Marshal(map[string]any{"_meta": meta, "resultType": "complete"})
+	last := wire.AppendResult(nil, slices.Clone(m.ID), res)
+	d := l.direct
+	detached := d.start(w, r)
+	s.listeners.add(l)
+	ack, _ := json.Marshal(map[string]any{"_meta": meta, "notifications": listenAgreed{TaskIDs: granted,
+		ToolsListChanged: l.tools, PromptsListChanged: l.prompts, ResourcesListChanged: l.resources, ResourceSubscriptions: uris}})
+	d.write(wire.AppendNotification(nil, "notifications/subscriptions/acknowledged", ack))
+	switch {
+	case len(granted) == 0 && len(uris) == 0 && !l.tools && !l.prompts && !l.resources:
+		d.end(last) // nothing to listen for
+	case detached:
+		if s.watchListen(d, last, end) {
+			return true
+		}
+		d.end(last) // shutting down
+	default:
+		select {
+		case <-r.Context().Done():
+			d.end(nil)
+		case <-s.life.Done():
+			d.end(last)
+		}
+	}
+	end()
+	return true
+}
+
+// watchListen ends a detached listen stream d (sending last) when mcp-mux
+// shuts down, and calls end once its connection has closed. It reports
+// false, doing nothing, once Close has begun: Close waits for the watchers
+// it knows of (s.bg), and lifeMu orders their start against it.
+func (s *Server) watchListen(d *directStream, last []byte, end func()) bool {
+	s.lifeMu.RLock()
+	defer s.lifeMu.RUnlock()
+	if s.closed.Load() {
+		return false
+	}
+	stop := context.AfterFunc(s.life, func() { d.end(last) })
+	s.bg.Go(func() {
+		d.watch()
+		stop()
+		d.end(nil)
+		end()
+	})
+	return true
+}
+
+// listenAgreed is the notifications member of a listen's acknowledgement.
+type listenAgreed struct {
+	TaskIDs               []string `json:"taskIds,omitempty"`
+	ToolsListChanged      bool     `json:"toolsListChanged,omitempty"`
+	PromptsListChanged    bool     `json:"promptsListChanged,omitempty"`
+	ResourcesListChanged  bool     `json:"resourcesListChanged,omitempty"`
+	ResourceSubscriptions []string `json:"resourceSubscriptions,omitempty"`
+}
+
+// subscribeListener subscribes st upstream to each URI of uris that a
+// server owns and returns those (each once); the others are not honoured
+// and are left out of the acknowledgement.
+func (s *Server) subscribeListener(ctx context.Context, st *session, l *listener, uris []string) []string {
+	var agreed []string
+	cat := s.rt.Load().cat.Load()
+	for _, uri := range uris {
+		b := cat.res.resourceOwner(uri)
+		if b == nil || l.uris[uri] {
+			continue
+		}
+		if err := s.subscribe(ctx, st, b, uri, true); err != nil {
+			s.logFor(ctx).Debug("upstream subscribe failed", "server", b.name, "err", err)
+			continue
+		}
+		if l.uris == nil {
+			l.uris = make(map[string]bool)
+		}
+		l.uris[uri] = true
+		agreed = append(agreed, uri)
+	}
+	return agreed
 }

@@ -412,7 +412,7 @@ func (s *Server) serveTaskRequest(w http.ResponseWriter, r *http.Request, m *wir
 			return true
 		}
 	case "subscriptions/listen":
-		return s.serveTaskListen(w, r, m)
+		return s.serveListen(w, r, m) // modern_listen.go
 	}
 	return false
 }

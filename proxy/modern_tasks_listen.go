@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"sync"
+	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
@@ -16,47 +16,9 @@ import (
 // subscriptions/listen with task ids (the tasks extension).
 //
 // go-sdk's listen params have no taskIds and its server cannot send
-// notifications/tasks, so a listen that asks for task ids is served here,
-// on its own event stream: the same listener as the SDK path (list changes
-// reach it through sendListener), plus the task ids it was granted.
-// Resource subscriptions are not honoured on this path (the
-// acknowledgement leaves them out; a second listen without taskIds takes
-// them).
-
-// directStream is a listen stream mcp-mux writes itself.
-type directStream struct {
-	mu       sync.Mutex
-	w        http.ResponseWriter
-	closed   bool
-	versions map[string]int64 // newest task version sent, by task id
-}
-
-// write sends one JSON-RPC message as an SSE event, unless the stream ended.
-func (d *directStream) write(msg []byte) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.writeLocked(msg)
-}
-
-func (d *directStream) writeLocked(msg []byte) {
-	if d.closed {
-		return
-	}
-	_, _ = fmt.Fprintf(d.w, "event: message\ndata: %s\n\n", msg)
-	if f, ok := d.w.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-// notify sends a notification with params (a JSON object or a value that
-// marshals to one).
-func (d *directStream) notify(method string, params any) {
-	b, err := json.Marshal(params)
-	if err != nil {
-		return
-	}
-	d.write(wire.AppendNotification(nil, method, b))
-}
+// notifications/tasks; mcp-mux serves listens itself (serveListen,
+// listen_stream.go), and one that asks for task ids follows the task ids
+// it was granted too.
 
 // task sends t unless a newer version of it was sent already (events are
 // fetched concurrently).
@@ -66,120 +28,68 @@ func (d *directStream) task(method string, version int64, id string, params []by
 	if d.versions[id] >= version {
 		return
 	}
+	if d.versions == nil {
+		d.versions = make(map[string]int64)
+	}
 	d.versions[id] = version
 	d.writeLocked(wire.AppendNotification(nil, method, params))
 }
 
-func (d *directStream) close() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.closed = true
-}
-
-// listenParams is what mcp-mux reads of a listen request's params.
-type listenParams struct {
-	Meta          map[string]json.RawMessage `json:"_meta"`
-	Notifications *struct {
-		TaskIDs              []string `json:"taskIds"`
-		ToolsListChanged     bool     `json:"toolsListChanged"`
-		PromptsListChanged   bool     `json:"promptsListChanged"`
-		ResourcesListChanged bool     `json:"resourcesListChanged"`
-	} `json:"notifications"`
-}
-
-// serveTaskListen serves a subscriptions/listen that asks for task ids
-// and reports whether it did (others go to the SDK).
-func (s *Server) serveTaskListen(w http.ResponseWriter, r *http.Request, m *wire.Message) bool {
-	var p listenParams
-	if json.Unmarshal(m.Params, &p) != nil || p.Notifications == nil || len(p.Notifications.TaskIDs) == 0 {
-		return false
-	}
-	// The checks the SDK makes of every 2026-07-28 request. What it refuses
-	// before it reads the body, and a version it does not serve, it answers
-	// itself (the refusal does not depend on taskIds).
+// checkTaskListen makes the checks the SDK makes of every 2026-07-28
+// request of a listen that asks for task ids, which the SDK cannot serve:
+// it answers what the SDK would refuse itself and reports whether the
+// listen may go on (listenServe), was answered (listenDone) or is the
+// SDK's to answer (listenSDK: what it refuses before reading the body, and
+// a version it does not serve; the refusal does not depend on taskIds).
+func (s *Server) checkTaskListen(w http.ResponseWriter, r *http.Request, m *wire.Message, p *listenParams) listenVerdict {
+	var meta map[string]json.RawMessage
+	_ = json.Unmarshal(p.Meta, &meta)
 	var version string
-	_ = json.Unmarshal(p.Meta["io.modelcontextprotocol/protocolVersion"], &version)
+	_ = json.Unmarshal(meta["io.modelcontextprotocol/protocolVersion"], &version)
 	if v := r.Header.Get("Mcp-Protocol-Version"); (v != "" && v != modernVersion) || !modernContentHeaders(r.Header) {
-		return false
+		return listenSDK
 	}
 	switch v := r.Header.Get("Mcp-Protocol-Version"); {
 	case v == "":
 		writeRPCError(w, http.StatusBadRequest, m.ID, codeHeaderMismatch, "missing MCP-Protocol-Version header")
-		return true
+		return listenDone
 	case v != version:
 		writeRPCError(w, http.StatusBadRequest, m.ID, codeHeaderMismatch, "header mismatch: MCP-Protocol-Version does not match _meta's protocol version")
-		return true
+		return listenDone
 	case r.Header.Get("Mcp-Method") != m.Method:
 		writeRPCError(w, http.StatusBadRequest, m.ID, codeHeaderMismatch, "header mismatch: the Mcp-Method header does not match the body's method")
-		return true
+		return listenDone
 	}
 	var caps struct {
 		Extensions map[string]json.RawMessage `json:"extensions"`
 	}
-	_ = json.Unmarshal(p.Meta["io.modelcontextprotocol/clientCapabilities"], &caps)
+	_ = json.Unmarshal(meta["io.modelcontextprotocol/clientCapabilities"], &caps)
 	if _, ok := caps.Extensions[tasksExtension]; !ok {
 		writeJSONRPCError(w, m.ID, errNoTasksExtension(m.Method))
-		return true
+		return listenDone
 	}
 	if len(p.Notifications.TaskIDs) > maxListenTaskIDs {
 		writeJSONRPCError(w, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("subscriptions/listen: at most %d taskIds", maxListenTaskIDs)})
-		return true
+		return listenDone
 	}
-	var id any
-	if json.Unmarshal(m.ID, &id) != nil || id == nil {
-		writeJSONRPCError(w, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "subscriptions/listen requires a request id"})
-		return true
-	}
-	if limit := s.maxSessions(); !s.listeners.admit(limit) {
-		writeJSONRPCError(w, m.ID, &jsonrpc.Error{Code: codeLimit, Message: fmt.Sprintf(
-			"mcp-mux holds at most %d open subscriptions/listen streams (inbound.max_sessions); try again later", limit)})
-		return true
-	}
-	defer s.listeners.leave()
+	return listenServe
+}
 
-	ctx := r.Context()
-	user := requestUser(r.Header)
-	n := p.Notifications
-	l := &listener{ctx: ctx, id: id, user: user, tools: n.ToolsListChanged, prompts: n.PromptsListChanged,
-		resources: n.ResourcesListChanged, uris: map[string]bool{}, taskIDs: map[string]bool{}}
+// grantTasks returns the task ids of ids that user may follow: mcp-mux's
+// own durable tasks of theirs. Passed-through tasks are not granted (their
+// servers' own streams are not fanned in), nor unknown ones, another
+// caller's, or any while the store is down.
+func (s *Server) grantTasks(ctx context.Context, user string, ids []string) []string {
 	var granted []string
-	for _, tid := range n.TaskIDs {
-		if l.taskIDs[tid] || s.tasks == nil || !taskpoll.ValidID(tid) {
-			continue // passed-through tasks: their servers' own streams are not fanned in
+	for _, tid := range ids {
+		if s.tasks == nil || !taskpoll.ValidID(tid) || slices.Contains(granted, tid) {
+			continue
 		}
-		if _, err := s.tasks.Get(ctx, user, tid); err != nil {
-			continue // unknown, another caller's, or the store is down: not granted
-		}
-		l.taskIDs[tid] = true
-		granted = append(granted, tid)
-	}
-	d := &directStream{w: w, versions: map[string]int64{}}
-	l.direct = d
-	defer d.close() // no write after the handler returns
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	s.listeners.add(l)
-	defer s.listeners.remove(l)
-	type agreed struct {
-		TaskIDs              []string `json:"taskIds,omitempty"`
-		ToolsListChanged     bool     `json:"toolsListChanged,omitempty"`
-		PromptsListChanged   bool     `json:"promptsListChanged,omitempty"`
-		ResourcesListChanged bool     `json:"resourcesListChanged,omitempty"`
-	}
-	meta := map[string]any{metaSubscriptionID: id}
-	d.notify("notifications/subscriptions/acknowledged", map[string]any{"_meta": meta, "notifications": agreed{
-		TaskIDs: granted, ToolsListChanged: l.tools, PromptsListChanged: l.prompts, ResourcesListChanged: l.resources}})
-	if len(granted) > 0 || l.tools || l.prompts || l.resources {
-		select {
-		case <-ctx.Done():
-			return true
-		case <-s.life.Done():
+		if _, err := s.tasks.Get(ctx, user, tid); err == nil {
+			granted = append(granted, tid)
 		}
 	}
-	res, _ := json.Marshal(map[string]any{"_meta": meta, "resultType": "complete"})
-	d.write(wire.AppendResult(nil, m.ID, res))
-	return true
+	return granted
 }
 
 // writeJSONRPCError answers a request with a JSON-RPC error (HTTP 200).

@@ -522,20 +522,21 @@ func TestModernListenStreamsBounded(t *testing.T) {
 			t.Fatalf("listen %d: first message %v, want the acknowledgement", i, ack)
 		}
 	}
-	if r := openStream(t, ctx, m.ts.URL+"/mcp", hdr, body).next(t); !strings.Contains(fmt.Sprint(r["error"]), "inbound.max_sessions") {
+	if _, r := firstEvent(t, ctx, m.ts.URL+"/mcp", hdr, body); !strings.Contains(r, "(inbound.max_sessions)") {
 		t.Fatalf("third listen: %v, want a refusal naming inbound.max_sessions", r)
 	}
 	firstCancel()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		s := openStream(t, ctx, m.ts.URL+"/mcp", hdr, body)
-		if ack := s.next(t); ack["method"] == "notifications/subscriptions/acknowledged" {
+		c, stop := context.WithCancel(ctx)
+		_, r := firstEvent(t, c, m.ts.URL+"/mcp", hdr, body)
+		stop()
+		if strings.Contains(r, "notifications/subscriptions/acknowledged") {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("a closed listen stream never freed its place")
 		}
-		s.body.Close()
 		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -41,11 +41,11 @@ import (
 // request needs an undeclared capability is -32021.
 
 const (
-	maxInputRounds = 8                      // live fulfilment rounds for a legacy client
-	maxParked      = 1024                   // bridged calls waiting for a retry
-	maxInputs      = 32                     // input requests one parked call may hold
-	gatherQuiet    = 20 * time.Millisecond  // requests sent together arrive within this
-	gatherMax      = 250 * time.Millisecond // … and are never held back longer
+	maxInputRounds   = 8                      // live fulfilment rounds for a legacy client
+	defaultMaxParked = 1024                   // inbound.max_parked_calls: bridged calls waiting for a retry
+	maxInputs        = 32                     // input requests one parked call may hold
+	gatherQuiet      = 20 * time.Millisecond  // requests sent together arrive within this
+	gatherMax        = 250 * time.Millisecond // … and are never held back longer
 )
 
 // codeMissingCapability is MissingRequiredClientCapabilityError.
@@ -177,10 +177,12 @@ func inputRequiredResult(reqs map[string]json.RawMessage, state string) json.Raw
 	return b
 }
 
-// parkTable holds bridged calls between a modern client's rounds.
+// parkTable holds bridged calls between a modern client's rounds, within
+// inbound.max_parked_calls and each caller's share of it (shares.go).
 type parkTable struct {
-	mu sync.Mutex
-	m  map[string]*parkedCall
+	mu    sync.Mutex
+	m     map[string]*parkedCall
+	users callerCounts // parked calls by user
 }
 
 // parkedCall is a modern client's call to a legacy upstream. It runs on
@@ -377,7 +379,7 @@ func (s *Server) await(ctx context.Context, st *session, pc *parkedCall) (mcp.Re
 		if len(reqs) == 0 {
 			continue // answered or withdrawn meanwhile
 		}
-		if err := s.parked.park(s, pc); err != nil {
+		if err := s.parked.park(s, pc, s.bounds().parked); err != nil {
 			pc.cancel()
 			return nil, err
 		}
@@ -403,15 +405,22 @@ func (s *Server) parkedResult(st *session, pc *parkedCall) (mcp.Result, error) {
 	return pc.res, nil
 }
 
-// park keeps pc for its client's retry, until stateTTL.
-func (t *parkTable) park(s *Server, pc *parkedCall) error {
+// park keeps pc for its client's retry, until stateTTL, unless b's cap or
+// the caller's share of it is full: then the client is told which.
+func (t *parkTable) park(s *Server, pc *parkedCall, b capBound) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.m == nil {
 		t.m = make(map[string]*parkedCall)
 	}
-	if len(t.m) >= maxParked {
-		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("more than %d calls are waiting for client input; try again later", maxParked)}
+	switch b.refusal(len(t.m), t.users[pc.user]) {
+	case "":
+	case b.shareKey:
+		return &jsonrpc.Error{Code: codeLimit, Message: fmt.Sprintf(
+			"this caller already has %d calls waiting for client input, the most one caller may have (%s); answer or cancel one, or try again later", b.share, b.shareKey)}
+	default:
+		return &jsonrpc.Error{Code: codeLimit, Message: fmt.Sprintf(
+			"more than %d calls are waiting for client input (%s); try again later", b.limit, b.key)}
 	}
 	if pc.id == "" { // named when first parked: most calls never are
 		var idb [16]byte
@@ -419,6 +428,7 @@ func (t *parkTable) park(s *Server, pc *parkedCall) error {
 		pc.id = hex.EncodeToString(idb[:])
 	}
 	t.m[pc.id] = pc
+	t.users.add(pc.user)
 	pc.timer = time.AfterFunc(stateTTL, func() {
 		if t.take(pc.id) == pc {
 			s.log.Debug("parked call expired", "server", pc.server)
@@ -435,6 +445,7 @@ func (t *parkTable) take(id string) *parkedCall {
 	pc := t.m[id]
 	if pc != nil {
 		delete(t.m, id)
+		t.users.done(pc.user)
 		pc.timer.Stop()
 	}
 	return pc
@@ -449,6 +460,7 @@ func (t *parkTable) closeAll() {
 		pc.cancel()
 		delete(t.m, id)
 	}
+	t.users = nil
 }
 
 // answer hands the client's responses to the requests waiting for them.

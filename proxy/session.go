@@ -55,18 +55,23 @@ type session struct {
 }
 
 type sessionTable struct {
-	mu   sync.RWMutex
-	m    map[*mcp.ServerSession]*session
-	byID map[string]*session
-	held map[string]bool // admission slots of requests that may open a session (admission.go)
-	seq  uint64
+	mu    sync.RWMutex
+	m     map[*mcp.ServerSession]*session
+	byID  map[string]*session
+	held  map[string]string // admission slots of requests that may open a session, by token: the user (admission.go)
+	users callerCounts      // open sessions and slots by user
+	seq   uint64
 }
 
 // add registers st, turning the admission slot token (if any) into it.
 func (t *sessionTable) add(st *session, token string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	delete(t.held, token)
+	if _, ok := t.held[token]; ok {
+		delete(t.held, token) // the slot's count is the session's now
+	} else {
+		t.users.add(st.user)
+	}
 	if t.byID == nil {
 		t.byID = make(map[string]*session)
 	}
@@ -92,8 +97,12 @@ func (t *sessionTable) remove(ss *mcp.ServerSession) *session {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	st := t.m[ss]
+	if st == nil {
+		return nil
+	}
 	delete(t.m, ss)
-	if st != nil && t.byID[st.id] == st {
+	t.users.done(st.user)
+	if t.byID[st.id] == st {
 		delete(t.byID, st.id)
 	}
 	return st

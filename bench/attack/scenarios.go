@@ -24,6 +24,7 @@ func scenarios(idleWait time.Duration) []scenario {
 		{"a17-progress", attackProgress},
 		{"a17-tasks", attackTasks},
 		{"a17-cfgloop", attackCfgloop},
+		{"a17-shares", attackShares},
 	}
 }
 
