@@ -14,3 +14,21 @@ func AddInterceptorForTest(s *Server, ic interceptor.Interceptor) {
 	rt.icepts = append(slices.Clip(rt.icepts), ic)
 	s.rt.Store(rt)
 }
+
+// PanicsForTest is the number of panics s recovered (mcp_mux_panics_total,
+// every where).
+func PanicsForTest(s *Server) float64 {
+	mfs, err := s.metrics.reg.Gather()
+	if err != nil {
+		panic(err)
+	}
+	var n float64
+	for _, mf := range mfs {
+		if mf.GetName() == "mcp_mux_panics_total" {
+			for _, m := range mf.GetMetric() {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return n
+}
