@@ -387,7 +387,7 @@ func (s *Server) upstreamOptions(sc *config.Server, ref *resolverRef) upstream.O
 		Logger:          s.log.Named("upstream").With("server", sc.Name),
 		OnChange:        func() { s.refreshCatalog(nil) },
 		OnDiscovery:     s.metrics.observeDiscovery(sc.Name),
-		Handler:         (*forwarder)(s),
+		Handler:         guardedHandler{s.panics, (*forwarder)(s)},
 		Via:             s.via,
 		// Discovery uses the newest credentials built for this upstream.
 		BaseHeaders: func(ctx context.Context) (http.Header, error) {

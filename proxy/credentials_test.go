@@ -34,7 +34,7 @@ import (
 
 // startMuxEnv is startMux with $VAR expansion from env and Trace logging; it
 // also returns the parsed config (for its warnings).
-func startMuxEnv(t *testing.T, cfgJSON string, env map[string]string, opts proxy.Options) (*mux, *config.Config) {
+func startMuxEnv(t testing.TB, cfgJSON string, env map[string]string, opts proxy.Options) (*mux, *config.Config) {
 	t.Helper()
 	cfg, err := config.Parse([]byte(cfgJSON), config.LoadOptions{Filename: "test.json", LookupEnv: func(k string) (string, bool) {
 		v, ok := env[k]

@@ -49,6 +49,7 @@ func (s *Server) mcpHandler() http.Handler {
 			}
 			defer bodyBuffers.Put(bp)
 			body := *bp
+			defer s.panics.catchHTTP(w, body) // before the buffer goes back (recover.go)
 			// Handlers after this one get a copy: the buffer goes back to the pool on return.
 			r.Body = io.NopCloser(bytes.NewReader(body)) // read, if at all, before the copy below
 			if modernRequest(r) {
@@ -138,7 +139,7 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, st *session, m
 	defer st.untrack(idKey)
 
 	k := &fastSink{st: st, w: w}
-	raw, err := s.callTool(ctx, st, k, s.callerKey(st, r.Header), r.Header, p.Name, p.Arguments, p.Meta)
+	raw, err := s.guardedCall(ctx, st, k, s.callerKey(st, r.Header), r.Header, p.Name, p.Arguments, p.Meta)
 
 	out := bodyBuffers.Get()
 	defer bodyBuffers.Put(out)

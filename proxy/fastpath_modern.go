@@ -352,7 +352,7 @@ func (s *Server) modernFastCall(w http.ResponseWriter, r *http.Request, rq moder
 			}
 		}
 	} else {
-		raw, err = s.callTool(ctx, st, st.stream, key, r.Header, p.Name, p.Arguments, p.Meta)
+		raw, err = s.guardedCall(ctx, st, st.stream, key, r.Header, p.Name, p.Arguments, p.Meta)
 		if ir, ok := asInputRequired(raw); ok && err == nil {
 			raw, err = s.sealInputRequired(st, server, target(), ir)
 		}

@@ -107,6 +107,7 @@ func (t *listenTable) taskEvent(s *Server, e taskpoll.Event) {
 			continue
 		}
 		s.bg.Go(func() {
+			defer s.panics.catch(whereTask, nil) // recover.go
 			ctx, cancel := context.WithTimeout(l.ctx, notifyTimeout)
 			defer cancel()
 			task, err := s.tasks.Get(ctx, e.User, e.TaskID)

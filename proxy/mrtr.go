@@ -306,6 +306,7 @@ func (s *Server) startParked(ctx context.Context, st *session, server, target st
 	go func() {
 		defer close(pc.done)
 		defer cancel()
+		defer s.panics.catch(whereBridge, &pc.err) // recover.go
 		pc.res, pc.err = call(cctx)
 	}()
 	return pc
@@ -570,12 +571,12 @@ func (s *Server) ownerOf(method string, p mcp.Params) (server, target string) {
 	switch p := p.(type) {
 	case *mcp.CallToolParamsRaw:
 		target = p.Name
-		if r := cat.routes[p.Name]; r != nil {
+		if r := cat.routes[p.Name]; r != nil && r.server != nil { // built-in tools have none
 			server = r.server.name
 		}
 	case *mcp.GetPromptParams:
 		target = p.Name
-		if r := cat.res.prompts[p.Name]; r != nil {
+		if r := cat.res.prompts[p.Name]; r != nil && r.server != nil {
 			server = r.server.name
 		}
 	case *mcp.ReadResourceParams:

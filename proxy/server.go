@@ -92,6 +92,7 @@ type Server struct {
 	sessions   sessionTable
 	requests   requestTable // SDK-path HTTP requests (limits.go)
 	metrics    *metrics
+	panics     *panicGuard // recover.go
 	subsMu     sync.Mutex
 	subs       map[string]int // server+URI → number of sessions subscribed
 	inflight   sync.WaitGroup
@@ -166,6 +167,7 @@ func New(opts Options) *Server {
 	s := &Server{opts: opts, log: opts.Logger, refs: map[any]int{}, started: time.Now(), via: via.New()}
 	s.retireCtx, s.retireStop = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s)
+	s.panics = newPanicGuard(s.log, s.metrics.reg)
 	s.reloads.register(s.metrics.reg)
 	s.sessions.m = make(map[*mcp.ServerSession]*session)
 	// The SDK's capabilities gate nothing mcp-mux relies on: initialize and
@@ -182,6 +184,8 @@ func New(opts Options) *Server {
 	s.sdk.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler { s.send = next; return next })
 	s.sdk.AddReceivingMiddleware(s.receive)
 	s.registerTaskMethods() // modern_tasks.go
+	// Added last, so outermost: a handler's panic is its request's error (recover.go).
+	s.sdk.AddReceivingMiddleware(s.panics.middleware)
 	// Idle sessions are closed by reapSessions, which also sees fast-path calls.
 	// Host checks happen in authenticate (originPolicy), for every path.
 	s.mcp = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.sdk },
@@ -230,7 +234,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /healthz", serveHealth)
 	mux.HandleFunc("GET /readyz", s.serveReady)
 	mux.Handle("GET /metrics", s.metrics.handler())
-	return s.GuardHosts(mux)
+	return s.panics.handler(s.GuardHosts(mux))
 }
 
 // WaitDiscovery blocks until every backend finished its first discovery

@@ -185,6 +185,8 @@ func (s *Server) taskResource(ctx context.Context, st *session, method, uri stri
 // and any session of the user subscribed to the task's resource get
 // notifications/resources/updated.
 func (s *Server) taskEvent(e taskpoll.Event) {
+	// On the task service's goroutine (recover.go).
+	defer s.panics.catch(whereTask, nil)
 	s.listeners.taskEvent(s, e) // subscriptions/listen with taskIds (modern_tasks_listen.go)
 	uri := taskpoll.ResourcePrefix + e.TaskID
 	data, _ := json.Marshal(map[string]any{"task_id": e.TaskID, "task_name": e.Name, "status": e.Status, "tracking_degraded": e.Degraded, "resource": uri})
@@ -199,6 +201,7 @@ func (s *Server) taskEvent(e taskpoll.Event) {
 			continue
 		}
 		s.bg.Go(func() {
+			defer s.panics.catch(whereTask, nil)
 			ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
 			defer cancel()
 			if owner {
@@ -215,8 +218,9 @@ type taskCaller Server
 // CallTool runs a task tool with the server's own credentials only (static
 // headers and OAuth, never a request's secrets), on the task's (user,
 // thread) scope, retrying once after a 401 with a refreshed token.
-func (c *taskCaller) CallTool(ctx context.Context, call taskpoll.Call) (json.RawMessage, error) {
+func (c *taskCaller) CallTool(ctx context.Context, call taskpoll.Call) (_ json.RawMessage, err error) {
 	s := (*Server)(c)
+	defer s.panics.catch(whereTask, &err) // the poller's goroutine (recover.go)
 	b := s.rt.Load().byName[call.Server]
 	if b == nil {
 		return nil, fmt.Errorf("MCP task server %q is missing or disabled in the running configuration", call.Server)

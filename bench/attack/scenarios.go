@@ -25,6 +25,7 @@ func scenarios(idleWait time.Duration) []scenario {
 		{"a17-tasks", attackTasks},
 		{"a17-cfgloop", attackCfgloop},
 		{"a17-shares", attackShares},
+		{"a17-panic", attackPanic},
 	}
 }
 

@@ -1,0 +1,34 @@
+package proxy
+
+import (
+	"slices"
+
+	"github.com/mcp-mux/mcp-mux/interceptor"
+)
+
+// AddInterceptorForTest appends ic to the running runtime's interceptors,
+// as a config's mcpInterceptors would place a compiled-in one last. The
+// runtime is published again, so calls that start later see it.
+func AddInterceptorForTest(s *Server, ic interceptor.Interceptor) {
+	rt := s.rt.Load()
+	rt.icepts = append(slices.Clip(rt.icepts), ic)
+	s.rt.Store(rt)
+}
+
+// PanicsForTest is the number of panics s recovered (mcp_mux_panics_total,
+// every where).
+func PanicsForTest(s *Server) float64 {
+	mfs, err := s.metrics.reg.Gather()
+	if err != nil {
+		panic(err)
+	}
+	var n float64
+	for _, mf := range mfs {
+		if mf.GetName() == "mcp_mux_panics_total" {
+			for _, m := range mf.GetMetric() {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return n
+}
