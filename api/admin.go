@@ -77,7 +77,7 @@ func MountAdmin(mux *http.ServeMux, o AdminOptions) {
 	if o.Load.Filename == "" {
 		o.Load.Filename = o.Path
 	}
-	a := &admin{o: o}
+	a := &admin{o: o, policy: newLaunchPolicy(o.StdioCommands)}
 	mux.Handle(AdminRoutes[0], a.guard(a.get))
 	mux.Handle(AdminRoutes[1], a.guard(a.put))
 	mux.Handle(AdminRoutes[2], a.guard(a.patch))
@@ -87,8 +87,9 @@ func MountAdmin(mux *http.ServeMux, o AdminOptions) {
 }
 
 type admin struct {
-	o  AdminOptions
-	mu sync.Mutex // one read-modify-write of the file at a time
+	o      AdminOptions
+	policy *launchPolicy
+	mu     sync.Mutex // one read-modify-write of the file at a time
 }
 
 // guard answers 404 without an admin token and 401 for a wrong bearer.
@@ -194,15 +195,36 @@ func (a *admin) put(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	// The stored file as a load sees it; a server it already runs the same
+	// way is not screened again (nil: none is).
+	prev, _ := config.Parse(data, a.o.Load)
 	for _, n := range names {
-		if s := cfg.Server(n); s != nil {
-			if err := checkLaunch(s, a.o.StdioCommands); err != nil {
-				writeDetail(w, http.StatusBadRequest, err.Error())
-				return
-			}
+		s := cfg.Server(n)
+		if s == nil || (prev != nil && sameLaunch(prev.Server(n), s)) {
+			continue
+		}
+		if err := a.policy.check(s); err != nil {
+			writeDetail(w, http.StatusBadRequest, err.Error())
+			return
 		}
 	}
 	a.commit(w, next, "Failed to update MCP configuration")
+}
+
+// sameLaunch reports whether a written server starts exactly as the stored
+// one does: same type, command, args and environment, and not newly
+// enabled.
+func sameLaunch(old, s *config.Server) bool {
+	if old == nil || old.Type != s.Type || old.Command != s.Command || !slices.Equal(old.Args, s.Args) ||
+		len(old.Env) != len(s.Env) || (s.Enabled && !old.Enabled) {
+		return false
+	}
+	for k, v := range s.Env {
+		if ov, ok := old.Env[k]; !ok || ov.Reveal() != v.Reveal() {
+			return false
+		}
+	}
+	return true
 }
 
 // validate parses a candidate as a load would: a problem in the file, or in
@@ -288,7 +310,7 @@ func (a *admin) setEnabled(w http.ResponseWriter, name string, enabled bool) {
 			return
 		}
 		if s := cfg.Server(name); s != nil {
-			if err := checkLaunch(s, a.o.StdioCommands); err != nil {
+			if err := a.policy.check(s); err != nil {
 				writeDetail(w, http.StatusBadRequest, err.Error())
 				return
 			}

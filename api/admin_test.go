@@ -210,9 +210,9 @@ func TestAdminPutRejects(t *testing.T) {
 		{"path command", `{"mcp_servers": {"sh": {"type": "stdio", "command": "/bin/npx"}}}`,
 			"MCP server 'sh' command must be a single executable name; put parameters in args instead."},
 		{"exec flag", `{"mcp_servers": {"n": {"type": "stdio", "command": "npx", "args": ["-c", "rm -rf /"]}}}`,
-			"MCP server 'n' passes '-c' to 'npx', which would run arbitrary code. Point the server at a package or module instead."},
+			"MCP server 'n' passes '-c' (args[0]) to 'npx', which runs shell text."},
 		{"denied env", `{"mcp_servers": {"n": {"type": "stdio", "command": "uvx", "args": ["pkg"], "env": {"ld_preload": "/x.so"}}}}`,
-			"MCP server 'n' sets environment variable 'ld_preload', which would run arbitrary code at process startup."},
+			"MCP server 'n' sets environment variable 'ld_preload', which makes a runtime, shell or launcher load code or run something else; set it in the config file instead."},
 		{"not JSON", `{`, "Invalid request body: "},
 	}
 	for _, tt := range tests {
@@ -233,25 +233,91 @@ func TestAdminPutRejects(t *testing.T) {
 }
 
 func TestAdminLaunchPolicyArgs(t *testing.T) {
+	p := newLaunchPolicy([]string{"node", "pnpm", "deno", "pipx"})
+	p.lookPath = func(name string) (string, error) {
+		if name == "touch" {
+			return "/usr/bin/touch", nil
+		}
+		return "", os.ErrNotExist
+	}
 	for _, tt := range []struct {
 		cmd  string
 		args []string
-		want string
+		want string // "" accepted, else a fragment of the error
 	}{
 		{"npx", []string{"-y", "pkg", "-c", "x"}, ""},   // after the package: the server's own args
 		{"npx", []string{"--package", "-c", "pkg"}, ""}, // --package's value
-		{"npx", []string{"--node-options=--require=x", "pkg"}, "--node-options"},
-		{"npx", []string{"--EVAL", "x"}, "--EVAL"},            // long flags ignore case
+		{"npx", []string{"-y", "@modelcontextprotocol/server-filesystem", "/tmp"}, ""},
+		{"npx", []string{"--node-options=--require=x", "pkg"}, "'--node-options' (args[0])"},
+		{"npx", []string{"--NODE-OPTIONS", "x", "pkg"}, "'--NODE-OPTIONS' (args[0])"}, // long flags ignore case
+		{"npx", []string{"--registry=https://evil", "pkg"}, "redirects"},
+		{"npx", []string{"-y"}, "no package"},
+		{"npx", []string{"./server.js"}, "local path"},
+		{"npx", []string{"touch", "x"}, "on the mux's PATH"},
+		{"npx", []string{"touch@latest", "x"}, ""},
+		{"npx", []string{"-y", "tsx", "-e", "x"}, "would run 'tsx'"},
 		{"uvx", []string{"-c", "constraints.txt", "pkg"}, ""}, // uvx's -c is --constraints
-		{"uvx", []string{"--from", "x", "--shell", "pkg"}, "--shell"},
-		{"node", []string{"server.js", "-pe", "x"}, "-p"}, // clusters, and -p, for non-launchers
+		{"uvx", []string{"mcp-server-fetch==1.0"}, ""},
+		{"uvx", []string{"--from", "x", "--shell", "pkg"}, "option '--shell' (args[2])"},
+		{"uvx", []string{"--from", "x", "python", "-c", "x"}, "would run 'python' through 'uvx' (args[2])"},
+		{"uvx", []string{"python3.12"}, "would run 'python3.12'"},
+		{"uvx", []string{"--from", "/tmp/evil", "x"}, "local path"},
+		{"uvx", []string{"--python", "/bin/sh", "pkg"}, "interpreter path"},
+		{"uvx", []string{"--index-url", "https://evil/simple", "pkg"}, "redirects"},
+		{"pnpm", []string{"dlx", "@scope/pkg"}, ""},
+		{"pnpm", []string{"run", "x"}, "without 'dlx' first"},
+		{"pnpm", []string{"dlx", "--shell-mode", "x"}, "runs shell text"},
+		{"pipx", []string{"run", "--spec", "bash", "x"}, "would run 'bash'"},
+		{"deno", []string{"run", "--allow-net", "npm:@scope/pkg"}, ""},
+		{"deno", []string{"run", "-A", "npm:node"}, "would run 'node'"},
+		{"deno", []string{"eval", "x"}, "without 'run' first"},
+		{"node", []string{"server.js", "-pe", "x"}, "'-p' (args[1])"}, // clusters, and -p, for non-launchers
 		{"node", []string{"--inspect", "s.js"}, ""},
 	} {
-		got := execFlag(tt.cmd, tt.args)
-		if got != tt.want {
-			t.Errorf("execFlag(%s %v) = %q, want %q", tt.cmd, tt.args, got, tt.want)
+		err := p.check(&config.Server{Name: "s", Type: config.TypeStdio, Command: tt.cmd, Args: tt.args})
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s %v: %v, want accepted", tt.cmd, tt.args, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%s %v: %v, want an error with %q", tt.cmd, tt.args, err, tt.want)
 		}
 	}
+}
+
+func TestAdminLaunchPolicyEnv(t *testing.T) {
+	for key, denied := range map[string]bool{
+		"NODE_OPTIONS": true, "node_options": true, "npm_config_registry": true, "LD_LIBRARY_PATH": true, "PYTHONHOME": true,
+		"PERL5LIB": true, "_JAVA_OPTIONS": true, "Path": true, "GIT_CONFIG_COUNT": true, "UV_PYTHON": true, "A=B": true, "": true,
+		"NODE_ENV": false, "PYTHONUNBUFFERED": false, "GITHUB_TOKEN": false, "DEBUG": false, "API_KEY": false,
+	} {
+		if got := deniedEnvKey(key) != ""; got != denied {
+			t.Errorf("deniedEnvKey(%q) refused = %v, want %v", key, got, denied)
+		}
+	}
+}
+
+func FuzzLaunchPolicy(f *testing.F) {
+	for _, seed := range [][]string{{"npx", "-y", "pkg"}, {"npx", "--", "sh", "-c", "x"}, {"uvx", "--from", "x", "python"}, {"pnpm", "dlx", "-s", "x"}} {
+		f.Add(strings.Join(seed, "\x00"))
+	}
+	p := newLaunchPolicy([]string{"pnpm", "bunx", "deno", "yarn", "pipx"})
+	p.lookPath = func(string) (string, error) { return "", os.ErrNotExist }
+	f.Fuzz(func(t *testing.T, line string) {
+		argv := strings.Split(line, "\x00")
+		s := &config.Server{Name: "f", Type: config.TypeStdio, Command: argv[0], Args: argv[1:]}
+		if p.check(s) != nil || launchers[s.Command] == nil {
+			return
+		}
+		// Accepted: no argument a launcher may run is a denied program.
+		for i, a := range s.Args {
+			if deniedPrograms[a] && (i == 0 || s.Args[i-1] == "--") {
+				t.Fatalf("accepted %q running %q", argv, a)
+			}
+			if !strings.HasPrefix(a, "-") && i > 0 && !strings.HasPrefix(s.Args[i-1], "-") {
+				break // past the package
+			}
+		}
+	})
 }
 
 func TestAdminPatchEnableDisable(t *testing.T) {

@@ -217,6 +217,15 @@ var deerflowFields = map[string]bool{
 // values round-trip to the stored ones. The other top-level keys are kept
 // as written. It also returns the servers' names in body order. An
 // *EditError is the caller's mistake (400).
+//
+// Two rules keep the mux's secrets where the file put them. A "$VAR" in a
+// written server must name a variable the file's servers already use or
+// admin.allowed_env lists (the mux's own settings — admin, inbound, store —
+// do not count), so a write cannot send the admin token or an inbound key
+// anywhere. And a stored secret (a masked or omitted value the merge
+// resolves to the file's) stays bound to its destination: a write that
+// changes the server's type, url, command, args or oauth.token_url while
+// keeping one is refused.
 func ReplaceServers(data []byte, filename string, body []byte) ([]byte, []string, error) {
 	root, err := decodeRaw(data, filename)
 	if err != nil {
@@ -231,13 +240,21 @@ func ReplaceServers(data []byte, filename string, body []byte) ([]byte, []string
 		return nil, nil, editErr("Invalid request body: mcp_servers must be an object mapping server names to server settings")
 	}
 	stored := root.getObj("mcpServers")
+	vars := writableVars(root)
 	out := &node{kind: kindObject}
 	for i, name := range in.keys {
-		merged, err := mergeServer(name, in.vals[i], stored.getObj(name))
+		st := stored.getObj(name)
+		merged, err := mergeServer(name, in.vals[i], st)
 		if err != nil {
 			return nil, nil, err
 		}
 		if err := noMasks(merged, "mcp_servers."+name); err != nil {
+			return nil, nil, err
+		}
+		if err := keptSecrets(name, merged, st); err != nil {
+			return nil, nil, err
+		}
+		if err := checkVars(name, merged, "", vars); err != nil {
 			return nil, nil, err
 		}
 		out.set(name, merged)
@@ -513,4 +530,158 @@ func noMasks(n *node, at string) error {
 		}
 	}
 	return nil
+}
+
+// writableVars are the variables an admin write may name as "$VAR": those
+// the stored servers already use and those admin.allowed_env lists.
+func writableVars(root *node) map[string]bool {
+	vars := map[string]bool{}
+	if s := root.getObj("mcpServers"); s != nil {
+		usedVars(s, vars)
+	}
+	if l := root.getObj("admin").getObj("allowed_env"); l != nil {
+		for _, it := range l.items {
+			if it.kind == kindString {
+				vars[it.text] = true
+			}
+		}
+	}
+	return vars
+}
+
+// usedVars adds the variable of every "$VAR" string under n.
+func usedVars(n *node, into map[string]bool) {
+	if name, ok := strings.CutPrefix(n.text, "$"); ok && n.kind == kindString {
+		into[name] = true
+	}
+	for _, it := range n.items {
+		usedVars(it, into)
+	}
+	for _, v := range n.vals {
+		usedVars(v, into)
+	}
+}
+
+// checkVars refuses the first "$VAR" under n (at its path) that vars lacks;
+// the error names the variable, never its value.
+func checkVars(server string, n *node, at string, vars map[string]bool) error {
+	if name, ok := strings.CutPrefix(n.text, "$"); ok && n.kind == kindString && !vars[name] {
+		return editErr("MCP server '%s' refers to environment variable '%s' at %s, which the config file's servers do not use; an API write may expand only those or the variables admin.allowed_env lists.",
+			server, name, at)
+	}
+	for i, it := range n.items {
+		if err := checkVars(server, it, fmt.Sprintf("%s[%d]", at, i), vars); err != nil {
+			return err
+		}
+	}
+	for i, k := range n.keys {
+		if err := checkVars(server, n.vals[i], strings.TrimPrefix(at+"."+k, "."), vars); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// keptSecrets refuses a write that changes where a server connects while
+// keeping one of its stored secrets: every value GET would mask that the
+// merge took from the stored server (by "***", null or omission) must be
+// sent again in clear once the destination changes.
+func keptSecrets(server string, merged, st *node) error {
+	if st == nil || st.kind != kindObject || merged.kind != kindObject {
+		return nil
+	}
+	field := changedDestination(merged, st)
+	if field == "" {
+		return nil
+	}
+	fromStore := map[*node]bool{}
+	collect(st, fromStore)
+	if at := storedSecret(merged, maskServer(merged), "", fromStore); at != "" {
+		return editErr("MCP server '%s' changes %s while keeping the stored value of %s; a stored secret stays bound to the destination it was written for, so send %s again in clear.",
+			server, field, at, at)
+	}
+	return nil
+}
+
+// changedDestination names the first field of where a server connects (its
+// type, url, command, args, oauth.token_url) that differs between merged and
+// st, or "". Absent, null, "" and [] are the same empty value. A server left
+// with no url and no command, or an oauth block removed, sends nothing
+// anywhere new.
+func changedDestination(merged, st *node) string {
+	if sameValue(merged.get("url"), nil) && sameValue(merged.get("command"), nil) {
+		return ""
+	}
+	if serverKind(merged) != serverKind(st) {
+		return "type"
+	}
+	for _, k := range []string{"url", "command", "args"} {
+		if !sameValue(merged.get(k), st.get(k)) {
+			return k
+		}
+	}
+	if o := merged.getObj("oauth"); o != nil && !sameValue(o.getObj("token_url"), st.getObj("oauth").getObj("token_url")) {
+		return "oauth.token_url"
+	}
+	return ""
+}
+
+// serverKind is DeerFlow's type rule on the raw server: "type", else
+// "transport", else stdio.
+func serverKind(n *node) string {
+	for _, k := range []string{"type", "transport"} {
+		if v := n.get(k); v != nil && v.kind == kindString && v.text != "" {
+			return v.text
+		}
+	}
+	return TypeStdio
+}
+
+func sameValue(a, b *node) bool {
+	empty := func(n *node) bool {
+		return n == nil || n.kind == kindNull || (n.kind == kindString && n.text == "") || (n.kind == kindArray && len(n.items) == 0)
+	}
+	if empty(a) || empty(b) {
+		return empty(a) && empty(b)
+	}
+	return bytes.Equal(rawJSON(a), rawJSON(b))
+}
+
+// collect adds every node under n to into.
+func collect(n *node, into map[*node]bool) {
+	into[n] = true
+	for _, it := range n.items {
+		collect(it, into)
+	}
+	for _, v := range n.vals {
+		collect(v, into)
+	}
+}
+
+// storedSecret walks a server beside its masked form and returns the path of
+// the first value masking hides (or nulls) that is a node of the stored
+// server, or "".
+func storedSecret(n, masked *node, at string, fromStore map[*node]bool) string {
+	hidden := (isMasked(masked) && !isMasked(n)) || (masked.kind == kindNull && n.kind != kindNull)
+	if hidden {
+		if fromStore[n] {
+			return at
+		}
+		return ""
+	}
+	for i, it := range n.items {
+		if i < len(masked.items) {
+			if p := storedSecret(it, masked.items[i], fmt.Sprintf("%s[%d]", at, i), fromStore); p != "" {
+				return p
+			}
+		}
+	}
+	for i, k := range n.keys {
+		if mv := masked.get(k); mv != nil {
+			if p := storedSecret(n.vals[i], mv, strings.TrimPrefix(at+"."+k, "."), fromStore); p != "" {
+				return p
+			}
+		}
+	}
+	return ""
 }

@@ -283,3 +283,52 @@ func FuzzReplaceServers(f *testing.F) {
 		}
 	})
 }
+
+// TestReplaceServersBindsSecrets: a stored secret, kept by "***", null or
+// omission, is refused once the write changes where the server connects.
+func TestReplaceServersBindsSecrets(t *testing.T) {
+	tests := []struct{ name, body, want string }{
+		{"url with masked header", `{"mcp_servers": {"gh": {"type": "http", "url": "https://evil/mcp", "headers": {"Authorization": "***"}}}}`,
+			"MCP server 'gh' changes url while keeping the stored value of headers.Authorization"},
+		{"type", `{"mcp_servers": {"gh": {"type": "sse", "url": "https://h/mcp", "headers": {"X-Static": "***"}}}}`,
+			"MCP server 'gh' changes type while keeping the stored value of headers.X-Static"},
+		{"omitted user_auth", `{"mcp_servers": {"gh": {"type": "http", "url": "https://evil/mcp"}}}`,
+			"MCP server 'gh' changes url while keeping the stored value of user_auth.users.alice"},
+		{"null oauth secret", `{"mcp_servers": {"gh": {"type": "http", "url": "https://h/mcp", "user_auth": {"users": {"alice": "x"}}, "apiKey": "x", "nested": {"password": "x", "list": [{"token": "x"}]},
+		  "oauth": {"enabled": true, "token_url": "https://evil/token", "client_secret": null, "refresh_token": "r", "extra_token_params": {"resource": "x"}}}}}`,
+			"MCP server 'gh' changes oauth.token_url while keeping the stored value of oauth.client_secret"},
+		{"stdio args with masked env", `{"mcp_servers": {"fs": {"type": "stdio", "command": "npx", "args": ["-y", "evil-pkg"], "env": {"FS_TOKEN": "***"}}}}`,
+			"MCP server 'fs' changes args while keeping the stored value of env.FS_TOKEN"},
+		{"mux secret variable", `{"mcp_servers": {"x": {"type": "http", "url": "https://evil/mcp", "headers": {"K": "$ADMIN_TOKEN"}}}}`,
+			"MCP server 'x' refers to environment variable 'ADMIN_TOKEN' at headers.K"},
+		{"variable in args", `{"mcp_servers": {"x": {"type": "stdio", "command": "npx", "args": ["-y", "pkg", "$REDIS_PASSWORD"]}}}`,
+			"MCP server 'x' refers to environment variable 'REDIS_PASSWORD' at args[2]"},
+	}
+	doc := strings.Replace(editDoc, `"skills"`, `"admin": {"token": "$ADMIN_TOKEN", "allowed_env": ["SHARED"]}, "skills"`, 1)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := ReplaceServers([]byte(doc), "c.json", []byte(tt.body))
+			var ee *EditError
+			if !errors.As(err, &ee) || !strings.HasPrefix(ee.Msg, tt.want) {
+				t.Fatalf("err = %v, want %q", err, tt.want)
+			}
+			for _, s := range editSecrets[:len(editSecrets)-2] {
+				if strings.Contains(ee.Msg, s) {
+					t.Errorf("error echoes %q", s)
+				}
+			}
+		})
+	}
+	for _, ok := range []string{
+		// re-entered in clear, the new url is the writer's to choose
+		`{"mcp_servers": {"gh": {"type": "http", "url": "https://new/mcp", "headers": {"Authorization": "typed"}, "user_auth": {"users": {"alice": "typed"}}, "apiKey": "typed", "nested": {"password": "typed", "list": [{"token": "typed"}]}}}}`,
+		// unchanged destination keeps every stored secret; DeerFlow's nulls equal absent fields
+		`{"mcp_servers": {"gh": {"type": "http", "url": "https://h/mcp", "command": null, "args": [], "headers": {"Authorization": "***"}}}}`,
+		// a variable the servers already use, or that admin.allowed_env lists
+		`{"mcp_servers": {"x": {"type": "http", "url": "https://other/mcp", "headers": {"A": "$GH_TOKEN", "B": "$SHARED"}}}}`,
+	} {
+		if _, _, err := ReplaceServers([]byte(doc), "c.json", []byte(ok)); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"net/url"
 	"strings"
 	"time"
@@ -112,6 +113,9 @@ type InboundAuth struct {
 // Admin is the "admin" block. An empty Token disables the admin API.
 type Admin struct {
 	Token secret.Value
+	// AllowedEnv names the environment variables an admin API write may
+	// refer to as "$VAR" besides those the file's servers already use.
+	AllowedEnv []string
 }
 
 // defaultBlocks returns the mux blocks' defaults.
@@ -206,6 +210,12 @@ func (c *Config) parseMuxBlocks(root *node) []Problem {
 
 	if o := objectAt(root.get("admin"), "admin", f); o != nil {
 		c.Admin.Token = o.secret("token")
+		c.Admin.AllowedEnv = o.strList("allowed_env")
+		for i, v := range c.Admin.AllowedEnv {
+			if !isVarName(v) {
+				f.problem(fmt.Sprintf("%s[%d]", o.field("allowed_env"), i), "must be an environment variable name (letters, digits and _, not starting with a digit)")
+			}
+		}
 		o.rejectUnknown()
 	}
 	c.Warnings = append(c.Warnings, f.warnings...)
@@ -292,4 +302,14 @@ func (c *Config) parseInbound(o *object, f *findings) {
 		a.rejectUnknown()
 	}
 	o.rejectUnknown()
+}
+
+// isVarName reports whether s is a portable environment variable name.
+func isVarName(s string) bool {
+	for i, r := range s {
+		if r != '_' && (r < 'A' || r > 'Z') && (r < 'a' || r > 'z') && (i == 0 || r < '0' || r > '9') {
+			return false
+		}
+	}
+	return s != ""
 }

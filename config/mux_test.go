@@ -139,6 +139,10 @@ func TestMuxBlockProblems(t *testing.T) {
 			"inbound.max_listens_per_user: must be between 1 and inbound.max_sessions (10)",
 			"inbound.max_parked_calls_per_user: must be between 1 and inbound.max_parked_calls (1024)"}},
 		{`{"admin": {"token": 5, "user": "x"}}`, []string{"admin.token: must be a string, not a number", "admin.user: unknown key"}},
+		{`{"admin": {"allowed_env": ["OK_1", "1BAD", "A-B", ""]}}`, []string{
+			"admin.allowed_env[1]: must be an environment variable name (letters, digits and _, not starting with a digit)",
+			"admin.allowed_env[2]: must be an environment variable name (letters, digits and _, not starting with a digit)",
+			"admin.allowed_env[3]: must be an environment variable name (letters, digits and _, not starting with a digit)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.content, func(t *testing.T) {

@@ -26,6 +26,7 @@ func scenarios(idleWait time.Duration) []scenario {
 		{"a17-cfgloop", attackCfgloop},
 		{"a17-shares", attackShares},
 		{"a17-panic", attackPanic},
+		{"a17-admin", attackAdmin},
 	}
 }
 
