@@ -210,3 +210,28 @@ func TestModernRepeatedVersionLegacyFirst(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	wantHeaderError(t, resp.StatusCode, reply(t, string(b)), "Mcp-Protocol-Version")
 }
+
+// go-sdk's own 2026-07-28 client writes Mcp-Param-* from the tool list it
+// fetched (non-ASCII values encoded): mcp-mux accepts them, and a
+// 2026-07-28 upstream sees the same values.
+func TestModernGoSDKClientParamHeaders(t *testing.T) {
+	up := newHeaderUpstream(t, true)
+	m := startMux(t, fmt.Sprintf(`{"mcpServers": {"h": {"type": "http", "url": %q}}}`, up.url), proxy.Options{})
+	c := mcp.NewClient(&mcp.Implementation{Name: "sdk", Version: "1"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: m.ts.URL + "/mcp", HTTPClient: testHTTP}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if _, err := cs.ListTools(context.Background(), nil); err != nil { // the client learns the annotations
+		t.Fatal(err)
+	}
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "h_route", Arguments: map[string]any{"region": "Zürich", "count": 3}})
+	if err != nil || res.IsError {
+		t.Fatalf("call: %v %+v", err, res)
+	}
+	got := up.seen()
+	if len(got) != 1 || got[0].Get("Mcp-Param-Region") != "=?base64?WsO8cmljaA==?=" || got[0].Get("Mcp-Param-Count") != "3" {
+		t.Fatalf("upstream saw %v", got)
+	}
+}
