@@ -82,7 +82,8 @@ type Inbound struct {
 	// SessionIdleTimeout closes a downstream session without traffic for
 	// this long (default 30m).
 	SessionIdleTimeout time.Duration
-	// RequestStateKey keys the integrity check of 2026-07-28 requestStates;
+	// RequestStateKey is the secret the seals of 2026-07-28 requestStates
+	// and passed-through task ids are derived from;
 	// replicas behind one load balancer share it. Empty: a key per process.
 	RequestStateKey secret.Value
 }

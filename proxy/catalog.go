@@ -32,6 +32,7 @@ type route struct {
 	// has no server (tasks.go).
 	task    *taskpoll.Toolset
 	builtin bool
+	params  paramSpec // x-mcp-header bindings of json (modern_headers.go)
 }
 
 // catalog is the aggregated tool list of one runtime. It is immutable once

@@ -116,9 +116,6 @@ func (s *Server) forwardCall(ctx context.Context, st *session, k sink, key upstr
 			return nil, herr
 		}
 		key.Cred = cred
-		if st.modern {
-			hdr = withParamHeaders(hdr, h)
-		}
 		raw, err = b.up.CallTool(withSink(ctx, k), key, params, hdr)
 		var se *upstream.StatusError
 		if attempt == 0 && errors.As(err, &se) && se.Code == http.StatusUnauthorized && b.resolver != nil {

@@ -26,7 +26,7 @@ import (
 // per request and decode every message with its 32 KiB decoders). The call
 // takes the same route as on the SDK path — callTool with a session built
 // from the request (user, declared capabilities, log level), so header
-// resolution, guardrails, interceptors, Mcp-Param-* forwarding and the raw
+// resolution, guardrails, interceptors, Mcp-Param-* checks and the raw
 // name upstream are those of every call — and the upstream's raw result is
 // written back with resultType (and, for lists, ttlMs and cacheScope) added
 // as modernResult adds them. Progress and log messages ride the request's
@@ -43,8 +43,8 @@ import (
 //     streams, no Last-Event-ID;
 //   - MCP-Protocol-Version "2026-07-28", equal to _meta's protocolVersion;
 //     Mcp-Method equal to the method; for tools/call Mcp-Name equal to the
-//     name (the aggregated tools carry no x-mcp-header validation of their
-//     own in the SDK: it knows no tools);
+//     name (the SDK knows no tools, so it checks no Mcp-Param-* headers:
+//     refuseParamMismatch does, on both paths);
 //   - _meta an object with clientCapabilities an object and clientInfo, when
 //     present, an implementation, as the SDK requires;
 //   - nothing of a multi-round-trip retry (no requestState, no
@@ -70,6 +70,9 @@ import (
 
 // serveModernFast reports whether the fast path answered r.
 func (s *Server) serveModernFast(w http.ResponseWriter, r *http.Request, body []byte, sh wire.Shape) bool {
+	if refuseRepeatedHeader(w, r, body) { // modern_headers.go, for both paths
+		return true
+	}
 	if sh.Batch || s.opts.DisableModernFastPath || !modernFastHeaders(r.Header) {
 		return false
 	}
@@ -95,6 +98,9 @@ func (s *Server) serveModernFast(w http.ResponseWriter, r *http.Request, body []
 		rt := cat.routes[p.Name]
 		if rt == nil || rt.builtin || rt.task != nil || rt.server == nil {
 			return false
+		}
+		if s.refuseParamMismatch(w, r, m.ID, p.Name, p.Arguments) {
+			return true
 		}
 		s.modernFastCall(w, r, rq, rt, &m, &p)
 		return true

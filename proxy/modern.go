@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -49,8 +48,10 @@ func modernRequest(r *http.Request) bool {
 	if r.Method != http.MethodPost {
 		return false
 	}
-	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" {
-		return v >= modernVersion
+	if vs := r.Header["Mcp-Protocol-Version"]; len(vs) > 0 {
+		// A repeated header naming 2026-07-28 anywhere is modern, where it
+		// is refused (modern_headers.go).
+		return slices.ContainsFunc(vs, func(v string) bool { return v >= modernVersion })
 	}
 	if r.Header.Get("Mcp-Session-Id") != "" || r.Body == nil {
 		return false
@@ -82,8 +83,14 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request) {
 	r.Header.Del(requestIDHeader)
 	r.Header.Del(inputResponsesHeader)
 	if body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1)); err == nil && len(body) <= maxBody {
+		if refuseRepeatedHeader(w, r, body) { // modern_headers.go
+			return
+		}
 		var m wire.Message
 		if wire.Decode(body, &m) == nil && m.IsCall() {
+			if s.refuseCallHeaders(w, r, &m) {
+				return
+			}
 			r.Header.Set(requestIDHeader, string(m.ID))
 			if raw := rawInputResponses(m.Params); raw != nil {
 				r.Header.Set(inputResponsesHeader, string(raw)) // mrtr.go
@@ -97,6 +104,19 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request) {
 		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), orErr(r.Body, err)))
 	}
 	s.modern.ServeHTTP(w, r)
+}
+
+// refuseCallHeaders answers a tools/call whose Mcp-Param-* headers do not
+// match its arguments (modern_headers.go), and reports whether it did.
+func (s *Server) refuseCallHeaders(w http.ResponseWriter, r *http.Request, m *wire.Message) bool {
+	if m.Method != "tools/call" || !hasParamHeaders(r.Header) {
+		return false
+	}
+	var p wire.CallParams
+	if wire.DecodeCallParams(m.Params, &p) != nil {
+		return false // the SDK answers the malformed params
+	}
+	return s.refuseParamMismatch(w, r, m.ID, p.Name, p.Arguments)
 }
 
 // modernSession reports whether ss is the SDK's throwaway session for a
@@ -235,25 +255,3 @@ func prependMember(raw json.RawMessage, members string) json.RawMessage {
 
 // errMissingParams is the error for a request without its params.
 var errMissingParams = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "missing params"}
-
-// withParamHeaders adds a 2026-07-28 request's Mcp-Param-* headers (values
-// of arguments its tool's schema annotates with x-mcp-header, which the
-// aggregated schema keeps) to the headers of the call going upstream.
-func withParamHeaders(hdr, in http.Header) http.Header {
-	var out http.Header
-	for k, v := range in {
-		if len(k) > len("Mcp-Param-") && strings.EqualFold(k[:len("Mcp-Param-")], "Mcp-Param-") {
-			if out == nil {
-				out = hdr.Clone()
-				if out == nil {
-					out = http.Header{}
-				}
-			}
-			out[k] = v
-		}
-	}
-	if out == nil {
-		return hdr
-	}
-	return out
-}

@@ -3,11 +3,6 @@ package proxy
 import (
 	"bytes"
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -350,35 +345,21 @@ type taskRef struct {
 	Remote string `json:"r"`
 }
 
-// taskAEAD is the cipher of namespaced task ids: AES-256-GCM under a key
-// derived from the requestState key (one purpose, one key).
-func (s *stateSealer) taskAEAD() cipher.AEAD {
-	m := hmac.New(sha256.New, s.key)
-	m.Write([]byte("mcp-mux task id v1"))
-	blk, _ := aes.NewCipher(m.Sum(nil)) // 32 bytes: AES-256, cannot fail
-	a, _ := cipher.NewGCM(blk)
-	return a
-}
-
 // sealTaskID returns the namespaced id of a server's task for user.
 func (s *stateSealer) sealTaskID(user, server, remote string) string {
-	a := s.taskAEAD()
 	pt, _ := json.Marshal(taskRef{User: user, Server: server, Remote: remote})
-	nonce := make([]byte, a.NonceSize())
-	_, _ = rand.Read(nonce)
-	return passTaskPrefix + base64.RawURLEncoding.EncodeToString(a.Seal(nonce, nonce, pt, []byte(passTaskPrefix)))
+	return passTaskPrefix + base64.RawURLEncoding.EncodeToString(sealBox(s.tasks, pt, []byte(passTaskPrefix)))
 }
 
 // openTaskID returns the server and remote id of a namespaced task id, if
 // it is intact and belongs to user.
 func (s *stateSealer) openTaskID(id, user string) (server, remote string, ok bool) {
 	b, err := base64.RawURLEncoding.Strict().DecodeString(strings.TrimPrefix(id, passTaskPrefix))
-	a := s.taskAEAD()
-	if err != nil || len(b) < a.NonceSize()+a.Overhead() {
+	if err != nil {
 		return "", "", false
 	}
-	pt, err := a.Open(nil, b[:a.NonceSize()], b[a.NonceSize():], []byte(passTaskPrefix))
-	if err != nil {
+	pt, ok := openBox(s.tasks, b, []byte(passTaskPrefix))
+	if !ok {
 		return "", "", false
 	}
 	var ref taskRef

@@ -66,18 +66,20 @@ func TestLegacyClientGetsParamHeaders(t *testing.T) {
 	}
 }
 
-// A 2026-07-28 client's own Mcp-Param-* headers are forwarded, not replaced.
-func TestModernClientParamHeadersForwarded(t *testing.T) {
+// A 2026-07-28 client's Mcp-Param-* headers are checked against the
+// arguments; the upstream's are written from the arguments (a missing one
+// too).
+func TestModernClientParamHeadersChecked(t *testing.T) {
 	m := startMux(t, fmt.Sprintf(`{"mcpServers": {"p": {"type": "http", "url": %q}}}`, paramServer(t)), proxy.Options{})
 	url := m.ts.URL + "/mcp"
 	_, r := modernCall(t, url, map[string]string{"Mcp-Param-Region": "eu"}, `{}`, "tools/call", "p_route", `"name":"p_route","arguments":{"region":"eu","count":7}`)
 	if r.Error != nil || !strings.Contains(string(r.Result), "Region=eu;Count=7;") {
 		t.Fatalf("modern call: %s %+v", r.Result, r.Error)
 	}
-	// A mismatching header of the client's reaches the upstream, which refuses it.
-	_, r = modernCall(t, url, map[string]string{"Mcp-Param-Region": "us"}, `{}`, "tools/call", "p_route", `"name":"p_route","arguments":{"region":"eu"}`)
-	if r.Error == nil && !strings.Contains(string(r.Result), `"isError":true`) {
-		t.Fatalf("a mismatching client header was not refused: %s", r.Result)
+	// A mismatching header of the client's is refused before any upstream.
+	status, r := modernCall(t, url, map[string]string{"Mcp-Param-Region": "us"}, `{}`, "tools/call", "p_route", `"name":"p_route","arguments":{"region":"eu"}`)
+	if status != http.StatusBadRequest || r.Error == nil || r.Error.Code != -32020 {
+		t.Fatalf("a mismatching client header was not refused: %d %s %+v", status, r.Result, r.Error)
 	}
 }
 

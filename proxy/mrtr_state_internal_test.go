@@ -1,6 +1,9 @@
 package proxy
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +25,10 @@ func TestStateSealer(t *testing.T) {
 	}{
 		"other key":    {newStateSealer(strings.Repeat("x", 32)), state, "alice", "db", "tools/call db_q", "integrity"},
 		"tampered":     {s, state + "-TAMPERED", "alice", "db", "tools/call db_q", "integrity"},
-		"no mac":       {s, strings.Split(state, ".")[0], "alice", "db", "tools/call db_q", "integrity"},
+		"truncated":    {s, state[:len(state)-4], "alice", "db", "tools/call db_q", "integrity"},
+		"no prefix":    {s, strings.TrimPrefix(state, statePrefix), "alice", "db", "tools/call db_q", "integrity"},
+		"flipped":      {s, flipLast(state), "alice", "db", "tools/call db_q", "integrity"},
+		"signed v1":    {s, signedV1(s, `{"v":1,"c":"alice","s":"db","t":"tools/call db_q","e":1900000000}`), "alice", "db", "tools/call db_q", "integrity"},
 		"other caller": {s, state, "bob", "db", "tools/call db_q", "another caller"},
 		"other server": {s, state, "alice", "web", "tools/call db_q", "another request"},
 		"other tool":   {s, state, "alice", "db", "tools/call db_r", "another request"},
@@ -32,15 +38,53 @@ func TestStateSealer(t *testing.T) {
 			t.Errorf("%s: %v, want an error with %q", name, err, c.want)
 		}
 	}
+	// Sealed, not signed: nothing of the envelope is readable.
+	b, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(state, statePrefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{"alice", "db_q", "p1", "r1", `"c"`} {
+		if strings.Contains(state, secret) || strings.Contains(string(b), secret) {
+			t.Errorf("the state reveals %q", secret)
+		}
+	}
+	if again := s.seal(stateEnvelope{Caller: "alice", Server: "db", Target: "tools/call db_q", Park: "p1", Replica: "r1"}); again == state {
+		t.Error("two seals of one envelope are equal: the nonce is not fresh")
+	}
+	// A state and a task id are sealed under different keys.
+	if _, err := s.open(statePrefix+strings.TrimPrefix(s.sealTaskID("alice", "db", "x"), passTaskPrefix), "alice", "db", "tools/call db_q"); err == nil {
+		t.Error("a task id opened as a requestState")
+	}
 	now = now.Add(stateTTL + time.Second)
 	if _, err := s.open(state, "alice", "db", "tools/call db_q"); err == nil || !strings.Contains(err.Error(), "expired") {
 		t.Errorf("expired: %v", err)
 	}
 }
 
+// flipLast changes the last base64 character of a state.
+func flipLast(s string) string {
+	c := byte('A')
+	if s[len(s)-1] == 'A' {
+		c = 'B'
+	}
+	return s[:len(s)-1] + string(c)
+}
+
+// signedV1 is a requestState of the older format: JSON signed, not sealed.
+func signedV1(s *stateSealer, envelope string) string {
+	payload := base64.RawURLEncoding.EncodeToString([]byte(envelope))
+	m := hmac.New(sha256.New, s.key)
+	m.Write([]byte("mcp-mux requestState v1\x00"))
+	m.Write([]byte(payload))
+	return payload + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
 func FuzzStateOpen(f *testing.F) {
 	s := newStateSealer("")
 	f.Add(s.seal(stateEnvelope{Caller: "u", Server: "s", Target: "t"}))
+	f.Add(signedV1(s, `{"v":1,"c":"u","s":"s","t":"t","e":9999999999}`))
+	f.Add(statePrefix)
+	f.Add(statePrefix + "AAAA")
 	f.Add("a.b")
 	f.Add("")
 	f.Fuzz(func(t *testing.T, state string) {

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -12,16 +13,18 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
 
-// Mcp-Param-* headers for callers that send none.
+// Mcp-Param-* headers.
 //
 // A 2026-07-28 server may annotate string, integer and boolean properties
 // of a tool's inputSchema with x-mcp-header: a tools/call then carries the
 // argument's value in the header Mcp-Param-{name} too, and the server checks
-// that the two agree. A 2026-07-28 caller sends these headers itself
-// (mcp-mux forwards them); a legacy caller does not know them, so mcp-mux
-// writes the missing ones from the call's arguments, as the SDK client does.
-// The annotations are read once per discovered tool list (paramIndex), not
-// per call. Values are tool arguments: they are never logged.
+// that the two agree. mcp-mux never forwards a caller's Mcp-Param-* headers:
+// it checks a 2026-07-28 caller's against the arguments (ParamHeaders.Check,
+// as a server must) and writes the upstream's from the call's arguments, as
+// the SDK client does, so what the upstream sees is always the argument.
+// The upstream's annotations are read once per discovered tool list
+// (paramIndex), not per call. Values are tool arguments: they are never
+// logged.
 //
 // Encoding (SEP-2243): integers in decimal, booleans as true/false, strings
 // as they are unless they hold a byte outside printable ASCII (0x20–0x7E),
@@ -30,15 +33,16 @@ import (
 // can reach a header.
 
 const (
-	paramHeaderPrefix = "Mcp-Param-"
-	maxParamHeaders   = 32       // annotations of one tool; a tool with more gets none
-	maxParamDepth     = 8        // nesting of annotated properties
-	maxParamName      = 128      // bytes of an annotation's header name
-	maxParamValue     = 8 << 10  // bytes of one encoded value
-	maxParamTotal     = 32 << 10 // bytes of all of a call's generated values
-	maxSafeInteger    = 1<<53 - 1
-	base64Prefix      = "=?base64?"
-	base64Suffix      = "?="
+	paramHeaderPrefix  = "Mcp-Param-"
+	maxParamHeaders    = 32       // annotations of one tool; a tool with more gets none
+	maxParamDepth      = 8        // nesting of annotated properties
+	maxParamName       = 128      // bytes of an annotation's header name
+	maxParamValue      = 8 << 10  // bytes of one encoded value
+	maxParamTotal      = 32 << 10 // bytes of all of a call's generated values
+	maxSafeInteger     = 1<<53 - 1
+	base64Prefix       = "=?base64?"
+	base64Suffix       = "?="
+	codeHeaderMismatch = -32020 // the 2026-07-28 revision's header mismatch
 )
 
 // paramBinding is one annotated property: its path in the arguments and
@@ -58,6 +62,22 @@ type schemaProp struct {
 	Properties map[string]schemaProp `json:"properties"`
 }
 
+// readBindings reads the bindings of one tool object; false when its
+// annotations are invalid.
+func readBindings(tool json.RawMessage) ([]paramBinding, bool) {
+	var head struct {
+		InputSchema schemaProp `json:"inputSchema"`
+	}
+	if json.Unmarshal(tool, &head) != nil || len(head.InputSchema.Properties) == 0 {
+		return nil, true
+	}
+	var out []paramBinding
+	if !collectBindings(head.InputSchema.Properties, nil, map[string]bool{}, &out) {
+		return nil, false
+	}
+	return out, true
+}
+
 // buildParamIndex reads the x-mcp-header annotations of tools. A tool whose
 // annotations are invalid (on a non-primitive property, not a token,
 // duplicated, too many, too deep) gets none, as the SDK client would not
@@ -66,15 +86,8 @@ func buildParamIndex(tools []Tool) (paramIndex, []string) {
 	var ix paramIndex
 	var invalid []string
 	for _, t := range tools {
-		var head struct {
-			InputSchema schemaProp `json:"inputSchema"`
-		}
-		if json.Unmarshal(t.Raw, &head) != nil || len(head.InputSchema.Properties) == 0 {
-			continue
-		}
-		var out []paramBinding
-		seen := map[string]bool{}
-		if !collectBindings(head.InputSchema.Properties, nil, seen, &out) {
+		out, ok := readBindings(t.Raw)
+		if !ok {
 			invalid = append(invalid, t.Name)
 			continue
 		}
@@ -209,7 +222,7 @@ func encodeParamValue(raw json.RawMessage) (string, bool) {
 	case bool:
 		return strconv.FormatBool(x), true
 	case float64:
-		if math.IsNaN(x) || math.IsInf(x, 0) || x != math.Trunc(x) || math.Abs(x) > maxSafeInteger {
+		if !safeInteger(x) {
 			return "", false
 		}
 		return strconv.FormatInt(int64(x), 10), true
@@ -238,4 +251,88 @@ func needsBase64(s string) bool {
 		}
 	}
 	return strings.HasPrefix(s, base64Prefix) && strings.HasSuffix(s, base64Suffix)
+}
+
+// ParamHeaders are the x-mcp-header bindings of one tool, as its listed
+// schema declares them.
+type ParamHeaders struct {
+	bindings []paramBinding
+}
+
+// ToolParamHeaders reads the annotations of a tool object (its JSON as
+// listed). A tool whose annotations are invalid has none, as mcp-mux then
+// sends its upstream none either.
+func ToolParamHeaders(tool json.RawMessage) ParamHeaders {
+	b, _ := readBindings(tool)
+	return ParamHeaders{bindings: b}
+}
+
+// Check validates a caller's Mcp-Param-* headers against the call's
+// arguments as the 2026-07-28 revision requires of a server: a header of an
+// annotated argument must carry its value (decoded from the =?base64?…?=
+// form when so sent; integers compared as numbers), and none may be sent
+// for an absent or null argument. A header the caller left out is no
+// mismatch (mcp-mux writes the upstream's from the arguments), and one no
+// annotation names is ignored: it is never forwarded. The error is a
+// -32020 header mismatch naming the header, never its value.
+func (p ParamHeaders) Check(h http.Header, arguments json.RawMessage) error {
+	var args map[string]json.RawMessage
+	for _, b := range p.bindings {
+		got := h.Get(b.header)
+		if got == "" {
+			continue
+		}
+		if args == nil {
+			if json.Unmarshal(arguments, &args) != nil || args == nil {
+				args = map[string]json.RawMessage{}
+			}
+		}
+		arg := strings.Join(b.path, ".")
+		raw, ok := lookupArg(args, b.path)
+		if !ok || string(bytes.TrimSpace(raw)) == "null" {
+			return mismatch("header mismatch: %s was sent for the absent or null argument %q", b.header, arg)
+		}
+		if !paramMatches(got, raw) {
+			return mismatch("header mismatch: %s does not match the argument %q", b.header, arg)
+		}
+	}
+	return nil
+}
+
+func mismatch(format string, args ...any) error {
+	return &wire.Error{Code: codeHeaderMismatch, Message: fmt.Sprintf(format, args...)}
+}
+
+// paramMatches reports whether the header value v carries the primitive
+// argument raw, as the SDK's server compares them.
+func paramMatches(v string, raw json.RawMessage) bool {
+	if inner, ok := strings.CutPrefix(v, base64Prefix); ok {
+		if inner, ok = strings.CutSuffix(inner, base64Suffix); ok {
+			b, err := base64.StdEncoding.DecodeString(inner)
+			if err != nil {
+				return false
+			}
+			v = string(b)
+		}
+	}
+	var arg any
+	if json.Unmarshal(raw, &arg) != nil {
+		return false
+	}
+	switch x := arg.(type) {
+	case string:
+		return v == x
+	case bool:
+		return v == strconv.FormatBool(x)
+	case float64:
+		n, err := strconv.ParseFloat(v, 64)
+		return err == nil && safeInteger(x) && safeInteger(n) && n == x
+	}
+	return false
+}
+
+// safeInteger reports whether x is an integer a JSON number carries
+// exactly.
+func safeInteger(x float64) bool {
+	return !math.IsNaN(x) && !math.IsInf(x, 0) && x == math.Trunc(x) && math.Abs(x) <= maxSafeInteger
 }

@@ -153,3 +153,67 @@ func BenchmarkSetParamHeaders(b *testing.B) {
 		}
 	}
 }
+
+func TestParamHeadersCheck(t *testing.T) {
+	p := ToolParamHeaders(json.RawMessage(`{"name":"t","inputSchema":{"type":"object","properties":{
+		"r":{"type":"string","x-mcp-header":"Region"},"n":{"type":"integer","x-mcp-header":"N"},
+		"b":{"type":"boolean","x-mcp-header":"B"},"o":{"type":"object","properties":{"t":{"type":"string","x-mcp-header":"T"}}}}}}`))
+	args := json.RawMessage(`{"r":"München","n":7,"b":true,"o":{"t":"acme"}}`)
+	for _, tc := range []struct {
+		h    http.Header
+		args json.RawMessage
+		bad  string // the header the error names; "" for none
+	}{
+		{http.Header{}, args, ""},
+		{http.Header{"Mcp-Param-Region": {"=?base64?TcO8bmNoZW4=?="}, "Mcp-Param-N": {"7"}, "Mcp-Param-B": {"true"}, "Mcp-Param-T": {"acme"}}, args, ""},
+		{http.Header{"Mcp-Param-N": {"7.0"}}, args, ""},          // compared as numbers, as the SDK does
+		{http.Header{"Mcp-Param-Other": {"x"}}, args, ""},        // unannotated: ignored (never forwarded)
+		{http.Header{"Mcp-Param-Region": {"München"}}, args, ""}, // not encoded, but the same value
+		{http.Header{"Mcp-Param-Region": {"evil"}}, args, "Mcp-Param-Region"},
+		{http.Header{"Mcp-Param-Region": {"=?base64?!!?="}}, args, "Mcp-Param-Region"},
+		{http.Header{"Mcp-Param-N": {"8"}}, args, "Mcp-Param-N"},
+		{http.Header{"Mcp-Param-N": {"NaN"}}, args, "Mcp-Param-N"},
+		{http.Header{"Mcp-Param-B": {"True"}}, args, "Mcp-Param-B"},
+		{http.Header{"Mcp-Param-T": {"other"}}, args, "Mcp-Param-T"},
+		{http.Header{"Mcp-Param-T": {"acme"}}, json.RawMessage(`{"o":null}`), "Mcp-Param-T"},
+		{http.Header{"Mcp-Param-Region": {"x"}}, json.RawMessage(`{"r":null}`), "Mcp-Param-Region"},
+		{http.Header{"Mcp-Param-Region": {"x"}}, json.RawMessage(`not json`), "Mcp-Param-Region"},
+		{http.Header{"Mcp-Param-Region": {"{}"}}, json.RawMessage(`{"r":{}}`), "Mcp-Param-Region"},
+	} {
+		err := p.Check(tc.h, tc.args)
+		var we *wire.Error
+		switch {
+		case tc.bad == "" && err != nil:
+			t.Errorf("Check(%v, %s) = %v, want nil", tc.h, tc.args, err)
+		case tc.bad != "" && (!errors.As(err, &we) || we.Code != -32020 || !strings.Contains(we.Message, tc.bad)):
+			t.Errorf("Check(%v, %s) = %v, want a -32020 naming %s", tc.h, tc.args, err, tc.bad)
+		case err != nil && strings.Contains(err.Error(), "evil"):
+			t.Errorf("the error echoes the header value: %v", err)
+		}
+	}
+	// A tool whose annotations are invalid has none: nothing is checked.
+	if err := ToolParamHeaders(json.RawMessage(`{"inputSchema":{"properties":{"a":{"type":"object","x-mcp-header":"A"}}}}`)).
+		Check(http.Header{"Mcp-Param-A": {"x"}}, json.RawMessage(`{}`)); err != nil {
+		t.Errorf("invalid annotations checked: %v", err)
+	}
+}
+
+// A caller's header and arguments never panic the check, and a value
+// mcp-mux would write for an argument always passes it.
+func FuzzParamHeadersCheck(f *testing.F) {
+	f.Add(`"München"`, "=?base64?TcO8bmNoZW4=?=")
+	f.Add(`7`, "7.0")
+	f.Add(`true`, "true")
+	f.Add(`"=?base64?abc?="`, "=?base64?abc?=")
+	f.Add(`{"x":1}`, "=?base64?")
+	p := ToolParamHeaders(json.RawMessage(`{"inputSchema":{"properties":{"a":{"type":"string","x-mcp-header":"A"}}}}`))
+	f.Fuzz(func(t *testing.T, arg, header string) {
+		args := json.RawMessage(`{"a":` + arg + `}`)
+		_ = p.Check(http.Header{"Mcp-Param-A": {header}}, args)
+		if v, ok := encodeParamValue(json.RawMessage(arg)); ok && v != "" && json.Valid(args) {
+			if err := p.Check(http.Header{"Mcp-Param-A": {v}}, args); err != nil {
+				t.Fatalf("the value written for %s (%q) fails the check: %v", arg, v, err)
+			}
+		}
+	})
+}

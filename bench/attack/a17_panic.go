@@ -40,7 +40,7 @@ func attackPanic(bin, dir string) error {
 		{"get_background_task", `{"task_id":"mcp-task-00000000000000000000000000000000"}`},
 		{"cancel_background_task", `{}`},
 	} {
-		code, body, err := m.postModern(c.tool, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},"name":%q,"arguments":%s}}`, i+1, c.tool, c.args))
+		code, body, err := m.postModernTool(c.tool, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},"name":%q,"arguments":%s}}`, i+1, c.tool, c.args))
 		answers = append(answers, fmt.Sprintf("%s: HTTP %d %s err=%v", c.tool, code, short(oneLine(body)), err))
 	}
 	time.Sleep(200 * time.Millisecond) // an exit takes a moment to be seen
@@ -62,8 +62,8 @@ func attackPanic(bin, dir string) error {
 	return nil
 }
 
-// postModern sends one 2026-07-28 tools/call of tool.
-func (m *mux) postModern(tool, body string) (int, string, error) {
+// postModernTool sends one 2026-07-28 tools/call of tool.
+func (m *mux) postModernTool(tool, body string) (int, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, m.base+"/mcp", strings.NewReader(body))

@@ -27,6 +27,7 @@ func scenarios(idleWait time.Duration) []scenario {
 		{"a17-shares", attackShares},
 		{"a17-panic", attackPanic},
 		{"a17-admin", attackAdmin},
+		{"a17-headers", attackHeaders},
 	}
 }
 
