@@ -91,8 +91,7 @@ type Server struct {
 	requests   requestTable // SDK-path HTTP requests (limits.go)
 	progress   progressTable
 	metrics    *metrics
-	subsMu     sync.Mutex
-	subs       map[string]int // server+URI → number of sessions subscribed
+	subs       subscriptions // resource subscriptions by server (subscriptions.go)
 	inflight   sync.WaitGroup
 	closed     atomic.Bool
 	lifeMu     sync.RWMutex    // orders session registration and calls (inflight.Add) against Close
