@@ -97,6 +97,7 @@ func TestSlowUpstreamSubscribeBlocksNoOtherSession(t *testing.T) {
 	other := newWatchServer(t, "other", "other://r", false)
 	m := startMux(t, serversJSON(slow, fast, other), proxy.Options{})
 	a, b, c := connect(t, m.ts.URL, nil), connect(t, m.ts.URL, nil), connect(t, m.ts.URL, nil)
+	t.Cleanup(slow.open) // first: closing a waits for its subscribe
 	if err := c.Subscribe(context.Background(), &mcp.SubscribeParams{URI: other.uri}); err != nil {
 		t.Fatal(err)
 	}
@@ -307,5 +308,30 @@ func TestModernListenResourceURIsBounded(t *testing.T) {
 	}
 	if r := listen(many[:256]); !strings.Contains(r, "notifications/subscriptions/acknowledged") {
 		t.Fatalf("a listen naming 256 URIs: %v", r)
+	}
+}
+
+// A resource URI past the 8 KiB bound matches no template: matching one
+// costs about 2 µs a byte per template, so a 1 MiB URI against a few
+// templates took seconds of CPU per request.
+func TestLongResourceURIMatchesNoTemplate(t *testing.T) {
+	var urls []string
+	for i := range 4 {
+		srv := mcp.NewServer(&mcp.Implementation{Name: fmt.Sprintf("t%d", i), Version: "1"}, nil)
+		srv.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: fmt.Sprintf("t%d://{id}", i), Name: "any"},
+			func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+				return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "v"}}}, nil
+			})
+		urls = append(urls, fmt.Sprintf(`"t%d": {"type": "http", "url": %q}`, i, mcptest.ServeHTTP(t, srv).URL+"/mcp"))
+	}
+	m := startMux(t, `{"mcpServers": {`+strings.Join(urls, ", ")+`}}`, proxy.Options{})
+	cs := connect(t, m.ts.URL, nil)
+	if _, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "t3://short"}); err != nil {
+		t.Fatalf("a short URI through the last template: %v", err)
+	}
+	start := time.Now()
+	_, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "t3://" + strings.Repeat("x", 1<<20)})
+	if took := time.Since(start); err == nil || took > 5*time.Second {
+		t.Fatalf("a 1 MiB URI: err=%v after %v, want a prompt refusal", err, took)
 	}
 }

@@ -21,6 +21,7 @@ type scenario struct {
 func scenarios(idleWait time.Duration) []scenario {
 	return []scenario{
 		{"issue8", func(bin, _ string) error { return run(bin, idleWait) }},
+		{"a17-subs", attackSubs},
 	}
 }
 
