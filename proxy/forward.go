@@ -3,8 +3,10 @@ package proxy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
@@ -70,48 +72,35 @@ func (s *Server) sessionsWithKey(key upstream.Key) []*session {
 	return out
 }
 
-// subscribe tracks a session's resource subscription and keeps one upstream
-// subscription per URI while any session holds one.
+// subscribe subscribes st to (on) or unsubscribes it from a resource URI
+// of b; the upstream holds one subscription per URI while any session
+// does (subscriptions.go).
 func (s *Server) subscribe(ctx context.Context, st *session, b *backend, uri string, on bool) error {
-	if st.subscribed(uri) == on {
-		return nil // already so
-	}
-	s.subsMu.Lock()
-	defer s.subsMu.Unlock()
-	if s.subs == nil {
-		s.subs = make(map[string]int)
-	}
-	k := b.name + "\x00" + uri
-	switch {
-	case on && s.subs[k] == 0:
-		if err := b.up.Subscribe(ctx, uri, true); err != nil {
+	if on {
+		// Admitted like a call: bounded per session, and cancelled when the
+		// session ends, so a DELETE never waits for a slow server.
+		ctx, done, err := s.admit(ctx, st)
+		if err != nil {
+			var rpcErr *jsonrpc.Error
+			if errors.As(err, &rpcErr) {
+				return &wire.Error{Code: rpcErr.Code, Message: rpcErr.Message}
+			}
 			return err
 		}
-	case !on && s.subs[k] == 1:
-		if err := b.up.Subscribe(ctx, uri, false); err != nil {
-			s.logFor(ctx).Debug("upstream unsubscribe failed", "server", b.name, "err", err)
-		}
+		defer done()
+		return s.subs.subscribe(ctx, st, b.name, b.up, uri)
 	}
-	if on {
-		s.subs[k]++
-	} else {
-		s.subs[k]--
-		if s.subs[k] <= 0 {
-			delete(s.subs, k)
-		}
+	if err := s.subs.unsubscribe(ctx, st, uri); err != nil {
+		s.logFor(ctx).Debug("upstream unsubscribe failed", "server", b.name, "err", err)
 	}
-	st.subscribe(uri, on)
 	return nil
 }
 
 // dropSubscriptions releases a closed session's subscriptions.
 func (s *Server) dropSubscriptions(st *session) {
-	cat := s.rt.Load().cat.Load()
-	for _, uri := range st.subscriptions() {
-		if b := cat.res.resourceOwner(uri); b != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
-			_ = s.subscribe(ctx, st, b, uri, false)
-			cancel()
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
+	defer cancel()
+	if err := s.subs.unsubscribeAll(ctx, st); err != nil {
+		s.log.Debug("upstream unsubscribe failed", "err", err)
 	}
 }

@@ -86,12 +86,14 @@ func buildResources(backends []*backend, log hclog.Logger) resourceIndex {
 
 // resourceOwner finds the server for a resource URI: an exact listed URI,
 // then the first matching template, then the only server with resources.
+// A URI longer than maxResourceURI matches no template: matching costs
+// about 2 µs a byte per template.
 func (ix *resourceIndex) resourceOwner(uri string) *backend {
 	if b := ix.resources[uri]; b != nil {
 		return b
 	}
 	for _, t := range ix.templates {
-		if t.tmpl.Match(uri) != nil {
+		if len(uri) <= maxResourceURI && t.tmpl.Match(uri) != nil {
 			return t.server
 		}
 	}

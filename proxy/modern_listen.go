@@ -152,6 +152,9 @@ func (s *Server) listen(ctx context.Context, st *session, req mcp.Request) (mcp.
 	if p == nil || p.Notifications == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "subscriptions/listen: missing required 'notifications' field"}
 	}
+	if err := checkListenURIs(p.Notifications.ResourceSubscriptions); err != nil {
+		return nil, err
+	}
 	var id any
 	if err := json.Unmarshal([]byte(headerOf(req).Get(requestIDHeader)), &id); err != nil || id == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "subscriptions/listen requires a request id"}

@@ -92,9 +92,8 @@ type Server struct {
 	sessions   sessionTable
 	requests   requestTable // SDK-path HTTP requests (limits.go)
 	metrics    *metrics
-	panics     *panicGuard // recover.go
-	subsMu     sync.Mutex
-	subs       map[string]int // server+URI → number of sessions subscribed
+	panics     *panicGuard   // recover.go
+	subs       subscriptions // resource subscriptions by server (subscriptions.go)
 	inflight   sync.WaitGroup
 	closed     atomic.Bool
 	lifeMu     sync.RWMutex    // orders session registration and calls (inflight.Add) against Close

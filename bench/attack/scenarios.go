@@ -28,6 +28,7 @@ func scenarios(idleWait time.Duration) []scenario {
 		{"a17-panic", attackPanic},
 		{"a17-admin", attackAdmin},
 		{"a17-headers", attackHeaders},
+		{"a17-subs", attackSubs},
 	}
 }
 
