@@ -247,6 +247,10 @@ func (s *Server) serveListen(w http.ResponseWriter, r *http.Request, m *wire.Mes
 	if !ok {
 		return false
 	}
+	if err := checkListenURIs(n.ResourceSubscriptions); err != nil {
+		writeJSONRPCError(w, m.ID, err)
+		return true
+	}
 	var id any
 	if json.Unmarshal(m.ID, &id) != nil || id == nil {
 		writeJSONRPCError(w, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "subscriptions/listen requires a request id"})
