@@ -23,6 +23,7 @@ import (
 type elicitingUpstream struct {
 	ts      *httptest.Server
 	gate    chan struct{} // when set, ask waits for it to close before eliciting
+	hold    chan struct{} // when set, ask closes it once answered and then hangs until cancelled
 	running atomic.Int64
 	ended   atomic.Int64 // handlers that ended unanswered: cancelled, or their elicitation failed
 }
@@ -43,6 +44,12 @@ func newElicitingUpstream(t *testing.T, gate chan struct{}) *elicitingUpstream {
 			if err != nil || ctx.Err() != nil {
 				u.ended.Add(1)
 				return nil, fmt.Errorf("unanswered: %w", err)
+			}
+			if u.hold != nil { // answered: now hang until cancelled
+				close(u.hold)
+				<-ctx.Done()
+				u.ended.Add(1)
+				return nil, ctx.Err()
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "answered " + res.Action}}}, nil
 		})
@@ -207,4 +214,40 @@ func TestParkedCallExpires(t *testing.T) {
 	if r.Error == nil || !strings.Contains(r.Error.Message, "no longer waiting") {
 		t.Errorf("retry after expiry: %s %+v, want no longer waiting", r.Result, r.Error)
 	}
+}
+
+// A client that answers a parked call and then walks away from the retry
+// while the call runs on has the call cancelled upstream.
+func TestParkedRoundAbandoned(t *testing.T) {
+	up := newElicitingUpstream(t, nil)
+	up.hold = make(chan struct{})
+	m := elicitingMux(t, up)
+	hdr := map[string]string{"X-Mux-Thread-Id": "abandon"}
+	reqs, state := inputRequiredOf(t, modernCallR(t, m, hdr))
+	var key string
+	for k := range reqs {
+		key = k
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	body := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{` + modernMeta(`{"elicitation":{"form":{}}}`) +
+		`,"name":"up_ask","arguments":{},"inputResponses":{` + mustQuote(key) + `:{"action":"accept","content":{}}},"requestState":` + mustQuote(state) + `}}`
+	h := modernHeaders("tools/call", "up_ask")
+	h["X-Mux-Thread-Id"] = "abandon"
+	req := mcpRequest(t, ctx, http.MethodPost, m.ts.URL+"/mcp", h, body)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := testHTTP.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	select {
+	case <-up.hold:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the answer never reached the upstream")
+	}
+	cancel()
+	<-done
+	waitLong(t, 5*time.Second, "the abandoned call to be cancelled upstream", func() bool { return up.running.Load() == 0 })
 }
