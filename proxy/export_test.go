@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"slices"
+	"time"
 
 	"github.com/mcp-mux/mcp-mux/interceptor"
 )
@@ -31,4 +32,12 @@ func PanicsForTest(s *Server) float64 {
 		}
 	}
 	return n
+}
+
+// SetParkTTLForTest sets how long s keeps a bridged call parked for its
+// client's retry (stateTTL otherwise).
+func SetParkTTLForTest(s *Server, d time.Duration) {
+	s.parked.mu.Lock()
+	s.parked.ttl = d
+	s.parked.mu.Unlock()
 }

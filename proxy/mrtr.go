@@ -180,9 +180,11 @@ func inputRequiredResult(reqs map[string]json.RawMessage, state string) json.Raw
 // parkTable holds bridged calls between a modern client's rounds, within
 // inbound.max_parked_calls and each caller's share of it (shares.go).
 type parkTable struct {
-	mu    sync.Mutex
-	m     map[string]*parkedCall
-	users callerCounts // parked calls by user
+	mu     sync.Mutex
+	m      map[string]*parkedCall
+	users  callerCounts  // parked calls by user
+	closed bool          // closeAll ran: nothing parks any more
+	ttl    time.Duration // how long a call stays parked; 0: stateTTL
 }
 
 // parkedCall is a modern client's call to a legacy upstream. It runs on
@@ -406,11 +408,14 @@ func (s *Server) parkedResult(st *session, pc *parkedCall) (mcp.Result, error) {
 	return pc.res, nil
 }
 
-// park keeps pc for its client's retry, until stateTTL, unless b's cap or
+// park keeps pc for its client's retry, until its ttl (stateTTL), unless b's cap or
 // the caller's share of it is full: then the client is told which.
 func (t *parkTable) park(s *Server, pc *parkedCall, b capBound) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.closed { // shutting down: no retry would find it
+		return errClosing
+	}
 	if t.m == nil {
 		t.m = make(map[string]*parkedCall)
 	}
@@ -430,7 +435,11 @@ func (t *parkTable) park(s *Server, pc *parkedCall, b capBound) error {
 	}
 	t.m[pc.id] = pc
 	t.users.add(pc.user)
-	pc.timer = time.AfterFunc(stateTTL, func() {
+	ttl := t.ttl
+	if ttl <= 0 {
+		ttl = stateTTL
+	}
+	pc.timer = time.AfterFunc(ttl, func() {
 		if t.take(pc.id) == pc {
 			s.log.Debug("parked call expired", "server", pc.server)
 			pc.cancel()
@@ -452,10 +461,12 @@ func (t *parkTable) take(id string) *parkedCall {
 	return pc
 }
 
-// closeAll cancels every parked call (shutdown).
+// closeAll cancels every parked call and refuses to park more (shutdown):
+// a call that asks for input later is cancelled by await.
 func (t *parkTable) closeAll() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.closed = true
 	for id, pc := range t.m {
 		pc.timer.Stop()
 		pc.cancel()

@@ -16,7 +16,7 @@ import (
 )
 
 // A server that never answers the notifications/cancelled of an abandoned
-// call does not hold Close up: Close cuts the post short.
+// call does not hold Close up: Close cuts the post short after its grace.
 func TestCloseCutsBackgroundPostsShort(t *testing.T) {
 	srv := mcptest.NewServer("web")
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)

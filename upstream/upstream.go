@@ -286,7 +286,7 @@ func New(opts Options) (*Upstream, error) {
 		refresh:    make(chan struct{}, 1),
 		discovered: make(chan struct{}),
 	}
-	u.async.ctx = ctx
+	u.async.ctx, u.async.stop = context.WithCancel(context.Background())
 	refresh := func() { u.requestRefresh() }
 	// A server whose initialize result lacked prompts or resources (it had
 	// none yet) still announces them later with list_changed.
@@ -875,6 +875,9 @@ func (u *Upstream) ReleaseThread(thread string) {
 func (u *Upstream) Close() error {
 	u.cancel()
 	u.wg.Wait()
+	// Cancellations and replies already queued go out before the sessions
+	// close: a server's DELETE may wait for the handlers they end.
+	u.async.settle()
 	u.pool.shutdown()
 	u.async.Wait()
 	if u.opts.RoundTripper == nil { // our own transport: drop its keep-alive connections

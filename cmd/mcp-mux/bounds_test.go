@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 )
@@ -107,5 +110,92 @@ func TestSIGTERMCancelsHungCalls(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d upstream calls still running after the mux exited", inflight.Load())
 		}
+	}
+}
+
+// TestSIGTERMEndsParkedCalls: 2026-07-28 calls parked on a legacy go-sdk
+// upstream's elicitation, whose client walked away, do not hold up the
+// exit after SIGTERM, and each is cancelled upstream, so the upstream's
+// own Close afterwards does not wait on an elicitation nobody answers.
+func TestSIGTERMEndsParkedCalls(t *testing.T) {
+	t.Parallel()
+	var running atomic.Int64
+	srv := mcp.NewServer(&mcp.Implementation{Name: "asker", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "ask", InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			running.Add(1)
+			defer running.Add(-1)
+			if _, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "name?",
+				RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{}}}); err != nil {
+				return nil, err
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "answered"}}}, nil
+		})
+	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(func() {
+		closed := make(chan struct{})
+		go func() { up.Close(); close(closed) }()
+		select {
+		case <-closed:
+		case <-time.After(10 * time.Second):
+			t.Error("the upstream's Close hung: a handler still waits for its elicitation")
+		}
+	})
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "mux.json", fmt.Sprintf(`{"mcpServers": {"up": {"type": "http", "url": %q}}}`, up.URL))
+	s := startServe(t, dir, nil, "--config", cfg, "--listen", "127.0.0.1:0")
+	hc := newHTTPClient(t)
+	ask := func(thread string) string {
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{` +
+			`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},` +
+			`"io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}}},"name":"up_ask","arguments":{}}}`
+		req, _ := http.NewRequest(http.MethodPost, s.url("/mcp"), strings.NewReader(body))
+		for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+			"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "up_ask", "X-Mux-Thread-Id": thread} {
+			req.Header.Set(k, v)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		got := ask("first")
+		if strings.Contains(got, `"input_required"`) {
+			break
+		}
+		if time.Now().After(deadline) { // discovery runs in the background
+			t.Fatalf("no input_required for up_ask: %s", got)
+		}
+	}
+	for i := range 2 {
+		if got := ask(fmt.Sprint("walk-away-", i)); !strings.Contains(got, `"input_required"`) {
+			t.Fatalf("call %d: %s, want input_required", i, got)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); running.Load() != 3; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 3 parked calls run upstream", running.Load())
+		}
+	}
+	start := time.Now()
+	if code := s.stop(drainTimeout + 10*time.Second); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM; stderr:\n%s", code, s.stderr.String())
+	}
+	took := time.Since(start)
+	if took > 3*time.Second {
+		t.Errorf("exit %s after SIGTERM with 3 parked calls, want within 3s", took)
+	}
+	t.Logf("exit 0 %s after SIGTERM with 3 parked calls", took.Round(time.Millisecond))
+	for deadline := time.Now().Add(5 * time.Second); running.Load() != 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d parked calls still run upstream after the mux exited", running.Load())
+		}
+	}
+	for ss := range srv.Sessions() {
+		_ = ss.Close()
 	}
 }
