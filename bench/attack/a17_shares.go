@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -16,7 +17,20 @@ import (
 // flood took the whole inbound.max_sessions and bob was refused; with
 // per-caller shares alice stops at hers. It also prints what a listen
 // stream costs the mux (RSS per stream) and what is left after they close.
+// Then, on a mux of its own, alice floods parked input_required calls
+// (attackParked).
 func attackShares(bin, dir string) error {
+	if err := attackSessionShares(bin, dir); err != nil {
+		return err
+	}
+	pdir := filepath.Join(dir, "parked")
+	if err := os.MkdirAll(pdir, 0o700); err != nil {
+		return err
+	}
+	return attackParked(bin, pdir)
+}
+
+func attackSessionShares(bin, dir string) error {
 	const limit = 2000
 	m, err := startMux(bin, dir, fmt.Sprintf(`{"mcpServers": {}, "inbound": {"auth": {"mode": "trusted_header"},
 		"user_header": "X-User", "max_sessions": %d}}`, limit))
