@@ -19,8 +19,8 @@ import (
 )
 
 // scope reduces a caller key to the configured session scope.
-func (u *Upstream) scope(k Key) Key {
-	switch u.opts.Scope {
+func (o *Options) scope(k Key) Key {
+	switch o.Scope {
 	case ScopeShared:
 		return Key{Cred: k.Cred, Caps: k.Caps}
 	case ScopeUser:
@@ -60,7 +60,7 @@ func (u *Upstream) CallTool(ctx context.Context, key Key, params json.RawMessage
 // servers bind sessions to the credentials that opened them. Callers with
 // different credentials must use different keys (Key.Cred).
 func (u *Upstream) Request(ctx context.Context, key Key, method string, params json.RawMessage, extra http.Header) (json.RawMessage, error) {
-	key = u.scope(key)
+	key = u.opts.scope(key)
 	if extra != nil {
 		ctx = withHeaders(ctx, extra)
 	}
@@ -108,7 +108,7 @@ func (u *Upstream) logFor(ctx context.Context) hclog.Logger { return reqid.Logge
 // is how a client's notifications/roots/list_changed reaches the servers its
 // calls went to.
 func (u *Upstream) Notify(key Key, method string, params json.RawMessage) {
-	c := u.pool.peek(u.scope(key))
+	c := u.pool.peek(u.opts.scope(key))
 	if c == nil || !c.alive() {
 		return
 	}

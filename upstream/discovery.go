@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -39,7 +40,7 @@ func (u *Upstream) run() {
 			}
 			// Both before Discovered closes: whoever waits on it sees the
 			// reason, in Err and in the log.
-			u.setErr(err)
+			u.catalog.setErr(err)
 			if failures == 0 {
 				u.log.Warn("skipping upstream server", "reason", err)
 			} else {
@@ -66,7 +67,7 @@ func (u *Upstream) run() {
 		failures = 0
 		bo.reset()
 		u.retrying.Store(false)
-		u.setErr(nil)
+		u.catalog.setErr(nil)
 		if !u.watch(c) {
 			return
 		}
@@ -162,12 +163,6 @@ func (u *Upstream) watch(c *conn) bool {
 	}
 }
 
-func (u *Upstream) setErr(err error) {
-	u.mu.Lock()
-	u.err = err
-	u.mu.Unlock()
-}
-
 func (u *Upstream) publish(l Lists) {
 	if u.opts.Transport == HTTP {
 		ix, invalid := buildParamIndex(l.Tools)
@@ -176,10 +171,7 @@ func (u *Upstream) publish(l Lists) {
 			u.log.Warn("ignoring the invalid x-mcp-header annotations of a tool (calls get no Mcp-Param headers)", "tool", name)
 		}
 	}
-	u.mu.Lock()
-	u.lists = l
-	u.err = nil // healthy before OnChange looks
-	u.mu.Unlock()
+	u.catalog.set(l) // healthy before OnChange looks
 	if u.opts.OnChange != nil {
 		u.opts.OnChange()
 	}
@@ -207,7 +199,9 @@ func (u *Upstream) list(ctx context.Context, c *conn) (Lists, error) {
 		if err != nil && ctx.Err() != nil {
 			return nil, fmt.Errorf("%s: %w", method, err) // the round timed out or is closing
 		}
-		u.noteOptional(method, err)
+		if u.catalog.noteOptional(method, err) {
+			u.log.Warn("optional list failed; serving it empty", "method", method, "err", err)
+		}
 		return items, nil
 	}
 	if caps.Prompts != nil || u.hasPrompts.Load() {
@@ -224,21 +218,6 @@ func (u *Upstream) list(ctx context.Context, c *conn) (Lists, error) {
 		}
 	}
 	return l, nil
-}
-
-// noteOptional warns once when an optional list fails, and again only after
-// it worked in between.
-func (u *Upstream) noteOptional(method string, err error) {
-	u.mu.Lock()
-	if u.optFailed == nil {
-		u.optFailed = make(map[string]bool)
-	}
-	warn := err != nil && !u.optFailed[method]
-	u.optFailed[method] = err != nil
-	u.mu.Unlock()
-	if warn {
-		u.log.Warn("optional list failed; serving it empty", "method", method, "err", err)
-	}
 }
 
 // listItems pages through a list method, keying each item by keyField.
@@ -325,4 +304,51 @@ func (u *Upstream) listTools(ctx context.Context, c *conn) ([]Tool, error) {
 		cursor = page.NextCursor
 	}
 	return nil, fmt.Errorf("tools/list did not end after %d pages", maxListPages)
+}
+
+// catalog is what discovery last found and how its last round went.
+type catalog struct {
+	mu        sync.Mutex
+	lists     Lists
+	err       error           // last discovery error, nil when healthy
+	optFailed map[string]bool // optional lists whose last listing failed
+}
+
+func (k *catalog) current() Lists {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.lists
+}
+
+func (k *catalog) lastErr() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.err
+}
+
+func (k *catalog) setErr(err error) {
+	k.mu.Lock()
+	k.err = err
+	k.mu.Unlock()
+}
+
+// set publishes l and clears the error.
+func (k *catalog) set(l Lists) {
+	k.mu.Lock()
+	k.lists = l
+	k.err = nil
+	k.mu.Unlock()
+}
+
+// noteOptional records how an optional list went and reports whether to
+// warn: once when it fails, and again only after it worked in between.
+func (k *catalog) noteOptional(method string, err error) (warn bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.optFailed == nil {
+		k.optFailed = make(map[string]bool)
+	}
+	warn = err != nil && !k.optFailed[method]
+	k.optFailed[method] = err != nil
+	return warn
 }

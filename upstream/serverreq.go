@@ -33,7 +33,7 @@ func (u *Upstream) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			return next(ctx, method, req)
 		}
 		cs, _ := req.GetSession().(*mcp.ClientSession)
-		c := u.connOf(cs)
+		c := u.conns.of(cs)
 		if c == nil {
 			c = &conn{control: true}
 		}
@@ -134,7 +134,7 @@ func (u *Upstream) onNotification(c *conn, method string, params json.RawMessage
 	var ctx context.Context
 	switch method {
 	case "notifications/resources/updated":
-		if !u.holdsSubscription(params) {
+		if !u.subs.holds(params) {
 			return // a URI mcp-mux did not subscribe to on this server
 		}
 		params = dropSubscriptionID(params)

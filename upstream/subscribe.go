@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -18,21 +19,10 @@ import (
 // server has no resources/subscribe: each URI is a subscriptions/listen
 // stream of its own, at most MaxResourceListens of them.
 func (u *Upstream) Subscribe(ctx context.Context, uri string, on bool) error {
-	u.subsMu.Lock()
-	if u.subs == nil {
-		u.subs = make(map[string]bool)
-	}
-	if on && !u.subs[uri] && len(u.subs) >= MaxResourceListens && u.Era() >= VersionModern {
-		u.subsMu.Unlock()
+	held, ok := u.subs.set(uri, on, func() bool { return u.Era() >= VersionModern })
+	if !ok {
 		return fmt.Errorf("mcp-mux holds at most %d resource subscriptions (subscriptions/listen streams) on a 2026-07-28 server", MaxResourceListens)
 	}
-	held := u.subs[uri]
-	if on {
-		u.subs[uri] = true
-	} else {
-		delete(u.subs, uri)
-	}
-	u.subsMu.Unlock()
 	c := u.control.Load()
 	if c == nil || !c.alive() {
 		if on {
@@ -42,26 +32,9 @@ func (u *Upstream) Subscribe(ctx context.Context, uri string, on bool) error {
 	}
 	err := u.sendSubscribe(ctx, c, uri, on)
 	if err != nil && on && !held {
-		u.subsMu.Lock()
-		delete(u.subs, uri) // refused: it holds no place
-		u.subsMu.Unlock()
+		u.subs.forget(uri) // refused: it holds no place
 	}
 	return u.scrub(err, nil)
-}
-
-// holdsSubscription reports whether the resources/updated params name a
-// URI that mcp-mux holds a subscription for on this server: a server cannot
-// announce updates of another server's resources.
-func (u *Upstream) holdsSubscription(params json.RawMessage) bool {
-	var p struct {
-		URI string `json:"uri"`
-	}
-	if json.Unmarshal(params, &p) != nil {
-		return false
-	}
-	u.subsMu.Lock()
-	defer u.subsMu.Unlock()
-	return u.subs[p.URI]
 }
 
 func (u *Upstream) sendSubscribe(ctx context.Context, c *conn, uri string, on bool) error {
@@ -79,17 +52,71 @@ func (u *Upstream) sendSubscribe(ctx context.Context, c *conn, uri string, on bo
 
 // resubscribe renews the subscriptions on a new discovery session.
 func (u *Upstream) resubscribe(c *conn) {
-	u.subsMu.Lock()
-	uris := make([]string, 0, len(u.subs))
-	for uri := range u.subs {
-		uris = append(uris, uri)
-	}
-	u.subsMu.Unlock()
-	for _, uri := range uris {
+	for _, uri := range u.subs.list() {
 		ctx, cancel := context.WithTimeout(u.ctx, 10*time.Second)
 		if err := u.sendSubscribe(ctx, c, uri, true); err != nil {
 			u.log.Warn("renewing a resource subscription failed", "err", u.scrub(err, nil))
 		}
 		cancel()
 	}
+}
+
+// subscriptions is the set of resource URIs subscribed on the discovery
+// session.
+type subscriptions struct {
+	mu sync.Mutex
+	m  map[string]bool
+}
+
+// set adds (on) or removes uri and reports whether it was held before. A
+// new uri is refused (ok false) when MaxResourceListens are held and
+// limited says the cap applies.
+func (s *subscriptions) set(uri string, on bool, limited func() bool) (held, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = make(map[string]bool)
+	}
+	if on && !s.m[uri] && len(s.m) >= MaxResourceListens && limited() {
+		return false, false
+	}
+	held = s.m[uri]
+	if on {
+		s.m[uri] = true
+	} else {
+		delete(s.m, uri)
+	}
+	return held, true
+}
+
+func (s *subscriptions) forget(uri string) {
+	s.mu.Lock()
+	delete(s.m, uri)
+	s.mu.Unlock()
+}
+
+// holds reports whether the resources/updated params name a URI that
+// mcp-mux holds a subscription for on this server: a server cannot announce
+// updates of another server's resources.
+func (s *subscriptions) holds(params json.RawMessage) bool {
+	var p struct {
+		URI string `json:"uri"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[p.URI]
+}
+
+// list returns the URIs held.
+func (s *subscriptions) list() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	uris := make([]string, 0, len(s.m))
+	for uri := range s.m {
+		uris = append(uris, uri)
+	}
+	return uris
 }

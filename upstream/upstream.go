@@ -207,13 +207,9 @@ type Upstream struct {
 	hasResources atomic.Bool // announced resources after initialize
 	firstOnce    sync.Once
 
-	mu        sync.Mutex
-	lists     Lists
-	err       error           // last discovery error, nil when healthy
-	optFailed map[string]bool // optional lists whose last listing failed
+	catalog catalog // what discovery found
 
-	connsMu sync.Mutex
-	conns   map[*mcp.ClientSession]*conn
+	conns connTable // open sessions
 
 	control    atomic.Pointer[conn]   // the discovery session while it is up
 	reconnects atomic.Int64           // sessions re-established after they ended
@@ -221,8 +217,7 @@ type Upstream struct {
 	// annotations are the x-mcp-header bindings of the listed tools
 	// (paramheaders.go), built once per discovered list.
 	annotations atomic.Pointer[paramIndex]
-	subsMu      sync.Mutex
-	subs        map[string]bool // resource URIs subscribed on the discovery session
+	subs        subscriptions // resource URIs subscribed on the discovery session
 }
 
 // New validates opts and returns an Upstream. It does no I/O; call Start.
@@ -301,7 +296,6 @@ func New(opts Options) (*Upstream, error) {
 	}
 	u.static = newStaticScrubber(&u.opts)
 	u.stderr = newStderrLog(opts.Logger.Named("stderr"), u.retrying.Load, func(s string) string { return u.scrubber(nil).Scrub(s) })
-	u.conns = make(map[*mcp.ClientSession]*conn)
 	u.pool = newPool(u, opts.MaxSessions, opts.IdleTimeout)
 	return u, nil
 }
@@ -321,25 +315,13 @@ func (u *Upstream) Start() {
 func (u *Upstream) Discovered() <-chan struct{} { return u.discovered }
 
 // Tools returns the last discovered tool list.
-func (u *Upstream) Tools() []Tool {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.lists.Tools
-}
+func (u *Upstream) Tools() []Tool { return u.catalog.current().Tools }
 
 // Lists returns everything the last discovery found.
-func (u *Upstream) Lists() Lists {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.lists
-}
+func (u *Upstream) Lists() Lists { return u.catalog.current() }
 
 // Err returns the last discovery error, or nil while the server is healthy.
-func (u *Upstream) Err() error {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.err
-}
+func (u *Upstream) Err() error { return u.catalog.lastErr() }
 
 // Stderr returns the last lines a stdio server wrote on stderr (up to 20,
 // oldest first).
@@ -383,22 +365,32 @@ func (u *Upstream) Close() error {
 	return nil
 }
 
-func (u *Upstream) track(cs *mcp.ClientSession, c *conn) {
-	u.connsMu.Lock()
-	u.conns[cs] = c
-	u.connsMu.Unlock()
+// connTable is the open sessions by their SDK session, for the traffic
+// that reaches the SDK (receive) and for Processes.
+type connTable struct {
+	mu sync.Mutex
+	m  map[*mcp.ClientSession]*conn
 }
 
-func (u *Upstream) untrack(cs *mcp.ClientSession) {
-	u.connsMu.Lock()
-	delete(u.conns, cs)
-	u.connsMu.Unlock()
+func (t *connTable) add(cs *mcp.ClientSession, c *conn) {
+	t.mu.Lock()
+	if t.m == nil {
+		t.m = make(map[*mcp.ClientSession]*conn)
+	}
+	t.m[cs] = c
+	t.mu.Unlock()
 }
 
-func (u *Upstream) connOf(cs *mcp.ClientSession) *conn {
-	u.connsMu.Lock()
-	defer u.connsMu.Unlock()
-	return u.conns[cs]
+func (t *connTable) remove(cs *mcp.ClientSession) {
+	t.mu.Lock()
+	delete(t.m, cs)
+	t.mu.Unlock()
+}
+
+func (t *connTable) of(cs *mcp.ClientSession) *conn {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.m[cs]
 }
 
 // staticHeaders adds a session's headers to every SDK request: the ones its
