@@ -81,6 +81,53 @@ func (c *conn) finishServerRequest(id string, r *serverReq) {
 // dial starts a session: for stdio a new process, for http/sse a new
 // upstream session. The whole bring-up is bounded by InitTimeout.
 func (u *Upstream) dial(ctx context.Context, key Key, control bool) (*conn, error) {
+	d := newDialing(ctx, u, key, control)
+	// The caller's cancellation also aborts the bring-up.
+	unwatch := context.AfterFunc(ctx, d.c.cancel)
+	defer unwatch()
+	transport, version, err := d.transport()
+	if err != nil {
+		return nil, err
+	}
+	hdr := headersFrom(ctx)
+	if hdr == nil {
+		hdr = u.opts.Header
+	}
+	if version == "" {
+		version = u.sessionVersion(d.connCtx, hdr)
+	}
+	cs, err := u.clients.forKey(key, control).Connect(d.connCtx, transport, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if !d.stop() || err != nil {
+		return nil, d.failed(cs, err)
+	}
+	c := d.adopt(cs, transport, hdr)
+	u.conns.add(cs, c)
+	go func() {
+		_ = cs.Wait()
+		u.conns.remove(cs)
+		close(c.done)
+	}()
+	d.setLogLevel()
+	return c, nil
+}
+
+// dialing is the bring-up of one session (dial).
+type dialing struct {
+	u       *Upstream
+	ctx     context.Context // the caller's
+	connCtx context.Context // the session's
+	control bool
+	c       *conn
+
+	timedOut atomic.Bool
+	stop     func() bool // stops the InitTimeout timer: false if it fired
+	// The SDK reports a refused initialize only as text ("Unauthorized"), so
+	// the HTTP status is recorded here and returned as a *StatusError: a 401
+	// must let the caller refresh its token and retry.
+	refused atomic.Int32
+}
+
+func newDialing(ctx context.Context, u *Upstream, key Key, control bool) *dialing {
 	// The session outlives the call that opened it and keeps only the call's
 	// headers: other values of the caller's context (the SDK server's own
 	// request state, such as a downstream 2026-07-28 protocol version) must
@@ -90,130 +137,137 @@ func (u *Upstream) dial(ctx context.Context, key Key, control bool) (*conn, erro
 		base = withHeaders(base, h)
 	}
 	connCtx, cancel := context.WithCancel(base)
-	c := &conn{key: key, control: control, cancel: cancel, done: make(chan struct{})}
-	var timedOut atomic.Bool
-	stop := func() bool { return true }
+	d := &dialing{u: u, ctx: ctx, connCtx: connCtx, control: control,
+		c:    &conn{key: key, control: control, cancel: cancel, done: make(chan struct{})},
+		stop: func() bool { return true }}
 	if u.opts.InitTimeout > 0 {
-		t := time.AfterFunc(u.opts.InitTimeout, func() { timedOut.Store(true); cancel() })
-		stop = t.Stop
+		t := time.AfterFunc(u.opts.InitTimeout, func() { d.timedOut.Store(true); cancel() })
+		d.stop = t.Stop
 	}
-	// The caller's cancellation also aborts the bring-up.
-	unwatch := context.AfterFunc(ctx, cancel)
-	defer unwatch()
+	return d
+}
 
-	// The SDK reports a refused initialize only as text ("Unauthorized"), so
-	// the HTTP status is recorded here and returned as a *StatusError: a 401
-	// must let the caller refresh its token and retry.
-	var refused atomic.Int32
-	rt := statusRecorder{base: u.sdkHTTP.Transport, refused: &refused}
-	var transport mcp.Transport
-	var version string // the session's ClientSessionOptions.ProtocolVersion
+// transport returns the session's transport and, for stdio, the protocol
+// version to initialize with (empty: sessionVersion decides).
+func (d *dialing) transport() (mcp.Transport, string, error) {
+	u := d.u
+	rt := statusRecorder{base: u.sdkHTTP.Transport, refused: &d.refused}
 	switch u.opts.Transport {
 	case Stdio:
-		p, err := startProcess(&u.opts, u.log, u.stderr.writer())
-		if err == nil {
-			version, p, err = u.stdioVersion(connCtx, p) // stdioera.go
-		}
-		if err != nil {
-			if p != nil {
-				p.stop()
-			}
-			stop()
-			cancel()
-			if timedOut.Load() {
-				return nil, fmt.Errorf("initialize timed out after %s", u.opts.InitTimeout)
-			}
-			return nil, err
-		}
-		c.proc = p
-		transport = &rawTransport{inner: &lineTransport{p: p},
-			notify: func(method string, params json.RawMessage) { u.onNotification(c, method, params) },
-			request: func(rc *rawConn, id jsonrpc.ID, method string, params json.RawMessage) {
-				u.onRawRequest(c, rc, id, method, params)
-			},
-			cancelled: c.onRawCancelled}
+		return d.stdio()
 	case SSE:
-		transport = &rawTransport{inner: &mcp.SSEClientTransport{Endpoint: u.opts.URL, HTTPClient: sessionClient(rt, connCtx)},
-			notify: func(method string, params json.RawMessage) { u.onNotification(c, method, params) },
-			request: func(rc *rawConn, id jsonrpc.ID, method string, params json.RawMessage) {
-				u.onRawRequest(c, rc, id, method, params)
-			},
-			cancelled: c.onRawCancelled}
+		return d.raw(&mcp.SSEClientTransport{Endpoint: u.opts.URL, HTTPClient: sessionClient(rt, d.connCtx)}), "", nil
 	case HTTP:
-		transport = &mcp.StreamableClientTransport{Endpoint: u.opts.URL, HTTPClient: sessionClient(rt, connCtx), MaxRetries: 2,
+		return &mcp.StreamableClientTransport{Endpoint: u.opts.URL, HTTPClient: sessionClient(rt, d.connCtx), MaxRetries: 2,
 			// Only the discovery session keeps an event stream: server-initiated
 			// traffic of a call rides the call's own stream, list changes and
 			// resource updates arrive on the discovery session, and an idle
 			// stream per call session costs the server on every call.
-			DisableStandaloneSSE: !control}
-	default:
-		stop()
-		cancel()
-		return nil, fmt.Errorf("unsupported transport %q", u.opts.Transport)
+			DisableStandaloneSSE: !d.control}, "", nil
 	}
-	hdr := headersFrom(ctx)
-	if hdr == nil {
-		hdr = u.opts.Header
+	d.stop()
+	d.c.cancel()
+	return nil, "", fmt.Errorf("unsupported transport %q", u.opts.Transport)
+}
+
+// stdio starts the server process and settles the version its session
+// initializes with (stdioera.go).
+func (d *dialing) stdio() (mcp.Transport, string, error) {
+	u := d.u
+	var version string
+	p, err := startProcess(&u.opts, u.log, u.stderr.writer())
+	if err == nil {
+		version, p, err = u.stdioVersion(d.connCtx, p) // stdioera.go
 	}
-	if version == "" {
-		version = u.sessionVersion(connCtx, hdr)
+	if err != nil {
+		if p != nil {
+			p.stop()
+		}
+		d.stop()
+		d.c.cancel()
+		if d.timedOut.Load() {
+			return nil, "", fmt.Errorf("initialize timed out after %s", u.opts.InitTimeout)
+		}
+		return nil, "", err
 	}
-	cs, err := u.clients.forKey(key, control).Connect(connCtx, transport, &mcp.ClientSessionOptions{ProtocolVersion: version})
-	if !stop() || err != nil {
-		if cs != nil {
-			_ = cs.Close()
-		}
-		c.kill()
-		// The caller's deadline (discovery's is InitTimeout too) may fire first.
-		if timedOut.Load() || errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, fmt.Errorf("initialize timed out after %s", u.opts.InitTimeout)
-		}
-		if err == nil {
-			err = context.Canceled
-		}
-		if code := refused.Load(); code != 0 {
-			return nil, fmt.Errorf("initialize: %w (%w)", err, &StatusError{Code: int(code)})
-		}
-		return nil, fmt.Errorf("initialize: %w", err)
+	d.c.proc = p
+	return d.raw(&lineTransport{p: p}), version, nil
+}
+
+// raw wraps inner so that the server-to-client requests and notifications
+// are taken off the connection before the SDK sees them (rawTransport).
+func (d *dialing) raw(inner mcp.Transport) *rawTransport {
+	u, c := d.u, d.c
+	return &rawTransport{inner: inner,
+		notify: func(method string, params json.RawMessage) { u.onNotification(c, method, params) },
+		request: func(rc *rawConn, id jsonrpc.ID, method string, params json.RawMessage) {
+			u.onRawRequest(c, rc, id, method, params)
+		},
+		cancelled: c.onRawCancelled}
+}
+
+// failed ends the bring-up of a session whose initialize failed (err) or
+// outlived InitTimeout or the caller, and says why.
+func (d *dialing) failed(cs *mcp.ClientSession, err error) error {
+	if cs != nil {
+		_ = cs.Close()
 	}
+	d.c.kill()
+	// The caller's deadline (discovery's is InitTimeout too) may fire first.
+	if d.timedOut.Load() || errors.Is(d.ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("initialize timed out after %s", d.u.opts.InitTimeout)
+	}
+	if err == nil {
+		err = context.Canceled
+	}
+	if code := d.refused.Load(); code != 0 {
+		return fmt.Errorf("initialize: %w (%w)", err, &StatusError{Code: int(code)})
+	}
+	return fmt.Errorf("initialize: %w", err)
+}
+
+// adopt completes the conn of the initialized session cs: its connection,
+// the era it negotiated and, over HTTP, the fast path (hdr its headers).
+func (d *dialing) adopt(cs *mcp.ClientSession, transport mcp.Transport, hdr http.Header) *conn {
+	u, c := d.u, d.c
 	c.cs = cs
 	if rt, ok := transport.(*rawTransport); ok {
 		c.raw = rt.conn
 	}
-	if u.opts.Transport == Stdio {
+	switch u.opts.Transport {
+	case Stdio:
 		if w := c.proc.mutedStderr; w != nil {
 			w.muted.Store(false)
 		}
 		v := cs.InitializeResult().ProtocolVersion
 		u.era.Store(&v)
 		if v >= VersionModern {
-			c.modern = newModernRequest(sessionCaps(key, control))
+			c.modern = newModernRequest(sessionCaps(c.key, d.control))
 		}
-	}
-	if u.opts.Transport == HTTP {
+	case HTTP:
 		v := cs.InitializeResult().ProtocolVersion
 		u.era.Store(&v)
 		c.direct = &direct{url: u.opts.URL, client: u.http, header: hdr, sessionID: cs.ID(),
 			protocol: v, maxEvent: maxFrame, async: &u.async}
 		if v >= VersionModern {
-			c.direct.modern = newModernRequest(sessionCaps(key, control))
+			c.direct.modern = newModernRequest(sessionCaps(c.key, d.control))
 			c.direct.modern.annotations = &u.annotations
 		}
 	}
-	u.track(cs, c)
-	go func() {
-		_ = cs.Wait()
-		u.untrack(cs)
-		close(c.done)
-	}()
-	if caps := cs.InitializeResult().Capabilities; !control && caps != nil && caps.Logging != nil && cs.InitializeResult().ProtocolVersion < VersionModern {
-		// (A 2026-07-28 server gets the level with every request instead.)
-		// Ask for everything: each downstream session filters by its own level.
-		lctx, lcancel := context.WithTimeout(ctx, 5*time.Second)
-		_, _ = c.request(lctx, u, "logging/setLevel", json.RawMessage(`{"level":"debug"}`), nil)
-		lcancel()
+	return c
+}
+
+// setLogLevel asks the server of a call session that logs for everything:
+// each downstream session filters by its own level. (A 2026-07-28 server
+// gets the level with every request instead.)
+func (d *dialing) setLogLevel() {
+	init := d.c.cs.InitializeResult()
+	if d.control || init.Capabilities == nil || init.Capabilities.Logging == nil || init.ProtocolVersion >= VersionModern {
+		return
 	}
-	return c, nil
+	lctx, lcancel := context.WithTimeout(d.ctx, 5*time.Second)
+	_, _ = d.c.request(lctx, d.u, "logging/setLevel", json.RawMessage(`{"level":"debug"}`), nil)
+	lcancel()
 }
 
 func (c *conn) alive() bool {

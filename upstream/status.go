@@ -30,10 +30,10 @@ func (u *Upstream) Transport() string { return u.opts.Transport }
 // Processes returns the number of running stdio server processes behind
 // this upstream's open sessions (the discovery session's included).
 func (u *Upstream) Processes() int {
-	u.connsMu.Lock()
-	defer u.connsMu.Unlock()
+	u.conns.mu.Lock()
+	defer u.conns.mu.Unlock()
 	n := 0
-	for _, c := range u.conns {
+	for _, c := range u.conns.m {
 		if c.proc == nil {
 			continue
 		}

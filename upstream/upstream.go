@@ -18,21 +18,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
-	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcp-mux/mcp-mux/internal/reqid"
 	"github.com/mcp-mux/mcp-mux/internal/via"
-	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/secret"
 )
 
@@ -212,13 +207,9 @@ type Upstream struct {
 	hasResources atomic.Bool // announced resources after initialize
 	firstOnce    sync.Once
 
-	mu        sync.Mutex
-	lists     Lists
-	err       error           // last discovery error, nil when healthy
-	optFailed map[string]bool // optional lists whose last listing failed
+	catalog catalog // what discovery found
 
-	connsMu sync.Mutex
-	conns   map[*mcp.ClientSession]*conn
+	conns connTable // open sessions
 
 	control    atomic.Pointer[conn]   // the discovery session while it is up
 	reconnects atomic.Int64           // sessions re-established after they ended
@@ -226,8 +217,7 @@ type Upstream struct {
 	// annotations are the x-mcp-header bindings of the listed tools
 	// (paramheaders.go), built once per discovered list.
 	annotations atomic.Pointer[paramIndex]
-	subsMu      sync.Mutex
-	subs        map[string]bool // resource URIs subscribed on the discovery session
+	subs        subscriptions // resource URIs subscribed on the discovery session
 }
 
 // New validates opts and returns an Upstream. It does no I/O; call Start.
@@ -306,7 +296,6 @@ func New(opts Options) (*Upstream, error) {
 	}
 	u.static = newStaticScrubber(&u.opts)
 	u.stderr = newStderrLog(opts.Logger.Named("stderr"), u.retrying.Load, func(s string) string { return u.scrubber(nil).Scrub(s) })
-	u.conns = make(map[*mcp.ClientSession]*conn)
 	u.pool = newPool(u, opts.MaxSessions, opts.IdleTimeout)
 	return u, nil
 }
@@ -326,25 +315,13 @@ func (u *Upstream) Start() {
 func (u *Upstream) Discovered() <-chan struct{} { return u.discovered }
 
 // Tools returns the last discovered tool list.
-func (u *Upstream) Tools() []Tool {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.lists.Tools
-}
+func (u *Upstream) Tools() []Tool { return u.catalog.current().Tools }
 
 // Lists returns everything the last discovery found.
-func (u *Upstream) Lists() Lists {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.lists
-}
+func (u *Upstream) Lists() Lists { return u.catalog.current() }
 
 // Err returns the last discovery error, or nil while the server is healthy.
-func (u *Upstream) Err() error {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.err
-}
+func (u *Upstream) Err() error { return u.catalog.lastErr() }
 
 // Stderr returns the last lines a stdio server wrote on stderr (up to 20,
 // oldest first).
@@ -364,506 +341,6 @@ func (e *stderrError) Unwrap() error { return e.err }
 
 // Sessions returns the number of pooled call sessions.
 func (u *Upstream) Sessions() int { return u.pool.size() }
-
-func (u *Upstream) requestRefresh() {
-	select {
-	case u.refresh <- struct{}{}:
-	default:
-	}
-}
-
-// run keeps a control session, rediscovering tools whenever it comes up or
-// the server announces a change, and retries with capped backoff.
-func (u *Upstream) run() {
-	bo := backoff{min: u.opts.RetryMin, max: u.opts.RetryMax, jitter: rand.Int64N}
-	failures := 0
-	for {
-		began := time.Now()
-		c, err := u.discover()
-		if u.opts.OnDiscovery != nil {
-			u.opts.OnDiscovery(time.Since(began), err == nil)
-		}
-		if err != nil {
-			if lines := u.stderr.tail(); len(lines) > 0 {
-				err = &stderrError{err: err, lines: lines}
-			}
-			// Both before Discovered closes: whoever waits on it sees the
-			// reason, in Err and in the log.
-			u.setErr(err)
-			if failures == 0 {
-				u.log.Warn("skipping upstream server", "reason", err)
-			} else {
-				u.log.Debug("upstream still unavailable", "reason", err, "attempt", failures+1)
-			}
-		}
-		if err == nil {
-			u.control.Store(c) // before Discovered: who waits on it may subscribe at once
-		}
-		u.firstOnce.Do(func() { close(u.discovered) })
-		if err != nil {
-			failures++
-			u.retrying.Store(true)
-			select {
-			case <-u.ctx.Done():
-				return
-			case <-time.After(bo.next()):
-			}
-			continue
-		}
-		if failures > 0 {
-			u.log.Info("upstream server is up", "after_attempts", failures+1)
-		}
-		failures = 0
-		bo.reset()
-		u.retrying.Store(false)
-		u.setErr(nil)
-		if !u.watch(c) {
-			return
-		}
-		u.log.Warn("upstream control session ended; reconnecting")
-		u.reconnects.Add(1)
-	}
-}
-
-// backoff is the rediscovery schedule: the n-th wait after a failure is
-// drawn from [d/2, d] with d = min·2ⁿ⁻¹ capped at max (jittered so that
-// many muxes restarted together do not retry in step).
-type backoff struct {
-	min, max time.Duration
-	jitter   func(n int64) int64 // uniform in [0, n)
-	d        time.Duration
-}
-
-func (b *backoff) next() time.Duration {
-	if b.d == 0 {
-		b.d = b.min
-	}
-	wait := b.d/2 + time.Duration(b.jitter(int64(b.d)/2+1))
-	b.d = min(b.d*2, b.max)
-	return wait
-}
-
-func (b *backoff) reset() { b.d = 0 }
-
-// discover dials a control session and lists its tools, all within InitTimeout.
-func (u *Upstream) discover() (_ *conn, err error) {
-	ctx := u.ctx
-	if u.opts.InitTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, u.opts.InitTimeout)
-		defer cancel()
-	}
-	start := time.Now()
-	var sent http.Header
-	defer func() { err = u.scrub(err, sent) }()
-	if u.opts.BaseHeaders != nil {
-		h, err := u.opts.BaseHeaders(ctx)
-		if err != nil {
-			u.log.Warn("discovering without credentials", "reason", u.scrub(err, nil))
-			h = u.opts.Header
-		}
-		sent = h
-		ctx = withHeaders(ctx, h)
-	}
-	c, err := u.dial(ctx, Key{}, true)
-	if err != nil {
-		var se *StatusError
-		if u.opts.OnUnauthorized != nil && sent != nil && errors.As(err, &se) && se.Code == http.StatusUnauthorized {
-			u.opts.OnUnauthorized(sent)
-		}
-		return nil, err
-	}
-	lists, err := u.list(ctx, c)
-	if err != nil {
-		c.close()
-		if ctx.Err() != nil && u.ctx.Err() == nil {
-			return nil, fmt.Errorf("tool discovery timed out after %s", u.opts.InitTimeout)
-		}
-		return nil, err
-	}
-	u.publish(lists)
-	u.log.Info("upstream discovered", "tools", len(lists.Tools), "prompts", len(lists.Prompts),
-		"resources", len(lists.Resources), "templates", len(lists.Templates), "duration", time.Since(start).Round(time.Millisecond))
-	return c, nil
-}
-
-// watch holds the control session until it ends (false: the upstream is closing).
-func (u *Upstream) watch(c *conn) bool {
-	defer c.close()
-	u.control.Store(c)
-	defer u.control.CompareAndSwap(c, nil)
-	u.resubscribe(c)
-	for {
-		select {
-		case <-u.ctx.Done():
-			return false
-		case <-c.done:
-			return true
-		case <-u.refresh:
-			ctx, cancel := context.WithTimeout(u.ctx, max(u.opts.InitTimeout, 5*time.Second))
-			lists, err := u.list(ctx, c)
-			cancel()
-			if err != nil {
-				u.log.Warn("refreshing lists failed", "err", u.scrub(err, headersFrom(ctx)))
-				continue
-			}
-			u.publish(lists)
-		}
-	}
-}
-
-func (u *Upstream) setErr(err error) {
-	u.mu.Lock()
-	u.err = err
-	u.mu.Unlock()
-}
-
-func (u *Upstream) publish(l Lists) {
-	if u.opts.Transport == HTTP {
-		ix, invalid := buildParamIndex(l.Tools)
-		u.annotations.Store(&ix)
-		for _, name := range invalid {
-			u.log.Warn("ignoring the invalid x-mcp-header annotations of a tool (calls get no Mcp-Param headers)", "tool", name)
-		}
-	}
-	u.mu.Lock()
-	u.lists = l
-	u.err = nil // healthy before OnChange looks
-	u.mu.Unlock()
-	if u.opts.OnChange != nil {
-		u.opts.OnChange()
-	}
-}
-
-// list fetches every list the server's capabilities announce. Only tools
-// are required (of a server that announces them): a prompts or resources
-// list that fails — method not found, any other error — is empty, with one
-// warning until it works again, so a server whose optional lists are broken
-// still serves its tools, and one without tools still serves the rest.
-func (u *Upstream) list(ctx context.Context, c *conn) (Lists, error) {
-	l := Lists{Capabilities: c.cs.InitializeResult().Capabilities}
-	caps := l.Capabilities
-	if caps == nil {
-		caps = &mcp.ServerCapabilities{}
-	}
-	var err error
-	if caps.Tools != nil {
-		if l.Tools, err = u.listTools(ctx, c); err != nil {
-			return l, fmt.Errorf("listing tools: %w", err)
-		}
-	}
-	optional := func(method, field, key string) ([]Item, error) {
-		items, err := u.listItems(ctx, c, method, field, key)
-		if err != nil && ctx.Err() != nil {
-			return nil, fmt.Errorf("%s: %w", method, err) // the round timed out or is closing
-		}
-		u.noteOptional(method, err)
-		return items, nil
-	}
-	if caps.Prompts != nil || u.hasPrompts.Load() {
-		if l.Prompts, err = optional("prompts/list", "prompts", "name"); err != nil {
-			return l, err
-		}
-	}
-	if caps.Resources != nil || u.hasResources.Load() {
-		if l.Resources, err = optional("resources/list", "resources", "uri"); err != nil {
-			return l, err
-		}
-		if l.Templates, err = optional("resources/templates/list", "resourceTemplates", "uriTemplate"); err != nil {
-			return l, err
-		}
-	}
-	return l, nil
-}
-
-// noteOptional warns once when an optional list fails, and again only after
-// it worked in between.
-func (u *Upstream) noteOptional(method string, err error) {
-	u.mu.Lock()
-	if u.optFailed == nil {
-		u.optFailed = make(map[string]bool)
-	}
-	warn := err != nil && !u.optFailed[method]
-	u.optFailed[method] = err != nil
-	u.mu.Unlock()
-	if warn {
-		u.log.Warn("optional list failed; serving it empty", "method", method, "err", err)
-	}
-}
-
-// listItems pages through a list method, keying each item by keyField.
-func (u *Upstream) listItems(ctx context.Context, c *conn, method, field, keyField string) ([]Item, error) {
-	var items []Item
-	var cursor string
-	budget := listBudget{method: method}
-	for range maxListPages {
-		var params json.RawMessage
-		if cursor != "" {
-			params, _ = json.Marshal(map[string]string{"cursor": cursor})
-		}
-		raw, err := c.request(ctx, u, method, params, nil)
-		if err != nil {
-			return nil, err
-		}
-		var page map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &page); err != nil {
-			return nil, fmt.Errorf("decoding %s result: %w", method, err)
-		}
-		var list []json.RawMessage
-		if err := json.Unmarshal(page[field], &list); err != nil && page[field] != nil {
-			return nil, fmt.Errorf("decoding %s result: %w", method, err)
-		}
-		if err := budget.spend(len(raw), len(list)); err != nil {
-			return nil, err
-		}
-		for _, it := range list {
-			var head map[string]json.RawMessage
-			var key string
-			if json.Unmarshal(it, &head) != nil || json.Unmarshal(head[keyField], &key) != nil || key == "" {
-				u.log.Warn("ignoring a listed item without a "+keyField, "method", method)
-				continue
-			}
-			items = append(items, Item{Key: key, Raw: it})
-		}
-		cursor = ""
-		_ = json.Unmarshal(page["nextCursor"], &cursor)
-		if cursor == "" {
-			return items, nil
-		}
-	}
-	return nil, fmt.Errorf("%s did not end after %d pages", method, maxListPages)
-}
-
-const maxListPages = 1000
-
-func (u *Upstream) listTools(ctx context.Context, c *conn) ([]Tool, error) {
-	var tools []Tool
-	var cursor string
-	budget := listBudget{method: "tools/list"}
-	for range maxListPages {
-		var params json.RawMessage
-		if cursor != "" {
-			params, _ = json.Marshal(map[string]string{"cursor": cursor})
-		}
-		raw, err := c.request(ctx, u, "tools/list", params, nil)
-		if err != nil {
-			return nil, err
-		}
-		var page struct {
-			Tools      []json.RawMessage `json:"tools"`
-			NextCursor string            `json:"nextCursor"`
-		}
-		if err := json.Unmarshal(raw, &page); err != nil {
-			return nil, fmt.Errorf("decoding tools/list result: %w", err)
-		}
-		if err := budget.spend(len(raw), len(page.Tools)); err != nil {
-			return nil, err
-		}
-		for _, t := range page.Tools {
-			var head struct {
-				Name string `json:"name"`
-			}
-			if err := json.Unmarshal(t, &head); err != nil || head.Name == "" {
-				u.log.Warn("ignoring a tool without a name")
-				continue
-			}
-			tools = append(tools, Tool{Name: head.Name, Raw: t})
-		}
-		if page.NextCursor == "" {
-			return tools, nil
-		}
-		cursor = page.NextCursor
-	}
-	return nil, fmt.Errorf("tools/list did not end after %d pages", maxListPages)
-}
-
-// scope reduces a caller key to the configured session scope.
-func (u *Upstream) scope(k Key) Key {
-	switch u.opts.Scope {
-	case ScopeShared:
-		return Key{Cred: k.Cred, Caps: k.Caps}
-	case ScopeUser:
-		return Key{User: k.User, Cred: k.Cred, Caps: k.Caps}
-	}
-	return k
-}
-
-// CallTool calls tools/call with raw params on the session for key and
-// returns the raw CallToolResult, bounded by CallTimeout.
-func (u *Upstream) CallTool(ctx context.Context, key Key, params json.RawMessage, extra http.Header) (json.RawMessage, error) {
-	if u.opts.CallTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, u.opts.CallTimeout)
-		defer cancel()
-		raw, err := u.Request(ctx, key, "tools/call", params, extra)
-		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			if errors.Is(err, errAllBusy) {
-				return nil, fmt.Errorf("tool call timed out after %s waiting for a free session (all %d are busy)", u.opts.CallTimeout, u.opts.MaxSessions)
-			}
-			return nil, fmt.Errorf("tool call timed out after %s", u.opts.CallTimeout)
-		}
-		return raw, err
-	}
-	return u.Request(ctx, key, "tools/call", params, extra)
-}
-
-// Request sends method with raw params on the session for key and returns
-// the raw result. A JSON-RPC error from the server is returned as
-// *wire.Error; anything else is a transport failure. A request that provably
-// did not reach the server (dead stdio process, expired HTTP session) is
-// retried once on a fresh session.
-//
-// extra, when non-nil, is the complete header set of the caller: it is sent
-// with this request and, when the request opens a new session, with that
-// session's own HTTP requests (initialize, the event stream, DELETE), since
-// servers bind sessions to the credentials that opened them. Callers with
-// different credentials must use different keys (Key.Cred).
-func (u *Upstream) Request(ctx context.Context, key Key, method string, params json.RawMessage, extra http.Header) (json.RawMessage, error) {
-	key = u.scope(key)
-	if extra != nil {
-		ctx = withHeaders(ctx, extra)
-	}
-	for attempt := 0; ; attempt++ {
-		c, err := u.pool.get(ctx, key)
-		if err != nil {
-			return nil, u.scrub(err, extra)
-		}
-		start := time.Now()
-		raw, err := c.request(ctx, u, method, params, extra)
-		if err == nil {
-			u.pool.release(key, c)
-			return raw, nil
-		}
-		var rpcErr *wire.Error
-		if errors.As(err, &rpcErr) {
-			u.pool.release(key, c)
-			return nil, u.scrub(err, extra)
-		}
-		if ctx.Err() != nil {
-			u.pool.release(key, c)
-			return nil, ctx.Err()
-		}
-		notRun := errors.Is(err, errSessionMissing) || errors.Is(err, mcp.ErrSessionMissing) || errors.Is(err, errNotSent) ||
-			(c.proc != nil && c.proc.exitedBefore(start))
-		if notRun || !c.alive() {
-			u.pool.drop(key, c)
-		} else {
-			u.pool.release(key, c)
-		}
-		if notRun && attempt == 0 {
-			u.reconnects.Add(1)
-			u.logFor(ctx).Debug("upstream session gone before the request; reconnecting", "reason", u.scrub(err, extra))
-			continue
-		}
-		return nil, u.scrub(err, extra)
-	}
-}
-
-// logFor is the logger for a line about a call made with ctx: it names the
-// downstream request's id (internal/reqid) when ctx carries one.
-func (u *Upstream) logFor(ctx context.Context) hclog.Logger { return reqid.Logger(ctx, u.log) }
-
-// Notify sends a notification on the session for key, if one is open. It
-// is how a client's notifications/roots/list_changed reaches the servers its
-// calls went to.
-func (u *Upstream) Notify(key Key, method string, params json.RawMessage) {
-	c := u.pool.peek(u.scope(key))
-	if c == nil || !c.alive() {
-		return
-	}
-	if c.direct != nil {
-		body := wire.AppendNotification(nil, method, params)
-		u.async.Go(func() { c.direct.post(body) })
-		return
-	}
-	ctx, cancel := context.WithTimeout(u.ctx, 5*time.Second)
-	defer cancel()
-	_ = c.raw.Connection.Write(ctx, &jsonrpc.Request{Method: method, Params: params})
-}
-
-// Subscribe subscribes to (on) or unsubscribes from a resource URI. Call
-// sessions carry no event stream of their own (it would cost the server work
-// on every call), so subscriptions live on the discovery session, where the
-// server's notifications/resources/updated arrive; they are renewed when
-// that session reconnects. The Handler receives the updates. A 2026-07-28
-// server has no resources/subscribe: each URI is a subscriptions/listen
-// stream of its own, at most MaxResourceListens of them.
-func (u *Upstream) Subscribe(ctx context.Context, uri string, on bool) error {
-	u.subsMu.Lock()
-	if u.subs == nil {
-		u.subs = make(map[string]bool)
-	}
-	if on && !u.subs[uri] && len(u.subs) >= MaxResourceListens && u.Era() >= VersionModern {
-		u.subsMu.Unlock()
-		return fmt.Errorf("mcp-mux holds at most %d resource subscriptions (subscriptions/listen streams) on a 2026-07-28 server", MaxResourceListens)
-	}
-	held := u.subs[uri]
-	if on {
-		u.subs[uri] = true
-	} else {
-		delete(u.subs, uri)
-	}
-	u.subsMu.Unlock()
-	c := u.control.Load()
-	if c == nil || !c.alive() {
-		if on {
-			return errors.New("the server is not connected; the subscription starts when it is")
-		}
-		return nil
-	}
-	err := u.sendSubscribe(ctx, c, uri, on)
-	if err != nil && on && !held {
-		u.subsMu.Lock()
-		delete(u.subs, uri) // refused: it holds no place
-		u.subsMu.Unlock()
-	}
-	return u.scrub(err, nil)
-}
-
-// holdsSubscription reports whether the resources/updated params name a
-// URI that mcp-mux holds a subscription for on this server: a server cannot
-// announce updates of another server's resources.
-func (u *Upstream) holdsSubscription(params json.RawMessage) bool {
-	var p struct {
-		URI string `json:"uri"`
-	}
-	if json.Unmarshal(params, &p) != nil {
-		return false
-	}
-	u.subsMu.Lock()
-	defer u.subsMu.Unlock()
-	return u.subs[p.URI]
-}
-
-func (u *Upstream) sendSubscribe(ctx context.Context, c *conn, uri string, on bool) error {
-	if c.cs.InitializeResult().ProtocolVersion >= VersionModern {
-		return listenResource(ctx, c, uri, on) // modernsubs.go
-	}
-	method := "resources/unsubscribe"
-	if on {
-		method = "resources/subscribe"
-	}
-	params, _ := json.Marshal(map[string]string{"uri": uri})
-	_, err := c.request(ctx, u, method, params, nil)
-	return err
-}
-
-// resubscribe renews the subscriptions on a new discovery session.
-func (u *Upstream) resubscribe(c *conn) {
-	u.subsMu.Lock()
-	uris := make([]string, 0, len(u.subs))
-	for uri := range u.subs {
-		uris = append(uris, uri)
-	}
-	u.subsMu.Unlock()
-	for _, uri := range uris {
-		ctx, cancel := context.WithTimeout(u.ctx, 10*time.Second)
-		if err := u.sendSubscribe(ctx, c, uri, true); err != nil {
-			u.log.Warn("renewing a resource subscription failed", "err", u.scrub(err, nil))
-		}
-		cancel()
-	}
-}
 
 // ReleaseThread closes the call sessions that belong to thread.
 func (u *Upstream) ReleaseThread(thread string) {
@@ -888,207 +365,33 @@ func (u *Upstream) Close() error {
 	return nil
 }
 
-func (u *Upstream) track(cs *mcp.ClientSession, c *conn) {
-	u.connsMu.Lock()
-	u.conns[cs] = c
-	u.connsMu.Unlock()
+// connTable is the open sessions by their SDK session, for the traffic
+// that reaches the SDK (receive) and for Processes.
+type connTable struct {
+	mu sync.Mutex
+	m  map[*mcp.ClientSession]*conn
 }
 
-func (u *Upstream) untrack(cs *mcp.ClientSession) {
-	u.connsMu.Lock()
-	delete(u.conns, cs)
-	u.connsMu.Unlock()
+func (t *connTable) add(cs *mcp.ClientSession, c *conn) {
+	t.mu.Lock()
+	if t.m == nil {
+		t.m = make(map[*mcp.ClientSession]*conn)
+	}
+	t.m[cs] = c
+	t.mu.Unlock()
 }
 
-func (u *Upstream) connOf(cs *mcp.ClientSession) *conn {
-	u.connsMu.Lock()
-	defer u.connsMu.Unlock()
-	return u.conns[cs]
+func (t *connTable) remove(cs *mcp.ClientSession) {
+	t.mu.Lock()
+	delete(t.m, cs)
+	t.mu.Unlock()
 }
 
-// serverRequests are the server-to-client requests forwarded to the caller.
-var serverRequests = map[string]bool{"sampling/createMessage": true, "elicitation/create": true, "roots/list": true}
-
-// forwardedNotifications are passed to the Handler.
-var forwardedNotifications = map[string]bool{"notifications/progress": true, "notifications/message": true, "notifications/resources/updated": true}
-
-// receive is the SDK client's receiving middleware: it hands server-to-client
-// traffic that reached the SDK to the Handler. On stdio and SSE the forwarded
-// requests and notifications are taken off the connection before the SDK sees
-// them (rawTransport), and on HTTP a call's traffic rides its own stream
-// (onStreamMessage); what is left is the traffic of SDK-owned HTTP streams.
-func (u *Upstream) receive(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if !serverRequests[method] && !forwardedNotifications[method] {
-			return next(ctx, method, req)
-		}
-		cs, _ := req.GetSession().(*mcp.ClientSession)
-		c := u.connOf(cs)
-		if c == nil {
-			c = &conn{control: true}
-		}
-		params, err := sdkParams(req.GetParams())
-		if err != nil {
-			return nil, err
-		}
-		if forwardedNotifications[method] {
-			u.onNotification(c, method, params)
-			return nil, nil
-		}
-		base := c.callCtx()
-		if base == nil {
-			base = context.WithoutCancel(ctx)
-		}
-		rctx, stop := mergeCancel(base, ctx)
-		raw, err := u.answer(rctx, c, method, params)
-		stop()
-		if err != nil {
-			var we *wire.Error
-			if errors.As(err, &we) {
-				return nil, &jsonrpc.Error{Code: we.Code, Message: we.Message, Data: we.Data}
-			}
-			return nil, err
-		}
-		return &rawResult{raw: raw}, nil
-	}
+func (t *connTable) of(cs *mcp.ClientSession) *conn {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.m[cs]
 }
-
-// sdkParams re-encodes params the SDK decoded, leaving out what was absent
-// (the SDK's structs would say null, or "" for a missing elicitation mode).
-func sdkParams(p mcp.Params) (json.RawMessage, error) {
-	if p == nil || reflect.ValueOf(p).IsNil() {
-		return nil, nil
-	}
-	b, err := json.Marshal(p)
-	if err != nil {
-		return nil, err
-	}
-	if ep, ok := p.(*mcp.ElicitParams); ok && ep.Mode == "" {
-		var m map[string]json.RawMessage
-		if json.Unmarshal(b, &m) == nil {
-			delete(m, "mode")
-			b, _ = json.Marshal(m)
-		}
-	}
-	return b, nil
-}
-
-// answer handles one server-to-client request arriving on c. params are the
-// server's bytes; the result is the client's.
-func (u *Upstream) answer(ctx context.Context, c *conn, method string, params json.RawMessage) (json.RawMessage, error) {
-	switch {
-	case method == "ping":
-		return json.RawMessage(`{}`), nil
-	case c.control && method == "roots/list":
-		// No client stands behind the discovery session: it has no roots.
-		return json.RawMessage(`{"roots":[]}`), nil
-	case serverRequests[method] && !c.control && u.opts.Handler != nil:
-		return u.opts.Handler.ServerRequest(ctx, c.key, method, params)
-	}
-	return nil, &wire.Error{Code: jsonrpc.CodeMethodNotFound, Message: method + " is not available on this session"}
-}
-
-// onRawRequest answers a server request rawTransport took off a stdio or SSE
-// connection, in the background; the server may cancel it.
-func (u *Upstream) onRawRequest(c *conn, rc *rawConn, id jsonrpc.ID, method string, params json.RawMessage) {
-	base := c.callCtx()
-	if base == nil {
-		base = u.ctx
-	}
-	ctx, stop := mergeCancel(base, u.ctx)
-	key := rawID(id)
-	r := c.trackServerRequest(key, stop)
-	u.async.Go(func() {
-		defer c.finishServerRequest(key, r)
-		raw, err := u.answer(ctx, c, method, params)
-		rc.respond(id, raw, err)
-	})
-}
-
-// onRawCancelled ends the answering of a server request the server cancelled.
-func (c *conn) onRawCancelled(id string) bool {
-	c.mu.Lock()
-	_, ok := c.serverReqs[id]
-	c.mu.Unlock()
-	if ok {
-		c.cancelServerRequest(id)
-	}
-	return ok
-}
-
-// onNotification delivers a forwarded notification read off c.
-func (u *Upstream) onNotification(c *conn, method string, params json.RawMessage) {
-	if u.opts.Handler == nil || (c.control && method != "notifications/resources/updated") {
-		return
-	}
-	var ctx context.Context
-	switch method {
-	case "notifications/resources/updated":
-		if !u.holdsSubscription(params) {
-			return // a URI mcp-mux did not subscribe to on this server
-		}
-		params = dropSubscriptionID(params)
-	case "notifications/progress":
-		if ctx = c.progress.call(params); ctx == nil {
-			return // not a call this session carries (progress.go)
-		}
-	}
-	if ctx == nil {
-		ctx = c.callCtx()
-	}
-	if ctx == nil {
-		ctx = u.ctx
-	}
-	u.opts.Handler.ServerNotification(ctx, c.key, method, params)
-}
-
-// onStreamMessage handles a notification or request that arrived on the
-// stream of a call made with ctx on c (HTTP fast path).
-func (u *Upstream) onStreamMessage(ctx context.Context, c *conn, m *wire.Message) {
-	switch {
-	case m.IsNotification() && m.Method == "notifications/progress":
-		// Progress may name any call of this session, not just this stream's.
-		if ctx := c.progress.call(m.Params); ctx != nil && u.opts.Handler != nil && !c.control {
-			u.opts.Handler.ServerNotification(ctx, c.key, m.Method, m.Params)
-		}
-	case m.IsNotification() && m.Method == "notifications/cancelled":
-		var p struct {
-			RequestID json.RawMessage `json:"requestId"`
-		}
-		if json.Unmarshal(m.Params, &p) == nil {
-			c.cancelServerRequest(string(p.RequestID))
-		}
-	case m.IsNotification():
-		if forwardedNotifications[m.Method] && u.opts.Handler != nil && !c.control {
-			u.opts.Handler.ServerNotification(ctx, c.key, m.Method, m.Params)
-		}
-	case m.IsCall():
-		ctx, cancel := context.WithCancel(ctx)
-		id := string(m.ID)
-		r := c.trackServerRequest(id, cancel)
-		u.async.Go(func() {
-			defer c.finishServerRequest(id, r)
-			raw, err := u.answer(ctx, c, m.Method, m.Params)
-			c.direct.respond(m.ID, raw, err)
-		})
-	}
-}
-
-// mergeCancel returns a context with a's values that ends when either ends.
-// Call stop when done with it.
-func mergeCancel(a, b context.Context) (ctx context.Context, stop func()) {
-	ctx, cancel := context.WithCancel(a)
-	unwatch := context.AfterFunc(b, cancel)
-	return ctx, func() { unwatch(); cancel() }
-}
-
-// rawResult is a client-side result passed through as bytes.
-type rawResult struct {
-	mcp.ResultBase
-	raw json.RawMessage
-}
-
-func (r *rawResult) MarshalJSON() ([]byte, error) { return r.raw, nil }
 
 // staticHeaders adds a session's headers to every SDK request: the ones its
 // context carries (the credentials of whoever opened it), else the static ones.

@@ -1,0 +1,123 @@
+// Calls: requests and notifications a caller sends on its pooled session.
+
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/internal/reqid"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
+)
+
+// scope reduces a caller key to the configured session scope.
+func (o *Options) scope(k Key) Key {
+	switch o.Scope {
+	case ScopeShared:
+		return Key{Cred: k.Cred, Caps: k.Caps}
+	case ScopeUser:
+		return Key{User: k.User, Cred: k.Cred, Caps: k.Caps}
+	}
+	return k
+}
+
+// CallTool calls tools/call with raw params on the session for key and
+// returns the raw CallToolResult, bounded by CallTimeout.
+func (u *Upstream) CallTool(ctx context.Context, key Key, params json.RawMessage, extra http.Header) (json.RawMessage, error) {
+	if u.opts.CallTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, u.opts.CallTimeout)
+		defer cancel()
+		raw, err := u.Request(ctx, key, "tools/call", params, extra)
+		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			if errors.Is(err, errAllBusy) {
+				return nil, fmt.Errorf("tool call timed out after %s waiting for a free session (all %d are busy)", u.opts.CallTimeout, u.opts.MaxSessions)
+			}
+			return nil, fmt.Errorf("tool call timed out after %s", u.opts.CallTimeout)
+		}
+		return raw, err
+	}
+	return u.Request(ctx, key, "tools/call", params, extra)
+}
+
+// Request sends method with raw params on the session for key and returns
+// the raw result. A JSON-RPC error from the server is returned as
+// *wire.Error; anything else is a transport failure. A request that provably
+// did not reach the server (dead stdio process, expired HTTP session) is
+// retried once on a fresh session.
+//
+// extra, when non-nil, is the complete header set of the caller: it is sent
+// with this request and, when the request opens a new session, with that
+// session's own HTTP requests (initialize, the event stream, DELETE), since
+// servers bind sessions to the credentials that opened them. Callers with
+// different credentials must use different keys (Key.Cred).
+func (u *Upstream) Request(ctx context.Context, key Key, method string, params json.RawMessage, extra http.Header) (json.RawMessage, error) {
+	key = u.opts.scope(key)
+	if extra != nil {
+		ctx = withHeaders(ctx, extra)
+	}
+	for attempt := 0; ; attempt++ {
+		c, err := u.pool.get(ctx, key)
+		if err != nil {
+			return nil, u.scrub(err, extra)
+		}
+		start := time.Now()
+		raw, err := c.request(ctx, u, method, params, extra)
+		if err == nil {
+			u.pool.release(key, c)
+			return raw, nil
+		}
+		var rpcErr *wire.Error
+		if errors.As(err, &rpcErr) {
+			u.pool.release(key, c)
+			return nil, u.scrub(err, extra)
+		}
+		if ctx.Err() != nil {
+			u.pool.release(key, c)
+			return nil, ctx.Err()
+		}
+		notRun := errors.Is(err, errSessionMissing) || errors.Is(err, mcp.ErrSessionMissing) || errors.Is(err, errNotSent) ||
+			(c.proc != nil && c.proc.exitedBefore(start))
+		if notRun || !c.alive() {
+			u.pool.drop(key, c)
+		} else {
+			u.pool.release(key, c)
+		}
+		if notRun && attempt == 0 {
+			u.reconnects.Add(1)
+			u.logFor(ctx).Debug("upstream session gone before the request; reconnecting", "reason", u.scrub(err, extra))
+			continue
+		}
+		return nil, u.scrub(err, extra)
+	}
+}
+
+// logFor is the logger for a line about a call made with ctx: it names the
+// downstream request's id (internal/reqid) when ctx carries one.
+func (u *Upstream) logFor(ctx context.Context) hclog.Logger { return reqid.Logger(ctx, u.log) }
+
+// Notify sends a notification on the session for key, if one is open. It
+// is how a client's notifications/roots/list_changed reaches the servers its
+// calls went to.
+func (u *Upstream) Notify(key Key, method string, params json.RawMessage) {
+	c := u.pool.peek(u.opts.scope(key))
+	if c == nil || !c.alive() {
+		return
+	}
+	if c.direct != nil {
+		body := wire.AppendNotification(nil, method, params)
+		u.async.Go(func() { c.direct.post(body) })
+		return
+	}
+	ctx, cancel := context.WithTimeout(u.ctx, 5*time.Second)
+	defer cancel()
+	_ = c.raw.Connection.Write(ctx, &jsonrpc.Request{Method: method, Params: params})
+}

@@ -1,0 +1,201 @@
+// Server-to-client traffic: the requests a server sends its client
+// (sampling, elicitation, roots) and the notifications forwarded to the
+// Handler, from the SDK, a raw stdio/SSE connection or a call's HTTP stream.
+
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/internal/wire"
+)
+
+// serverRequests are the server-to-client requests forwarded to the caller.
+var serverRequests = map[string]bool{"sampling/createMessage": true, "elicitation/create": true, "roots/list": true}
+
+// forwardedNotifications are passed to the Handler.
+var forwardedNotifications = map[string]bool{"notifications/progress": true, "notifications/message": true, "notifications/resources/updated": true}
+
+// receive is the SDK client's receiving middleware: it hands server-to-client
+// traffic that reached the SDK to the Handler. On stdio and SSE the forwarded
+// requests and notifications are taken off the connection before the SDK sees
+// them (rawTransport), and on HTTP a call's traffic rides its own stream
+// (onStreamMessage); what is left is the traffic of SDK-owned HTTP streams.
+func (u *Upstream) receive(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if !serverRequests[method] && !forwardedNotifications[method] {
+			return next(ctx, method, req)
+		}
+		cs, _ := req.GetSession().(*mcp.ClientSession)
+		c := u.conns.of(cs)
+		if c == nil {
+			c = &conn{control: true}
+		}
+		params, err := sdkParams(req.GetParams())
+		if err != nil {
+			return nil, err
+		}
+		if forwardedNotifications[method] {
+			u.onNotification(c, method, params)
+			return nil, nil
+		}
+		base := c.callCtx()
+		if base == nil {
+			base = context.WithoutCancel(ctx)
+		}
+		rctx, stop := mergeCancel(base, ctx)
+		raw, err := u.answer(rctx, c, method, params)
+		stop()
+		if err != nil {
+			var we *wire.Error
+			if errors.As(err, &we) {
+				return nil, &jsonrpc.Error{Code: we.Code, Message: we.Message, Data: we.Data}
+			}
+			return nil, err
+		}
+		return &rawResult{raw: raw}, nil
+	}
+}
+
+// sdkParams re-encodes params the SDK decoded, leaving out what was absent
+// (the SDK's structs would say null, or "" for a missing elicitation mode).
+func sdkParams(p mcp.Params) (json.RawMessage, error) {
+	if p == nil || reflect.ValueOf(p).IsNil() {
+		return nil, nil
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	if ep, ok := p.(*mcp.ElicitParams); ok && ep.Mode == "" {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(b, &m) == nil {
+			delete(m, "mode")
+			b, _ = json.Marshal(m)
+		}
+	}
+	return b, nil
+}
+
+// answer handles one server-to-client request arriving on c. params are the
+// server's bytes; the result is the client's.
+func (u *Upstream) answer(ctx context.Context, c *conn, method string, params json.RawMessage) (json.RawMessage, error) {
+	switch {
+	case method == "ping":
+		return json.RawMessage(`{}`), nil
+	case c.control && method == "roots/list":
+		// No client stands behind the discovery session: it has no roots.
+		return json.RawMessage(`{"roots":[]}`), nil
+	case serverRequests[method] && !c.control && u.opts.Handler != nil:
+		return u.opts.Handler.ServerRequest(ctx, c.key, method, params)
+	}
+	return nil, &wire.Error{Code: jsonrpc.CodeMethodNotFound, Message: method + " is not available on this session"}
+}
+
+// onRawRequest answers a server request rawTransport took off a stdio or SSE
+// connection, in the background; the server may cancel it.
+func (u *Upstream) onRawRequest(c *conn, rc *rawConn, id jsonrpc.ID, method string, params json.RawMessage) {
+	base := c.callCtx()
+	if base == nil {
+		base = u.ctx
+	}
+	ctx, stop := mergeCancel(base, u.ctx)
+	key := rawID(id)
+	r := c.trackServerRequest(key, stop)
+	u.async.Go(func() {
+		defer c.finishServerRequest(key, r)
+		raw, err := u.answer(ctx, c, method, params)
+		rc.respond(id, raw, err)
+	})
+}
+
+// onRawCancelled ends the answering of a server request the server cancelled.
+func (c *conn) onRawCancelled(id string) bool {
+	c.mu.Lock()
+	_, ok := c.serverReqs[id]
+	c.mu.Unlock()
+	if ok {
+		c.cancelServerRequest(id)
+	}
+	return ok
+}
+
+// onNotification delivers a forwarded notification read off c.
+func (u *Upstream) onNotification(c *conn, method string, params json.RawMessage) {
+	if u.opts.Handler == nil || (c.control && method != "notifications/resources/updated") {
+		return
+	}
+	var ctx context.Context
+	switch method {
+	case "notifications/resources/updated":
+		if !u.subs.holds(params) {
+			return // a URI mcp-mux did not subscribe to on this server
+		}
+		params = dropSubscriptionID(params)
+	case "notifications/progress":
+		if ctx = c.progress.call(params); ctx == nil {
+			return // not a call this session carries (progress.go)
+		}
+	}
+	if ctx == nil {
+		ctx = c.callCtx()
+	}
+	if ctx == nil {
+		ctx = u.ctx
+	}
+	u.opts.Handler.ServerNotification(ctx, c.key, method, params)
+}
+
+// onStreamMessage handles a notification or request that arrived on the
+// stream of a call made with ctx on c (HTTP fast path).
+func (u *Upstream) onStreamMessage(ctx context.Context, c *conn, m *wire.Message) {
+	switch {
+	case m.IsNotification() && m.Method == "notifications/progress":
+		// Progress may name any call of this session, not just this stream's.
+		if ctx := c.progress.call(m.Params); ctx != nil && u.opts.Handler != nil && !c.control {
+			u.opts.Handler.ServerNotification(ctx, c.key, m.Method, m.Params)
+		}
+	case m.IsNotification() && m.Method == "notifications/cancelled":
+		var p struct {
+			RequestID json.RawMessage `json:"requestId"`
+		}
+		if json.Unmarshal(m.Params, &p) == nil {
+			c.cancelServerRequest(string(p.RequestID))
+		}
+	case m.IsNotification():
+		if forwardedNotifications[m.Method] && u.opts.Handler != nil && !c.control {
+			u.opts.Handler.ServerNotification(ctx, c.key, m.Method, m.Params)
+		}
+	case m.IsCall():
+		ctx, cancel := context.WithCancel(ctx)
+		id := string(m.ID)
+		r := c.trackServerRequest(id, cancel)
+		u.async.Go(func() {
+			defer c.finishServerRequest(id, r)
+			raw, err := u.answer(ctx, c, m.Method, m.Params)
+			c.direct.respond(m.ID, raw, err)
+		})
+	}
+}
+
+// mergeCancel returns a context with a's values that ends when either ends.
+// Call stop when done with it.
+func mergeCancel(a, b context.Context) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(a)
+	unwatch := context.AfterFunc(b, cancel)
+	return ctx, func() { unwatch(); cancel() }
+}
+
+// rawResult is a client-side result passed through as bytes.
+type rawResult struct {
+	mcp.ResultBase
+	raw json.RawMessage
+}
+
+func (r *rawResult) MarshalJSON() ([]byte, error) { return r.raw, nil }
