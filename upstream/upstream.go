@@ -33,6 +33,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/reqid"
 	"github.com/mcp-mux/mcp-mux/internal/via"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 	"github.com/mcp-mux/mcp-mux/secret"
 )
 
@@ -949,7 +950,7 @@ func (u *Upstream) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 			return nil, err
 		}
-		return &rawResult{raw: raw}, nil
+		return &mcpwire.RawResult{Raw: raw}, nil
 	}
 }
 
@@ -1081,14 +1082,6 @@ func mergeCancel(a, b context.Context) (ctx context.Context, stop func()) {
 	unwatch := context.AfterFunc(b, cancel)
 	return ctx, func() { unwatch(); cancel() }
 }
-
-// rawResult is a client-side result passed through as bytes.
-type rawResult struct {
-	mcp.ResultBase
-	raw json.RawMessage
-}
-
-func (r *rawResult) MarshalJSON() ([]byte, error) { return r.raw, nil }
 
 // staticHeaders adds a session's headers to every SDK request: the ones its
 // context carries (the credentials of whoever opened it), else the static ones.
