@@ -1,7 +1,9 @@
 package headers
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
+	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/secret"
 )
 
@@ -23,9 +26,10 @@ type endpoint struct {
 	authMethods []string // token_endpoint_auth_methods_supported
 }
 
-// probeBody is a JSON-RPC ping: a harmless request for the unauthenticated
-// probe, which a protected server answers with 401 before looking at it.
-const probeBody = `{"jsonrpc":"2.0","id":"mcp-mux-oauth-discovery","method":"ping"}`
+// probeID is the id of the probe's JSON-RPC ping: a harmless request for the
+// unauthenticated probe, which a protected server answers with 401 before
+// looking at it.
+const probeID = `"mcp-mux-oauth-discovery"`
 
 // discover finds the token endpoint of the server at ResourceURL the way the
 // MCP authorization spec (2025-11-25) says, with go-sdk's oauthex and auth
@@ -70,7 +74,7 @@ func (s *tokenSource) discover(ctx context.Context) (endpoint, error) {
 // probe sends the unauthenticated request and returns the WWW-Authenticate
 // challenges of a 401 (none for any other answer).
 func (s *tokenSource) probe(ctx context.Context, resourceURL string) ([]oauthex.Challenge, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, resourceURL, strings.NewReader(probeBody))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, resourceURL, bytes.NewReader(wire.AppendRequest(nil, json.RawMessage(probeID), "ping", nil)))
 	if err != nil {
 		return nil, fmt.Errorf("probing %s: %w", secret.RedactURL(resourceURL), err)
 	}

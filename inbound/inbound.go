@@ -23,6 +23,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 )
 
 // Modes of caller identification.
@@ -319,12 +321,9 @@ func (a *Authenticator) Challenge(w http.ResponseWriter, r *http.Request, err er
 		c += fmt.Sprintf(`, error="invalid_token", resource_metadata="%s://%s%s"`, scheme, r.Host, MetadataPath)
 	}
 	w.Header().Set("WWW-Authenticate", c)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusUnauthorized)
 	msg := "unauthenticated"
 	if err != nil {
 		msg = err.Error()
 	}
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": -32001, "message": msg}})
-	_, _ = w.Write(b)
+	mcpwire.WriteError(w, http.StatusUnauthorized, nil, -32001, msg, nil)
 }

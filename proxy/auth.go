@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/mcp-mux/mcp-mux/headers"
+	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 )
 
 // userHeader carries the authenticated user id from the HTTP layer to MCP
@@ -51,15 +52,8 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 }
 
 // writeRPCError answers with a JSON-RPC error for the request id (nil: null).
-func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	var rid any
-	if id != nil {
-		rid = id
-	}
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": rid, "error": map[string]any{"code": code, "message": msg}})
-	_, _ = w.Write(b)
+func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code int64, msg string) {
+	mcpwire.WriteError(w, status, id, code, msg, nil)
 }
 
 // requestID returns the id of the JSON-RPC request a refused POST carried, or

@@ -148,11 +148,11 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, st *session, m
 		var je *jsonrpc.Error
 		switch {
 		case errors.As(err, &je):
-			b = wire.AppendError((*out)[:0], m.ID, je.Code, je.Message)
+			b = wire.AppendError((*out)[:0], m.ID, je.Code, je.Message, nil)
 		case errors.Is(err, context.Canceled):
-			b = wire.AppendError((*out)[:0], m.ID, jsonrpc.CodeInternalError, "request cancelled")
+			b = wire.AppendError((*out)[:0], m.ID, jsonrpc.CodeInternalError, "request cancelled", nil)
 		default:
-			b = wire.AppendError((*out)[:0], m.ID, jsonrpc.CodeInternalError, "internal error")
+			b = wire.AppendError((*out)[:0], m.ID, jsonrpc.CodeInternalError, "internal error", nil)
 		}
 	} else {
 		b = wire.AppendResult((*out)[:0], m.ID, raw)

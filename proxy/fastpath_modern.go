@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -15,6 +14,7 @@ import (
 	sjson "github.com/segmentio/encoding/json"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
@@ -347,12 +347,12 @@ func (s *Server) modernFastCall(w http.ResponseWriter, r *http.Request, rq moder
 			if err != nil {
 				return nil, err
 			}
-			return &rawResult{raw: raw}, nil
+			return &mcpwire.RawResult{Raw: raw}, nil
 		})
 		var res mcp.Result
 		if res, err = s.await(ctx, st, pc); err == nil {
-			if rr, ok := res.(*rawResult); ok {
-				raw = rr.raw
+			if rr, ok := res.(*mcpwire.RawResult); ok {
+				raw = rr.Raw
 			} else {
 				raw, err = json.Marshal(res)
 			}
@@ -433,7 +433,7 @@ func (s *Server) modernFinish(f *fastSink, id json.RawMessage, raw json.RawMessa
 		case errors.Is(err, context.Canceled):
 			msg = "request cancelled"
 		}
-		b = appendErrorData((*out)[:0], id, code, msg, data)
+		b = wire.AppendError((*out)[:0], id, code, msg, data)
 		status = modernErrorStatus(code)
 	} else {
 		b = wire.AppendResult((*out)[:0], id, raw)
@@ -452,24 +452,4 @@ func modernErrorStatus(code int64) int {
 		return http.StatusBadRequest
 	}
 	return http.StatusOK
-}
-
-// appendErrorData appends an error response as the SDK encodes it: the
-// message without HTML escapes, the error's data when it has any.
-func appendErrorData(dst []byte, id json.RawMessage, code int64, msg string, data json.RawMessage) []byte {
-	var m bytes.Buffer
-	enc := json.NewEncoder(&m)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(msg) // a string: cannot fail
-	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
-	dst = append(dst, id...)
-	dst = append(dst, `,"error":{"code":`...)
-	dst = strconv.AppendInt(dst, code, 10)
-	dst = append(dst, `,"message":`...)
-	dst = append(dst, bytes.TrimRight(m.Bytes(), "\n")...)
-	if len(data) > 0 {
-		dst = append(dst, `,"data":`...)
-		dst = append(dst, data...)
-	}
-	return append(dst, "}}"...)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
@@ -146,8 +147,8 @@ func (s *Server) receiveModern(ctx context.Context, ss *mcp.ServerSession, metho
 	switch method {
 	case "tools/call", "prompts/get", "resources/read":
 		res, err := s.modernCall(ctx, st, method, req, next)
-		if rr, ok := res.(*rawResult); ok && err == nil {
-			return &rawResult{raw: s.modernResult(method, rr.raw)}, nil
+		if rr, ok := res.(*mcpwire.RawResult); ok && err == nil {
+			return &mcpwire.RawResult{Raw: s.modernResult(method, rr.Raw)}, nil
 		}
 		return res, err
 	case "server/discover":
@@ -167,8 +168,8 @@ func (s *Server) receiveModern(ctx context.Context, ss *mcp.ServerSession, metho
 		return s.taskMethod(ctx, st, method, req) // modern_tasks.go
 	}
 	res, err := s.dispatch(ctx, st, method, req, next)
-	if rr, ok := res.(*rawResult); ok && err == nil {
-		return &rawResult{raw: s.modernResult(method, rr.raw)}, nil
+	if rr, ok := res.(*mcpwire.RawResult); ok && err == nil {
+		return &mcpwire.RawResult{Raw: s.modernResult(method, rr.Raw)}, nil
 	}
 	return res, err
 }

@@ -90,7 +90,7 @@ func (s *Server) refuseParamMismatch(w http.ResponseWriter, r *http.Request, id 
 	if !errors.As(err, &we) {
 		we = &wire.Error{Code: codeHeaderMismatch, Message: err.Error()}
 	}
-	writeRPCError(w, http.StatusBadRequest, id, int(we.Code), we.Message)
+	writeRPCError(w, http.StatusBadRequest, id, we.Code, we.Message)
 	return true
 }
 

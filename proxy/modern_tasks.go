@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
@@ -89,7 +90,7 @@ type taskParams struct {
 // receiveModern): the extension is not part of the legacy era.
 func (s *Server) registerTaskMethods() {
 	for _, m := range []string{"tasks/get", "tasks/update", "tasks/cancel"} {
-		_ = mcp.AddReceivingCustomMethod(s.sdk, m, func(context.Context, *mcp.ServerSession, *taskParams) (*rawResult, error) {
+		_ = mcp.AddReceivingCustomMethod(s.sdk, m, func(context.Context, *mcp.ServerSession, *taskParams) (*mcpwire.RawResult, error) {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: m + " is a 2026-07-28 method (the " + tasksExtension + " extension)"}
 		})
 	}
@@ -276,7 +277,7 @@ func (s *Server) taskMethod(ctx context.Context, st *session, method string, req
 	if err != nil {
 		return nil, err
 	}
-	return &rawResult{raw: s.modernResult(method, raw)}, nil
+	return &mcpwire.RawResult{Raw: s.modernResult(method, raw)}, nil
 }
 
 // localTaskMethod serves a durable task of the caller.
@@ -331,7 +332,7 @@ func (s *Server) passedTaskMethod(ctx context.Context, st *session, method strin
 	if err != nil {
 		return nil, err
 	}
-	raw := res.(*rawResult).raw
+	raw := res.(*mcpwire.RawResult).Raw
 	if method == "tasks/get" {
 		return withTaskID(raw, remote, p.TaskID), nil
 	}

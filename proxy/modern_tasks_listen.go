@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
 )
 
@@ -94,9 +95,7 @@ func (s *Server) grantTasks(ctx context.Context, user string, ids []string) []st
 
 // writeJSONRPCError answers a request with a JSON-RPC error (HTTP 200).
 func writeJSONRPCError(w http.ResponseWriter, id json.RawMessage, e *jsonrpc.Error) {
-	w.Header().Set("Content-Type", "application/json")
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": e})
-	_, _ = w.Write(b)
+	mcpwire.WriteError(w, http.StatusOK, id, e.Code, e.Message, e.Data)
 }
 
 // taskEvent sends a task event to the listeners granted its task: the

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 )
 
 // Multi-round-trip requests (2026-07-28) across eras.
@@ -386,7 +387,7 @@ func (s *Server) await(ctx context.Context, st *session, pc *parkedCall) (mcp.Re
 			pc.cancel()
 			return nil, err
 		}
-		return &rawResult{raw: inputRequiredResult(reqs, s.rt.Load().states.seal(stateEnvelope{
+		return &mcpwire.RawResult{Raw: inputRequiredResult(reqs, s.rt.Load().states.seal(stateEnvelope{
 			Caller: pc.user, Server: pc.server, Target: pc.target, Park: pc.id, Replica: s.replica}))}, nil
 	}
 }
@@ -396,13 +397,13 @@ func (s *Server) parkedResult(st *session, pc *parkedCall) (mcp.Result, error) {
 	if pc.err != nil {
 		return nil, pc.err
 	}
-	if rr, ok := pc.res.(*rawResult); ok {
-		if ir, ok := asInputRequired(rr.raw); ok {
+	if rr, ok := pc.res.(*mcpwire.RawResult); ok {
+		if ir, ok := asInputRequired(rr.Raw); ok {
 			raw, err := s.sealInputRequired(st, pc.server, pc.target, ir)
 			if err != nil {
 				return nil, err
 			}
-			return &rawResult{raw: raw}, nil
+			return &mcpwire.RawResult{Raw: raw}, nil
 		}
 	}
 	return pc.res, nil

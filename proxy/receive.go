@@ -15,6 +15,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/headers"
 	"github.com/mcp-mux/mcp-mux/interceptor"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
@@ -23,14 +24,6 @@ const (
 	defaultUser   = "default"
 	notifyTimeout = 10 * time.Second
 )
-
-// rawResult sends bytes to the client exactly as an upstream produced them.
-type rawResult struct {
-	mcp.ResultBase
-	raw json.RawMessage
-}
-
-func (r *rawResult) MarshalJSON() ([]byte, error) { return r.raw, nil }
 
 var errBadCursor = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid cursor"}
 
@@ -89,7 +82,7 @@ func (s *Server) dispatch(ctx context.Context, st *session, method string, req m
 		}
 		return next(ctx, method, req)
 	case "tools/list":
-		return &rawResult{raw: s.toolsList(st, cat)}, nil
+		return &mcpwire.RawResult{Raw: s.toolsList(st, cat)}, nil
 	case "tools/call":
 		r := req.(*mcp.CallToolRequest)
 		var meta json.RawMessage
@@ -102,7 +95,7 @@ func (s *Server) dispatch(ctx context.Context, st *session, method string, req m
 		if err != nil {
 			return nil, err
 		}
-		return &rawResult{raw: raw}, nil
+		return &mcpwire.RawResult{Raw: raw}, nil
 	case "prompts/list":
 		return pageResult(cat.res.promptList, "prompts", cursorOf(req), s.opts.PageSize)
 	case "resources/list":
@@ -136,7 +129,7 @@ func (s *Server) dispatch(ctx context.Context, st *session, method string, req m
 		if err := s.subscribe(ctx, st, b, uri, method == "resources/subscribe"); err != nil {
 			return nil, s.rpcError(ctx, b, method, err)
 		}
-		return &rawResult{raw: json.RawMessage(`{}`)}, nil
+		return &mcpwire.RawResult{Raw: json.RawMessage(`{}`)}, nil
 	case "completion/complete":
 		p, _ := req.GetParams().(*mcp.CompleteParams)
 		if p == nil || p.Ref == nil {
@@ -195,7 +188,7 @@ func pageResult(items []json.RawMessage, field, cursor string, size int) (mcp.Re
 	if err != nil {
 		return nil, err
 	}
-	return &rawResult{raw: raw}, nil
+	return &mcpwire.RawResult{Raw: raw}, nil
 }
 
 // forward sends a request to the server that owns it, on the caller's
@@ -241,7 +234,7 @@ func (s *Server) forward(ctx context.Context, st *session, req mcp.Request, b *b
 	if err != nil {
 		return nil, s.rpcError(ctx, b, method, err)
 	}
-	return &rawResult{raw: res}, nil
+	return &mcpwire.RawResult{Raw: res}, nil
 }
 
 // rpcError passes an upstream JSON-RPC error through and turns anything else

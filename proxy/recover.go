@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
@@ -158,9 +159,7 @@ func (g *panicGuard) catchHTTP(w http.ResponseWriter, body []byte) {
 	g.note(whereHTTP, p)
 	var m wire.Message
 	if len(body) > 0 && wire.Decode(body, &m) == nil && m.IsCall() {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write(wire.AppendError(nil, m.ID, errPanicked.Code, errPanicked.Message))
+		mcpwire.WriteError(w, http.StatusOK, m.ID, errPanicked.Code, errPanicked.Message, nil)
 		return
 	}
 	http.Error(w, "internal error", http.StatusInternalServerError)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/config"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
@@ -171,13 +172,13 @@ func (s *Server) taskResource(ctx context.Context, st *session, method, uri stri
 		if err != nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the durable task store is unavailable"}
 		}
-		return &rawResult{raw: raw}, nil
+		return &mcpwire.RawResult{Raw: raw}, nil
 	case "resources/subscribe":
 		st.subscribe(uri, true)
 	default:
 		st.subscribe(uri, false)
 	}
-	return &rawResult{raw: json.RawMessage(`{}`)}, nil
+	return &mcpwire.RawResult{Raw: json.RawMessage(`{}`)}, nil
 }
 
 // taskEvent delivers one task event to this replica's sessions of its

@@ -335,7 +335,7 @@ func (d *direct) respond(id json.RawMessage, result json.RawMessage, err error) 
 		if errors.As(err, &we) {
 			code, msg = we.Code, we.Message
 		}
-		body = wire.AppendError(nil, id, code, msg)
+		body = wire.AppendError(nil, id, code, msg, nil)
 	} else {
 		body = wire.AppendResult(nil, id, result)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 )
 
 // serverRequests are the server-to-client requests forwarded to the caller.
@@ -59,7 +60,7 @@ func (u *Upstream) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 			return nil, err
 		}
-		return &rawResult{raw: raw}, nil
+		return &mcpwire.RawResult{Raw: raw}, nil
 	}
 }
 
@@ -191,11 +192,3 @@ func mergeCancel(a, b context.Context) (ctx context.Context, stop func()) {
 	unwatch := context.AfterFunc(b, cancel)
 	return ctx, func() { unwatch(); cancel() }
 }
-
-// rawResult is a client-side result passed through as bytes.
-type rawResult struct {
-	mcp.ResultBase
-	raw json.RawMessage
-}
-
-func (r *rawResult) MarshalJSON() ([]byte, error) { return r.raw, nil }

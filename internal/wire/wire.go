@@ -134,10 +134,12 @@ func AppendResult(dst []byte, id json.RawMessage, result []byte) []byte {
 	return append(dst, '}')
 }
 
-// AppendError appends an encoded error response.
-func AppendError(dst []byte, id json.RawMessage, code int64, msg string) []byte {
+// AppendError appends an encoded error response as go-sdk encodes it: a
+// null id when id is nil or not valid JSON, the message without HTML escapes, and data when
+// there is any.
+func AppendError(dst []byte, id json.RawMessage, code int64, msg string, data json.RawMessage) []byte {
 	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
-	if id == nil {
+	if id == nil || !json.Valid(id) {
 		dst = append(dst, "null"...)
 	} else {
 		dst = append(dst, id...)
@@ -146,6 +148,10 @@ func AppendError(dst []byte, id json.RawMessage, code int64, msg string) []byte 
 	dst = strconv.AppendInt(dst, code, 10)
 	dst = append(dst, `,"message":`...)
 	dst = appendJSONString(dst, msg)
+	if len(data) > 0 {
+		dst = append(dst, `,"data":`...)
+		dst = append(dst, data...)
+	}
 	return append(dst, "}}"...)
 }
 
@@ -155,11 +161,6 @@ func ToolError(text string) json.RawMessage {
 	b = append(b, `{"content":[{"type":"text","text":`...)
 	b = appendJSONString(b, text)
 	return append(b, `}],"isError":true}`...)
-}
-
-func appendJSONString(dst []byte, s string) []byte {
-	b, _ := json.Marshal(s) // cannot fail for a string
-	return append(dst, b...)
 }
 
 // AppendNotification appends an encoded notification.

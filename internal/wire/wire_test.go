@@ -43,7 +43,8 @@ func TestEncodersProduceValidJSON(t *testing.T) {
 		AppendRequest(nil, id, "tools/call", AppendCallParams(nil, name, json.RawMessage(`{"a":1}`), json.RawMessage(`{"k":2}`))),
 		AppendCallParams(nil, name, nil, nil),
 		AppendResult(nil, id, json.RawMessage(`{"content":[]}`)),
-		AppendError(nil, nil, -32602, `unknown tool "x"`),
+		AppendError(nil, nil, -32602, `unknown tool "x"`, nil),
+		AppendError(nil, id, -32602, "<b> & \u2028", json.RawMessage(`{"k":[1]}`)),
 		AppendNotification(nil, "notifications/progress", json.RawMessage(`{"progress":1}`)),
 		ToolError("Error: \"quoted\"\nline"),
 	} {
