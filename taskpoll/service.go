@@ -203,7 +203,9 @@ func (s *Service) SubmitTask(ctx context.Context, r SubmitRequest, call func(con
 		s.m.storeErrors.Inc()
 		return nil, nil, fmt.Errorf("the durable task store is unavailable, so the task was not submitted: %w", err)
 	}
+	stop := s.holdPending(t.ID)
 	raw, err := call(ctx)
+	stop()
 	if err != nil {
 		s.failPending(t.ID, truncateRunes("submit failed: "+err.Error(), MaxErrorChars))
 		return nil, nil, err
@@ -243,6 +245,51 @@ func (s *Service) SubmitTask(ctx context.Context, r SubmitRequest, call func(con
 	}
 	s.poke()
 	return rec, nil, nil
+}
+
+// holdPending keeps a pending record from being failed as "mcp-mux stopped
+// while submitting" while its submit is still running here: every half
+// lease it moves the record's deadline two leases out, as a poll lease is
+// held. Only a replica that stops (or stalls for two leases) lets a poller
+// fail the record. The returned stop ends the renewals and waits for any
+// in flight.
+func (s *Service) holdPending(id string) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(s.cfg.Lease / 2)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				s.renewPending(id)
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+	}
+}
+
+// renewPending moves a pending record's deadline two leases out.
+func (s *Service) renewPending(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	next := s.now().Add(2 * s.cfg.Lease)
+	_, err := s.store.Update(ctx, id, func(x *Task) error {
+		if x.Status != StatusPending {
+			return ErrTerminal
+		}
+		x.NextPollAt = next
+		return nil
+	})
+	if err != nil && !errors.Is(err, ErrTerminal) {
+		s.log.Debug("renewing a pending submit", "task_id", id, "err", err)
+	}
 }
 
 // compensate cancels a remote task whose handle could not be recorded.

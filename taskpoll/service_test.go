@@ -558,3 +558,27 @@ func TestBuiltinTools(t *testing.T) {
 		t.Fatal("contract")
 	}
 }
+
+// A submit that takes longer than two leases is still in flight, not
+// interrupted: the poller must not fail its pending record, and its handle
+// must be recorded (seen as "MCP task is already finished" under load).
+func TestSlowSubmitIsNotFailed(t *testing.T) {
+	st := boltStore(t)
+	r := &remote{answer: completeAfter(0)}
+	s := newService(t, st, r, Config{PollInterval: 5 * time.Millisecond, Lease: 40 * time.Millisecond})
+	s.Start()
+	defer func() { _ = s.Stop(context.Background()) }()
+	slow := func(ctx context.Context) (json.RawMessage, error) {
+		time.Sleep(300 * time.Millisecond) // 7 leases: the pending deadline passes several times
+		return submitOK("r-slow")(ctx)
+	}
+	raw, err := s.Submit(context.Background(), SubmitRequest{User: "u", Thread: "th", Server: "jobs", Toolset: triple}, slow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := submitted(t, raw)
+	waitFor(t, func() bool { tk, _ := st.Get(context.Background(), id); return tk.Status == StatusCompleted })
+	if n := r.count("cancel"); n != 0 {
+		t.Fatalf("the slow submit's remote task was cancelled %d times", n)
+	}
+}
