@@ -196,7 +196,7 @@ func searchSources() []srv {
 		return config.ToolOverride{Routing: &config.RoutingOverride{Mode: &mode, Priority: &prio, Keywords: kw, KeywordsSet: true}}
 	}
 	slack := srv{Server: "slack", Name: "slack", Prefix: true, Config: &config.Server{Name: "slack", Tools: map[string]config.ToolOverride{
-		"send_message": prefer(50, "chat", "Message"),
+		"send_message":  prefer(50, "chat", "Message"),
 		"list_channels": prefer(90, "channel"),
 	}}}
 	slack.Lists.Tools = []upstream.Tool{
