@@ -37,6 +37,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-mux/mcp-mux/catalog"
 	"github.com/mcp-mux/mcp-mux/config"
 	"github.com/mcp-mux/mcp-mux/headers"
 	"github.com/mcp-mux/mcp-mux/inbound"
@@ -448,13 +449,13 @@ func (s *Server) refreshCatalog(prev *runtime) {
 
 // notifyChanges sends each session the list_changed notifications for what
 // differs between the catalogs it saw (before) and sees now (next).
-func (s *Server) notifyChanges(before, next *catalog) {
-	tools, prompts, resources := !sameTools(before, next), !samePrompts(before, next), !sameResources(before, next)
+func (s *Server) notifyChanges(before, next *muxCatalog) {
+	tools, prompts, resources := !catalog.SameTools(before, next), !catalog.SamePrompts(before, next), !catalog.SameResources(before, next)
 	if !tools && !prompts && !resources {
 		return
 	}
 	s.listeners.changed(s, tools, prompts, resources)
-	searching := before.search != nil || next.search != nil
+	searching := before.Searching() || next.Searching()
 	for _, ss := range s.sessions.all() {
 		if tools && (!searching || s.sessionToolsChanged(ss, before, next)) {
 			s.notify(context.Background(), ss, "notifications/tools/list_changed", nil)
@@ -471,12 +472,12 @@ func (s *Server) notifyChanges(before, next *catalog) {
 // sessionToolsChanged reports whether the tools/list one session sees
 // differs between two catalogs (with tool_search, sessions see different
 // lists: what they promoted).
-func (s *Server) sessionToolsChanged(ss *mcp.ServerSession, before, next *catalog) bool {
+func (s *Server) sessionToolsChanged(ss *mcp.ServerSession, before, next *muxCatalog) bool {
 	st := s.sessions.get(ss)
 	if st == nil {
 		return true
 	}
-	return string(st.promo.listFor(before)) != string(s.toolsList(st, next))
+	return string(st.promo.ListFor(before)) != string(st.promo.ToolsList(next))
 }
 
 // newAuthenticator builds caller identification from inbound.auth.

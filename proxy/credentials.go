@@ -107,7 +107,7 @@ func fingerprint(user string, h http.Header) string {
 // upstream's 401 makes the resolver refresh its OAuth token, and the call is
 // retried once with the new headers.
 func (s *Server) forwardCall(ctx context.Context, st *session, k sink, key upstream.Key, h http.Header, r *route, params json.RawMessage) (raw json.RawMessage, err error) {
-	b := r.server
+	b := r.Server
 	start := time.Now()
 	defer func() { b.metrics.record(start, err) }()
 	for attempt := 0; ; attempt++ {

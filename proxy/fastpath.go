@@ -164,7 +164,7 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, st *session, m
 // fastList answers tools/list with the session's cached list bytes, as one
 // event on the POST's own stream like the SDK answers it.
 func (s *Server) fastList(w http.ResponseWriter, st *session, m *wire.Message) {
-	raw := s.toolsList(st, s.rt.Load().cat.Load())
+	raw := st.promo.ToolsList(s.rt.Load().cat.Load())
 	out := bodyBuffers.Get()
 	defer bodyBuffers.Put(out)
 	b := wire.AppendResult((*out)[:0], m.ID, raw)

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	sjson "github.com/segmentio/encoding/json"
 
+	"github.com/mcp-mux/mcp-mux/catalog"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 	"github.com/mcp-mux/mcp-mux/upstream"
@@ -95,8 +96,8 @@ func (s *Server) serveModernFast(w http.ResponseWriter, r *http.Request, body []
 			return false
 		}
 		cat := s.rt.Load().cat.Load()
-		rt := cat.routes[p.Name]
-		if rt == nil || rt.builtin || rt.task != nil || rt.server == nil {
+		rt := cat.Lookup(p.Name)
+		if rt == nil || rt.Builtin || rt.Task != nil || rt.Server == nil {
 			return false
 		}
 		if s.refuseParamMismatch(w, r, m.ID, p.Name, p.Arguments) {
@@ -333,14 +334,14 @@ func (s *Server) modernFastCall(w http.ResponseWriter, r *http.Request, rq moder
 	f.st, f.w = st, w
 	st.stream = modernSink{f}
 	key := s.callerKey(st, r.Header)
-	server := rt.server.name
+	server := rt.Server.name
 	target := func() string { return "tools/call " + p.Name } // as ownerOf names it
 
 	var (
 		raw json.RawMessage
 		err error
 	)
-	if rq.caps.inputs && rt.deny == nil && rt.server.up.Era() < modernVersion {
+	if rq.caps.inputs && rt.Deny == nil && rt.Server.up.Era() < modernVersion {
 		// The upstream may ask the client for input mid-call: bridge it.
 		pc := s.startParked(ctx, st, server, target(), func(ctx context.Context) (mcp.Result, error) {
 			raw, err := s.callTool(ctx, st, st.bridge, key, r.Header, p.Name, p.Arguments, p.Meta)
@@ -379,41 +380,35 @@ func (s *Server) modernFastList(w http.ResponseWriter, rq modernReq, m *wire.Mes
 	)
 	switch m.Method {
 	case "tools/list":
-		if cat.search == nil {
+		if !cat.Searching() {
 			raw = s.modernToolsList(cat)
 			break
 		}
 		var st session
 		rq.init(&st)
-		raw = s.toolsList(&st, cat)
+		raw = st.promo.ToolsList(cat)
 	case "prompts/list":
-		raw, err = page(cat.res.promptList, "prompts", cursor, s.opts.PageSize)
+		raw, err = page(cat.Prompts(), "prompts", cursor, s.opts.PageSize)
 	case "resources/list":
-		raw, err = page(cat.res.resList, "resources", cursor, s.opts.PageSize)
+		raw, err = page(cat.Resources(), "resources", cursor, s.opts.PageSize)
 	case "resources/templates/list":
-		raw, err = page(cat.res.tmplList, "resourceTemplates", cursor, s.opts.PageSize)
+		raw, err = page(cat.Templates(), "resourceTemplates", cursor, s.opts.PageSize)
 	}
-	if err == nil && (m.Method != "tools/list" || cat.search != nil) {
+	if err == nil && (m.Method != "tools/list" || cat.Searching()) {
 		raw = s.modernResult(m.Method, raw)
 	}
 	s.modernFinish(&fastSink{w: w}, m.ID, raw, err)
 }
 
-// modernListCache is a catalog's tools/list as a 2026-07-28 result.
-type modernListCache struct {
-	scope string
-	raw   json.RawMessage
-}
-
 // modernToolsList returns cat's list with resultType, ttlMs and
-// cacheScope, built once per catalog and cache scope.
-func (s *Server) modernToolsList(cat *catalog) json.RawMessage {
+// cacheScope, built once per catalog and cache scope (the catalog's Memo).
+func (s *Server) modernToolsList(cat *muxCatalog) json.RawMessage {
 	scope := s.cacheScope()
-	if c := cat.modernList.Load(); c != nil && c.scope == scope {
-		return c.raw
+	if c := cat.Memo(); c != nil && c.Key == scope {
+		return c.Raw
 	}
-	raw := s.modernResult("tools/list", cat.listJSON)
-	cat.modernList.Store(&modernListCache{scope: scope, raw: raw})
+	raw := s.modernResult("tools/list", cat.ListJSON())
+	cat.SetMemo(&catalog.Memo{Key: scope, Raw: raw})
 	return raw
 }
 

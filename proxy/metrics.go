@@ -126,5 +126,5 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(reconnDesc, prometheus.CounterValue, float64(b.up.Reconnects()), b.name)
 	}
 	ch <- prometheus.MustNewConstMetric(sessionsDesc, prometheus.GaugeValue, float64(len(c.s.sessions.all())))
-	ch <- prometheus.MustNewConstMetric(catalogDesc, prometheus.GaugeValue, float64(len(rt.cat.Load().order)))
+	ch <- prometheus.MustNewConstMetric(catalogDesc, prometheus.GaugeValue, float64(rt.cat.Load().Len()))
 }

@@ -154,7 +154,7 @@ func (s *Server) receiveModern(ctx context.Context, ss *mcp.ServerSession, metho
 	case "server/discover":
 		res, err := next(ctx, method, req)
 		if dr, ok := res.(*mcp.DiscoverResult); ok && err == nil {
-			if text := s.rt.Load().cat.Load().instructions; text != "" {
+			if text := s.rt.Load().cat.Load().Instructions(); text != "" {
 				dr.Instructions = text
 			}
 			dr.Cacheable = s.cacheable()

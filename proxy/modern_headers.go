@@ -5,10 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-	"sync"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
-	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
 // The 2026-07-28 protocol headers a caller sends.
@@ -78,11 +76,11 @@ func (s *Server) refuseParamMismatch(w http.ResponseWriter, r *http.Request, id 
 	if !hasParamHeaders(r.Header) {
 		return false
 	}
-	rt := s.rt.Load().cat.Load().routes[name]
+	rt := s.rt.Load().cat.Load().Lookup(name)
 	if rt == nil {
 		return false
 	}
-	err := rt.params.get(rt.json).Check(r.Header, arguments)
+	err := rt.ParamHeaders().Check(r.Header, arguments)
 	if err == nil {
 		return false
 	}
@@ -92,16 +90,4 @@ func (s *Server) refuseParamMismatch(w http.ResponseWriter, r *http.Request, id 
 	}
 	writeRPCError(w, http.StatusBadRequest, id, we.Code, we.Message)
 	return true
-}
-
-// paramSpec is a route's x-mcp-header bindings, read from its listed tool
-// on the first call that sends Mcp-Param-* headers.
-type paramSpec struct {
-	once sync.Once
-	ph   upstream.ParamHeaders
-}
-
-func (p *paramSpec) get(tool json.RawMessage) upstream.ParamHeaders {
-	p.once.Do(func() { p.ph = upstream.ToolParamHeaders(tool) })
-	return p.ph
 }

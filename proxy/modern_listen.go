@@ -173,7 +173,7 @@ func (s *Server) listen(ctx context.Context, st *session, req mcp.Request) (mcp.
 		resources: want.ResourcesListChanged, uris: map[string]bool{}}
 	cat := s.rt.Load().cat.Load()
 	for _, uri := range want.ResourceSubscriptions {
-		b := cat.res.resourceOwner(uri)
+		b := cat.ResourceOwner(uri)
 		if b == nil || l.uris[uri] {
 			continue // not honoured: left out of the acknowledgement
 		}
@@ -276,7 +276,7 @@ func (s *Server) serveListen(w http.ResponseWriter, r *http.Request, m *wire.Mes
 	end := func() {
 		s.listeners.remove(l)
 		for _, uri := range uris {
-			if b := s.rt.Load().cat.Load().res.resourceOwner(uri); b != nil {
+			if b := s.rt.Load().cat.Load().ResourceOwner(uri); b != nil {
 				uctx, stop := context.WithTimeout(ctx, notifyTimeout)
 				_ = s.subscribe(uctx, st, b, uri, false)
 				stop()
@@ -350,7 +350,7 @@ func (s *Server) subscribeListener(ctx context.Context, st *session, l *listener
 	var agreed []string
 	cat := s.rt.Load().cat.Load()
 	for _, uri := range uris {
-		b := cat.res.resourceOwner(uri)
+		b := cat.ResourceOwner(uri)
 		if b == nil || l.uris[uri] {
 			continue
 		}

@@ -176,16 +176,16 @@ func (s *Server) passTask(st *session, r *route, raw json.RawMessage) (json.RawM
 	}
 	switch {
 	case !st.tasksExt:
-		return nil, &wire.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("MCP server %q answered with a task, which the client did not declare it can take", r.server.name)}
+		return nil, &wire.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("MCP server %q answered with a task, which the client did not declare it can take", r.Server.name)}
 	case head.TaskID == "" || len(head.TaskID) > maxRemoteTaskIDLen:
-		return nil, &wire.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("MCP server %q answered with a task without a usable taskId (1 to %d bytes)", r.server.name, maxRemoteTaskIDLen)}
+		return nil, &wire.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("MCP server %q answered with a task without a usable taskId (1 to %d bytes)", r.Server.name, maxRemoteTaskIDLen)}
 	}
-	id := s.rt.Load().states.sealTaskID(st.user, r.server.name, head.TaskID)
+	id := s.rt.Load().states.sealTaskID(st.user, r.Server.name, head.TaskID)
 	if len(id) > maxTaskIDLen {
 		// Escapes in the sealed reference (or a long user id) can make it
 		// longer than a client may send back: never issue an id that
 		// cannot resolve.
-		return nil, &wire.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("MCP server %q answered with a task id mcp-mux cannot namespace within %d bytes", r.server.name, maxTaskIDLen)}
+		return nil, &wire.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("MCP server %q answered with a task id mcp-mux cannot namespace within %d bytes", r.Server.name, maxTaskIDLen)}
 	}
 	return withTaskID(raw, head.TaskID, id), nil
 }

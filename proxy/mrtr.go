@@ -583,17 +583,17 @@ func (s *Server) ownerOf(method string, p mcp.Params) (server, target string) {
 	switch p := p.(type) {
 	case *mcp.CallToolParamsRaw:
 		target = p.Name
-		if r := cat.routes[p.Name]; r != nil && r.server != nil { // built-in tools have none
-			server = r.server.name
+		if r := cat.Lookup(p.Name); r != nil && r.Server != nil { // built-in tools have none
+			server = r.Server.name
 		}
 	case *mcp.GetPromptParams:
 		target = p.Name
-		if r := cat.res.prompts[p.Name]; r != nil && r.server != nil {
-			server = r.server.name
+		if r := cat.Prompt(p.Name); r != nil && r.Server != nil {
+			server = r.Server.name
 		}
 	case *mcp.ReadResourceParams:
 		target = p.URI
-		if b := cat.res.resourceOwner(p.URI); b != nil {
+		if b := cat.ResourceOwner(p.URI); b != nil {
 			server = b.name
 		}
 	}

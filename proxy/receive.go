@@ -82,7 +82,7 @@ func (s *Server) dispatch(ctx context.Context, st *session, method string, req m
 		}
 		return next(ctx, method, req)
 	case "tools/list":
-		return &mcpwire.RawResult{Raw: s.toolsList(st, cat)}, nil
+		return &mcpwire.RawResult{Raw: st.promo.ToolsList(cat)}, nil
 	case "tools/call":
 		r := req.(*mcp.CallToolRequest)
 		var meta json.RawMessage
@@ -97,29 +97,29 @@ func (s *Server) dispatch(ctx context.Context, st *session, method string, req m
 		}
 		return &mcpwire.RawResult{Raw: raw}, nil
 	case "prompts/list":
-		return pageResult(cat.res.promptList, "prompts", cursorOf(req), s.opts.PageSize)
+		return pageResult(cat.Prompts(), "prompts", cursorOf(req), s.opts.PageSize)
 	case "resources/list":
-		return pageResult(cat.res.resList, "resources", cursorOf(req), s.opts.PageSize)
+		return pageResult(cat.Resources(), "resources", cursorOf(req), s.opts.PageSize)
 	case "resources/templates/list":
-		return pageResult(cat.res.tmplList, "resourceTemplates", cursorOf(req), s.opts.PageSize)
+		return pageResult(cat.Templates(), "resourceTemplates", cursorOf(req), s.opts.PageSize)
 	case "prompts/get":
 		p, _ := req.GetParams().(*mcp.GetPromptParams)
 		if p == nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "missing params"}
 		}
-		r := cat.res.prompts[p.Name]
+		r := cat.Prompt(p.Name)
 		if r == nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown prompt %q", p.Name)}
 		}
 		q := *p
-		q.Name = r.raw
-		return s.forward(ctx, st, req, r.server, method, &q)
+		q.Name = r.Raw
+		return s.forward(ctx, st, req, r.Server, method, &q)
 	case "resources/read", "resources/subscribe", "resources/unsubscribe":
 		uri := uriOf(req.GetParams())
 		if s.tasks != nil && strings.HasPrefix(uri, taskpoll.ResourcePrefix) {
 			return s.taskResource(ctx, st, method, uri) // tasks.go
 		}
-		b := cat.res.resourceOwner(uri)
+		b := cat.ResourceOwner(uri)
 		if b == nil {
 			return nil, &jsonrpc.Error{Code: -32002, Message: fmt.Sprintf("resource not found: %q", uri)}
 		}
@@ -140,11 +140,11 @@ func (s *Server) dispatch(ctx context.Context, st *session, method string, req m
 		var b *backend
 		switch ref.Type {
 		case "ref/prompt":
-			if r := cat.res.prompts[ref.Name]; r != nil {
-				b, ref.Name = r.server, r.raw
+			if r := cat.Prompt(ref.Name); r != nil {
+				b, ref.Name = r.Server, r.Raw
 			}
 		case "ref/resource":
-			b = cat.res.resourceOwner(ref.URI)
+			b = cat.ResourceOwner(ref.URI)
 		}
 		if b == nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("no server completes %s %q", ref.Type, ref.Name+ref.URI)}
@@ -306,7 +306,7 @@ func (s *Server) callTool(ctx context.Context, st *session, k sink, key upstream
 	rt := s.enterRuntime() // the call finishes on this runtime, whatever Apply does meanwhile
 	defer rt.leave()
 	cat := rt.cat.Load()
-	r := cat.routes[name]
+	r := cat.Lookup(name)
 	// tool_search, guardrails and deferred tools (policy.go).
 	if res, done := s.policy(ctx, st, k, cat, r, name, args); done {
 		return res, nil
@@ -314,14 +314,14 @@ func (s *Server) callTool(ctx context.Context, st *session, k sink, key upstream
 	if r == nil {
 		return nil, errUnknownTool(name)
 	}
-	if r.builtin { // list/get/cancel_background_task (tasks.go)
+	if r.Builtin { // list/get/cancel_background_task (tasks.go)
 		return s.builtinTask(ctx, st, key, name, args), nil
 	}
 	fwd, progress := forwardMeta(meta, k)
 	if progress != nil {
 		ctx = withProgress(ctx, progress) // sink.go
 	}
-	params := st.retry.apply(wire.AppendCallParams(make([]byte, 0, len(args)+len(r.raw)+len(fwd)+64), r.raw, args, fwd))
+	params := st.retry.apply(wire.AppendCallParams(make([]byte, 0, len(args)+len(r.Raw)+len(fwd)+64), r.Raw, args, fwd))
 	send := func(ctx context.Context, params json.RawMessage) (json.RawMessage, error) {
 		raw, err := s.forwardCall(ctx, st, k, key, h, r, params)
 		var deny *headers.DenyError
@@ -342,12 +342,12 @@ func (s *Server) callTool(ctx context.Context, st *session, k sink, key upstream
 	if icepts := rt.icepts; len(icepts) > 0 {
 		forward := call
 		call = func(ctx context.Context) (json.RawMessage, error) {
-			c := &interceptor.Call{User: st.user, Thread: key.Thread, Server: r.server.name, Tool: r.name, RawTool: r.raw}
+			c := &interceptor.Call{User: st.user, Thread: key.Thread, Server: r.Server.name, Tool: r.Name, RawTool: r.Raw}
 			return interceptor.Chain(ctx, icepts, c, forward)
 		}
 	}
 	var raw json.RawMessage
-	if r.task != nil { // a durable task's submit (tasks.go)
+	if r.Task != nil { // a durable task's submit (tasks.go)
 		raw, err = s.submitTask(ctx, st, key, r, call)
 	} else {
 		raw, err = call(ctx)
@@ -365,8 +365,8 @@ func (s *Server) callTool(ctx context.Context, st *session, k sink, key upstream
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	s.logFor(ctx).Warn("tool call failed", "server", r.server.name, "tool", r.raw, "err", err)
-	return wire.ToolError(fmt.Sprintf("Error: MCP server %q failed to run tool %q: %v", r.server.name, r.raw, err)), nil
+	s.logFor(ctx).Warn("tool call failed", "server", r.Server.name, "tool", r.Raw, "err", err)
+	return wire.ToolError(fmt.Sprintf("Error: MCP server %q failed to run tool %q: %v", r.Server.name, r.Raw, err)), nil
 }
 
 // forwardMeta prepares a call's _meta for the upstream: the protocol's own

@@ -123,7 +123,7 @@ type runtime struct {
 	backends []*backend // enabled servers, config order
 	byName   map[string]*backend
 	pol      *catalogPolicy
-	cat      atomic.Pointer[catalog]
+	cat      atomic.Pointer[muxCatalog]
 	auth     *inbound.Authenticator
 	origins  *originPolicy
 	icepts   []interceptor.Interceptor
@@ -170,7 +170,7 @@ func New(opts Options) *Server {
 	s.reloads.register(s.metrics.reg)
 	s.sessions.m = make(map[*mcp.ServerSession]*session)
 	// The SDK's capabilities gate nothing mcp-mux relies on: initialize and
-	// discover results get the catalog's (capabilities.go).
+	// discover results get the catalog's (catalog.go).
 	s.sdk = mcp.NewServer(&mcp.Implementation{Name: "mcp-mux", Version: opts.Version}, &mcp.ServerOptions{
 		Capabilities: &mcp.ServerCapabilities{
 			Tools:       &mcp.ToolCapabilities{ListChanged: true},
@@ -209,7 +209,7 @@ func New(opts Options) *Server {
 	none, _ := inbound.New(inbound.Options{Mode: inbound.ModeNone})
 	origins, _ := newOriginPolicy(nil, nil)
 	empty := newRuntime(&config.Config{})
-	empty.pol, empty.auth, empty.origins, empty.states = &catalogPolicy{tasks: s.tasks != nil}, none, origins, s.states
+	empty.pol, empty.auth, empty.origins, empty.states = newCatalogPolicy(&config.Config{}, s.tasks != nil), none, origins, s.states
 	empty.cat.Store(buildCatalog(nil, empty.pol, s.log))
 	s.rt.Store(empty)
 	s.bg.Go(func() { s.reapSessions(ctx) })

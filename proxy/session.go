@@ -51,7 +51,7 @@ type session struct {
 	keys    map[upstream.Key]bool         // (user, thread) scopes this session called with
 	subs    map[string]bool               // subscribed resource URIs
 
-	promo promotions // tool_search promotions (toolsearch.go)
+	promo promotions // tool_search promotions (package catalog)
 }
 
 type sessionTable struct {

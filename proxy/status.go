@@ -69,7 +69,7 @@ func (s *Server) Status() Status {
 		Started:  s.started,
 		Ready:    s.isReady(),
 		Draining: s.draining.Load(),
-		Tools:    len(rt.cat.Load().order),
+		Tools:    rt.cat.Load().Len(),
 		Sessions: len(s.sessions.all()),
 		Reloads:  s.Reloads(),
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/mcp-mux/mcp-mux/catalog"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
@@ -28,7 +29,7 @@ const (
 	// session (or one listen stream) subscribes to.
 	maxSessionSubscriptions = 256
 	// maxResourceURI bounds the bytes of one subscribed resource URI.
-	maxResourceURI = 8 << 10
+	maxResourceURI = catalog.MaxResourceURI
 )
 
 // subscriptions holds every upstream server's subscription table, by

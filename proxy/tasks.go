@@ -23,9 +23,9 @@ import (
 //
 // A task-enabled server's status and cancel tools are left out of the
 // catalog; its submit tool keeps its name and schema, gets DeerFlow's
-// contract appended to its description, and a call to it goes through
-// taskpoll.Service.Submit (callTool's one hook: submitTask). The built-in
-// tools list_background_tasks, cancel_background_task and
+// contract appended to its description (package catalog), and a call to it
+// goes through taskpoll.Service.Submit (callTool's one hook: submitTask).
+// The built-in tools list_background_tasks, cancel_background_task and
 // get_background_task are catalog routes without a server. Each task is the
 // resource mux://tasks/{task_id}; every task event, from whichever replica
 // wrote it, reaches the owner's sessions on this replica as a logging
@@ -37,64 +37,6 @@ import (
 
 // errTasksDisabled is DeerFlow's startup error.
 const errTasksDisabled = "MCP task_toolsets are configured, so mcp_tasks.enabled=true is required; mcp-mux will not silently expose these tools as synchronous calls."
-
-// taskTemplate is the task resource's template in resources/templates/list.
-var taskTemplate = json.RawMessage(`{"uriTemplate":"` + taskpoll.ResourcePrefix + `{task_id}","name":"durable-task","description":"A durable background task's status and result (JSON).","mimeType":"application/json"}`)
-
-// taskRoles maps a task server's raw tool names to their toolset: the
-// submit tools, and the tools left out of the catalog — status and cancel,
-// and with durable tasks off all three, which are never exposed as
-// synchronous calls.
-func taskRoles(sc *config.Server, tasks bool) (submit map[string]*taskpoll.Toolset, hidden map[string]bool) {
-	if sc == nil || len(sc.TaskToolsets) == 0 {
-		return nil, nil
-	}
-	submit, hidden = make(map[string]*taskpoll.Toolset), make(map[string]bool)
-	for _, ts := range sc.TaskToolsets {
-		submit[ts.SubmitTool] = &taskpoll.Toolset{Name: ts.Name, SubmitTool: ts.SubmitTool, StatusTool: ts.StatusTool, CancelTool: ts.CancelTool}
-		hidden[ts.StatusTool], hidden[ts.CancelTool] = true, true
-		if !tasks {
-			hidden[ts.SubmitTool] = true
-		}
-	}
-	return submit, hidden
-}
-
-// builtinRoutes reserves the built-in task tools' names in c and returns
-// their routes, which buildCatalog lists after the servers' tools.
-func builtinRoutes(c *catalog, pol *catalogPolicy) []*route {
-	if !pol.tasks {
-		return nil
-	}
-	var out []*route
-	for _, raw := range taskpoll.BuiltinTools() {
-		var t struct {
-			Name string `json:"name"`
-		}
-		_ = json.Unmarshal(raw, &t)
-		r := &route{name: t.Name, raw: t.Name, json: raw, builtin: true}
-		c.routes[t.Name] = r
-		out = append(out, r)
-	}
-	return out
-}
-
-// withContract returns a submit tool object with the contract appended to
-// its description.
-func withContract(tool json.RawMessage, toolset string) json.RawMessage {
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(tool, &obj); err != nil {
-		return tool
-	}
-	var desc string
-	_ = json.Unmarshal(obj["description"], &desc)
-	obj["description"], _ = json.Marshal(taskpoll.SubmitDescription(desc, toolset))
-	b, err := json.Marshal(obj)
-	if err != nil {
-		return tool
-	}
-	return b
-}
 
 // TaskStartupError is DeerFlow's startup rule: an enabled server with
 // task_toolsets needs mcp_tasks.enabled (and so a task store). serve fails
@@ -126,7 +68,7 @@ func (s *Server) taskChange(prev, next *config.Server) error {
 // tool result, or for a caller with the tasks extension CreateTaskResult.
 func (s *Server) submitTask(ctx context.Context, st *session, key upstream.Key, r *route, run func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
 	var upErr error
-	t, raw, err := s.tasks.SubmitTask(ctx, taskpoll.SubmitRequest{User: st.user, Thread: key.Thread, Server: r.server.name, Toolset: *r.task},
+	t, raw, err := s.tasks.SubmitTask(ctx, taskpoll.SubmitRequest{User: st.user, Thread: key.Thread, Server: r.Server.name, Toolset: *r.Task},
 		func(ctx context.Context) (json.RawMessage, error) {
 			raw, err := run(ctx)
 			upErr = err
@@ -135,11 +77,11 @@ func (s *Server) submitTask(ctx context.Context, st *session, key upstream.Key, 
 	if _, capped := errors.AsType[*taskpoll.ActiveLimitError](err); capped {
 		// The caller's own limit, checked before the upstream is called:
 		// a tool error in both eras (no task was created), not worth a warning.
-		s.logFor(ctx).Debug("durable task submit refused: active task cap", "server", r.server.name, "tool", r.raw)
+		s.logFor(ctx).Debug("durable task submit refused: active task cap", "server", r.Server.name, "tool", r.Raw)
 		return wire.ToolError(err.Error()), nil
 	}
 	if err != nil && (upErr == nil || !errors.Is(err, upErr)) {
-		s.logFor(ctx).Warn("durable task submit failed", "server", r.server.name, "tool", r.raw, "err", err)
+		s.logFor(ctx).Warn("durable task submit failed", "server", r.Server.name, "tool", r.Raw, "err", err)
 		return wire.ToolError(err.Error()), nil
 	}
 	switch {

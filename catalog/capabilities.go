@@ -1,6 +1,10 @@
-package proxy
+package catalog
 
-import "github.com/modelcontextprotocol/go-sdk/mcp"
+import (
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/upstream"
+)
 
 // Advertised server capabilities.
 //
@@ -26,50 +30,50 @@ import "github.com/modelcontextprotocol/go-sdk/mcp"
 // for cacheTTLMs). Only servers that finished a discovery count: one still
 // starting or unreachable contributes nothing until it is discovered.
 
-// catalogCapabilities is the union of what the backends serve, and what
-// mcp-mux itself serves under pol.
-func catalogCapabilities(backends []*backend, pol *catalogPolicy) mcp.ServerCapabilities {
-	var prompts, resources, subscribe, completions, logging bool
-	// Durable tasks: the task resource template is listed and subscribable,
-	// and task events are sent as log messages (tasks.go).
-	resources, subscribe, logging = pol.tasks, pol.tasks, pol.tasks
-	for _, b := range backends {
-		l := b.up.Lists()
-		c := l.Capabilities
-		if c == nil {
-			c = &mcp.ServerCapabilities{}
-		}
-		prompts = prompts || c.Prompts != nil || len(l.Prompts) > 0
-		resources = resources || c.Resources != nil || len(l.Resources) > 0 || len(l.Templates) > 0
-		subscribe = subscribe || (c.Resources != nil && c.Resources.Subscribe)
-		completions = completions || c.Completions != nil
-		logging = logging || c.Logging != nil
+// served is what a catalog serves besides tools.
+type served struct {
+	prompts, resources, subscribe, completions, logging bool
+}
+
+// add records what one server's lists and declared capabilities serve.
+func (s *served) add(l *upstream.Lists) {
+	c := l.Capabilities
+	if c == nil {
+		c = &mcp.ServerCapabilities{}
 	}
+	s.prompts = s.prompts || c.Prompts != nil || len(l.Prompts) > 0
+	s.resources = s.resources || c.Resources != nil || len(l.Resources) > 0 || len(l.Templates) > 0
+	s.subscribe = s.subscribe || (c.Resources != nil && c.Resources.Subscribe)
+	s.completions = s.completions || c.Completions != nil
+	s.logging = s.logging || c.Logging != nil
+}
+
+// capabilities is the union of what the sources serve, and what mcp-mux
+// itself serves under pol.
+func capabilities[S any](sources []Source[S], pol *Policy) mcp.ServerCapabilities {
+	// Durable tasks: the task resource template is listed and subscribable,
+	// and task events are sent as log messages.
+	s := served{resources: pol.tasks, subscribe: pol.tasks, logging: pol.tasks}
+	for i := range sources {
+		s.add(&sources[i].Lists)
+	}
+	return s.advertised()
+}
+
+// advertised returns the capabilities for what is served.
+func (s served) advertised() mcp.ServerCapabilities {
 	caps := mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}
-	if prompts {
+	if s.prompts {
 		caps.Prompts = &mcp.PromptCapabilities{ListChanged: true}
 	}
-	if resources {
-		caps.Resources = &mcp.ResourceCapabilities{ListChanged: true, Subscribe: subscribe}
+	if s.resources {
+		caps.Resources = &mcp.ResourceCapabilities{ListChanged: true, Subscribe: s.subscribe}
 	}
-	if completions {
+	if s.completions {
 		caps.Completions = &mcp.CompletionCapabilities{}
 	}
-	if logging {
+	if s.logging {
 		caps.Logging = &mcp.LoggingCapabilities{}
 	}
 	return caps
-}
-
-// setCapabilities puts the catalog's capabilities into an initialize or
-// server/discover result. Extensions are each added by their own file after
-// it (advertiseTasks, modern_tasks.go), on server/discover only.
-func (s *Server) setCapabilities(res mcp.Result) {
-	caps := s.rt.Load().cat.Load().caps // a copy: the catalog's pointers are never written
-	switch r := res.(type) {
-	case *mcp.InitializeResult:
-		r.Capabilities = &caps
-	case *mcp.DiscoverResult:
-		r.Capabilities = &caps
-	}
 }

@@ -1,12 +1,10 @@
-package proxy
+package catalog
 
 import (
 	"cmp"
 	"encoding/json"
 	"slices"
 	"strings"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/config"
 	"github.com/mcp-mux/mcp-mux/upstream"
@@ -34,6 +32,7 @@ type routingMeta struct {
 	Keywords []string `json:"keywords"`
 }
 
+// serverMeta is the value of _meta["mux/server"].
 type serverMeta struct {
 	Name        string `json:"name"`
 	Description string `json:"description"`
@@ -58,8 +57,8 @@ func toolMeta(sc *config.Server, rt config.Routing) map[string]any {
 	return m
 }
 
-// renameTool returns the tool object with "name" set to the visible name and
-// every other member byte-for-byte as the upstream sent it.
+// renameTool returns the tool (or prompt) object with "name" set to the
+// visible name and every other member byte-for-byte as the upstream sent it.
 func renameTool(t upstream.Tool, name string) json.RawMessage {
 	return toolJSON(t, name, nil)
 }
@@ -76,26 +75,33 @@ func toolJSON(t upstream.Tool, name string, meta map[string]any) json.RawMessage
 		return t.Raw
 	}
 	obj["name"], _ = json.Marshal(name)
-	if len(meta) > 0 {
-		var m map[string]json.RawMessage
-		if raw, ok := obj["_meta"]; ok && string(raw) != "null" {
-			if err := json.Unmarshal(raw, &m); err != nil {
-				return t.Raw
-			}
-		}
-		if m == nil {
-			m = make(map[string]json.RawMessage, len(meta))
-		}
-		for k, v := range meta {
-			m[k], _ = json.Marshal(v)
-		}
-		obj["_meta"], _ = json.Marshal(m)
+	if len(meta) > 0 && !mergeMeta(obj, meta) {
+		return t.Raw
 	}
 	b, err := json.Marshal(obj)
 	if err != nil {
 		return t.Raw
 	}
 	return b
+}
+
+// mergeMeta sets meta's members in obj's _meta object, creating it when
+// absent or null. It reports false when the existing _meta does not decode.
+func mergeMeta(obj map[string]json.RawMessage, meta map[string]any) bool {
+	var m map[string]json.RawMessage
+	if raw, ok := obj["_meta"]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return false
+		}
+	}
+	if m == nil {
+		m = make(map[string]json.RawMessage, len(meta))
+	}
+	for k, v := range meta {
+		m[k], _ = json.Marshal(v)
+	}
+	obj["_meta"], _ = json.Marshal(m)
+	return true
 }
 
 // promptEscaper is Python's html.escape(s, quote=False): a tool name or
@@ -112,46 +118,55 @@ type hint struct {
 // routingHints renders DeerFlow's <mcp_routing_hints> section for the
 // prefer-mode routes with keywords, ordered by priority (high first) then
 // name; "" when there are none. deferred selects the tool_search wording.
-func routingHints(routes []*route, deferred bool) string {
+func routingHints[S any](routes []*Route[S], deferred bool) string {
 	var hs []hint
 	for _, r := range routes {
 		if r.routing.Mode != config.RoutingPrefer || len(r.routing.Keywords) == 0 {
 			continue
 		}
-		hs = append(hs, hint{r.routing.Priority, r.name, r.routing.Keywords})
+		hs = append(hs, hint{r.routing.Priority, r.Name, r.routing.Keywords})
 	}
 	return renderHints(hs, deferred)
 }
 
+// byPriorityThenName orders hints high priority first, then by name.
+func byPriorityThenName(a, b hint) int {
+	if c := cmp.Compare(b.priority, a.priority); c != 0 {
+		return c
+	}
+	return strings.Compare(a.name, b.name)
+}
+
+// renderHints renders the hints section; "" when there are none.
 func renderHints(hs []hint, deferred bool) string {
 	if len(hs) == 0 {
 		return ""
 	}
-	slices.SortStableFunc(hs, func(a, b hint) int {
-		if c := cmp.Compare(b.priority, a.priority); c != 0 {
-			return c
-		}
-		return strings.Compare(a.name, b.name)
-	})
+	slices.SortStableFunc(hs, byPriorityThenName)
 	var sb strings.Builder
 	sb.WriteString("<mcp_routing_hints>")
 	for _, h := range hs {
-		kw := make([]string, len(h.keywords))
-		for i, k := range h.keywords {
-			kw[i] = promptEscaper.Replace(k)
-		}
-		name := promptEscaper.Replace(h.name)
-		sb.WriteString("\nWhen the user's request involves ")
-		sb.WriteString(keywordList(kw))
-		sb.WriteString(":\n")
-		if deferred {
-			sb.WriteString("  use `tool_search` to fetch `" + name + "`, then prefer that MCP tool.")
-		} else {
-			sb.WriteString("  prefer the `" + name + "` tool.")
-		}
+		writeHint(&sb, h, deferred)
 	}
 	sb.WriteString("\n</mcp_routing_hints>")
 	return sb.String()
+}
+
+// writeHint writes one hint's lines, names and keywords escaped.
+func writeHint(sb *strings.Builder, h hint, deferred bool) {
+	kw := make([]string, len(h.keywords))
+	for i, k := range h.keywords {
+		kw[i] = promptEscaper.Replace(k)
+	}
+	name := promptEscaper.Replace(h.name)
+	sb.WriteString("\nWhen the user's request involves ")
+	sb.WriteString(keywordList(kw))
+	sb.WriteString(":\n")
+	if deferred {
+		sb.WriteString("  use `tool_search` to fetch `" + name + "`, then prefer that MCP tool.")
+	} else {
+		sb.WriteString("  prefer the `" + name + "` tool.")
+	}
 }
 
 // keywordList joins keywords as DeerFlow does: "a", "a, or b", "a, b, or c".
@@ -183,14 +198,10 @@ func deferredSection(names []string) string {
 // instructions renders the initialize result's instructions for a catalog's
 // listed routes: the deferred-tools section when tool_search is on, then the
 // routing hints, separated by a blank line as in DeerFlow's prompt template.
-func instructions(routes []*route, deferred bool) string {
+func instructions[S any](routes []*Route[S], deferred bool) string {
 	var parts []string
 	if deferred {
-		names := make([]string, len(routes))
-		for i, r := range routes {
-			names[i] = r.name
-		}
-		if s := deferredSection(names); s != "" {
+		if s := deferredSection(routeNames(routes)); s != "" {
 			parts = append(parts, s)
 		}
 	}
@@ -200,14 +211,11 @@ func instructions(routes []*route, deferred bool) string {
 	return strings.Join(parts, "\n\n")
 }
 
-// setInstructions puts the current catalog's instructions into an
-// initialize result.
-func (s *Server) setInstructions(res mcp.Result) {
-	ir, ok := res.(*mcp.InitializeResult)
-	if !ok {
-		return
+// routeNames returns the routes' visible names.
+func routeNames[S any](routes []*Route[S]) []string {
+	names := make([]string, len(routes))
+	for i, r := range routes {
+		names[i] = r.Name
 	}
-	if text := s.rt.Load().cat.Load().instructions; text != "" {
-		ir.Instructions = text
-	}
+	return names
 }
