@@ -191,9 +191,10 @@ func (p *planner) server(sc *config.Server) {
 func (p *planner) connect(a Action) Action {
 	same := a.Prev >= 0 && p.running[a.Prev].Fingerprint == a.Fingerprint
 	switch {
+	case a.Headers == nil: // no header rules: NoResolver
 	case same && p.running[a.Prev].HeaderKey == a.HeaderKey:
 		a.Resolver, a.Headers = ReuseResolver, nil
-	case a.Headers != nil:
+	default:
 		a.Resolver = NewResolver
 	}
 	if !same || p.opts.Fresh {
