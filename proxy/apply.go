@@ -3,7 +3,10 @@ package proxy
 // Apply: how a config change reaches the running server.
 //
 // A new runtime is built beside the running one and swapped in with one
-// atomic store. Per server, Apply does the least it can:
+// atomic store. What becomes of each server is decided by reload.Plan (pure,
+// table-tested in proxy/reload) and carried out here by an execution; the
+// config → options mapping lives in proxy/reload/options.go. Per server,
+// Apply does the least it can:
 //
 //   - connection settings unchanged (config.Server.Fingerprint): the new
 //     runtime shares the running upstream, its sessions and stdio processes;
@@ -11,12 +14,16 @@ package proxy
 //     are unchanged too, it shares the header resolver and so keeps its OAuth
 //     token. Presentation-only changes (description, routing, tools,
 //     guardrails, tool_search) therefore never touch an upstream;
-//   - changed: a new upstream is started (it discovers in the background);
+//   - changed: a new upstream is started (it discovers in the background,
+//     bounded by Options.SwapWait, before the swap);
 //   - added: likewise; removed: nothing in the new runtime refers to it;
 //   - invalid in the new file but running: the running one is kept (last
 //     good settings) and the problem is reported;
-//   - refused by Options.ServerChange: the running one is kept, with the
-//     reason reported.
+//   - refused by Options.ServerChange (or the task rule, taskChange): the
+//     running one is kept, with the reason reported;
+//   - its resolver or upstream cannot be set up: it is skipped (reported in
+//     the runtime's skipped servers); a running one whose new resolver
+//     cannot be built keeps its running settings.
 //
 // Upstreams and resolvers are reference-counted by the runtimes that hold
 // them. A replaced runtime is retired: once the calls that started on it have
@@ -294,6 +301,7 @@ func newRuntime(cfg *config.Config) *runtime {
 	return &runtime{cfg: cfg, byName: make(map[string]*backend), skipped: make(map[string]string), idle: make(chan struct{})}
 }
 
+// add appends b to rt's backends.
 func (rt *runtime) add(b *backend) {
 	rt.backends = append(rt.backends, b)
 	rt.byName[b.name] = b
@@ -310,6 +318,8 @@ func (rt *runtime) enter() bool {
 	return true
 }
 
+// leave ends a call registered by enter; the last call on a retired
+// runtime lets it be released.
 func (rt *runtime) leave() {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()

@@ -21,7 +21,7 @@ import (
 // URL, static headers, timeouts and pool bounds. The caller adds the
 // logger, the supervisor, retry bounds and the hooks.
 func UpstreamOptions(sc *config.Server) upstream.Options {
-	o := upstream.Options{
+	return upstream.Options{
 		Name:            sc.Name,
 		Transport:       sc.Type,
 		Command:         sc.Command,
@@ -34,14 +34,21 @@ func UpstreamOptions(sc *config.Server) upstream.Options {
 		MaxSessions:     sc.MaxSessions,
 		IdleTimeout:     sc.IdleTimeout,
 		Env:             reveal(sc.Env),
+		Header:          staticHeader(sc.Headers),
 	}
-	if len(sc.Headers) > 0 {
-		o.Header = make(http.Header, len(sc.Headers))
-		for k, v := range sc.Headers {
-			o.Header[k] = []string{v.Reveal()}
-		}
+}
+
+// staticHeader returns a server's static headers revealed, in their
+// original spellings; nil when there are none.
+func staticHeader(m map[string]secret.Value) http.Header {
+	if len(m) == 0 {
+		return nil
 	}
-	return o
+	h := make(http.Header, len(m))
+	for k, v := range m {
+		h[k] = []string{v.Reveal()}
+	}
+	return h
 }
 
 // eraOf maps protocol_version to the upstream's setting.
@@ -60,16 +67,8 @@ func HeaderOptions(sc *config.Server) *headers.Options {
 	if sc.Type == config.TypeStdio {
 		return nil
 	}
-	o := headers.Options{Server: sc.Name, Static: reveal(sc.Headers), OAuth: oauthOptions(sc)}
-	if u := sc.UserAuth; u != nil && u.Enabled && !u.Ignored {
-		o.UserAuth = &headers.UserAuthOptions{Header: u.Header, OnMissing: u.OnMissing, Users: make(map[string]string, len(u.Users))}
-		for k, v := range u.Users {
-			o.UserAuth.Users[k] = v.Reveal()
-		}
-	}
-	if h := sc.HeadersFromContext; h != nil && h.Enabled && !h.Ignored && len(h.Headers) > 0 {
-		o.FromContext = &headers.FromContextOptions{Headers: h.Headers, OnMissing: h.OnMissing}
-	}
+	o := headers.Options{Server: sc.Name, Static: reveal(sc.Headers), OAuth: oauthOptions(sc),
+		UserAuth: userAuthOptions(sc.UserAuth), FromContext: fromContextOptions(sc.HeadersFromContext)}
 	if o.Static == nil && o.OAuth == nil && o.UserAuth == nil && o.FromContext == nil {
 		return nil
 	}
@@ -91,6 +90,24 @@ func oauthOptions(sc *config.Server) *headers.OAuthOptions {
 		DefaultTokenType: a.DefaultTokenType, RefreshSkew: a.RefreshSkew, AuthStyle: a.AuthStyle,
 		ExtraParams: reveal(a.ExtraTokenParams),
 	}
+}
+
+// userAuthOptions returns an enabled user_auth block as the resolver's
+// options; nil when there is none or it is ignored.
+func userAuthOptions(u *config.UserAuth) *headers.UserAuthOptions {
+	if u == nil || !u.Enabled || u.Ignored {
+		return nil
+	}
+	return &headers.UserAuthOptions{Header: u.Header, OnMissing: u.OnMissing, Users: revealAll(u.Users)}
+}
+
+// fromContextOptions returns an enabled headers_from_context block with
+// headers as the resolver's options; nil otherwise.
+func fromContextOptions(h *config.HeadersFromContext) *headers.FromContextOptions {
+	if h == nil || !h.Enabled || h.Ignored || len(h.Headers) == 0 {
+		return nil
+	}
+	return &headers.FromContextOptions{Headers: h.Headers, OnMissing: h.OnMissing}
 }
 
 // HeaderKey identifies a resolver's inputs: equal keys, equal rules. It
