@@ -91,29 +91,40 @@ func (s *Server) apply(cfg *config.Config, fresh bool) ([]config.Problem, error)
 	if s.closed.Load() {
 		return nil, fmt.Errorf("server is closed")
 	}
-	old := s.rt.Load()
-	rt, err := s.buildRuntime(cfg, old)
-	if err != nil {
+	ex := &execution{s: s, old: s.rt.Load()}
+	if err := ex.build(cfg); err != nil {
 		return nil, err
 	}
-	actions := reload.Plan(runningView(old), cfg, reload.Options{Fresh: fresh, Refuse: s.refuse})
-	ex := &execution{s: s, old: old, rt: rt}
-	ex.run(actions)
-	s.swap(old, ex)
+	ex.run(reload.Plan(runningView(ex.old), cfg, reload.Options{Fresh: fresh, Refuse: s.refuse}))
+	ex.swap()
 	return ex.problems, nil
 }
 
-// buildRuntime returns an empty runtime for cfg with its inbound settings
-// (authentication, origins), interceptors, catalog policy and requestState
-// sealer; it fails when the inbound settings cannot be built.
-func (s *Server) buildRuntime(cfg *config.Config, old *runtime) (*runtime, error) {
+// execution is one apply: it builds the new runtime beside the running one
+// (old), carries out the plan's actions on it and swaps it in.
+type execution struct {
+	s        *Server
+	old, rt  *runtime
+	problems []config.Problem
+	// started are the backends with a new upstream, to start before the swap.
+	started []*backend
+	// resolverChanged share a running upstream but have a new resolver,
+	// which the upstream's own requests take up at the swap.
+	resolverChanged []*backend
+}
+
+// build makes the new runtime for cfg, with no backends yet: its inbound
+// settings (authentication, origins), interceptors, catalog policy and
+// requestState sealer. It fails when the inbound settings cannot be built.
+func (ex *execution) build(cfg *config.Config) error {
+	s := ex.s
 	auth, err := s.newAuthenticator(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("inbound.auth: %w", err)
+		return fmt.Errorf("inbound.auth: %w", err)
 	}
 	origins, err := newOriginPolicy(cfg.Inbound.AllowedHosts, cfg.Inbound.AllowedOrigins)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	icepts, ipro := interceptor.Build(cfg.Interceptors, interceptor.Options{Logger: s.log})
 	for _, p := range ipro {
@@ -121,12 +132,13 @@ func (s *Server) buildRuntime(cfg *config.Config, old *runtime) (*runtime, error
 	}
 	rt := newRuntime(cfg)
 	rt.pol, rt.auth, rt.icepts, rt.origins = newCatalogPolicy(cfg, s.tasks != nil), auth, icepts, origins
-	s.warnTaskSettings(old.cfg, cfg)
+	s.warnTaskSettings(ex.old.cfg, cfg)
 	rt.states = s.states
 	if k := cfg.Inbound.RequestStateKey; !k.IsZero() {
 		rt.states = newStateSealer(k.Reveal())
 	}
-	return rt, nil
+	ex.rt = rt
+	return nil
 }
 
 // runningView is the plan's view of rt's backends, in order.
@@ -149,18 +161,6 @@ func (s *Server) refuse(running, next *config.Server) error {
 		return nil
 	}
 	return s.opts.ServerChange(running, next)
-}
-
-// execution carries out one apply's plan on the new runtime.
-type execution struct {
-	s        *Server
-	old, rt  *runtime
-	problems []config.Problem
-	// started are the backends with a new upstream, to start before the swap.
-	started []*backend
-	// resolverChanged share a running upstream but have a new resolver,
-	// which the upstream's own requests take up at the swap.
-	resolverChanged []*backend
 }
 
 // run carries out the actions in order.
@@ -264,12 +264,13 @@ func (ex *execution) reconnect(a *reload.Action, res *headers.Resolver) {
 	ex.started = append(ex.started, b)
 }
 
-// swap makes ex's runtime the running one: it counts its references,
+// swap makes the new runtime the running one: it counts its references,
 // starts the new upstreams and waits (bounded) for their first discovery,
 // so that a changed server's tools do not vanish from the catalog while it
-// reconnects; then it publishes the runtime with its catalog and retires old.
-func (s *Server) swap(old *runtime, ex *execution) {
-	rt := ex.rt
+// reconnects; then it publishes the runtime with its catalog and retires
+// the old one.
+func (ex *execution) swap() {
+	s, old, rt := ex.s, ex.old, ex.rt
 	s.hold(rt)
 	for _, b := range ex.started {
 		b.up.Start()
@@ -282,16 +283,17 @@ func (s *Server) swap(old *runtime, ex *execution) {
 	s.rt.Store(rt)
 	s.ready.Store(true)
 	s.startTasks()
-	s.forgetRemoved(old, rt)
+	ex.forgetRemoved()
 	s.retire(old)
 	s.refreshCatalog(old)
 }
 
-// forgetRemoved drops the metrics of the servers old had and rt has not.
-func (s *Server) forgetRemoved(old, rt *runtime) {
-	for name := range old.byName {
-		if rt.byName[name] == nil {
-			s.metrics.forget(name)
+// forgetRemoved drops the metrics of the servers the old runtime had and the
+// new one has not.
+func (ex *execution) forgetRemoved() {
+	for name := range ex.old.byName {
+		if ex.rt.byName[name] == nil {
+			ex.s.metrics.forget(name)
 		}
 	}
 }
