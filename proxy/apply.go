@@ -3,7 +3,10 @@ package proxy
 // Apply: how a config change reaches the running server.
 //
 // A new runtime is built beside the running one and swapped in with one
-// atomic store. Per server, Apply does the least it can:
+// atomic store. What becomes of each server is decided by reload.Plan (pure,
+// table-tested in proxy/reload) and carried out here by an execution; the
+// config → options mapping lives in proxy/reload/options.go. Per server,
+// Apply does the least it can:
 //
 //   - connection settings unchanged (config.Server.Fingerprint): the new
 //     runtime shares the running upstream, its sessions and stdio processes;
@@ -11,12 +14,16 @@ package proxy
 //     are unchanged too, it shares the header resolver and so keeps its OAuth
 //     token. Presentation-only changes (description, routing, tools,
 //     guardrails, tool_search) therefore never touch an upstream;
-//   - changed: a new upstream is started (it discovers in the background);
+//   - changed: a new upstream is started (it discovers in the background,
+//     bounded by Options.SwapWait, before the swap);
 //   - added: likewise; removed: nothing in the new runtime refers to it;
 //   - invalid in the new file but running: the running one is kept (last
 //     good settings) and the problem is reported;
-//   - refused by Options.ServerChange: the running one is kept, with the
-//     reason reported.
+//   - refused by Options.ServerChange (or the task rule, taskChange): the
+//     running one is kept, with the reason reported;
+//   - its resolver or upstream cannot be set up: it is skipped (reported in
+//     the runtime's skipped servers); a running one whose new resolver
+//     cannot be built keeps its running settings.
 //
 // Upstreams and resolvers are reference-counted by the runtimes that hold
 // them. A replaced runtime is retired: once the calls that started on it have
@@ -26,9 +33,6 @@ package proxy
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
@@ -42,6 +46,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/headers"
 	"github.com/mcp-mux/mcp-mux/inbound"
 	"github.com/mcp-mux/mcp-mux/interceptor"
+	"github.com/mcp-mux/mcp-mux/proxy/reload"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
@@ -87,14 +92,40 @@ func (s *Server) apply(cfg *config.Config, fresh bool) ([]config.Problem, error)
 	if s.closed.Load() {
 		return nil, fmt.Errorf("server is closed")
 	}
-	old := s.rt.Load()
+	ex := &execution{s: s, old: s.rt.Load()}
+	if err := ex.build(cfg); err != nil {
+		return nil, err
+	}
+	ex.run(reload.Plan(runningView(ex.old), cfg, reload.Options{Fresh: fresh, Refuse: s.refuse}))
+	ex.swap()
+	return ex.problems, nil
+}
+
+// execution is one apply: it builds the new runtime beside the running one
+// (old), carries out the plan's actions on it and swaps it in.
+type execution struct {
+	s        *Server
+	old, rt  *runtime
+	problems []config.Problem
+	// started are the backends with a new upstream, to start before the swap.
+	started []*backend
+	// resolverChanged share a running upstream but have a new resolver,
+	// which the upstream's own requests take up at the swap.
+	resolverChanged []*backend
+}
+
+// build makes the new runtime for cfg, with no backends yet: its inbound
+// settings (authentication, origins), interceptors, catalog policy and
+// requestState sealer. It fails when the inbound settings cannot be built.
+func (ex *execution) build(cfg *config.Config) error {
+	s := ex.s
 	auth, err := s.newAuthenticator(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("inbound.auth: %w", err)
+		return fmt.Errorf("inbound.auth: %w", err)
 	}
 	origins, err := newOriginPolicy(cfg.Inbound.AllowedHosts, cfg.Inbound.AllowedOrigins)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	icepts, ipro := interceptor.Build(cfg.Interceptors, interceptor.Options{Logger: s.log})
 	for _, p := range ipro {
@@ -102,140 +133,170 @@ func (s *Server) apply(cfg *config.Config, fresh bool) ([]config.Problem, error)
 	}
 	rt := newRuntime(cfg)
 	rt.pol, rt.auth, rt.icepts, rt.origins = newCatalogPolicy(cfg, s.tasks != nil), auth, icepts, origins
-	s.warnTaskSettings(old.cfg, cfg)
+	s.warnTaskSettings(ex.old.cfg, cfg)
 	rt.states = s.states
 	if k := cfg.Inbound.RequestStateKey; !k.IsZero() {
 		rt.states = newStateSealer(k.Reveal())
 	}
+	ex.rt = rt
+	return nil
+}
 
-	var problems []config.Problem
-	var started, resolverChanged []*backend
-	keep := func(prev *backend) {
-		b := *prev
-		b.metrics = s.metrics.forServer(b.name)
-		rt.add(&b)
+// runningView is the plan's view of rt's backends, in order.
+func runningView(rt *runtime) []reload.Running {
+	out := make([]reload.Running, len(rt.backends))
+	for i, b := range rt.backends {
+		out[i] = reload.Running{Name: b.name, Fingerprint: b.fingerprint, HeaderKey: b.headerKey, Server: b.srv}
 	}
-	// A running server that is invalid in the new file keeps its last good settings.
-	invalid := make(map[string]bool, len(cfg.Invalid))
-	for _, se := range cfg.Invalid {
-		invalid[se.Name] = true
+	return out
+}
+
+// refuse is the plan's Refuse: the task rule (taskChange), then
+// Options.ServerChange, on whether the running settings may become next
+// (nil: removed or disabled).
+func (s *Server) refuse(running, next *config.Server) error {
+	if err := s.taskChange(running, next); err != nil {
+		return err
 	}
-	inNew := make(map[string]bool, len(cfg.Servers))
-	for _, sc := range cfg.Servers {
-		inNew[sc.Name] = true
+	if s.opts.ServerChange == nil {
+		return nil
 	}
-	for _, prev := range old.backends {
-		if invalid[prev.name] && !inNew[prev.name] {
-			problems = append(problems, config.Problem{Server: prev.name, Message: "the new settings are invalid; kept the running ones"})
-			keep(prev)
-		}
-	}
-	for _, sc := range cfg.Servers {
-		prev := old.byName[sc.Name]
-		if !sc.Enabled {
-			if prev != nil {
-				if p, refused := s.refuse(prev, nil); refused {
-					problems = append(problems, p)
-					keep(prev)
-				}
-			}
-			continue
-		}
-		fp := sc.Fingerprint()
-		if prev != nil && (fresh || prev.fingerprint != fp) {
-			if p, refused := s.refuse(prev, sc); refused {
-				problems = append(problems, p)
-				keep(prev)
-				continue
-			}
-		}
-		ro, hk := s.resolverOptions(sc)
-		var res *headers.Resolver
-		if prev != nil && prev.headerKey == hk && prev.fingerprint == fp {
-			res = prev.resolver // keeps the OAuth token and any fetch in flight
-		} else if ro != nil {
-			if res, err = headers.New(*ro); err != nil {
-				s.log.Warn("skipping upstream server", "server", sc.Name, "reason", err)
-				rt.skipped[sc.Name] = err.Error()
-				if prev != nil {
-					problems = append(problems, config.Problem{Server: sc.Name, Message: err.Error() + "; kept the running settings"})
-					keep(prev)
-				}
-				continue
-			}
-		}
-		if prev != nil && !fresh && prev.fingerprint == fp {
-			b := *prev
-			b.prefix, b.srv, b.resolver, b.headerKey = sc.ToolNamePrefix, sc, res, hk
-			b.metrics = s.metrics.forServer(sc.Name)
-			rt.add(&b)
-			if res != prev.resolver {
-				resolverChanged = append(resolverChanged, &b)
-			}
-			continue
-		}
-		ref := &resolverRef{}
-		ref.p.Store(res)
-		up, err := upstream.New(s.upstreamOptions(sc, ref))
-		if err != nil {
-			if res != nil && (prev == nil || res != prev.resolver) {
-				res.Close()
-			}
-			s.log.Warn("skipping upstream server", "server", sc.Name, "reason", err)
-			rt.skipped[sc.Name] = err.Error()
-			continue
-		}
-		b := &backend{name: sc.Name, prefix: sc.ToolNamePrefix, fingerprint: fp, headerKey: hk, up: up, srv: sc, resolver: res,
-			base: ref, metrics: s.metrics.forServer(sc.Name)}
-		rt.add(b)
-		started = append(started, b)
-	}
-	for _, prev := range old.backends {
-		if inNew[prev.name] || invalid[prev.name] {
-			continue
-		}
-		if p, refused := s.refuse(prev, nil); refused {
-			problems = append(problems, p)
-			keep(prev)
+	return s.opts.ServerChange(running, next)
+}
+
+// run carries out the actions in order.
+func (ex *execution) run(actions []reload.Action) {
+	for i := range actions {
+		a := &actions[i]
+		switch a.Kind {
+		case reload.Skip, reload.Refuse:
+			ex.keepRunning(ex.old.backends[a.Prev], a.Problem)
+		case reload.Keep, reload.Reconnect:
+			ex.connect(a)
 		}
 	}
+}
+
+// prev returns the running backend a starts from; nil for none.
+func (ex *execution) prev(a *reload.Action) *backend {
+	if a.Prev < 0 {
+		return nil
+	}
+	return ex.old.backends[a.Prev]
+}
+
+// keepRunning keeps the running backend prev in the new runtime unchanged and
+// reports why.
+func (ex *execution) keepRunning(prev *backend, problem string) {
+	ex.problems = append(ex.problems, config.Problem{Server: prev.name, Message: problem})
+	b := *prev
+	b.metrics = ex.s.metrics.forServer(b.name)
+	ex.rt.add(&b)
+}
+
+// connect sets up a server that runs on: its resolver, then its shared or
+// new upstream. A server whose resolver cannot be built is skipped, and
+// holds its running settings when it has them.
+func (ex *execution) connect(a *reload.Action) {
+	prev := ex.prev(a)
+	res, err := ex.resolver(a, prev)
+	if err != nil {
+		ex.skip(a.Name, err)
+		if prev != nil {
+			ex.keepRunning(prev, err.Error()+"; kept the running settings")
+		}
+		return
+	}
+	if a.Kind == reload.Keep {
+		ex.share(a, prev, res)
+		return
+	}
+	ex.reconnect(a, res)
+}
+
+// resolver returns a's header resolver: the running one, a new one, or nil.
+func (ex *execution) resolver(a *reload.Action, prev *backend) (*headers.Resolver, error) {
+	switch a.Resolver {
+	case reload.ReuseResolver:
+		return prev.resolver, nil // keeps the OAuth token and any fetch in flight
+	case reload.NewResolver:
+		o := *a.Headers
+		o.Logger = ex.s.log.Named("headers").With("server", a.Name)
+		return headers.New(o)
+	}
+	return nil, nil
+}
+
+// skip records that a server could not be set up.
+func (ex *execution) skip(name string, err error) {
+	ex.s.log.Warn("skipping upstream server", "server", name, "reason", err)
+	ex.rt.skipped[name] = err.Error()
+}
+
+// share puts the running upstream of prev in the new runtime with a's
+// settings and resolver res.
+func (ex *execution) share(a *reload.Action, prev *backend, res *headers.Resolver) {
+	b := *prev
+	b.prefix, b.srv, b.resolver, b.headerKey = a.Next.ToolNamePrefix, a.Next, res, a.HeaderKey
+	b.metrics = ex.s.metrics.forServer(a.Name)
+	ex.rt.add(&b)
+	if res != prev.resolver {
+		ex.resolverChanged = append(ex.resolverChanged, &b)
+	}
+}
+
+// reconnect puts a new upstream for a in the new runtime, with resolver
+// res; a server whose upstream cannot be made is skipped (and a resolver
+// built for it closed).
+func (ex *execution) reconnect(a *reload.Action, res *headers.Resolver) {
+	ref := &resolverRef{}
+	ref.p.Store(res)
+	up, err := upstream.New(ex.s.upstreamOptions(a.Next, ref))
+	if err != nil {
+		if a.Resolver == reload.NewResolver {
+			res.Close()
+		}
+		ex.skip(a.Name, err)
+		return
+	}
+	b := &backend{name: a.Name, prefix: a.Next.ToolNamePrefix, fingerprint: a.Fingerprint, headerKey: a.HeaderKey, up: up, srv: a.Next, resolver: res,
+		base: ref, metrics: ex.s.metrics.forServer(a.Name)}
+	ex.rt.add(b)
+	ex.started = append(ex.started, b)
+}
+
+// swap makes the new runtime the running one: it counts its references,
+// starts the new upstreams and waits (bounded) for their first discovery,
+// so that a changed server's tools do not vanish from the catalog while it
+// reconnects; then it publishes the runtime with its catalog and retires
+// the old one.
+func (ex *execution) swap() {
+	s, old, rt := ex.s, ex.old, ex.rt
 	s.hold(rt)
-	// New upstreams discover before the swap (bounded), so that a changed
-	// server's tools do not vanish from the catalog while it reconnects.
-	for _, b := range started {
+	for _, b := range ex.started {
 		b.up.Start()
 	}
-	s.awaitDiscovery(started)
-	for _, b := range resolverChanged {
+	s.awaitDiscovery(ex.started)
+	for _, b := range ex.resolverChanged {
 		b.base.p.Store(b.resolver)
 	}
 	rt.cat.Store(buildCatalog(rt.backends, rt.pol, s.log))
 	s.rt.Store(rt)
 	s.ready.Store(true)
 	s.startTasks()
-	for name := range old.byName {
-		if rt.byName[name] == nil {
-			s.metrics.forget(name)
-		}
-	}
+	ex.forgetRemoved()
 	s.retire(old)
 	s.refreshCatalog(old)
-	return problems, nil
 }
 
-// refuse asks Options.ServerChange whether the running backend prev may be
-// replaced by next (nil: removed or disabled).
-func (s *Server) refuse(prev *backend, next *config.Server) (config.Problem, bool) {
-	if err := s.taskChange(prev.srv, next); err != nil {
-		return config.Problem{Server: prev.name, Message: err.Error()}, true
+// forgetRemoved drops the metrics of the servers the old runtime had and the
+// new one has not.
+func (ex *execution) forgetRemoved() {
+	for name := range ex.old.byName {
+		if ex.rt.byName[name] == nil {
+			ex.s.metrics.forget(name)
+		}
 	}
-	if s.opts.ServerChange == nil {
-		return config.Problem{}, false
-	}
-	if err := s.opts.ServerChange(prev.srv, next); err != nil {
-		return config.Problem{Server: prev.name, Message: err.Error()}, true
-	}
-	return config.Problem{}, false
 }
 
 // newRuntime returns an empty runtime for cfg.
@@ -243,6 +304,7 @@ func newRuntime(cfg *config.Config) *runtime {
 	return &runtime{cfg: cfg, byName: make(map[string]*backend), skipped: make(map[string]string), idle: make(chan struct{})}
 }
 
+// add appends b to rt's backends.
 func (rt *runtime) add(b *backend) {
 	rt.backends = append(rt.backends, b)
 	rt.byName[b.name] = b
@@ -259,6 +321,8 @@ func (rt *runtime) enter() bool {
 	return true
 }
 
+// leave ends a call registered by enter; the last call on a retired
+// runtime lets it be released.
 func (rt *runtime) leave() {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
@@ -369,66 +433,36 @@ func (s *Server) awaitDiscovery(started []*backend) {
 	}
 }
 
+// upstreamOptions returns sc's upstream options (reload.UpstreamOptions)
+// with the server's logger, supervisor, retry bounds and hooks; the
+// upstream's own requests take their headers from ref.
 func (s *Server) upstreamOptions(sc *config.Server, ref *resolverRef) upstream.Options {
-	o := upstream.Options{
-		Name:            sc.Name,
-		Transport:       sc.Type,
-		Command:         sc.Command,
-		Args:            sc.Args,
-		URL:             sc.URL,
-		InitTimeout:     sc.SessionInitTimeout,
-		CallTimeout:     sc.ToolCallTimeout,
-		Supervisor:      s.opts.StdioSupervisor,
-		Scope:           sc.SessionScope,
-		ProtocolVersion: eraOf(sc.ProtocolVersion),
-		MaxSessions:     sc.MaxSessions,
-		IdleTimeout:     sc.IdleTimeout,
-		RetryMin:        s.opts.RetryMin,
-		RetryMax:        s.opts.RetryMax,
-		Logger:          s.log.Named("upstream").With("server", sc.Name),
-		OnChange:        func() { s.refreshCatalog(nil) },
-		OnDiscovery:     s.metrics.observeDiscovery(sc.Name),
-		Handler:         guardedHandler{s.panics, (*forwarder)(s)},
-		Via:             s.via,
-		// Discovery uses the newest credentials built for this upstream.
-		BaseHeaders: func(ctx context.Context) (http.Header, error) {
-			if r := ref.p.Load(); r != nil {
-				return r.Base(ctx)
-			}
-			return nil, nil
-		},
-		OnUnauthorized: func(sent http.Header) {
-			if r := ref.p.Load(); r != nil {
-				r.UnauthorizedHeader(sent)
-			}
-		},
-	}
-	if len(sc.Env) > 0 {
-		o.Env = make(map[string]string, len(sc.Env))
-		for k, v := range sc.Env {
-			o.Env[k] = v.Reveal()
-		}
-	}
-	if len(sc.Headers) > 0 {
-		o.Header = make(http.Header, len(sc.Headers))
-		for k, v := range sc.Headers {
-			o.Header[k] = []string{v.Reveal()}
-		}
-	}
+	o := reload.UpstreamOptions(sc)
+	o.Supervisor, o.RetryMin, o.RetryMax = s.opts.StdioSupervisor, s.opts.RetryMin, s.opts.RetryMax
+	o.Logger = s.log.Named("upstream").With("server", sc.Name)
+	o.OnChange = func() { s.refreshCatalog(nil) }
+	o.OnDiscovery = s.metrics.observeDiscovery(sc.Name)
+	o.Handler = guardedHandler{s.panics, (*forwarder)(s)}
+	o.Via = s.via
+	// Discovery uses the newest credentials built for this upstream.
+	o.BaseHeaders = ref.base
+	o.OnUnauthorized = ref.unauthorized
 	return o
 }
 
-// headerKey identifies a resolver's inputs (it hashes secrets: compare it,
-// never log it).
-func headerKey(o *headers.Options) string {
-	if o == nil {
-		return ""
+// base returns the newest resolver's base headers; none without one.
+func (r *resolverRef) base(ctx context.Context) (http.Header, error) {
+	if res := r.p.Load(); res != nil {
+		return res.Base(ctx)
 	}
-	c := *o
-	c.Logger, c.HTTPClient = nil, nil
-	data, _ := json.Marshal(c) // strings, maps and pointers to them: cannot fail
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:])
+	return nil, nil
+}
+
+// unauthorized tells the newest resolver that the headers sent were refused.
+func (r *resolverRef) unauthorized(sent http.Header) {
+	if res := r.p.Load(); res != nil {
+		res.UnauthorizedHeader(sent)
+	}
 }
 
 // refreshCatalog rebuilds the current runtime's catalog from its backends'
@@ -482,22 +516,7 @@ func (s *Server) sessionToolsChanged(ss *mcp.ServerSession, before, next *muxCat
 
 // newAuthenticator builds caller identification from inbound.auth.
 func (s *Server) newAuthenticator(cfg *config.Config) (*inbound.Authenticator, error) {
-	a := cfg.Inbound.Auth
-	keys := make(map[string]string, len(a.Keys))
-	for u, k := range a.Keys {
-		keys[u] = k.Reveal()
-	}
-	return inbound.New(inbound.Options{
-		Mode: a.Mode, UserHeader: cfg.Inbound.UserHeader, Keys: keys,
-		JWKSURL: a.JWKSURL, Issuer: a.Issuer, Audience: a.Audience, UserClaim: a.UserClaim,
-		Logger: s.log.Named("inbound"),
-	})
-}
-
-// eraOf maps protocol_version to the upstream's setting.
-func eraOf(v string) string {
-	if v == "auto" {
-		return upstream.VersionAuto
-	}
-	return v
+	o := reload.InboundOptions(&cfg.Inbound)
+	o.Logger = s.log.Named("inbound")
+	return inbound.New(o)
 }

@@ -10,54 +10,9 @@ import (
 	"sort"
 	"time"
 
-	"github.com/mcp-mux/mcp-mux/config"
 	"github.com/mcp-mux/mcp-mux/headers"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
-
-// resolverOptions returns a server's header rules and their key (see
-// headerKey); nil when it has none. Stdio servers have none (user_auth and
-// headers_from_context are ignored there with a config warning).
-func (s *Server) resolverOptions(sc *config.Server) (*headers.Options, string) {
-	if sc.Type == config.TypeStdio {
-		return nil, ""
-	}
-	o := headers.Options{Server: sc.Name, Logger: s.log.Named("headers").With("server", sc.Name)}
-	if len(sc.Headers) > 0 {
-		o.Static = make(map[string]string, len(sc.Headers))
-		for k, v := range sc.Headers {
-			o.Static[k] = v.Reveal()
-		}
-	}
-	if a := sc.OAuth; a != nil && a.Enabled {
-		o.OAuth = &headers.OAuthOptions{
-			TokenURL: a.TokenURL, ResourceURL: sc.URL, GrantType: a.GrantType,
-			ClientID: a.ClientID, ClientSecret: a.ClientSecret.Reveal(), RefreshToken: a.RefreshToken.Reveal(),
-			Scope: a.Scope, Audience: a.Audience,
-			TokenField: a.TokenField, TokenTypeField: a.TokenTypeField, ExpiresInField: a.ExpiresInField,
-			DefaultTokenType: a.DefaultTokenType, RefreshSkew: a.RefreshSkew, AuthStyle: a.AuthStyle,
-		}
-		if len(a.ExtraTokenParams) > 0 {
-			o.OAuth.ExtraParams = make(map[string]string, len(a.ExtraTokenParams))
-			for k, v := range a.ExtraTokenParams {
-				o.OAuth.ExtraParams[k] = v.Reveal()
-			}
-		}
-	}
-	if u := sc.UserAuth; u != nil && u.Enabled && !u.Ignored {
-		o.UserAuth = &headers.UserAuthOptions{Header: u.Header, OnMissing: u.OnMissing, Users: make(map[string]string, len(u.Users))}
-		for k, v := range u.Users {
-			o.UserAuth.Users[k] = v.Reveal()
-		}
-	}
-	if h := sc.HeadersFromContext; h != nil && h.Enabled && !h.Ignored && len(h.Headers) > 0 {
-		o.FromContext = &headers.FromContextOptions{Headers: h.Headers, OnMissing: h.OnMissing}
-	}
-	if o.Static == nil && o.OAuth == nil && o.UserAuth == nil && o.FromContext == nil {
-		return nil, ""
-	}
-	return &o, headerKey(&o)
-}
 
 // callHeaders resolves the upstream headers of one call to b by user, with
 // the secrets carried on the request's headers h, and a fingerprint of them
