@@ -41,6 +41,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/headers"
 	"github.com/mcp-mux/mcp-mux/inbound"
 	"github.com/mcp-mux/mcp-mux/interceptor"
+	"github.com/mcp-mux/mcp-mux/seal"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
@@ -104,7 +105,7 @@ func (s *Server) apply(cfg *config.Config, fresh bool) ([]config.Problem, error)
 	s.warnTaskSettings(old.cfg, cfg)
 	rt.states = s.states
 	if k := cfg.Inbound.RequestStateKey; !k.IsZero() {
-		rt.states = newStateSealer(k.Reveal())
+		rt.states = seal.New(k.Reveal())
 	}
 
 	var problems []config.Problem
