@@ -10,13 +10,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mcp-mux/mcp-mux/proxy"
+	"github.com/mcp-mux/mcp-mux/status"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
 )
 
 // StatusSource is what the status page reads (a *proxy.Server).
 type StatusSource interface {
-	Status() proxy.Status
+	Status() status.Snapshot
 }
 
 // TaskCounter counts durable tasks by status (a taskpoll.Store).
