@@ -175,10 +175,14 @@ func (a *admin) put(w http.ResponseWriter, r *http.Request) {
 	if !a.writable(w) {
 		return
 	}
-	body, ok := a.body(w, r)
-	if !ok {
-		return
+	if body, ok := a.body(w, r); ok {
+		a.replace(w, body)
 	}
+}
+
+// replace writes body's servers in place of the file's: the edit is
+// validated, its new or changed launches screened, then committed.
+func (a *admin) replace(w http.ResponseWriter, body []byte) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	data, err := a.read()
@@ -195,6 +199,16 @@ func (a *admin) put(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if err := a.screenWritten(data, cfg, names); err != nil {
+		writeDetail(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	a.commit(w, next, "Failed to update MCP configuration")
+}
+
+// screenWritten applies the launch policy to the servers a write names in
+// cfg, except those the stored file (data) already runs the same way.
+func (a *admin) screenWritten(data []byte, cfg *config.Config, names []string) error {
 	// The stored file as a load sees it; a server it already runs the same
 	// way is not screened again (nil: none is).
 	prev, _ := config.Parse(data, a.o.Load)
@@ -204,23 +218,27 @@ func (a *admin) put(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		if err := a.policy.check(s); err != nil {
-			writeDetail(w, http.StatusBadRequest, err.Error())
-			return
+			return err
 		}
 	}
-	a.commit(w, next, "Failed to update MCP configuration")
+	return nil
 }
 
 // sameLaunch reports whether a written server starts exactly as the stored
 // one does: same type, command, args and environment, and not newly
 // enabled.
 func sameLaunch(old, s *config.Server) bool {
-	if old == nil || old.Type != s.Type || old.Command != s.Command || !slices.Equal(old.Args, s.Args) ||
-		len(old.Env) != len(s.Env) || (s.Enabled && !old.Enabled) {
+	return old != nil && old.Type == s.Type && old.Command == s.Command && slices.Equal(old.Args, s.Args) &&
+		(!s.Enabled || old.Enabled) && sameEnv(old.Env, s.Env)
+}
+
+// sameEnv reports whether two environments hold the same values.
+func sameEnv(old, env map[string]secret.Value) bool {
+	if len(old) != len(env) {
 		return false
 	}
-	for k, v := range s.Env {
-		if ov, ok := old.Env[k]; !ok || ov.Reveal() != v.Reveal() {
+	for k, v := range env {
+		if ov, ok := old[k]; !ok || ov.Reveal() != v.Reveal() {
 			return false
 		}
 	}
@@ -304,19 +322,26 @@ func (a *admin) setEnabled(w http.ResponseWriter, name string, enabled bool) {
 		a.editFailed(w, err)
 		return
 	}
-	if enabled {
-		cfg, ok := a.validate(w, next, []string{name})
-		if !ok {
-			return
-		}
-		if s := cfg.Server(name); s != nil {
-			if err := a.policy.check(s); err != nil {
-				writeDetail(w, http.StatusBadRequest, err.Error())
-				return
-			}
-		}
+	if enabled && !a.screenEnabled(w, next, name) {
+		return
 	}
 	a.commit(w, next, "Failed to update MCP server state")
+}
+
+// screenEnabled validates the file that enables name and screens that
+// server's launch settings; false when it answered the refusal.
+func (a *admin) screenEnabled(w http.ResponseWriter, next []byte, name string) bool {
+	cfg, ok := a.validate(w, next, []string{name})
+	if !ok {
+		return false
+	}
+	if s := cfg.Server(name); s != nil {
+		if err := a.policy.check(s); err != nil {
+			writeDetail(w, http.StatusBadRequest, err.Error())
+			return false
+		}
+	}
+	return true
 }
 
 func (a *admin) reset(w http.ResponseWriter, _ *http.Request) {

@@ -194,75 +194,57 @@ func (p *launchPolicy) check(s *config.Server) error {
 	if s.Type != config.TypeStdio {
 		return nil
 	}
-	name, cmd := s.Name, s.Command
-	if cmd == "" {
+	if err := p.checkCommand(s.Name, s.Command); err != nil {
+		return err
+	}
+	if err := p.checkArgs(s.Name, s.Command, s.Args); err != nil {
+		return err
+	}
+	return checkEnv(s.Name, s.Env)
+}
+
+// checkCommand requires a single executable name that the policy allows.
+func (p *launchPolicy) checkCommand(name, cmd string) error {
+	switch {
+	case cmd == "":
 		return fmt.Errorf("MCP server '%s' with stdio transport requires a command.", name)
-	}
-	if cmd != strings.TrimSpace(cmd) || strings.ContainsAny(cmd, "/\\ \t;|&`$<>\n\r") {
+	case cmd != strings.TrimSpace(cmd) || strings.ContainsAny(cmd, "/\\ \t;|&`$<>\n\r"):
 		return fmt.Errorf("MCP server '%s' command must be a single executable name; put parameters in args instead.", name)
-	}
-	if !slices.Contains(p.allowed, cmd) {
+	case !slices.Contains(p.allowed, cmd):
 		return fmt.Errorf("MCP server '%s' uses disallowed stdio command '%s'. Allowed commands: %s. Configure MCP_MUX_STDIO_COMMAND_ALLOWLIST to extend this list.",
 			name, cmd, strings.Join(p.allowed, ", "))
 	}
+	return nil
+}
+
+// checkArgs screens what cmd's args make it run: a launcher's package and
+// options, or any other command's code-running flags.
+func (p *launchPolicy) checkArgs(name, cmd string, args []string) error {
 	if l := launchers[cmd]; l != nil {
-		if err := p.checkLauncher(l, cmd, s.Args); err != nil {
+		if err := p.checkLauncher(l, cmd, args); err != nil {
 			return fmt.Errorf("MCP server '%s' %w", name, err)
 		}
-	} else if i, flag := execFlag(s.Args); flag != "" {
+		return nil
+	}
+	if i, flag := execFlag(args); flag != "" {
 		return fmt.Errorf("MCP server '%s' passes '%s' (args[%d]) to '%s', which would run arbitrary code. Point the server at a package or module instead.", name, flag, i, cmd)
 	}
-	return checkEnv(name, s.Env)
+	return nil
 }
 
 // checkLauncher finds what a launcher would run and screens it; the error
-// follows "MCP server 'x' ".
+// follows "MCP server 'x' ". It steps over the subcommand and the
+// launcher's options (each screened), then screens the package.
 func (p *launchPolicy) checkLauncher(l *launcher, cmd string, args []string) error {
-	i := 0
-	if l.sub != "" {
-		if len(args) == 0 || args[0] != l.sub {
-			return fmt.Errorf("runs '%s' without '%s' first (args[0]); through the API, %s may only run a package with '%s %s'.", cmd, l.sub, cmd, cmd, l.sub)
-		}
-		i = 1
+	i, err := l.subcommand(cmd, args)
+	for err == nil && i < len(args) && isOption(args[i]) {
+		i, err = p.checkOption(l, cmd, args, i)
 	}
-	for ; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			i++
-			break
-		}
-		if !strings.HasPrefix(a, "-") || a == "-" {
-			break
-		}
-		flag, value, hasValue := strings.Cut(a, "=")
-		if why, ok := l.refused[flag]; ok || (strings.HasPrefix(flag, "--") && l.refused[strings.ToLower(flag)] != "") {
-			if !ok {
-				why = l.refused[strings.ToLower(flag)]
-			}
-			return fmt.Errorf("passes '%s' (args[%d]) to '%s', which %s.", flag, i, cmd, why)
-		}
-		switch {
-		case l.boolean[flag] || l.boolean[a] || hasPrefix(flag, l.prefixes):
-			continue
-		case !l.valued[flag]:
-			return fmt.Errorf("passes option '%s' (args[%d]) to '%s' that the launch policy does not know; put the server's own options after the package.", flag, i, cmd)
-		}
-		at := i
-		if !hasValue {
-			if i+1 >= len(args) {
-				return fmt.Errorf("passes '%s' (args[%d]) to '%s' without a value.", flag, i, cmd)
-			}
-			i++
-			value, at = args[i], i
-		}
-		if l.interpreter[flag] && strings.ContainsAny(value, `/\`) {
-			return fmt.Errorf("passes an interpreter path to '%s' (args[%d]); name a Python version instead.", flag, at)
-		}
-		if l.packages[flag] {
-			if err := p.checkProgram(cmd, value, at, false); err != nil {
-				return err
-			}
-		}
+	if err != nil {
+		return err
+	}
+	if i < len(args) && args[i] == "--" {
+		i++
 	}
 	if i >= len(args) {
 		return fmt.Errorf("gives '%s' no package to run.", cmd)
@@ -270,24 +252,115 @@ func (p *launchPolicy) checkLauncher(l *launcher, cmd string, args []string) err
 	return p.checkProgram(cmd, args[i], i, l.pathLookup)
 }
 
+// subcommand requires l's subcommand (if it has one) first in args and
+// returns the index of the argument after it.
+func (l *launcher) subcommand(cmd string, args []string) (int, error) {
+	if l.sub == "" {
+		return 0, nil
+	}
+	if len(args) == 0 || args[0] != l.sub {
+		return 0, fmt.Errorf("runs '%s' without '%s' first (args[0]); through the API, %s may only run a package with '%s %s'.", cmd, l.sub, cmd, cmd, l.sub)
+	}
+	return 1, nil
+}
+
+// isOption reports whether a launcher argument is an option: it starts
+// with "-" and is neither "-" nor the end of options "--".
+func isOption(a string) bool {
+	return strings.HasPrefix(a, "-") && a != "-" && a != "--"
+}
+
+// checkOption screens the launcher option at args[i] (and its value, the
+// next argument unless written --opt=value) and returns the index after
+// them.
+func (p *launchPolicy) checkOption(l *launcher, cmd string, args []string, i int) (int, error) {
+	a := args[i]
+	flag, value, hasValue := strings.Cut(a, "=")
+	if why, ok := l.refusal(flag); ok {
+		return i, fmt.Errorf("passes '%s' (args[%d]) to '%s', which %s.", flag, i, cmd, why)
+	}
+	switch {
+	case l.boolean[flag] || l.boolean[a] || hasPrefix(flag, l.prefixes):
+		return i + 1, nil
+	case !l.valued[flag]:
+		return i, fmt.Errorf("passes option '%s' (args[%d]) to '%s' that the launch policy does not know; put the server's own options after the package.", flag, i, cmd)
+	}
+	at := i
+	if !hasValue {
+		if i+1 >= len(args) {
+			return i, fmt.Errorf("passes '%s' (args[%d]) to '%s' without a value.", flag, i, cmd)
+		}
+		value, at = args[i+1], i+1
+	}
+	return at + 1, p.checkValue(l, cmd, flag, value, at)
+}
+
+// refusal is why l refuses an option: as written, or a long option in any
+// case.
+func (l *launcher) refusal(flag string) (string, bool) {
+	if why, ok := l.refused[flag]; ok {
+		return why, true
+	}
+	if !strings.HasPrefix(flag, "--") {
+		return "", false
+	}
+	why := l.refused[strings.ToLower(flag)]
+	return why, why != ""
+}
+
+// checkValue screens a valued option's value (args[at]): an interpreter is
+// a version, never a path, and a package is screened as what the launcher
+// runs.
+func (p *launchPolicy) checkValue(l *launcher, cmd, flag, value string, at int) error {
+	if l.interpreter[flag] && strings.ContainsAny(value, `/\`) {
+		return fmt.Errorf("passes an interpreter path to '%s' (args[%d]); name a Python version instead.", flag, at)
+	}
+	if l.packages[flag] {
+		return p.checkProgram(cmd, value, at, false)
+	}
+	return nil
+}
+
+// localSpecs start a package spec (lower-cased) that names a local path.
+var localSpecs = []string{".", "/", "~", "file:", "link:"}
+
 // checkProgram screens a package spec (or a command) a launcher would run.
 func (p *launchPolicy) checkProgram(cmd, spec string, at int, pathLookup bool) error {
 	lower := strings.ToLower(spec)
-	if spec == "" || strings.ContainsAny(spec, "\\\x00\n\r") || strings.HasPrefix(spec, ".") || strings.HasPrefix(spec, "/") ||
-		strings.HasPrefix(spec, "~") || strings.HasPrefix(lower, "file:") || strings.HasPrefix(lower, "link:") {
+	switch {
+	case localSpec(spec, lower):
 		return fmt.Errorf("runs a local path through '%s' (args[%d]); name a published package instead.", cmd, at)
-	}
-	if strings.Contains(lower, "://") || strings.HasPrefix(lower, "git") {
+	case strings.Contains(lower, "://") || strings.HasPrefix(lower, "git"):
 		return nil // a remote package (git, tarball or URL), fetched like any other
 	}
 	name := programName(spec)
-	if deniedPrograms[name] || deniedPrograms[strings.ToLower(name)] || versioned.MatchString(strings.ToLower(name)) {
+	if deniedProgram(name) {
 		return fmt.Errorf("would run '%s' through '%s' (args[%d]), a shell, interpreter, package manager or command runner that runs arbitrary code; point the server at an MCP server package instead.", name, cmd, at)
 	}
 	if pathLookup && name == spec && !strings.ContainsAny(spec, "@/") {
-		if path, err := p.lookPath(spec); err == nil && !inNodeModules(path) {
-			return fmt.Errorf("names '%s' (args[%d]), a program on the mux's PATH that '%s' would run instead of a package; name the package with a version (%s@latest) or its scope.", spec, at, cmd, spec)
-		}
+		return p.checkPathShadow(cmd, spec, at)
+	}
+	return nil
+}
+
+// localSpec reports whether a package spec (and its lower-cased form)
+// names a local path, or could be read as one.
+func localSpec(spec, lower string) bool {
+	return spec == "" || strings.ContainsAny(spec, "\\\x00\n\r") || hasPrefix(lower, localSpecs)
+}
+
+// deniedProgram reports whether name is a shell, interpreter (of any
+// version), package manager or command runner.
+func deniedProgram(name string) bool {
+	lower := strings.ToLower(name)
+	return deniedPrograms[name] || deniedPrograms[lower] || versioned.MatchString(lower)
+}
+
+// checkPathShadow refuses a bare name that is a program on the mux's PATH
+// outside node_modules: the launcher would run it instead of a package.
+func (p *launchPolicy) checkPathShadow(cmd, spec string, at int) error {
+	if path, err := p.lookPath(spec); err == nil && !inNodeModules(path) {
+		return fmt.Errorf("names '%s' (args[%d]), a program on the mux's PATH that '%s' would run instead of a package; name the package with a version (%s@latest) or its scope.", spec, at, cmd, spec)
 	}
 	return nil
 }
@@ -333,18 +406,27 @@ func hasPrefix(s string, prefixes []string) bool {
 func execFlag(args []string) (int, string) {
 	for i, a := range args {
 		flag, _, _ := strings.Cut(a, "=")
-		switch {
-		case strings.HasPrefix(flag, "--"):
-			if execFlags[strings.ToLower(flag)] {
-				return i, flag
-			}
-		case strings.HasPrefix(flag, "-") && len(flag) > 1:
-			for _, c := range flag[1:] {
-				if f := "-" + string(c); execFlags[f] || f == "-p" {
-					return i, f
-				}
-			}
+		if f := codeFlag(flag); f != "" {
+			return i, f
 		}
 	}
 	return 0, ""
+}
+
+// codeFlag is the code-running flag of one option ("" when none): a long
+// option in any case, or any flag of a short-flag cluster.
+func codeFlag(flag string) string {
+	switch {
+	case strings.HasPrefix(flag, "--"):
+		if execFlags[strings.ToLower(flag)] {
+			return flag
+		}
+	case strings.HasPrefix(flag, "-") && len(flag) > 1:
+		for _, c := range flag[1:] {
+			if f := "-" + string(c); execFlags[f] || f == "-p" {
+				return f
+			}
+		}
+	}
+	return ""
 }

@@ -10,13 +10,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mcp-mux/mcp-mux/proxy"
+	"github.com/mcp-mux/mcp-mux/status"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
 )
 
 // StatusSource is what the status page reads (a *proxy.Server).
 type StatusSource interface {
-	Status() proxy.Status
+	Status() status.Snapshot
 }
 
 // TaskCounter counts durable tasks by status (a taskpoll.Store).
@@ -145,39 +145,55 @@ func presentsToken(r *http.Request, token string) bool {
 // report gathers the status now.
 func (h *statusAPI) report(ctx context.Context) StatusReport {
 	st := h.o.Source.Status()
-	rep := StatusReport{
+	return StatusReport{
 		Version: st.Version, Started: st.Started, Ready: st.Ready, Draining: st.Draining,
 		Tools: st.Tools, Sessions: st.Sessions, StdioProcesses: st.StdioProcesses,
-		Servers: make([]ServerReport, 0, len(st.Servers)), Reloads: make([]ReloadReport, 0, len(st.Reloads)),
+		Servers: serverReports(st.Servers), Reloads: reloadReports(st.Reloads), Tasks: h.taskReport(ctx),
 	}
-	for _, s := range st.Servers {
-		rep.Servers = append(rep.Servers, ServerReport{
+}
+
+// serverReports are the servers of a snapshot, in its order.
+func serverReports(servers []status.Server) []ServerReport {
+	out := make([]ServerReport, 0, len(servers))
+	for _, s := range servers {
+		out = append(out, ServerReport{
 			Name: s.Name, Transport: s.Transport, State: s.State, Reason: s.Reason,
 			Tools: s.Tools, Prompts: s.Prompts, Resources: s.Resources,
 			UpstreamSessions: s.UpstreamSessions, StdioProcesses: s.StdioProcesses,
 		})
 	}
-	for i := len(st.Reloads) - 1; i >= 0; i-- {
-		ev := st.Reloads[i]
-		rep.Reloads = append(rep.Reloads, ReloadReport{Time: ev.Time, Trigger: ev.Trigger, Outcome: ev.Outcome, Problems: ev.Problems})
+	return out
+}
+
+// reloadReports are a snapshot's reloads, newest first.
+func reloadReports(reloads []status.ReloadEvent) []ReloadReport {
+	out := make([]ReloadReport, 0, len(reloads))
+	for i := len(reloads) - 1; i >= 0; i-- {
+		ev := reloads[i]
+		out = append(out, ReloadReport{Time: ev.Time, Trigger: ev.Trigger, Outcome: ev.Outcome, Problems: ev.Problems})
 	}
+	return out
+}
+
+// taskReport counts durable tasks by status, if they are on, waiting at
+// most taskCountTimeout for the store.
+func (h *statusAPI) taskReport(ctx context.Context) TasksReport {
 	var tc TaskCounter
 	if h.o.Tasks != nil {
 		tc = h.o.Tasks()
 	}
-	if tc != nil {
-		rep.Tasks.Enabled = true
-		ctx, cancel := context.WithTimeout(ctx, taskCountTimeout)
-		defer cancel()
-		counts, err := tc.Counts(ctx)
-		if err != nil {
-			rep.Tasks.Error = "the task store did not answer"
-		} else {
-			rep.Tasks.ByStatus = make(map[string]int, len(taskStatuses))
-			for _, s := range taskStatuses {
-				rep.Tasks.ByStatus[string(s)] = counts[s]
-			}
-		}
+	if tc == nil {
+		return TasksReport{}
+	}
+	ctx, cancel := context.WithTimeout(ctx, taskCountTimeout)
+	defer cancel()
+	counts, err := tc.Counts(ctx)
+	if err != nil {
+		return TasksReport{Enabled: true, Error: "the task store did not answer"}
+	}
+	rep := TasksReport{Enabled: true, ByStatus: make(map[string]int, len(taskStatuses))}
+	for _, s := range taskStatuses {
+		rep.ByStatus[string(s)] = counts[s]
 	}
 	return rep
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/config"
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/proxy"
+	"github.com/mcp-mux/mcp-mux/status"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
 )
 
@@ -154,16 +155,16 @@ func TestStatusJSON(t *testing.T) {
 		t.Errorf("version %q ready %v draining %v", rep.Version, rep.Ready, rep.Draining)
 	}
 	s := byName(rep)
-	if got := s["web"]; got.State != proxy.StateUp || got.Tools == 0 || got.Transport != "http" || got.Reason != "" {
+	if got := s["web"]; got.State != status.Up || got.Tools == 0 || got.Transport != "http" || got.Reason != "" {
 		t.Errorf("web: %+v", got)
 	}
-	if got := s["local"]; got.State != proxy.StateUp || got.Tools == 0 || got.StdioProcesses < 1 {
+	if got := s["local"]; got.State != status.Up || got.Tools == 0 || got.StdioProcesses < 1 {
 		t.Errorf("local: %+v", got)
 	}
-	if got := s["down"]; got.State != proxy.StateRetrying || got.Reason == "" || got.Tools != 0 {
+	if got := s["down"]; got.State != status.Retrying || got.Reason == "" || got.Tools != 0 {
 		t.Errorf("down: %+v", got)
 	}
-	if got := s["broken"]; got.State != proxy.StateInvalid || !strings.Contains(got.Reason, "command") {
+	if got := s["broken"]; got.State != status.Invalid || !strings.Contains(got.Reason, "command") {
 		t.Errorf("broken: %+v", got)
 	}
 	if _, ok := s["off"]; ok {
@@ -172,7 +173,7 @@ func TestStatusJSON(t *testing.T) {
 	if rep.StdioProcesses < 1 || rep.Tools < s["web"].Tools+s["local"].Tools {
 		t.Errorf("totals: %d stdio processes, %d tools", rep.StdioProcesses, rep.Tools)
 	}
-	if len(rep.Reloads) != 2 || rep.Reloads[0].Outcome != proxy.ReloadRejected || rep.Reloads[1].Outcome == proxy.ReloadRejected ||
+	if len(rep.Reloads) != 2 || rep.Reloads[0].Outcome != status.ReloadRejected || rep.Reloads[1].Outcome == status.ReloadRejected ||
 		len(rep.Reloads[0].Problems) == 0 {
 		t.Errorf("reloads (newest first): %+v", rep.Reloads)
 	}
@@ -195,7 +196,7 @@ func TestStatusDisabledStates(t *testing.T) {
 	m := startStatusMux(t, api.StatusOptions{})
 	_, body := get(t, m.ts.URL+"/api/status", nil)
 	rep := decodeStatus(t, body)
-	if got := byName(rep)["off"]; got.State != proxy.StateDisabled || got.Tools != 0 {
+	if got := byName(rep)["off"]; got.State != status.Disabled || got.Tools != 0 {
 		t.Errorf("off: %+v", got)
 	}
 	if rep.Tasks.Enabled || rep.Tasks.ByStatus != nil {

@@ -82,14 +82,10 @@ func (h *taskAPI) list(w http.ResponseWriter, r *http.Request, user string) {
 	if !h.available(w) {
 		return
 	}
-	limit := taskpoll.DefaultListLimit
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > taskpoll.MaxListLimit {
-			writeDetail(w, http.StatusUnprocessableEntity, "limit must be an integer from 1 to 100")
-			return
-		}
-		limit = n
+	limit, ok := listLimit(r)
+	if !ok {
+		writeDetail(w, http.StatusUnprocessableEntity, "limit must be an integer from 1 to 100")
+		return
 	}
 	ts, err := h.svc.List(r.Context(), taskpoll.Query{User: user, Thread: r.PathValue("thread_id"), Limit: limit})
 	if err != nil {
@@ -101,6 +97,18 @@ func (h *taskAPI) list(w http.ResponseWriter, r *http.Request, user string) {
 		out = append(out, taskpoll.SummaryOf(t))
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// listLimit is the request's limit query parameter (default
+// taskpoll.DefaultListLimit); false when it is not an integer from 1 to
+// taskpoll.MaxListLimit.
+func listLimit(r *http.Request) (int, bool) {
+	v := r.URL.Query().Get("limit")
+	if v == "" {
+		return taskpoll.DefaultListLimit, true
+	}
+	n, err := strconv.Atoi(v)
+	return n, err == nil && n >= 1 && n <= taskpoll.MaxListLimit
 }
 
 // owned returns the caller's task of the path's thread, or writes the error.

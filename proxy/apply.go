@@ -47,6 +47,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/inbound"
 	"github.com/mcp-mux/mcp-mux/interceptor"
 	"github.com/mcp-mux/mcp-mux/proxy/reload"
+	"github.com/mcp-mux/mcp-mux/seal"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
@@ -136,7 +137,7 @@ func (ex *execution) build(cfg *config.Config) error {
 	s.warnTaskSettings(ex.old.cfg, cfg)
 	rt.states = s.states
 	if k := cfg.Inbound.RequestStateKey; !k.IsZero() {
-		rt.states = newStateSealer(k.Reveal())
+		rt.states = seal.New(k.Reveal())
 	}
 	ex.rt = rt
 	return nil

@@ -3,7 +3,6 @@ package proxy
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
+	"github.com/mcp-mux/mcp-mux/seal"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
@@ -60,7 +60,7 @@ const (
 	// methodTaskNotification is the extension's task status notification.
 	methodTaskNotification = "notifications/tasks"
 	// passTaskPrefix starts a passed-through task's namespaced id.
-	passTaskPrefix = "mux-task-"
+	passTaskPrefix = seal.TaskIDPrefix
 	// maxTaskIDLen bounds a task id a client sends; maxRemoteTaskIDLen one
 	// an upstream returns.
 	maxTaskIDLen       = 4096
@@ -180,7 +180,7 @@ func (s *Server) passTask(st *session, r *route, raw json.RawMessage) (json.RawM
 	case head.TaskID == "" || len(head.TaskID) > maxRemoteTaskIDLen:
 		return nil, &wire.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("MCP server %q answered with a task without a usable taskId (1 to %d bytes)", r.Server.name, maxRemoteTaskIDLen)}
 	}
-	id := s.rt.Load().states.sealTaskID(st.user, r.Server.name, head.TaskID)
+	id := s.rt.Load().states.SealTaskID(st.user, r.Server.name, head.TaskID)
 	if len(id) > maxTaskIDLen {
 		// Escapes in the sealed reference (or a long user id) can make it
 		// longer than a client may send back: never issue an id that
@@ -310,7 +310,7 @@ func (s *Server) localTaskMethod(ctx context.Context, st *session, method, id st
 // with the server's own task id.
 func (s *Server) passedTaskMethod(ctx context.Context, st *session, method string, req mcp.Request, p *taskParams) (json.RawMessage, error) {
 	rt := s.rt.Load()
-	server, remote, ok := rt.states.openTaskID(p.TaskID, st.user)
+	server, remote, ok := rt.states.OpenTaskID(p.TaskID, st.user)
 	if !ok {
 		return nil, errUnknownTask
 	}
@@ -337,37 +337,6 @@ func (s *Server) passedTaskMethod(ctx context.Context, st *session, method strin
 		return withTaskID(raw, remote, p.TaskID), nil
 	}
 	return rewriteTaskIDs(raw, remote, p.TaskID, 1), nil
-}
-
-// taskRef is the sealed content of a passed-through task's id.
-type taskRef struct {
-	User   string `json:"c"`
-	Server string `json:"s"`
-	Remote string `json:"r"`
-}
-
-// sealTaskID returns the namespaced id of a server's task for user.
-func (s *stateSealer) sealTaskID(user, server, remote string) string {
-	pt, _ := json.Marshal(taskRef{User: user, Server: server, Remote: remote})
-	return passTaskPrefix + base64.RawURLEncoding.EncodeToString(sealBox(s.tasks, pt, []byte(passTaskPrefix)))
-}
-
-// openTaskID returns the server and remote id of a namespaced task id, if
-// it is intact and belongs to user.
-func (s *stateSealer) openTaskID(id, user string) (server, remote string, ok bool) {
-	b, err := base64.RawURLEncoding.Strict().DecodeString(strings.TrimPrefix(id, passTaskPrefix))
-	if err != nil {
-		return "", "", false
-	}
-	pt, ok := openBox(s.tasks, b, []byte(passTaskPrefix))
-	if !ok {
-		return "", "", false
-	}
-	var ref taskRef
-	if json.Unmarshal(pt, &ref) != nil || ref.User != user || ref.Server == "" || ref.Remote == "" {
-		return "", "", false
-	}
-	return ref.Server, ref.Remote, true
 }
 
 // serveTaskRequest takes the extension's requests the SDK cannot serve

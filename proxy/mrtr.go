@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
+	"github.com/mcp-mux/mcp-mux/seal"
 )
 
 // Multi-round-trip requests (2026-07-28) across eras.
@@ -166,7 +167,7 @@ func (s *Server) sealInputRequired(st *session, server, target string, ir *input
 	if len(reqs) == 0 {
 		return nil, &jsonrpc.Error{Code: codeMissingCapability, Message: "the server needs input the client declared no capability for"}
 	}
-	return inputRequiredResult(reqs, s.rt.Load().states.seal(stateEnvelope{Caller: st.user, Server: server, Target: target, State: ir.RequestState})), nil
+	return inputRequiredResult(reqs, s.rt.Load().states.SealState(seal.State{Caller: st.user, Server: server, Target: target, Upstream: ir.RequestState})), nil
 }
 
 func inputRequiredResult(reqs map[string]json.RawMessage, state string) json.RawMessage {
@@ -387,7 +388,7 @@ func (s *Server) await(ctx context.Context, st *session, pc *parkedCall) (mcp.Re
 			pc.cancel()
 			return nil, err
 		}
-		return &mcpwire.RawResult{Raw: inputRequiredResult(reqs, s.rt.Load().states.seal(stateEnvelope{
+		return &mcpwire.RawResult{Raw: inputRequiredResult(reqs, s.rt.Load().states.SealState(seal.State{
 			Caller: pc.user, Server: pc.server, Target: pc.target, Park: pc.id, Replica: s.replica}))}, nil
 	}
 }
@@ -497,7 +498,7 @@ func (s *Server) modernCall(ctx context.Context, st *session, method string, req
 	responses, state := retryOf(req)
 	server, target := s.ownerOf(method, req.GetParams())
 	if state != "" {
-		env, err := s.rt.Load().states.open(state, st.user, server, target)
+		env, err := s.rt.Load().states.OpenState(state, st.user, server, target)
 		if err != nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid requestState: " + err.Error()}
 		}
@@ -517,7 +518,7 @@ func (s *Server) modernCall(ctx context.Context, st *session, method string, req
 			return s.await(ctx, st, pc)
 		}
 		b, _ := json.Marshal(responses)
-		st.retry = &mrtrRetry{responses: b, state: env.State}
+		st.retry = &mrtrRetry{responses: b, state: env.Upstream}
 	}
 	pc := s.startParked(ctx, st, server, target, func(ctx context.Context) (mcp.Result, error) {
 		return s.dispatch(ctx, st, method, req, next)

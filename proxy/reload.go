@@ -8,35 +8,21 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcp-mux/mcp-mux/config"
+	"github.com/mcp-mux/mcp-mux/status"
 )
 
 // Reload outcomes (the outcome label of mcp_mux_reloads_total).
 const (
-	// ReloadApplied: the new config is running.
-	ReloadApplied = "applied"
-	// ReloadPartial: the new config is running, except for the servers named
-	// in the problems, which kept their running settings.
-	ReloadPartial = "partial"
-	// ReloadRejected: the new config failed to load or validate; the last
-	// good config keeps serving.
-	ReloadRejected = "rejected"
+	ReloadApplied  = status.ReloadApplied
+	ReloadPartial  = status.ReloadPartial
+	ReloadRejected = status.ReloadRejected
 )
 
 // maxReloadEvents is how many reload events Reloads keeps.
 const maxReloadEvents = 20
 
 // ReloadEvent is one reload attempt.
-type ReloadEvent struct {
-	Time time.Time
-	// Trigger says what asked for the reload: "file", "signal", "api", …
-	Trigger string
-	// Outcome is ReloadApplied, ReloadPartial or ReloadRejected.
-	Outcome string
-	// Problems are the reasons for a partial or rejected reload and the
-	// servers skipped as invalid, each safe to show (they name files,
-	// servers and fields, never a configured value).
-	Problems []string
-}
+type ReloadEvent = status.ReloadEvent
 
 // reloadLog keeps the recent reload events and their metrics.
 type reloadLog struct {

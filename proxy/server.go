@@ -25,6 +25,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/inbound"
 	"github.com/mcp-mux/mcp-mux/interceptor"
 	"github.com/mcp-mux/mcp-mux/internal/via"
+	"github.com/mcp-mux/mcp-mux/seal"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
@@ -87,7 +88,7 @@ type Server struct {
 	parked     parkTable         // 2026-07-28 calls bridged to legacy upstreams
 	replica    string            // this process, in requestStates of parked calls
 	via        *via.Marker       // this process in the requests it sends upstream (loops.go)
-	states     *stateSealer      // requestState key without inbound.request_state_key
+	states     *seal.Sealer      // requestState key without inbound.request_state_key
 	capsCache  capsCache         // validated 2026-07-28 client capabilities (fastpath_modern.go)
 	sessions   sessionTable
 	requests   requestTable // SDK-path HTTP requests (limits.go)
@@ -127,7 +128,7 @@ type runtime struct {
 	auth     *inbound.Authenticator
 	origins  *originPolicy
 	icepts   []interceptor.Interceptor
-	states   *stateSealer      // seals 2026-07-28 requestStates (mrtr_state.go)
+	states   *seal.Sealer      // seals 2026-07-28 requestStates and task ids
 	skipped  map[string]string // enabled servers that could not be set up: the reason
 
 	mu      sync.Mutex
@@ -194,8 +195,8 @@ func New(opts Options) *Server {
 	var ctx context.Context
 	ctx, s.stop = context.WithCancel(context.Background())
 	s.life = ctx
-	s.states = newStateSealer("")
-	s.replica = fmt.Sprintf("%x", s.states.mac("replica")[:8])
+	s.states = seal.New("")
+	s.replica = fmt.Sprintf("%x", s.states.MAC("replica")[:8])
 	if opts.TaskStore != nil {
 		svc, err := taskpoll.New(taskpoll.Options{Store: opts.TaskStore, Caller: (*taskCaller)(s), Config: opts.TaskConfig,
 			Logger: s.log.Named("tasks"), Registerer: s.metrics.reg})

@@ -5,61 +5,25 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
-	"time"
 
-	"github.com/mcp-mux/mcp-mux/upstream"
+	"github.com/mcp-mux/mcp-mux/status"
 )
 
-// Server states in a Status.
+// Server states in a Status (package status).
 const (
-	// StateStarting: the first discovery has not finished yet.
-	StateStarting = upstream.StateStarting
-	// StateUp: the last discovery succeeded.
-	StateUp = upstream.StateUp
-	// StateRetrying: the last discovery failed; discovery retries with backoff.
-	StateRetrying = upstream.StateRetrying
-	// StateInvalid: the server's config entry is invalid and was skipped.
-	StateInvalid = "invalid"
-	// StateSkipped: the entry is valid but the server could not be set up
-	// (its credentials or transport settings were refused).
-	StateSkipped = "skipped"
-	// StateDisabled: "enabled": false.
-	StateDisabled = "disabled"
+	StateStarting = status.Starting
+	StateUp       = status.Up
+	StateRetrying = status.Retrying
+	StateInvalid  = status.Invalid
+	StateSkipped  = status.Skipped
+	StateDisabled = status.Disabled
 )
 
 // ServerStatus is one configured server as the running mux sees it.
-type ServerStatus struct {
-	Name string
-	// Transport is stdio, http or sse ("" for an invalid entry).
-	Transport string
-	// State is StateStarting, StateUp or StateRetrying for a server
-	// that runs, else StateInvalid, StateSkipped or StateDisabled.
-	State string
-	// Reason says why the server is not up: the last discovery error (with
-	// the last stderr lines of a stdio server) or the config problems. It
-	// names servers, fields and causes, never a configured secret.
-	Reason                           string
-	Tools, Prompts, Resources        int
-	UpstreamSessions, StdioProcesses int
-}
+type ServerStatus = status.Server
 
 // Status is a snapshot of the running mux.
-type Status struct {
-	Version string
-	Started time.Time
-	// Ready is what /readyz answers; false while draining.
-	Ready, Draining bool
-	// Servers lists every configured server in config order, then invalid ones.
-	Servers []ServerStatus
-	// Tools is the size of the aggregated catalog.
-	Tools int
-	// Sessions is the number of downstream MCP sessions.
-	Sessions int
-	// StdioProcesses counts every running stdio server process.
-	StdioProcesses int
-	// Reloads are the recent reload attempts, oldest first.
-	Reloads []ReloadEvent
-}
+type Status = status.Snapshot
 
 // Status returns a snapshot of the running mux.
 func (s *Server) Status() Status {

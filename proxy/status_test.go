@@ -14,7 +14,19 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/proxy"
+	"github.com/mcp-mux/mcp-mux/status"
+	"github.com/mcp-mux/mcp-mux/upstream"
 )
+
+// A running server's state is upstream's, reported as is: the words of
+// both packages agree.
+func TestStatusStatesAreUpstreams(t *testing.T) {
+	for up, st := range map[string]string{upstream.StateStarting: status.Starting, upstream.StateUp: status.Up, upstream.StateRetrying: status.Retrying} {
+		if up != st {
+			t.Errorf("upstream reports %q, status names it %q", up, st)
+		}
+	}
+}
 
 func get(t *testing.T, url, host, auth string) (int, string) {
 	t.Helper()

@@ -1,0 +1,84 @@
+// Package status holds the snapshot of a running mux: each configured
+// server's state and counts, the totals and the recent reloads. proxy fills
+// it; the status page (api), /readyz and the command line read it. It
+// imports nothing of mcp-mux, so readers need not import proxy.
+package status
+
+import "time"
+
+// Server states in a Snapshot. Starting, Up and Retrying are the states
+// package upstream reports for a running server.
+const (
+	// Starting: the first discovery has not finished yet.
+	Starting = "starting"
+	// Up: the last discovery succeeded.
+	Up = "up"
+	// Retrying: the last discovery failed; discovery retries with backoff.
+	Retrying = "retrying"
+	// Invalid: the server's config entry is invalid and was skipped.
+	Invalid = "invalid"
+	// Skipped: the entry is valid but the server could not be set up (its
+	// credentials or transport settings were refused).
+	Skipped = "skipped"
+	// Disabled: "enabled": false.
+	Disabled = "disabled"
+)
+
+// Reload outcomes (the outcome label of mcp_mux_reloads_total).
+const (
+	// ReloadApplied: the new config is running.
+	ReloadApplied = "applied"
+	// ReloadPartial: the new config is running, except for the servers named
+	// in the problems, which kept their running settings.
+	ReloadPartial = "partial"
+	// ReloadRejected: the new config failed to load or validate; the last
+	// good config keeps serving.
+	ReloadRejected = "rejected"
+)
+
+// Server is one configured server as the running mux sees it.
+type Server struct {
+	Name string
+	// Transport is stdio, http or sse ("" for an invalid entry).
+	Transport string
+	// State is Starting, Up or Retrying for a server that runs, else
+	// Invalid, Skipped or Disabled.
+	State string
+	// Reason says why the server is not up: the last discovery error (with
+	// the last stderr lines of a stdio server) or the config problems. It
+	// names servers, fields and causes, never a configured secret.
+	Reason                           string
+	Tools, Prompts, Resources        int
+	UpstreamSessions, StdioProcesses int
+}
+
+// Snapshot is the state of the running mux at one moment.
+type Snapshot struct {
+	Version string
+	Started time.Time
+	// Ready is what /readyz answers; false while draining.
+	Ready, Draining bool
+	// Servers lists every configured server in config order, then invalid ones.
+	Servers []Server
+	// Tools is the size of the aggregated catalog.
+	Tools int
+	// Sessions is the number of downstream MCP sessions.
+	Sessions int
+	// StdioProcesses counts every running stdio server process.
+	StdioProcesses int
+	// Reloads are the recent reload attempts, oldest first.
+	Reloads []ReloadEvent
+}
+
+// ReloadEvent is one reload attempt.
+type ReloadEvent struct {
+	Time time.Time
+	// Trigger says what asked for the reload: "file", "signal", "api", …
+	Trigger string
+	// Outcome is ReloadApplied, ReloadPartial or ReloadRejected.
+	Outcome string
+	// Problems are the reasons for a partial or rejected reload and the
+	// servers skipped as invalid, each safe to show (they name files,
+	// servers and fields, never a configured value).
+	Problems []string
+}
