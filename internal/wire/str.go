@@ -1,9 +1,6 @@
 package wire
 
-import (
-	"strings"
-	"unicode/utf8"
-)
+import "unicode/utf8"
 
 const hexDigits = "0123456789abcdef"
 
@@ -40,19 +37,18 @@ func isPlainASCII(b byte) bool {
 	return b >= 0x20 && b != '"' && b != '\\'
 }
 
-// shortEscaped lists the ASCII bytes JSON escapes with a backslash and one
-// letter, and shortEscapes those letters in the same order; other control
-// characters get a \u00XX escape.
-const (
-	shortEscaped = "\"\\\b\f\n\r\t"
-	shortEscapes = "\"\\bfnrt"
-)
+// controlEscapes holds, for each control character below 0x20, the letter
+// JSON escapes it with after a backslash, or '0' for a \u00XX escape.
+const controlEscapes = "00000000btn0fr000000000000000000"
 
 // appendEscapedByte appends the escape of an ASCII byte isPlainASCII
-// refuses.
+// refuses: a quote, a backslash or a control character.
 func appendEscapedByte(dst []byte, b byte) []byte {
-	if j := strings.IndexByte(shortEscaped, b); j >= 0 {
-		return append(dst, '\\', shortEscapes[j])
+	if b == '"' || b == '\\' {
+		return append(dst, '\\', b)
+	}
+	if e := controlEscapes[b]; e != '0' {
+		return append(dst, '\\', e)
 	}
 	return append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xf])
 }
