@@ -22,20 +22,40 @@ const (
 // tabs, and DEL (0x7f). Rejected: bytes outside ASCII, control characters other
 // than tab (NUL, CR, LF, VT, FF, …), and leading or trailing space or tab.
 func CheckValue(v string) error {
-	for i := 0; i < len(v); i++ {
-		if v[i] >= 0x80 {
-			return errors.New(reasonNonASCII)
-		}
-	}
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; c < 0x20 && c != '\t' {
-			return errors.New(reasonControl)
-		}
-	}
-	if v != "" && (isBlank(v[0]) || isBlank(v[len(v)-1])) {
+	switch {
+	case hasNonASCII(v):
+		return errors.New(reasonNonASCII)
+	case hasControl(v):
+		return errors.New(reasonControl)
+	case hasOuterBlank(v):
 		return errors.New(reasonWhitespace)
 	}
 	return nil
+}
+
+// hasNonASCII reports whether v has a byte outside ASCII.
+func hasNonASCII(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if v[i] >= 0x80 {
+			return true
+		}
+	}
+	return false
+}
+
+// hasControl reports whether v has a control character other than tab.
+func hasControl(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x20 && c != '\t' {
+			return true
+		}
+	}
+	return false
+}
+
+// hasOuterBlank reports whether v starts or ends with a space or tab.
+func hasOuterBlank(v string) bool {
+	return v != "" && (isBlank(v[0]) || isBlank(v[len(v)-1]))
 }
 
 // CheckName reports whether name is a valid HTTP header field name: a
@@ -52,6 +72,7 @@ func CheckName(name string) error {
 	return nil
 }
 
+// isBlank reports whether c is a space or tab.
 func isBlank(c byte) bool { return c == ' ' || c == '\t' }
 
 // isTokenChar reports whether c is an RFC 7230 tchar.

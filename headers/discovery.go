@@ -48,22 +48,11 @@ func (s *tokenSource) discover(ctx context.Context) (endpoint, error) {
 	if len(prm.AuthorizationServers) == 0 {
 		return endpoint{}, errors.New("the protected resource metadata names no authorization server")
 	}
-	issuer := prm.AuthorizationServers[0]
-	asm, err := auth.GetAuthServerMetadata(ctx, issuer, s.client)
+	ep, err := s.authServerEndpoint(ctx, prm.AuthorizationServers[0])
 	if err != nil {
-		return endpoint{}, fmt.Errorf("authorization server metadata of %s: %w", secret.RedactURL(issuer), err)
+		return endpoint{}, err
 	}
-	ep := endpoint{resource: prm.Resource}
-	if asm == nil {
-		// No metadata at any well-known URL: the 2025-03-26 default endpoint.
-		ep.tokenURL = strings.TrimSuffix(issuer, "/") + "/token"
-	} else {
-		if asm.TokenEndpoint == "" {
-			return endpoint{}, fmt.Errorf("the authorization server metadata of %s has no token_endpoint", secret.RedactURL(issuer))
-		}
-		ep.tokenURL = asm.TokenEndpoint
-		ep.authMethods = asm.TokenEndpointAuthMethodsSupported
-	}
+	ep.resource = prm.Resource
 	ep.scope = challengeScope(challenges)
 	if ep.scope == "" && len(prm.ScopesSupported) > 0 {
 		ep.scope = strings.Join(prm.ScopesSupported, " ")
@@ -71,20 +60,31 @@ func (s *tokenSource) discover(ctx context.Context) (endpoint, error) {
 	return ep, nil
 }
 
+// authServerEndpoint reads the token endpoint and the client
+// authentication methods from the metadata of the authorization server
+// issuer, or takes the 2025-03-26 default endpoint when it has none.
+func (s *tokenSource) authServerEndpoint(ctx context.Context, issuer string) (endpoint, error) {
+	asm, err := auth.GetAuthServerMetadata(ctx, issuer, s.client)
+	if err != nil {
+		return endpoint{}, fmt.Errorf("authorization server metadata of %s: %w", secret.RedactURL(issuer), err)
+	}
+	if asm == nil {
+		// No metadata at any well-known URL: the 2025-03-26 default endpoint.
+		return endpoint{tokenURL: strings.TrimSuffix(issuer, "/") + "/token"}, nil
+	}
+	if asm.TokenEndpoint == "" {
+		return endpoint{}, fmt.Errorf("the authorization server metadata of %s has no token_endpoint", secret.RedactURL(issuer))
+	}
+	return endpoint{tokenURL: asm.TokenEndpoint, authMethods: asm.TokenEndpointAuthMethodsSupported}, nil
+}
+
 // probe sends the unauthenticated request and returns the WWW-Authenticate
 // challenges of a 401 (none for any other answer).
 func (s *tokenSource) probe(ctx context.Context, resourceURL string) ([]oauthex.Challenge, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, resourceURL, bytes.NewReader(wire.AppendRequest(nil, json.RawMessage(probeID), "ping", nil)))
+	req, err := s.probeRequest(ctx, resourceURL)
 	if err != nil {
 		return nil, fmt.Errorf("probing %s: %w", secret.RedactURL(resourceURL), err)
 	}
-	for _, f := range s.static {
-		if !strings.EqualFold(f.name, "Authorization") {
-			req.Header[f.name] = []string{f.value.Reveal()}
-		}
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err := s.client.Do(req)
 	if err != nil {
 		var ue *url.Error
@@ -101,6 +101,23 @@ func (s *tokenSource) probe(ctx context.Context, resourceURL string) ([]oauthex.
 	// A malformed header leaves only the well-known URLs to try.
 	challenges, _ := oauthex.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate"))
 	return challenges, nil
+}
+
+// probeRequest builds the probe: a JSON-RPC ping to resourceURL carrying
+// the static headers but no Authorization.
+func (s *tokenSource) probeRequest(ctx context.Context, resourceURL string) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, resourceURL, bytes.NewReader(wire.AppendRequest(nil, json.RawMessage(probeID), "ping", nil)))
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range s.static {
+		if !strings.EqualFold(f.name, "Authorization") {
+			req.Header[f.name] = []string{f.value.Reveal()}
+		}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	return req, nil
 }
 
 // resourceMetadata fetches the protected resource metadata: from the URL the
@@ -135,6 +152,8 @@ func (s *tokenSource) resourceMetadata(ctx context.Context, challenges []oauthex
 	}, nil
 }
 
+// prmCandidate is a URL that may hold protected resource metadata and the
+// resource identifier the metadata there must declare.
 type prmCandidate struct{ url, resource string }
 
 // prmCandidates lists where protected resource metadata may be, in the MCP
@@ -165,6 +184,8 @@ func prmCandidates(fromChallenge, resourceURL string) []prmCandidate {
 	return out
 }
 
+// challengeParam returns the first non-empty value of the parameter name
+// among the challenges cs, or "".
 func challengeParam(cs []oauthex.Challenge, name string) string {
 	for _, c := range cs {
 		if v := c.Params[name]; v != "" {

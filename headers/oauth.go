@@ -2,11 +2,10 @@ package headers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
-	"strings"
+	"slices"
 	"sync"
 	"time"
 
@@ -70,8 +69,6 @@ type OAuthOptions struct {
 // maxExpiresIn caps expires_in (ten years, in seconds).
 const maxExpiresIn = 10 * 365 * 24 * 3600
 
-var reservedParams = []string{"grant_type", "client_id", "client_secret", "refresh_token", "scope", "audience"}
-
 // tokenSource fetches, caches and refreshes one server's OAuth token. At most
 // one fetch is in flight; callers waiting for it share its result.
 type tokenSource struct {
@@ -95,68 +92,24 @@ type tokenSource struct {
 	conf    *clientcredentials.Config // built on the first fetch, after any discovery
 }
 
+// token is one fetched OAuth token.
 type token struct {
 	value  secret.Value // the Authorization value, "<type> <token>"
 	access secret.Value
 	expiry time.Time
 }
 
+// newTokenSource checks o, fills in its defaults and builds the token source
+// of one server. It does no I/O.
 func newTokenSource(server string, o OAuthOptions, static []field, client *http.Client, log hclog.Logger) (*tokenSource, error) {
-	switch o.GrantType {
-	case "":
-		o.GrantType = GrantClientCredentials
-	case GrantClientCredentials, GrantRefreshToken:
-	default:
-		return nil, fmt.Errorf("OAuth grant_type must be '%s' or '%s'", GrantClientCredentials, GrantRefreshToken)
+	if err := o.check(); err != nil {
+		return nil, err
 	}
-	if o.GrantType == GrantClientCredentials && (o.ClientID == "" || o.ClientSecret == "") {
-		return nil, errors.New("OAuth client_credentials requires client_id and client_secret")
-	}
-	if o.GrantType == GrantRefreshToken && o.RefreshToken == "" {
-		return nil, errors.New("OAuth refresh_token grant requires refresh_token")
-	}
-	if o.TokenURL == "" && o.ResourceURL == "" {
-		return nil, errors.New("OAuth needs token_url, or the server URL to discover it from")
-	}
-	for _, u := range []string{o.TokenURL, o.ResourceURL} {
-		if u == "" {
-			continue
-		}
-		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-			return nil, fmt.Errorf("OAuth: %q is not an http(s) URL", secret.RedactURL(u))
-		}
-	}
-	switch o.AuthStyle {
-	case "":
-		o.AuthStyle = AuthStyleAuto
-	case AuthStyleAuto, AuthStyleBasic, AuthStylePost:
-	default:
-		return nil, fmt.Errorf("OAuth auth_style must be '%s', '%s' or '%s'", AuthStyleAuto, AuthStyleBasic, AuthStylePost)
-	}
-	if o.DefaultTokenType == "" {
-		o.DefaultTokenType = "Bearer"
-	}
-	skew := o.RefreshSkew
-	switch {
-	case skew == 0:
-		skew = 60 * time.Second
-	case skew < 0:
-		skew = 0
-	}
-	extra := make(map[string]string, len(o.ExtraParams))
-	for _, k := range sortedKeys(o.ExtraParams) {
-		if isReserved(k) {
-			log.Warn("ignoring a reserved field in extra_token_params", "server", server, "field", k)
-			continue
-		}
-		extra[k] = o.ExtraParams[k]
-	}
-	o.ExtraParams = extra
-
+	o.ExtraParams = unreservedParams(server, o.ExtraParams, log)
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &tokenSource{
 		server:       server,
-		skew:         skew,
+		skew:         refreshSkew(o.RefreshSkew),
 		fields:       newResponseFields(o.TokenField, o.TokenTypeField, o.ExpiresInField),
 		static:       static,
 		client:       client,
@@ -168,24 +121,22 @@ func newTokenSource(server string, o OAuthOptions, static []field, client *http.
 	}
 	o.ClientSecret, o.RefreshToken = "", ""
 	s.opts = o
-	s.tokenHTTP = &http.Client{
-		Transport:     &normalizingTransport{base: client.Transport, fields: s.fields},
+	s.tokenHTTP = tokenClient(client, s.fields)
+	return s, nil
+}
+
+// tokenClient returns a copy of client whose transport normalizes token
+// responses to fields.
+func tokenClient(client *http.Client, fields responseFields) *http.Client {
+	return &http.Client{
+		Transport:     &normalizingTransport{base: client.Transport, fields: fields},
 		CheckRedirect: client.CheckRedirect,
 		Jar:           client.Jar,
 		Timeout:       client.Timeout,
 	}
-	return s, nil
 }
 
-func isReserved(k string) bool {
-	for _, r := range reservedParams {
-		if strings.EqualFold(k, r) {
-			return true
-		}
-	}
-	return false
-}
-
+// close stops a fetch in flight; later fetches fail.
 func (s *tokenSource) close() { s.cancelLife() }
 
 // cached returns the current token if it is not within skew of expiring.
@@ -222,6 +173,8 @@ func (s *tokenSource) token(ctx context.Context) (*token, error) {
 	}
 }
 
+// invalidate drops the current token when sent (an Authorization value or
+// a bare access token) is it, so the next caller fetches a new one.
 func (s *tokenSource) invalidate(sent string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -238,11 +191,8 @@ func (s *tokenSource) fetch() (*token, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	refresh := s.refresh
-	s.mu.Unlock()
 	if s.opts.GrantType == GrantRefreshToken {
-		conf.EndpointParams.Set("refresh_token", refresh.Reveal())
+		conf.EndpointParams.Set("refresh_token", s.refreshToken().Reveal())
 	}
 
 	ctx, cancel := context.WithTimeout(s.life, tokenTimeout)
@@ -252,35 +202,63 @@ func (s *tokenSource) fetch() (*token, error) {
 	if err != nil {
 		return nil, s.fetchError(conf.TokenURL, err)
 	}
+	t, expiresIn, err := s.newToken(tok, start)
+	if err != nil {
+		return nil, err
+	}
+	rotated := s.keep(t, tok.RefreshToken)
+	s.log.Debug("oauth token fetched", "server", s.server, "expires_in", expiresIn, "refresh_token_rotated", rotated)
+	return t, nil
+}
 
+// refreshToken returns the current refresh token.
+func (s *tokenSource) refreshToken() secret.Value {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refresh
+}
+
+// newToken turns the token endpoint's answer to a request sent at start
+// into a token, with its lifetime in seconds. A token that cannot be sent as
+// a header value is a *DenyError.
+func (s *tokenSource) newToken(tok *oauth2.Token, start time.Time) (*token, int, error) {
 	typ := tok.TokenType
 	if typ == "" {
 		typ = s.opts.DefaultTokenType
 	}
-	expiresIn := 3600
-	if v, ok := tok.Extra("expires_in").(float64); ok {
-		expiresIn = int(min(max(v, 1), maxExpiresIn)) // the cap keeps the Duration from overflowing
-	}
+	expiresIn := expiresInSeconds(tok)
 	value := typ + " " + tok.AccessToken
 	if err := headercheck.CheckValue(value); err != nil {
-		return nil, &DenyError{Msg: fmt.Sprintf("OAuth token for MCP server '%s' cannot be sent as an HTTP header value: "+
+		return nil, 0, &DenyError{Msg: fmt.Sprintf("OAuth token for MCP server '%s' cannot be sent as an HTTP header value: "+
 			"the Authorization value %v. Check what the token endpoint returned for this server.", s.server, err)}
 	}
-	t := &token{
+	return &token{
 		value:  secret.Value(value),
 		access: secret.Value(tok.AccessToken),
 		expiry: start.Add(time.Duration(expiresIn) * time.Second),
+	}, expiresIn, nil
+}
+
+// expiresInSeconds returns tok's expires_in, between 1 and maxExpiresIn, or
+// an hour when it has none.
+func expiresInSeconds(tok *oauth2.Token) int {
+	if v, ok := tok.Extra("expires_in").(float64); ok {
+		return int(min(max(v, 1), maxExpiresIn)) // the cap keeps the Duration from overflowing
 	}
-	rotated := false
+	return 3600
+}
+
+// keep makes t the current token and, when the token endpoint sent a new
+// refresh token, keeps that one; it reports whether it did.
+func (s *tokenSource) keep(t *token, refreshToken string) (rotated bool) {
 	s.mu.Lock()
-	if tok.RefreshToken != "" && tok.RefreshToken != s.refresh.Reveal() {
-		s.refresh = secret.Value(tok.RefreshToken)
+	defer s.mu.Unlock()
+	if refreshToken != "" && refreshToken != s.refresh.Reveal() {
+		s.refresh = secret.Value(refreshToken)
 		rotated = true
 	}
 	s.cur = t
-	s.mu.Unlock()
-	s.log.Debug("oauth token fetched", "server", s.server, "expires_in", expiresIn, "refresh_token_rotated", rotated)
-	return t, nil
+	return rotated
 }
 
 // config returns the x/oauth2 client configuration, discovering the token
@@ -292,22 +270,52 @@ func (s *tokenSource) config() (*clientcredentials.Config, error) {
 	if conf != nil {
 		return conf, nil
 	}
-	o := s.opts
-	ep := endpoint{tokenURL: o.TokenURL, scope: o.Scope}
-	if ep.tokenURL == "" {
-		ctx, cancel := context.WithTimeout(s.life, tokenTimeout)
-		d, err := s.discover(ctx)
-		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("MCP server '%s': discovering the OAuth token endpoint: %w", s.server, err)
-		}
-		ep = d
-		if o.Scope != "" {
-			ep.scope = o.Scope
-		}
-		s.log.Debug("oauth token endpoint discovered", "server", s.server, "token_endpoint", secret.RedactURL(ep.tokenURL))
+	ep, err := s.endpoint()
+	if err != nil {
+		return nil, err
 	}
+	o := s.opts
+	conf = &clientcredentials.Config{
+		ClientID:       o.ClientID,
+		ClientSecret:   s.clientSecret.Reveal(),
+		TokenURL:       ep.tokenURL,
+		EndpointParams: s.endpointParams(ep),
+		AuthStyle:      authStyle(o.AuthStyle, ep.authMethods),
+	}
+	if o.ClientID == "" {
+		conf.AuthStyle = oauth2.AuthStyleInParams // nothing to put in a Basic header
+	}
+	s.mu.Lock()
+	s.conf = conf
+	s.mu.Unlock()
+	return conf, nil
+}
 
+// endpoint returns the configured token endpoint, or discovers one from
+// the resource URL; a configured scope wins over a discovered one.
+func (s *tokenSource) endpoint() (endpoint, error) {
+	o := s.opts
+	if o.TokenURL != "" {
+		return endpoint{tokenURL: o.TokenURL, scope: o.Scope}, nil
+	}
+	ctx, cancel := context.WithTimeout(s.life, tokenTimeout)
+	ep, err := s.discover(ctx)
+	cancel()
+	if err != nil {
+		return endpoint{}, fmt.Errorf("MCP server '%s': discovering the OAuth token endpoint: %w", s.server, err)
+	}
+	if o.Scope != "" {
+		ep.scope = o.Scope
+	}
+	s.log.Debug("oauth token endpoint discovered", "server", s.server, "token_endpoint", secret.RedactURL(ep.tokenURL))
+	return ep, nil
+}
+
+// endpointParams returns the fields every token request to ep carries:
+// the extra parameters, the resource indicator, scope, audience and, for
+// the refresh grant, the grant type.
+func (s *tokenSource) endpointParams(ep endpoint) url.Values {
+	o := s.opts
 	params := url.Values{}
 	for k, v := range o.ExtraParams {
 		params.Set(k, v)
@@ -325,22 +333,12 @@ func (s *tokenSource) config() (*clientcredentials.Config, error) {
 		// clientcredentials.Config lets grant_type be overridden for exactly this kind of interoperability.
 		params.Set("grant_type", GrantRefreshToken)
 	}
-	conf = &clientcredentials.Config{
-		ClientID:       o.ClientID,
-		ClientSecret:   s.clientSecret.Reveal(),
-		TokenURL:       ep.tokenURL,
-		EndpointParams: params,
-		AuthStyle:      authStyle(o.AuthStyle, ep.authMethods),
-	}
-	if o.ClientID == "" {
-		conf.AuthStyle = oauth2.AuthStyleInParams // nothing to put in a Basic header
-	}
-	s.mu.Lock()
-	s.conf = conf
-	s.mu.Unlock()
-	return conf, nil
+	return params
 }
 
+// authStyle returns how the client authenticates at the token endpoint: as
+// configured, else as the server's metadata advertises (Basic first), else
+// x/oauth2's detection.
 func authStyle(style string, advertised []string) oauth2.AuthStyle {
 	switch style {
 	case AuthStyleBasic:
@@ -348,68 +346,11 @@ func authStyle(style string, advertised []string) oauth2.AuthStyle {
 	case AuthStylePost:
 		return oauth2.AuthStyleInParams
 	}
-	for _, m := range advertised {
-		if m == "client_secret_basic" {
-			return oauth2.AuthStyleInHeader
-		}
+	if slices.Contains(advertised, "client_secret_basic") {
+		return oauth2.AuthStyleInHeader
 	}
-	for _, m := range advertised {
-		if m == "client_secret_post" {
-			return oauth2.AuthStyleInParams
-		}
+	if slices.Contains(advertised, "client_secret_post") {
+		return oauth2.AuthStyleInParams
 	}
 	return oauth2.AuthStyleAutoDetect
-}
-
-// fetchError turns a token request failure into a message that names the
-// server and what went wrong but never includes the response body, which
-// x/oauth2's RetrieveError.Error would.
-func (s *tokenSource) fetchError(tokenURL string, err error) error {
-	prefix := fmt.Sprintf("MCP server '%s': ", s.server)
-	var missing *missingFieldError
-	if errors.As(err, &missing) {
-		return fmt.Errorf("%sOAuth token response missing '%s'", prefix, missing.field)
-	}
-	if errors.Is(err, errMalformedResponse) {
-		return fmt.Errorf("%sOAuth token endpoint %s returned a response that is neither a JSON object nor form-encoded", prefix, secret.RedactURL(tokenURL))
-	}
-	var re *oauth2.RetrieveError
-	if errors.As(err, &re) {
-		msg := fmt.Sprintf("%sOAuth token endpoint %s refused the request", prefix, secret.RedactURL(tokenURL))
-		if re.Response != nil {
-			msg += fmt.Sprintf(" (HTTP %d)", re.Response.StatusCode)
-		}
-		if code := safeErrorCode(re.ErrorCode); code != "" {
-			msg += ": " + code
-		}
-		return errors.New(msg)
-	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		inner := ue.Err
-		if errors.Is(inner, context.DeadlineExceeded) {
-			return fmt.Errorf("%sOAuth token request to %s timed out after %s: %w", prefix, secret.RedactURL(tokenURL), tokenTimeout, inner)
-		}
-		return fmt.Errorf("%sOAuth token request to %s failed: %w", prefix, secret.RedactURL(tokenURL), inner)
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%sOAuth token request to %s: %w", prefix, secret.RedactURL(tokenURL), err)
-	}
-	// Anything else comes from x/oauth2 parsing, whose message may quote the body.
-	return fmt.Errorf("%sOAuth token request to %s failed", prefix, secret.RedactURL(tokenURL))
-}
-
-// safeErrorCode returns an RFC 6749 error code if it looks like one (it is
-// server-controlled text, so anything else is dropped).
-func safeErrorCode(code string) string {
-	if code == "" || len(code) > 64 {
-		return ""
-	}
-	for i := 0; i < len(code); i++ {
-		c := code[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.') {
-			return ""
-		}
-	}
-	return code
 }

@@ -1,7 +1,9 @@
 package headers
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -57,6 +59,7 @@ type FromContextOptions struct {
 // to the caller: it names users, servers, keys and reasons, never a value.
 type DenyError struct{ Msg string }
 
+// Error implements error.
 func (e *DenyError) Error() string { return e.Msg }
 
 // Resolver computes the upstream headers of one server. It is safe for
@@ -78,107 +81,165 @@ type field struct {
 	value secret.Value
 }
 
+// userAuth is a checked user_auth block.
 type userAuth struct {
 	header string
 	users  map[string]secret.Value
 	deny   bool
 }
 
+// fromContext is a checked headers_from_context block.
 type fromContext struct {
 	mappings []mapping // sorted by header name
 	deny     bool
 }
 
+// mapping sends the secret under key as the header named header.
 type mapping struct{ header, key string }
 
 // New checks opts and builds a Resolver. It does no I/O. Its errors name the
 // server and the offending header or field, never a value.
 func New(opts Options) (*Resolver, error) {
-	log := opts.Logger
-	if log == nil {
-		log = hclog.NewNullLogger()
-	}
-	r := &Resolver{server: opts.Server}
-	fail := func(format string, args ...any) (*Resolver, error) {
-		return nil, fmt.Errorf("MCP server '%s': %s", opts.Server, fmt.Sprintf(format, args...))
-	}
-
-	names := sortedKeys(opts.Static)
-	seen := make(map[string]string, len(names))
-	for _, name := range names {
-		if err := headercheck.CheckName(name); err != nil {
-			return fail("headers: %q: %v", name, err)
-		}
-		if first, dup := seen[strings.ToLower(name)]; dup {
-			return fail("headers sets the same HTTP header under two spellings (%q and %q); header names are case-insensitive, so keep only one", first, name)
-		}
-		seen[strings.ToLower(name)] = name
-		if err := headercheck.CheckValue(opts.Static[name]); err != nil {
-			return fail("the value of header %q %v, so it cannot be sent as an HTTP header", name, err)
-		}
-		r.static = append(r.static, field{name, secret.Value(opts.Static[name])})
-	}
-
-	if ua := opts.UserAuth; ua != nil {
-		header := ua.Header
-		if header == "" {
-			header = "Authorization"
-		}
-		if err := headercheck.CheckName(header); err != nil {
-			return fail("user_auth.header: %v", err)
-		}
-		deny, err := onMissing(ua.OnMissing)
-		if err != nil {
-			return fail("user_auth.%v", err)
-		}
-		users := make(map[string]secret.Value, len(ua.Users))
-		for id, v := range ua.Users {
-			users[id] = secret.Value(v)
-		}
-		r.userAuth = &userAuth{header: header, users: users, deny: deny}
-	}
-
-	if fc := opts.FromContext; fc != nil && len(fc.Headers) > 0 {
-		deny, err := onMissing(fc.OnMissing)
-		if err != nil {
-			return fail("headers_from_context.%v", err)
-		}
-		m := &fromContext{deny: deny}
-		seen := make(map[string]string, len(fc.Headers))
-		for _, name := range sortedKeys(fc.Headers) {
-			if strings.TrimSpace(name) == "" {
-				return fail("headers_from_context.headers must not contain a blank header name")
-			}
-			if err := headercheck.CheckName(name); err != nil {
-				return fail("headers_from_context.headers: %q: %v", name, err)
-			}
-			if first, dup := seen[strings.ToLower(name)]; dup {
-				return fail("headers_from_context.headers maps the same HTTP header under two spellings ('%s' and '%s'); header names are case-insensitive, so keep only one", first, name)
-			}
-			seen[strings.ToLower(name)] = name
-			key := fc.Headers[name]
-			if strings.TrimSpace(key) == "" {
-				return fail("headers_from_context.headers['%s'] must name a non-blank secret key from config.context.secrets", name)
-			}
-			m.mappings = append(m.mappings, mapping{name, key})
-		}
-		r.fromCtx = m
-	}
-
-	if opts.OAuth != nil {
-		client := opts.HTTPClient
-		if client == nil {
-			client = &http.Client{Timeout: tokenTimeout}
-		}
-		ts, err := newTokenSource(opts.Server, *opts.OAuth, r.static, client, log)
-		if err != nil {
-			return fail("%v", err)
-		}
-		r.oauth = ts
+	r, err := build(opts)
+	if err != nil {
+		return nil, fmt.Errorf("MCP server '%s': %w", opts.Server, err)
 	}
 	return r, nil
 }
 
+// build is New without the server name on its errors: it checks each block
+// of opts and builds its part of the Resolver.
+func build(opts Options) (*Resolver, error) {
+	static, err := staticFields(opts.Static)
+	if err != nil {
+		return nil, err
+	}
+	r := &Resolver{server: opts.Server, static: static}
+	if r.userAuth, err = newUserAuth(opts.UserAuth); err != nil {
+		return nil, err
+	}
+	if r.fromCtx, err = newFromContext(opts.FromContext); err != nil {
+		return nil, err
+	}
+	if r.oauth, err = newOAuth(opts, static); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// spellings maps the lower-case form of each header name seen to its first
+// spelling, to refuse one header set under two spellings.
+type spellings map[string]string
+
+// add records name and returns the spelling seen first when the header was
+// already there.
+func (s spellings) add(name string) (first string, dup bool) {
+	lower := strings.ToLower(name)
+	if first, dup = s[lower]; dup {
+		return first, true
+	}
+	s[lower] = name
+	return "", false
+}
+
+// staticFields checks the static headers and returns them sorted by name.
+func staticFields(static map[string]string) ([]field, error) {
+	names := sortedKeys(static)
+	seen := make(spellings, len(names))
+	var fields []field
+	for _, name := range names {
+		if err := headercheck.CheckName(name); err != nil {
+			return nil, fmt.Errorf("headers: %q: %v", name, err)
+		}
+		if first, dup := seen.add(name); dup {
+			return nil, fmt.Errorf("headers sets the same HTTP header under two spellings (%q and %q); header names are case-insensitive, so keep only one", first, name)
+		}
+		if err := headercheck.CheckValue(static[name]); err != nil {
+			return nil, fmt.Errorf("the value of header %q %v, so it cannot be sent as an HTTP header", name, err)
+		}
+		fields = append(fields, field{name, secret.Value(static[name])})
+	}
+	return fields, nil
+}
+
+// newUserAuth checks the user_auth block ua and builds its part of a
+// Resolver; nil for none.
+func newUserAuth(ua *UserAuthOptions) (*userAuth, error) {
+	if ua == nil {
+		return nil, nil
+	}
+	header := cmp.Or(ua.Header, "Authorization")
+	if err := headercheck.CheckName(header); err != nil {
+		return nil, fmt.Errorf("user_auth.header: %v", err)
+	}
+	deny, err := onMissing(ua.OnMissing)
+	if err != nil {
+		return nil, fmt.Errorf("user_auth.%v", err)
+	}
+	users := make(map[string]secret.Value, len(ua.Users))
+	for id, v := range ua.Users {
+		users[id] = secret.Value(v)
+	}
+	return &userAuth{header: header, users: users, deny: deny}, nil
+}
+
+// newFromContext checks the headers_from_context block fc and builds its
+// part of a Resolver; nil for none, or for a block that maps no header.
+func newFromContext(fc *FromContextOptions) (*fromContext, error) {
+	if fc == nil || len(fc.Headers) == 0 {
+		return nil, nil
+	}
+	deny, err := onMissing(fc.OnMissing)
+	if err != nil {
+		return nil, fmt.Errorf("headers_from_context.%v", err)
+	}
+	m := &fromContext{deny: deny}
+	seen := make(spellings, len(fc.Headers))
+	for _, name := range sortedKeys(fc.Headers) {
+		if err := checkMapping(name, fc.Headers[name], seen); err != nil {
+			return nil, err
+		}
+		m.mappings = append(m.mappings, mapping{name, fc.Headers[name]})
+	}
+	return m, nil
+}
+
+// checkMapping checks one headers_from_context mapping of header name to
+// secrets key, seen holding the header names mapped before it.
+func checkMapping(name, key string, seen spellings) error {
+	if strings.TrimSpace(name) == "" {
+		return errors.New("headers_from_context.headers must not contain a blank header name")
+	}
+	if err := headercheck.CheckName(name); err != nil {
+		return fmt.Errorf("headers_from_context.headers: %q: %v", name, err)
+	}
+	if first, dup := seen.add(name); dup {
+		return fmt.Errorf("headers_from_context.headers maps the same HTTP header under two spellings ('%s' and '%s'); header names are case-insensitive, so keep only one", first, name)
+	}
+	if strings.TrimSpace(key) == "" {
+		return fmt.Errorf("headers_from_context.headers['%s'] must name a non-blank secret key from config.context.secrets", name)
+	}
+	return nil
+}
+
+// newOAuth builds the token source of opts.OAuth, nil for none; static are
+// the static headers its discovery probe carries.
+func newOAuth(opts Options, static []field) (*tokenSource, error) {
+	if opts.OAuth == nil {
+		return nil, nil
+	}
+	client := opts.HTTPClient
+	if client == nil {
+		client = &http.Client{Timeout: tokenTimeout}
+	}
+	log := opts.Logger
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	return newTokenSource(opts.Server, *opts.OAuth, static, client, log)
+}
+
+// onMissing reports whether the on_missing policy v denies a call.
 func onMissing(v string) (deny bool, err error) {
 	switch v {
 	case "", OnMissingDeny:
@@ -267,6 +328,8 @@ func Apply(dst, src http.Header) {
 	}
 }
 
+// addOAuth sets Authorization to the current OAuth token, fetching one
+// when needed.
 func (r *Resolver) addOAuth(ctx context.Context, s *headerSet) error {
 	if r.oauth == nil {
 		return nil
@@ -279,6 +342,9 @@ func (r *Resolver) addOAuth(ctx context.Context, s *headerSet) error {
 	return nil
 }
 
+// addUserAuth sets the user_auth header to the credential of user (the
+// default user for ""), refusing the call when there is none and
+// on_missing denies, or when it cannot be a header value.
 func (r *Resolver) addUserAuth(s *headerSet, user string) error {
 	ua := r.userAuth
 	if ua == nil {
@@ -306,46 +372,76 @@ func (r *Resolver) addUserAuth(s *headerSet, user string) error {
 	return nil
 }
 
+// addFromContext sets the headers_from_context headers from the request's
+// secrets. A value that cannot be a header value is refused; missing ones
+// are refused unless on_missing is passthrough.
 func (r *Resolver) addFromContext(s *headerSet, secrets map[string]string) error {
 	fc := r.fromCtx
 	if fc == nil {
 		return nil
 	}
-	var missing, illegal []string
-	illegalReason := map[string]string{}
-	var resolved []field
-	for _, m := range fc.mappings {
-		v := secrets[m.key]
-		if v == "" {
-			missing = append(missing, m.key)
-			continue
-		}
-		if err := headercheck.CheckValue(v); err != nil {
-			illegal = append(illegal, m.key)
-			illegalReason[m.key] = err.Error()
-			continue
-		}
-		resolved = append(resolved, field{m.header, secret.Value(v)})
+	res := fc.resolve(secrets)
+	if len(res.illegal) > 0 {
+		return r.illegalSecrets(res.illegal)
 	}
-	if len(illegal) > 0 {
-		illegal = sortedUnique(illegal)
-		parts := make([]string, len(illegal))
-		for i, k := range illegal {
-			parts[i] = fmt.Sprintf("'%s' %s", k, illegalReason[k])
-		}
-		return &DenyError{Msg: fmt.Sprintf("MCP server '%s' cannot send request-scoped credential(s) as HTTP header values: %s. "+
-			"Fix the value passed in config.context.secrets; a stray newline picked up when reading a token from a file is the usual cause.",
-			r.server, strings.Join(parts, "; "))}
-	}
-	if len(missing) > 0 && fc.deny {
+	if len(res.missing) > 0 && fc.deny {
 		return &DenyError{Msg: fmt.Sprintf("MCP server '%s' needs request-scoped credential(s) %s. "+
 			"Send them in config.context.secrets, or set this server's headers_from_context.on_missing to 'passthrough'.",
-			r.server, strings.Join(sortedUnique(missing), ", "))}
+			r.server, strings.Join(sortedUnique(res.missing), ", "))}
 	}
-	for _, f := range resolved {
+	for _, f := range res.fields {
 		s.set(f.name, f.value)
 	}
 	return nil
+}
+
+// resolvedSecrets is what a request's secrets give for the mappings of a
+// headers_from_context block.
+type resolvedSecrets struct {
+	fields  []field
+	missing []string          // keys the secrets lack (or hold empty)
+	illegal map[string]string // key → why its value cannot be a header value
+}
+
+// resolve looks up the secret of each mapping.
+func (fc *fromContext) resolve(secrets map[string]string) resolvedSecrets {
+	var res resolvedSecrets
+	for _, m := range fc.mappings {
+		v := secrets[m.key]
+		if v == "" {
+			res.missing = append(res.missing, m.key)
+			continue
+		}
+		if err := headercheck.CheckValue(v); err != nil {
+			res.illegal = setReason(res.illegal, m.key, err.Error())
+			continue
+		}
+		res.fields = append(res.fields, field{m.header, secret.Value(v)})
+	}
+	return res
+}
+
+// setReason records why the value of key was refused, making the map on
+// first use.
+func setReason(reasons map[string]string, key, why string) map[string]string {
+	if reasons == nil {
+		reasons = map[string]string{}
+	}
+	reasons[key] = why
+	return reasons
+}
+
+// illegalSecrets is the refusal of request-scoped secrets (key → reason)
+// that cannot be sent as header values; it names keys, never values.
+func (r *Resolver) illegalSecrets(illegal map[string]string) error {
+	keys := sortedKeys(illegal)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("'%s' %s", k, illegal[k])
+	}
+	return &DenyError{Msg: fmt.Sprintf("MCP server '%s' cannot send request-scoped credential(s) as HTTP header values: %s. "+
+		"Fix the value passed in config.context.secrets; a stray newline picked up when reading a token from a file is the usual cause.",
+		r.server, strings.Join(parts, "; "))}
 }
 
 // start returns a headerSet holding the static headers.
@@ -364,6 +460,7 @@ type headerSet struct {
 	byLower map[string]int
 }
 
+// set sets the header name, keeping the spelling seen first.
 func (s *headerSet) set(name string, value secret.Value) {
 	lower := strings.ToLower(name)
 	if i, ok := s.byLower[lower]; ok {
@@ -374,6 +471,7 @@ func (s *headerSet) set(name string, value secret.Value) {
 	s.fields = append(s.fields, field{name, value})
 }
 
+// header returns the set as a fresh http.Header, values revealed.
 func (s *headerSet) header() http.Header {
 	h := make(http.Header, len(s.fields))
 	for _, f := range s.fields {
@@ -382,6 +480,7 @@ func (s *headerSet) header() http.Header {
 	return h
 }
 
+// sortedKeys returns the keys of m in order.
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
@@ -391,6 +490,7 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
+// sortedUnique sorts s and drops repeats, in place.
 func sortedUnique(s []string) []string {
 	slices.Sort(s)
 	return slices.Compact(s)

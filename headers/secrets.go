@@ -18,19 +18,34 @@ func ParseSecrets(headerName, value string) (map[string]string, error) {
 	if value == "" {
 		return nil, nil
 	}
-	text := []byte(value)
-	if value[0] != '{' && !json.Valid(text) {
-		decoded, ok := decodeBase64(value)
-		if !ok {
-			return nil, fmt.Errorf("secrets header %q is neither a JSON object nor base64 of one", headerName)
-		}
-		text = decoded
+	text, err := secretsText(headerName, value)
+	if err != nil {
+		return nil, err
 	}
 	var obj map[string]any
 	if err := json.Unmarshal(text, &obj); err != nil || obj == nil {
 		// The decoder's message can quote input bytes, so it is dropped.
 		return nil, fmt.Errorf("secrets header %q must hold a JSON object (as JSON text or base64 of it)", headerName)
 	}
+	return stringMembers(headerName, obj)
+}
+
+// secretsText returns the JSON text of a non-empty secrets carrier value:
+// the value itself when it looks like JSON, else its base64 decoding.
+func secretsText(headerName, value string) ([]byte, error) {
+	text := []byte(value)
+	if value[0] == '{' || json.Valid(text) {
+		return text, nil
+	}
+	decoded, ok := decodeBase64(value)
+	if !ok {
+		return nil, fmt.Errorf("secrets header %q is neither a JSON object nor base64 of one", headerName)
+	}
+	return decoded, nil
+}
+
+// stringMembers returns obj as a map of strings, refusing any other value.
+func stringMembers(headerName string, obj map[string]any) (map[string]string, error) {
 	out := make(map[string]string, len(obj))
 	for k, v := range obj {
 		s, ok := v.(string)

@@ -19,6 +19,8 @@ const maxTokenResponse = 1 << 20
 // responseFields are the configured names of the token response fields.
 type responseFields struct{ token, tokenType, expiresIn string }
 
+// newResponseFields returns the configured field names, the standard one
+// for each left empty.
 func newResponseFields(token, tokenType, expiresIn string) responseFields {
 	f := responseFields{token, tokenType, expiresIn}
 	if f.token == "" {
@@ -39,6 +41,7 @@ var errMalformedResponse = errors.New("malformed token response")
 // missingFieldError: a 2xx token response without a usable token field.
 type missingFieldError struct{ field string }
 
+// Error implements error.
 func (e *missingFieldError) Error() string {
 	return fmt.Sprintf("OAuth token response missing '%s'", e.field)
 }
@@ -59,6 +62,8 @@ type normalizingTransport struct {
 
 var _ http.RoundTripper = (*normalizingTransport)(nil)
 
+// RoundTrip implements http.RoundTripper: it sends req and rewrites a 2xx
+// answer into a standard token response.
 func (t *normalizingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	base := t.base
 	if base == nil {
@@ -91,43 +96,64 @@ func (f responseFields) normalize(contentType string, body []byte) ([]byte, erro
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]any{}
 	// An error code in a 2xx answer is passed on for x/oauth2 to report.
-	if code, ok := get("error").(string); ok && code != "" {
-		out["error"] = code
-		return json.Marshal(out)
+	if code := stringValue(get("error")); code != "" {
+		return json.Marshal(map[string]any{"error": code})
 	}
-	tok, ok := get(f.token).(string)
-	if !ok || tok == "" {
+	tok := stringValue(get(f.token))
+	if tok == "" {
 		return nil, &missingFieldError{f.token}
 	}
-	out["access_token"] = tok
-	if typ, ok := get(f.tokenType).(string); ok && typ != "" {
-		out["token_type"] = typ
-	}
+	out := map[string]any{"access_token": tok}
+	setString(out, "token_type", get(f.tokenType))
 	if n, ok := intValue(get(f.expiresIn)); ok {
 		out["expires_in"] = n
 	}
-	if rt, ok := get("refresh_token").(string); ok && rt != "" {
-		out["refresh_token"] = rt
-	}
+	setString(out, "refresh_token", get("refresh_token"))
 	return json.Marshal(out)
 }
 
+// stringValue returns v when it is a string, else "".
+func stringValue(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+// setString sets out[k] to v when v is a non-empty string.
+func setString(out map[string]any, k string, v any) {
+	if s := stringValue(v); s != "" {
+		out[k] = s
+	}
+}
+
+// responseGetter returns a lookup of the token response body's fields,
+// form-encoded or JSON as its content type says.
 func responseGetter(contentType string, body []byte) (func(string) any, error) {
 	mt, _, _ := mime.ParseMediaType(contentType)
 	if mt == "application/x-www-form-urlencoded" || mt == "text/plain" {
-		vals, err := url.ParseQuery(string(body))
-		if err != nil {
-			return nil, errMalformedResponse
-		}
-		return func(k string) any {
-			if !vals.Has(k) {
-				return nil
-			}
-			return vals.Get(k)
-		}, nil
+		return formGetter(body)
 	}
+	return jsonGetter(body)
+}
+
+// formGetter returns a lookup of a form-encoded body's fields; a field that
+// is absent is nil.
+func formGetter(body []byte) (func(string) any, error) {
+	vals, err := url.ParseQuery(string(body))
+	if err != nil {
+		return nil, errMalformedResponse
+	}
+	return func(k string) any {
+		if !vals.Has(k) {
+			return nil
+		}
+		return vals.Get(k)
+	}, nil
+}
+
+// jsonGetter returns a lookup of the members of body, one JSON object
+// (numbers as json.Number) and nothing after it.
+func jsonGetter(body []byte) (func(string) any, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var obj map[string]any
@@ -145,16 +171,23 @@ func responseGetter(contentType string, body []byte) (func(string) any, error) {
 func intValue(v any) (int64, bool) {
 	switch x := v.(type) {
 	case json.Number:
-		if n, err := x.Int64(); err == nil {
-			return n, true
-		}
-		if f, err := x.Float64(); err == nil && !math.IsInf(f, 0) && math.Abs(f) < 1<<53 {
-			return int64(f), true
-		}
+		return numberValue(x)
 	case string:
 		if n, err := strconv.ParseInt(x, 10, 64); err == nil {
 			return n, true
 		}
+	}
+	return 0, false
+}
+
+// numberValue reads a JSON number as an integer, truncating one with a
+// fraction or exponent that a float64 holds exactly.
+func numberValue(x json.Number) (int64, bool) {
+	if n, err := x.Int64(); err == nil {
+		return n, true
+	}
+	if f, err := x.Float64(); err == nil && !math.IsInf(f, 0) && math.Abs(f) < 1<<53 {
+		return int64(f), true
 	}
 	return 0, false
 }

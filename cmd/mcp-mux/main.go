@@ -62,12 +62,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 		fmt.Fprintln(stdout, "mcp-mux", version)
 		return 0
 	case "help", "-h", "-help", "--help":
-		if len(args) > 1 && (args[1] == "serve" || args[1] == "validate") {
-			return run(ctx, []string{args[1], "--help"}, stdout, stderr, env)
-		}
-		fmt.Fprint(stdout, usage)
-		return 0
+		return help(ctx, args[1:], stdout, stderr, env)
 	}
 	fmt.Fprintf(stderr, "mcp-mux: unknown command %q\n%s", args[0], usage)
 	return 2
+}
+
+// help prints the usage, or the flags of the command args name.
+func help(ctx context.Context, args []string, stdout, stderr io.Writer, env func(string) (string, bool)) int {
+	if len(args) > 0 && (args[0] == "serve" || args[0] == "validate") {
+		return run(ctx, []string{args[0], "--help"}, stdout, stderr, env)
+	}
+	fmt.Fprint(stdout, usage)
+	return 0
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -35,6 +36,7 @@ const (
 	maxShutdownDelay = 5 * time.Minute
 )
 
+// serveFlags are serve's settings, from its flags and the environment.
 type serveFlags struct {
 	config, listen, dataDir, logFormat, logLevel string
 	opsListen                                    string
@@ -42,21 +44,12 @@ type serveFlags struct {
 	configGiven                                  bool
 }
 
+// parseServe reads serve's flags, then the environment for those not
+// given, and checks them.
 func parseServe(args []string, stdout, stderr io.Writer, env func(string) (string, bool)) (*serveFlags, error) {
 	f := &serveFlags{}
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&f.config, "config", "", "config file (env MCP_MUX_CONFIG; default ./"+defaultConfig+")")
-	fs.StringVar(&f.listen, "listen", "", "listen address (env MCP_MUX_LISTEN; default "+defaultListen+")")
-	fs.StringVar(&f.dataDir, "data-dir", "", "directory for the embedded store (env MCP_MUX_DATA_DIR)")
-	fs.StringVar(&f.opsListen, "ops-listen", "", "a second address serving only /healthz, /readyz and /metrics (env MCP_MUX_OPS_LISTEN; default none)")
-	delay := fs.String("shutdown-delay", "", "on SIGTERM, answer /readyz 503 this long before closing the listener (env MCP_MUX_SHUTDOWN_DELAY; default 0s)")
-	fs.StringVar(&f.logFormat, "log-format", "", "log format: json or text (default: text when stderr is a terminal, else json)")
-	fs.StringVar(&f.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: mcp-mux serve [flags]\n\nServes /mcp (MCP) for the servers in the config file, plus /healthz, /readyz, /metrics,\nthe status page (/ and /api/status), the admin config API and the task API.")
-		fs.PrintDefaults()
-	}
+	var delay string
+	fs := f.flagSet(&delay, stderr)
 	if wantsHelp(args) {
 		fs.SetOutput(stdout) // the flag package prints the usage for -h itself
 	}
@@ -66,38 +59,72 @@ func parseServe(args []string, stdout, stderr io.Writer, env func(string) (strin
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	delay = f.applyEnv(env, delay)
+	d, err := parseShutdownDelay(delay)
+	if err != nil {
+		return nil, err
+	}
+	f.shutdownDelay = d
+	if err := f.checkLog(stderr); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// flagSet returns serve's flag set, writing into f and, for
+// --shutdown-delay, into delay.
+func (f *serveFlags) flagSet(delay *string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.config, "config", "", "config file (env MCP_MUX_CONFIG; default ./"+defaultConfig+")")
+	fs.StringVar(&f.listen, "listen", "", "listen address (env MCP_MUX_LISTEN; default "+defaultListen+")")
+	fs.StringVar(&f.dataDir, "data-dir", "", "directory for the embedded store (env MCP_MUX_DATA_DIR)")
+	fs.StringVar(&f.opsListen, "ops-listen", "", "a second address serving only /healthz, /readyz and /metrics (env MCP_MUX_OPS_LISTEN; default none)")
+	fs.StringVar(delay, "shutdown-delay", "", "on SIGTERM, answer /readyz 503 this long before closing the listener (env MCP_MUX_SHUTDOWN_DELAY; default 0s)")
+	fs.StringVar(&f.logFormat, "log-format", "", "log format: json or text (default: text when stderr is a terminal, else json)")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: mcp-mux serve [flags]\n\nServes /mcp (MCP) for the servers in the config file, plus /healthz, /readyz, /metrics,\nthe status page (/ and /api/status), the admin config API and the task API.")
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// applyEnv fills the settings no flag gave from the environment, then the
+// defaults, and returns the shutdown delay the same way from delay.
+func (f *serveFlags) applyEnv(env func(string) (string, bool), delay string) string {
+	f.config = cmp.Or(f.config, lookup(env, "MCP_MUX_CONFIG"))
 	f.configGiven = f.config != ""
-	if !f.configGiven {
-		if v, ok := env("MCP_MUX_CONFIG"); ok && v != "" {
-			f.config, f.configGiven = v, true
-		} else {
-			f.config = defaultConfig
-		}
+	f.config = cmp.Or(f.config, defaultConfig)
+	f.listen = cmp.Or(f.listen, lookup(env, "MCP_MUX_LISTEN"), defaultListen)
+	f.dataDir = cmp.Or(f.dataDir, lookup(env, "MCP_MUX_DATA_DIR"))
+	f.opsListen = cmp.Or(f.opsListen, lookup(env, "MCP_MUX_OPS_LISTEN"))
+	return cmp.Or(delay, lookup(env, "MCP_MUX_SHUTDOWN_DELAY"))
+}
+
+// lookup returns the value of the environment variable name, "" when it is
+// not set.
+func lookup(env func(string) (string, bool), name string) string {
+	v, _ := env(name)
+	return v
+}
+
+// parseShutdownDelay reads --shutdown-delay: a duration between 0 and
+// maxShutdownDelay, 0 when empty.
+func parseShutdownDelay(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
 	}
-	if f.listen == "" {
-		f.listen = defaultListen
-		if v, ok := env("MCP_MUX_LISTEN"); ok && v != "" {
-			f.listen = v
-		}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 || d > maxShutdownDelay {
+		return 0, fmt.Errorf("--shutdown-delay %q is not a duration between 0s and %s", s, maxShutdownDelay)
 	}
-	if f.dataDir == "" {
-		if v, ok := env("MCP_MUX_DATA_DIR"); ok {
-			f.dataDir = v
-		}
-	}
-	if f.opsListen == "" {
-		f.opsListen, _ = env("MCP_MUX_OPS_LISTEN")
-	}
-	if *delay == "" {
-		*delay, _ = env("MCP_MUX_SHUTDOWN_DELAY")
-	}
-	if *delay != "" {
-		d, err := time.ParseDuration(*delay)
-		if err != nil || d < 0 || d > maxShutdownDelay {
-			return nil, fmt.Errorf("--shutdown-delay %q is not a duration between 0s and %s", *delay, maxShutdownDelay)
-		}
-		f.shutdownDelay = d
-	}
+	return d, nil
+}
+
+// checkLog checks the log level and format, the format defaulting to text
+// when stderr is a terminal and JSON otherwise.
+func (f *serveFlags) checkLog(stderr io.Writer) error {
 	if f.logFormat == "" {
 		f.logFormat = "json"
 		if isTerminal(stderr) {
@@ -105,14 +132,16 @@ func parseServe(args []string, stdout, stderr io.Writer, env func(string) (strin
 		}
 	}
 	if f.logFormat != "json" && f.logFormat != "text" {
-		return nil, fmt.Errorf("--log-format must be json or text, not %q", f.logFormat)
+		return fmt.Errorf("--log-format must be json or text, not %q", f.logFormat)
 	}
 	if hclog.LevelFromString(f.logLevel) == hclog.NoLevel {
-		return nil, fmt.Errorf("--log-level %q is not a level (trace, debug, info, warn, error)", f.logLevel)
+		return fmt.Errorf("--log-level %q is not a level (trace, debug, info, warn, error)", f.logLevel)
 	}
-	return f, nil
+	return nil
 }
 
+// serve runs mcp-mux serve until ctx ends or a listener fails, and returns
+// the exit code.
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer, env func(string) (string, bool)) int {
 	f, err := parseServe(args, stdout, stderr, env)
 	if errors.Is(err, flag.ErrHelp) {
@@ -122,40 +151,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, env fun
 		fmt.Fprintln(stderr, "mcp-mux serve:", err)
 		return 2
 	}
-	log := hclog.New(&hclog.LoggerOptions{
-		Name:       "mcp-mux",
-		Level:      hclog.LevelFromString(f.logLevel),
-		JSONFormat: f.logFormat == "json",
-		// Logged text includes what upstreams send (stderr, errors, names):
-		// its control characters are escaped in both formats.
-		Output: safelog.Writer(stderr, f.logFormat == "json"),
-	})
+	log := newLogger(f, stderr)
 	// Listen first: a server whose url is this listener is invalid.
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		log.Error("listening", "addr", f.listen, "err", err)
 		return 1
 	}
-	cfg, data, err := loadConfig(f, env, ln.Addr())
-	if err != nil {
+	cfg, data, ok := startupConfig(f, env, ln.Addr(), log, stderr)
+	if !ok {
 		_ = ln.Close()
-		printLoadError(stderr, f.config, err)
-		return 1
-	}
-	if cfg == nil {
-		log.Warn("no config file; starting with no servers", "path", f.config)
-		cfg = &config.Config{}
-	}
-	reportConfig(log, cfg)
-
-	if err := checkRemote(cfg, ln.Addr()); err != nil {
-		_ = ln.Close()
-		log.Error("refusing to serve", "reason", err)
-		return 1
-	}
-	if err := proxy.TaskStartupError(cfg); err != nil {
-		_ = ln.Close()
-		log.Error("refusing to serve", "reason", err)
 		return 1
 	}
 	store, err := openTaskStore(cfg, f.dataDir, log.Named("tasks"))
@@ -189,39 +194,20 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, env fun
 	hs.Handler = srv.GuardHosts(routes) // the Host/Origin checks cover every route of the listener
 	errc := make(chan error, 2)
 	go func() { errc <- hs.Serve(ln) }()
-	var ops *http.Server
-	if f.opsListen != "" {
-		oln, err := net.Listen("tcp", f.opsListen)
-		if err != nil {
-			log.Error("listening (ops)", "addr", f.opsListen, "err", err)
-			_ = hs.Close()
-			_ = srv.Close(context.Background())
-			return 1
-		}
-		ops = srv.HTTPServer()
-		// No Host checks here: probes name the pod IP, and nothing on this
-		// listener is more than health, readiness counts and metrics.
-		ops.Handler = srv.OpsHandler()
-		go func() { errc <- ops.Serve(oln) }()
-		log.Info("serving health and metrics", "addr", oln.Addr().String())
+
+	ops, err := serveOps(srv, f.opsListen, errc, log)
+	if err != nil {
+		log.Error("listening (ops)", "addr", f.opsListen, "err", err)
+		_ = hs.Close()
+		_ = srv.Close(context.Background())
+		return 1
 	}
 	log.Info("serving", "addr", ln.Addr().String(), "endpoint", "http://"+ln.Addr().String()+"/mcp", "servers", len(cfg.Servers))
 	sumCtx, stopSummary := context.WithCancel(ctx)
 	var summary sync.WaitGroup
 	summary.Go(func() { logSummary(sumCtx, log, srv) })
 
-	code := 0
-	for done := false; !done; {
-		select {
-		case err := <-errc:
-			log.Error("server stopped", "err", err)
-			code, done = 1, true
-		case <-rl.hup:
-			_ = rl.reload("signal") // the reload logs and records its outcome
-		case <-ctx.Done():
-			done = true
-		}
-	}
+	code := awaitStop(ctx, errc, rl, log)
 	rl.stop() // no reload while draining
 	stopSummary()
 	summary.Wait()
@@ -229,15 +215,108 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, env fun
 	// serving meanwhile, so load balancers see it before connections fail.
 	srv.Drain()
 	log.Info("shutting down: readiness is false", "shutdown_delay", f.shutdownDelay.String())
-	if f.shutdownDelay > 0 && code == 0 {
-		t := time.NewTimer(f.shutdownDelay)
+	if code == 0 {
+		delayShutdown(f.shutdownDelay, errc, log)
+	}
+	shutdown(hs, ops, srv, log)
+	return code
+}
+
+// newLogger returns the logger f asks for, on stderr.
+func newLogger(f *serveFlags, stderr io.Writer) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{
+		Name:       "mcp-mux",
+		Level:      hclog.LevelFromString(f.logLevel),
+		JSONFormat: f.logFormat == "json",
+		// Logged text includes what upstreams send (stderr, errors, names):
+		// its control characters are escaped in both formats.
+		Output: safelog.Writer(stderr, f.logFormat == "json"),
+	})
+}
+
+// startupConfig loads the config serve starts with (none when the default
+// file does not exist), reports its warnings and checks that it may be
+// served at addr. It prints or logs what is wrong and reports false when
+// serve must not start.
+func startupConfig(f *serveFlags, env func(string) (string, bool), addr net.Addr, log hclog.Logger, stderr io.Writer) (*config.Config, []byte, bool) {
+	cfg, data, err := loadConfig(f, env, addr)
+	if err != nil {
+		printLoadError(stderr, f.config, err)
+		return nil, nil, false
+	}
+	if cfg == nil {
+		log.Warn("no config file; starting with no servers", "path", f.config)
+		cfg = &config.Config{}
+	}
+	reportConfig(log, cfg)
+	if err := startupError(cfg, addr); err != nil {
+		log.Error("refusing to serve", "reason", err)
+		return nil, nil, false
+	}
+	return cfg, data, true
+}
+
+// startupError returns why cfg must not be served at addr, or nil.
+func startupError(cfg *config.Config, addr net.Addr) error {
+	if err := checkRemote(cfg, addr); err != nil {
+		return err
+	}
+	return proxy.TaskStartupError(cfg)
+}
+
+// serveOps starts the ops listener at addr, if any, serving health,
+// readiness and metrics; its Serve error goes to errc.
+func serveOps(srv *proxy.Server, addr string, errc chan<- error, log hclog.Logger) (*http.Server, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	oln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	ops := srv.HTTPServer()
+	// No Host checks here: probes name the pod IP, and nothing on this
+	// listener is more than health, readiness counts and metrics.
+	ops.Handler = srv.OpsHandler()
+	go func() { errc <- ops.Serve(oln) }()
+	log.Info("serving health and metrics", "addr", oln.Addr().String())
+	return ops, nil
+}
+
+// awaitStop serves reload signals until ctx ends (exit code 0) or a
+// listener fails (1).
+func awaitStop(ctx context.Context, errc <-chan error, rl *reloader, log hclog.Logger) int {
+	for {
 		select {
-		case <-t.C:
 		case err := <-errc:
-			t.Stop()
 			log.Error("server stopped", "err", err)
+			return 1
+		case <-rl.hup:
+			_ = rl.reload("signal") // the reload logs and records its outcome
+		case <-ctx.Done():
+			return 0
 		}
 	}
+}
+
+// delayShutdown keeps the listeners serving for d (the shutdown delay)
+// unless one fails meanwhile.
+func delayShutdown(d time.Duration, errc <-chan error, log hclog.Logger) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case err := <-errc:
+		log.Error("server stopped", "err", err)
+	}
+}
+
+// shutdown closes the listener, then drains in-flight calls and closes the
+// sessions within drainTimeout, and closes the ops listener.
+func shutdown(hs, ops *http.Server, srv *proxy.Server, log hclog.Logger) {
 	sctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancel()
 	// Shutdown closes the listener, then runs the OnShutdown hooks.
@@ -257,7 +336,6 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, env fun
 		_ = ops.Close()
 	}
 	log.Info("stopped")
-	return code
 }
 
 // logSummary logs, once every server finished its first discovery (or ctx
@@ -321,6 +399,7 @@ func loadConfig(f *serveFlags, env func(string) (string, bool), listen net.Addr)
 	return cfg, data, nil
 }
 
+// reportConfig logs the config's warnings and its invalid servers.
 func reportConfig(log hclog.Logger, cfg *config.Config) {
 	for _, w := range cfg.Warnings {
 		log.Warn("config: " + w.Error())

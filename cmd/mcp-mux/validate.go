@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -43,6 +44,30 @@ func wantsHelp(args []string) bool {
 // validate loads the config exactly as serve does, connects to nothing, and
 // prints every problem as file:server:field: message.
 func validate(args []string, stdout, stderr io.Writer, env func(string) (string, bool)) int {
+	fs, path := validateFlagSet(stderr)
+	if done, code := parseFlags(fs, args, stdout); done {
+		return code
+	}
+	p, err := validatePath(fs, *path, env)
+	if err != nil {
+		fmt.Fprintln(stderr, "mcp-mux validate:", err)
+		return 2
+	}
+	cfg, err := config.Load(p, config.LoadOptions{LookupEnv: env})
+	if err != nil {
+		printLoadError(stderr, p, err)
+		if cfg != nil {
+			// Top-level problems come with the parsed config: report the
+			// server problems too, so that one run shows every error.
+			printServerProblems(stderr, p, cfg)
+		}
+		return 1
+	}
+	return reportValidation(p, cfg, stdout, stderr)
+}
+
+// validateFlagSet returns validate's flag set and its --config flag.
+func validateFlagSet(stderr io.Writer) (*flag.FlagSet, *string) {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "config file to check (env MCP_MUX_CONFIG); or give it as the argument")
@@ -50,62 +75,63 @@ func validate(args []string, stdout, stderr io.Writer, env func(string) (string,
 		fmt.Fprintln(fs.Output(), "usage: mcp-mux validate [--config] PATH\n\nLoads and validates PATH exactly as serve does and connects to nothing:\nprints every error and warning; exit 1 on errors.")
 		fs.PrintDefaults()
 	}
-	if done, code := parseFlags(fs, args, stdout); done {
-		return code
-	}
+	return fs, path
+}
+
+// validatePath returns the config file to validate: the argument, else
+// --config, else MCP_MUX_CONFIG.
+func validatePath(fs *flag.FlagSet, path string, env func(string) (string, bool)) (string, error) {
 	switch {
-	case fs.NArg() > 1 || fs.NArg() == 1 && *path != "":
-		fmt.Fprintln(stderr, "mcp-mux validate: give one config file, as --config PATH or PATH")
-		return 2
+	case fs.NArg() > 1 || fs.NArg() == 1 && path != "":
+		return "", errors.New("give one config file, as --config PATH or PATH")
 	case fs.NArg() == 1:
-		*path = fs.Arg(0)
+		path = fs.Arg(0)
 	}
-	if *path == "" {
-		if v, ok := env("MCP_MUX_CONFIG"); ok {
-			*path = v
-		}
+	path = cmp.Or(path, lookup(env, "MCP_MUX_CONFIG"))
+	if path == "" {
+		return "", errors.New("a config file is required (mcp-mux validate PATH)")
 	}
-	if *path == "" {
-		fmt.Fprintln(stderr, "mcp-mux validate: a config file is required (mcp-mux validate PATH)")
-		return 2
-	}
-	cfg, err := config.Load(*path, config.LoadOptions{LookupEnv: env})
-	if err != nil {
-		printLoadError(stderr, *path, err)
-		if cfg != nil {
-			// Top-level problems come with the parsed config: report the
-			// server problems too, so that one run shows every error.
-			printServerProblems(stderr, *path, cfg)
-		}
-		return 1
-	}
+	return path, nil
+}
+
+// reportValidation prints the warnings and server problems of the config
+// loaded from path and a verdict, and returns the exit code: 1 when a
+// server is invalid or serve would refuse the task settings.
+func reportValidation(path string, cfg *config.Config, stdout, stderr io.Writer) int {
 	for _, w := range cfg.Warnings {
-		fmt.Fprintln(stderr, "warning: "+w.Format(*path))
+		fmt.Fprintln(stderr, "warning: "+w.Format(path))
 	}
 	// What serve warns about when it applies the config (interceptors).
 	for _, w := range proxy.ConfigWarnings(cfg) {
-		fmt.Fprintln(stderr, "warning: "+*path+": "+w)
+		fmt.Fprintln(stderr, "warning: "+path+": "+w)
 	}
-	printServerProblems(stderr, *path, cfg)
-	enabled := 0
-	for _, s := range cfg.Servers {
-		if s.Enabled {
-			enabled++
-		}
-	}
+	printServerProblems(stderr, path, cfg)
+	enabled := enabledServers(cfg)
 	if len(cfg.Invalid) > 0 {
-		fmt.Fprintf(stderr, "%s: %d invalid server(s); %d valid (%d enabled)\n", *path, len(cfg.Invalid), len(cfg.Servers), enabled)
+		fmt.Fprintf(stderr, "%s: %d invalid server(s); %d valid (%d enabled)\n", path, len(cfg.Invalid), len(cfg.Servers), enabled)
 		return 1
 	}
 	// serve refuses to start on this (DeerFlow's startup rule).
 	if err := proxy.TaskStartupError(cfg); err != nil {
-		fmt.Fprintf(stderr, "%s: mcp_tasks: %v\n", *path, err)
+		fmt.Fprintf(stderr, "%s: mcp_tasks: %v\n", path, err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "%s: ok, %d server(s), %d enabled\n", *path, len(cfg.Servers), enabled)
+	fmt.Fprintf(stdout, "%s: ok, %d server(s), %d enabled\n", path, len(cfg.Servers), enabled)
 	return 0
 }
 
+// enabledServers counts the enabled servers of cfg.
+func enabledServers(cfg *config.Config) int {
+	n := 0
+	for _, s := range cfg.Servers {
+		if s.Enabled {
+			n++
+		}
+	}
+	return n
+}
+
+// printServerProblems prints the problems of each invalid server.
 func printServerProblems(w io.Writer, path string, cfg *config.Config) {
 	for _, se := range cfg.Invalid {
 		for _, p := range se.Problems {

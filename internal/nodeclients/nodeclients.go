@@ -78,43 +78,81 @@ func Script(t testing.TB, name string) string {
 	return p
 }
 
+// install installs the pinned packages and the driver scripts into the
+// cache directory of the lock file's hash, under a file lock, and returns
+// that directory.
 func install() (string, error) {
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			return "", fmt.Errorf("%s is required (CI installs it in .ci/run): %w", tool, err)
-		}
+	if err := requireTools(); err != nil {
+		return "", err
 	}
 	lock, err := files.ReadFile("package-lock.json")
 	if err != nil {
 		return "", err
 	}
 	sum := sha256.Sum256(lock)
-	base := os.Getenv(EnvCache)
-	if base == "" {
-		cache, err := os.UserCacheDir()
-		if err != nil {
-			cache = os.TempDir()
-		}
-		base = filepath.Join(cache, "mcp-mux")
-	}
-	d := filepath.Join(base, "nodeclients-"+hex.EncodeToString(sum[:6]))
+	d := filepath.Join(cacheBase(), "nodeclients-"+hex.EncodeToString(sum[:6]))
 	if err := os.MkdirAll(d, 0o755); err != nil {
 		return "", err
 	}
-	// Several test binaries may install at once: one runs npm ci, the
-	// others wait for it.
-	lf, err := os.OpenFile(filepath.Join(d, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	unlock, err := lockDir(d)
 	if err != nil {
 		return "", err
 	}
-	defer lf.Close()
-	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX); err != nil {
-		return "", fmt.Errorf("locking %s: %w", d, err)
-	}
-	defer func() { _ = syscall.Flock(int(lf.Fd()), syscall.LOCK_UN) }()
-
+	defer unlock()
 	// The scripts are rewritten every time (they are not part of the hash).
-	err = fs.WalkDir(files, ".", func(p string, e fs.DirEntry, err error) error {
+	if err := writeScripts(d); err != nil {
+		return "", err
+	}
+	if err := npmCI(d, hex.EncodeToString(sum[:])); err != nil {
+		return "", err
+	}
+	return d, nil
+}
+
+// requireTools checks that node and npm are on the PATH.
+func requireTools() error {
+	for _, tool := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("%s is required (CI installs it in .ci/run): %w", tool, err)
+		}
+	}
+	return nil
+}
+
+// cacheBase returns the directory the installs go under: EnvCache, else
+// mcp-mux in the user cache (or temporary) directory.
+func cacheBase() string {
+	if base := os.Getenv(EnvCache); base != "" {
+		return base
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	return filepath.Join(cache, "mcp-mux")
+}
+
+// lockDir takes the install lock of d and returns its release. Several test
+// binaries may install at once: one runs npm ci, the others wait for it.
+func lockDir(d string) (unlock func(), err error) {
+	lf, err := os.OpenFile(filepath.Join(d, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX); err != nil {
+		lf.Close()
+		return nil, fmt.Errorf("locking %s: %w", d, err)
+	}
+	return func() {
+		_ = syscall.Flock(int(lf.Fd()), syscall.LOCK_UN)
+		lf.Close()
+	}, nil
+}
+
+// writeScripts writes the embedded files into d, leaving unchanged ones
+// alone.
+func writeScripts(d string) error {
+	return fs.WalkDir(files, ".", func(p string, e fs.DirEntry, err error) error {
 		if err != nil || e.IsDir() {
 			return err
 		}
@@ -124,24 +162,25 @@ func install() (string, error) {
 		}
 		return writeIfChanged(filepath.Join(d, p), b)
 	})
-	if err != nil {
-		return "", err
-	}
+}
+
+// npmCI runs npm ci in d unless the stamp file there says the lock file of
+// hash sum was installed already, and then writes the stamp.
+func npmCI(d, sum string) error {
 	stamp := filepath.Join(d, "node_modules", ".mcp-mux-installed")
-	if b, err := os.ReadFile(stamp); err == nil && string(b) == hex.EncodeToString(sum[:]) {
-		return d, nil
+	if b, err := os.ReadFile(stamp); err == nil && string(b) == sum {
+		return nil
 	}
 	cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund", "--loglevel=error")
 	cmd.Dir = d
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("npm ci in %s: %w\n%s", d, err, out)
+		return fmt.Errorf("npm ci in %s: %w\n%s", d, err, out)
 	}
-	if err := os.WriteFile(stamp, []byte(hex.EncodeToString(sum[:])), 0o644); err != nil {
-		return "", err
-	}
-	return d, nil
+	return os.WriteFile(stamp, []byte(sum), 0o644)
 }
 
+// writeIfChanged writes b to path through a temporary file, unless path
+// holds b already.
 func writeIfChanged(path string, b []byte) error {
 	if old, err := os.ReadFile(path); err == nil && string(old) == string(b) {
 		return nil

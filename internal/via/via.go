@@ -87,20 +87,23 @@ func (m *Marker) Check(h http.Header) ([]string, error) {
 	return chain, nil
 }
 
+// idChars are the bytes an id may hold.
+const idChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_"
+
 // validID accepts 1 to 64 ASCII letters, digits, '-' and '_'.
 func validID(s string) bool {
 	if s == "" || len(s) > 64 {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+		if strings.IndexByte(idChars, s[i]) < 0 {
 			return false
 		}
 	}
 	return true
 }
 
+// chainKey is the context key of the chain With stores.
 type chainKey struct{}
 
 // With returns ctx carrying an inbound request's chain (from Check), which
@@ -124,11 +127,13 @@ func (m *Marker) Transport(base http.RoundTripper) http.RoundTripper {
 	return transport{base: base, m: m}
 }
 
+// transport is Marker.Transport's RoundTripper.
 type transport struct {
 	base http.RoundTripper
 	m    *Marker
 }
 
+// RoundTrip sends a copy of r marked with the chain and this process's id.
 func (t transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	v := t.m.id
 	if chain := From(r.Context()); len(chain) > 0 {

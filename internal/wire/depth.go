@@ -2,7 +2,6 @@ package wire
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"strconv"
 )
@@ -37,47 +36,66 @@ type Shape struct {
 // JSON otherwise (the decoder that follows does), but it skips strings
 // correctly, so brackets inside strings never count.
 func Scan(data []byte) (Shape, error) {
-	var sh Shape
-	depth := 0
-	elems := false // the top-level array has a first element
+	var s shapeScan
 	for i := 0; i < len(data); i++ {
 		switch c := data[i]; c {
 		case '"':
 			end := stringEnd(data, i+1)
 			if end < 0 {
-				return sh, nil // unterminated: the decoder reports it
+				return s.sh, nil // unterminated: the decoder reports it
 			}
-			if depth == 1 && sh.Batch && !elems {
-				elems = true
-				sh.Len = 1
-			}
+			s.value()
 			i = end
 		case '{', '[':
-			if depth == 0 && c == '[' {
-				sh.Batch = true
-			} else if depth == 1 && sh.Batch && !elems {
-				elems = true
-				sh.Len = 1
-			}
-			depth++
-			if depth > MaxDepth {
-				return sh, ErrTooDeep
+			if !s.open(c) {
+				return s.sh, ErrTooDeep
 			}
 		case '}', ']':
-			depth--
+			s.depth--
 		case ',':
-			if depth == 1 && sh.Batch {
-				sh.Len++
-			}
+			s.comma()
 		case ' ', '\t', '\r', '\n':
 		default:
-			if depth == 1 && sh.Batch && !elems {
-				elems = true
-				sh.Len = 1
-			}
+			s.value()
 		}
 	}
-	return sh, nil
+	return s.sh, nil
+}
+
+// shapeScan is Scan's state while it walks a message. Its steps are small
+// enough for the compiler to inline into Scan's loop.
+type shapeScan struct {
+	sh    Shape
+	depth int
+	elems bool // the top-level array has a first element
+}
+
+// value notes a byte that begins or continues a value: at depth 1 of a
+// batch, the first such byte begins the first element.
+func (s *shapeScan) value() {
+	if s.depth == 1 && s.sh.Batch && !s.elems {
+		s.elems = true
+		s.sh.Len = 1
+	}
+}
+
+// open enters the array or object c opens, the top-level '[' marking a
+// batch; it reports false when that goes deeper than MaxDepth.
+func (s *shapeScan) open(c byte) bool {
+	if s.depth == 0 && c == '[' {
+		s.sh.Batch = true
+	} else {
+		s.value()
+	}
+	s.depth++
+	return s.depth <= MaxDepth
+}
+
+// comma counts a comma between a batch's elements.
+func (s *shapeScan) comma() {
+	if s.depth == 1 && s.sh.Batch {
+		s.sh.Len++
+	}
 }
 
 // stringEnd returns the index of the quote that closes the string whose
@@ -99,107 +117,4 @@ func stringEnd(data []byte, i int) int {
 		}
 		i = j + 1
 	}
-}
-
-// TopLevelID returns the raw value of the "id" member of the object data
-// holds, without decoding anything nested, or nil. It is how a message that
-// may not be decoded (too deep) can still be answered or matched to its
-// request.
-func TopLevelID(data []byte) []byte {
-	data = bytes.TrimSpace(data)
-	var id []byte
-	eachMember(data, func(name []byte, end int) bool {
-		if string(name) == "id" {
-			id = memberValue(data, end+1)
-			return false
-		}
-		return true
-	})
-	return id
-}
-
-// KeysHavePrefix reports whether data holds an object every member name of
-// which starts with prefix, without decoding anything. A name written with
-// escapes does not count as starting with it.
-func KeysHavePrefix(data []byte, prefix string) bool {
-	data = bytes.TrimSpace(data)
-	if len(data) < 2 {
-		return false
-	}
-	ok := true
-	complete := eachMember(data, func(name []byte, _ int) bool {
-		ok = bytes.HasPrefix(name, []byte(prefix)) && bytes.IndexByte(name, '\\') < 0
-		return ok
-	})
-	return ok && complete
-}
-
-// eachMember calls fn with the raw name of each member of the object data
-// holds (escapes as written) and the index of the name's closing quote,
-// until fn returns false, in one pass that decodes nothing. It reports
-// whether the scan reached the end of data with every bracket closed
-// (false for data that is not an object, a string left open, or fn
-// stopping it).
-func eachMember(data []byte, fn func(name []byte, end int) bool) bool {
-	data = bytes.TrimSpace(data)
-	if len(data) == 0 || data[0] != '{' {
-		return false
-	}
-	depth := 0
-	key := false // the next string at depth 1 is a member name
-	for i := 0; i < len(data); i++ {
-		switch data[i] {
-		case '"':
-			end := stringEnd(data, i+1)
-			if end < 0 {
-				return false
-			}
-			if depth == 1 && key {
-				if !fn(data[i+1:end], end) {
-					return false
-				}
-				key = false
-			}
-			i = end
-		case '{', '[':
-			depth++
-			if depth == 1 {
-				key = true
-			}
-		case '}', ']':
-			depth--
-		case ',':
-			if depth == 1 {
-				key = true
-			}
-		}
-	}
-	return depth == 0
-}
-
-// memberValue returns the scalar value after the colon at or after i (ids
-// are strings, numbers or null; anything else is not an id).
-func memberValue(data []byte, i int) []byte {
-	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\r' || data[i] == '\n' || data[i] == ':') {
-		i++
-	}
-	if i >= len(data) {
-		return nil
-	}
-	if data[i] == '"' {
-		end := stringEnd(data, i+1)
-		if end < 0 {
-			return nil
-		}
-		return data[i : end+1]
-	}
-	j := i
-	for j < len(data) && data[j] != ',' && data[j] != '}' && data[j] != ' ' && data[j] != '\t' && data[j] != '\r' && data[j] != '\n' {
-		j++
-	}
-	v := data[i:j]
-	if len(v) == 0 || v[0] == '{' || v[0] == '[' || !json.Valid(v) {
-		return nil
-	}
-	return v
 }

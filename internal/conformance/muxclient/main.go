@@ -33,6 +33,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/proxy"
 )
 
+// main runs the scenario and exits 1 when it fails.
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "muxclient:", err)
@@ -40,46 +41,23 @@ func main() {
 	}
 }
 
+// run runs the scenario MCP_CONFORMANCE_SCENARIO names against the server
+// at the URL in os.Args through an in-process mux.
 func run() error {
 	if len(os.Args) != 2 {
 		return fmt.Errorf("usage: muxclient SERVER_URL")
 	}
 	scenario := os.Getenv("MCP_CONFORMANCE_SCENARIO")
-	upstreamCfg := map[string]any{"type": "http", "url": os.Args[1]}
-	env := map[string]string{}
-	auth := strings.HasPrefix(scenario, "auth/")
-	if auth {
-		var sc struct {
-			ClientID     string `json:"client_id"`
-			ClientSecret string `json:"client_secret"`
-		}
-		if err := json.Unmarshal([]byte(os.Getenv("MCP_CONFORMANCE_CONTEXT")), &sc); err != nil {
-			return fmt.Errorf("MCP_CONFORMANCE_CONTEXT: %w", err)
-		}
-		env["CLIENT_ID"], env["CLIENT_SECRET"] = sc.ClientID, sc.ClientSecret
-		upstreamCfg["oauth"] = map[string]any{"grant_type": "client_credentials", "client_id": "$CLIENT_ID", "client_secret": "$CLIENT_SECRET"}
-	}
-	doc, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"upstream": upstreamCfg}})
-	cfg, err := config.Parse(doc, config.LoadOptions{Filename: "muxclient.json", LookupEnv: func(k string) (string, bool) {
-		v, ok := env[k]
-		return v, ok
-	}})
+	cfg, err := muxConfig(os.Args[1], scenario)
 	if err != nil {
 		return err
-	}
-	if len(cfg.Invalid) > 0 {
-		return fmt.Errorf("config: %v", cfg.Invalid[0])
 	}
 	log := hclog.New(&hclog.LoggerOptions{Name: "muxclient", Output: os.Stderr, Level: hclog.Info})
 	srv := proxy.New(proxy.Options{Logger: log})
 	if err := srv.Apply(cfg); err != nil {
 		return err
 	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Close(ctx)
-	}()
+	defer closeMux(srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := srv.WaitDiscovery(ctx); err != nil {
@@ -93,23 +71,67 @@ func run() error {
 		return err
 	}
 	defer cs.Close()
+	return drive(ctx, cs, scenario)
+}
+
+// muxConfig returns the mux's config: one HTTP upstream at serverURL, with
+// OAuth client_credentials from MCP_CONFORMANCE_CONTEXT for an auth/*
+// scenario.
+func muxConfig(serverURL, scenario string) (*config.Config, error) {
+	upstreamCfg := map[string]any{"type": "http", "url": serverURL}
+	env := map[string]string{}
+	if strings.HasPrefix(scenario, "auth/") {
+		if err := addOAuth(upstreamCfg, env); err != nil {
+			return nil, err
+		}
+	}
+	doc, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"upstream": upstreamCfg}})
+	cfg, err := config.Parse(doc, config.LoadOptions{Filename: "muxclient.json", LookupEnv: func(k string) (string, bool) {
+		v, ok := env[k]
+		return v, ok
+	}})
+	if err != nil {
+		return nil, err
+	}
+	if len(cfg.Invalid) > 0 {
+		return nil, fmt.Errorf("config: %v", cfg.Invalid[0])
+	}
+	return cfg, nil
+}
+
+// addOAuth configures upstreamCfg for OAuth client_credentials with the
+// client id and secret of MCP_CONFORMANCE_CONTEXT, which go to env.
+func addOAuth(upstreamCfg map[string]any, env map[string]string) error {
+	var sc struct {
+		ClientID     string `json:"client_id"`
+		ClientSecret string `json:"client_secret"`
+	}
+	if err := json.Unmarshal([]byte(os.Getenv("MCP_CONFORMANCE_CONTEXT")), &sc); err != nil {
+		return fmt.Errorf("MCP_CONFORMANCE_CONTEXT: %w", err)
+	}
+	env["CLIENT_ID"], env["CLIENT_SECRET"] = sc.ClientID, sc.ClientSecret
+	upstreamCfg["oauth"] = map[string]any{"grant_type": "client_credentials", "client_id": "$CLIENT_ID", "client_secret": "$CLIENT_SECRET"}
+	return nil
+}
+
+// closeMux closes srv within five seconds.
+func closeMux(srv *proxy.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Close(ctx)
+}
+
+// drive lists the tools through the mux and calls the scenario's tool, if
+// it has one.
+func drive(ctx context.Context, cs *mcp.ClientSession, scenario string) error {
 	res, err := cs.ListTools(ctx, nil)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("listed %d tools through mcp-mux\n", len(res.Tools))
-	var tool string
-	var args map[string]any
-	switch {
-	case scenario == "tools_call":
-		tool, args = "upstream_add_numbers", map[string]any{"a": 5, "b": 3}
-	case scenario == "sse-retry":
-		tool, args = "upstream_test_reconnection", map[string]any{}
-	case auth && len(res.Tools) == 0:
-		return fmt.Errorf("the upstream was not discovered through the mux")
-	}
-	if tool == "" {
-		return nil
+	tool, args, err := scenarioCall(scenario, len(res.Tools))
+	if err != nil || tool == "" {
+		return err
 	}
 	out, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
 	if err != nil {
@@ -120,4 +142,19 @@ func run() error {
 	}
 	fmt.Printf("called %s through mcp-mux\n", tool)
 	return nil
+}
+
+// scenarioCall returns the tool call the scenario makes ("" for none),
+// given how many tools the mux listed; an auth scenario fails when it
+// listed none.
+func scenarioCall(scenario string, tools int) (string, map[string]any, error) {
+	switch {
+	case scenario == "tools_call":
+		return "upstream_add_numbers", map[string]any{"a": 5, "b": 3}, nil
+	case scenario == "sse-retry":
+		return "upstream_test_reconnection", map[string]any{}, nil
+	case strings.HasPrefix(scenario, "auth/") && tools == 0:
+		return "", nil, fmt.Errorf("the upstream was not discovered through the mux")
+	}
+	return "", nil, nil
 }
