@@ -85,7 +85,7 @@ func (u *Upstream) Request(ctx context.Context, key Key, method string, params j
 			return nil, ctx.Err()
 		}
 		notRun := errors.Is(err, errSessionMissing) || errors.Is(err, mcp.ErrSessionMissing) || errors.Is(err, errNotSent) ||
-			(c.proc != nil && c.proc.exitedBefore(start))
+			(c.proc != nil && c.proc.ExitedBefore(start))
 		if notRun || !c.alive() {
 			u.pool.drop(key, c)
 		} else {

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/upstream/stdioproc"
 )
 
 // ProtocolVersion is the MCP version mcp-mux initializes sessions with when
@@ -25,10 +26,10 @@ type conn struct {
 	key     Key
 	control bool // the discovery session: its server-to-client traffic has no caller
 	cs      *mcp.ClientSession
-	proc    *process       // stdio only
-	raw     *rawConn       // stdio and sse
-	direct  *direct        // http only
-	modern  *modernRequest // a 2026-07-28 stdio session: the _meta its requests carry (era.go)
+	proc    *stdioproc.Process // stdio only
+	raw     *rawConn           // stdio and sse
+	direct  *direct            // http only
+	modern  *modernRequest     // a 2026-07-28 stdio session: the _meta its requests carry (era.go)
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when the session has ended
 
@@ -175,13 +176,13 @@ func (d *dialing) transport() (mcp.Transport, string, error) {
 func (d *dialing) stdio() (mcp.Transport, string, error) {
 	u := d.u
 	var version string
-	p, err := startProcess(&u.opts, u.log, u.stderr.writer())
+	p, err := stdioproc.Start(&u.proc, u.stderr.Writer(false))
 	if err == nil {
 		version, p, err = u.stdioVersion(d.connCtx, p) // stdioera.go
 	}
 	if err != nil {
 		if p != nil {
-			p.stop()
+			p.Stop()
 		}
 		d.stop()
 		d.c.cancel()
@@ -191,7 +192,7 @@ func (d *dialing) stdio() (mcp.Transport, string, error) {
 		return nil, "", err
 	}
 	d.c.proc = p
-	return d.raw(&lineTransport{p: p}), version, nil
+	return d.raw(p.Transport()), version, nil
 }
 
 // raw wraps inner so that the server-to-client requests and notifications
@@ -236,9 +237,7 @@ func (d *dialing) adopt(cs *mcp.ClientSession, transport mcp.Transport, hdr http
 	}
 	switch u.opts.Transport {
 	case Stdio:
-		if w := c.proc.mutedStderr; w != nil {
-			w.muted.Store(false)
-		}
+		c.proc.UnmuteStderr()
 		v := cs.InitializeResult().ProtocolVersion
 		u.era.Store(&v)
 		if v >= VersionModern {
@@ -278,7 +277,7 @@ func (c *conn) alive() bool {
 	}
 	if c.proc != nil {
 		select {
-		case <-c.proc.exited:
+		case <-c.proc.Exited():
 			return false
 		default:
 		}
@@ -297,7 +296,7 @@ func (c *conn) close() {
 func (c *conn) kill() {
 	c.cancel()
 	if c.proc != nil {
-		c.proc.stop()
+		c.proc.Stop()
 	}
 }
 

@@ -43,6 +43,10 @@ type direct struct {
 
 var reqBuffers wire.Buffers
 
+// maxFrame bounds one message of an HTTP server: a JSON response or one
+// event (a stdio server's line has the same bound, in stdioproc).
+const maxFrame = 16 << 20
+
 // call sends one request and returns its raw result. A JSON-RPC error from the
 // upstream is returned as *wire.Error.
 // Notifications and requests the server sends on the call's stream go to

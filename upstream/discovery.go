@@ -35,7 +35,7 @@ func (u *Upstream) run() {
 			u.opts.OnDiscovery(time.Since(began), err == nil)
 		}
 		if err != nil {
-			if lines := u.stderr.tail(); len(lines) > 0 {
+			if lines := u.stderr.Tail(); len(lines) > 0 {
 				err = &stderrError{err: err, lines: lines}
 			}
 			// Both before Discovered closes: whoever waits on it sees the

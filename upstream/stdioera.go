@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"time"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/upstream/stdioproc"
 )
 
 // The era of a stdio server.
@@ -61,7 +63,7 @@ const (
 
 // stdioVersion returns the protocol version the session of a new stdio
 // process asks for, and the process to use (p, or a restarted one).
-func (u *Upstream) stdioVersion(ctx context.Context, p *process) (string, *process, error) {
+func (u *Upstream) stdioVersion(ctx context.Context, p *stdioproc.Process) (string, *stdioproc.Process, error) {
 	if v := u.opts.ProtocolVersion; v != VersionAuto {
 		return v, p, nil
 	}
@@ -69,23 +71,21 @@ func (u *Upstream) stdioVersion(ctx context.Context, p *process) (string, *proce
 		return *v, p, nil
 	}
 	v := VersionModern
-	switch probeStdio(ctx, p, probeBound(u.opts.InitTimeout)) {
+	switch probeStdio(ctx, p.Stdin(), p.Lines(), probeBound(u.opts.InitTimeout)) {
 	case probeLegacy:
 		v = ProtocolVersion
 	case probeRestart:
 		if ctx.Err() != nil {
 			return "", p, ctx.Err()
 		}
-		p.stop()
+		p.Stop()
 		u.log.Info("stdio server did not answer server/discover (exited, closed stdout or was silent); restarting it for initialize")
-		// Its start-up lines were logged for the probed process already.
-		w := u.stderr.writer()
-		w.muted.Store(true)
-		np, err := startProcess(&u.opts, u.log, w)
+		// Its start-up lines were logged for the probed process already:
+		// muted until its session is up (adopt).
+		np, err := stdioproc.Start(&u.proc, u.stderr.Writer(true))
 		if err != nil {
 			return "", nil, fmt.Errorf("restarting after the server/discover probe: %w", err)
 		}
-		np.mutedStderr = w
 		// The era is remembered once initialize works (dial): a server that
 		// dies at every start is asked again when it next starts.
 		return ProtocolVersion, np, nil
@@ -95,14 +95,15 @@ func (u *Upstream) stdioVersion(ctx context.Context, p *process) (string, *proce
 	return v, p, nil
 }
 
-// probeStdio sends server/discover to a fresh process and classifies the
-// answer. Nothing the server writes is logged.
-func probeStdio(ctx context.Context, p *process, bound time.Duration) probeResult {
+// probeStdio sends server/discover on the stdin of a fresh process and
+// classifies the answer among its stdout lines. Nothing the server writes
+// is logged.
+func probeStdio(ctx context.Context, stdin io.Writer, lines <-chan []byte, bound time.Duration) probeResult {
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	meta := newModernRequest(discoveryCapsJSON())
 	req := wire.AppendRequest(nil, []byte(probeID), "server/discover", meta.params(nil))
-	if _, err := p.stdin.Write(append(req, '\n')); err != nil {
+	if _, err := stdin.Write(append(req, '\n')); err != nil {
 		return probeRestart
 	}
 	for range maxProbeLines {
@@ -110,7 +111,7 @@ func probeStdio(ctx context.Context, p *process, bound time.Duration) probeResul
 		select {
 		case <-ctx.Done():
 			return probeRestart
-		case l, ok := <-p.lines:
+		case l, ok := <-lines:
 			if !ok {
 				return probeRestart
 			}

@@ -29,6 +29,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/internal/via"
 	"github.com/mcp-mux/mcp-mux/secret"
+	"github.com/mcp-mux/mcp-mux/upstream/stdioproc"
 )
 
 // Transport names.
@@ -128,6 +129,16 @@ type Options struct {
 	Via *via.Marker
 }
 
+// RunSupervisor runs the stdio supervisor when this process was started as
+// one (Options.Supervisor) and reports its exit code; otherwise it returns
+// ok false at once. Call it first in main, and in TestMain of tests whose
+// Upstreams use the test binary as their Supervisor:
+//
+//	if code, ok := upstream.RunSupervisor(); ok {
+//		os.Exit(code)
+//	}
+func RunSupervisor() (code int, ok bool) { return stdioproc.RunSupervisor() }
+
 // Handler receives what an upstream server sends on a call session. ctx is
 // the context of the call the message belongs to when mcp-mux can tell (the
 // message arrived on that call's stream, or it is the only call in flight on
@@ -186,8 +197,9 @@ func headersFrom(ctx context.Context) http.Header {
 type Upstream struct {
 	opts    Options
 	log     hclog.Logger
-	clients clients    // SDK clients by declared capabilities
-	stderr  *stderrLog // stdio servers' stderr
+	clients clients              // SDK clients by declared capabilities
+	proc    stdioproc.Options    // how a stdio server's process starts
+	stderr  *stdioproc.StderrLog // stdio servers' stderr
 	// retrying is set while discovery keeps failing after its first
 	// failure: stderr is then not logged again.
 	retrying atomic.Bool
@@ -295,7 +307,9 @@ func New(opts Options) (*Upstream, error) {
 		return c
 	}
 	u.static = newStaticScrubber(&u.opts)
-	u.stderr = newStderrLog(opts.Logger.Named("stderr"), u.retrying.Load, func(s string) string { return u.scrubber(nil).Scrub(s) })
+	u.proc = stdioproc.Options{Command: opts.Command, Args: opts.Args, Env: opts.Env, Dir: opts.Dir,
+		Supervisor: opts.Supervisor, Logger: opts.Logger}
+	u.stderr = stdioproc.NewStderrLog(opts.Logger.Named("stderr"), u.retrying.Load, func(s string) string { return u.scrubber(nil).Scrub(s) })
 	u.pool = newPool(u, opts.MaxSessions, opts.IdleTimeout)
 	return u, nil
 }
@@ -325,7 +339,7 @@ func (u *Upstream) Err() error { return u.catalog.lastErr() }
 
 // Stderr returns the last lines a stdio server wrote on stderr (up to 20,
 // oldest first).
-func (u *Upstream) Stderr() []string { return u.stderr.tail() }
+func (u *Upstream) Stderr() []string { return u.stderr.Tail() }
 
 // stderrError is a failure reason with the server's last stderr lines.
 type stderrError struct {
