@@ -8,7 +8,7 @@ import (
 	"sync"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
-	"github.com/mcp-mux/mcp-mux/upstream"
+	"github.com/mcp-mux/mcp-mux/upstream/paramheader"
 )
 
 // The 2026-07-28 protocol headers a caller sends.
@@ -18,7 +18,7 @@ import (
 // most once: a repeated one is refused (400, -32020 naming it) before either
 // path reads it, since the SDK and the fast path read the first and an
 // intermediary may have read another. A caller's Mcp-Param-* headers are
-// checked against the arguments (upstream.ParamHeaders.Check, with the
+// checked against the arguments (paramheader.Headers.Check, with the
 // annotations of the tool as mcp-mux lists it) and never forwarded: the
 // upstream's are written from the arguments (upstream/paramheaders.go).
 
@@ -98,10 +98,10 @@ func (s *Server) refuseParamMismatch(w http.ResponseWriter, r *http.Request, id 
 // on the first call that sends Mcp-Param-* headers.
 type paramSpec struct {
 	once sync.Once
-	ph   upstream.ParamHeaders
+	ph   paramheader.Headers
 }
 
-func (p *paramSpec) get(tool json.RawMessage) upstream.ParamHeaders {
-	p.once.Do(func() { p.ph = upstream.ToolParamHeaders(tool) })
+func (p *paramSpec) get(tool json.RawMessage) paramheader.Headers {
+	p.once.Do(func() { p.ph = paramheader.ForTool(tool) })
 	return p.ph
 }

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/upstream/paramheader"
 )
 
 func (u *Upstream) requestRefresh() {
@@ -165,11 +167,13 @@ func (u *Upstream) watch(c *conn) bool {
 
 func (u *Upstream) publish(l Lists) {
 	if u.opts.Transport == HTTP {
-		ix, invalid := buildParamIndex(l.Tools)
-		u.annotations.Store(&ix)
-		for _, name := range invalid {
-			u.log.Warn("ignoring the invalid x-mcp-header annotations of a tool (calls get no Mcp-Param headers)", "tool", name)
+		var ix paramheader.Index
+		for _, t := range l.Tools {
+			if !ix.Add(t.Name, t.Raw) {
+				u.log.Warn("ignoring the invalid x-mcp-header annotations of a tool (calls get no Mcp-Param headers)", "tool", t.Name)
+			}
 		}
+		u.annotations.Store(&ix)
 	}
 	u.catalog.set(l) // healthy before OnChange looks
 	if u.opts.OnChange != nil {

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/upstream/paramheader"
 )
 
 // Protocol eras of an upstream.
@@ -96,8 +97,8 @@ func (u *Upstream) Era() string {
 type modernRequest struct {
 	meta json.RawMessage // the _meta triple's members, without braces
 	// annotations, when set, are the server's x-mcp-header bindings
-	// (paramheaders.go).
-	annotations *atomic.Pointer[paramIndex]
+	// (paramheader).
+	annotations *atomic.Pointer[paramheader.Index]
 }
 
 func newModernRequest(caps string) *modernRequest {
@@ -175,7 +176,7 @@ func (m *modernRequest) headers(h http.Header, method string, params []byte) err
 	}
 	if method == "tools/call" && m.annotations != nil {
 		if ix := m.annotations.Load(); ix != nil {
-			return setParamHeaders(h, (*ix)[name], p["arguments"])
+			return (*ix)[name].Set(h, p["arguments"])
 		}
 	}
 	return nil

@@ -29,6 +29,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/internal/via"
 	"github.com/mcp-mux/mcp-mux/secret"
+	"github.com/mcp-mux/mcp-mux/upstream/paramheader"
 	"github.com/mcp-mux/mcp-mux/upstream/stdioproc"
 )
 
@@ -227,8 +228,8 @@ type Upstream struct {
 	reconnects atomic.Int64           // sessions re-established after they ended
 	era        atomic.Pointer[string] // the protocol version sessions negotiated (era.go)
 	// annotations are the x-mcp-header bindings of the listed tools
-	// (paramheaders.go), built once per discovered list.
-	annotations atomic.Pointer[paramIndex]
+	// (paramheader), built once per discovered list.
+	annotations atomic.Pointer[paramheader.Index]
 	subs        subscriptions // resource URIs subscribed on the discovery session
 }
 
