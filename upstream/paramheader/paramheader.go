@@ -119,35 +119,47 @@ func (c *collector) collect(props map[string]schemaProp, prefix []string) bool {
 		return !annotated(props) // deeper annotations are not followed
 	}
 	for name, p := range props {
-		path := append(append(make([]string, 0, len(prefix)+1), prefix...), name)
-		if p.Header != nil && !c.bind(p, path) {
-			return false
-		}
-		if len(p.Properties) > 0 && !c.collect(p.Properties, path) {
+		if !c.property(p, append(append(make([]string, 0, len(prefix)+1), prefix...), name)) {
 			return false
 		}
 	}
 	return true
 }
 
+// property adds the binding of the property p at path, if annotated, and
+// those of its nested properties; false when an annotation is invalid.
+func (c *collector) property(p schemaProp, path []string) bool {
+	if p.Header != nil && !c.bind(p, path) {
+		return false
+	}
+	return len(p.Properties) == 0 || c.collect(p.Properties, path)
+}
+
 // bind adds the binding of the annotated property p at path; false when
-// its annotation is invalid, its type not a primitive, its header bound
-// already or the tool's bindings are too many.
+// its annotation is invalid, its header bound already or the tool's
+// bindings are too many.
 func (c *collector) bind(p schemaProp, path []string) bool {
-	var h, typ string
-	if json.Unmarshal(p.Header, &h) != nil || !validParamName(h) || json.Unmarshal(p.Type, &typ) != nil {
-		return false
-	}
-	if typ != "string" && typ != "integer" && typ != "boolean" {
-		return false
-	}
-	key := http.CanonicalHeaderKey(paramHeaderPrefix + h)
-	if c.seen[key] || len(c.out) == maxParamHeaders {
+	key, ok := headerOf(p)
+	if !ok || c.seen[key] || len(c.out) == maxParamHeaders {
 		return false
 	}
 	c.seen[key] = true
 	c.out = append(c.out, binding{path: path, header: key})
 	return true
+}
+
+// primitive lists the property types an annotation may bind.
+var primitive = map[string]bool{"string": true, "integer": true, "boolean": true}
+
+// headerOf returns the canonical header name the annotated property p
+// binds; false when the annotation is not a valid name or p's type is not
+// a primitive.
+func headerOf(p schemaProp) (string, bool) {
+	var h, typ string
+	if json.Unmarshal(p.Header, &h) != nil || !validParamName(h) || json.Unmarshal(p.Type, &typ) != nil || !primitive[typ] {
+		return "", false
+	}
+	return http.CanonicalHeaderKey(paramHeaderPrefix + h), true
 }
 
 // annotated reports whether any property in props (at any depth) has an
@@ -161,40 +173,22 @@ func annotated(props map[string]schemaProp) bool {
 	return false
 }
 
-// validParamName reports whether s is an HTTP token (RFC 9110 tchar) of
-// bounded length.
-func validParamName(s string) bool {
-	if s == "" || len(s) > maxParamName {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !tchar(s[i]) {
-			return false
-		}
-	}
-	return true
-}
+// tchars are the bytes of an HTTP token (RFC 9110 tchar).
+const tchars = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ!#$%&'*+-.^_`|~"
 
-// tchar reports whether c may appear in an HTTP token.
-func tchar(c byte) bool {
-	switch {
-	case c >= '0' && c <= '9', c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z':
-		return true
-	}
-	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+// validParamName reports whether s is an HTTP token of bounded length.
+func validParamName(s string) bool {
+	return s != "" && len(s) <= maxParamName && strings.Trim(s, tchars) == ""
 }
 
 // Set adds to h the Mcp-Param-* headers of a tools/call with the given
 // arguments, for the bindings h does not carry already. A value past the
 // size bounds is an invalid-params error: the call is not sent.
 func (p Headers) Set(h http.Header, arguments json.RawMessage) error {
-	if len(p) == 0 || len(arguments) == 0 {
+	if len(p) == 0 {
 		return nil
 	}
-	var args map[string]json.RawMessage
-	if json.Unmarshal(arguments, &args) != nil || args == nil {
-		return nil
-	}
+	args := decodeArgs(arguments) // none for arguments that are no object: no header is set
 	total := 0
 	for _, b := range p {
 		v, ok := b.value(h, args)
@@ -275,11 +269,12 @@ func needsBase64(s string) bool {
 	if s == "" {
 		return false
 	}
-	if first, last := s[0], s[len(s)-1]; first == ' ' || first == '\t' || last == ' ' || last == '\t' {
-		return true
-	}
-	return !printable(s) || (strings.HasPrefix(s, base64Prefix) && strings.HasSuffix(s, base64Suffix))
+	return blank(s[0]) || blank(s[len(s)-1]) || !printable(s) ||
+		(strings.HasPrefix(s, base64Prefix) && strings.HasSuffix(s, base64Suffix))
 }
+
+// blank reports whether c is a space or a tab.
+func blank(c byte) bool { return c == ' ' || c == '\t' }
 
 // printable reports whether s is printable ASCII (0x20–0x7E) only.
 func printable(s string) bool {
@@ -309,14 +304,24 @@ func (p Headers) Check(h http.Header, arguments json.RawMessage) error {
 		if args == nil {
 			args = decodeArgs(arguments)
 		}
-		arg := strings.Join(b.path, ".")
-		raw, ok := lookupArg(args, b.path)
-		if !ok || string(bytes.TrimSpace(raw)) == "null" {
-			return mismatch("header mismatch: %s was sent for the absent or null argument %q", b.header, arg)
+		if err := b.check(got, args); err != nil {
+			return err
 		}
-		if !paramMatches(got, raw) {
-			return mismatch("header mismatch: %s does not match the argument %q", b.header, arg)
-		}
+	}
+	return nil
+}
+
+// check compares the header value got, which the caller sent for b, with
+// the argument at b's path: a -32020 error if it is absent, null or
+// different.
+func (b binding) check(got string, args map[string]json.RawMessage) error {
+	arg := strings.Join(b.path, ".")
+	raw, ok := lookupArg(args, b.path)
+	if !ok || string(bytes.TrimSpace(raw)) == "null" {
+		return mismatch("header mismatch: %s was sent for the absent or null argument %q", b.header, arg)
+	}
+	if !paramMatches(got, raw) {
+		return mismatch("header mismatch: %s does not match the argument %q", b.header, arg)
 	}
 	return nil
 }
@@ -352,10 +357,16 @@ func paramMatches(v string, raw json.RawMessage) bool {
 	case bool:
 		return v == strconv.FormatBool(x)
 	case float64:
-		n, err := strconv.ParseFloat(v, 64)
-		return err == nil && safeInteger(x) && safeInteger(n) && n == x
+		return sameInteger(v, x)
 	}
 	return false
+}
+
+// sameInteger reports whether v is the safe integer x, compared as numbers
+// ("7.0" is 7).
+func sameInteger(v string, x float64) bool {
+	n, err := strconv.ParseFloat(v, 64)
+	return err == nil && safeInteger(x) && safeInteger(n) && n == x
 }
 
 // decodeParamValue undoes the =?base64?…?= form of a header value (other
