@@ -285,6 +285,14 @@ func (c *conn) alive() bool {
 	return true
 }
 
+// notRun reports whether a request on c that began at start and failed
+// with err provably did not reach the server: the session was gone (a
+// dead stdio process, an expired HTTP session) or the request never left.
+func (c *conn) notRun(err error, start time.Time) bool {
+	return errors.Is(err, errSessionMissing) || errors.Is(err, mcp.ErrSessionMissing) || errors.Is(err, errNotSent) ||
+		(c.proc != nil && c.proc.ExitedBefore(start))
+}
+
 // close ends the session and, for stdio, the process group.
 func (c *conn) close() {
 	if c.cs != nil {

@@ -67,13 +67,36 @@ func (d *direct) call(ctx context.Context, method string, params []byte, extra h
 	if err != nil {
 		return nil, err
 	}
-	// extra, when given, is the complete set of the caller's headers.
+	h, err := d.requestHeader(method, params, extra)
+	if err != nil {
+		return nil, err
+	}
+	req.Header = h
+	resp, err := d.send(ctx, req, id)
+	if err != nil {
+		return nil, err
+	}
+	defer closeBody(resp.Body)
+	if err := d.checkStatus(resp); err != nil {
+		return nil, err
+	}
+	res, err := d.read(ctx, resp, h, id, onMessage)
+	if err != nil && ctx.Err() != nil {
+		d.cancelUpstream(id)
+		return nil, ctx.Err()
+	}
+	return res, err
+}
+
+// requestHeader returns the headers of a call: the caller's (extra, when
+// given, is the complete set of them) or else the session's, with the
+// transport's own and, for a 2026-07-28 server, the standard ones. An
+// error means the call must not be sent.
+func (d *direct) requestHeader(method string, params []byte, extra http.Header) (http.Header, error) {
 	base := d.header
 	if extra != nil {
 		base = extra
-		if p := d.latest.Load(); p == nil || !sameHeader(*p, extra) {
-			d.latest.Store(&extra)
-		}
+		d.noteLatest(extra)
 	}
 	h := make(http.Header, len(base)+4)
 	for k, v := range base {
@@ -92,10 +115,23 @@ func (d *direct) call(ctx context.Context, method string, params []byte, extra h
 			return nil, err
 		}
 	}
-	req.Header = h
-	// At most once: a request that never made it onto the wire (refused
-	// connection, a dead keep-alive connection) may be retried elsewhere;
-	// once written, it may have run, and a lost answer is an error.
+	return h, nil
+}
+
+// noteLatest records extra as the newest call's headers, for the
+// background posts, unless they are the ones recorded already.
+func (d *direct) noteLatest(extra http.Header) {
+	if p := d.latest.Load(); p == nil || !sameHeader(*p, extra) {
+		d.latest.Store(&extra)
+	}
+}
+
+// send posts the request of call id. At most once: a request that never
+// made it onto the wire (refused connection, a dead keep-alive connection)
+// fails with errNotSent and may be retried elsewhere; once written, it may
+// have run, and a lost answer is an error. A request the caller abandoned
+// is cancelled upstream.
+func (d *direct) send(ctx context.Context, req *http.Request, id []byte) (*http.Response, error) {
 	var wrote atomic.Bool
 	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		WroteRequest: func(i httptrace.WroteRequestInfo) {
@@ -105,39 +141,44 @@ func (d *direct) call(ctx context.Context, method string, params []byte, extra h
 		},
 	}))
 	resp, err := d.client.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			d.cancelUpstream(id)
-			return nil, ctx.Err()
-		}
-		if !wrote.Load() {
-			return nil, errors.Join(errNotSent, err)
-		}
-		return nil, err
+	switch {
+	case err == nil:
+		return resp, nil
+	case ctx.Err() != nil:
+		d.cancelUpstream(id)
+		return nil, ctx.Err()
+	case !wrote.Load():
+		return nil, errors.Join(errNotSent, err)
 	}
-	defer closeBody(resp.Body)
+	return nil, err
+}
+
+// checkStatus fails a call the server refused: errSessionMissing when it
+// no longer knows the session, else a *StatusError or the JSON-RPC error
+// the body carries.
+func (d *direct) checkStatus(resp *http.Response) error {
 	switch {
 	case resp.StatusCode == http.StatusNotFound && d.sessionID != "":
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
-		return nil, errSessionMissing
+		return errSessionMissing
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
-		return nil, d.statusError(resp)
+		return d.statusError(resp)
 	}
+	return nil
+}
+
+// read reads the answer to call id from a response in either content type
+// the transport allows (h is the call's request headers, for resuming a
+// stream).
+func (d *direct) read(ctx context.Context, resp *http.Response, h http.Header, id []byte, onMessage func(*wire.Message)) (json.RawMessage, error) {
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	var res json.RawMessage
 	switch ct {
 	case "application/json":
-		res, err = d.readJSON(resp.Body, id)
+		return d.readJSON(resp.Body, id)
 	case "text/event-stream":
-		res, err = d.readStream(ctx, resp.Body, h, id, onMessage)
-	default:
-		err = fmt.Errorf("upstream answered with content type %q", ct)
+		return d.readStream(ctx, resp.Body, h, id, onMessage)
 	}
-	if err != nil && ctx.Err() != nil {
-		d.cancelUpstream(id)
-		return nil, ctx.Err()
-	}
-	return res, err
+	return nil, fmt.Errorf("upstream answered with content type %q", ct)
 }
 
 // sameHeader reports whether two header sets are equal (cheap for the
@@ -222,31 +263,18 @@ func (d *direct) readStream(ctx context.Context, body io.Reader, h http.Header, 
 		if res != nil || err != nil {
 			return res, err
 		}
-		if er.lastID == "" {
-			return nil, errors.New("upstream stream ended without a response")
+		if err := resumable(er, resumes); err != nil {
+			return nil, err
 		}
-		if resumes == maxResumes {
-			return nil, fmt.Errorf("upstream stream ended without a response after %d resumptions", maxResumes)
-		}
-		delay := er.retry
-		if delay <= 0 {
-			delay = defaultRetry
-		}
-		t := time.NewTimer(min(delay, maxRetryDelay))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-t.C:
+		if err := waitRetry(ctx, er.retry); err != nil {
+			return nil, err
 		}
 		rc, err := d.resume(ctx, h, er.lastID)
 		if err != nil {
 			return nil, fmt.Errorf("resuming the upstream stream: %w", err)
 		}
 		defer closeBody(rc)
-		lastID, retry := er.lastID, er.retry
-		er = newEventReader(rc, d.maxEvent)
-		er.lastID, er.retry = lastID, retry
+		er = er.resumed(rc)
 	}
 }
 
@@ -256,6 +284,34 @@ const (
 	maxRetryDelay = 30 * time.Second // a server cannot park a call longer per resumption
 )
 
+// resumable says why a stream that ended without the response cannot be
+// resumed (after resumes resumptions), if it cannot.
+func resumable(er *eventReader, resumes int) error {
+	if er.lastID == "" {
+		return errors.New("upstream stream ended without a response")
+	}
+	if resumes == maxResumes {
+		return fmt.Errorf("upstream stream ended without a response after %d resumptions", maxResumes)
+	}
+	return nil
+}
+
+// waitRetry waits the reconnection time the server asked for (retry;
+// defaultRetry if none), at most maxRetryDelay, or until ctx is done.
+func waitRetry(ctx context.Context, retry time.Duration) error {
+	if retry <= 0 {
+		retry = defaultRetry
+	}
+	t := time.NewTimer(min(retry, maxRetryDelay))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
 // readEvents reads events until the response to id (returned), a broken
 // event (an error) or the end of the stream (nil, nil).
 func (d *direct) readEvents(er *eventReader, id []byte, onMessage func(*wire.Message)) (json.RawMessage, error) {
@@ -263,10 +319,7 @@ func (d *direct) readEvents(er *eventReader, id []byte, onMessage func(*wire.Mes
 	for {
 		data, err := er.next()
 		if err != nil {
-			if errors.Is(err, errEventTooLarge) {
-				return nil, err
-			}
-			return nil, nil // ended or broken: resumable
+			return nil, streamEnd(err)
 		}
 		if len(bytes.TrimSpace(data)) == 0 {
 			continue // a priming event
@@ -278,10 +331,25 @@ func (d *direct) readEvents(er *eventReader, id []byte, onMessage func(*wire.Mes
 		if m.IsResponse() && bytes.Equal(m.ID, id) {
 			return d.result(&m, id)
 		}
-		if m.Method != "" && onMessage != nil {
-			msg := m
-			onMessage(&msg)
-		}
+		forward(&m, onMessage)
+	}
+}
+
+// streamEnd is what the end of a call's stream with err means: an event
+// too large fails the call; any other end (or break) is resumable (nil).
+func streamEnd(err error) error {
+	if errors.Is(err, errEventTooLarge) {
+		return err
+	}
+	return nil
+}
+
+// forward hands a copy of a server's request or notification m to
+// onMessage, if any; responses to other ids are dropped.
+func forward(m *wire.Message, onMessage func(*wire.Message)) {
+	if m.Method != "" && onMessage != nil {
+		msg := *m
+		onMessage(&msg)
 	}
 }
 

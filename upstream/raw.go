@@ -64,6 +64,8 @@ type rawConn struct {
 	closeOnce sync.Once
 }
 
+// Read returns the next message for the SDK: the ones mcp-mux handles
+// itself (takeOff) never reach it.
 func (c *rawConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	for {
 		msg, err := c.Connection.Read(ctx)
@@ -71,37 +73,65 @@ func (c *rawConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			c.markClosed()
 			return msg, err
 		}
-		if req, ok := msg.(*jsonrpc.Request); ok {
-			switch {
-			case !req.ID.IsValid() && forwardedNotifications[req.Method] && c.notify != nil:
-				c.notify(req.Method, req.Params)
-				continue
-			case req.ID.IsValid() && serverRequests[req.Method] && c.request != nil:
-				c.request(c, req.ID, req.Method, req.Params)
-				continue
-			case !req.ID.IsValid() && req.Method == "notifications/cancelled" && c.cancelled != nil:
-				var p struct {
-					RequestID json.RawMessage `json:"requestId"`
-				}
-				if json.Unmarshal(req.Params, &p) == nil && c.cancelled(string(p.RequestID)) {
-					continue
-				}
-			}
+		if !c.takeOff(msg) {
 			return msg, nil
 		}
-		resp, ok := msg.(*jsonrpc.Response)
-		if !ok {
-			return msg, nil
-		}
-		c.mu.Lock()
-		ch := c.pending[resp.ID]
-		delete(c.pending, resp.ID)
-		c.mu.Unlock()
-		if ch == nil {
-			return msg, nil
-		}
-		ch <- resp
 	}
+}
+
+// takeOff handles msg if it is mcp-mux's: a response to one of its own
+// requests, or a server request or notification it forwards. It reports
+// whether it did.
+func (c *rawConn) takeOff(msg jsonrpc.Message) bool {
+	switch m := msg.(type) {
+	case *jsonrpc.Request:
+		if m.ID.IsValid() {
+			return c.takeRequest(m)
+		}
+		return c.takeNotification(m)
+	case *jsonrpc.Response:
+		return c.deliver(m)
+	}
+	return false
+}
+
+// takeRequest hands a server request that mcp-mux forwards to request.
+func (c *rawConn) takeRequest(req *jsonrpc.Request) bool {
+	if !serverRequests[req.Method] || c.request == nil {
+		return false
+	}
+	c.request(c, req.ID, req.Method, req.Params)
+	return true
+}
+
+// takeNotification hands a notification that mcp-mux forwards to notify,
+// and one cancelling a request handed to request to cancelled.
+func (c *rawConn) takeNotification(req *jsonrpc.Request) bool {
+	switch {
+	case forwardedNotifications[req.Method] && c.notify != nil:
+		c.notify(req.Method, req.Params)
+		return true
+	case req.Method == "notifications/cancelled" && c.cancelled != nil:
+		var p struct {
+			RequestID json.RawMessage `json:"requestId"`
+		}
+		return json.Unmarshal(req.Params, &p) == nil && c.cancelled(string(p.RequestID))
+	}
+	return false
+}
+
+// deliver hands a response to the call waiting for it; false when none
+// is (the response is the SDK's).
+func (c *rawConn) deliver(resp *jsonrpc.Response) bool {
+	c.mu.Lock()
+	ch := c.pending[resp.ID]
+	delete(c.pending, resp.ID)
+	c.mu.Unlock()
+	if ch == nil {
+		return false
+	}
+	ch <- resp
+	return true
 }
 
 // respond answers a server request taken off the connection by request.
@@ -147,40 +177,55 @@ func (c *rawConn) call(ctx context.Context, method string, params json.RawMessag
 	c.mu.Lock()
 	c.pending[id] = ch
 	c.mu.Unlock()
-	forget := func() {
-		c.mu.Lock()
-		delete(c.pending, id)
-		c.mu.Unlock()
-	}
-	select {
-	case <-c.closed:
-		forget()
-		return nil, errNotSent
-	default:
-	}
-	if err := c.Connection.Write(ctx, &jsonrpc.Request{ID: id, Method: method, Params: params}); err != nil {
-		forget()
-		return nil, errors.Join(errNotSent, err)
+	if err := c.send(ctx, &jsonrpc.Request{ID: id, Method: method, Params: params}); err != nil {
+		c.forget(id)
+		return nil, err
 	}
 	select {
 	case resp := <-ch:
-		if resp.Error != nil {
-			var we *jsonrpc.Error
-			if errors.As(resp.Error, &we) {
-				return nil, &wire.Error{Code: we.Code, Message: we.Message, Data: we.Data}
-			}
-			return nil, resp.Error
-		}
-		return resp.Result, nil
+		return responseResult(resp)
 	case <-ctx.Done():
-		forget()
+		c.forget(id)
 		params, _ := json.Marshal(map[string]any{"requestId": idText, "reason": "cancelled by the caller"})
 		_ = c.Connection.Write(context.Background(), &jsonrpc.Request{Method: "notifications/cancelled", Params: params})
 		return nil, ctx.Err()
 	case <-c.closed:
-		forget()
+		c.forget(id)
 		return nil, mcp.ErrConnectionClosed
 	}
+}
+
+// send writes req unless the connection is closed; either failure is
+// errNotSent.
+func (c *rawConn) send(ctx context.Context, req *jsonrpc.Request) error {
+	select {
+	case <-c.closed:
+		return errNotSent
+	default:
+	}
+	if err := c.Connection.Write(ctx, req); err != nil {
+		return errors.Join(errNotSent, err)
+	}
+	return nil
+}
+
+// forget stops waiting for the response to id.
+func (c *rawConn) forget(id jsonrpc.ID) {
+	c.mu.Lock()
+	delete(c.pending, id)
+	c.mu.Unlock()
+}
+
+// responseResult is the raw result of resp, or its JSON-RPC error as *wire.Error.
+func responseResult(resp *jsonrpc.Response) (json.RawMessage, error) {
+	if resp.Error == nil {
+		return resp.Result, nil
+	}
+	var we *jsonrpc.Error
+	if errors.As(resp.Error, &we) {
+		return nil, &wire.Error{Code: we.Code, Message: we.Message, Data: we.Data}
+	}
+	return nil, resp.Error
 }
 
 // errNotSent marks a request that never left mcp-mux, so retrying it on a

@@ -26,6 +26,14 @@ func newEventReader(r io.Reader, max int) *eventReader {
 	return &eventReader{br: bufio.NewReaderSize(r, 4096), max: max}
 }
 
+// resumed returns the reader of the stream that continues r's on rc (a
+// resumption), keeping r's last event id and retry.
+func (r *eventReader) resumed(rc io.Reader) *eventReader {
+	next := newEventReader(rc, r.max)
+	next.lastID, next.retry = r.lastID, r.retry
+	return next
+}
+
 // errEventTooLarge reports an event or line longer than the bound.
 var errEventTooLarge = errors.New("upstream event too large")
 
@@ -48,30 +56,40 @@ func (r *eventReader) next() ([]byte, error) {
 			r.data, hasData = r.data[:0], false
 			continue
 		}
-		if line[0] == ':' { // comment
-			continue
+		data, err := r.field(line)
+		if err != nil {
+			return nil, err
 		}
-		field, value, found := bytes.Cut(line, []byte{':'})
-		if found && len(value) > 0 && value[0] == ' ' {
-			value = value[1:]
+		hasData = hasData || data
+	}
+}
+
+// field applies one non-empty line of an event: a data line's value is
+// added to the event's data (true), id and retry are recorded, comments
+// and other fields ignored.
+func (r *eventReader) field(line []byte) (data bool, err error) {
+	if line[0] == ':' { // comment
+		return false, nil
+	}
+	name, value, _ := bytes.Cut(line, []byte{':'})
+	value = bytes.TrimPrefix(value, []byte{' '})
+	switch string(name) {
+	case "data":
+		if len(r.data)+len(value)+1 > r.max {
+			return false, fmt.Errorf("%w: more than %d bytes", errEventTooLarge, r.max)
 		}
-		switch string(field) {
-		case "data":
-			if len(r.data)+len(value)+1 > r.max {
-				return nil, fmt.Errorf("%w: more than %d bytes", errEventTooLarge, r.max)
-			}
-			r.data = append(append(r.data, value...), '\n')
-			hasData = true
-		case "id":
-			if bytes.IndexByte(value, 0) < 0 {
-				r.lastID = string(value)
-			}
-		case "retry":
-			if ms, err := strconv.ParseUint(string(value), 10, 31); err == nil {
-				r.retry = time.Duration(ms) * time.Millisecond
-			}
+		r.data = append(append(r.data, value...), '\n')
+		return true, nil
+	case "id":
+		if bytes.IndexByte(value, 0) < 0 {
+			r.lastID = string(value)
+		}
+	case "retry":
+		if ms, err := strconv.ParseUint(string(value), 10, 31); err == nil {
+			r.retry = time.Duration(ms) * time.Millisecond
 		}
 	}
+	return false, nil
 }
 
 // line reads one line without its terminator (LF or CRLF), bounded by max.
