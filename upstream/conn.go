@@ -95,7 +95,7 @@ func (u *Upstream) dial(ctx context.Context, key Key, control bool) (*conn, erro
 		hdr = u.opts.Header
 	}
 	if version == "" {
-		version = u.sessionVersion(d.connCtx, hdr)
+		version = d.sessionVersion(hdr)
 	}
 	cs, err := u.clients.forKey(key, control).Connect(d.connCtx, transport, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if !d.stop() || err != nil {
@@ -178,7 +178,7 @@ func (d *dialing) stdio() (mcp.Transport, string, error) {
 	var version string
 	p, err := stdioproc.Start(&u.proc, u.stderr.Writer(false))
 	if err == nil {
-		version, p, err = u.stdioVersion(d.connCtx, p) // stdioera.go
+		version, p, err = d.stdioVersion(p) // stdioera.go
 	}
 	if err != nil {
 		if p != nil {

@@ -2,7 +2,6 @@ package upstream
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -44,30 +43,19 @@ const (
 // session. Unpinned, the first session of an HTTP server probes it with
 // server/discover (through mcp-mux's own bounded reader, so a hostile
 // answer is a fallback, not a crash); the answer holds for later ones.
-func (u *Upstream) sessionVersion(ctx context.Context, hdr http.Header) string {
-	if u.opts.Transport != HTTP {
+func (d *dialing) sessionVersion(hdr http.Header) string {
+	u := d.u
+	switch {
+	case u.opts.Transport != HTTP:
 		return ProtocolVersion
-	}
-	if v := u.opts.ProtocolVersion; v != VersionAuto {
-		return v
+	case u.opts.ProtocolVersion != VersionAuto:
+		return u.opts.ProtocolVersion
 	}
 	if v := u.era.Load(); v != nil {
-		if *v >= VersionModern {
-			return VersionModern
-		}
-		return ProtocolVersion
+		return sessionEra(*v)
 	}
-	d := &direct{url: u.opts.URL, client: u.http, header: hdr, protocol: VersionModern, maxEvent: maxFrame,
-		async: &u.async, modern: newModernRequest(discoveryCapsJSON())}
-	raw, err := d.call(ctx, "server/discover", []byte("{}"), nil, func(*wire.Message) {})
-	var res struct {
-		SupportedVersions []string `json:"supportedVersions"`
-	}
-	v := ProtocolVersion
-	switch {
-	case err == nil && json.Unmarshal(raw, &res) == nil && slices.Contains(res.SupportedVersions, VersionModern):
-		v = VersionModern
-	case err != nil && !errors.As(err, new(*wire.Error)) && !errors.As(err, new(*StatusError)):
+	v, answered := d.probeHTTP(hdr)
+	if !answered {
 		// No answer at all (the server is not up yet): ask again next time.
 		// (The error is not logged: it quotes the URL, credentials and all.)
 		u.log.Debug("server/discover probe got no answer; using 2025-11-25")
@@ -76,6 +64,40 @@ func (u *Upstream) sessionVersion(ctx context.Context, hdr http.Header) string {
 	u.era.Store(&v)
 	u.log.Debug("negotiated the protocol era", "version", v)
 	return v
+}
+
+// sessionEra is the version a new session asks for once the server's era
+// is known (v, as its sessions negotiated it).
+func sessionEra(v string) string {
+	if v >= VersionModern {
+		return VersionModern
+	}
+	return ProtocolVersion
+}
+
+// probeHTTP asks an HTTP server with server/discover (hdr its headers) and
+// returns the version to use; answered is false when no answer came at all
+// (neither a result, a JSON-RPC error nor an HTTP status).
+func (d *dialing) probeHTTP(hdr http.Header) (v string, answered bool) {
+	u := d.u
+	pd := &direct{url: u.opts.URL, client: u.http, header: hdr, protocol: VersionModern, maxEvent: maxFrame,
+		async: &u.async, modern: newModernRequest(discoveryCapsJSON())}
+	raw, err := pd.call(d.connCtx, "server/discover", []byte("{}"), nil, func(*wire.Message) {})
+	switch {
+	case err == nil && listsModern(raw):
+		return VersionModern, true
+	case err != nil && !errors.As(err, new(*wire.Error)) && !errors.As(err, new(*StatusError)):
+		return ProtocolVersion, false
+	}
+	return ProtocolVersion, true
+}
+
+// listsModern reports whether a server/discover result lists 2026-07-28.
+func listsModern(result json.RawMessage) bool {
+	var res struct {
+		SupportedVersions []string `json:"supportedVersions"`
+	}
+	return json.Unmarshal(result, &res) == nil && slices.Contains(res.SupportedVersions, VersionModern)
 }
 
 func discoveryCapsJSON() string {
@@ -119,15 +141,28 @@ func (m *modernRequest) params(params []byte) []byte {
 		params = []byte("{}")
 	}
 	if !bytes.Contains(params, []byte(`"_meta"`)) {
-		out := make([]byte, 0, len(params)+len(m.meta)+12)
-		out = append(out, `{"_meta":{`...)
-		out = append(out, m.meta...)
-		out = append(out, '}')
-		if string(bytes.TrimSpace(params[1:])) != "}" {
-			out = append(out, ',')
-		}
-		return append(out, params[1:]...)
+		return m.prepend(params)
 	}
+	return m.merge(params)
+}
+
+// prepend returns the params object params (without _meta) with _meta
+// as its first member.
+func (m *modernRequest) prepend(params []byte) []byte {
+	out := make([]byte, 0, len(params)+len(m.meta)+12)
+	out = append(out, `{"_meta":{`...)
+	out = append(out, m.meta...)
+	out = append(out, '}')
+	if string(bytes.TrimSpace(params[1:])) != "}" {
+		out = append(out, ',')
+	}
+	return append(out, params[1:]...)
+}
+
+// merge returns the params object params, which has a _meta, with the
+// triple's members in it: the params' own io.modelcontextprotocol/ keys
+// give way, the others stay.
+func (m *modernRequest) merge(params []byte) []byte {
 	var p map[string]json.RawMessage
 	if json.Unmarshal(params, &p) != nil {
 		return params
@@ -150,20 +185,24 @@ func (m *modernRequest) params(params []byte) []byte {
 	return out
 }
 
+// nameFields maps the methods whose request names its target (Mcp-Name)
+// to the params field that holds the name.
+var nameFields = map[string]string{
+	"tools/call":     "name",
+	"prompts/get":    "name",
+	"resources/read": "uri",
+	"tasks/get":      "taskId", // the tasks extension
+	"tasks/update":   "taskId",
+	"tasks/cancel":   "taskId",
+}
+
 // headers sets the standard headers of a request to a 2026-07-28 server:
 // Mcp-Method, Mcp-Name and, for a tools/call, the Mcp-Param-* headers the
 // caller did not send. An error means the request must not be sent.
 func (m *modernRequest) headers(h http.Header, method string, params []byte) error {
 	h["Mcp-Method"] = []string{method}
-	var field string
-	switch method {
-	case "tools/call", "prompts/get":
-		field = "name"
-	case "resources/read":
-		field = "uri"
-	case "tasks/get", "tasks/update", "tasks/cancel": // the tasks extension
-		field = "taskId"
-	default:
+	field := nameFields[method]
+	if field == "" {
 		return nil
 	}
 	var p map[string]json.RawMessage
@@ -174,10 +213,21 @@ func (m *modernRequest) headers(h http.Header, method string, params []byte) err
 	if json.Unmarshal(p[field], &name) == nil && name != "" {
 		h["Mcp-Name"] = []string{name}
 	}
-	if method == "tools/call" && m.annotations != nil {
-		if ix := m.annotations.Load(); ix != nil {
-			return (*ix)[name].Set(h, p["arguments"])
-		}
+	if method != "tools/call" {
+		return nil
 	}
-	return nil
+	return m.paramHeaders(h, name, p["arguments"])
+}
+
+// paramHeaders sets the Mcp-Param-* headers of a tools/call of the tool
+// name with arguments, when the server's annotations are known.
+func (m *modernRequest) paramHeaders(h http.Header, name string, arguments json.RawMessage) error {
+	if m.annotations == nil {
+		return nil
+	}
+	ix := m.annotations.Load()
+	if ix == nil {
+		return nil
+	}
+	return (*ix)[name].Set(h, arguments)
 }
