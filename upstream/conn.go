@@ -323,6 +323,14 @@ func (c *conn) callCtx() context.Context {
 	return ctx
 }
 
+// ctxOr is callCtx, or fallback when no call is in progress.
+func (c *conn) ctxOr(fallback context.Context) context.Context {
+	if ctx := c.callCtx(); ctx != nil {
+		return ctx
+	}
+	return fallback
+}
+
 // request sends method with raw params and returns the raw result.
 func (c *conn) request(ctx context.Context, u *Upstream, method string, params json.RawMessage, extra http.Header) (json.RawMessage, error) {
 	defer c.progress.bind(ctx)()

@@ -112,10 +112,8 @@ func (c *rawConn) takeNotification(req *jsonrpc.Request) bool {
 		c.notify(req.Method, req.Params)
 		return true
 	case req.Method == "notifications/cancelled" && c.cancelled != nil:
-		var p struct {
-			RequestID json.RawMessage `json:"requestId"`
-		}
-		return json.Unmarshal(req.Params, &p) == nil && c.cancelled(string(p.RequestID))
+		id, ok := cancelledID(req.Params)
+		return ok && c.cancelled(id)
 	}
 	return false
 }
