@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/upstream/eventstream"
 )
 
 // errSessionMissing reports an upstream that no longer knows our session
@@ -257,7 +258,7 @@ func (d *direct) readJSON(r io.Reader, id []byte) (json.RawMessage, error) {
 // Last-Event-ID continues the stream, up to maxResumes times. h is the call's
 // request headers.
 func (d *direct) readStream(ctx context.Context, body io.Reader, h http.Header, id []byte, onMessage func(*wire.Message)) (json.RawMessage, error) {
-	er := newEventReader(body, d.maxEvent)
+	er := eventstream.NewReader(body, d.maxEvent)
 	for resumes := 0; ; resumes++ {
 		res, err := d.readEvents(er, id, onMessage)
 		if res != nil || err != nil {
@@ -266,15 +267,15 @@ func (d *direct) readStream(ctx context.Context, body io.Reader, h http.Header, 
 		if err := resumable(er, resumes); err != nil {
 			return nil, err
 		}
-		if err := waitRetry(ctx, er.retry); err != nil {
+		if err := waitRetry(ctx, er.Retry()); err != nil {
 			return nil, err
 		}
-		rc, err := d.resume(ctx, h, er.lastID)
+		rc, err := d.resume(ctx, h, er.LastID())
 		if err != nil {
 			return nil, fmt.Errorf("resuming the upstream stream: %w", err)
 		}
 		defer closeBody(rc)
-		er = er.resumed(rc)
+		er = er.Resumed(rc)
 	}
 }
 
@@ -286,8 +287,8 @@ const (
 
 // resumable says why a stream that ended without the response cannot be
 // resumed (after resumes resumptions), if it cannot.
-func resumable(er *eventReader, resumes int) error {
-	if er.lastID == "" {
+func resumable(er *eventstream.Reader, resumes int) error {
+	if er.LastID() == "" {
 		return errors.New("upstream stream ended without a response")
 	}
 	if resumes == maxResumes {
@@ -314,10 +315,10 @@ func waitRetry(ctx context.Context, retry time.Duration) error {
 
 // readEvents reads events until the response to id (returned), a broken
 // event (an error) or the end of the stream (nil, nil).
-func (d *direct) readEvents(er *eventReader, id []byte, onMessage func(*wire.Message)) (json.RawMessage, error) {
+func (d *direct) readEvents(er *eventstream.Reader, id []byte, onMessage func(*wire.Message)) (json.RawMessage, error) {
 	var m wire.Message
 	for {
-		data, err := er.next()
+		data, err := er.Next()
 		if err != nil {
 			return nil, streamEnd(err)
 		}
@@ -338,7 +339,7 @@ func (d *direct) readEvents(er *eventReader, id []byte, onMessage func(*wire.Mes
 // streamEnd is what the end of a call's stream with err means: an event
 // too large fails the call; any other end (or break) is resumable (nil).
 func streamEnd(err error) error {
-	if errors.Is(err, errEventTooLarge) {
+	if errors.Is(err, eventstream.ErrTooLarge) {
 		return err
 	}
 	return nil

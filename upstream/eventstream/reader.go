@@ -1,4 +1,7 @@
-package upstream
+// Package eventstream reads a text/event-stream (the WHATWG event stream
+// format) one bounded event at a time, keeping what resuming a stream
+// needs: the last event id and the reconnection time the server asked for.
+package eventstream
 
 import (
 	"bufio"
@@ -10,11 +13,11 @@ import (
 	"time"
 )
 
-// eventReader reads a text/event-stream (the WHATWG event stream format)
-// from an upstream one event at a time. Besides each event's data it keeps
-// the fields resumption needs: the last event id and the reconnection time
-// the server asked for (retry). Every line and event is bounded by max bytes.
-type eventReader struct {
+// Reader reads a text/event-stream from an upstream one event at a time.
+// Besides each event's data it keeps the fields resumption needs: the last
+// event id and the reconnection time the server asked for (retry). Every
+// line and event is bounded by max bytes.
+type Reader struct {
 	br     *bufio.Reader
 	max    int
 	lastID string        // the last id field seen
@@ -22,26 +25,34 @@ type eventReader struct {
 	data   []byte
 }
 
-func newEventReader(r io.Reader, max int) *eventReader {
-	return &eventReader{br: bufio.NewReaderSize(r, 4096), max: max}
+// NewReader returns a Reader of r whose lines and events are bounded by
+// max bytes.
+func NewReader(r io.Reader, max int) *Reader {
+	return &Reader{br: bufio.NewReaderSize(r, 4096), max: max}
 }
 
-// resumed returns the reader of the stream that continues r's on rc (a
+// LastID is the last event id the stream gave; "" if none.
+func (r *Reader) LastID() string { return r.lastID }
+
+// Retry is the last reconnection time the stream asked for; 0 if none.
+func (r *Reader) Retry() time.Duration { return r.retry }
+
+// Resumed returns the Reader of the stream that continues r's on rc (a
 // resumption), keeping r's last event id and retry.
-func (r *eventReader) resumed(rc io.Reader) *eventReader {
-	next := newEventReader(rc, r.max)
+func (r *Reader) Resumed(rc io.Reader) *Reader {
+	next := NewReader(rc, r.max)
 	next.lastID, next.retry = r.lastID, r.retry
 	return next
 }
 
-// errEventTooLarge reports an event or line longer than the bound.
-var errEventTooLarge = errors.New("upstream event too large")
+// ErrTooLarge reports an event or line longer than the bound.
+var ErrTooLarge = errors.New("upstream event too large")
 
-// next returns the data of the next event that has any (events without
+// Next returns the data of the next event that has any (events without
 // data, such as a priming event carrying only id and retry, update lastID and
 // retry and are skipped). It returns io.EOF (or the read error) when the
 // stream ends; an event cut off by the end is dropped, as the format says.
-func (r *eventReader) next() ([]byte, error) {
+func (r *Reader) Next() ([]byte, error) {
 	r.data = r.data[:0]
 	hasData := false
 	for {
@@ -67,7 +78,7 @@ func (r *eventReader) next() ([]byte, error) {
 // field applies one non-empty line of an event: a data line's value is
 // added to the event's data (true), id and retry are recorded, comments
 // and other fields ignored.
-func (r *eventReader) field(line []byte) (data bool, err error) {
+func (r *Reader) field(line []byte) (data bool, err error) {
 	if line[0] == ':' { // comment
 		return false, nil
 	}
@@ -76,7 +87,7 @@ func (r *eventReader) field(line []byte) (data bool, err error) {
 	switch string(name) {
 	case "data":
 		if len(r.data)+len(value)+1 > r.max {
-			return false, fmt.Errorf("%w: more than %d bytes", errEventTooLarge, r.max)
+			return false, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, r.max)
 		}
 		r.data = append(append(r.data, value...), '\n')
 		return true, nil
@@ -93,13 +104,13 @@ func (r *eventReader) field(line []byte) (data bool, err error) {
 }
 
 // line reads one line without its terminator (LF or CRLF), bounded by max.
-func (r *eventReader) line() ([]byte, error) {
+func (r *Reader) line() ([]byte, error) {
 	var long []byte
 	for {
 		b, err := r.br.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
 			if len(long)+len(b) > r.max {
-				return nil, fmt.Errorf("%w: a line of more than %d bytes", errEventTooLarge, r.max)
+				return nil, fmt.Errorf("%w: a line of more than %d bytes", ErrTooLarge, r.max)
 			}
 			long = append(long, b...)
 			continue
