@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/upstream/rawconn"
 	"github.com/mcp-mux/mcp-mux/upstream/stdioproc"
 )
 
@@ -27,7 +28,7 @@ type conn struct {
 	control bool // the discovery session: its server-to-client traffic has no caller
 	cs      *mcp.ClientSession
 	proc    *stdioproc.Process // stdio only
-	raw     *rawConn           // stdio and sse
+	raw     *rawconn.Conn      // stdio and sse
 	direct  *direct            // http only
 	modern  *modernRequest     // a 2026-07-28 stdio session: the _meta its requests carry (era.go)
 	cancel  context.CancelFunc
@@ -195,16 +196,30 @@ func (d *dialing) stdio() (mcp.Transport, string, error) {
 	return d.raw(p.Transport()), version, nil
 }
 
-// raw wraps inner so that the server-to-client requests and notifications
-// are taken off the connection before the SDK sees them (rawTransport).
-func (d *dialing) raw(inner mcp.Transport) *rawTransport {
+// raw wraps inner so that mcp-mux's own requests get raw results and the
+// server-to-client requests and notifications it forwards are taken off the
+// connection before the SDK sees them (rawconn).
+func (d *dialing) raw(inner mcp.Transport) *rawconn.Transport {
 	u, c := d.u, d.c
-	return &rawTransport{inner: inner,
-		notify: func(method string, params json.RawMessage) { u.onNotification(c, method, params) },
-		request: func(rc *rawConn, id jsonrpc.ID, method string, params json.RawMessage) {
-			u.onRawRequest(c, rc, id, method, params)
+	return &rawconn.Transport{Inner: inner,
+		Notify: func(method string, params json.RawMessage) bool {
+			if !forwardedNotifications[method] {
+				return false
+			}
+			u.onNotification(c, method, params)
+			return true
 		},
-		cancelled: c.onRawCancelled}
+		Request: func(rc *rawconn.Conn, id jsonrpc.ID, method string, params json.RawMessage) bool {
+			if !serverRequests[method] {
+				return false
+			}
+			u.onRawRequest(c, rc, id, method, params)
+			return true
+		},
+		Cancelled: func(params json.RawMessage) bool {
+			id, ok := cancelledID(params)
+			return ok && c.onRawCancelled(id)
+		}}
 }
 
 // failed ends the bring-up of a session whose initialize failed (err) or
@@ -232,8 +247,8 @@ func (d *dialing) failed(cs *mcp.ClientSession, err error) error {
 func (d *dialing) adopt(cs *mcp.ClientSession, transport mcp.Transport, hdr http.Header) *conn {
 	u, c := d.u, d.c
 	c.cs = cs
-	if rt, ok := transport.(*rawTransport); ok {
-		c.raw = rt.conn
+	if rt, ok := transport.(*rawconn.Transport); ok {
+		c.raw = rt.Conn()
 	}
 	switch u.opts.Transport {
 	case Stdio:
@@ -355,7 +370,7 @@ func (c *conn) request(ctx context.Context, u *Upstream, method string, params j
 	if c.modern != nil {
 		params = c.modern.params(params)
 	}
-	return c.raw.call(ctx, method, params)
+	return c.raw.Call(ctx, method, params)
 }
 
 // sessionCaps is the client capabilities a 2026-07-28 request of a session

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/upstream/eventstream"
+	"github.com/mcp-mux/mcp-mux/upstream/rawconn"
 )
 
 // errSessionMissing reports an upstream that no longer knows our session
@@ -43,6 +44,11 @@ type direct struct {
 }
 
 var reqBuffers wire.Buffers
+
+// errNotSent marks a request that never left mcp-mux, so retrying it on a
+// new session cannot run it twice: one mark for every transport (rawconn's
+// for stdio and SSE).
+var errNotSent = rawconn.ErrNotSent
 
 // maxFrame bounds one message of an HTTP server: a JSON response or one
 // event (a stdio server's line has the same bound, in stdioproc).

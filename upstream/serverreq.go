@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
+	"github.com/mcp-mux/mcp-mux/upstream/rawconn"
 )
 
 // serverRequests are the server-to-client requests forwarded to the caller.
@@ -26,7 +27,7 @@ var forwardedNotifications = map[string]bool{"notifications/progress": true, "no
 // receive is the SDK client's receiving middleware: it hands server-to-client
 // traffic that reached the SDK to the Handler. On stdio and SSE the forwarded
 // requests and notifications are taken off the connection before the SDK sees
-// them (rawTransport), and on HTTP a call's traffic rides its own stream
+// them (rawconn), and on HTTP a call's traffic rides its own stream
 // (onStreamMessage); what is left is the traffic of SDK-owned HTTP streams.
 func (u *Upstream) receive(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
@@ -101,17 +102,24 @@ func (u *Upstream) answer(ctx context.Context, c *conn, method string, params js
 	return nil, &wire.Error{Code: jsonrpc.CodeMethodNotFound, Message: method + " is not available on this session"}
 }
 
-// onRawRequest answers a server request rawTransport took off a stdio or SSE
+// onRawRequest answers a server request rawconn took off a stdio or SSE
 // connection, in the background; the server may cancel it.
-func (u *Upstream) onRawRequest(c *conn, rc *rawConn, id jsonrpc.ID, method string, params json.RawMessage) {
+func (u *Upstream) onRawRequest(c *conn, rc *rawconn.Conn, id jsonrpc.ID, method string, params json.RawMessage) {
 	ctx, stop := mergeCancel(c.ctxOr(u.ctx), u.ctx)
 	key := rawID(id)
 	r := c.trackServerRequest(key, stop)
 	u.async.Go(func() {
 		defer c.finishServerRequest(key, r)
 		raw, err := u.answer(ctx, c, method, params)
-		rc.respond(id, raw, err)
+		rc.Respond(id, raw, err)
 	})
+}
+
+// rawID is the JSON text of a jsonrpc.ID, the key server requests are
+// tracked by (as on the HTTP path, where ids arrive as raw JSON).
+func rawID(id jsonrpc.ID) string {
+	b, _ := json.Marshal(id.Raw())
+	return string(b)
 }
 
 // onRawCancelled ends the answering of a server request the server cancelled.
