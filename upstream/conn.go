@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/upstream/modernreq"
 	"github.com/mcp-mux/mcp-mux/upstream/rawconn"
 	"github.com/mcp-mux/mcp-mux/upstream/stdioproc"
 )
@@ -30,7 +31,7 @@ type conn struct {
 	proc    *stdioproc.Process // stdio only
 	raw     *rawconn.Conn      // stdio and sse
 	direct  *direct            // http only
-	modern  *modernRequest     // a 2026-07-28 stdio session: the _meta its requests carry (era.go)
+	modern  *modernreq.Request // a 2026-07-28 stdio session: the _meta its requests carry
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when the session has ended
 
@@ -256,7 +257,7 @@ func (d *dialing) adopt(cs *mcp.ClientSession, transport mcp.Transport, hdr http
 		v := cs.InitializeResult().ProtocolVersion
 		u.era.Store(&v)
 		if v >= VersionModern {
-			c.modern = newModernRequest(sessionCaps(c.key, d.control))
+			c.modern = modernreq.New(sessionCaps(c.key, d.control), nil)
 		}
 	case HTTP:
 		v := cs.InitializeResult().ProtocolVersion
@@ -264,8 +265,7 @@ func (d *dialing) adopt(cs *mcp.ClientSession, transport mcp.Transport, hdr http
 		c.direct = &direct{url: u.opts.URL, client: u.http, header: hdr, sessionID: cs.ID(),
 			protocol: v, maxEvent: maxFrame, async: &u.async}
 		if v >= VersionModern {
-			c.direct.modern = newModernRequest(sessionCaps(c.key, d.control))
-			c.direct.modern.annotations = &u.annotations
+			c.direct.modern = modernreq.New(sessionCaps(c.key, d.control), &u.annotations)
 		}
 	}
 	return c
@@ -368,7 +368,7 @@ func (c *conn) request(ctx context.Context, u *Upstream, method string, params j
 		c.mu.Unlock()
 	}()
 	if c.modern != nil {
-		params = c.modern.params(params)
+		params = c.modern.Params(params)
 	}
 	return c.raw.Call(ctx, method, params)
 }

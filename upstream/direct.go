@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/upstream/eventstream"
+	"github.com/mcp-mux/mcp-mux/upstream/modernreq"
 	"github.com/mcp-mux/mcp-mux/upstream/rawconn"
 )
 
@@ -33,7 +34,7 @@ type direct struct {
 	header    http.Header
 	sessionID string
 	protocol  string
-	modern    *modernRequest // a 2026-07-28 server: per-request _meta and headers (era.go)
+	modern    *modernreq.Request // a 2026-07-28 server: per-request _meta and headers
 	seq       atomic.Uint64
 	maxEvent  int
 	async     *background // background posts; the Upstream cuts them short and waits for them on Close
@@ -64,7 +65,7 @@ func (d *direct) call(ctx context.Context, method string, params []byte, extra h
 	id := append(strconv.AppendUint(append(idb[:0], `"mux-`...), n, 10), '"')
 
 	if d.modern != nil {
-		params = d.modern.params(params)
+		params = d.modern.Params(params)
 	}
 	bp := reqBuffers.Get()
 	body := wire.AppendRequest(*bp, id, method, params)
@@ -118,7 +119,7 @@ func (d *direct) requestHeader(method string, params []byte, extra http.Header) 
 		h["Mcp-Protocol-Version"] = []string{d.protocol}
 	}
 	if d.modern != nil {
-		if err := d.modern.headers(h, method, params); err != nil {
+		if err := d.modern.Headers(h, method, params); err != nil {
 			return nil, err
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/upstream/modernreq"
 	"github.com/mcp-mux/mcp-mux/upstream/stdioproc"
 )
 
@@ -107,8 +108,8 @@ func (d *dialing) restart(p *stdioproc.Process) (string, *stdioproc.Process, err
 func probeStdio(ctx context.Context, stdin io.Writer, lines <-chan []byte, bound time.Duration) probeResult {
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
-	meta := newModernRequest(discoveryCapsJSON())
-	req := wire.AppendRequest(nil, []byte(probeID), "server/discover", meta.params(nil))
+	meta := modernreq.New(discoveryCapsJSON(), nil)
+	req := wire.AppendRequest(nil, []byte(probeID), "server/discover", meta.Params(nil))
 	if _, err := stdin.Write(append(req, '\n')); err != nil {
 		return probeRestart
 	}
