@@ -16,7 +16,7 @@ import (
 // most once: a repeated one is refused (400, -32020 naming it) before either
 // path reads it, since the SDK and the fast path read the first and an
 // intermediary may have read another. A caller's Mcp-Param-* headers are
-// checked against the arguments (upstream.ParamHeaders.Check, with the
+// checked against the arguments (paramheader.Headers.Check, with the
 // annotations of the tool as mcp-mux lists it) and never forwarded: the
 // upstream's are written from the arguments (upstream/paramheaders.go).
 

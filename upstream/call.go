@@ -12,7 +12,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/reqid"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
@@ -65,39 +64,46 @@ func (u *Upstream) Request(ctx context.Context, key Key, method string, params j
 		ctx = withHeaders(ctx, extra)
 	}
 	for attempt := 0; ; attempt++ {
-		c, err := u.pool.get(ctx, key)
-		if err != nil {
-			return nil, u.scrub(err, extra)
+		raw, notRun, err := u.attempt(ctx, key, method, params, extra)
+		if !notRun || attempt > 0 {
+			return raw, err
 		}
-		start := time.Now()
-		raw, err := c.request(ctx, u, method, params, extra)
-		if err == nil {
-			u.pool.release(key, c)
-			return raw, nil
-		}
-		var rpcErr *wire.Error
-		if errors.As(err, &rpcErr) {
-			u.pool.release(key, c)
-			return nil, u.scrub(err, extra)
-		}
-		if ctx.Err() != nil {
-			u.pool.release(key, c)
-			return nil, ctx.Err()
-		}
-		notRun := errors.Is(err, errSessionMissing) || errors.Is(err, mcp.ErrSessionMissing) || errors.Is(err, errNotSent) ||
-			(c.proc != nil && c.proc.exitedBefore(start))
-		if notRun || !c.alive() {
-			u.pool.drop(key, c)
-		} else {
-			u.pool.release(key, c)
-		}
-		if notRun && attempt == 0 {
-			u.reconnects.Add(1)
-			u.logFor(ctx).Debug("upstream session gone before the request; reconnecting", "reason", u.scrub(err, extra))
-			continue
-		}
-		return nil, u.scrub(err, extra)
+		u.reconnects.Add(1)
+		u.logFor(ctx).Debug("upstream session gone before the request; reconnecting", "reason", err)
 	}
+}
+
+// attempt sends the request once, on a pooled session it hands back (or
+// drops, when the session is gone). notRun reports a failure that provably
+// did not reach the server: the request may be retried on a fresh session.
+// Errors are scrubbed, but for the caller's own cancellation.
+func (u *Upstream) attempt(ctx context.Context, key Key, method string, params json.RawMessage, extra http.Header) (_ json.RawMessage, notRun bool, _ error) {
+	c, err := u.pool.get(ctx, key)
+	if err != nil {
+		return nil, false, u.scrub(err, extra)
+	}
+	start := time.Now()
+	raw, err := c.request(ctx, u, method, params, extra)
+	if err == nil {
+		u.pool.release(key, c)
+		return raw, false, nil
+	}
+	var rpcErr *wire.Error
+	if errors.As(err, &rpcErr) {
+		u.pool.release(key, c)
+		return nil, false, u.scrub(err, extra)
+	}
+	if ctx.Err() != nil {
+		u.pool.release(key, c)
+		return nil, false, ctx.Err()
+	}
+	notRun = c.notRun(err, start)
+	if notRun || !c.alive() {
+		u.pool.drop(key, c)
+	} else {
+		u.pool.release(key, c)
+	}
+	return nil, notRun, u.scrub(err, extra)
 }
 
 // logFor is the logger for a line about a call made with ctx: it names the

@@ -14,6 +14,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/upstream/modernreq"
+	"github.com/mcp-mux/mcp-mux/upstream/rawconn"
+	"github.com/mcp-mux/mcp-mux/upstream/stdioproc"
 )
 
 // ProtocolVersion is the MCP version mcp-mux initializes sessions with when
@@ -25,10 +28,10 @@ type conn struct {
 	key     Key
 	control bool // the discovery session: its server-to-client traffic has no caller
 	cs      *mcp.ClientSession
-	proc    *process       // stdio only
-	raw     *rawConn       // stdio and sse
-	direct  *direct        // http only
-	modern  *modernRequest // a 2026-07-28 stdio session: the _meta its requests carry (era.go)
+	proc    *stdioproc.Process // stdio only
+	raw     *rawconn.Conn      // stdio and sse
+	direct  *direct            // http only
+	modern  *modernreq.Request // a 2026-07-28 stdio session: the _meta its requests carry
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when the session has ended
 
@@ -94,7 +97,7 @@ func (u *Upstream) dial(ctx context.Context, key Key, control bool) (*conn, erro
 		hdr = u.opts.Header
 	}
 	if version == "" {
-		version = u.sessionVersion(d.connCtx, hdr)
+		version = d.sessionVersion(hdr)
 	}
 	cs, err := u.clients.forKey(key, control).Connect(d.connCtx, transport, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if !d.stop() || err != nil {
@@ -175,13 +178,13 @@ func (d *dialing) transport() (mcp.Transport, string, error) {
 func (d *dialing) stdio() (mcp.Transport, string, error) {
 	u := d.u
 	var version string
-	p, err := startProcess(&u.opts, u.log, u.stderr.writer())
+	p, err := stdioproc.Start(&u.proc, u.stderr.Writer(false))
 	if err == nil {
-		version, p, err = u.stdioVersion(d.connCtx, p) // stdioera.go
+		version, p, err = d.stdioVersion(p) // stdioera.go
 	}
 	if err != nil {
 		if p != nil {
-			p.stop()
+			p.Stop()
 		}
 		d.stop()
 		d.c.cancel()
@@ -191,19 +194,33 @@ func (d *dialing) stdio() (mcp.Transport, string, error) {
 		return nil, "", err
 	}
 	d.c.proc = p
-	return d.raw(&lineTransport{p: p}), version, nil
+	return d.raw(p.Transport()), version, nil
 }
 
-// raw wraps inner so that the server-to-client requests and notifications
-// are taken off the connection before the SDK sees them (rawTransport).
-func (d *dialing) raw(inner mcp.Transport) *rawTransport {
+// raw wraps inner so that mcp-mux's own requests get raw results and the
+// server-to-client requests and notifications it forwards are taken off the
+// connection before the SDK sees them (rawconn).
+func (d *dialing) raw(inner mcp.Transport) *rawconn.Transport {
 	u, c := d.u, d.c
-	return &rawTransport{inner: inner,
-		notify: func(method string, params json.RawMessage) { u.onNotification(c, method, params) },
-		request: func(rc *rawConn, id jsonrpc.ID, method string, params json.RawMessage) {
-			u.onRawRequest(c, rc, id, method, params)
+	return &rawconn.Transport{Inner: inner,
+		Notify: func(method string, params json.RawMessage) bool {
+			if !forwardedNotifications[method] {
+				return false
+			}
+			u.onNotification(c, method, params)
+			return true
 		},
-		cancelled: c.onRawCancelled}
+		Request: func(rc *rawconn.Conn, id jsonrpc.ID, method string, params json.RawMessage) bool {
+			if !serverRequests[method] {
+				return false
+			}
+			u.onRawRequest(c, rc, id, method, params)
+			return true
+		},
+		Cancelled: func(params json.RawMessage) bool {
+			id, ok := cancelledID(params)
+			return ok && c.onRawCancelled(id)
+		}}
 }
 
 // failed ends the bring-up of a session whose initialize failed (err) or
@@ -231,18 +248,16 @@ func (d *dialing) failed(cs *mcp.ClientSession, err error) error {
 func (d *dialing) adopt(cs *mcp.ClientSession, transport mcp.Transport, hdr http.Header) *conn {
 	u, c := d.u, d.c
 	c.cs = cs
-	if rt, ok := transport.(*rawTransport); ok {
-		c.raw = rt.conn
+	if rt, ok := transport.(*rawconn.Transport); ok {
+		c.raw = rt.Conn()
 	}
 	switch u.opts.Transport {
 	case Stdio:
-		if w := c.proc.mutedStderr; w != nil {
-			w.muted.Store(false)
-		}
+		c.proc.UnmuteStderr()
 		v := cs.InitializeResult().ProtocolVersion
 		u.era.Store(&v)
 		if v >= VersionModern {
-			c.modern = newModernRequest(sessionCaps(c.key, d.control))
+			c.modern = modernreq.New(sessionCaps(c.key, d.control), nil)
 		}
 	case HTTP:
 		v := cs.InitializeResult().ProtocolVersion
@@ -250,8 +265,7 @@ func (d *dialing) adopt(cs *mcp.ClientSession, transport mcp.Transport, hdr http
 		c.direct = &direct{url: u.opts.URL, client: u.http, header: hdr, sessionID: cs.ID(),
 			protocol: v, maxEvent: maxFrame, async: &u.async}
 		if v >= VersionModern {
-			c.direct.modern = newModernRequest(sessionCaps(c.key, d.control))
-			c.direct.modern.annotations = &u.annotations
+			c.direct.modern = modernreq.New(sessionCaps(c.key, d.control), &u.annotations)
 		}
 	}
 	return c
@@ -278,12 +292,20 @@ func (c *conn) alive() bool {
 	}
 	if c.proc != nil {
 		select {
-		case <-c.proc.exited:
+		case <-c.proc.Exited():
 			return false
 		default:
 		}
 	}
 	return true
+}
+
+// notRun reports whether a request on c that began at start and failed
+// with err provably did not reach the server: the session was gone (a
+// dead stdio process, an expired HTTP session) or the request never left.
+func (c *conn) notRun(err error, start time.Time) bool {
+	return errors.Is(err, errSessionMissing) || errors.Is(err, mcp.ErrSessionMissing) || errors.Is(err, errNotSent) ||
+		(c.proc != nil && c.proc.ExitedBefore(start))
 }
 
 // close ends the session and, for stdio, the process group.
@@ -297,7 +319,7 @@ func (c *conn) close() {
 func (c *conn) kill() {
 	c.cancel()
 	if c.proc != nil {
-		c.proc.stop()
+		c.proc.Stop()
 	}
 }
 
@@ -314,6 +336,14 @@ func (c *conn) callCtx() context.Context {
 		}
 	}
 	return ctx
+}
+
+// ctxOr is callCtx, or fallback when no call is in progress.
+func (c *conn) ctxOr(fallback context.Context) context.Context {
+	if ctx := c.callCtx(); ctx != nil {
+		return ctx
+	}
+	return fallback
 }
 
 // request sends method with raw params and returns the raw result.
@@ -338,9 +368,9 @@ func (c *conn) request(ctx context.Context, u *Upstream, method string, params j
 		c.mu.Unlock()
 	}()
 	if c.modern != nil {
-		params = c.modern.params(params)
+		params = c.modern.Params(params)
 	}
-	return c.raw.call(ctx, method, params)
+	return c.raw.Call(ctx, method, params)
 }
 
 // sessionCaps is the client capabilities a 2026-07-28 request of a session

@@ -15,6 +15,9 @@ import (
 	"time"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/upstream/eventstream"
+	"github.com/mcp-mux/mcp-mux/upstream/modernreq"
+	"github.com/mcp-mux/mcp-mux/upstream/rawconn"
 )
 
 // errSessionMissing reports an upstream that no longer knows our session
@@ -31,7 +34,7 @@ type direct struct {
 	header    http.Header
 	sessionID string
 	protocol  string
-	modern    *modernRequest // a 2026-07-28 server: per-request _meta and headers (era.go)
+	modern    *modernreq.Request // a 2026-07-28 server: per-request _meta and headers
 	seq       atomic.Uint64
 	maxEvent  int
 	async     *background // background posts; the Upstream cuts them short and waits for them on Close
@@ -43,6 +46,15 @@ type direct struct {
 
 var reqBuffers wire.Buffers
 
+// errNotSent marks a request that never left mcp-mux, so retrying it on a
+// new session cannot run it twice: one mark for every transport (rawconn's
+// for stdio and SSE).
+var errNotSent = rawconn.ErrNotSent
+
+// maxFrame bounds one message of an HTTP server: a JSON response or one
+// event (a stdio server's line has the same bound, in stdioproc).
+const maxFrame = 16 << 20
+
 // call sends one request and returns its raw result. A JSON-RPC error from the
 // upstream is returned as *wire.Error.
 // Notifications and requests the server sends on the call's stream go to
@@ -53,7 +65,7 @@ func (d *direct) call(ctx context.Context, method string, params []byte, extra h
 	id := append(strconv.AppendUint(append(idb[:0], `"mux-`...), n, 10), '"')
 
 	if d.modern != nil {
-		params = d.modern.params(params)
+		params = d.modern.Params(params)
 	}
 	bp := reqBuffers.Get()
 	body := wire.AppendRequest(*bp, id, method, params)
@@ -63,13 +75,36 @@ func (d *direct) call(ctx context.Context, method string, params []byte, extra h
 	if err != nil {
 		return nil, err
 	}
-	// extra, when given, is the complete set of the caller's headers.
+	h, err := d.requestHeader(method, params, extra)
+	if err != nil {
+		return nil, err
+	}
+	req.Header = h
+	resp, err := d.send(ctx, req, id)
+	if err != nil {
+		return nil, err
+	}
+	defer closeBody(resp.Body)
+	if err := d.checkStatus(resp); err != nil {
+		return nil, err
+	}
+	res, err := d.read(ctx, resp, h, id, onMessage)
+	if err != nil && ctx.Err() != nil {
+		d.cancelUpstream(id)
+		return nil, ctx.Err()
+	}
+	return res, err
+}
+
+// requestHeader returns the headers of a call: the caller's (extra, when
+// given, is the complete set of them) or else the session's, with the
+// transport's own and, for a 2026-07-28 server, the standard ones. An
+// error means the call must not be sent.
+func (d *direct) requestHeader(method string, params []byte, extra http.Header) (http.Header, error) {
 	base := d.header
 	if extra != nil {
 		base = extra
-		if p := d.latest.Load(); p == nil || !sameHeader(*p, extra) {
-			d.latest.Store(&extra)
-		}
+		d.noteLatest(extra)
 	}
 	h := make(http.Header, len(base)+4)
 	for k, v := range base {
@@ -84,14 +119,27 @@ func (d *direct) call(ctx context.Context, method string, params []byte, extra h
 		h["Mcp-Protocol-Version"] = []string{d.protocol}
 	}
 	if d.modern != nil {
-		if err := d.modern.headers(h, method, params); err != nil {
+		if err := d.modern.Headers(h, method, params); err != nil {
 			return nil, err
 		}
 	}
-	req.Header = h
-	// At most once: a request that never made it onto the wire (refused
-	// connection, a dead keep-alive connection) may be retried elsewhere;
-	// once written, it may have run, and a lost answer is an error.
+	return h, nil
+}
+
+// noteLatest records extra as the newest call's headers, for the
+// background posts, unless they are the ones recorded already.
+func (d *direct) noteLatest(extra http.Header) {
+	if p := d.latest.Load(); p == nil || !sameHeader(*p, extra) {
+		d.latest.Store(&extra)
+	}
+}
+
+// send posts the request of call id. At most once: a request that never
+// made it onto the wire (refused connection, a dead keep-alive connection)
+// fails with errNotSent and may be retried elsewhere; once written, it may
+// have run, and a lost answer is an error. A request the caller abandoned
+// is cancelled upstream.
+func (d *direct) send(ctx context.Context, req *http.Request, id []byte) (*http.Response, error) {
 	var wrote atomic.Bool
 	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		WroteRequest: func(i httptrace.WroteRequestInfo) {
@@ -101,39 +149,44 @@ func (d *direct) call(ctx context.Context, method string, params []byte, extra h
 		},
 	}))
 	resp, err := d.client.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			d.cancelUpstream(id)
-			return nil, ctx.Err()
-		}
-		if !wrote.Load() {
-			return nil, errors.Join(errNotSent, err)
-		}
-		return nil, err
+	switch {
+	case err == nil:
+		return resp, nil
+	case ctx.Err() != nil:
+		d.cancelUpstream(id)
+		return nil, ctx.Err()
+	case !wrote.Load():
+		return nil, errors.Join(errNotSent, err)
 	}
-	defer closeBody(resp.Body)
+	return nil, err
+}
+
+// checkStatus fails a call the server refused: errSessionMissing when it
+// no longer knows the session, else a *StatusError or the JSON-RPC error
+// the body carries.
+func (d *direct) checkStatus(resp *http.Response) error {
 	switch {
 	case resp.StatusCode == http.StatusNotFound && d.sessionID != "":
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
-		return nil, errSessionMissing
+		return errSessionMissing
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
-		return nil, d.statusError(resp)
+		return d.statusError(resp)
 	}
+	return nil
+}
+
+// read reads the answer to call id from a response in either content type
+// the transport allows (h is the call's request headers, for resuming a
+// stream).
+func (d *direct) read(ctx context.Context, resp *http.Response, h http.Header, id []byte, onMessage func(*wire.Message)) (json.RawMessage, error) {
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	var res json.RawMessage
 	switch ct {
 	case "application/json":
-		res, err = d.readJSON(resp.Body, id)
+		return d.readJSON(resp.Body, id)
 	case "text/event-stream":
-		res, err = d.readStream(ctx, resp.Body, h, id, onMessage)
-	default:
-		err = fmt.Errorf("upstream answered with content type %q", ct)
+		return d.readStream(ctx, resp.Body, h, id, onMessage)
 	}
-	if err != nil && ctx.Err() != nil {
-		d.cancelUpstream(id)
-		return nil, ctx.Err()
-	}
-	return res, err
+	return nil, fmt.Errorf("upstream answered with content type %q", ct)
 }
 
 // sameHeader reports whether two header sets are equal (cheap for the
@@ -212,37 +265,24 @@ func (d *direct) readJSON(r io.Reader, id []byte) (json.RawMessage, error) {
 // Last-Event-ID continues the stream, up to maxResumes times. h is the call's
 // request headers.
 func (d *direct) readStream(ctx context.Context, body io.Reader, h http.Header, id []byte, onMessage func(*wire.Message)) (json.RawMessage, error) {
-	er := newEventReader(body, d.maxEvent)
+	er := eventstream.NewReader(body, d.maxEvent)
 	for resumes := 0; ; resumes++ {
 		res, err := d.readEvents(er, id, onMessage)
 		if res != nil || err != nil {
 			return res, err
 		}
-		if er.lastID == "" {
-			return nil, errors.New("upstream stream ended without a response")
+		if err := resumable(er, resumes); err != nil {
+			return nil, err
 		}
-		if resumes == maxResumes {
-			return nil, fmt.Errorf("upstream stream ended without a response after %d resumptions", maxResumes)
+		if err := waitRetry(ctx, er.Retry()); err != nil {
+			return nil, err
 		}
-		delay := er.retry
-		if delay <= 0 {
-			delay = defaultRetry
-		}
-		t := time.NewTimer(min(delay, maxRetryDelay))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-t.C:
-		}
-		rc, err := d.resume(ctx, h, er.lastID)
+		rc, err := d.resume(ctx, h, er.LastID())
 		if err != nil {
 			return nil, fmt.Errorf("resuming the upstream stream: %w", err)
 		}
 		defer closeBody(rc)
-		lastID, retry := er.lastID, er.retry
-		er = newEventReader(rc, d.maxEvent)
-		er.lastID, er.retry = lastID, retry
+		er = er.Resumed(rc)
 	}
 }
 
@@ -252,17 +292,42 @@ const (
 	maxRetryDelay = 30 * time.Second // a server cannot park a call longer per resumption
 )
 
+// resumable says why a stream that ended without the response cannot be
+// resumed (after resumes resumptions), if it cannot.
+func resumable(er *eventstream.Reader, resumes int) error {
+	if er.LastID() == "" {
+		return errors.New("upstream stream ended without a response")
+	}
+	if resumes == maxResumes {
+		return fmt.Errorf("upstream stream ended without a response after %d resumptions", maxResumes)
+	}
+	return nil
+}
+
+// waitRetry waits the reconnection time the server asked for (retry;
+// defaultRetry if none), at most maxRetryDelay, or until ctx is done.
+func waitRetry(ctx context.Context, retry time.Duration) error {
+	if retry <= 0 {
+		retry = defaultRetry
+	}
+	t := time.NewTimer(min(retry, maxRetryDelay))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
 // readEvents reads events until the response to id (returned), a broken
 // event (an error) or the end of the stream (nil, nil).
-func (d *direct) readEvents(er *eventReader, id []byte, onMessage func(*wire.Message)) (json.RawMessage, error) {
+func (d *direct) readEvents(er *eventstream.Reader, id []byte, onMessage func(*wire.Message)) (json.RawMessage, error) {
 	var m wire.Message
 	for {
-		data, err := er.next()
+		data, err := er.Next()
 		if err != nil {
-			if errors.Is(err, errEventTooLarge) {
-				return nil, err
-			}
-			return nil, nil // ended or broken: resumable
+			return nil, streamEnd(err)
 		}
 		if len(bytes.TrimSpace(data)) == 0 {
 			continue // a priming event
@@ -274,10 +339,25 @@ func (d *direct) readEvents(er *eventReader, id []byte, onMessage func(*wire.Mes
 		if m.IsResponse() && bytes.Equal(m.ID, id) {
 			return d.result(&m, id)
 		}
-		if m.Method != "" && onMessage != nil {
-			msg := m
-			onMessage(&msg)
-		}
+		forward(&m, onMessage)
+	}
+}
+
+// streamEnd is what the end of a call's stream with err means: an event
+// too large fails the call; any other end (or break) is resumable (nil).
+func streamEnd(err error) error {
+	if errors.Is(err, eventstream.ErrTooLarge) {
+		return err
+	}
+	return nil
+}
+
+// forward hands a copy of a server's request or notification m to
+// onMessage, if any; responses to other ids are dropped.
+func forward(m *wire.Message, onMessage func(*wire.Message)) {
+	if m.Method != "" && onMessage != nil {
+		msg := *m
+		onMessage(&msg)
 	}
 }
 

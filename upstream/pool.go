@@ -66,53 +66,76 @@ func (p *pool) get(ctx context.Context, key Key) (*conn, error) {
 			p.mu.Unlock()
 			return nil, errClosed
 		}
-		el, ok := p.entries[key]
-		if !ok {
-			if len(p.entries)+p.closing >= p.max {
-				// Full: retire the least recently used idle session, or
-				// wait until a busy one is handed back.
-				victim := p.idleVictimLocked()
-				if victim != nil {
-					p.retireLocked(victim)
-				}
-				wait := p.freed
-				p.mu.Unlock()
-				select {
-				case <-wait:
-					continue
-				case <-ctx.Done():
-					return nil, fmt.Errorf("%w (max_sessions %d): %w", errAllBusy, p.max, ctx.Err())
-				}
+		if el, ok := p.entries[key]; ok {
+			c, again, err := p.join(ctx, key, el)
+			if !again {
+				return c, err
 			}
-			e := &entry{key: key, ready: make(chan struct{}), inflight: 1, lastUsed: time.Now()}
-			p.entries[key] = p.lru.PushFront(e)
-			p.dials.Add(1)
-			p.mu.Unlock()
-			return p.dial(ctx, e)
+			continue
 		}
-		e := el.Value.(*entry)
-		e.inflight++
-		e.lastUsed = time.Now()
-		p.lru.MoveToFront(el)
+		if len(p.entries)+p.closing < p.max {
+			return p.open(ctx, key)
+		}
+		if err := p.waitFree(ctx); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// join takes a call slot on the session of el, once it is up. again
+// reports a session that turned out dead (it is dropped): the caller looks
+// again. Called with p.mu held; releases it.
+func (p *pool) join(ctx context.Context, key Key, el *list.Element) (_ *conn, again bool, _ error) {
+	e := el.Value.(*entry)
+	e.inflight++
+	e.lastUsed = time.Now()
+	p.lru.MoveToFront(el)
+	p.mu.Unlock()
+	select {
+	case <-e.ready:
+	case <-ctx.Done():
+		p.mu.Lock()
+		e.inflight-- // e itself: the key may hold a newer entry by now
+		if e.inflight == 0 {
+			p.signalLocked()
+		}
 		p.mu.Unlock()
-		select {
-		case <-e.ready:
-		case <-ctx.Done():
-			p.mu.Lock()
-			e.inflight-- // e itself: the key may hold a newer entry by now
-			if e.inflight == 0 {
-				p.signalLocked()
-			}
-			p.mu.Unlock()
-			return nil, ctx.Err()
-		}
-		if e.err != nil {
-			return nil, e.err
-		}
-		if e.c.alive() {
-			return e.c, nil
-		}
-		p.drop(key, e.c) // dead: replace it
+		return nil, false, ctx.Err()
+	}
+	if e.err != nil {
+		return nil, false, e.err
+	}
+	if e.c.alive() {
+		return e.c, false, nil
+	}
+	p.drop(key, e.c) // dead: replace it
+	return nil, true, nil
+}
+
+// open adds the entry of a new session for key and dials it. Called with
+// p.mu held; releases it.
+func (p *pool) open(ctx context.Context, key Key) (*conn, error) {
+	e := &entry{key: key, ready: make(chan struct{}), inflight: 1, lastUsed: time.Now()}
+	p.entries[key] = p.lru.PushFront(e)
+	p.dials.Add(1)
+	p.mu.Unlock()
+	return p.dial(ctx, e)
+}
+
+// waitFree makes room when every slot is taken: it retires the least
+// recently used idle session, if any, and waits until a slot may be free
+// (nil: look again) or ctx is done. Called with p.mu held; releases it.
+func (p *pool) waitFree(ctx context.Context) error {
+	if victim := p.idleVictimLocked(); victim != nil {
+		p.retireLocked(victim)
+	}
+	wait := p.freed
+	p.mu.Unlock()
+	select {
+	case <-wait:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w (max_sessions %d): %w", errAllBusy, p.max, ctx.Err())
 	}
 }
 
@@ -285,16 +308,22 @@ func (p *pool) reap(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			p.mu.Lock()
-			for el := p.lru.Back(); el != nil; {
-				prev := el.Prev()
-				e := el.Value.(*entry)
-				if e.inflight <= 0 && e.c != nil && now.Sub(e.lastUsed) > p.idle {
-					p.retireLocked(e)
-				}
-				el = prev
-			}
-			p.mu.Unlock()
+			p.sweep(now)
 		}
+	}
+}
+
+// sweep retires the ready sessions without a call in flight that were
+// last used more than the idle timeout before now.
+func (p *pool) sweep(now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for el := p.lru.Back(); el != nil; {
+		prev := el.Prev()
+		e := el.Value.(*entry)
+		if e.inflight <= 0 && e.c != nil && now.Sub(e.lastUsed) > p.idle {
+			p.retireLocked(e)
+		}
+		el = prev
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
+	"github.com/mcp-mux/mcp-mux/upstream/rawconn"
 )
 
 // serverRequests are the server-to-client requests forwarded to the caller.
@@ -26,7 +27,7 @@ var forwardedNotifications = map[string]bool{"notifications/progress": true, "no
 // receive is the SDK client's receiving middleware: it hands server-to-client
 // traffic that reached the SDK to the Handler. On stdio and SSE the forwarded
 // requests and notifications are taken off the connection before the SDK sees
-// them (rawTransport), and on HTTP a call's traffic rides its own stream
+// them (rawconn), and on HTTP a call's traffic rides its own stream
 // (onStreamMessage); what is left is the traffic of SDK-owned HTTP streams.
 func (u *Upstream) receive(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
@@ -46,22 +47,24 @@ func (u *Upstream) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			u.onNotification(c, method, params)
 			return nil, nil
 		}
-		base := c.callCtx()
-		if base == nil {
-			base = context.WithoutCancel(ctx)
-		}
-		rctx, stop := mergeCancel(base, ctx)
+		rctx, stop := mergeCancel(c.ctxOr(context.WithoutCancel(ctx)), ctx)
 		raw, err := u.answer(rctx, c, method, params)
 		stop()
 		if err != nil {
-			var we *wire.Error
-			if errors.As(err, &we) {
-				return nil, &jsonrpc.Error{Code: we.Code, Message: we.Message, Data: we.Data}
-			}
-			return nil, err
+			return nil, sdkError(err)
 		}
 		return &mcpwire.RawResult{Raw: raw}, nil
 	}
+}
+
+// sdkError is err as the SDK sends it: a *wire.Error as the JSON-RPC
+// error it stands for.
+func sdkError(err error) error {
+	var we *wire.Error
+	if errors.As(err, &we) {
+		return &jsonrpc.Error{Code: we.Code, Message: we.Message, Data: we.Data}
+	}
+	return err
 }
 
 // sdkParams re-encodes params the SDK decoded, leaving out what was absent
@@ -99,21 +102,24 @@ func (u *Upstream) answer(ctx context.Context, c *conn, method string, params js
 	return nil, &wire.Error{Code: jsonrpc.CodeMethodNotFound, Message: method + " is not available on this session"}
 }
 
-// onRawRequest answers a server request rawTransport took off a stdio or SSE
+// onRawRequest answers a server request rawconn took off a stdio or SSE
 // connection, in the background; the server may cancel it.
-func (u *Upstream) onRawRequest(c *conn, rc *rawConn, id jsonrpc.ID, method string, params json.RawMessage) {
-	base := c.callCtx()
-	if base == nil {
-		base = u.ctx
-	}
-	ctx, stop := mergeCancel(base, u.ctx)
+func (u *Upstream) onRawRequest(c *conn, rc *rawconn.Conn, id jsonrpc.ID, method string, params json.RawMessage) {
+	ctx, stop := mergeCancel(c.ctxOr(u.ctx), u.ctx)
 	key := rawID(id)
 	r := c.trackServerRequest(key, stop)
 	u.async.Go(func() {
 		defer c.finishServerRequest(key, r)
 		raw, err := u.answer(ctx, c, method, params)
-		rc.respond(id, raw, err)
+		rc.Respond(id, raw, err)
 	})
+}
+
+// rawID is the JSON text of a jsonrpc.ID, the key server requests are
+// tracked by (as on the HTTP path, where ids arrive as raw JSON).
+func rawID(id jsonrpc.ID) string {
+	b, _ := json.Marshal(id.Raw())
+	return string(b)
 }
 
 // onRawCancelled ends the answering of a server request the server cancelled.
@@ -127,62 +133,81 @@ func (c *conn) onRawCancelled(id string) bool {
 	return ok
 }
 
-// onNotification delivers a forwarded notification read off c.
+// onNotification delivers a forwarded notification read off c: progress
+// with the context of the call whose token it names, if this session
+// carries it; a resource update only for a URI subscribed to (the one
+// notification the discovery session forwards); the others with the
+// context of the newest call in flight.
 func (u *Upstream) onNotification(c *conn, method string, params json.RawMessage) {
 	if u.opts.Handler == nil || (c.control && method != "notifications/resources/updated") {
 		return
 	}
-	var ctx context.Context
 	switch method {
 	case "notifications/resources/updated":
-		if !u.subs.holds(params) {
-			return // a URI mcp-mux did not subscribe to on this server
+		if u.subs.holds(params) { // else a URI mcp-mux did not subscribe to on this server
+			u.opts.Handler.ServerNotification(c.ctxOr(u.ctx), c.key, method, dropSubscriptionID(params))
 		}
-		params = dropSubscriptionID(params)
 	case "notifications/progress":
-		if ctx = c.progress.call(params); ctx == nil {
-			return // not a call this session carries (progress.go)
+		if ctx := c.progress.call(params); ctx != nil { // else not a call this session carries (progress.go)
+			u.opts.Handler.ServerNotification(ctx, c.key, method, params)
 		}
+	default:
+		u.opts.Handler.ServerNotification(c.ctxOr(u.ctx), c.key, method, params)
 	}
-	if ctx == nil {
-		ctx = c.callCtx()
-	}
-	if ctx == nil {
-		ctx = u.ctx
-	}
-	u.opts.Handler.ServerNotification(ctx, c.key, method, params)
 }
 
 // onStreamMessage handles a notification or request that arrived on the
 // stream of a call made with ctx on c (HTTP fast path).
 func (u *Upstream) onStreamMessage(ctx context.Context, c *conn, m *wire.Message) {
 	switch {
-	case m.IsNotification() && m.Method == "notifications/progress":
-		// Progress may name any call of this session, not just this stream's.
-		if ctx := c.progress.call(m.Params); ctx != nil && u.opts.Handler != nil && !c.control {
-			u.opts.Handler.ServerNotification(ctx, c.key, m.Method, m.Params)
-		}
-	case m.IsNotification() && m.Method == "notifications/cancelled":
-		var p struct {
-			RequestID json.RawMessage `json:"requestId"`
-		}
-		if json.Unmarshal(m.Params, &p) == nil {
-			c.cancelServerRequest(string(p.RequestID))
-		}
-	case m.IsNotification():
-		if forwardedNotifications[m.Method] && u.opts.Handler != nil && !c.control {
-			u.opts.Handler.ServerNotification(ctx, c.key, m.Method, m.Params)
-		}
 	case m.IsCall():
-		ctx, cancel := context.WithCancel(ctx)
-		id := string(m.ID)
-		r := c.trackServerRequest(id, cancel)
-		u.async.Go(func() {
-			defer c.finishServerRequest(id, r)
-			raw, err := u.answer(ctx, c, m.Method, m.Params)
-			c.direct.respond(m.ID, raw, err)
-		})
+		u.onStreamRequest(ctx, c, m)
+	case !m.IsNotification():
+	case m.Method == "notifications/progress":
+		// Progress may name any call of this session, not just this stream's.
+		u.forward(c.progress.call(m.Params), c, m)
+	case m.Method == "notifications/cancelled":
+		if id, ok := cancelledID(m.Params); ok {
+			c.cancelServerRequest(id)
+		}
+	case forwardedNotifications[m.Method]:
+		u.forward(ctx, c, m)
 	}
+}
+
+// forward hands the notification m, read off call session c, to the
+// Handler with ctx; nothing without a ctx, a Handler or a caller (c is the
+// discovery session).
+func (u *Upstream) forward(ctx context.Context, c *conn, m *wire.Message) {
+	if ctx != nil && u.opts.Handler != nil && !c.control {
+		u.opts.Handler.ServerNotification(ctx, c.key, m.Method, m.Params)
+	}
+}
+
+// onStreamRequest answers, in the background, a server request that
+// arrived on the stream of a call made with ctx on c; the server may
+// cancel it.
+func (u *Upstream) onStreamRequest(ctx context.Context, c *conn, m *wire.Message) {
+	ctx, cancel := context.WithCancel(ctx)
+	id := string(m.ID)
+	r := c.trackServerRequest(id, cancel)
+	u.async.Go(func() {
+		defer c.finishServerRequest(id, r)
+		raw, err := u.answer(ctx, c, m.Method, m.Params)
+		c.direct.respond(m.ID, raw, err)
+	})
+}
+
+// cancelledID is the raw id of the request a notifications/cancelled
+// names; false when its params do not decode.
+func cancelledID(params json.RawMessage) (string, bool) {
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return "", false
+	}
+	return string(p.RequestID), true
 }
 
 // mergeCancel returns a context with a's values that ends when either ends.

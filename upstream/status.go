@@ -38,7 +38,7 @@ func (u *Upstream) Processes() int {
 			continue
 		}
 		select {
-		case <-c.proc.exited:
+		case <-c.proc.Exited():
 		default:
 			n++
 		}

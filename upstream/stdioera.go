@@ -3,12 +3,13 @@ package upstream
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"slices"
+	"io"
 	"time"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/upstream/modernreq"
+	"github.com/mcp-mux/mcp-mux/upstream/stdioproc"
 )
 
 // The era of a stdio server.
@@ -61,7 +62,8 @@ const (
 
 // stdioVersion returns the protocol version the session of a new stdio
 // process asks for, and the process to use (p, or a restarted one).
-func (u *Upstream) stdioVersion(ctx context.Context, p *process) (string, *process, error) {
+func (d *dialing) stdioVersion(p *stdioproc.Process) (string, *stdioproc.Process, error) {
+	u := d.u
 	if v := u.opts.ProtocolVersion; v != VersionAuto {
 		return v, p, nil
 	}
@@ -69,52 +71,52 @@ func (u *Upstream) stdioVersion(ctx context.Context, p *process) (string, *proce
 		return *v, p, nil
 	}
 	v := VersionModern
-	switch probeStdio(ctx, p, probeBound(u.opts.InitTimeout)) {
+	switch probeStdio(d.connCtx, p.Stdin(), p.Lines(), probeBound(u.opts.InitTimeout)) {
 	case probeLegacy:
 		v = ProtocolVersion
 	case probeRestart:
-		if ctx.Err() != nil {
-			return "", p, ctx.Err()
-		}
-		p.stop()
-		u.log.Info("stdio server did not answer server/discover (exited, closed stdout or was silent); restarting it for initialize")
-		// Its start-up lines were logged for the probed process already.
-		w := u.stderr.writer()
-		w.muted.Store(true)
-		np, err := startProcess(&u.opts, u.log, w)
-		if err != nil {
-			return "", nil, fmt.Errorf("restarting after the server/discover probe: %w", err)
-		}
-		np.mutedStderr = w
-		// The era is remembered once initialize works (dial): a server that
-		// dies at every start is asked again when it next starts.
-		return ProtocolVersion, np, nil
+		return d.restart(p)
 	}
 	u.era.Store(&v)
 	u.log.Debug("negotiated the protocol era", "version", v)
 	return v, p, nil
 }
 
-// probeStdio sends server/discover to a fresh process and classifies the
-// answer. Nothing the server writes is logged.
-func probeStdio(ctx context.Context, p *process, bound time.Duration) probeResult {
+// restart stops a process that did not answer the probe and starts a new
+// one, which initializes.
+func (d *dialing) restart(p *stdioproc.Process) (string, *stdioproc.Process, error) {
+	u := d.u
+	if err := d.connCtx.Err(); err != nil {
+		return "", p, err
+	}
+	p.Stop()
+	u.log.Info("stdio server did not answer server/discover (exited, closed stdout or was silent); restarting it for initialize")
+	// Its start-up lines were logged for the probed process already:
+	// muted until its session is up (adopt).
+	np, err := stdioproc.Start(&u.proc, u.stderr.Writer(true))
+	if err != nil {
+		return "", nil, fmt.Errorf("restarting after the server/discover probe: %w", err)
+	}
+	// The era is remembered once initialize works (dial): a server that
+	// dies at every start is asked again when it next starts.
+	return ProtocolVersion, np, nil
+}
+
+// probeStdio sends server/discover on the stdin of a fresh process and
+// classifies the answer among its stdout lines. Nothing the server writes
+// is logged.
+func probeStdio(ctx context.Context, stdin io.Writer, lines <-chan []byte, bound time.Duration) probeResult {
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
-	meta := newModernRequest(discoveryCapsJSON())
-	req := wire.AppendRequest(nil, []byte(probeID), "server/discover", meta.params(nil))
-	if _, err := p.stdin.Write(append(req, '\n')); err != nil {
+	meta := modernreq.New(discoveryCapsJSON(), nil)
+	req := wire.AppendRequest(nil, []byte(probeID), "server/discover", meta.Params(nil))
+	if _, err := stdin.Write(append(req, '\n')); err != nil {
 		return probeRestart
 	}
 	for range maxProbeLines {
-		var line []byte
-		select {
-		case <-ctx.Done():
+		line, ok := nextLine(ctx, lines)
+		if !ok {
 			return probeRestart
-		case l, ok := <-p.lines:
-			if !ok {
-				return probeRestart
-			}
-			line = l
 		}
 		var m wire.Message
 		if wire.Decode(line, &m) != nil || !m.IsResponse() || !bytes.Equal(m.ID, []byte(probeID)) {
@@ -125,15 +127,20 @@ func probeStdio(ctx context.Context, p *process, bound time.Duration) probeResul
 	return probeRestart
 }
 
+// nextLine waits for the next stdout line; false when stdout ended or ctx
+// is done first.
+func nextLine(ctx context.Context, lines <-chan []byte) ([]byte, bool) {
+	select {
+	case <-ctx.Done():
+		return nil, false
+	case l, ok := <-lines:
+		return l, ok
+	}
+}
+
 // classifyDiscover reads the answer to server/discover.
 func classifyDiscover(m *wire.Message) probeResult {
-	if m.Error != nil {
-		return probeLegacy
-	}
-	var res struct {
-		SupportedVersions []string `json:"supportedVersions"`
-	}
-	if json.Unmarshal(m.Result, &res) == nil && slices.Contains(res.SupportedVersions, VersionModern) {
+	if m.Error == nil && listsModern(m.Result) {
 		return probeModern
 	}
 	return probeLegacy

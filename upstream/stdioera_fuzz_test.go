@@ -8,10 +8,6 @@ import (
 	"time"
 )
 
-type discardCloser struct{ io.Writer }
-
-func (discardCloser) Close() error { return nil }
-
 // FuzzStdioProbe feeds arbitrary stdout lines to the server/discover probe:
 // it never panics or hangs, and says 2026-07-28 only for an answer to its
 // own id that lists that version.
@@ -22,7 +18,6 @@ func FuzzStdioProbe(f *testing.F) {
 	f.Add([]byte(`[{"jsonrpc":"2.0","id":"mux-discover","result":{}}]`))
 	f.Fuzz(func(t *testing.T, out []byte) {
 		lines := make(chan []byte)
-		p := &process{stdin: discardCloser{io.Discard}, lines: lines, exited: make(chan struct{})}
 		go func() {
 			defer close(lines)
 			for _, l := range bytes.Split(out, []byte("\n")) {
@@ -31,7 +26,7 @@ func FuzzStdioProbe(f *testing.F) {
 				}
 			}
 		}()
-		got := probeStdio(context.Background(), p, stdioProbeTimeout)
+		got := probeStdio(context.Background(), io.Discard, lines, stdioProbeTimeout)
 		for range lines { // let the sender finish
 		}
 		if got == probeModern && !bytes.Contains(out, []byte(`mux-discover`)) && !bytes.Contains(out, []byte(`\u`)) {

@@ -29,6 +29,8 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/internal/via"
 	"github.com/mcp-mux/mcp-mux/secret"
+	"github.com/mcp-mux/mcp-mux/upstream/paramheader"
+	"github.com/mcp-mux/mcp-mux/upstream/stdioproc"
 )
 
 // Transport names.
@@ -128,6 +130,16 @@ type Options struct {
 	Via *via.Marker
 }
 
+// RunSupervisor runs the stdio supervisor when this process was started as
+// one (Options.Supervisor) and reports its exit code; otherwise it returns
+// ok false at once. Call it first in main, and in TestMain of tests whose
+// Upstreams use the test binary as their Supervisor:
+//
+//	if code, ok := upstream.RunSupervisor(); ok {
+//		os.Exit(code)
+//	}
+func RunSupervisor() (code int, ok bool) { return stdioproc.RunSupervisor() }
+
 // Handler receives what an upstream server sends on a call session. ctx is
 // the context of the call the message belongs to when mcp-mux can tell (the
 // message arrived on that call's stream, or it is the only call in flight on
@@ -186,8 +198,9 @@ func headersFrom(ctx context.Context) http.Header {
 type Upstream struct {
 	opts    Options
 	log     hclog.Logger
-	clients clients    // SDK clients by declared capabilities
-	stderr  *stderrLog // stdio servers' stderr
+	clients clients              // SDK clients by declared capabilities
+	proc    stdioproc.Options    // how a stdio server's process starts
+	stderr  *stdioproc.StderrLog // stdio servers' stderr
 	// retrying is set while discovery keeps failing after its first
 	// failure: stderr is then not logged again.
 	retrying atomic.Bool
@@ -215,56 +228,18 @@ type Upstream struct {
 	reconnects atomic.Int64           // sessions re-established after they ended
 	era        atomic.Pointer[string] // the protocol version sessions negotiated (era.go)
 	// annotations are the x-mcp-header bindings of the listed tools
-	// (paramheaders.go), built once per discovered list.
-	annotations atomic.Pointer[paramIndex]
+	// (paramheader), built once per discovered list.
+	annotations atomic.Pointer[paramheader.Index]
 	subs        subscriptions // resource URIs subscribed on the discovery session
 }
 
 // New validates opts and returns an Upstream. It does no I/O; call Start.
 func New(opts Options) (*Upstream, error) {
-	switch opts.Transport {
-	case Stdio:
-		if opts.Command == "" {
-			return nil, errors.New("stdio transport requires a command")
-		}
-	case HTTP, SSE:
-		if opts.URL == "" {
-			return nil, fmt.Errorf("%s transport requires a url", opts.Transport)
-		}
-	default:
-		return nil, fmt.Errorf("unsupported transport %q", opts.Transport)
+	if err := opts.validate(); err != nil {
+		return nil, err
 	}
-	if opts.Scope == "" {
-		opts.Scope = ScopeThread
-	}
-	if opts.MaxSessions <= 0 {
-		opts.MaxSessions = DefaultMaxSessions(opts.Transport)
-	}
-	if opts.IdleTimeout <= 0 {
-		opts.IdleTimeout = DefaultIdleTimeout(opts.Transport)
-	}
-	if opts.RetryMin <= 0 {
-		opts.RetryMin = time.Second
-	}
-	if opts.RetryMax < opts.RetryMin {
-		opts.RetryMax = max(60*time.Second, opts.RetryMin)
-	}
-	if opts.Logger == nil {
-		opts.Logger = hclog.NewNullLogger()
-	}
-	rt := opts.RoundTripper
-	if rt == nil {
-		rt = &http.Transport{
-			Proxy:               http.ProxyFromEnvironment,
-			MaxIdleConns:        256,
-			MaxIdleConnsPerHost: 128,
-			IdleConnTimeout:     90 * time.Second,
-			ForceAttemptHTTP2:   true,
-		}
-	}
-	if opts.Via != nil {
-		rt = opts.Via.Transport(rt)
-	}
+	opts.setDefaults()
+	rt := opts.roundTripper()
 	ctx, cancel := context.WithCancel(context.Background())
 	u := &Upstream{
 		opts:       opts,
@@ -277,10 +252,79 @@ func New(opts Options) (*Upstream, error) {
 		discovered: make(chan struct{}),
 	}
 	u.async.ctx, u.async.stop = context.WithCancel(context.Background())
+	u.clients.make = clientMaker(u)
+	u.static = newStaticScrubber(&u.opts)
+	u.proc = stdioproc.Options{Command: opts.Command, Args: opts.Args, Env: opts.Env, Dir: opts.Dir,
+		Supervisor: opts.Supervisor, Logger: opts.Logger}
+	u.stderr = stdioproc.NewStderrLog(opts.Logger.Named("stderr"), u.retrying.Load, func(s string) string { return u.scrubber(nil).Scrub(s) })
+	u.pool = newPool(u, opts.MaxSessions, opts.IdleTimeout)
+	return u, nil
+}
+
+// validate checks that the transport is known and has what it needs.
+func (o *Options) validate() error {
+	switch o.Transport {
+	case Stdio:
+		if o.Command == "" {
+			return errors.New("stdio transport requires a command")
+		}
+	case HTTP, SSE:
+		if o.URL == "" {
+			return fmt.Errorf("%s transport requires a url", o.Transport)
+		}
+	default:
+		return fmt.Errorf("unsupported transport %q", o.Transport)
+	}
+	return nil
+}
+
+// setDefaults fills in what was left unset.
+func (o *Options) setDefaults() {
+	if o.Scope == "" {
+		o.Scope = ScopeThread
+	}
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = DefaultMaxSessions(o.Transport)
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = DefaultIdleTimeout(o.Transport)
+	}
+	if o.RetryMin <= 0 {
+		o.RetryMin = time.Second
+	}
+	if o.RetryMax < o.RetryMin {
+		o.RetryMax = max(60*time.Second, o.RetryMin)
+	}
+	if o.Logger == nil {
+		o.Logger = hclog.NewNullLogger()
+	}
+}
+
+// roundTripper is the HTTP transport of HTTP and SSE requests: the
+// configured one or a dedicated keep-alive one, marked with Via if set.
+func (o *Options) roundTripper() http.RoundTripper {
+	rt := o.RoundTripper
+	if rt == nil {
+		rt = &http.Transport{
+			Proxy:               http.ProxyFromEnvironment,
+			MaxIdleConns:        256,
+			MaxIdleConnsPerHost: 128,
+			IdleConnTimeout:     90 * time.Second,
+			ForceAttemptHTTP2:   true,
+		}
+	}
+	if o.Via != nil {
+		rt = o.Via.Transport(rt)
+	}
+	return rt
+}
+
+// clientMaker returns how u makes the SDK client of a capability set
+// (clients.make). A server whose initialize result lacked prompts or
+// resources (it had none yet) still announces them later with list_changed.
+func clientMaker(u *Upstream) func(caps *mcp.ClientCapabilities, control bool) *mcp.Client {
 	refresh := func() { u.requestRefresh() }
-	// A server whose initialize result lacked prompts or resources (it had
-	// none yet) still announces them later with list_changed.
-	u.clients.make = func(caps *mcp.ClientCapabilities, control bool) *mcp.Client {
+	return func(caps *mcp.ClientCapabilities, control bool) *mcp.Client {
 		o := &mcp.ClientOptions{Capabilities: caps}
 		if control || u.opts.Transport != HTTP {
 			// List changes come to the discovery session (over HTTP, on its
@@ -294,10 +338,6 @@ func New(opts Options) (*Upstream, error) {
 		c.AddReceivingMiddleware(u.receive)
 		return c
 	}
-	u.static = newStaticScrubber(&u.opts)
-	u.stderr = newStderrLog(opts.Logger.Named("stderr"), u.retrying.Load, func(s string) string { return u.scrubber(nil).Scrub(s) })
-	u.pool = newPool(u, opts.MaxSessions, opts.IdleTimeout)
-	return u, nil
 }
 
 // Name returns the configured server name.
@@ -325,7 +365,7 @@ func (u *Upstream) Err() error { return u.catalog.lastErr() }
 
 // Stderr returns the last lines a stdio server wrote on stderr (up to 20,
 // oldest first).
-func (u *Upstream) Stderr() []string { return u.stderr.tail() }
+func (u *Upstream) Stderr() []string { return u.stderr.Tail() }
 
 // stderrError is a failure reason with the server's last stderr lines.
 type stderrError struct {

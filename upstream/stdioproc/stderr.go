@@ -1,4 +1,4 @@
-package upstream
+package stdioproc
 
 import (
 	"bytes"
@@ -10,14 +10,14 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// stderrLog collects what a stdio server's processes write on stderr. Lines
+// StderrLog collects what a stdio server's processes write on stderr. Lines
 // are logged at debug (they may carry user content), at most stderrBurst a
 // second, and not at all while the server is failing and being retried: a
 // server that fails the same way on every attempt is not logged anew each
 // time. Credential values mcp-mux holds for the server (its env values, its
 // headers) are scrubbed first. The last stderrKeep lines are kept; a failed discovery appends them
-// to the server's failure reason (Err).
-type stderrLog struct {
+// to the server's failure reason.
+type StderrLog struct {
 	log   hclog.Logger
 	quiet func() bool         // true while retrying a failed server
 	scrub func(string) string // removes credential values (the server's env, headers)
@@ -38,18 +38,28 @@ const (
 	stderrLineMax = 2048 // bytes kept of one line
 )
 
-func newStderrLog(log hclog.Logger, quiet func() bool, scrub func(string) string) *stderrLog {
+// NewStderrLog returns the stderr log of one server: lines go to log at
+// debug, not while quiet reports true (nil: never quiet), after scrub
+// (nil: none).
+func NewStderrLog(log hclog.Logger, quiet func() bool, scrub func(string) string) *StderrLog {
 	if scrub == nil {
 		scrub = func(s string) string { return s }
 	}
-	return &stderrLog{log: log, quiet: quiet, scrub: scrub, now: time.Now}
+	return &StderrLog{log: log, quiet: quiet, scrub: scrub, now: time.Now}
 }
 
-// writer returns the stderr of one process: it splits lines and hands them on.
-func (l *stderrLog) writer() *lineSplitter { return &lineSplitter{l: l} }
+// Writer returns the stderr of one process: it splits lines and hands them
+// on. A muted writer keeps its lines for Tail but logs none until its
+// process's UnmuteStderr (a process restarted after a probe, whose start-up
+// lines were logged for the probed one already).
+func (l *StderrLog) Writer(muted bool) *StderrWriter {
+	w := &StderrWriter{l: l}
+	w.muted.Store(muted)
+	return w
+}
 
 // add records one line, and logs it unless muted.
-func (l *stderrLog) add(line []byte, muted bool) {
+func (l *StderrLog) add(line []byte, muted bool) {
 	line = bytes.TrimRight(line, "\r")
 	if len(bytes.TrimSpace(line)) == 0 {
 		return
@@ -70,7 +80,7 @@ func (l *stderrLog) add(line []byte, muted bool) {
 }
 
 // allowLocked applies the rate limit; l.mu is held.
-func (l *stderrLog) allowLocked() bool {
+func (l *StderrLog) allowLocked() bool {
 	now := l.now()
 	if now.Sub(l.window) >= time.Second {
 		if l.dropped > 0 {
@@ -86,8 +96,8 @@ func (l *stderrLog) allowLocked() bool {
 	return true
 }
 
-// tail returns the kept lines, oldest first.
-func (l *stderrLog) tail() []string {
+// Tail returns the kept lines, oldest first.
+func (l *StderrLog) Tail() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := make([]string, 0, l.n)
@@ -97,16 +107,18 @@ func (l *stderrLog) tail() []string {
 	return out
 }
 
-// lineSplitter is one process's stderr, cut into lines. While muted, lines
+// StderrWriter is one process's stderr, cut into lines. While muted, lines
 // are kept for the failure reason but not logged.
-type lineSplitter struct {
-	l     *stderrLog
+type StderrWriter struct {
+	l     *StderrLog
 	muted atomic.Bool
 	mu    sync.Mutex
 	buf   []byte
 }
 
-func (w *lineSplitter) Write(b []byte) (int, error) {
+// Write hands every complete line of b (and a line grown past 8 KiB
+// without an end) to the log.
+func (w *StderrWriter) Write(b []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.buf = append(w.buf, b...)

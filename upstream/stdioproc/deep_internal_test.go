@@ -1,7 +1,8 @@
-package upstream
+package stdioproc
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 
@@ -57,4 +58,8 @@ func TestTooDeepBatchLine(t *testing.T) {
 	}
 }
 
-func jsonID(id jsonrpc.ID) string { return rawID(id) }
+// jsonID is the JSON text of id.
+func jsonID(id jsonrpc.ID) string {
+	b, _ := json.Marshal(id.Raw())
+	return string(b)
+}

@@ -1,4 +1,4 @@
-package upstream
+package eventstream
 
 import (
 	"errors"
@@ -13,16 +13,16 @@ func TestEventReader(t *testing.T) {
 		"event: message\nid: e2\ndata: {\"a\":\ndata: 1}\n\n" +
 		"data:x\nid: bad\x00id\n\n" +
 		"retry: soon\ndata: cut off"
-	r := newEventReader(strings.NewReader(in), 1024)
-	got, err := r.next()
+	r := NewReader(strings.NewReader(in), 1024)
+	got, err := r.Next()
 	if err != nil || string(got) != `{"a":`+"\n"+`1}` || r.lastID != "e2" || r.retry != 500*time.Millisecond {
 		t.Fatalf("first event = %q, %v (id %q, retry %s)", got, err, r.lastID, r.retry)
 	}
-	got, err = r.next()
+	got, err = r.Next()
 	if err != nil || string(got) != "x" || r.lastID != "e2" {
 		t.Fatalf("second event = %q, %v (id %q): an id with NUL must be ignored", got, err, r.lastID)
 	}
-	if got, err = r.next(); !errors.Is(err, io.EOF) || r.retry != 500*time.Millisecond {
+	if got, err = r.Next(); !errors.Is(err, io.EOF) || r.retry != 500*time.Millisecond {
 		t.Fatalf("an event cut off by the end = %q, %v (retry %s)", got, err, r.retry)
 	}
 }
@@ -32,9 +32,9 @@ func TestEventReaderBounds(t *testing.T) {
 		"data: " + strings.Repeat("x", 5000) + "\n\n",                     // one long line
 		strings.Repeat("data: "+strings.Repeat("y", 100)+"\n", 60) + "\n", // many lines
 	} {
-		r := newEventReader(strings.NewReader(in), 4096)
-		if _, err := r.next(); !errors.Is(err, errEventTooLarge) {
-			t.Errorf("event of %d bytes: err = %v, want errEventTooLarge", len(in), err)
+		r := NewReader(strings.NewReader(in), 4096)
+		if _, err := r.Next(); !errors.Is(err, ErrTooLarge) {
+			t.Errorf("event of %d bytes: err = %v, want ErrTooLarge", len(in), err)
 		}
 	}
 }
@@ -46,9 +46,9 @@ func FuzzEventReader(f *testing.F) {
 	f.Add("data: a\r\ndata: b\r\n\r\n:c\n")
 	f.Add("retry: 99999999999999\nid\ndata\n\n")
 	f.Fuzz(func(t *testing.T, in string) {
-		r := newEventReader(strings.NewReader(in), 256)
+		r := NewReader(strings.NewReader(in), 256)
 		for range 1000 {
-			data, err := r.next()
+			data, err := r.Next()
 			if err != nil {
 				return
 			}

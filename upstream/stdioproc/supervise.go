@@ -1,4 +1,4 @@
-package upstream
+package stdioproc
 
 import (
 	"errors"
@@ -40,7 +40,7 @@ const supervisorPoll = 500 * time.Millisecond
 // ok false at once. Call it first in main, and in TestMain of tests whose
 // Upstreams use the test binary as their Supervisor:
 //
-//	if code, ok := upstream.RunSupervisor(); ok {
+//	if code, ok := stdioproc.RunSupervisor(); ok {
 //		os.Exit(code)
 //	}
 func RunSupervisor() (code int, ok bool) {
@@ -62,6 +62,7 @@ func RunSupervisor() (code int, ok bool) {
 // exitCode is the server's exit status, which the supervisor exits with.
 type exitCode int
 
+// Error says the status.
 func (e *exitCode) Error() string { return "exit status " + strconv.Itoa(int(*e)) }
 
 // supervisorCommand returns the command that starts the server command
@@ -72,6 +73,9 @@ func supervisorCommand(exe, command string, args []string) *exec.Cmd {
 	return cmd
 }
 
+// supervise runs the server argv under the supervisor until it exits (its
+// exit status is the error, an *exitCode) or mcp-mux, whose pid is
+// parentText, is gone.
 func supervise(parentText string, argv []string) error {
 	parent, err := strconv.Atoi(parentText)
 	if err != nil || len(argv) == 0 {
@@ -82,6 +86,21 @@ func supervise(parentText string, argv []string) error {
 	// whole group, so the server has it already.
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR1)
+	if err := tieToParent(parent); err != nil {
+		return err
+	}
+	cmd, err := startServer(argv)
+	if err != nil {
+		return err
+	}
+	exited := make(chan syscall.WaitStatus, 1)
+	go reapChildren(cmd.Process.Pid, exited)
+	return watchServer(parent, exited, sigs)
+}
+
+// tieToParent makes the supervisor die with mcp-mux (parent) and the reaper of
+// every orphan the server leaves.
+func tieToParent(parent int) error {
 	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGUSR1), 0, 0, 0); err != nil {
 		return fmt.Errorf("setting the parent-death signal: %w", err)
 	}
@@ -91,6 +110,12 @@ func supervise(parentText string, argv []string) error {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("becoming a child subreaper: %w", err)
 	}
+	return nil
+}
+
+// startServer starts the server on the supervisor's stdio and environment
+// (without supervisorEnv), and hands it the pipes.
+func startServer(argv []string) (*exec.Cmd, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	for _, kv := range os.Environ() {
@@ -102,29 +127,25 @@ func supervise(parentText string, argv []string) error {
 	// whole) and dies with the supervisor should that be killed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting %q: %w", argv[0], err)
+		return nil, fmt.Errorf("starting %q: %w", argv[0], err)
 	}
 	// The server holds the pipes now; mcp-mux sees EOF when it exits.
 	_ = os.Stdin.Close()
 	_ = os.Stdout.Close()
+	return cmd, nil
+}
 
-	exited := make(chan syscall.WaitStatus, 1)
-	go reapChildren(cmd.Process.Pid, exited)
+// watchServer waits for the server to exit (its status, from exited) or for
+// mcp-mux (parent) to be gone, checked on every signal and poll; either way
+// it kills every descendant first.
+func watchServer(parent int, exited <-chan syscall.WaitStatus, sigs <-chan os.Signal) error {
 	tick := time.NewTicker(supervisorPoll)
 	defer tick.Stop()
 	for {
 		select {
 		case ws := <-exited:
 			killDescendants()
-			code := ws.ExitStatus()
-			if ws.Signaled() {
-				code = 128 + int(ws.Signal())
-			}
-			if code == 0 {
-				return nil
-			}
-			c := exitCode(code)
-			return &c
+			return exitError(ws)
 		case <-sigs:
 		case <-tick.C:
 		}
@@ -133,6 +154,20 @@ func supervise(parentText string, argv []string) error {
 			return errors.New("mcp-mux exited; the server's processes were killed")
 		}
 	}
+}
+
+// exitError is the server's exit status as supervise reports it: nil for 0,
+// else an *exitCode (128+n for a server killed by signal n).
+func exitError(ws syscall.WaitStatus) error {
+	code := ws.ExitStatus()
+	if ws.Signaled() {
+		code = 128 + int(ws.Signal())
+	}
+	if code == 0 {
+		return nil
+	}
+	c := exitCode(code)
+	return &c
 }
 
 // reapChildren waits for every child (orphans included: the supervisor is
@@ -160,25 +195,31 @@ func reapChildren(server int, exited chan<- syscall.WaitStatus) {
 func killDescendants() {
 	self := os.Getpid()
 	for range 400 {
-		pending := 0
-		for _, pid := range procstat.PIDs() {
-			if pid == self {
-				continue
-			}
-			st, err := procstat.Read(pid)
-			if err != nil {
-				continue // gone
-			}
-			if st.Live() && (st.PGRP == self || st.PPID == self) {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-				pending++
-			} else if st.PPID == self {
-				pending++ // a zombie child, not reaped yet
-			}
-		}
-		if pending == 0 {
+		if killPass(self) == 0 {
 			return
 		}
 		time.Sleep(5 * time.Millisecond) // let the kills land and reapChildren reap
 	}
+}
+
+// killPass kills the live processes of self's group and self's live
+// children once, and returns how many it killed plus the zombie children
+// not reaped yet.
+func killPass(self int) (pending int) {
+	for _, pid := range procstat.PIDs() {
+		if pid == self {
+			continue
+		}
+		st, err := procstat.Read(pid)
+		if err != nil {
+			continue // gone
+		}
+		if st.Live() && (st.PGRP == self || st.PPID == self) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			pending++
+		} else if st.PPID == self {
+			pending++ // a zombie child, not reaped yet
+		}
+	}
+	return pending
 }

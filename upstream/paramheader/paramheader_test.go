@@ -1,4 +1,4 @@
-package upstream
+package paramheader
 
 import (
 	"encoding/base64"
@@ -43,11 +43,30 @@ func TestEncodeParamValue(t *testing.T) {
 	}
 }
 
-func TestParamIndex(t *testing.T) {
-	tool := func(name, props string) Tool {
-		return Tool{Name: name, Raw: json.RawMessage(`{"name":"` + name + `","inputSchema":{"type":"object","properties":` + props + `}}`)}
+// testTool is a listed tool: its raw name and its JSON.
+type testTool struct {
+	Name string
+	Raw  json.RawMessage
+}
+
+// buildIndex indexes tools as upstream's discovery does, and lists the
+// tools whose annotations are invalid.
+func buildIndex(tools []testTool) (Index, []string) {
+	var ix Index
+	var invalid []string
+	for _, t := range tools {
+		if !ix.Add(t.Name, t.Raw) {
+			invalid = append(invalid, t.Name)
+		}
 	}
-	ix, invalid := buildParamIndex([]Tool{
+	return ix, invalid
+}
+
+func TestParamIndex(t *testing.T) {
+	tool := func(name, props string) testTool {
+		return testTool{Name: name, Raw: json.RawMessage(`{"name":"` + name + `","inputSchema":{"type":"object","properties":` + props + `}}`)}
+	}
+	ix, invalid := buildIndex([]testTool{
 		tool("ok", `{"a":{"type":"string","x-mcp-header":"a-b"},"n":{"type":"object","properties":{"c":{"type":"integer","x-mcp-header":"C"}}}}`),
 		tool("none", `{"a":{"type":"string"}}`),
 		tool("object", `{"a":{"type":"object","x-mcp-header":"A"}}`),
@@ -65,7 +84,7 @@ func TestParamIndex(t *testing.T) {
 		t.Errorf("invalid = %q, want %q", invalid, want)
 	}
 	h := http.Header{}
-	if err := setParamHeaders(h, ix["ok"], json.RawMessage(`{"a":"x","n":{"c":3}}`)); err != nil {
+	if err := ix["ok"].Set(h, json.RawMessage(`{"a":"x","n":{"c":3}}`)); err != nil {
 		t.Fatal(err)
 	}
 	if h.Get("Mcp-Param-A-B") != "x" || h.Get("Mcp-Param-C") != "3" {
@@ -73,13 +92,13 @@ func TestParamIndex(t *testing.T) {
 	}
 	// A header the caller sent is kept.
 	h = http.Header{"Mcp-Param-A-B": {"mine"}}
-	_ = setParamHeaders(h, ix["ok"], json.RawMessage(`{"a":"x"}`))
+	_ = ix["ok"].Set(h, json.RawMessage(`{"a":"x"}`))
 	if h.Get("Mcp-Param-A-B") != "mine" || len(h) != 1 {
 		t.Errorf("headers = %v", h)
 	}
 	// Too large a value is refused, not sent.
 	big := strings.Repeat("x", maxParamValue+1)
-	err := setParamHeaders(http.Header{}, ix["ok"], json.RawMessage(`{"a":"`+big+`"}`))
+	err := ix["ok"].Set(http.Header{}, json.RawMessage(`{"a":"`+big+`"}`))
 	var we *wire.Error
 	if !errors.As(err, &we) || we.Code != -32602 || strings.Contains(err.Error(), "xxxx") {
 		t.Errorf("oversized value: %v", err)
@@ -119,9 +138,9 @@ func FuzzParamHeaders(f *testing.F) {
 	f.Add(`{"a":{"type":"string","x-mcp-header":"A"}}`, `{"a":"x"}`)
 	f.Add(`{"a":{"type":"object","properties":{"b":{"type":"boolean","x-mcp-header":"B"}}}}`, `{"a":{"b":true}}`)
 	f.Fuzz(func(t *testing.T, props, args string) {
-		ix, _ := buildParamIndex([]Tool{{Name: "t", Raw: json.RawMessage(`{"inputSchema":{"properties":` + props + `}}`)}})
+		ix, _ := buildIndex([]testTool{{Name: "t", Raw: json.RawMessage(`{"inputSchema":{"properties":` + props + `}}`)}})
 		h := http.Header{}
-		if setParamHeaders(h, ix["t"], json.RawMessage(args)) != nil {
+		if ix["t"].Set(h, json.RawMessage(args)) != nil {
 			return
 		}
 		for k, vs := range h {
@@ -141,21 +160,21 @@ func FuzzParamHeaders(f *testing.F) {
 // call's arguments (one value base64-encoded, one 2 KB argument not
 // annotated).
 func BenchmarkSetParamHeaders(b *testing.B) {
-	ix, _ := buildParamIndex([]Tool{{Name: "t", Raw: json.RawMessage(`{"inputSchema":{"type":"object","properties":{
+	ix, _ := buildIndex([]testTool{{Name: "t", Raw: json.RawMessage(`{"inputSchema":{"type":"object","properties":{
 		"region":{"type":"string","x-mcp-header":"Region"},"count":{"type":"integer","x-mcp-header":"Count"},
 		"city":{"type":"string","x-mcp-header":"City"},"body":{"type":"string"}}}}`)}})
 	args := json.RawMessage(`{"region":"eu-west-1","count":3,"city":"München","body":"` + strings.Repeat("x", 2000) + `"}`)
 	b.ReportAllocs()
 	for b.Loop() {
 		h := make(http.Header, 8)
-		if err := setParamHeaders(h, ix["t"], args); err != nil || len(h) != 3 {
+		if err := ix["t"].Set(h, args); err != nil || len(h) != 3 {
 			b.Fatal(err, h)
 		}
 	}
 }
 
 func TestParamHeadersCheck(t *testing.T) {
-	p := ToolParamHeaders(json.RawMessage(`{"name":"t","inputSchema":{"type":"object","properties":{
+	p := ForTool(json.RawMessage(`{"name":"t","inputSchema":{"type":"object","properties":{
 		"r":{"type":"string","x-mcp-header":"Region"},"n":{"type":"integer","x-mcp-header":"N"},
 		"b":{"type":"boolean","x-mcp-header":"B"},"o":{"type":"object","properties":{"t":{"type":"string","x-mcp-header":"T"}}}}}}`))
 	args := json.RawMessage(`{"r":"München","n":7,"b":true,"o":{"t":"acme"}}`)
@@ -192,7 +211,7 @@ func TestParamHeadersCheck(t *testing.T) {
 		}
 	}
 	// A tool whose annotations are invalid has none: nothing is checked.
-	if err := ToolParamHeaders(json.RawMessage(`{"inputSchema":{"properties":{"a":{"type":"object","x-mcp-header":"A"}}}}`)).
+	if err := ForTool(json.RawMessage(`{"inputSchema":{"properties":{"a":{"type":"object","x-mcp-header":"A"}}}}`)).
 		Check(http.Header{"Mcp-Param-A": {"x"}}, json.RawMessage(`{}`)); err != nil {
 		t.Errorf("invalid annotations checked: %v", err)
 	}
@@ -206,7 +225,7 @@ func FuzzParamHeadersCheck(f *testing.F) {
 	f.Add(`true`, "true")
 	f.Add(`"=?base64?abc?="`, "=?base64?abc?=")
 	f.Add(`{"x":1}`, "=?base64?")
-	p := ToolParamHeaders(json.RawMessage(`{"inputSchema":{"properties":{"a":{"type":"string","x-mcp-header":"A"}}}}`))
+	p := ForTool(json.RawMessage(`{"inputSchema":{"properties":{"a":{"type":"string","x-mcp-header":"A"}}}}`))
 	f.Fuzz(func(t *testing.T, arg, header string) {
 		args := json.RawMessage(`{"a":` + arg + `}`)
 		_ = p.Check(http.Header{"Mcp-Param-A": {header}}, args)

@@ -1,4 +1,4 @@
-package upstream
+package stdioproc
 
 import (
 	"bufio"
@@ -30,39 +30,12 @@ import (
 // are discarded. Skipped lines are logged without their content.
 func readLines(r io.Reader, out chan<- []byte, stop <-chan struct{}, log *rateLog) {
 	defer close(out)
-	br := bufio.NewReaderSize(r, 64<<10)
-	var long []byte
-	skipping := false // inside a line over maxFrame
+	f := framer{br: bufio.NewReaderSize(r, 64<<10), log: log}
 	for {
-		chunk, err := br.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			if !skipping && len(long)+len(chunk) > maxFrame {
-				log.Warn("skipping a stdout line longer than the frame limit", "limit_bytes", maxFrame)
-				long, skipping = nil, true
-			}
-			if !skipping {
-				long = append(long, chunk...)
-			}
-			continue
-		}
-		line := chunk
-		switch {
-		case skipping:
-			line, skipping = nil, false
-		case long != nil:
-			line, long = append(long, chunk...), nil
-		}
-		if t := bytes.TrimSpace(line); len(t) > 0 {
-			if t[0] == '{' || t[0] == '[' {
-				select {
-				case out <- bytes.Clone(t):
-				case <-stop:
-					_, _ = io.Copy(io.Discard, br) // keep the child from blocking on a full pipe
-					return
-				}
-			} else {
-				log.Warn("ignoring non-JSON line on stdout", "bytes", len(t))
-			}
+		line, err := f.next()
+		if !deliver(line, out, stop, log) {
+			_, _ = io.Copy(io.Discard, f.br) // keep the child from blocking on a full pipe
+			return
 		}
 		if err != nil {
 			return
@@ -70,9 +43,71 @@ func readLines(r io.Reader, out chan<- []byte, stop <-chan struct{}, log *rateLo
 	}
 }
 
-// lineTransport connects to a started stdio process.
-type lineTransport struct{ p *process }
+// framer cuts stdout into lines, leaving out those over maxFrame.
+type framer struct {
+	br       *bufio.Reader
+	log      *rateLog
+	long     []byte // a line longer than br's buffer, so far
+	skipping bool   // inside a line over maxFrame
+}
 
+// next returns the next line (nil for one over maxFrame; it may end
+// without a newline at the end of the stream) and the read error that
+// ended it, if any.
+func (f *framer) next() ([]byte, error) {
+	for {
+		chunk, err := f.br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			f.grow(chunk)
+			continue
+		}
+		line := chunk
+		switch {
+		case f.skipping:
+			line, f.skipping = nil, false
+		case f.long != nil:
+			line, f.long = append(f.long, chunk...), nil
+		}
+		return line, err
+	}
+}
+
+// grow adds a full buffer's chunk to the long line being read, or starts
+// skipping that line once it passes maxFrame.
+func (f *framer) grow(chunk []byte) {
+	if !f.skipping && len(f.long)+len(chunk) > maxFrame {
+		f.log.Warn("skipping a stdout line longer than the frame limit", "limit_bytes", maxFrame)
+		f.long, f.skipping = nil, true
+	}
+	if !f.skipping {
+		f.long = append(f.long, chunk...)
+	}
+}
+
+// deliver sends line on out (a copy, without surrounding space) if it looks
+// like JSON, and logs any other non-blank line; false when stop was closed
+// first.
+func deliver(line []byte, out chan<- []byte, stop <-chan struct{}, log *rateLog) bool {
+	t := bytes.TrimSpace(line)
+	if len(t) == 0 {
+		return true
+	}
+	if t[0] != '{' && t[0] != '[' {
+		log.Warn("ignoring non-JSON line on stdout", "bytes", len(t))
+		return true
+	}
+	select {
+	case out <- bytes.Clone(t):
+		return true
+	case <-stop:
+		return false
+	}
+}
+
+// lineTransport connects to a started stdio process.
+type lineTransport struct{ p *Process }
+
+// Connect returns the process's connection; it does no I/O.
 func (t *lineTransport) Connect(context.Context) (mcp.Connection, error) {
 	return &lineConn{lines: t.p.lines, stop: t.p.stopReading, w: t.p.stdin, log: t.p.skipped, closed: make(chan struct{})}, nil
 }
@@ -91,13 +126,10 @@ type lineConn struct {
 	closeOnce sync.Once
 }
 
+// Read returns the next message: the rest of a batch line first, then the
+// messages of the next line that has any.
 func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
-	if len(c.queue) > 0 {
-		m := c.queue[0]
-		c.queue = c.queue[1:]
-		return m, nil
-	}
-	for {
+	for len(c.queue) == 0 {
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -107,23 +139,28 @@ func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			if !ok {
 				return nil, io.EOF
 			}
-			if _, err := wire.Scan(line); err != nil {
-				c.log.Warn("skipping a stdout line nested deeper than the limit", "bytes", len(line), "max_depth", wire.MaxDepth)
-				if msgs := deepLine(line); len(msgs) > 0 {
-					c.queue = msgs[1:]
-					return msgs[0], nil
-				}
-				continue
-			}
-			msgs, err := decodeLine(line)
-			if err != nil {
-				c.log.Warn("skipping a stdout line that is not a complete JSON-RPC message", "bytes", len(line))
-				continue
-			}
-			c.queue = msgs[1:]
-			return msgs[0], nil
+			c.queue = c.messages(line)
 		}
 	}
+	m := c.queue[0]
+	c.queue = c.queue[1:]
+	return m, nil
+}
+
+// messages decodes one line into its messages; none when the line is
+// skipped (and logged, without its content). A line nested too deep
+// yields only the replies deepLine stands in for.
+func (c *lineConn) messages(line []byte) []jsonrpc.Message {
+	if _, err := wire.Scan(line); err != nil {
+		c.log.Warn("skipping a stdout line nested deeper than the limit", "bytes", len(line), "max_depth", wire.MaxDepth)
+		return deepLine(line)
+	}
+	msgs, err := decodeLine(line)
+	if err != nil {
+		c.log.Warn("skipping a stdout line that is not a complete JSON-RPC message", "bytes", len(line))
+		return nil
+	}
+	return msgs
 }
 
 // decodeLine decodes one line: a JSON-RPC message or a batch of them.
@@ -153,6 +190,7 @@ func decodeLine(line []byte) ([]jsonrpc.Message, error) {
 	return msgs, nil
 }
 
+// Write sends msg as one line.
 func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -179,11 +217,11 @@ func (c *lineConn) Close() error {
 		close(c.closed)
 		c.stop()
 		err = c.w.Close() // unblocks a Write stuck on a full pipe
-
 	})
 	return err
 }
 
+// SessionID is empty: a stdio connection has no session id.
 func (c *lineConn) SessionID() string { return "" }
 
 // rateLog logs at most rateBurst warnings per second and then how many it
@@ -198,6 +236,7 @@ type rateLog struct {
 
 const rateBurst = 5
 
+// Warn logs msg unless the second's burst is spent.
 func (r *rateLog) Warn(msg string, args ...any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -1,4 +1,4 @@
-package upstream
+package stdioproc
 
 import (
 	"encoding/json"
