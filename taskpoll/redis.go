@@ -376,8 +376,22 @@ func (s *RedisStore) heal(ctx context.Context, key string) bool {
 	if err != nil || len(members) == 0 {
 		return false
 	}
+	sts, err := s.memberStatuses(ctx, members)
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return false
+	}
+	stale := staleMembers(members, sts, time.Now().Add(-activeGrace).UnixMilli())
+	if len(stale) == 0 {
+		return false
+	}
+	return s.c.ZRem(ctx, key, stale...).Err() == nil
+}
+
+// memberStatuses reads the status of every active-set member that is a
+// task id, in one pipeline; a member that is not has a nil command.
+func (s *RedisStore) memberStatuses(ctx context.Context, members []redis.Z) ([]*redis.StringCmd, error) {
 	sts := make([]*redis.StringCmd, len(members))
-	_, err = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, m := range members {
 			if id, _ := m.Member.(string); validID(id) {
 				sts[i] = p.HGet(ctx, s.taskKey(id), "st")
@@ -385,10 +399,12 @@ func (s *RedisStore) heal(ctx context.Context, key string) bool {
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return false
-	}
-	old := time.Now().Add(-activeGrace).UnixMilli()
+	return sts, err
+}
+
+// staleMembers returns the members that hold no slot: not a task id, a
+// terminal task, or a task missing since before old (Unix ms).
+func staleMembers(members []redis.Z, sts []*redis.StringCmd, old int64) []any {
 	var stale []any
 	for i, m := range members {
 		if sts[i] == nil {
@@ -400,10 +416,7 @@ func (s *RedisStore) heal(ctx context.Context, key string) bool {
 			stale = append(stale, m.Member)
 		}
 	}
-	if len(stale) == 0 {
-		return false
-	}
-	return s.c.ZRem(ctx, key, stale...).Err() == nil
+	return stale
 }
 
 // releaseActive gives t's slot back (best effort: a member left behind is
@@ -449,68 +462,120 @@ func (s *RedisStore) Update(ctx context.Context, id string, fn func(*Task) error
 		return nil, ErrNotFound
 	}
 	for range maxUpdateRetries {
-		oldD, err := s.getRaw(ctx, id)
-		if err != nil {
-			return nil, err
+		t, done, err := s.updateOnce(ctx, id, fn)
+		if done {
+			return t, err
 		}
-		old, err := decodeTask(oldD)
-		if err != nil {
-			return nil, err
-		}
-		if old.Status.Terminal() {
-			return nil, ErrTerminal
-		}
-		t := old.Clone()
-		if err := fn(t); err != nil {
-			return nil, err
-		}
-		t.ID, t.User, t.Thread, t.CreatedAt = old.ID, old.User, old.Thread, old.CreatedAt
-		if err := checkTask(t); err != nil {
-			return nil, err
-		}
-		bound := false
-		if t.RemoteID != old.RemoteID {
-			if old.RemoteID != "" {
-				return nil, errors.New("an MCP task's remote id cannot change")
-			}
-			if err := s.bindRemote(ctx, t); err != nil {
-				return nil, err
-			}
-			bound = true
-		}
-		d, err := s.encode(t)
-		if err != nil {
-			return nil, err
-		}
-		k := s.keys(t)
-		res, err := updateScript.Run(ctx, s.c, []string{k[0], k[1], k[4], k[5]}, id, oldD, d, string(t.Status), dueAt(t), s.eventArg(t, old.Version), s.channel(), expArg(t)).Text()
-		if err != nil || res != "ok" {
-			if bound {
-				s.unbindRemote(t)
-			}
-		}
-		switch {
-		case err != nil:
-			return nil, fmt.Errorf("updating MCP task: %w", err)
-		case res == "missing":
-			return nil, ErrNotFound
-		case res == "terminal":
-			return nil, ErrTerminal
-		case res == "conflict":
-			continue
-		}
-		if t.Status.Terminal() {
-			s.releaseActive(t)
-		}
-		return t, nil
 	}
 	return nil, ErrConflict
+}
+
+// updateOnce is one attempt of Update; done is false when the record
+// changed since it was read, and the attempt must be repeated.
+func (s *RedisStore) updateOnce(ctx context.Context, id string, fn func(*Task) error) (t *Task, done bool, err error) {
+	oldD, old, err := s.readLive(ctx, id)
+	if err != nil {
+		return nil, true, err
+	}
+	t, bound, err := s.modify(ctx, old, fn)
+	if err != nil {
+		return nil, true, err
+	}
+	d, err := s.encode(t)
+	if err != nil {
+		return nil, true, err
+	}
+	k := s.keys(t)
+	res, err := updateScript.Run(ctx, s.c, []string{k[0], k[1], k[4], k[5]}, id, oldD, d, string(t.Status), dueAt(t), s.eventArg(t, old.Version), s.channel(), expArg(t)).Text()
+	if (err != nil || res != "ok") && bound {
+		s.unbindRemote(t)
+	}
+	if done, err := updateOutcome(res, err); err != nil || !done {
+		return nil, done, err
+	}
+	if t.Status.Terminal() {
+		s.releaseActive(t)
+	}
+	return t, true, nil
+}
+
+// readLive reads a task's record as stored and decoded; a terminal task
+// is ErrTerminal.
+func (s *RedisStore) readLive(ctx context.Context, id string) (string, *Task, error) {
+	oldD, err := s.getRaw(ctx, id)
+	if err != nil {
+		return "", nil, err
+	}
+	old, err := decodeTask(oldD)
+	if err != nil {
+		return "", nil, err
+	}
+	if old.Status.Terminal() {
+		return "", nil, ErrTerminal
+	}
+	return oldD, old, nil
+}
+
+// modify applies fn to a copy of old, keeps the fields fn may not change,
+// and binds a newly set remote id (bound reports whether it did).
+func (s *RedisStore) modify(ctx context.Context, old *Task, fn func(*Task) error) (t *Task, bound bool, err error) {
+	t = old.Clone()
+	if err := fn(t); err != nil {
+		return nil, false, err
+	}
+	t.ID, t.User, t.Thread, t.CreatedAt = old.ID, old.User, old.Thread, old.CreatedAt
+	if err := checkTask(t); err != nil {
+		return nil, false, err
+	}
+	if t.RemoteID == old.RemoteID {
+		return t, false, nil
+	}
+	if old.RemoteID != "" {
+		return nil, false, errors.New("an MCP task's remote id cannot change")
+	}
+	if err := s.bindRemote(ctx, t); err != nil {
+		return nil, false, err
+	}
+	return t, true, nil
+}
+
+// updateOutcome maps the update script's answer to Update's result: done
+// is false for a conflict (retry).
+func updateOutcome(res string, err error) (done bool, _ error) {
+	switch {
+	case err != nil:
+		return true, fmt.Errorf("updating MCP task: %w", err)
+	case res == "missing":
+		return true, ErrNotFound
+	case res == "terminal":
+		return true, ErrTerminal
+	case res == "conflict":
+		return false, nil
+	}
+	return true, nil
 }
 
 // List reads the user's (or thread's) index of every shard in one pipeline,
 // then the newest records in a second.
 func (s *RedisStore) List(ctx context.Context, q Query) ([]*Task, error) {
 	limit := q.limit()
+	ids, err := s.listIDs(ctx, q, limit)
+	if err != nil {
+		return nil, err
+	}
+	var out []*Task
+	for start := 0; start < len(ids) && len(out) < limit; start += limit {
+		if out, err = s.listBatch(ctx, q, ids[start:min(start+limit, len(ids))], out, limit); err != nil {
+			return nil, err
+		}
+	}
+	sortNewest(out)
+	return out, nil
+}
+
+// listIDs reads the newest ids of q's index of every shard, newest first
+// across shards (score = creation ms, then id).
+func (s *RedisStore) listIDs(ctx context.Context, q Query, limit int) ([]redis.Z, error) {
 	scan := limit
 	if q.ActiveOnly {
 		scan = maxListScan
@@ -533,39 +598,36 @@ func (s *RedisStore) List(ctx context.Context, q Query) ([]*Task, error) {
 	for _, c := range cmds {
 		ids = append(ids, c.Val()...)
 	}
-	// Newest first across shards (score = creation ms, then id).
 	sortZ(ids)
-	var out []*Task
-	for start := 0; start < len(ids) && len(out) < limit; start += limit {
-		batch := ids[start:min(start+limit, len(ids))]
-		gets := make([]*redis.StringCmd, len(batch))
-		_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i, z := range batch {
-				gets[i] = p.HGet(ctx, s.taskKey(z.Member.(string)), "d")
-			}
-			return nil
-		})
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return nil, fmt.Errorf("listing MCP tasks: %w", err)
+	return ids, nil
+}
+
+// listBatch reads the records of batch in one pipeline and appends those
+// q selects to out, up to limit; a record removed meanwhile is skipped.
+func (s *RedisStore) listBatch(ctx context.Context, q Query, batch []redis.Z, out []*Task, limit int) ([]*Task, error) {
+	gets := make([]*redis.StringCmd, len(batch))
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, z := range batch {
+			gets[i] = p.HGet(ctx, s.taskKey(z.Member.(string)), "d")
 		}
-		for _, g := range gets {
-			d, err := g.Result()
-			if err != nil {
-				continue // removed meanwhile
-			}
-			t, err := decodeTask(d)
-			if err != nil {
-				return nil, err
-			}
-			if t.User != q.User || (q.Thread != "" && t.Thread != q.Thread) || (q.ActiveOnly && t.Status.Terminal()) {
-				continue
-			}
-			if len(out) < limit {
-				out = append(out, t)
-			}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("listing MCP tasks: %w", err)
+	}
+	for _, g := range gets {
+		d, err := g.Result()
+		if err != nil {
+			continue // removed meanwhile
+		}
+		t, err := decodeTask(d)
+		if err != nil {
+			return nil, err
+		}
+		if q.selects(t) && len(out) < limit {
+			out = append(out, t)
 		}
 	}
-	sortNewest(out)
 	return out, nil
 }
 
@@ -687,30 +749,13 @@ func (s *RedisStore) Sweep(ctx context.Context, now time.Time, n int) (int, erro
 	return removed, nil
 }
 
+// sweepShard removes the expired tasks ids of one shard names: their
+// records and index entries by script, then their remote handles and
+// active slots. It returns how many records it removed.
 func (s *RedisStore) sweepShard(ctx context.Context, tag string, ids []string, now time.Time) (int, error) {
-	gets := make([]*redis.StringCmd, len(ids))
-	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, id := range ids {
-			gets[i] = p.HGet(ctx, tag+":task:"+id, "d")
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return 0, fmt.Errorf("sweeping MCP tasks: %w", err)
-	}
-	var tasks []*Task
-	var gone []any
-	for i, g := range gets {
-		d, err := g.Result()
-		var t *Task
-		if err == nil {
-			t, err = decodeTask(d)
-		}
-		if err != nil || !validID(ids[i]) || t.ID != ids[i] {
-			gone = append(gone, ids[i]) // no usable record: drop the entry only
-			continue
-		}
-		tasks = append(tasks, t)
+	tasks, gone, err := s.sweepRecords(ctx, tag, ids)
+	if err != nil {
+		return 0, err
 	}
 	if err := s.loadScripts(ctx, sweepScript, unbindScript); err != nil {
 		return 0, err
@@ -729,18 +774,57 @@ func (s *RedisStore) sweepShard(ctx context.Context, tag string, ids []string, n
 	if err != nil {
 		return 0, fmt.Errorf("sweeping MCP tasks: %w", err)
 	}
+	return s.sweepHandles(ctx, tasks, runs)
+}
+
+// sweepRecords reads the records of a shard's expired ids in one pipeline:
+// the decodable tasks, and the ids with no usable record (gone), whose
+// expiry entry alone is dropped.
+func (s *RedisStore) sweepRecords(ctx context.Context, tag string, ids []string) (tasks []*Task, gone []any, _ error) {
+	gets := make([]*redis.StringCmd, len(ids))
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			gets[i] = p.HGet(ctx, tag+":task:"+id, "d")
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, nil, fmt.Errorf("sweeping MCP tasks: %w", err)
+	}
+	for i, g := range gets {
+		if t := sweptTask(g, ids[i]); t != nil {
+			tasks = append(tasks, t)
+		} else {
+			gone = append(gone, ids[i]) // no usable record: drop the entry only
+		}
+	}
+	return tasks, gone, nil
+}
+
+// sweptTask decodes the record g read for id, or returns nil when it is
+// missing, undecodable or not id's.
+func sweptTask(g *redis.StringCmd, id string) *Task {
+	d, err := g.Result()
+	if err != nil || !validID(id) {
+		return nil
+	}
+	t, err := decodeTask(d)
+	if err != nil || t.ID != id {
+		return nil
+	}
+	return t
+}
+
+// sweepHandles drops the remote handle and active slot of every task the
+// sweep script removed (runs[i] answered 1), in one pipeline, and returns
+// how many it removed.
+func (s *RedisStore) sweepHandles(ctx context.Context, tasks []*Task, runs []*redis.Cmd) (int, error) {
 	removed := 0
-	_, err = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, t := range tasks {
-			if n, _ := runs[i].Int(); n != 1 {
-				continue
-			}
-			removed++
-			if t.RemoteID != "" {
-				unbindScript.EvalSha(ctx, p, []string{s.remoteKey(t)}, t.ID)
-			}
-			if s.maxActive > 0 {
-				p.ZRem(ctx, s.activeKey(t.User), t.ID)
+			if n, _ := runs[i].Int(); n == 1 {
+				removed++
+				s.dropHandles(ctx, p, t)
 			}
 		}
 		return nil
@@ -749,6 +833,16 @@ func (s *RedisStore) sweepShard(ctx context.Context, tag string, ids []string, n
 		return removed, fmt.Errorf("sweeping MCP task handles: %w", err)
 	}
 	return removed, nil
+}
+
+// dropHandles queues the removal of t's remote handle and active slot.
+func (s *RedisStore) dropHandles(ctx context.Context, p redis.Pipeliner, t *Task) {
+	if t.RemoteID != "" {
+		unbindScript.EvalSha(ctx, p, []string{s.remoteKey(t)}, t.ID)
+	}
+	if s.maxActive > 0 {
+		p.ZRem(ctx, s.activeKey(t.User), t.ID)
+	}
 }
 
 // Counts sums the shards' status counts in one pipeline.

@@ -98,6 +98,12 @@ func (q Query) limit() int {
 	return min(q.Limit, MaxListLimit)
 }
 
+// selects reports whether q lists t: the user's, in q's thread when set,
+// and not terminal when q is ActiveOnly.
+func (q Query) selects(t *Task) bool {
+	return t.User == q.User && (q.Thread == "" || t.Thread == q.Thread) && !(q.ActiveOnly && t.Status.Terminal())
+}
+
 // checkTask validates what a store will write.
 func checkTask(t *Task) error {
 	switch {
