@@ -17,8 +17,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
+
+	"github.com/mcp-mux/mcp-mux/config/internal/rawdoc"
 )
 
 // Config is a validated config file.
@@ -94,22 +95,12 @@ func Parse(data []byte, opts LoadOptions) (*Config, error) {
 	if lookup == nil {
 		lookup = os.LookupEnv
 	}
-	data = trimBOM(data)
-	var (
-		root *node
-		dups []dupKey
-		err  error
-	)
-	switch strings.ToLower(filepath.Ext(opts.Filename)) {
-	case ".yaml", ".yml":
-		root, dups, err = decodeYAML(data, opts.Filename)
-	default:
-		root, dups, err = decodeJSON(data, opts.Filename)
-	}
+	data = rawdoc.TrimBOM(data)
+	root, dups, err := rawdoc.Decode(data, opts.Filename)
 	if err != nil {
 		return nil, err
 	}
-	if root.kind != kindObject {
+	if root.Kind != rawdoc.Object {
 		return nil, errors.Join(Problem{Message: "the config file must contain an object at the top level"})
 	}
 	expand(root, lookup)
@@ -119,10 +110,10 @@ func Parse(data []byte, opts LoadOptions) (*Config, error) {
 		cfg.Warnings = append(cfg.Warnings, duplicateWarning(d))
 	}
 	var problems []Problem
-	problems = append(problems, cfg.parseServers(root.get("mcpServers"), opts.Listen)...)
-	cfg.parseInterceptors(root.get("mcpInterceptors"))
+	problems = append(problems, cfg.parseServers(root.Get("mcpServers"), opts.Listen)...)
+	cfg.parseInterceptors(root.Get("mcpInterceptors"))
 	problems = append(problems, cfg.parseMuxBlocks(root)...)
-	for i, k := range root.keys {
+	for i, k := range root.Keys {
 		if knownTopLevel(k) {
 			continue
 		}
@@ -132,7 +123,7 @@ func Parse(data []byte, opts LoadOptions) (*Config, error) {
 		if cfg.Extra == nil {
 			cfg.Extra = map[string]json.RawMessage{}
 		}
-		cfg.Extra[k] = rawJSON(root.vals[i])
+		cfg.Extra[k] = root.Vals[i].JSON()
 	}
 	if len(problems) > 0 {
 		errs := make([]error, len(problems))
@@ -144,13 +135,6 @@ func Parse(data []byte, opts LoadOptions) (*Config, error) {
 	return cfg, nil
 }
 
-func trimBOM(data []byte) []byte {
-	if len(data) >= 3 && data[0] == 0xef && data[1] == 0xbb && data[2] == 0xbf {
-		return data[3:]
-	}
-	return data
-}
-
 func knownTopLevel(key string) bool {
 	switch key {
 	case "mcpServers", "mcpInterceptors", "guardrails", "tool_search", "mcp_tasks", "store", "inbound", "admin":
@@ -159,28 +143,28 @@ func knownTopLevel(key string) bool {
 	return false
 }
 
-func duplicateWarning(d dupKey) Problem {
-	if len(d.path) == 2 && d.path[0] == "mcpServers" {
-		return Problem{Server: d.path[1], Message: "server is defined more than once; the last definition is used"}
+func duplicateWarning(d rawdoc.DupKey) Problem {
+	if len(d.Path) == 2 && d.Path[0] == "mcpServers" {
+		return Problem{Server: d.Path[1], Message: "server is defined more than once; the last definition is used"}
 	}
-	p := Problem{Field: strings.Join(d.path, "."), Message: "duplicate key; the last value is used"}
-	if len(d.path) > 2 && d.path[0] == "mcpServers" {
-		p.Server, p.Field = d.path[1], strings.Join(d.path[2:], ".")
+	p := Problem{Field: strings.Join(d.Path, "."), Message: "duplicate key; the last value is used"}
+	if len(d.Path) > 2 && d.Path[0] == "mcpServers" {
+		p.Server, p.Field = d.Path[1], strings.Join(d.Path[2:], ".")
 	}
 	return p
 }
 
 // parseServers validates every server in file order and returns the fatal
 // problems (only when mcpServers itself is malformed).
-func (c *Config) parseServers(n *node, listen string) []Problem {
-	if n == nil || n.kind == kindNull {
+func (c *Config) parseServers(n *rawdoc.Node, listen string) []Problem {
+	if n == nil || n.Kind == rawdoc.Null {
 		return nil
 	}
-	if n.kind != kindObject {
+	if n.Kind != rawdoc.Object {
 		return []Problem{{Field: "mcpServers", Message: "must be an object mapping server names to server settings"}}
 	}
-	for i, name := range n.keys {
-		s, res := parseServer(name, n.vals[i])
+	for i, name := range n.Keys {
+		s, res := parseServer(name, n.Vals[i])
 		c.Warnings = append(c.Warnings, res.warnings...)
 		if len(res.problems) == 0 {
 			if p := selfProblem(s, listen); p != nil {
@@ -198,23 +182,23 @@ func (c *Config) parseServers(n *node, listen string) []Problem {
 
 // parseInterceptors follows DeerFlow: a list of strings, or one string; any
 // other shape is skipped with a warning.
-func (c *Config) parseInterceptors(n *node) {
-	if n == nil || n.kind == kindNull {
+func (c *Config) parseInterceptors(n *rawdoc.Node) {
+	if n == nil || n.Kind == rawdoc.Null {
 		return
 	}
-	switch n.kind {
-	case kindString:
-		c.Interceptors = []string{n.value}
-	case kindArray:
+	switch n.Kind {
+	case rawdoc.String:
+		c.Interceptors = []string{n.Value}
+	case rawdoc.Array:
 		c.Interceptors = []string{}
-		for i, item := range n.items {
-			if item.kind != kindString {
+		for i, item := range n.Items {
+			if item.Kind != rawdoc.String {
 				c.Warnings = append(c.Warnings, Problem{Field: fmt.Sprintf("mcpInterceptors[%d]", i), Message: "must be a string; skipping"})
 				continue
 			}
-			c.Interceptors = append(c.Interceptors, item.value)
+			c.Interceptors = append(c.Interceptors, item.Value)
 		}
 	default:
-		c.Warnings = append(c.Warnings, Problem{Field: "mcpInterceptors", Message: "mcpInterceptors must be a list of strings, got " + kindName(n.kind) + "; skipping"})
+		c.Warnings = append(c.Warnings, Problem{Field: "mcpInterceptors", Message: "mcpInterceptors must be a list of strings, got " + kindName(n.Kind) + "; skipping"})
 	}
 }

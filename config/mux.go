@@ -8,6 +8,8 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/headercheck"
 	"github.com/mcp-mux/mcp-mux/secret"
+
+	"github.com/mcp-mux/mcp-mux/config/internal/rawdoc"
 )
 
 // Guardrails is the "guardrails" block: allow/deny lists evaluated on visible
@@ -149,11 +151,11 @@ func defaultBlocks() (Guardrails, ToolSearch, Tasks, Store, Inbound) {
 
 // parseMuxBlocks fills the mux-specific blocks. They are strict: unknown keys
 // and type errors are returned as problems that fail the load.
-func (c *Config) parseMuxBlocks(root *node) []Problem {
+func (c *Config) parseMuxBlocks(root *rawdoc.Node) []Problem {
 	f := &findings{}
 	c.Guardrails, c.ToolSearch, c.Tasks, c.Store, c.Inbound = defaultBlocks()
 
-	if o := objectAt(root.get("guardrails"), "guardrails", f); o != nil {
+	if o := objectAt(root.Get("guardrails"), "guardrails", f); o != nil {
 		g := &c.Guardrails
 		g.Enabled = o.boolean("enabled", g.Enabled)
 		g.FailClosed = o.boolean("fail_closed", g.FailClosed)
@@ -162,7 +164,7 @@ func (c *Config) parseMuxBlocks(root *node) []Problem {
 		o.rejectUnknown()
 	}
 
-	if o := objectAt(root.get("tool_search"), "tool_search", f); o != nil {
+	if o := objectAt(root.Get("tool_search"), "tool_search", f); o != nil {
 		t := &c.ToolSearch
 		t.Enabled = o.boolean("enabled", false)
 		if v, lit, ok := o.integer("auto_promote_top_k"); ok {
@@ -174,7 +176,7 @@ func (c *Config) parseMuxBlocks(root *node) []Problem {
 		o.rejectUnknown()
 	}
 
-	if o := objectAt(root.get("mcp_tasks"), "mcp_tasks", f); o != nil {
+	if o := objectAt(root.Get("mcp_tasks"), "mcp_tasks", f); o != nil {
 		t := &c.Tasks
 		t.Enabled = o.boolean("enabled", false)
 		t.PollInterval = o.secondsInRange("poll_interval_seconds", t.PollInterval, 1, 300)
@@ -191,7 +193,7 @@ func (c *Config) parseMuxBlocks(root *node) []Problem {
 		o.rejectUnknown()
 	}
 
-	if o := objectAt(root.get("store"), "store", f); o != nil {
+	if o := objectAt(root.Get("store"), "store", f); o != nil {
 		s := &c.Store
 		s.RedisURL = o.secret("redis_url")
 		s.KeyPrefix = o.str("key_prefix", s.KeyPrefix)
@@ -205,11 +207,11 @@ func (c *Config) parseMuxBlocks(root *node) []Problem {
 		o.rejectUnknown()
 	}
 
-	if o := objectAt(root.get("inbound"), "inbound", f); o != nil {
+	if o := objectAt(root.Get("inbound"), "inbound", f); o != nil {
 		c.parseInbound(o, f)
 	}
 
-	if o := objectAt(root.get("admin"), "admin", f); o != nil {
+	if o := objectAt(root.Get("admin"), "admin", f); o != nil {
 		c.Admin.Token = o.secret("token")
 		c.Admin.AllowedEnv = o.strList("allowed_env")
 		for i, v := range c.Admin.AllowedEnv {
@@ -273,7 +275,7 @@ func (c *Config) parseInbound(o *object, f *findings) {
 		if entries, ok := a.strMap("keys"); ok {
 			auth.Keys = secretMap(entries)
 			for _, e := range entries {
-				if auth.Mode == AuthAPIKeys && e.value == "" {
+				if auth.Mode == AuthAPIKeys && e.val == "" {
 					// An empty key must never authenticate anyone.
 					f.problem(join(a.field("keys"), e.key), "API key must not be empty (is its environment variable set?)")
 				}

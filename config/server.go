@@ -10,6 +10,8 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/headercheck"
 	"github.com/mcp-mux/mcp-mux/secret"
+
+	"github.com/mcp-mux/mcp-mux/config/internal/rawdoc"
 )
 
 // Transport types.
@@ -223,18 +225,18 @@ type serverResult struct {
 
 // parseServer validates one mcpServers entry. The server is invalid when
 // res.problems is non-empty.
-func parseServer(name string, n *node) (*Server, serverResult) {
+func parseServer(name string, n *rawdoc.Node) (*Server, serverResult) {
 	f := &findings{server: name}
 	res := func() serverResult { return serverResult{f.problems, f.warnings} }
 	if name == "" || strings.TrimSpace(name) == "" {
 		f.problem("", "server name must not be empty")
 	}
-	if n.kind != kindObject {
-		f.problem("", "must be an object, not %s", kindName(n.kind))
+	if n.Kind != rawdoc.Object {
+		f.problem("", "must be an object, not %s", kindName(n.Kind))
 		return nil, res()
 	}
 	o := objectAt(n, "", f)
-	s := &Server{Name: name, Raw: rawJSON(n)}
+	s := &Server{Name: name, Raw: n.JSON()}
 
 	s.Enabled = o.boolean("enabled", true)
 	s.Type = serverType(o)
@@ -243,9 +245,9 @@ func parseServer(name string, n *node) (*Server, serverResult) {
 	if entries, ok := o.strMap("env"); ok {
 		s.Env = secretMap(entries)
 		for _, e := range entries {
-			if e.unset != "" {
+			if e.unsetVar != "" {
 				// DeerFlow passes "" for an unset variable; so does mcp-mux, with a word.
-				f.warn(join("env", e.key), "$%s is not set; the server gets an empty %s", e.unset, e.key)
+				f.warn(join("env", e.key), "$%s is not set; the server gets an empty %s", e.unsetVar, e.key)
 			}
 		}
 	}
@@ -286,11 +288,11 @@ func parseServer(name string, n *node) (*Server, serverResult) {
 			for _, e := range entries {
 				if err := headercheck.CheckName(e.key); err != nil {
 					f.problem(join("headers", e.key), "%v", err)
-				} else if e.unset != "" && s.Enabled {
+				} else if e.unsetVar != "" && s.Enabled {
 					// DeerFlow would send an empty credential; a server that
 					// needs one is better skipped with the reason.
-					f.problem(join("headers", e.key), "header %s comes from $%s, which is not set", quote(e.key), e.unset)
-				} else if err := headercheck.CheckValue(e.value); err != nil {
+					f.problem(join("headers", e.key), "header %s comes from $%s, which is not set", quote(e.key), e.unsetVar)
+				} else if err := headercheck.CheckValue(e.val); err != nil {
 					f.problem(join("headers", e.key), "header %s value %v", quote(e.key), err)
 				}
 			}
@@ -315,7 +317,7 @@ func parseServer(name string, n *node) (*Server, serverResult) {
 		}
 	}
 	s.Extra = o.extras()
-	for _, k := range n.keys {
+	for _, k := range n.Keys {
 		if _, extra := s.Extra[k]; !extra {
 			continue
 		}
@@ -396,7 +398,7 @@ func checkSpellings(entries []entry, field, label string, f *findings) {
 	}
 }
 
-func parseOAuth(n *node, f *findings) *OAuth {
+func parseOAuth(n *rawdoc.Node, f *findings) *OAuth {
 	o := objectAt(n, "oauth", f)
 	if o == nil {
 		return nil
@@ -447,7 +449,7 @@ func parseOAuth(n *node, f *findings) *OAuth {
 	return a
 }
 
-func parseUserAuth(n *node, f *findings) *UserAuth {
+func parseUserAuth(n *rawdoc.Node, f *findings) *UserAuth {
 	o := objectAt(n, "user_auth", f)
 	if o == nil {
 		return nil
@@ -469,7 +471,7 @@ func parseUserAuth(n *node, f *findings) *UserAuth {
 	return u
 }
 
-func parseHeadersFromContext(n *node, f *findings) *HeadersFromContext {
+func parseHeadersFromContext(n *rawdoc.Node, f *findings) *HeadersFromContext {
 	o := objectAt(n, "headers_from_context", f)
 	if o == nil {
 		return nil
@@ -480,18 +482,18 @@ func parseHeadersFromContext(n *node, f *findings) *HeadersFromContext {
 	}
 	if hn := o.take("headers"); hn != nil {
 		path := o.field("headers")
-		if hn.kind != kindObject {
-			f.problem(path, "must be an object mapping header names to secret keys, not %s", kindName(hn.kind))
+		if hn.Kind != rawdoc.Object {
+			f.problem(path, "must be an object mapping header names to secret keys, not %s", kindName(hn.Kind))
 		} else {
-			h.Headers = make(map[string]string, len(hn.keys))
+			h.Headers = make(map[string]string, len(hn.Keys))
 			var entries []entry
-			for i, name := range hn.keys {
-				v := hn.vals[i]
+			for i, name := range hn.Keys {
+				v := hn.Vals[i]
 				switch {
 				case strings.TrimSpace(name) == "":
 					f.problem(path, "headers_from_context.headers must not contain a blank header name")
 					continue
-				case v.kind != kindString || strings.TrimSpace(v.value) == "":
+				case v.Kind != rawdoc.String || strings.TrimSpace(v.Value) == "":
 					f.problem(join(path, name), "headers_from_context.headers[%s] must name a non-blank secret key from config.context.secrets", quote(name))
 					continue
 				}
@@ -499,8 +501,8 @@ func parseHeadersFromContext(n *node, f *findings) *HeadersFromContext {
 					f.problem(join(path, name), "%v", err)
 					continue
 				}
-				entries = append(entries, entry{key: name, value: v.value})
-				h.Headers[name] = v.value
+				entries = append(entries, entry{key: name, val: v.Value})
+				h.Headers[name] = v.Value
 			}
 			checkSpellings(entries, path, "headers_from_context.headers", f)
 		}
@@ -524,7 +526,7 @@ func (r *RoutingOverride) apply(base Routing) Routing {
 }
 
 // parseRouting reads a strict routing object, keeping only the fields set.
-func parseRouting(n *node, path string, f *findings) *RoutingOverride {
+func parseRouting(n *rawdoc.Node, path string, f *findings) *RoutingOverride {
 	o := objectAt(n, path, f)
 	if o == nil {
 		return nil
@@ -558,18 +560,18 @@ func parseRouting(n *node, path string, f *findings) *RoutingOverride {
 	return r
 }
 
-func parseTools(n *node, f *findings) map[string]ToolOverride {
+func parseTools(n *rawdoc.Node, f *findings) map[string]ToolOverride {
 	if n == nil {
 		return nil
 	}
-	if n.kind != kindObject {
-		f.problem("tools", "must be an object keyed by raw tool name, not %s", kindName(n.kind))
+	if n.Kind != rawdoc.Object {
+		f.problem("tools", "must be an object keyed by raw tool name, not %s", kindName(n.Kind))
 		return nil
 	}
-	out := make(map[string]ToolOverride, len(n.keys))
-	for i, raw := range n.keys {
+	out := make(map[string]ToolOverride, len(n.Keys))
+	for i, raw := range n.Keys {
 		path := join("tools", raw)
-		o := objectAt(n.vals[i], path, f)
+		o := objectAt(n.Vals[i], path, f)
 		if o == nil {
 			continue
 		}
@@ -581,21 +583,21 @@ func parseTools(n *node, f *findings) map[string]ToolOverride {
 	return out
 }
 
-func parseTaskToolsets(n *node, f *findings) []TaskToolset {
+func parseTaskToolsets(n *rawdoc.Node, f *findings) []TaskToolset {
 	if n == nil {
 		return nil
 	}
-	if n.kind != kindArray {
-		f.problem("task_toolsets", "must be a list, not %s", kindName(n.kind))
+	if n.Kind != rawdoc.Array {
+		f.problem("task_toolsets", "must be a list, not %s", kindName(n.Kind))
 		return nil
 	}
 	var out []TaskToolset
 	roleOf := map[string]string{} // raw tool name → "toolset.role"
-	for i, item := range n.items {
+	for i, item := range n.Items {
 		path := fmt.Sprintf("task_toolsets[%d]", i)
 		o := objectAt(item, path, f)
 		if o == nil {
-			if item.kind == kindNull {
+			if item.Kind == rawdoc.Null {
 				f.problem(path, "must be an object")
 			}
 			continue

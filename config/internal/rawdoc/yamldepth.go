@@ -1,4 +1,4 @@
-package config
+package rawdoc
 
 // yamlTooDeep returns the offset of the first node of a YAML document that
 // nests deeper than MaxDepth, or -1. It is a pre-scan, not a parser: it
