@@ -77,6 +77,13 @@ func (o *object) has(key string) bool {
 	return n != nil && n.Kind != rawdoc.Null
 }
 
+// present marks key as known and reports whether it is present with a
+// non-null value.
+func (o *object) present(key string) bool {
+	o.used[key] = true
+	return o.has(key)
+}
+
 // rejectUnknown records a problem for every key that was not taken (the
 // strict rule of the mux blocks and of routing/task_toolsets).
 func (o *object) rejectUnknown() {
