@@ -35,23 +35,26 @@ func editErr(format string, args ...any) error { return &EditError{Msg: fmt.Spri
 // sensitiveKey is DeerFlow's sensitive-key rule, applied to normalized keys.
 var sensitiveKey = regexp.MustCompile(`(^|_)(api_key|apikey|access_key|private_key|client_secret|secret|token|password|passwd|credential|credentials|authorization|bearer)(_|$)`)
 
-// isSensitive reports whether key names a secret: camelCase → snake_case,
-// lower case, anything not alphanumeric → "_", then sensitiveKey.
-func isSensitive(key string) bool {
+// isSensitive reports whether key names a secret: sensitiveKey on the
+// key in snake case.
+func isSensitive(key string) bool { return sensitiveKey.MatchString(snakeKey(key)) }
+
+// snakeKey normalizes a key for sensitiveKey: camelCase → snake_case,
+// lower case, anything not alphanumeric → "_".
+func snakeKey(key string) string {
 	var b strings.Builder
 	rs := []rune(key)
 	for i, r := range rs {
 		if unicode.IsUpper(r) && i > 0 && (unicode.IsLower(rs[i-1]) || unicode.IsDigit(rs[i-1])) {
 			b.WriteByte('_')
 		}
-		switch {
-		case r < unicode.MaxASCII && (unicode.IsLetter(r) || unicode.IsDigit(r)):
+		if r < unicode.MaxASCII && (unicode.IsLetter(r) || unicode.IsDigit(r)) {
 			b.WriteRune(unicode.ToLower(r))
-		default:
+		} else {
 			b.WriteByte('_')
 		}
 	}
-	return sensitiveKey.MatchString(b.String())
+	return b.String()
 }
 
 // decodeRaw decodes file content without $VAR expansion; empty content is
@@ -203,36 +206,55 @@ func ReplaceServers(data []byte, filename string, body []byte) ([]byte, []string
 	if err != nil {
 		return nil, nil, err
 	}
-	req, _, err := rawdoc.DecodeJSON(body, "request body")
+	in, err := requestServers(body)
 	if err != nil {
-		return nil, nil, &EditError{Msg: "Invalid request body: " + err.Error()}
-	}
-	in := req.Obj("mcp_servers")
-	if in == nil || in.Kind != rawdoc.Object {
-		return nil, nil, editErr("Invalid request body: mcp_servers must be an object mapping server names to server settings")
+		return nil, nil, err
 	}
 	stored := root.Obj("mcpServers")
 	vars := writableVars(root)
 	out := &rawdoc.Node{Kind: rawdoc.Object}
 	for i, name := range in.Keys {
-		st := stored.Obj(name)
-		merged, err := mergeServer(name, in.Vals[i], st)
+		merged, err := writeServer(name, in.Vals[i], stored.Obj(name), vars)
 		if err != nil {
-			return nil, nil, err
-		}
-		if err := noMasks(merged, "mcp_servers."+name); err != nil {
-			return nil, nil, err
-		}
-		if err := keptSecrets(name, merged, st); err != nil {
-			return nil, nil, err
-		}
-		if err := checkVars(name, merged, "", vars); err != nil {
 			return nil, nil, err
 		}
 		out.Set(name, merged)
 	}
 	root.Set("mcpServers", out)
 	return render(root), in.Keys, nil
+}
+
+// requestServers decodes a PUT body and returns its mcp_servers object.
+func requestServers(body []byte) (*rawdoc.Node, error) {
+	req, _, err := rawdoc.DecodeJSON(body, "request body")
+	if err != nil {
+		return nil, &EditError{Msg: "Invalid request body: " + err.Error()}
+	}
+	in := req.Obj("mcp_servers")
+	if in == nil || in.Kind != rawdoc.Object {
+		return nil, editErr("Invalid request body: mcp_servers must be an object mapping server names to server settings")
+	}
+	return in, nil
+}
+
+// writeServer merges one written server with the stored one (st, nil when
+// new) and applies the write rules: no mask left, stored secrets bound to
+// their destination, only writable variables.
+func writeServer(name string, in, st *rawdoc.Node, vars map[string]bool) (*rawdoc.Node, error) {
+	merged, err := mergeServer(name, in, st)
+	if err != nil {
+		return nil, err
+	}
+	if err := noMasks(merged, "mcp_servers."+name); err != nil {
+		return nil, err
+	}
+	if err := keptSecrets(name, merged, st); err != nil {
+		return nil, err
+	}
+	if err := checkVars(name, merged, "", vars); err != nil {
+		return nil, err
+	}
+	return merged, nil
 }
 
 // SetEnabled returns the file content with one server's enabled flag set;
@@ -261,53 +283,91 @@ func render(root *rawdoc.Node) []byte {
 	return buf.Bytes()
 }
 
+// Errors for a "***" value the stored server cannot resolve; the first %s
+// is the key, the second Masked.
+const (
+	maskedEnv         = "Cannot set env key '%s' to masked value '%s'; provide a real value."
+	maskedHeader      = "Cannot set header '%s' to masked value '%s'; provide a real value."
+	maskedUser        = "Cannot set user_auth credential for '%s' to masked value '%s'; provide a real value."
+	maskedTokenParam  = "Cannot set oauth extra_token_params key '%s' to masked value '%s'; provide a real value."
+	maskedExtraConfig = "Cannot set extra config key '%s' to masked value '%s'; provide a real value."
+)
+
+// serverMerges are the server fields with a merge rule of their own; any
+// other field goes through restore.
+var serverMerges = map[string]func(in, st *rawdoc.Node) (*rawdoc.Node, error){
+	"env":                  mergeEnv,
+	"headers":              mergeHeaders,
+	"oauth":                mergeOAuth,
+	"user_auth":            mergeUserAuth,
+	"headers_from_context": mergeHeadersFromContext,
+}
+
+// mergeServer merges a written server with the stored one (st, nil when
+// new): each written field by its rule, then the stored fields a PUT keeps
+// when omitted.
 func mergeServer(name string, in, st *rawdoc.Node) (*rawdoc.Node, error) {
 	if in.Kind != rawdoc.Object {
 		return nil, editErr("MCP server '%s' must be an object", name)
 	}
 	out := &rawdoc.Node{Kind: rawdoc.Object}
 	for i, k := range in.Keys {
-		v, sv := in.Vals[i], st.Obj(k)
-		var err error
-		switch k {
-		case "env":
-			v, err = mergeValues(v, sv, false, func(key string) error {
-				return editErr("Cannot set env key '%s' to masked value '%s'; provide a real value.", key, Masked)
-			})
-		case "headers":
-			v, err = mergeValues(v, sv, true, func(key string) error {
-				return editErr("Cannot set header '%s' to masked value '%s'; provide a real value.", key, Masked)
-			})
-		case "oauth":
-			v, err = mergeOAuth(v, sv)
-		case "user_auth":
-			v, err = mergeNested(v, sv, "users", func(key string) error {
-				return editErr("Cannot set user_auth credential for '%s' to masked value '%s'; provide a real value.", key, Masked)
-			})
-		case "headers_from_context":
-			v, err = mergeNested(v, sv, "", nil)
-		default:
-			v, err = restore(k, v, sv, isSensitive(k))
-		}
+		v, err := mergeField(k, in.Vals[i], st.Obj(k))
 		if err != nil {
 			return nil, err
 		}
 		out.Set(k, v)
 	}
-	if st != nil && st.Kind == rawdoc.Object {
-		for i, k := range st.Keys {
-			if !deerflowFields[k] && in.Get(k) == nil {
-				out.Set(k, st.Vals[i])
-			}
+	keepOmitted(out, in, st)
+	return out, nil
+}
+
+// mergeField merges one written server field with the stored one.
+func mergeField(k string, v, sv *rawdoc.Node) (*rawdoc.Node, error) {
+	if merge, ok := serverMerges[k]; ok {
+		return merge(v, sv)
+	}
+	return restore(k, v, sv, isSensitive(k))
+}
+
+// keepOmitted copies into out the stored fields that in omits and that
+// are not DeerFlow's (whose omission means their default).
+func keepOmitted(out, in, st *rawdoc.Node) {
+	if st == nil || st.Kind != rawdoc.Object {
+		return
+	}
+	for i, k := range st.Keys {
+		if !deerflowFields[k] && in.Get(k) == nil {
+			out.Set(k, st.Vals[i])
 		}
 	}
-	return out, nil
+}
+
+// mergeEnv resolves "***" env values to the stored ones.
+func mergeEnv(in, st *rawdoc.Node) (*rawdoc.Node, error) {
+	return mergeValues(in, st, false, maskedEnv)
+}
+
+// mergeHeaders resolves "***" header values to the stored ones, matching
+// header names case-insensitively.
+func mergeHeaders(in, st *rawdoc.Node) (*rawdoc.Node, error) {
+	return mergeValues(in, st, true, maskedHeader)
+}
+
+// mergeUserAuth merges user_auth, resolving "***" user credentials.
+func mergeUserAuth(in, st *rawdoc.Node) (*rawdoc.Node, error) {
+	return mergeNested(in, st, "users", maskedUser)
+}
+
+// mergeHeadersFromContext merges headers_from_context.
+func mergeHeadersFromContext(in, st *rawdoc.Node) (*rawdoc.Node, error) {
+	return mergeNested(in, st, "", "")
 }
 
 // mergeValues resolves "***" values of a map to the stored ones (fold: keys
 // compare case-insensitively, as header names do); masked for a key the
-// store lacks is the error from fail.
-func mergeValues(in, st *rawdoc.Node, fold bool, fail func(key string) error) (*rawdoc.Node, error) {
+// store lacks is an error with the text failFormat (see maskedEnv).
+func mergeValues(in, st *rawdoc.Node, fold bool, failFormat string) (*rawdoc.Node, error) {
 	if in.Kind != rawdoc.Object {
 		return in, nil
 	}
@@ -317,7 +377,7 @@ func mergeValues(in, st *rawdoc.Node, fold bool, fail func(key string) error) (*
 		if isMasked(v) {
 			sv := lookup(st, k, fold)
 			if sv == nil || isMasked(sv) {
-				return nil, fail(k)
+				return nil, editErr(failFormat, k, Masked)
 			}
 			v = sv
 		}
@@ -326,6 +386,8 @@ func mergeValues(in, st *rawdoc.Node, fold bool, fail func(key string) error) (*
 	return out, nil
 }
 
+// lookup returns key's value in obj (when an object), matching keys
+// case-insensitively when fold is set and no exact key is there.
 func lookup(obj *rawdoc.Node, key string, fold bool) *rawdoc.Node {
 	if obj == nil || obj.Kind != rawdoc.Object {
 		return nil
@@ -352,30 +414,13 @@ func mergeOAuth(in, st *rawdoc.Node) (*rawdoc.Node, error) {
 	}
 	out := &rawdoc.Node{Kind: rawdoc.Object}
 	for i, k := range in.Keys {
-		v, sv := in.Vals[i], st.Obj(k)
-		var err error
-		switch k {
-		case "client_secret", "refresh_token":
-			if v.Kind == rawdoc.Null || isMasked(v) {
-				if sv == nil || sv.Kind == rawdoc.Null {
-					if isMasked(v) {
-						return nil, editErr("Cannot persist masked secret placeholder for oauth.%s; provide a real value.", k)
-					}
-					continue
-				}
-				v = sv
-			}
-		case "extra_token_params":
-			v, err = mergeValues(v, sv, false, func(key string) error {
-				return editErr("Cannot set oauth extra_token_params key '%s' to masked value '%s'; provide a real value.", key, Masked)
-			})
-		default:
-			v, err = restore(k, v, sv, isSensitive(k))
-		}
+		v, keep, err := mergeOAuthField(k, in.Vals[i], st.Obj(k))
 		if err != nil {
 			return nil, err
 		}
-		out.Set(k, v)
+		if keep {
+			out.Set(k, v)
+		}
 	}
 	for _, k := range []string{"client_secret", "refresh_token", "extra_token_params"} {
 		if sv := st.Obj(k); sv != nil && sv.Kind != rawdoc.Null && in.Get(k) == nil {
@@ -385,10 +430,41 @@ func mergeOAuth(in, st *rawdoc.Node) (*rawdoc.Node, error) {
 	return out, nil
 }
 
+// mergeOAuthField merges one written oauth field with the stored one;
+// keep is false for a secret sent null with none stored (left out).
+func mergeOAuthField(k string, v, sv *rawdoc.Node) (_ *rawdoc.Node, keep bool, _ error) {
+	switch {
+	case k == "client_secret" || k == "refresh_token":
+		return mergeOAuthSecret(k, v, sv)
+	case k == "extra_token_params":
+		v, err := mergeValues(v, sv, false, maskedTokenParam)
+		return v, true, err
+	}
+	v, err := restore(k, v, sv, isSensitive(k))
+	return v, true, err
+}
+
+// mergeOAuthSecret resolves a client_secret or refresh_token sent null or
+// "***" to the stored value; without one, null leaves the key out and
+// "***" is an error.
+func mergeOAuthSecret(k string, v, sv *rawdoc.Node) (_ *rawdoc.Node, keep bool, _ error) {
+	if v.Kind != rawdoc.Null && !isMasked(v) {
+		return v, true, nil
+	}
+	if sv != nil && sv.Kind != rawdoc.Null {
+		return sv, true, nil
+	}
+	if isMasked(v) {
+		return nil, false, editErr("Cannot persist masked secret placeholder for oauth.%s; provide a real value.", k)
+	}
+	return nil, false, nil
+}
+
 // mergeNested merges a block that replaces only the sub-fields sent
 // (user_auth, headers_from_context); mapKey, when set, is a map whose
-// "***" values resolve to the stored ones (fail otherwise).
-func mergeNested(in, st *rawdoc.Node, mapKey string, fail func(string) error) (*rawdoc.Node, error) {
+// "***" values resolve to the stored ones (an error with the text
+// failFormat otherwise).
+func mergeNested(in, st *rawdoc.Node, mapKey, failFormat string) (*rawdoc.Node, error) {
 	if in.Kind != rawdoc.Object {
 		return in, nil
 	}
@@ -399,13 +475,7 @@ func mergeNested(in, st *rawdoc.Node, mapKey string, fail func(string) error) (*
 		}
 	}
 	for i, k := range in.Keys {
-		v, sv := in.Vals[i], st.Obj(k)
-		var err error
-		if k == mapKey {
-			v, err = mergeValues(v, sv, false, fail)
-		} else {
-			v, err = restore(k, v, sv, isSensitive(k))
-		}
+		v, err := mergeNestedField(k, in.Vals[i], st.Obj(k), mapKey, failFormat)
 		if err != nil {
 			return nil, err
 		}
@@ -414,41 +484,69 @@ func mergeNested(in, st *rawdoc.Node, mapKey string, fail func(string) error) (*
 	return out, nil
 }
 
+// mergeNestedField merges one sub-field of a nested block: the map at
+// mapKey (when set) by mergeValues, the others by restore.
+func mergeNestedField(k string, v, sv *rawdoc.Node, mapKey, failFormat string) (*rawdoc.Node, error) {
+	if mapKey != "" && k == mapKey {
+		return mergeValues(v, sv, false, failFormat)
+	}
+	return restore(k, v, sv, isSensitive(k))
+}
+
 // restore resolves "***" under sensitive keys to the stored value at the
 // same place. An array holding masks must equal the masked stored array.
 func restore(key string, in, st *rawdoc.Node, sensitive bool) (*rawdoc.Node, error) {
 	switch in.Kind {
 	case rawdoc.String:
-		if !isMasked(in) || !sensitive {
-			return in, nil
-		}
-		if st == nil || st.Kind == rawdoc.Null || isMasked(st) {
-			return nil, editErr("Cannot set extra config key '%s' to masked value '%s'; provide a real value.", key, Masked)
-		}
-		return st, nil
+		return restoreString(key, in, st, sensitive)
 	case rawdoc.Object:
-		out := &rawdoc.Node{Kind: rawdoc.Object}
-		for i, k := range in.Keys {
-			v, err := restore(k, in.Vals[i], st.Obj(k), sensitive || isSensitive(k))
-			if err != nil {
-				return nil, err
-			}
-			out.Set(k, v)
-		}
-		return out, nil
+		return restoreObject(in, st, sensitive)
 	case rawdoc.Array:
-		if !hasMask(in) {
-			return in, nil
-		}
-		if st != nil && st.Kind == rawdoc.Array && bytes.Equal(maskTree(st, sensitive).JSON(), in.JSON()) {
-			return st, nil
-		}
-		if !masksSecret(in, sensitive) {
-			return in, nil // a literal "***" elsewhere: the final guard names it
-		}
-		return nil, editErr("Cannot edit extra config array '%s' while masked secrets remain; provide real values for every masked secret.", key)
+		return restoreArray(key, in, st, sensitive)
 	}
 	return in, nil
+}
+
+// restoreString resolves a "***" string under a sensitive key to the
+// stored value, which must be a real one.
+func restoreString(key string, in, st *rawdoc.Node, sensitive bool) (*rawdoc.Node, error) {
+	if !isMasked(in) || !sensitive {
+		return in, nil
+	}
+	if st == nil || st.Kind == rawdoc.Null || isMasked(st) {
+		return nil, editErr(maskedExtraConfig, key, Masked)
+	}
+	return st, nil
+}
+
+// restoreObject restores every value of an object against the stored
+// object's value at the same key.
+func restoreObject(in, st *rawdoc.Node, sensitive bool) (*rawdoc.Node, error) {
+	out := &rawdoc.Node{Kind: rawdoc.Object}
+	for i, k := range in.Keys {
+		v, err := restore(k, in.Vals[i], st.Obj(k), sensitive || isSensitive(k))
+		if err != nil {
+			return nil, err
+		}
+		out.Set(k, v)
+	}
+	return out, nil
+}
+
+// restoreArray resolves an array holding masks: to the stored array when
+// it masks to the same, as written when its "***" are literals, else an
+// error.
+func restoreArray(key string, in, st *rawdoc.Node, sensitive bool) (*rawdoc.Node, error) {
+	if !hasMask(in) {
+		return in, nil
+	}
+	if st != nil && st.Kind == rawdoc.Array && bytes.Equal(maskTree(st, sensitive).JSON(), in.JSON()) {
+		return st, nil
+	}
+	if !masksSecret(in, sensitive) {
+		return in, nil // a literal "***" elsewhere: the final guard names it
+	}
+	return nil, editErr("Cannot edit extra config array '%s' while masked secrets remain; provide real values for every masked secret.", key)
 }
 
 // masksSecret reports whether n holds "***" where GET would mask a secret.
@@ -609,14 +707,18 @@ func serverKind(n *rawdoc.Node) string {
 	return TypeStdio
 }
 
+// sameValue reports whether a and b are equal as written, taking every
+// empty value (absent, null, "", []) as the same.
 func sameValue(a, b *rawdoc.Node) bool {
-	empty := func(n *rawdoc.Node) bool {
-		return n == nil || n.Kind == rawdoc.Null || (n.Kind == rawdoc.String && n.Text == "") || (n.Kind == rawdoc.Array && len(n.Items) == 0)
-	}
-	if empty(a) || empty(b) {
-		return empty(a) && empty(b)
+	if isEmpty(a) || isEmpty(b) {
+		return isEmpty(a) && isEmpty(b)
 	}
 	return bytes.Equal(a.JSON(), b.JSON())
+}
+
+// isEmpty reports whether n is absent, null, "" or [].
+func isEmpty(n *rawdoc.Node) bool {
+	return n == nil || n.Kind == rawdoc.Null || (n.Kind == rawdoc.String && n.Text == "") || (n.Kind == rawdoc.Array && len(n.Items) == 0)
 }
 
 // collect adds every node under n to into.
@@ -634,25 +736,46 @@ func collect(n *rawdoc.Node, into map[*rawdoc.Node]bool) {
 // the first value masking hides (or nulls) that is a node of the stored
 // server, or "".
 func storedSecret(n, masked *rawdoc.Node, at string, fromStore map[*rawdoc.Node]bool) string {
-	hidden := (isMasked(masked) && !isMasked(n)) || (masked.Kind == rawdoc.Null && n.Kind != rawdoc.Null)
-	if hidden {
+	if hiddenBy(n, masked) {
 		if fromStore[n] {
 			return at
 		}
 		return ""
 	}
+	if p := storedSecretItem(n, masked, at, fromStore); p != "" {
+		return p
+	}
+	return storedSecretField(n, masked, at, fromStore)
+}
+
+// hiddenBy reports whether masking hides n: masked is "***" where n is
+// not, or null where n is not.
+func hiddenBy(n, masked *rawdoc.Node) bool {
+	return (isMasked(masked) && !isMasked(n)) || (masked.Kind == rawdoc.Null && n.Kind != rawdoc.Null)
+}
+
+// storedSecretItem is storedSecret over the items of an array.
+func storedSecretItem(n, masked *rawdoc.Node, at string, fromStore map[*rawdoc.Node]bool) string {
 	for i, it := range n.Items {
-		if i < len(masked.Items) {
-			if p := storedSecret(it, masked.Items[i], fmt.Sprintf("%s[%d]", at, i), fromStore); p != "" {
-				return p
-			}
+		if i >= len(masked.Items) {
+			continue
+		}
+		if p := storedSecret(it, masked.Items[i], fmt.Sprintf("%s[%d]", at, i), fromStore); p != "" {
+			return p
 		}
 	}
+	return ""
+}
+
+// storedSecretField is storedSecret over the values of an object.
+func storedSecretField(n, masked *rawdoc.Node, at string, fromStore map[*rawdoc.Node]bool) string {
 	for i, k := range n.Keys {
-		if mv := masked.Get(k); mv != nil {
-			if p := storedSecret(n.Vals[i], mv, strings.TrimPrefix(at+"."+k, "."), fromStore); p != "" {
-				return p
-			}
+		mv := masked.Get(k)
+		if mv == nil {
+			continue
+		}
+		if p := storedSecret(n.Vals[i], mv, strings.TrimPrefix(at+"."+k, "."), fromStore); p != "" {
+			return p
 		}
 	}
 	return ""
