@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/mcp-mux/mcp-mux/config/internal/rawdoc"
@@ -91,58 +92,64 @@ func Load(path string, opts LoadOptions) (*Config, error) {
 // validator can report server problems too, but it must not be served.
 // Invalid servers alone are not an error: they are listed in Config.Invalid.
 func Parse(data []byte, opts LoadOptions) (*Config, error) {
-	lookup := opts.LookupEnv
-	if lookup == nil {
-		lookup = os.LookupEnv
-	}
-	data = rawdoc.TrimBOM(data)
-	root, dups, err := rawdoc.Decode(data, opts.Filename)
+	root, dups, err := rawdoc.Decode(rawdoc.TrimBOM(data), opts.Filename)
 	if err != nil {
 		return nil, err
 	}
 	if root.Kind != rawdoc.Object {
 		return nil, errors.Join(Problem{Message: "the config file must contain an object at the top level"})
 	}
-	expand(root, lookup)
-
+	expand(root, opts.lookup())
 	cfg := &Config{Path: opts.Filename}
 	for _, d := range dups {
 		cfg.Warnings = append(cfg.Warnings, duplicateWarning(d))
 	}
-	var problems []Problem
-	problems = append(problems, cfg.parseServers(root.Get("mcpServers"), opts.Listen)...)
+	problems := cfg.parseServers(root.Get("mcpServers"), opts.Listen)
 	cfg.parseInterceptors(root.Get("mcpInterceptors"))
 	problems = append(problems, cfg.parseMuxBlocks(root)...)
+	cfg.keepUnknown(root)
+	return cfg, joinProblems(problems)
+}
+
+// lookup returns LookupEnv, or os.LookupEnv when it is nil.
+func (o LoadOptions) lookup() func(string) (string, bool) {
+	if o.LookupEnv == nil {
+		return os.LookupEnv
+	}
+	return o.LookupEnv
+}
+
+// keepUnknown keeps the unknown top-level keys verbatim in c.Extra,
+// warning about those that look like a misspelled known key.
+func (c *Config) keepUnknown(root *rawdoc.Node) {
 	for i, k := range root.Keys {
-		if knownTopLevel(k) {
+		if slices.Contains(topLevelKeys, k) {
 			continue
 		}
 		if lk := likelyKey(k, topLevelKeys); lk != "" {
-			cfg.Warnings = append(cfg.Warnings, Problem{Field: k, Message: fmt.Sprintf("unknown top-level key, kept but not used; did you mean %q?", lk)})
+			c.Warnings = append(c.Warnings, Problem{Field: k, Message: fmt.Sprintf("unknown top-level key, kept but not used; did you mean %q?", lk)})
 		}
-		if cfg.Extra == nil {
-			cfg.Extra = map[string]json.RawMessage{}
+		if c.Extra == nil {
+			c.Extra = map[string]json.RawMessage{}
 		}
-		cfg.Extra[k] = root.Vals[i].JSON()
+		c.Extra[k] = root.Vals[i].JSON()
 	}
-	if len(problems) > 0 {
-		errs := make([]error, len(problems))
-		for i, p := range problems {
-			errs[i] = p
-		}
-		return cfg, errors.Join(errs...)
-	}
-	return cfg, nil
 }
 
-func knownTopLevel(key string) bool {
-	switch key {
-	case "mcpServers", "mcpInterceptors", "guardrails", "tool_search", "mcp_tasks", "store", "inbound", "admin":
-		return true
+// joinProblems returns problems as one errors.Join error, or nil.
+func joinProblems(problems []Problem) error {
+	if len(problems) == 0 {
+		return nil
 	}
-	return false
+	errs := make([]error, len(problems))
+	for i, p := range problems {
+		errs[i] = p
+	}
+	return errors.Join(errs...)
 }
 
+// duplicateWarning words the warning of a duplicate key: a server defined
+// twice, or a key inside a server or elsewhere.
 func duplicateWarning(d rawdoc.DupKey) Problem {
 	if len(d.Path) == 2 && d.Path[0] == "mcpServers" {
 		return Problem{Server: d.Path[1], Message: "server is defined more than once; the last definition is used"}
@@ -167,9 +174,7 @@ func (c *Config) parseServers(n *rawdoc.Node, listen string) []Problem {
 		s, res := parseServer(name, n.Vals[i])
 		c.Warnings = append(c.Warnings, res.warnings...)
 		if len(res.problems) == 0 {
-			if p := selfProblem(s, listen); p != nil {
-				res.problems = append(res.problems, *p)
-			}
+			res.problems = selfProblems(s, listen)
 		}
 		if len(res.problems) > 0 {
 			c.Invalid = append(c.Invalid, ServerError{Name: name, Problems: res.problems})

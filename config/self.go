@@ -36,6 +36,14 @@ func selfProblem(s *Server, listen string) *Problem {
 	return &Problem{Server: s.Name, Field: "url", Message: "points at this mcp-mux's own listener (" + listen + "): its calls would come back to the mux; point it at the upstream server instead"}
 }
 
+// selfProblems returns selfProblem's problem as a list (nil when none).
+func selfProblems(s *Server, listen string) []Problem {
+	if p := selfProblem(s, listen); p != nil {
+		return []Problem{*p}
+	}
+	return nil
+}
+
 // sameHost reports whether a url's host reaches a listener bound to lhost.
 func sameHost(host, lhost string) bool {
 	if strings.EqualFold(host, lhost) {

@@ -76,15 +76,7 @@ func Watch(opts WatchOptions) (*Watcher, error) {
 	if opts.Path == "" || opts.OnLoad == nil {
 		return nil, errors.New("config watch: Path and OnLoad are required")
 	}
-	if opts.Debounce <= 0 {
-		opts.Debounce = DefaultDebounce
-	}
-	if opts.Poll <= 0 {
-		opts.Poll = DefaultPoll
-	}
-	if opts.Load.Filename == "" {
-		opts.Load.Filename = opts.Path
-	}
+	opts.setDefaults()
 	fsw, err := fsnotify.NewWatcher()
 	if err != nil {
 		return nil, fmt.Errorf("config watch: %w", err)
@@ -100,6 +92,19 @@ func Watch(opts WatchOptions) (*Watcher, error) {
 	}
 	go w.run()
 	return w, nil
+}
+
+// setDefaults fills the unset durations and Load.Filename.
+func (o *WatchOptions) setDefaults() {
+	if o.Debounce <= 0 {
+		o.Debounce = DefaultDebounce
+	}
+	if o.Poll <= 0 {
+		o.Poll = DefaultPoll
+	}
+	if o.Load.Filename == "" {
+		o.Load.Filename = o.Path
+	}
 }
 
 // Close stops the watcher and waits for a running OnLoad to return.
