@@ -45,7 +45,7 @@ func snakeKey(key string) string {
 	var b strings.Builder
 	rs := []rune(key)
 	for i, r := range rs {
-		if unicode.IsUpper(r) && i > 0 && (unicode.IsLower(rs[i-1]) || unicode.IsDigit(rs[i-1])) {
+		if camelBoundary(rs, i) {
 			b.WriteByte('_')
 		}
 		if r < unicode.MaxASCII && (unicode.IsLetter(r) || unicode.IsDigit(r)) {
@@ -55,6 +55,12 @@ func snakeKey(key string) string {
 		}
 	}
 	return b.String()
+}
+
+// camelBoundary reports whether rs[i] starts a new camelCase word: an
+// upper-case letter after a lower-case letter or a digit.
+func camelBoundary(rs []rune, i int) bool {
+	return unicode.IsUpper(rs[i]) && i > 0 && (unicode.IsLower(rs[i-1]) || unicode.IsDigit(rs[i-1]))
 }
 
 // decodeRaw decodes file content without $VAR expansion; empty content is
@@ -156,11 +162,7 @@ func maskObject(n *rawdoc.Node, special map[string]func(*rawdoc.Node) *rawdoc.No
 func maskTree(n *rawdoc.Node, sensitive bool) *rawdoc.Node {
 	switch n.Kind {
 	case rawdoc.Object:
-		out := &rawdoc.Node{Kind: rawdoc.Object}
-		for i, k := range n.Keys {
-			out.Set(k, maskTree(n.Vals[i], sensitive || isSensitive(k)))
-		}
-		return out
+		return maskFields(n, sensitive)
 	case rawdoc.Array:
 		out := &rawdoc.Node{Kind: rawdoc.Array}
 		for _, item := range n.Items {
@@ -174,6 +176,16 @@ func maskTree(n *rawdoc.Node, sensitive bool) *rawdoc.Node {
 		return rawdoc.Str(Masked)
 	}
 	return n
+}
+
+// maskFields is maskTree of an object: a value is sensitive under a
+// sensitive object or key.
+func maskFields(n *rawdoc.Node, sensitive bool) *rawdoc.Node {
+	out := &rawdoc.Node{Kind: rawdoc.Object}
+	for i, k := range n.Keys {
+		out.Set(k, maskTree(n.Vals[i], sensitive || isSensitive(k)))
+	}
+	return out
 }
 
 // deerflowFields are the server fields DeerFlow's PUT model declares: one
@@ -422,12 +434,18 @@ func mergeOAuth(in, st *rawdoc.Node) (*rawdoc.Node, error) {
 			out.Set(k, v)
 		}
 	}
+	keepOmittedOAuth(out, in, st)
+	return out, nil
+}
+
+// keepOmittedOAuth copies into out the stored client_secret,
+// refresh_token and extra_token_params that in omits.
+func keepOmittedOAuth(out, in, st *rawdoc.Node) {
 	for _, k := range []string{"client_secret", "refresh_token", "extra_token_params"} {
 		if sv := st.Obj(k); sv != nil && sv.Kind != rawdoc.Null && in.Get(k) == nil {
 			out.Set(k, sv)
 		}
 	}
-	return out, nil
 }
 
 // mergeOAuthField merges one written oauth field with the stored one;
@@ -635,9 +653,8 @@ func usedVars(n *rawdoc.Node, into map[string]bool) {
 // checkVars refuses the first "$VAR" under n (at its path) that vars lacks;
 // the error names the variable, never its value.
 func checkVars(server string, n *rawdoc.Node, at string, vars map[string]bool) error {
-	if name, ok := strings.CutPrefix(n.Text, "$"); ok && n.Kind == rawdoc.String && !vars[name] {
-		return editErr("MCP server '%s' refers to environment variable '%s' at %s, which the config file's servers do not use; an API write may expand only those or the variables admin.allowed_env lists.",
-			server, name, at)
+	if err := checkVar(server, n, at, vars); err != nil {
+		return err
 	}
 	for i, it := range n.Items {
 		if err := checkVars(server, it, fmt.Sprintf("%s[%d]", at, i), vars); err != nil {
@@ -650,6 +667,17 @@ func checkVars(server string, n *rawdoc.Node, at string, vars map[string]bool) e
 		}
 	}
 	return nil
+}
+
+// checkVar refuses n (at its path) when it is a "$VAR" string naming a
+// variable vars lacks.
+func checkVar(server string, n *rawdoc.Node, at string, vars map[string]bool) error {
+	name, ok := strings.CutPrefix(n.Text, "$")
+	if !ok || n.Kind != rawdoc.String || vars[name] {
+		return nil
+	}
+	return editErr("MCP server '%s' refers to environment variable '%s' at %s, which the config file's servers do not use; an API write may expand only those or the variables admin.allowed_env lists.",
+		server, name, at)
 }
 
 // keptSecrets refuses a write that changes where a server connects while
@@ -679,7 +707,7 @@ func keptSecrets(server string, merged, st *rawdoc.Node) error {
 // with no url and no command, or an oauth block removed, sends nothing
 // anywhere new.
 func changedDestination(merged, st *rawdoc.Node) string {
-	if sameValue(merged.Get("url"), nil) && sameValue(merged.Get("command"), nil) {
+	if isEmpty(merged.Get("url")) && isEmpty(merged.Get("command")) {
 		return ""
 	}
 	if serverKind(merged) != serverKind(st) {
@@ -690,6 +718,12 @@ func changedDestination(merged, st *rawdoc.Node) string {
 			return k
 		}
 	}
+	return changedTokenURL(merged, st)
+}
+
+// changedTokenURL returns "oauth.token_url" when merged has an oauth block
+// whose token_url differs from st's, else "".
+func changedTokenURL(merged, st *rawdoc.Node) string {
 	if o := merged.Obj("oauth"); o != nil && !sameValue(o.Obj("token_url"), st.Obj("oauth").Obj("token_url")) {
 		return "oauth.token_url"
 	}

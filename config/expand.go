@@ -12,13 +12,7 @@ import (
 func expand(n *rawdoc.Node, lookup func(string) (string, bool)) {
 	switch n.Kind {
 	case rawdoc.String:
-		n.Value, n.Unset = n.Text, ""
-		if strings.HasPrefix(n.Text, "$") {
-			var ok bool
-			if n.Value, ok = lookup(n.Text[1:]); !ok {
-				n.Unset = n.Text[1:]
-			}
-		}
+		expandString(n, lookup)
 	case rawdoc.Array:
 		for _, item := range n.Items {
 			expand(item, lookup)
@@ -27,5 +21,18 @@ func expand(n *rawdoc.Node, lookup func(string) (string, bool)) {
 		for _, v := range n.Vals {
 			expand(v, lookup)
 		}
+	}
+}
+
+// expandString sets a string node's value: the text as written, or for
+// "$VAR" the variable's value ("" and Unset naming it when unset).
+func expandString(n *rawdoc.Node, lookup func(string) (string, bool)) {
+	n.Value, n.Unset = n.Text, ""
+	name, ok := strings.CutPrefix(n.Text, "$")
+	if !ok {
+		return
+	}
+	if n.Value, ok = lookup(name); !ok {
+		n.Unset = name
 	}
 }

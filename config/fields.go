@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mcp-mux/mcp-mux/secret"
@@ -227,27 +228,32 @@ func secretMap(entries []entry) map[string]secret.Value {
 // number reads a finite number; ok is false when absent/null or invalid.
 func (o *object) number(key string) (v float64, ok bool) {
 	n := o.take(key)
-	if n == nil {
-		return 0, false
-	}
-	path := o.field(key)
-	switch n.Kind {
-	case rawdoc.Number:
-	case rawdoc.Bool:
-		o.f.problem(path, "must be a number, not a boolean")
-		return 0, false
-	default:
-		o.f.problem(path, "must be a number, not %s", kindName(n.Kind))
+	if n == nil || !o.isNumber(key, n) {
 		return 0, false
 	}
 	f, err := strconv.ParseFloat(n.Text, 64)
 	if (err != nil && !isRangeErr(err)) || math.IsInf(f, 0) || math.IsNaN(f) {
-		o.f.problem(path, "must be a finite number")
+		o.f.problem(o.field(key), "must be a finite number")
 		return 0, false
 	}
 	return f, true
 }
 
+// isNumber reports whether key's value n is a number, recording the
+// problem when it is not.
+func (o *object) isNumber(key string, n *rawdoc.Node) bool {
+	switch n.Kind {
+	case rawdoc.Number:
+		return true
+	case rawdoc.Bool:
+		o.f.problem(o.field(key), "must be a number, not a boolean")
+	default:
+		o.f.problem(o.field(key), "must be a number, not %s", kindName(n.Kind))
+	}
+	return false
+}
+
+// isRangeErr reports whether err is strconv's out-of-range error.
 func isRangeErr(err error) bool {
 	ne, ok := err.(*strconv.NumError)
 	return ok && ne.Err == strconv.ErrRange
@@ -331,23 +337,20 @@ func checkHTTPURL(s, path string, f *findings) bool {
 	return true
 }
 
-func kindName(k rawdoc.Kind) string {
-	switch k {
-	case rawdoc.Null:
-		return "null"
-	case rawdoc.Bool:
-		return "a boolean"
-	case rawdoc.Number:
-		return "a number"
-	case rawdoc.String:
-		return "a string"
-	case rawdoc.Array:
-		return "a list"
-	default:
-		return "an object"
-	}
+// kindNames are the kinds as problems name them.
+var kindNames = [...]string{
+	rawdoc.Null:   "null",
+	rawdoc.Bool:   "a boolean",
+	rawdoc.Number: "a number",
+	rawdoc.String: "a string",
+	rawdoc.Array:  "a list",
+	rawdoc.Object: "an object",
 }
 
+// kindName names a kind in a problem ("a string", "null", …).
+func kindName(k rawdoc.Kind) string { return kindNames[k] }
+
+// quoteList renders allowed values as "'a', 'b' or 'c'".
 func quoteList(vals []string) string {
 	out := ""
 	for i, v := range vals {
@@ -366,10 +369,14 @@ func quoteList(vals []string) string {
 // quote renders a key (never a value) the way DeerFlow's messages do, falling
 // back to Go quoting when the text has quotes or unprintable characters.
 func quote(s string) string {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == 0x7f || c == '\'' || c == '\\' || c >= 0x80 {
-			return strconv.Quote(s)
-		}
+	if strings.ContainsFunc(s, needsGoQuote) {
+		return strconv.Quote(s)
 	}
 	return "'" + s + "'"
+}
+
+// needsGoQuote reports whether r cannot stand inside DeerFlow's single
+// quotes: a control character, a quote, a backslash or non-ASCII.
+func needsGoQuote(r rune) bool {
+	return r < 0x20 || r == 0x7f || r == '\'' || r == '\\' || r >= 0x80
 }

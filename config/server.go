@@ -375,12 +375,19 @@ func warnNearMisses(keys []string, extra map[string]json.RawMessage, f *findings
 func (s *Server) crossCheck(f *findings) {
 	if s.Type == TypeStdio {
 		s.ignoreRemoteBlocks(f)
-	} else if h := s.HeadersFromContext; h != nil && h.Enabled && len(h.Headers) > 0 && len(s.TaskToolsets) > 0 {
+	} else if s.sendsContextHeaders() && len(s.TaskToolsets) > 0 {
 		f.warn("headers_from_context", "headers_from_context headers are sent with task submit calls only; status and cancel polls use the static and OAuth credentials")
 	}
 	if s.ToolNamePrefix && s.Name != "" && !isToolNameSafe(s.Name) {
 		f.warn("", "server name has characters outside [A-Za-z0-9_-], so its prefixed tool names are invalid and its tools will be dropped; rename it or set tool_name_prefix to false")
 	}
+}
+
+// sendsContextHeaders reports whether an enabled headers_from_context
+// block maps at least one header.
+func (s *Server) sendsContextHeaders() bool {
+	h := s.HeadersFromContext
+	return h != nil && h.Enabled && len(h.Headers) > 0
 }
 
 // ignoreRemoteBlocks marks a stdio server's user_auth and

@@ -38,12 +38,9 @@ func WriteFile(path string, data []byte) error {
 		return err
 	}
 	dir := filepath.Dir(target)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(target)+".*.tmp")
+	tmp, err := createTemp(dir, target)
 	if err != nil {
-		if readOnlyErr(err) {
-			return fmt.Errorf("%w: cannot create files in %s", ErrReadOnly, dir)
-		}
-		return fmt.Errorf("writing config: %w", err)
+		return err
 	}
 	name := tmp.Name()
 	defer os.Remove(name) // no-op after the rename
@@ -58,6 +55,18 @@ func WriteFile(path string, data []byte) error {
 		_ = d.Close()
 	}
 	return nil
+}
+
+// createTemp creates the temp file (".<name>.*.tmp") beside target in dir.
+func createTemp(dir, target string) (*os.File, error) {
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(target)+".*.tmp")
+	if err == nil {
+		return tmp, nil
+	}
+	if readOnlyErr(err) {
+		return nil, fmt.Errorf("%w: cannot create files in %s", ErrReadOnly, dir)
+	}
+	return nil, fmt.Errorf("writing config: %w", err)
 }
 
 // writeTarget resolves the file a write replaces (a symlink's target; the
