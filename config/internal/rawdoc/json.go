@@ -33,12 +33,14 @@ func DecodeJSON(data []byte, file string) (*Node, []DupKey, error) {
 	return n, d.dups, nil
 }
 
+// jsonDecoder builds a Node tree from encoding/json's tokens.
 type jsonDecoder struct {
 	dec  *json.Decoder
 	path []string // keys leading to the value being decoded
 	dups []DupKey
 }
 
+// value decodes the next value.
 func (d *jsonDecoder) value() (*Node, error) {
 	tok, err := d.dec.Token()
 	if err != nil {
@@ -47,54 +49,88 @@ func (d *jsonDecoder) value() (*Node, error) {
 		}
 		return nil, err
 	}
-	switch t := tok.(type) {
-	case nil:
-		return &Node{Kind: Null}, nil
-	case bool:
-		return &Node{Kind: Bool, Bool: t}, nil
-	case json.Number:
-		return &Node{Kind: Number, Text: string(t)}, nil
-	case string:
-		return &Node{Kind: String, Text: t, Value: t}, nil
-	case json.Delim:
-		switch t {
-		case '[':
-			n := &Node{Kind: Array}
-			for d.dec.More() {
-				item, err := d.value()
-				if err != nil {
-					return nil, err
-				}
-				n.Items = append(n.Items, item)
-			}
-			_, err := d.dec.Token() // ']'
-			return n, err
-		case '{':
-			b := newObjectBuilder()
-			for d.dec.More() {
-				kt, err := d.dec.Token()
-				if err != nil {
-					return nil, err
-				}
-				key, ok := kt.(string)
-				if !ok {
-					return nil, fmt.Errorf("object key is not a string")
-				}
-				d.path = append(d.path, key)
-				v, err := d.value()
-				if err != nil {
-					return nil, err
-				}
-				if b.set(key, v) {
-					d.dups = append(d.dups, DupKey{Path: slices.Clone(d.path)})
-				}
-				d.path = d.path[:len(d.path)-1]
-			}
-			_, err := d.dec.Token() // '}'
-			return b.n, err
-		}
+	if delim, ok := tok.(json.Delim); ok {
+		return d.collection(delim)
+	}
+	if n := scalarNode(tok); n != nil {
+		return n, nil
 	}
 	return nil, fmt.Errorf("unexpected JSON token %v", tok)
+}
+
+// scalarNode returns the node of a scalar token, or nil for any other.
+func scalarNode(tok json.Token) *Node {
+	switch t := tok.(type) {
+	case nil:
+		return &Node{Kind: Null}
+	case bool:
+		return &Node{Kind: Bool, Bool: t}
+	case json.Number:
+		return &Node{Kind: Number, Text: string(t)}
+	case string:
+		return &Node{Kind: String, Text: t, Value: t}
+	}
+	return nil
+}
+
+// collection decodes the array or object that delim opens.
+func (d *jsonDecoder) collection(delim json.Delim) (*Node, error) {
+	switch delim {
+	case '[':
+		return d.array()
+	case '{':
+		return d.object()
+	}
+	return nil, fmt.Errorf("unexpected JSON token %v", delim)
+}
+
+// array decodes an array's items and its closing bracket.
+func (d *jsonDecoder) array() (*Node, error) {
+	n := &Node{Kind: Array}
+	for d.dec.More() {
+		item, err := d.value()
+		if err != nil {
+			return nil, err
+		}
+		n.Items = append(n.Items, item)
+	}
+	_, err := d.dec.Token() // ']'
+	return n, err
+}
+
+// object decodes an object's members and its closing brace, recording
+// duplicate keys.
+func (d *jsonDecoder) object() (*Node, error) {
+	b := newObjectBuilder()
+	for d.dec.More() {
+		if err := d.member(b); err != nil {
+			return nil, err
+		}
+	}
+	_, err := d.dec.Token() // '}'
+	return b.n, err
+}
+
+// member decodes one key and its value into b.
+func (d *jsonDecoder) member(b *objectBuilder) error {
+	kt, err := d.dec.Token()
+	if err != nil {
+		return err
+	}
+	key, ok := kt.(string)
+	if !ok {
+		return fmt.Errorf("object key is not a string")
+	}
+	d.path = append(d.path, key)
+	v, err := d.value()
+	if err != nil {
+		return err
+	}
+	if b.set(key, v) {
+		d.dups = append(d.dups, DupKey{Path: slices.Clone(d.path)})
+	}
+	d.path = d.path[:len(d.path)-1]
+	return nil
 }
 
 // syntaxAtOffset builds a SyntaxError whose line and column (1-based, in

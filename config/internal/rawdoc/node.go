@@ -87,6 +87,15 @@ func newObjectBuilder() *objectBuilder {
 	return &objectBuilder{n: &Node{Kind: Object}, index: map[string]int{}}
 }
 
+// addMissing adds the keys of object v that b does not have yet.
+func (b *objectBuilder) addMissing(v *Node) {
+	for i, key := range v.Keys {
+		if _, ok := b.index[key]; !ok {
+			b.set(key, v.Vals[i])
+		}
+	}
+}
+
 // set adds key=v and reports whether key was already present.
 func (b *objectBuilder) set(key string, v *Node) bool {
 	if i, ok := b.index[key]; ok {
@@ -107,6 +116,7 @@ func (n *Node) JSON() json.RawMessage {
 	return buf
 }
 
+// appendNode appends n as compact JSON, as written.
 func appendNode(buf []byte, n *Node) []byte {
 	switch n.Kind {
 	case Null:
@@ -118,50 +128,45 @@ func appendNode(buf []byte, n *Node) []byte {
 	case String:
 		return appendString(buf, n.Text)
 	case Array:
-		buf = append(buf, '[')
-		for i, item := range n.Items {
-			if i > 0 {
-				buf = append(buf, ',')
-			}
-			buf = appendNode(buf, item)
-		}
-		return append(buf, ']')
+		return appendArray(buf, n)
 	default:
-		buf = append(buf, '{')
-		for i, k := range n.Keys {
-			if i > 0 {
-				buf = append(buf, ',')
-			}
-			buf = appendString(buf, k)
-			buf = append(buf, ':')
-			buf = appendNode(buf, n.Vals[i])
-		}
-		return append(buf, '}')
+		return appendObject(buf, n)
 	}
 }
 
+// appendArray appends an array node as compact JSON.
+func appendArray(buf []byte, n *Node) []byte {
+	buf = append(buf, '[')
+	for i, item := range n.Items {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = appendNode(buf, item)
+	}
+	return append(buf, ']')
+}
+
+// appendObject appends an object node as compact JSON, in key order.
+func appendObject(buf []byte, n *Node) []byte {
+	buf = append(buf, '{')
+	for i, k := range n.Keys {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = appendString(buf, k)
+		buf = append(buf, ':')
+		buf = appendNode(buf, n.Vals[i])
+	}
+	return append(buf, '}')
+}
+
 // appendString appends s as a JSON string without HTML escaping, so the text
-// stays as the user wrote it.
+// stays as the user wrote it; invalid UTF-8 becomes U+FFFD.
 func appendString(buf []byte, s string) []byte {
-	const hex = "0123456789abcdef"
 	buf = append(buf, '"')
 	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
-				buf = append(buf, '\\', c)
-			case c == '\n':
-				buf = append(buf, '\\', 'n')
-			case c == '\r':
-				buf = append(buf, '\\', 'r')
-			case c == '\t':
-				buf = append(buf, '\\', 't')
-			case c < 0x20:
-				buf = append(buf, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			default:
-				buf = append(buf, c)
-			}
+		if c := s[i]; c < utf8.RuneSelf {
+			buf = appendASCII(buf, c)
 			i++
 			continue
 		}
@@ -174,4 +179,23 @@ func appendString(buf []byte, s string) []byte {
 		i += size
 	}
 	return append(buf, '"')
+}
+
+// appendASCII appends one ASCII character of a JSON string, escaped when
+// JSON requires it.
+func appendASCII(buf []byte, c byte) []byte {
+	const hex = "0123456789abcdef"
+	switch {
+	case c == '"' || c == '\\':
+		return append(buf, '\\', c)
+	case c == '\n':
+		return append(buf, '\\', 'n')
+	case c == '\r':
+		return append(buf, '\\', 'r')
+	case c == '\t':
+		return append(buf, '\\', 't')
+	case c < 0x20:
+		return append(buf, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+	}
+	return append(buf, c)
 }
