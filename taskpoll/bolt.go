@@ -365,7 +365,10 @@ func updateTx(tx *bolt.Tx, id string, fn func(*Task) error) (*Task, []Event, err
 	if old.T.Status.Terminal() {
 		return nil, nil, ErrTerminal
 	}
-	t, err := modifyTx(tx, old.T, fn)
+	t, rebind, err := applyUpdate(old.T, fn)
+	if err == nil && rebind {
+		err = bindRemote(tx, t)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -378,29 +381,6 @@ func updateTx(tx *bolt.Tx, id string, fn func(*Task) error) (*Task, []Event, err
 		ev = append(ev, eventOf(t))
 	}
 	return t.Clone(), ev, nil
-}
-
-// modifyTx applies fn to a copy of old, keeps the fields fn may not
-// change, and binds a newly set remote id.
-func modifyTx(tx *bolt.Tx, old *Task, fn func(*Task) error) (*Task, error) {
-	t := old.Clone()
-	if err := fn(t); err != nil {
-		return nil, err
-	}
-	t.ID, t.User, t.Thread, t.CreatedAt = old.ID, old.User, old.Thread, old.CreatedAt
-	if err := checkTask(t); err != nil {
-		return nil, err
-	}
-	if t.RemoteID == old.RemoteID {
-		return t, nil
-	}
-	if old.RemoteID != "" {
-		return nil, errors.New("an MCP task's remote id cannot change")
-	}
-	if err := bindRemote(tx, t); err != nil {
-		return nil, err
-	}
-	return t, nil
 }
 
 // List returns a user's tasks, newest first.

@@ -103,7 +103,7 @@ func (s *Service) run(ctx context.Context) {
 	for {
 		nextSweep = s.sweep(ctx, nextSweep)
 		wait := s.claimDue(ctx, min(s.idleWait(), max(nextSweep.Sub(s.now()), 0)))
-		if !s.pause(ctx, timer, wait) {
+		if !pause(ctx, s.wake, timer, wait) {
 			return
 		}
 	}
@@ -134,7 +134,7 @@ func (s *Service) claimDue(ctx context.Context, wait time.Duration) time.Duratio
 
 // pause waits for wait (unless 0), a wake-up or ctx's end, and reports
 // whether the loop goes on.
-func (s *Service) pause(ctx context.Context, timer *time.Timer, wait time.Duration) bool {
+func pause(ctx context.Context, wake <-chan struct{}, timer *time.Timer, wait time.Duration) bool {
 	if wait <= 0 {
 		return ctx.Err() == nil
 	}
@@ -143,7 +143,7 @@ func (s *Service) pause(ctx context.Context, timer *time.Timer, wait time.Durati
 	select {
 	case <-ctx.Done():
 		return false
-	case <-s.wake:
+	case <-wake:
 	case <-timer.C:
 	}
 	return true

@@ -3,6 +3,7 @@ package taskpoll
 import (
 	"context"
 	"crypto/sha256"
+	_ "embed"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -135,119 +136,60 @@ func (s *RedisStore) remoteKey(t *Task) string {
 
 func (s *RedisStore) channel() string { return s.prefix + "events" }
 
-// Scripts. Statuses are compared in Lua, so the terminal set is spelled
-// out: completed, failed, cancelled.
-const luaTerminal = `local function terminal(st) return st == 'completed' or st == 'failed' or st == 'cancelled' end
-`
+// The scripts' Lua source, one file each in lua/. Statuses are compared
+// in Lua, so lua/terminal.lua spells out the terminal set: completed,
+// failed, cancelled.
+var (
+	//go:embed lua/terminal.lua
+	luaTerminal string
+	//go:embed lua/create.lua
+	luaCreate string
+	//go:embed lua/reserve.lua
+	luaReserve string
+	//go:embed lua/sweep.lua
+	luaSweep string
+	//go:embed lua/unbind.lua
+	luaUnbind string
+	//go:embed lua/update.lua
+	luaUpdate string
+	//go:embed lua/claim.lua
+	luaClaim string
+	//go:embed lua/apply.lua
+	luaApply string
+	//go:embed lua/release.lua
+	luaRelease string
+)
 
 // create: KEYS task, due, thr, usr, counts, exp; ARGV id, d, st, due,
 // created, event, channel, expiry.
-var createScript = redis.NewScript(luaTerminal + `
-if redis.call('EXISTS', KEYS[1]) == 1 then return 'exists' end
-redis.call('HSET', KEYS[1], 'd', ARGV[2], 'st', ARGV[3], 'ep', 0)
-redis.call('ZADD', KEYS[3], ARGV[5], ARGV[1])
-redis.call('ZADD', KEYS[4], ARGV[5], ARGV[1])
-redis.call('HINCRBY', KEYS[5], ARGV[3], 1)
-if tonumber(ARGV[4]) >= 0 then redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1]) end
-if tonumber(ARGV[8]) >= 0 then redis.call('ZADD', KEYS[6], ARGV[8], ARGV[1]) end
-if ARGV[6] ~= '' then redis.call('PUBLISH', ARGV[7], ARGV[6]) end
-return 'ok'`)
+var createScript = redis.NewScript(luaTerminal + luaCreate)
 
 // reserve (the per-user cap): KEYS act; ARGV id, created, limit. Returns 1
 // when it added id, 2 when id was there already, 0 when the user is at the
 // limit.
-var reserveScript = redis.NewScript(`
-if redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 2 end
-if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
-redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
-return 1`)
+var reserveScript = redis.NewScript(luaReserve)
 
 // sweep (one record): KEYS task, thr, usr, counts, exp, due; ARGV id, now.
-var sweepScript = redis.NewScript(luaTerminal + `
-local sc = redis.call('ZSCORE', KEYS[5], ARGV[1])
-if not sc or tonumber(sc) > tonumber(ARGV[2]) then return 0 end
-redis.call('ZREM', KEYS[5], ARGV[1])
-local st = redis.call('HGET', KEYS[1], 'st')
-if not st or not terminal(st) then return 0 end
-redis.call('DEL', KEYS[1])
-redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('ZREM', KEYS[3], ARGV[1])
-redis.call('ZREM', KEYS[6], ARGV[1])
-redis.call('HINCRBY', KEYS[4], st, -1)
-return 1`)
+var sweepScript = redis.NewScript(luaTerminal + luaSweep)
 
 // unbind (a remote handle of a removed task): KEYS rid; ARGV id.
-var unbindScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0`)
+var unbindScript = redis.NewScript(luaUnbind)
 
 // update (compare-and-set on the record): KEYS task, due, counts, exp;
 // ARGV id, old d, new d, new st, due, event, channel, expiry. Supersedes
 // the lease.
-var updateScript = redis.NewScript(luaTerminal + `
-local cur = redis.call('HMGET', KEYS[1], 'd', 'st')
-if not cur[1] then return 'missing' end
-if terminal(cur[2]) then return 'terminal' end
-if cur[1] ~= ARGV[2] then return 'conflict' end
-redis.call('HSET', KEYS[1], 'd', ARGV[3], 'st', ARGV[4])
-redis.call('HINCRBY', KEYS[1], 'ep', 1)
-redis.call('HDEL', KEYS[1], 'own', 'exp')
-if cur[2] ~= ARGV[4] then
-  redis.call('HINCRBY', KEYS[3], cur[2], -1)
-  redis.call('HINCRBY', KEYS[3], ARGV[4], 1)
-end
-if tonumber(ARGV[5]) >= 0 then redis.call('ZADD', KEYS[2], ARGV[5], ARGV[1]) else redis.call('ZREM', KEYS[2], ARGV[1]) end
-if tonumber(ARGV[8]) >= 0 then redis.call('ZADD', KEYS[4], ARGV[8], ARGV[1]) end
-if ARGV[6] ~= '' then redis.call('PUBLISH', ARGV[7], ARGV[6]) end
-return 'ok'`)
+var updateScript = redis.NewScript(luaTerminal + luaUpdate)
 
 // claim: KEYS due; ARGV now, expiry, owner, limit, task key prefix.
 // Returns id, epoch, d, takeover for each task claimed.
-var claimScript = redis.NewScript(luaTerminal + `
-local now = tonumber(ARGV[1])
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[4]))
-local out = {}
-for _, id in ipairs(ids) do
-  local k = ARGV[5] .. id
-  local f = redis.call('HMGET', k, 'd', 'st', 'own', 'exp')
-  if not f[1] or terminal(f[2]) then
-    redis.call('ZREM', KEYS[1], id)
-  elseif f[3] and tonumber(f[4]) >= now then
-    redis.call('ZADD', KEYS[1], f[4], id)
-  else
-    local ep = redis.call('HINCRBY', k, 'ep', 1)
-    redis.call('HSET', k, 'own', ARGV[3], 'exp', ARGV[2])
-    redis.call('ZADD', KEYS[1], ARGV[2], id)
-    local takeover = 0
-    if f[3] then takeover = 1 end
-    table.insert(out, id); table.insert(out, ep); table.insert(out, f[1]); table.insert(out, takeover)
-  end
-end
-return out`)
+var claimScript = redis.NewScript(luaTerminal + luaClaim)
 
 // apply (fenced): KEYS task, due, counts, exp; ARGV id, owner, epoch, now,
 // d, st, due, event, channel, expiry.
-var applyScript = redis.NewScript(luaTerminal + `
-local f = redis.call('HMGET', KEYS[1], 'st', 'own', 'ep', 'exp')
-if not f[1] or terminal(f[1]) or f[2] ~= ARGV[2] or f[3] ~= ARGV[3] or tonumber(f[4]) < tonumber(ARGV[4]) then return 0 end
-redis.call('HSET', KEYS[1], 'd', ARGV[5], 'st', ARGV[6])
-redis.call('HDEL', KEYS[1], 'own', 'exp')
-if f[1] ~= ARGV[6] then
-  redis.call('HINCRBY', KEYS[3], f[1], -1)
-  redis.call('HINCRBY', KEYS[3], ARGV[6], 1)
-end
-if tonumber(ARGV[7]) >= 0 then redis.call('ZADD', KEYS[2], ARGV[7], ARGV[1]) else redis.call('ZREM', KEYS[2], ARGV[1]) end
-if tonumber(ARGV[10]) >= 0 then redis.call('ZADD', KEYS[4], ARGV[10], ARGV[1]) end
-if ARGV[8] ~= '' then redis.call('PUBLISH', ARGV[9], ARGV[8]) end
-return 1`)
+var applyScript = redis.NewScript(luaTerminal + luaApply)
 
 // release: KEYS task, due; ARGV id, owner, epoch, now.
-var releaseScript = redis.NewScript(luaTerminal + `
-local f = redis.call('HMGET', KEYS[1], 'st', 'own', 'ep')
-if not f[1] or f[2] ~= ARGV[2] or f[3] ~= ARGV[3] then return 0 end
-redis.call('HDEL', KEYS[1], 'own', 'exp')
-if not terminal(f[1]) then redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1]) end
-return 1`)
+var releaseScript = redis.NewScript(luaTerminal + luaRelease)
 
 var allScripts = []*redis.Script{createScript, reserveScript, sweepScript, unbindScript, updateScript, claimScript, applyScript, releaseScript}
 
@@ -477,7 +419,10 @@ func (s *RedisStore) updateOnce(ctx context.Context, id string, fn func(*Task) e
 	if err != nil {
 		return nil, true, err
 	}
-	t, bound, err := s.modify(ctx, old, fn)
+	t, bound, err := applyUpdate(old, fn)
+	if err == nil && bound {
+		err = s.bindRemote(ctx, t)
+	}
 	if err != nil {
 		return nil, true, err
 	}
@@ -514,29 +459,6 @@ func (s *RedisStore) readLive(ctx context.Context, id string) (string, *Task, er
 		return "", nil, ErrTerminal
 	}
 	return oldD, old, nil
-}
-
-// modify applies fn to a copy of old, keeps the fields fn may not change,
-// and binds a newly set remote id (bound reports whether it did).
-func (s *RedisStore) modify(ctx context.Context, old *Task, fn func(*Task) error) (t *Task, bound bool, err error) {
-	t = old.Clone()
-	if err := fn(t); err != nil {
-		return nil, false, err
-	}
-	t.ID, t.User, t.Thread, t.CreatedAt = old.ID, old.User, old.Thread, old.CreatedAt
-	if err := checkTask(t); err != nil {
-		return nil, false, err
-	}
-	if t.RemoteID == old.RemoteID {
-		return t, false, nil
-	}
-	if old.RemoteID != "" {
-		return nil, false, errors.New("an MCP task's remote id cannot change")
-	}
-	if err := s.bindRemote(ctx, t); err != nil {
-		return nil, false, err
-	}
-	return t, true, nil
 }
 
 // updateOutcome maps the update script's answer to Update's result: done

@@ -55,10 +55,10 @@ const codeInternalError = -32603
 
 // ExtensionView is t in the extension's shape.
 func (s *Service) ExtensionView(t *Task) ExtensionTask {
-	ttlMs := s.ttl(t).Milliseconds()
+	ttlMs := s.cfg.ttl(t).Milliseconds()
 	v := ExtensionTask{
 		TaskID: t.ID, CreatedAt: extTime(t.CreatedAt), LastUpdatedAt: extTime(t.UpdatedAt),
-		TTLMs: &ttlMs, PollIntervalMs: max(s.pollInterval(t).Milliseconds(), 1),
+		TTLMs: &ttlMs, PollIntervalMs: max(s.cfg.pollInterval(t).Milliseconds(), 1),
 	}
 	switch t.Status {
 	case StatusPending, StatusSubmitted, StatusWorking:
@@ -82,23 +82,23 @@ func (s *Service) ExtensionView(t *Task) ExtensionTask {
 // pollInterval is the interval a client should poll t at: the task's own
 // (else the configured one), at least the input-required interval while
 // the task waits for input.
-func (s *Service) pollInterval(t *Task) time.Duration {
-	poll := s.cfg.PollInterval
+func (c *Config) pollInterval(t *Task) time.Duration {
+	poll := c.PollInterval
 	if t.PollInterval > 0 {
 		poll = t.PollInterval
 	}
 	if t.Status == StatusInputRequired {
-		poll = max(poll, s.cfg.InputRequiredPollInterval)
+		poll = max(poll, c.InputRequiredPollInterval)
 	}
 	return poll
 }
 
 // ttl is how long t's record is kept: its own TTL, else the retention.
-func (s *Service) ttl(t *Task) time.Duration {
+func (c *Config) ttl(t *Task) time.Duration {
 	if t.TTL > 0 {
 		return t.TTL
 	}
-	return s.cfg.Retention
+	return c.Retention
 }
 
 // workingMessage is the statusMessage of a task still working.
