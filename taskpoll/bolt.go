@@ -183,20 +183,17 @@ func getRecord(tx *bolt.Tx, id string) (*boltRecord, error) {
 	return &r, nil
 }
 
+// recordIndexes are the steps putRecord takes before it writes a record:
+// each moves one index entry of the task from old (nil: new) to r.
+var recordIndexes = [...]func(tx *bolt.Tx, old, r *boltRecord) error{moveDue, moveActive, addExpiry, moveCount}
+
 // putRecord writes r, moving its due entry, active slot, expiry entry and
 // status count from old (nil: new).
 func putRecord(tx *bolt.Tx, old, r *boltRecord) error {
-	if err := moveDue(tx.Bucket(bDue), old, r); err != nil {
-		return err
-	}
-	if err := moveActive(tx.Bucket(bActive), old, r); err != nil {
-		return err
-	}
-	if err := addExpiry(tx.Bucket(bExpiry), old, r); err != nil {
-		return err
-	}
-	if err := moveCount(tx.Bucket(bCounts), old, r); err != nil {
-		return err
+	for _, move := range recordIndexes {
+		if err := move(tx, old, r); err != nil {
+			return err
+		}
 	}
 	b, err := json.Marshal(r)
 	if err != nil {
@@ -206,7 +203,8 @@ func putRecord(tx *bolt.Tx, old, r *boltRecord) error {
 }
 
 // moveDue replaces old's due entry (if any) with r's (if any).
-func moveDue(due *bolt.Bucket, old, r *boltRecord) error {
+func moveDue(tx *bolt.Tx, old, r *boltRecord) error {
+	due := tx.Bucket(bDue)
 	if old != nil && old.Due >= 0 {
 		if err := due.Delete(dueKey(old.Due, r.T.ID)); err != nil {
 			return err
@@ -220,7 +218,7 @@ func moveDue(due *bolt.Bucket, old, r *boltRecord) error {
 
 // moveActive takes or gives back the user's active slot when the task
 // starts or stops being active.
-func moveActive(act *bolt.Bucket, old, r *boltRecord) error {
+func moveActive(tx *bolt.Tx, old, r *boltRecord) error {
 	wasActive, active := old != nil && !old.T.Status.Terminal(), !r.T.Status.Terminal()
 	if wasActive == active {
 		return nil
@@ -229,21 +227,22 @@ func moveActive(act *bolt.Bucket, old, r *boltRecord) error {
 	if wasActive {
 		d = -1
 	}
-	return addActive(act, r.T.User, d)
+	return addActive(tx.Bucket(bActive), r.T.User, d)
 }
 
 // addExpiry records when a task that just finished (or is written
 // finished) expires.
-func addExpiry(expiry *bolt.Bucket, old, r *boltRecord) error {
+func addExpiry(tx *bolt.Tx, old, r *boltRecord) error {
 	exp := expiresAt(r.T)
 	if exp.IsZero() || (old != nil && old.T.Status.Terminal()) {
 		return nil
 	}
-	return expiry.Put(dueKey(exp.UnixMilli(), r.T.ID), nil)
+	return tx.Bucket(bExpiry).Put(dueKey(exp.UnixMilli(), r.T.ID), nil)
 }
 
 // moveCount moves the task from old's status count to r's.
-func moveCount(c *bolt.Bucket, old, r *boltRecord) error {
+func moveCount(tx *bolt.Tx, old, r *boltRecord) error {
+	c := tx.Bucket(bCounts)
 	if old != nil && old.T.Status == r.T.Status {
 		return nil
 	}
