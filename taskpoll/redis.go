@@ -419,10 +419,7 @@ func (s *RedisStore) updateOnce(ctx context.Context, id string, fn func(*Task) e
 	if err != nil {
 		return nil, true, err
 	}
-	t, bound, err := applyUpdate(old, fn)
-	if err == nil && bound {
-		err = s.bindRemote(ctx, t)
-	}
+	t, bound, err := s.prepareUpdate(ctx, old, fn)
 	if err != nil {
 		return nil, true, err
 	}
@@ -459,6 +456,19 @@ func (s *RedisStore) readLive(ctx context.Context, id string) (string, *Task, er
 		return "", nil, ErrTerminal
 	}
 	return oldD, old, nil
+}
+
+// prepareUpdate is applyUpdate (the store-agnostic rule) plus the binding
+// of a remote id set for the first time; bound reports that binding.
+func (s *RedisStore) prepareUpdate(ctx context.Context, old *Task, fn func(*Task) error) (t *Task, bound bool, err error) {
+	t, bound, err = applyUpdate(old, fn)
+	if err == nil && bound {
+		err = s.bindRemote(ctx, t)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return t, bound, nil
 }
 
 // updateOutcome maps the update script's answer to Update's result: done
