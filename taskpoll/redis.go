@@ -160,36 +160,17 @@ var (
 	luaRelease string
 )
 
-// create: KEYS task, due, thr, usr, counts, exp; ARGV id, d, st, due,
-// created, event, channel, expiry.
-var createScript = redis.NewScript(luaTerminal + luaCreate)
-
-// reserve (the per-user cap): KEYS act; ARGV id, created, limit. Returns 1
-// when it added id, 2 when id was there already, 0 when the user is at the
-// limit.
-var reserveScript = redis.NewScript(luaReserve)
-
-// sweep (one record): KEYS task, thr, usr, counts, exp, due; ARGV id, now.
-var sweepScript = redis.NewScript(luaTerminal + luaSweep)
-
-// unbind (a remote handle of a removed task): KEYS rid; ARGV id.
-var unbindScript = redis.NewScript(luaUnbind)
-
-// update (compare-and-set on the record): KEYS task, due, counts, exp;
-// ARGV id, old d, new d, new st, due, event, channel, expiry. Supersedes
-// the lease.
-var updateScript = redis.NewScript(luaTerminal + luaUpdate)
-
-// claim: KEYS due; ARGV now, expiry, owner, limit, task key prefix.
-// Returns id, epoch, d, takeover for each task claimed.
-var claimScript = redis.NewScript(luaTerminal + luaClaim)
-
-// apply (fenced): KEYS task, due, counts, exp; ARGV id, owner, epoch, now,
-// d, st, due, event, channel, expiry.
-var applyScript = redis.NewScript(luaTerminal + luaApply)
-
-// release: KEYS task, due; ARGV id, owner, epoch, now.
-var releaseScript = redis.NewScript(luaTerminal + luaRelease)
+// The scripts; each file in lua/ says what its KEYS and ARGV are.
+var (
+	createScript  = redis.NewScript(luaTerminal + luaCreate)
+	reserveScript = redis.NewScript(luaReserve)
+	sweepScript   = redis.NewScript(luaTerminal + luaSweep)
+	unbindScript  = redis.NewScript(luaUnbind)
+	updateScript  = redis.NewScript(luaTerminal + luaUpdate)
+	claimScript   = redis.NewScript(luaTerminal + luaClaim)
+	applyScript   = redis.NewScript(luaTerminal + luaApply)
+	releaseScript = redis.NewScript(luaTerminal + luaRelease)
+)
 
 var allScripts = []*redis.Script{createScript, reserveScript, sweepScript, unbindScript, updateScript, claimScript, applyScript, releaseScript}
 
@@ -754,9 +735,15 @@ func (s *RedisStore) sweepHandles(ctx context.Context, tasks []*Task, runs []*re
 	removed := 0
 	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, t := range tasks {
-			if n, _ := runs[i].Int(); n == 1 {
-				removed++
-				s.dropHandles(ctx, p, t)
+			if n, _ := runs[i].Int(); n != 1 {
+				continue
+			}
+			removed++
+			if t.RemoteID != "" {
+				unbindScript.EvalSha(ctx, p, []string{s.remoteKey(t)}, t.ID)
+			}
+			if s.maxActive > 0 {
+				p.ZRem(ctx, s.activeKey(t.User), t.ID)
 			}
 		}
 		return nil
@@ -765,16 +752,6 @@ func (s *RedisStore) sweepHandles(ctx context.Context, tasks []*Task, runs []*re
 		return removed, fmt.Errorf("sweeping MCP task handles: %w", err)
 	}
 	return removed, nil
-}
-
-// dropHandles queues the removal of t's remote handle and active slot.
-func (s *RedisStore) dropHandles(ctx context.Context, p redis.Pipeliner, t *Task) {
-	if t.RemoteID != "" {
-		unbindScript.EvalSha(ctx, p, []string{s.remoteKey(t)}, t.ID)
-	}
-	if s.maxActive > 0 {
-		p.ZRem(ctx, s.activeKey(t.User), t.ID)
-	}
 }
 
 // Counts sums the shards' status counts in one pipeline.

@@ -62,7 +62,10 @@ func (s *Service) ExtensionView(t *Task) ExtensionTask {
 	}
 	switch t.Status {
 	case StatusPending, StatusSubmitted, StatusWorking:
-		v.Status, v.StatusMessage = "working", workingMessage(t)
+		v.Status, v.StatusMessage = "working", SubmitMessage
+		if t.Degraded {
+			v.StatusMessage = "Status polling of the remote task keeps failing; mcp-mux keeps retrying."
+		}
 	case StatusInputRequired:
 		v.Status, v.InputRequests = "input_required", json.RawMessage(`{}`)
 		v.StatusMessage = inputMessage(t.InputRequired)
@@ -99,14 +102,6 @@ func (c *Config) ttl(t *Task) time.Duration {
 		return t.TTL
 	}
 	return c.Retention
-}
-
-// workingMessage is the statusMessage of a task still working.
-func workingMessage(t *Task) string {
-	if t.Degraded {
-		return "Status polling of the remote task keeps failing; mcp-mux keeps retrying."
-	}
-	return SubmitMessage
 }
 
 // failedView fills v for a failed task: a remote job's failure is a tool

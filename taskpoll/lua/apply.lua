@@ -1,3 +1,5 @@
+-- apply (fenced): KEYS task, due, counts, exp; ARGV id, owner, epoch, now,
+-- d, st, due, event, channel, expiry.
 local f = redis.call('HMGET', KEYS[1], 'st', 'own', 'ep', 'exp')
 if not f[1] or terminal(f[1]) or f[2] ~= ARGV[2] or f[3] ~= ARGV[3] or tonumber(f[4]) < tonumber(ARGV[4]) then return 0 end
 redis.call('HSET', KEYS[1], 'd', ARGV[5], 'st', ARGV[6])

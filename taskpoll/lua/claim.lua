@@ -1,3 +1,5 @@
+-- claim: KEYS due; ARGV now, expiry, owner, limit, task key prefix.
+-- Returns id, epoch, d, takeover for each task claimed.
 local now = tonumber(ARGV[1])
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[4]))
 local out = {}

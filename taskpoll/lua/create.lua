@@ -1,3 +1,5 @@
+-- create: KEYS task, due, thr, usr, counts, exp; ARGV id, d, st, due,
+-- created, event, channel, expiry.
 if redis.call('EXISTS', KEYS[1]) == 1 then return 'exists' end
 redis.call('HSET', KEYS[1], 'd', ARGV[2], 'st', ARGV[3], 'ep', 0)
 redis.call('ZADD', KEYS[3], ARGV[5], ARGV[1])

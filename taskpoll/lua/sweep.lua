@@ -1,3 +1,4 @@
+-- sweep (one record): KEYS task, thr, usr, counts, exp, due; ARGV id, now.
 local sc = redis.call('ZSCORE', KEYS[5], ARGV[1])
 if not sc or tonumber(sc) > tonumber(ARGV[2]) then return 0 end
 redis.call('ZREM', KEYS[5], ARGV[1])

@@ -1,3 +1,6 @@
+-- update (compare-and-set on the record): KEYS task, due, counts, exp;
+-- ARGV id, old d, new d, new st, due, event, channel, expiry. Supersedes
+-- the lease.
 local cur = redis.call('HMGET', KEYS[1], 'd', 'st')
 if not cur[1] then return 'missing' end
 if terminal(cur[2]) then return 'terminal' end
