@@ -1,78 +1,21 @@
 package config
 
-import (
-	"fmt"
-	"io"
-	"os"
+import "github.com/mcp-mux/mcp-mux/config/internal/rawdoc"
 
-	"github.com/mcp-mux/mcp-mux/internal/wire"
-)
-
-// Bounds on what the loader reads. Both are checked on the raw bytes
-// before any tree is built, for the file and for an admin API body alike,
-// so that the cost of a load is linear in its size and a hostile document
-// is refused for the price of one scan.
+// Bounds on what the loader reads, checked on the raw bytes before any
+// tree is built, for the file and for an admin API body alike (see
+// package rawdoc).
 const (
-	// MaxFileSize is the largest config file (or admin body) in bytes. A
-	// real config with hundreds of servers is tens of kilobytes.
-	MaxFileSize = 4 << 20
-	// MaxDepth is the deepest nesting of objects and arrays (mappings and
-	// sequences in YAML, counting the top-level object as 1). mcp-mux's own
-	// keys nest six deep; the rest is room for DeerFlow's extra keys.
-	MaxDepth = 64
+	// MaxFileSize is the largest config file (or admin body) in bytes.
+	MaxFileSize = rawdoc.MaxFileSize
+	// MaxDepth is the deepest nesting of objects and arrays.
+	MaxDepth = rawdoc.MaxDepth
 )
+
+// SyntaxError reports a config file that is not well-formed JSON or YAML,
+// or one past the bounds. Line and Column are 1-based; 0 means unknown.
+type SyntaxError = rawdoc.SyntaxError
 
 // ReadFile reads a config file, refusing one larger than MaxFileSize
 // without reading the rest of it.
-func ReadFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > MaxFileSize {
-		return nil, errTooBig(path, -1)
-	}
-	return data, nil
-}
-
-func errTooBig(file string, size int) error {
-	what := "larger than"
-	if size >= 0 {
-		what = fmt.Sprintf("%d bytes, over", size)
-	}
-	return &SyntaxError{File: file, Msg: fmt.Sprintf("the config is %s the %d-byte (4 MiB) bound on config size", what, MaxFileSize)}
-}
-
-// tooDeepMsg is the message for a value nested deeper than MaxDepth.
-func tooDeepMsg() string {
-	return fmt.Sprintf("objects and arrays nest deeper than %d levels, the bound on config nesting", MaxDepth)
-}
-
-// checkJSONBounds refuses JSON larger than MaxFileSize or nested deeper
-// than MaxDepth, naming the line and column of the first bracket too deep.
-func checkJSONBounds(data []byte, file string) error {
-	if len(data) > MaxFileSize {
-		return errTooBig(file, len(data))
-	}
-	if at := wire.TooDeepAt(data, MaxDepth); at >= 0 {
-		return syntaxAtOffset(file, data, int64(at)+1, tooDeepMsg())
-	}
-	return nil
-}
-
-// checkYAMLBounds is checkJSONBounds for YAML, with yamlTooDeep as the
-// depth scan.
-func checkYAMLBounds(data []byte, file string) error {
-	if len(data) > MaxFileSize {
-		return errTooBig(file, len(data))
-	}
-	if at := yamlTooDeep(data); at >= 0 {
-		return syntaxAtOffset(file, data, int64(at)+1, tooDeepMsg())
-	}
-	return nil
-}
+func ReadFile(path string) ([]byte, error) { return rawdoc.ReadFile(path) }

@@ -17,8 +17,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
+	"slices"
 	"strings"
+
+	"github.com/mcp-mux/mcp-mux/config/internal/rawdoc"
 )
 
 // Config is a validated config file.
@@ -90,102 +92,89 @@ func Load(path string, opts LoadOptions) (*Config, error) {
 // validator can report server problems too, but it must not be served.
 // Invalid servers alone are not an error: they are listed in Config.Invalid.
 func Parse(data []byte, opts LoadOptions) (*Config, error) {
-	lookup := opts.LookupEnv
-	if lookup == nil {
-		lookup = os.LookupEnv
-	}
-	data = trimBOM(data)
-	var (
-		root *node
-		dups []dupKey
-		err  error
-	)
-	switch strings.ToLower(filepath.Ext(opts.Filename)) {
-	case ".yaml", ".yml":
-		root, dups, err = decodeYAML(data, opts.Filename)
-	default:
-		root, dups, err = decodeJSON(data, opts.Filename)
-	}
+	root, dups, err := rawdoc.Decode(rawdoc.TrimBOM(data), opts.Filename)
 	if err != nil {
 		return nil, err
 	}
-	if root.kind != kindObject {
+	if root.Kind != rawdoc.Object {
 		return nil, errors.Join(Problem{Message: "the config file must contain an object at the top level"})
 	}
-	expand(root, lookup)
-
+	expand(root, opts.lookup())
 	cfg := &Config{Path: opts.Filename}
 	for _, d := range dups {
 		cfg.Warnings = append(cfg.Warnings, duplicateWarning(d))
 	}
-	var problems []Problem
-	problems = append(problems, cfg.parseServers(root.get("mcpServers"), opts.Listen)...)
-	cfg.parseInterceptors(root.get("mcpInterceptors"))
+	problems := cfg.parseServers(root.Get("mcpServers"), opts.Listen)
+	cfg.parseInterceptors(root.Get("mcpInterceptors"))
 	problems = append(problems, cfg.parseMuxBlocks(root)...)
-	for i, k := range root.keys {
-		if knownTopLevel(k) {
+	cfg.keepUnknown(root)
+	return cfg, joinProblems(problems)
+}
+
+// lookup returns LookupEnv, or os.LookupEnv when it is nil.
+func (o LoadOptions) lookup() func(string) (string, bool) {
+	if o.LookupEnv == nil {
+		return os.LookupEnv
+	}
+	return o.LookupEnv
+}
+
+// keepUnknown keeps the unknown top-level keys verbatim in c.Extra,
+// warning about those that look like a misspelled known key.
+func (c *Config) keepUnknown(root *rawdoc.Node) {
+	for i, k := range root.Keys {
+		if slices.Contains(topLevelKeys, k) {
 			continue
 		}
 		if lk := likelyKey(k, topLevelKeys); lk != "" {
-			cfg.Warnings = append(cfg.Warnings, Problem{Field: k, Message: fmt.Sprintf("unknown top-level key, kept but not used; did you mean %q?", lk)})
+			c.Warnings = append(c.Warnings, Problem{Field: k, Message: fmt.Sprintf("unknown top-level key, kept but not used; did you mean %q?", lk)})
 		}
-		if cfg.Extra == nil {
-			cfg.Extra = map[string]json.RawMessage{}
+		if c.Extra == nil {
+			c.Extra = map[string]json.RawMessage{}
 		}
-		cfg.Extra[k] = rawJSON(root.vals[i])
+		c.Extra[k] = root.Vals[i].JSON()
 	}
-	if len(problems) > 0 {
-		errs := make([]error, len(problems))
-		for i, p := range problems {
-			errs[i] = p
-		}
-		return cfg, errors.Join(errs...)
-	}
-	return cfg, nil
 }
 
-func trimBOM(data []byte) []byte {
-	if len(data) >= 3 && data[0] == 0xef && data[1] == 0xbb && data[2] == 0xbf {
-		return data[3:]
+// joinProblems returns problems as one errors.Join error, or nil.
+func joinProblems(problems []Problem) error {
+	if len(problems) == 0 {
+		return nil
 	}
-	return data
+	errs := make([]error, len(problems))
+	for i, p := range problems {
+		errs[i] = p
+	}
+	return errors.Join(errs...)
 }
 
-func knownTopLevel(key string) bool {
-	switch key {
-	case "mcpServers", "mcpInterceptors", "guardrails", "tool_search", "mcp_tasks", "store", "inbound", "admin":
-		return true
+// duplicateWarning words the warning of a duplicate key: a server defined
+// twice, or a key inside a server or elsewhere.
+func duplicateWarning(d rawdoc.DupKey) Problem {
+	if len(d.Path) == 2 && d.Path[0] == "mcpServers" {
+		return Problem{Server: d.Path[1], Message: "server is defined more than once; the last definition is used"}
 	}
-	return false
-}
-
-func duplicateWarning(d dupKey) Problem {
-	if len(d.path) == 2 && d.path[0] == "mcpServers" {
-		return Problem{Server: d.path[1], Message: "server is defined more than once; the last definition is used"}
-	}
-	p := Problem{Field: strings.Join(d.path, "."), Message: "duplicate key; the last value is used"}
-	if len(d.path) > 2 && d.path[0] == "mcpServers" {
-		p.Server, p.Field = d.path[1], strings.Join(d.path[2:], ".")
+	p := Problem{Field: strings.Join(d.Path, "."), Message: "duplicate key; the last value is used"}
+	if len(d.Path) > 2 && d.Path[0] == "mcpServers" {
+		p.Server, p.Field = d.Path[1], strings.Join(d.Path[2:], ".")
 	}
 	return p
 }
 
 // parseServers validates every server in file order and returns the fatal
 // problems (only when mcpServers itself is malformed).
-func (c *Config) parseServers(n *node, listen string) []Problem {
-	if n == nil || n.kind == kindNull {
+func (c *Config) parseServers(n *rawdoc.Node, listen string) []Problem {
+	if n == nil || n.Kind == rawdoc.Null {
 		return nil
 	}
-	if n.kind != kindObject {
+	if n.Kind != rawdoc.Object {
 		return []Problem{{Field: "mcpServers", Message: "must be an object mapping server names to server settings"}}
 	}
-	for i, name := range n.keys {
-		s, res := parseServer(name, n.vals[i])
+	for i, name := range n.Keys {
+		s, res := parseServer(name, n.Vals[i])
 		c.Warnings = append(c.Warnings, res.warnings...)
 		if len(res.problems) == 0 {
-			if p := selfProblem(s, listen); p != nil {
-				res.problems = append(res.problems, *p)
-			}
+			res.problems = selfProblems(s, listen)
 		}
 		if len(res.problems) > 0 {
 			c.Invalid = append(c.Invalid, ServerError{Name: name, Problems: res.problems})
@@ -198,23 +187,23 @@ func (c *Config) parseServers(n *node, listen string) []Problem {
 
 // parseInterceptors follows DeerFlow: a list of strings, or one string; any
 // other shape is skipped with a warning.
-func (c *Config) parseInterceptors(n *node) {
-	if n == nil || n.kind == kindNull {
+func (c *Config) parseInterceptors(n *rawdoc.Node) {
+	if n == nil || n.Kind == rawdoc.Null {
 		return
 	}
-	switch n.kind {
-	case kindString:
-		c.Interceptors = []string{n.value}
-	case kindArray:
+	switch n.Kind {
+	case rawdoc.String:
+		c.Interceptors = []string{n.Value}
+	case rawdoc.Array:
 		c.Interceptors = []string{}
-		for i, item := range n.items {
-			if item.kind != kindString {
+		for i, item := range n.Items {
+			if item.Kind != rawdoc.String {
 				c.Warnings = append(c.Warnings, Problem{Field: fmt.Sprintf("mcpInterceptors[%d]", i), Message: "must be a string; skipping"})
 				continue
 			}
-			c.Interceptors = append(c.Interceptors, item.value)
+			c.Interceptors = append(c.Interceptors, item.Value)
 		}
 	default:
-		c.Warnings = append(c.Warnings, Problem{Field: "mcpInterceptors", Message: "mcpInterceptors must be a list of strings, got " + kindName(n.kind) + "; skipping"})
+		c.Warnings = append(c.Warnings, Problem{Field: "mcpInterceptors", Message: "mcpInterceptors must be a list of strings, got " + kindName(n.Kind) + "; skipping"})
 	}
 }

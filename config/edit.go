@@ -10,10 +10,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"unicode"
+
+	"github.com/mcp-mux/mcp-mux/config/internal/rawdoc"
 )
 
 // Masked is the placeholder shown instead of a secret value.
@@ -34,72 +35,52 @@ func editErr(format string, args ...any) error { return &EditError{Msg: fmt.Spri
 // sensitiveKey is DeerFlow's sensitive-key rule, applied to normalized keys.
 var sensitiveKey = regexp.MustCompile(`(^|_)(api_key|apikey|access_key|private_key|client_secret|secret|token|password|passwd|credential|credentials|authorization|bearer)(_|$)`)
 
-// isSensitive reports whether key names a secret: camelCase → snake_case,
-// lower case, anything not alphanumeric → "_", then sensitiveKey.
-func isSensitive(key string) bool {
+// isSensitive reports whether key names a secret: sensitiveKey on the
+// key in snake case.
+func isSensitive(key string) bool { return sensitiveKey.MatchString(snakeKey(key)) }
+
+// snakeKey normalizes a key for sensitiveKey: camelCase → snake_case,
+// lower case, anything not alphanumeric → "_".
+func snakeKey(key string) string {
 	var b strings.Builder
 	rs := []rune(key)
 	for i, r := range rs {
-		if unicode.IsUpper(r) && i > 0 && (unicode.IsLower(rs[i-1]) || unicode.IsDigit(rs[i-1])) {
+		if camelBoundary(rs, i) {
 			b.WriteByte('_')
 		}
-		switch {
-		case r < unicode.MaxASCII && (unicode.IsLetter(r) || unicode.IsDigit(r)):
+		if r < unicode.MaxASCII && (unicode.IsLetter(r) || unicode.IsDigit(r)) {
 			b.WriteRune(unicode.ToLower(r))
-		default:
+		} else {
 			b.WriteByte('_')
 		}
 	}
-	return sensitiveKey.MatchString(b.String())
+	return b.String()
+}
+
+// camelBoundary reports whether rs[i] starts a new camelCase word: an
+// upper-case letter after a lower-case letter or a digit.
+func camelBoundary(rs []rune, i int) bool {
+	return unicode.IsUpper(rs[i]) && i > 0 && (unicode.IsLower(rs[i-1]) || unicode.IsDigit(rs[i-1]))
 }
 
 // decodeRaw decodes file content without $VAR expansion; empty content is
 // an empty document.
-func decodeRaw(data []byte, filename string) (*node, error) {
-	data = trimBOM(data)
+func decodeRaw(data []byte, filename string) (*rawdoc.Node, error) {
+	data = rawdoc.TrimBOM(data)
 	if len(bytes.TrimSpace(data)) == 0 {
-		return &node{kind: kindObject}, nil
+		return &rawdoc.Node{Kind: rawdoc.Object}, nil
 	}
-	var root *node
-	var err error
-	switch strings.ToLower(filepath.Ext(filename)) {
-	case ".yaml", ".yml":
-		root, _, err = decodeYAML(data, filename)
-	default:
-		root, _, err = decodeJSON(data, filename)
-	}
+	root, _, err := rawdoc.Decode(data, filename)
 	if err != nil {
 		return nil, err
 	}
-	if root.kind != kindObject {
+	if root.Kind != rawdoc.Object {
 		return nil, errors.Join(Problem{Message: "the config file must contain an object at the top level"})
 	}
 	return root, nil
 }
 
-func str(s string) *node { return &node{kind: kindString, text: s, value: s} }
-
-func isMasked(n *node) bool { return n != nil && n.kind == kindString && n.text == Masked }
-
-// set replaces or appends key in an object node.
-func (n *node) set(key string, v *node) {
-	for i, k := range n.keys {
-		if k == key {
-			n.vals[i] = v
-			return
-		}
-	}
-	n.keys = append(n.keys, key)
-	n.vals = append(n.vals, v)
-}
-
-// getObj returns key's value when n is an object, else nil.
-func (n *node) getObj(key string) *node {
-	if n == nil || n.kind != kindObject {
-		return nil
-	}
-	return n.get(key)
-}
+func isMasked(n *rawdoc.Node) bool { return n != nil && n.Kind == rawdoc.String && n.Text == Masked }
 
 // MaskedServers returns the file's servers in the admin API's shape,
 // {"mcp_servers": {name: server}}, with every env and header value, every
@@ -111,94 +92,100 @@ func MaskedServers(data []byte, filename string) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
-	servers := &node{kind: kindObject}
-	if s := root.get("mcpServers"); s != nil && s.kind == kindObject {
-		for i, name := range s.keys {
-			servers.set(name, maskServer(s.vals[i]))
+	servers := &rawdoc.Node{Kind: rawdoc.Object}
+	if s := root.Get("mcpServers"); s != nil && s.Kind == rawdoc.Object {
+		for i, name := range s.Keys {
+			servers.Set(name, maskServer(s.Vals[i]))
 		}
 	}
-	out := &node{kind: kindObject, keys: []string{"mcp_servers"}, vals: []*node{servers}}
-	return rawJSON(out), nil
+	out := &rawdoc.Node{Kind: rawdoc.Object, Keys: []string{"mcp_servers"}, Vals: []*rawdoc.Node{servers}}
+	return out.JSON(), nil
 }
 
-func maskServer(n *node) *node {
-	if n.kind != kindObject {
+func maskServer(n *rawdoc.Node) *rawdoc.Node {
+	if n.Kind != rawdoc.Object {
 		return maskTree(n, false)
 	}
-	out := &node{kind: kindObject}
-	for i, k := range n.keys {
-		v := n.vals[i]
+	out := &rawdoc.Node{Kind: rawdoc.Object}
+	for i, k := range n.Keys {
+		v := n.Vals[i]
 		switch k {
 		case "env", "headers":
 			v = maskValues(v)
 		case "oauth":
-			v = maskObject(v, map[string]func(*node) *node{
-				"client_secret":      func(*node) *node { return &node{kind: kindNull} },
-				"refresh_token":      func(*node) *node { return &node{kind: kindNull} },
+			v = maskObject(v, map[string]func(*rawdoc.Node) *rawdoc.Node{
+				"client_secret":      func(*rawdoc.Node) *rawdoc.Node { return &rawdoc.Node{Kind: rawdoc.Null} },
+				"refresh_token":      func(*rawdoc.Node) *rawdoc.Node { return &rawdoc.Node{Kind: rawdoc.Null} },
 				"extra_token_params": maskValues,
 			})
 		case "user_auth":
-			v = maskObject(v, map[string]func(*node) *node{"users": maskValues})
+			v = maskObject(v, map[string]func(*rawdoc.Node) *rawdoc.Node{"users": maskValues})
 		default:
 			v = maskTree(v, isSensitive(k))
 		}
-		out.set(k, v)
+		out.Set(k, v)
 	}
 	return out
 }
 
 // maskValues masks every value of an object.
-func maskValues(n *node) *node {
-	if n.kind != kindObject {
+func maskValues(n *rawdoc.Node) *rawdoc.Node {
+	if n.Kind != rawdoc.Object {
 		return maskTree(n, true)
 	}
-	out := &node{kind: kindObject}
-	for _, k := range n.keys {
-		out.set(k, str(Masked))
+	out := &rawdoc.Node{Kind: rawdoc.Object}
+	for _, k := range n.Keys {
+		out.Set(k, rawdoc.Str(Masked))
 	}
 	return out
 }
 
 // maskObject masks the keys in special with their function and the rest by
 // the sensitive-key rule.
-func maskObject(n *node, special map[string]func(*node) *node) *node {
-	if n.kind != kindObject {
+func maskObject(n *rawdoc.Node, special map[string]func(*rawdoc.Node) *rawdoc.Node) *rawdoc.Node {
+	if n.Kind != rawdoc.Object {
 		return maskTree(n, false)
 	}
-	out := &node{kind: kindObject}
-	for i, k := range n.keys {
+	out := &rawdoc.Node{Kind: rawdoc.Object}
+	for i, k := range n.Keys {
 		if f, ok := special[k]; ok {
-			out.set(k, f(n.vals[i]))
+			out.Set(k, f(n.Vals[i]))
 			continue
 		}
-		out.set(k, maskTree(n.vals[i], isSensitive(k)))
+		out.Set(k, maskTree(n.Vals[i], isSensitive(k)))
 	}
 	return out
 }
 
 // maskTree masks every scalar under a sensitive key, and looks for
 // sensitive keys everywhere else.
-func maskTree(n *node, sensitive bool) *node {
-	switch n.kind {
-	case kindObject:
-		out := &node{kind: kindObject}
-		for i, k := range n.keys {
-			out.set(k, maskTree(n.vals[i], sensitive || isSensitive(k)))
+func maskTree(n *rawdoc.Node, sensitive bool) *rawdoc.Node {
+	switch n.Kind {
+	case rawdoc.Object:
+		return maskFields(n, sensitive)
+	case rawdoc.Array:
+		out := &rawdoc.Node{Kind: rawdoc.Array}
+		for _, item := range n.Items {
+			out.Items = append(out.Items, maskTree(item, sensitive))
 		}
 		return out
-	case kindArray:
-		out := &node{kind: kindArray}
-		for _, item := range n.items {
-			out.items = append(out.items, maskTree(item, sensitive))
-		}
-		return out
-	case kindNull:
+	case rawdoc.Null:
 		return n
 	}
 	if sensitive {
-		return str(Masked)
+		return rawdoc.Str(Masked)
 	}
 	return n
+}
+
+// maskFields is maskTree of an object: a value is sensitive under a
+// sensitive object or key.
+func maskFields(n *rawdoc.Node, sensitive bool) *rawdoc.Node {
+	out := &rawdoc.Node{Kind: rawdoc.Object}
+	for i, k := range n.Keys {
+		out.Set(k, maskTree(n.Vals[i], sensitive || isSensitive(k)))
+	}
+	return out
 }
 
 // deerflowFields are the server fields DeerFlow's PUT model declares: one
@@ -231,36 +218,55 @@ func ReplaceServers(data []byte, filename string, body []byte) ([]byte, []string
 	if err != nil {
 		return nil, nil, err
 	}
-	req, _, err := decodeJSON(body, "request body")
+	in, err := requestServers(body)
 	if err != nil {
-		return nil, nil, &EditError{Msg: "Invalid request body: " + err.Error()}
+		return nil, nil, err
 	}
-	in := req.getObj("mcp_servers")
-	if in == nil || in.kind != kindObject {
-		return nil, nil, editErr("Invalid request body: mcp_servers must be an object mapping server names to server settings")
-	}
-	stored := root.getObj("mcpServers")
+	stored := root.Obj("mcpServers")
 	vars := writableVars(root)
-	out := &node{kind: kindObject}
-	for i, name := range in.keys {
-		st := stored.getObj(name)
-		merged, err := mergeServer(name, in.vals[i], st)
+	out := &rawdoc.Node{Kind: rawdoc.Object}
+	for i, name := range in.Keys {
+		merged, err := writeServer(name, in.Vals[i], stored.Obj(name), vars)
 		if err != nil {
 			return nil, nil, err
 		}
-		if err := noMasks(merged, "mcp_servers."+name); err != nil {
-			return nil, nil, err
-		}
-		if err := keptSecrets(name, merged, st); err != nil {
-			return nil, nil, err
-		}
-		if err := checkVars(name, merged, "", vars); err != nil {
-			return nil, nil, err
-		}
-		out.set(name, merged)
+		out.Set(name, merged)
 	}
-	root.set("mcpServers", out)
-	return render(root), in.keys, nil
+	root.Set("mcpServers", out)
+	return render(root), in.Keys, nil
+}
+
+// requestServers decodes a PUT body and returns its mcp_servers object.
+func requestServers(body []byte) (*rawdoc.Node, error) {
+	req, _, err := rawdoc.DecodeJSON(body, "request body")
+	if err != nil {
+		return nil, &EditError{Msg: "Invalid request body: " + err.Error()}
+	}
+	in := req.Obj("mcp_servers")
+	if in == nil || in.Kind != rawdoc.Object {
+		return nil, editErr("Invalid request body: mcp_servers must be an object mapping server names to server settings")
+	}
+	return in, nil
+}
+
+// writeServer merges one written server with the stored one (st, nil when
+// new) and applies the write rules: no mask left, stored secrets bound to
+// their destination, only writable variables.
+func writeServer(name string, in, st *rawdoc.Node, vars map[string]bool) (*rawdoc.Node, error) {
+	merged, err := mergeServer(name, in, st)
+	if err != nil {
+		return nil, err
+	}
+	if err := noMasks(merged, "mcp_servers."+name); err != nil {
+		return nil, err
+	}
+	if err := keptSecrets(name, merged, st); err != nil {
+		return nil, err
+	}
+	if err := checkVars(name, merged, "", vars); err != nil {
+		return nil, err
+	}
+	return merged, nil
 }
 
 // SetEnabled returns the file content with one server's enabled flag set;
@@ -270,101 +276,141 @@ func SetEnabled(data []byte, filename, server string, enabled bool) ([]byte, err
 	if err != nil {
 		return nil, err
 	}
-	s := root.getObj("mcpServers").getObj(server)
+	s := root.Obj("mcpServers").Obj(server)
 	if s == nil {
 		return nil, ErrNoServer
 	}
-	if s.kind != kindObject {
+	if s.Kind != rawdoc.Object {
 		return nil, editErr("MCP server '%s' is not an object", server)
 	}
-	s.set("enabled", &node{kind: kindBool, b: enabled})
+	s.Set("enabled", &rawdoc.Node{Kind: rawdoc.Bool, Bool: enabled})
 	return render(root), nil
 }
 
 // render writes a document as indented JSON.
-func render(root *node) []byte {
+func render(root *rawdoc.Node) []byte {
 	var buf bytes.Buffer
-	_ = json.Indent(&buf, rawJSON(root), "", "  ") // rawJSON is valid JSON
+	_ = json.Indent(&buf, root.JSON(), "", "  ") // rawJSON is valid JSON
 	buf.WriteByte('\n')
 	return buf.Bytes()
 }
 
-func mergeServer(name string, in, st *node) (*node, error) {
-	if in.kind != kindObject {
+// Errors for a "***" value the stored server cannot resolve; the first %s
+// is the key, the second Masked.
+const (
+	maskedEnv         = "Cannot set env key '%s' to masked value '%s'; provide a real value."
+	maskedHeader      = "Cannot set header '%s' to masked value '%s'; provide a real value."
+	maskedUser        = "Cannot set user_auth credential for '%s' to masked value '%s'; provide a real value."
+	maskedTokenParam  = "Cannot set oauth extra_token_params key '%s' to masked value '%s'; provide a real value."
+	maskedExtraConfig = "Cannot set extra config key '%s' to masked value '%s'; provide a real value."
+)
+
+// serverMerges are the server fields with a merge rule of their own; any
+// other field goes through restore.
+var serverMerges = map[string]func(in, st *rawdoc.Node) (*rawdoc.Node, error){
+	"env":                  mergeEnv,
+	"headers":              mergeHeaders,
+	"oauth":                mergeOAuth,
+	"user_auth":            mergeUserAuth,
+	"headers_from_context": mergeHeadersFromContext,
+}
+
+// mergeServer merges a written server with the stored one (st, nil when
+// new): each written field by its rule, then the stored fields a PUT keeps
+// when omitted.
+func mergeServer(name string, in, st *rawdoc.Node) (*rawdoc.Node, error) {
+	if in.Kind != rawdoc.Object {
 		return nil, editErr("MCP server '%s' must be an object", name)
 	}
-	out := &node{kind: kindObject}
-	for i, k := range in.keys {
-		v, sv := in.vals[i], st.getObj(k)
-		var err error
-		switch k {
-		case "env":
-			v, err = mergeValues(v, sv, false, func(key string) error {
-				return editErr("Cannot set env key '%s' to masked value '%s'; provide a real value.", key, Masked)
-			})
-		case "headers":
-			v, err = mergeValues(v, sv, true, func(key string) error {
-				return editErr("Cannot set header '%s' to masked value '%s'; provide a real value.", key, Masked)
-			})
-		case "oauth":
-			v, err = mergeOAuth(v, sv)
-		case "user_auth":
-			v, err = mergeNested(v, sv, "users", func(key string) error {
-				return editErr("Cannot set user_auth credential for '%s' to masked value '%s'; provide a real value.", key, Masked)
-			})
-		case "headers_from_context":
-			v, err = mergeNested(v, sv, "", nil)
-		default:
-			v, err = restore(k, v, sv, isSensitive(k))
-		}
+	out := &rawdoc.Node{Kind: rawdoc.Object}
+	for i, k := range in.Keys {
+		v, err := mergeField(k, in.Vals[i], st.Obj(k))
 		if err != nil {
 			return nil, err
 		}
-		out.set(k, v)
+		out.Set(k, v)
 	}
-	if st != nil && st.kind == kindObject {
-		for i, k := range st.keys {
-			if !deerflowFields[k] && in.get(k) == nil {
-				out.set(k, st.vals[i])
-			}
+	keepOmitted(out, in, st)
+	return out, nil
+}
+
+// mergeField merges one written server field with the stored one.
+func mergeField(k string, v, sv *rawdoc.Node) (*rawdoc.Node, error) {
+	if merge, ok := serverMerges[k]; ok {
+		return merge(v, sv)
+	}
+	return restore(k, v, sv, isSensitive(k))
+}
+
+// keepOmitted copies into out the stored fields that in omits and that
+// are not DeerFlow's (whose omission means their default).
+func keepOmitted(out, in, st *rawdoc.Node) {
+	if st == nil || st.Kind != rawdoc.Object {
+		return
+	}
+	for i, k := range st.Keys {
+		if !deerflowFields[k] && in.Get(k) == nil {
+			out.Set(k, st.Vals[i])
 		}
 	}
-	return out, nil
+}
+
+// mergeEnv resolves "***" env values to the stored ones.
+func mergeEnv(in, st *rawdoc.Node) (*rawdoc.Node, error) {
+	return mergeValues(in, st, false, maskedEnv)
+}
+
+// mergeHeaders resolves "***" header values to the stored ones, matching
+// header names case-insensitively.
+func mergeHeaders(in, st *rawdoc.Node) (*rawdoc.Node, error) {
+	return mergeValues(in, st, true, maskedHeader)
+}
+
+// mergeUserAuth merges user_auth, resolving "***" user credentials.
+func mergeUserAuth(in, st *rawdoc.Node) (*rawdoc.Node, error) {
+	return mergeNested(in, st, "users", maskedUser)
+}
+
+// mergeHeadersFromContext merges headers_from_context.
+func mergeHeadersFromContext(in, st *rawdoc.Node) (*rawdoc.Node, error) {
+	return mergeNested(in, st, "", "")
 }
 
 // mergeValues resolves "***" values of a map to the stored ones (fold: keys
 // compare case-insensitively, as header names do); masked for a key the
-// store lacks is the error from fail.
-func mergeValues(in, st *node, fold bool, fail func(key string) error) (*node, error) {
-	if in.kind != kindObject {
+// store lacks is an error with the text failFormat (see maskedEnv).
+func mergeValues(in, st *rawdoc.Node, fold bool, failFormat string) (*rawdoc.Node, error) {
+	if in.Kind != rawdoc.Object {
 		return in, nil
 	}
-	out := &node{kind: kindObject}
-	for i, k := range in.keys {
-		v := in.vals[i]
+	out := &rawdoc.Node{Kind: rawdoc.Object}
+	for i, k := range in.Keys {
+		v := in.Vals[i]
 		if isMasked(v) {
 			sv := lookup(st, k, fold)
 			if sv == nil || isMasked(sv) {
-				return nil, fail(k)
+				return nil, editErr(failFormat, k, Masked)
 			}
 			v = sv
 		}
-		out.set(k, v)
+		out.Set(k, v)
 	}
 	return out, nil
 }
 
-func lookup(obj *node, key string, fold bool) *node {
-	if obj == nil || obj.kind != kindObject {
+// lookup returns key's value in obj (when an object), matching keys
+// case-insensitively when fold is set and no exact key is there.
+func lookup(obj *rawdoc.Node, key string, fold bool) *rawdoc.Node {
+	if obj == nil || obj.Kind != rawdoc.Object {
 		return nil
 	}
-	if v := obj.get(key); v != nil {
+	if v := obj.Get(key); v != nil {
 		return v
 	}
 	if fold {
-		for i, k := range obj.keys {
+		for i, k := range obj.Keys {
 			if strings.EqualFold(k, key) {
-				return obj.vals[i]
+				return obj.Vals[i]
 			}
 		}
 	}
@@ -374,139 +420,181 @@ func lookup(obj *node, key string, fold bool) *node {
 // mergeOAuth: client_secret and refresh_token null, omitted or "***" keep
 // the stored value, "" clears it; extra_token_params "***" values resolve to
 // the stored ones and an omitted map keeps the stored one.
-func mergeOAuth(in, st *node) (*node, error) {
-	if in.kind != kindObject {
+func mergeOAuth(in, st *rawdoc.Node) (*rawdoc.Node, error) {
+	if in.Kind != rawdoc.Object {
 		return in, nil
 	}
-	out := &node{kind: kindObject}
-	for i, k := range in.keys {
-		v, sv := in.vals[i], st.getObj(k)
-		var err error
-		switch k {
-		case "client_secret", "refresh_token":
-			if v.kind == kindNull || isMasked(v) {
-				if sv == nil || sv.kind == kindNull {
-					if isMasked(v) {
-						return nil, editErr("Cannot persist masked secret placeholder for oauth.%s; provide a real value.", k)
-					}
-					continue
-				}
-				v = sv
-			}
-		case "extra_token_params":
-			v, err = mergeValues(v, sv, false, func(key string) error {
-				return editErr("Cannot set oauth extra_token_params key '%s' to masked value '%s'; provide a real value.", key, Masked)
-			})
-		default:
-			v, err = restore(k, v, sv, isSensitive(k))
-		}
+	out := &rawdoc.Node{Kind: rawdoc.Object}
+	for i, k := range in.Keys {
+		v, keep, err := mergeOAuthField(k, in.Vals[i], st.Obj(k))
 		if err != nil {
 			return nil, err
 		}
-		out.set(k, v)
-	}
-	for _, k := range []string{"client_secret", "refresh_token", "extra_token_params"} {
-		if sv := st.getObj(k); sv != nil && sv.kind != kindNull && in.get(k) == nil {
-			out.set(k, sv)
+		if keep {
+			out.Set(k, v)
 		}
 	}
+	keepOmittedOAuth(out, in, st)
 	return out, nil
+}
+
+// keepOmittedOAuth copies into out the stored client_secret,
+// refresh_token and extra_token_params that in omits.
+func keepOmittedOAuth(out, in, st *rawdoc.Node) {
+	for _, k := range []string{"client_secret", "refresh_token", "extra_token_params"} {
+		if sv := st.Obj(k); sv != nil && sv.Kind != rawdoc.Null && in.Get(k) == nil {
+			out.Set(k, sv)
+		}
+	}
+}
+
+// mergeOAuthField merges one written oauth field with the stored one;
+// keep is false for a secret sent null with none stored (left out).
+func mergeOAuthField(k string, v, sv *rawdoc.Node) (_ *rawdoc.Node, keep bool, _ error) {
+	switch {
+	case k == "client_secret" || k == "refresh_token":
+		return mergeOAuthSecret(k, v, sv)
+	case k == "extra_token_params":
+		v, err := mergeValues(v, sv, false, maskedTokenParam)
+		return v, true, err
+	}
+	v, err := restore(k, v, sv, isSensitive(k))
+	return v, true, err
+}
+
+// mergeOAuthSecret resolves a client_secret or refresh_token sent null or
+// "***" to the stored value; without one, null leaves the key out and
+// "***" is an error.
+func mergeOAuthSecret(k string, v, sv *rawdoc.Node) (_ *rawdoc.Node, keep bool, _ error) {
+	if v.Kind != rawdoc.Null && !isMasked(v) {
+		return v, true, nil
+	}
+	if sv != nil && sv.Kind != rawdoc.Null {
+		return sv, true, nil
+	}
+	if isMasked(v) {
+		return nil, false, editErr("Cannot persist masked secret placeholder for oauth.%s; provide a real value.", k)
+	}
+	return nil, false, nil
 }
 
 // mergeNested merges a block that replaces only the sub-fields sent
 // (user_auth, headers_from_context); mapKey, when set, is a map whose
-// "***" values resolve to the stored ones (fail otherwise).
-func mergeNested(in, st *node, mapKey string, fail func(string) error) (*node, error) {
-	if in.kind != kindObject {
+// "***" values resolve to the stored ones (an error with the text
+// failFormat otherwise).
+func mergeNested(in, st *rawdoc.Node, mapKey, failFormat string) (*rawdoc.Node, error) {
+	if in.Kind != rawdoc.Object {
 		return in, nil
 	}
-	out := &node{kind: kindObject}
-	if st != nil && st.kind == kindObject {
-		for i, k := range st.keys {
-			out.set(k, st.vals[i])
+	out := &rawdoc.Node{Kind: rawdoc.Object}
+	if st != nil && st.Kind == rawdoc.Object {
+		for i, k := range st.Keys {
+			out.Set(k, st.Vals[i])
 		}
 	}
-	for i, k := range in.keys {
-		v, sv := in.vals[i], st.getObj(k)
-		var err error
-		if k == mapKey {
-			v, err = mergeValues(v, sv, false, fail)
-		} else {
-			v, err = restore(k, v, sv, isSensitive(k))
-		}
+	for i, k := range in.Keys {
+		v, err := mergeNestedField(k, in.Vals[i], st.Obj(k), mapKey, failFormat)
 		if err != nil {
 			return nil, err
 		}
-		out.set(k, v)
+		out.Set(k, v)
 	}
 	return out, nil
 }
 
+// mergeNestedField merges one sub-field of a nested block: the map at
+// mapKey (when set) by mergeValues, the others by restore.
+func mergeNestedField(k string, v, sv *rawdoc.Node, mapKey, failFormat string) (*rawdoc.Node, error) {
+	if mapKey != "" && k == mapKey {
+		return mergeValues(v, sv, false, failFormat)
+	}
+	return restore(k, v, sv, isSensitive(k))
+}
+
 // restore resolves "***" under sensitive keys to the stored value at the
 // same place. An array holding masks must equal the masked stored array.
-func restore(key string, in, st *node, sensitive bool) (*node, error) {
-	switch in.kind {
-	case kindString:
-		if !isMasked(in) || !sensitive {
-			return in, nil
-		}
-		if st == nil || st.kind == kindNull || isMasked(st) {
-			return nil, editErr("Cannot set extra config key '%s' to masked value '%s'; provide a real value.", key, Masked)
-		}
-		return st, nil
-	case kindObject:
-		out := &node{kind: kindObject}
-		for i, k := range in.keys {
-			v, err := restore(k, in.vals[i], st.getObj(k), sensitive || isSensitive(k))
-			if err != nil {
-				return nil, err
-			}
-			out.set(k, v)
-		}
-		return out, nil
-	case kindArray:
-		if !hasMask(in) {
-			return in, nil
-		}
-		if st != nil && st.kind == kindArray && bytes.Equal(rawJSON(maskTree(st, sensitive)), rawJSON(in)) {
-			return st, nil
-		}
-		if !masksSecret(in, sensitive) {
-			return in, nil // a literal "***" elsewhere: the final guard names it
-		}
-		return nil, editErr("Cannot edit extra config array '%s' while masked secrets remain; provide real values for every masked secret.", key)
+func restore(key string, in, st *rawdoc.Node, sensitive bool) (*rawdoc.Node, error) {
+	switch in.Kind {
+	case rawdoc.String:
+		return restoreString(key, in, st, sensitive)
+	case rawdoc.Object:
+		return restoreObject(in, st, sensitive)
+	case rawdoc.Array:
+		return restoreArray(key, in, st, sensitive)
 	}
 	return in, nil
 }
 
+// restoreString resolves a "***" string under a sensitive key to the
+// stored value, which must be a real one.
+func restoreString(key string, in, st *rawdoc.Node, sensitive bool) (*rawdoc.Node, error) {
+	if !isMasked(in) || !sensitive {
+		return in, nil
+	}
+	if st == nil || st.Kind == rawdoc.Null || isMasked(st) {
+		return nil, editErr(maskedExtraConfig, key, Masked)
+	}
+	return st, nil
+}
+
+// restoreObject restores every value of an object against the stored
+// object's value at the same key.
+func restoreObject(in, st *rawdoc.Node, sensitive bool) (*rawdoc.Node, error) {
+	out := &rawdoc.Node{Kind: rawdoc.Object}
+	for i, k := range in.Keys {
+		v, err := restore(k, in.Vals[i], st.Obj(k), sensitive || isSensitive(k))
+		if err != nil {
+			return nil, err
+		}
+		out.Set(k, v)
+	}
+	return out, nil
+}
+
+// restoreArray resolves an array holding masks: to the stored array when
+// it masks to the same, as written when its "***" are literals, else an
+// error.
+func restoreArray(key string, in, st *rawdoc.Node, sensitive bool) (*rawdoc.Node, error) {
+	if !hasMask(in) {
+		return in, nil
+	}
+	if st != nil && st.Kind == rawdoc.Array && bytes.Equal(maskTree(st, sensitive).JSON(), in.JSON()) {
+		return st, nil
+	}
+	if !masksSecret(in, sensitive) {
+		return in, nil // a literal "***" elsewhere: the final guard names it
+	}
+	return nil, editErr("Cannot edit extra config array '%s' while masked secrets remain; provide real values for every masked secret.", key)
+}
+
 // masksSecret reports whether n holds "***" where GET would mask a secret.
-func masksSecret(n *node, sensitive bool) bool {
+func masksSecret(n *rawdoc.Node, sensitive bool) bool {
 	if isMasked(n) {
 		return sensitive
 	}
-	for _, it := range n.items {
+	for _, it := range n.Items {
 		if masksSecret(it, sensitive) {
 			return true
 		}
 	}
-	for i, k := range n.keys {
-		if masksSecret(n.vals[i], sensitive || isSensitive(k)) {
+	for i, k := range n.Keys {
+		if masksSecret(n.Vals[i], sensitive || isSensitive(k)) {
 			return true
 		}
 	}
 	return false
 }
 
-func hasMask(n *node) bool {
+func hasMask(n *rawdoc.Node) bool {
 	if isMasked(n) {
 		return true
 	}
-	for _, it := range n.items {
+	for _, it := range n.Items {
 		if hasMask(it) {
 			return true
 		}
 	}
-	for _, v := range n.vals {
+	for _, v := range n.Vals {
 		if hasMask(v) {
 			return true
 		}
@@ -515,17 +603,17 @@ func hasMask(n *node) bool {
 }
 
 // noMasks is the final guard: no "***" may be written.
-func noMasks(n *node, at string) error {
+func noMasks(n *rawdoc.Node, at string) error {
 	if isMasked(n) {
 		return editErr("Cannot persist masked secret placeholder for %s; provide a real value.", at)
 	}
-	for i, it := range n.items {
+	for i, it := range n.Items {
 		if err := noMasks(it, fmt.Sprintf("%s[%d]", at, i)); err != nil {
 			return err
 		}
 	}
-	for i, k := range n.keys {
-		if err := noMasks(n.vals[i], at+"."+k); err != nil {
+	for i, k := range n.Keys {
+		if err := noMasks(n.Vals[i], at+"."+k); err != nil {
 			return err
 		}
 	}
@@ -534,15 +622,15 @@ func noMasks(n *node, at string) error {
 
 // writableVars are the variables an admin write may name as "$VAR": those
 // the stored servers already use and those admin.allowed_env lists.
-func writableVars(root *node) map[string]bool {
+func writableVars(root *rawdoc.Node) map[string]bool {
 	vars := map[string]bool{}
-	if s := root.getObj("mcpServers"); s != nil {
+	if s := root.Obj("mcpServers"); s != nil {
 		usedVars(s, vars)
 	}
-	if l := root.getObj("admin").getObj("allowed_env"); l != nil {
-		for _, it := range l.items {
-			if it.kind == kindString {
-				vars[it.text] = true
+	if l := root.Obj("admin").Obj("allowed_env"); l != nil {
+		for _, it := range l.Items {
+			if it.Kind == rawdoc.String {
+				vars[it.Text] = true
 			}
 		}
 	}
@@ -550,51 +638,61 @@ func writableVars(root *node) map[string]bool {
 }
 
 // usedVars adds the variable of every "$VAR" string under n.
-func usedVars(n *node, into map[string]bool) {
-	if name, ok := strings.CutPrefix(n.text, "$"); ok && n.kind == kindString {
+func usedVars(n *rawdoc.Node, into map[string]bool) {
+	if name, ok := strings.CutPrefix(n.Text, "$"); ok && n.Kind == rawdoc.String {
 		into[name] = true
 	}
-	for _, it := range n.items {
+	for _, it := range n.Items {
 		usedVars(it, into)
 	}
-	for _, v := range n.vals {
+	for _, v := range n.Vals {
 		usedVars(v, into)
 	}
 }
 
 // checkVars refuses the first "$VAR" under n (at its path) that vars lacks;
 // the error names the variable, never its value.
-func checkVars(server string, n *node, at string, vars map[string]bool) error {
-	if name, ok := strings.CutPrefix(n.text, "$"); ok && n.kind == kindString && !vars[name] {
-		return editErr("MCP server '%s' refers to environment variable '%s' at %s, which the config file's servers do not use; an API write may expand only those or the variables admin.allowed_env lists.",
-			server, name, at)
+func checkVars(server string, n *rawdoc.Node, at string, vars map[string]bool) error {
+	if err := checkVar(server, n, at, vars); err != nil {
+		return err
 	}
-	for i, it := range n.items {
+	for i, it := range n.Items {
 		if err := checkVars(server, it, fmt.Sprintf("%s[%d]", at, i), vars); err != nil {
 			return err
 		}
 	}
-	for i, k := range n.keys {
-		if err := checkVars(server, n.vals[i], strings.TrimPrefix(at+"."+k, "."), vars); err != nil {
+	for i, k := range n.Keys {
+		if err := checkVars(server, n.Vals[i], strings.TrimPrefix(at+"."+k, "."), vars); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// checkVar refuses n (at its path) when it is a "$VAR" string naming a
+// variable vars lacks.
+func checkVar(server string, n *rawdoc.Node, at string, vars map[string]bool) error {
+	name, ok := strings.CutPrefix(n.Text, "$")
+	if !ok || n.Kind != rawdoc.String || vars[name] {
+		return nil
+	}
+	return editErr("MCP server '%s' refers to environment variable '%s' at %s, which the config file's servers do not use; an API write may expand only those or the variables admin.allowed_env lists.",
+		server, name, at)
+}
+
 // keptSecrets refuses a write that changes where a server connects while
 // keeping one of its stored secrets: every value GET would mask that the
 // merge took from the stored server (by "***", null or omission) must be
 // sent again in clear once the destination changes.
-func keptSecrets(server string, merged, st *node) error {
-	if st == nil || st.kind != kindObject || merged.kind != kindObject {
+func keptSecrets(server string, merged, st *rawdoc.Node) error {
+	if st == nil || st.Kind != rawdoc.Object || merged.Kind != rawdoc.Object {
 		return nil
 	}
 	field := changedDestination(merged, st)
 	if field == "" {
 		return nil
 	}
-	fromStore := map[*node]bool{}
+	fromStore := map[*rawdoc.Node]bool{}
 	collect(st, fromStore)
 	if at := storedSecret(merged, maskServer(merged), "", fromStore); at != "" {
 		return editErr("MCP server '%s' changes %s while keeping the stored value of %s; a stored secret stays bound to the destination it was written for, so send %s again in clear.",
@@ -608,19 +706,25 @@ func keptSecrets(server string, merged, st *node) error {
 // st, or "". Absent, null, "" and [] are the same empty value. A server left
 // with no url and no command, or an oauth block removed, sends nothing
 // anywhere new.
-func changedDestination(merged, st *node) string {
-	if sameValue(merged.get("url"), nil) && sameValue(merged.get("command"), nil) {
+func changedDestination(merged, st *rawdoc.Node) string {
+	if isEmpty(merged.Get("url")) && isEmpty(merged.Get("command")) {
 		return ""
 	}
 	if serverKind(merged) != serverKind(st) {
 		return "type"
 	}
 	for _, k := range []string{"url", "command", "args"} {
-		if !sameValue(merged.get(k), st.get(k)) {
+		if !sameValue(merged.Get(k), st.Get(k)) {
 			return k
 		}
 	}
-	if o := merged.getObj("oauth"); o != nil && !sameValue(o.getObj("token_url"), st.getObj("oauth").getObj("token_url")) {
+	return changedTokenURL(merged, st)
+}
+
+// changedTokenURL returns "oauth.token_url" when merged has an oauth block
+// whose token_url differs from st's, else "".
+func changedTokenURL(merged, st *rawdoc.Node) string {
+	if o := merged.Obj("oauth"); o != nil && !sameValue(o.Obj("token_url"), st.Obj("oauth").Obj("token_url")) {
 		return "oauth.token_url"
 	}
 	return ""
@@ -628,32 +732,36 @@ func changedDestination(merged, st *node) string {
 
 // serverKind is DeerFlow's type rule on the raw server: "type", else
 // "transport", else stdio.
-func serverKind(n *node) string {
+func serverKind(n *rawdoc.Node) string {
 	for _, k := range []string{"type", "transport"} {
-		if v := n.get(k); v != nil && v.kind == kindString && v.text != "" {
-			return v.text
+		if v := n.Get(k); v != nil && v.Kind == rawdoc.String && v.Text != "" {
+			return v.Text
 		}
 	}
 	return TypeStdio
 }
 
-func sameValue(a, b *node) bool {
-	empty := func(n *node) bool {
-		return n == nil || n.kind == kindNull || (n.kind == kindString && n.text == "") || (n.kind == kindArray && len(n.items) == 0)
+// sameValue reports whether a and b are equal as written, taking every
+// empty value (absent, null, "", []) as the same.
+func sameValue(a, b *rawdoc.Node) bool {
+	if isEmpty(a) || isEmpty(b) {
+		return isEmpty(a) && isEmpty(b)
 	}
-	if empty(a) || empty(b) {
-		return empty(a) && empty(b)
-	}
-	return bytes.Equal(rawJSON(a), rawJSON(b))
+	return bytes.Equal(a.JSON(), b.JSON())
+}
+
+// isEmpty reports whether n is absent, null, "" or [].
+func isEmpty(n *rawdoc.Node) bool {
+	return n == nil || n.Kind == rawdoc.Null || (n.Kind == rawdoc.String && n.Text == "") || (n.Kind == rawdoc.Array && len(n.Items) == 0)
 }
 
 // collect adds every node under n to into.
-func collect(n *node, into map[*node]bool) {
+func collect(n *rawdoc.Node, into map[*rawdoc.Node]bool) {
 	into[n] = true
-	for _, it := range n.items {
+	for _, it := range n.Items {
 		collect(it, into)
 	}
-	for _, v := range n.vals {
+	for _, v := range n.Vals {
 		collect(v, into)
 	}
 }
@@ -661,26 +769,47 @@ func collect(n *node, into map[*node]bool) {
 // storedSecret walks a server beside its masked form and returns the path of
 // the first value masking hides (or nulls) that is a node of the stored
 // server, or "".
-func storedSecret(n, masked *node, at string, fromStore map[*node]bool) string {
-	hidden := (isMasked(masked) && !isMasked(n)) || (masked.kind == kindNull && n.kind != kindNull)
-	if hidden {
+func storedSecret(n, masked *rawdoc.Node, at string, fromStore map[*rawdoc.Node]bool) string {
+	if hiddenBy(n, masked) {
 		if fromStore[n] {
 			return at
 		}
 		return ""
 	}
-	for i, it := range n.items {
-		if i < len(masked.items) {
-			if p := storedSecret(it, masked.items[i], fmt.Sprintf("%s[%d]", at, i), fromStore); p != "" {
-				return p
-			}
+	if p := storedSecretItem(n, masked, at, fromStore); p != "" {
+		return p
+	}
+	return storedSecretField(n, masked, at, fromStore)
+}
+
+// hiddenBy reports whether masking hides n: masked is "***" where n is
+// not, or null where n is not.
+func hiddenBy(n, masked *rawdoc.Node) bool {
+	return (isMasked(masked) && !isMasked(n)) || (masked.Kind == rawdoc.Null && n.Kind != rawdoc.Null)
+}
+
+// storedSecretItem is storedSecret over the items of an array.
+func storedSecretItem(n, masked *rawdoc.Node, at string, fromStore map[*rawdoc.Node]bool) string {
+	for i, it := range n.Items {
+		if i >= len(masked.Items) {
+			continue
+		}
+		if p := storedSecret(it, masked.Items[i], fmt.Sprintf("%s[%d]", at, i), fromStore); p != "" {
+			return p
 		}
 	}
-	for i, k := range n.keys {
-		if mv := masked.get(k); mv != nil {
-			if p := storedSecret(n.vals[i], mv, strings.TrimPrefix(at+"."+k, "."), fromStore); p != "" {
-				return p
-			}
+	return ""
+}
+
+// storedSecretField is storedSecret over the values of an object.
+func storedSecretField(n, masked *rawdoc.Node, at string, fromStore map[*rawdoc.Node]bool) string {
+	for i, k := range n.Keys {
+		mv := masked.Get(k)
+		if mv == nil {
+			continue
+		}
+		if p := storedSecret(n.Vals[i], mv, strings.TrimPrefix(at+"."+k, "."), fromStore); p != "" {
+			return p
 		}
 	}
 	return ""

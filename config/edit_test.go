@@ -332,3 +332,13 @@ func TestReplaceServersBindsSecrets(t *testing.T) {
 		}
 	}
 }
+
+// A masked value under an empty key of headers_from_context used to crash
+// the merge; it is refused by the final guard like any other.
+func TestReplaceServersMaskUnderEmptyKey(t *testing.T) {
+	_, _, err := ReplaceServers([]byte(`{}`), "c.json", []byte(`{"mcp_servers":{"s":{"command":"x","headers_from_context":{"":{"a":"***"}}}}}`))
+	var ee *EditError
+	if !errors.As(err, &ee) || !strings.Contains(ee.Msg, "Cannot persist masked secret placeholder for mcp_servers.s.headers_from_context.") {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -6,9 +6,12 @@ import (
 	"math"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mcp-mux/mcp-mux/secret"
+
+	"github.com/mcp-mux/mcp-mux/config/internal/rawdoc"
 )
 
 // findings collects the problems and warnings of one server or of the top
@@ -30,7 +33,7 @@ func (f *findings) warn(field, format string, args ...any) {
 // object reads the keys of one object node, recording type problems against
 // their dotted paths and remembering which keys were consumed.
 type object struct {
-	n    *node
+	n    *rawdoc.Node
 	path string
 	f    *findings
 	used map[string]bool
@@ -38,11 +41,11 @@ type object struct {
 
 // objectAt returns a reader for n, or nil (with a problem) when n is not an
 // object. A null or absent n yields nil without a problem.
-func objectAt(n *node, path string, f *findings) *object {
-	if n == nil || n.kind == kindNull {
+func objectAt(n *rawdoc.Node, path string, f *findings) *object {
+	if n == nil || n.Kind == rawdoc.Null {
 		return nil
 	}
-	if n.kind != kindObject {
+	if n.Kind != rawdoc.Object {
 		f.problem(path, "must be an object")
 		return nil
 	}
@@ -60,10 +63,10 @@ func (o *object) field(key string) string { return join(o.path, key) }
 
 // take returns key's value and marks the key as known. It returns nil when
 // the key is absent or null, so null always means "use the default".
-func (o *object) take(key string) *node {
+func (o *object) take(key string) *rawdoc.Node {
 	o.used[key] = true
-	n := o.n.get(key)
-	if n == nil || n.kind == kindNull {
+	n := o.n.Get(key)
+	if n == nil || n.Kind == rawdoc.Null {
 		return nil
 	}
 	return n
@@ -71,14 +74,21 @@ func (o *object) take(key string) *node {
 
 // has reports whether key is present with a non-null value.
 func (o *object) has(key string) bool {
-	n := o.n.get(key)
-	return n != nil && n.kind != kindNull
+	n := o.n.Get(key)
+	return n != nil && n.Kind != rawdoc.Null
+}
+
+// present marks key as known and reports whether it is present with a
+// non-null value.
+func (o *object) present(key string) bool {
+	o.used[key] = true
+	return o.has(key)
 }
 
 // rejectUnknown records a problem for every key that was not taken (the
 // strict rule of the mux blocks and of routing/task_toolsets).
 func (o *object) rejectUnknown() {
-	for _, k := range o.n.keys {
+	for _, k := range o.n.Keys {
 		if !o.used[k] {
 			if lk := likelyKey(k, knownOf(o)); lk != "" {
 				o.f.problem(o.field(k), "unknown key; did you mean %q?", lk)
@@ -92,14 +102,14 @@ func (o *object) rejectUnknown() {
 // extras returns the keys that were not taken, verbatim as written.
 func (o *object) extras() map[string]json.RawMessage {
 	var out map[string]json.RawMessage
-	for i, k := range o.n.keys {
+	for i, k := range o.n.Keys {
 		if o.used[k] {
 			continue
 		}
 		if out == nil {
 			out = map[string]json.RawMessage{}
 		}
-		out[k] = rawJSON(o.n.vals[i])
+		out[k] = o.n.Vals[i].JSON()
 	}
 	return out
 }
@@ -109,11 +119,11 @@ func (o *object) str(key, def string) string {
 	if n == nil {
 		return def
 	}
-	if n.kind != kindString {
-		o.f.problem(o.field(key), "must be a string, not %s", kindName(n.kind))
+	if n.Kind != rawdoc.String {
+		o.f.problem(o.field(key), "must be a string, not %s", kindName(n.Kind))
 		return def
 	}
-	return n.value
+	return n.Value
 }
 
 func (o *object) secret(key string) secret.Value {
@@ -125,11 +135,11 @@ func (o *object) boolean(key string, def bool) bool {
 	if n == nil {
 		return def
 	}
-	if n.kind != kindBool {
-		o.f.problem(o.field(key), "must be a boolean, not %s", kindName(n.kind))
+	if n.Kind != rawdoc.Bool {
+		o.f.problem(o.field(key), "must be a boolean, not %s", kindName(n.Kind))
 		return def
 	}
-	return n.b
+	return n.Bool
 }
 
 // oneOf reads a string that must be one of allowed.
@@ -161,24 +171,24 @@ func (o *object) strList(key string) []string {
 	return stringList(n, o.field(key), o.f)
 }
 
-func stringList(n *node, path string, f *findings) []string {
-	if n.kind != kindArray {
-		f.problem(path, "must be a list of strings, not %s", kindName(n.kind))
+func stringList(n *rawdoc.Node, path string, f *findings) []string {
+	if n.Kind != rawdoc.Array {
+		f.problem(path, "must be a list of strings, not %s", kindName(n.Kind))
 		return nil
 	}
-	out := make([]string, 0, len(n.items))
-	for i, item := range n.items {
-		if item.kind != kindString {
-			f.problem(fmt.Sprintf("%s[%d]", path, i), "must be a string, not %s", kindName(item.kind))
+	out := make([]string, 0, len(n.Items))
+	for i, item := range n.Items {
+		if item.Kind != rawdoc.String {
+			f.problem(fmt.Sprintf("%s[%d]", path, i), "must be a string, not %s", kindName(item.Kind))
 			continue
 		}
-		out = append(out, item.value)
+		out = append(out, item.Value)
 	}
 	return out
 }
 
 // entry is one key/value of a string map, in file order.
-type entry struct{ key, value, unset string } // unset: the $VAR the value named, when not set
+type entry struct{ key, val, unsetVar string } // unsetVar: the $VAR val named, when not set
 
 // strMap reads an object of string values, in file order. ok is false when
 // the key is absent or null.
@@ -188,18 +198,18 @@ func (o *object) strMap(key string) (entries []entry, ok bool) {
 		return nil, false
 	}
 	path := o.field(key)
-	if n.kind != kindObject {
-		o.f.problem(path, "must be an object of strings, not %s", kindName(n.kind))
+	if n.Kind != rawdoc.Object {
+		o.f.problem(path, "must be an object of strings, not %s", kindName(n.Kind))
 		return nil, true
 	}
-	entries = make([]entry, 0, len(n.keys))
-	for i, k := range n.keys {
-		v := n.vals[i]
-		if v.kind != kindString {
-			o.f.problem(join(path, k), "must be a string, not %s", kindName(v.kind))
+	entries = make([]entry, 0, len(n.Keys))
+	for i, k := range n.Keys {
+		v := n.Vals[i]
+		if v.Kind != rawdoc.String {
+			o.f.problem(join(path, k), "must be a string, not %s", kindName(v.Kind))
 			continue
 		}
-		entries = append(entries, entry{k, v.value, v.unset})
+		entries = append(entries, entry{k, v.Value, v.Unset})
 	}
 	return entries, true
 }
@@ -210,7 +220,7 @@ func secretMap(entries []entry) map[string]secret.Value {
 	}
 	out := make(map[string]secret.Value, len(entries))
 	for _, e := range entries {
-		out[e.key] = secret.Value(e.value)
+		out[e.key] = secret.Value(e.val)
 	}
 	return out
 }
@@ -218,27 +228,32 @@ func secretMap(entries []entry) map[string]secret.Value {
 // number reads a finite number; ok is false when absent/null or invalid.
 func (o *object) number(key string) (v float64, ok bool) {
 	n := o.take(key)
-	if n == nil {
+	if n == nil || !o.isNumber(key, n) {
 		return 0, false
 	}
-	path := o.field(key)
-	switch n.kind {
-	case kindNumber:
-	case kindBool:
-		o.f.problem(path, "must be a number, not a boolean")
-		return 0, false
-	default:
-		o.f.problem(path, "must be a number, not %s", kindName(n.kind))
-		return 0, false
-	}
-	f, err := strconv.ParseFloat(n.text, 64)
+	f, err := strconv.ParseFloat(n.Text, 64)
 	if (err != nil && !isRangeErr(err)) || math.IsInf(f, 0) || math.IsNaN(f) {
-		o.f.problem(path, "must be a finite number")
+		o.f.problem(o.field(key), "must be a finite number")
 		return 0, false
 	}
 	return f, true
 }
 
+// isNumber reports whether key's value n is a number, recording the
+// problem when it is not.
+func (o *object) isNumber(key string, n *rawdoc.Node) bool {
+	switch n.Kind {
+	case rawdoc.Number:
+		return true
+	case rawdoc.Bool:
+		o.f.problem(o.field(key), "must be a number, not a boolean")
+	default:
+		o.f.problem(o.field(key), "must be a number, not %s", kindName(n.Kind))
+	}
+	return false
+}
+
+// isRangeErr reports whether err is strconv's out-of-range error.
 func isRangeErr(err error) bool {
 	ne, ok := err.(*strconv.NumError)
 	return ok && ne.Err == strconv.ErrRange
@@ -246,7 +261,7 @@ func isRangeErr(err error) bool {
 
 // integer reads a whole number; the raw literal is returned for messages.
 func (o *object) integer(key string) (v float64, literal string, ok bool) {
-	n := o.n.get(key)
+	n := o.n.Get(key)
 	f, ok := o.number(key)
 	if !ok {
 		return 0, "", false
@@ -255,7 +270,7 @@ func (o *object) integer(key string) (v float64, literal string, ok bool) {
 		o.f.problem(o.field(key), "must be a whole number")
 		return 0, "", false
 	}
-	return f, n.text, true
+	return f, n.Text, true
 }
 
 // intInRange reads a whole number that must lie in [lo, hi].
@@ -287,12 +302,12 @@ func (o *object) secondsInRange(key string, def time.Duration, lo, hi float64) t
 // timeout reads a DeerFlow timeout: a finite number of seconds > 0, or null
 // meaning "no limit" (0). Absent yields def.
 func (o *object) timeout(key string, def time.Duration) time.Duration {
-	n := o.n.get(key)
+	n := o.n.Get(key)
 	if n == nil {
 		o.used[key] = true
 		return def
 	}
-	if n.kind == kindNull {
+	if n.Kind == rawdoc.Null {
 		o.used[key] = true
 		return 0
 	}
@@ -322,23 +337,20 @@ func checkHTTPURL(s, path string, f *findings) bool {
 	return true
 }
 
-func kindName(k kind) string {
-	switch k {
-	case kindNull:
-		return "null"
-	case kindBool:
-		return "a boolean"
-	case kindNumber:
-		return "a number"
-	case kindString:
-		return "a string"
-	case kindArray:
-		return "a list"
-	default:
-		return "an object"
-	}
+// kindNames are the kinds as problems name them.
+var kindNames = [...]string{
+	rawdoc.Null:   "null",
+	rawdoc.Bool:   "a boolean",
+	rawdoc.Number: "a number",
+	rawdoc.String: "a string",
+	rawdoc.Array:  "a list",
+	rawdoc.Object: "an object",
 }
 
+// kindName names a kind in a problem ("a string", "null", …).
+func kindName(k rawdoc.Kind) string { return kindNames[k] }
+
+// quoteList renders allowed values as "'a', 'b' or 'c'".
 func quoteList(vals []string) string {
 	out := ""
 	for i, v := range vals {
@@ -357,10 +369,14 @@ func quoteList(vals []string) string {
 // quote renders a key (never a value) the way DeerFlow's messages do, falling
 // back to Go quoting when the text has quotes or unprintable characters.
 func quote(s string) string {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == 0x7f || c == '\'' || c == '\\' || c >= 0x80 {
-			return strconv.Quote(s)
-		}
+	if strings.ContainsFunc(s, needsGoQuote) {
+		return strconv.Quote(s)
 	}
 	return "'" + s + "'"
+}
+
+// needsGoQuote reports whether r cannot stand inside DeerFlow's single
+// quotes: a control character, a quote, a backslash or non-ASCII.
+func needsGoQuote(r rune) bool {
+	return r < 0x20 || r == 0x7f || r == '\'' || r == '\\' || r >= 0x80
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/headercheck"
 	"github.com/mcp-mux/mcp-mux/secret"
+
+	"github.com/mcp-mux/mcp-mux/config/internal/rawdoc"
 )
 
 // Guardrails is the "guardrails" block: allow/deny lists evaluated on visible
@@ -147,80 +149,99 @@ func defaultBlocks() (Guardrails, ToolSearch, Tasks, Store, Inbound) {
 		}
 }
 
+// muxBlocks are the readers of the mux blocks, in the order they are
+// validated (which is the order of their problems).
+var muxBlocks = []struct {
+	key  string
+	read func(c *Config, o *object)
+}{
+	{"guardrails", (*Config).parseGuardrails},
+	{"tool_search", (*Config).parseToolSearch},
+	{"mcp_tasks", (*Config).parseTasks},
+	{"store", (*Config).parseStore},
+	{"inbound", (*Config).parseInbound},
+	{"admin", (*Config).parseAdmin},
+}
+
 // parseMuxBlocks fills the mux-specific blocks. They are strict: unknown keys
 // and type errors are returned as problems that fail the load.
-func (c *Config) parseMuxBlocks(root *node) []Problem {
+func (c *Config) parseMuxBlocks(root *rawdoc.Node) []Problem {
 	f := &findings{}
 	c.Guardrails, c.ToolSearch, c.Tasks, c.Store, c.Inbound = defaultBlocks()
-
-	if o := objectAt(root.get("guardrails"), "guardrails", f); o != nil {
-		g := &c.Guardrails
-		g.Enabled = o.boolean("enabled", g.Enabled)
-		g.FailClosed = o.boolean("fail_closed", g.FailClosed)
-		g.AllowedTools = o.strList("allowed_tools")
-		g.DeniedTools = o.strList("denied_tools")
-		o.rejectUnknown()
-	}
-
-	if o := objectAt(root.get("tool_search"), "tool_search", f); o != nil {
-		t := &c.ToolSearch
-		t.Enabled = o.boolean("enabled", false)
-		if v, lit, ok := o.integer("auto_promote_top_k"); ok {
-			t.AutoPromoteTopK = int(min(max(v, 1), 5))
-			if v < 1 || v > 5 {
-				f.warn(o.field("auto_promote_top_k"), "auto_promote_top_k %s is outside 1..5; clamping to %d", lit, t.AutoPromoteTopK)
-			}
+	for _, b := range muxBlocks {
+		if o := objectAt(root.Get(b.key), b.key, f); o != nil {
+			b.read(c, o)
+			o.rejectUnknown()
 		}
-		o.rejectUnknown()
-	}
-
-	if o := objectAt(root.get("mcp_tasks"), "mcp_tasks", f); o != nil {
-		t := &c.Tasks
-		t.Enabled = o.boolean("enabled", false)
-		t.PollInterval = o.secondsInRange("poll_interval_seconds", t.PollInterval, 1, 300)
-		t.Lease = o.secondsInRange("lease_seconds", t.Lease, 5, 3600)
-		t.MaxConcurrentPolls = o.intInRange("max_concurrent_polls", t.MaxConcurrentPolls, 1, 64)
-		t.MaxPollBackoff = o.secondsInRange("max_poll_backoff_seconds", t.MaxPollBackoff, 1, 3600)
-		t.InputRequiredPollInterval = o.secondsInRange("input_required_poll_interval_seconds", t.InputRequiredPollInterval, 5, 3600)
-		t.TrackingDegradedAfterErrors = o.intInRange("tracking_degraded_after_errors", t.TrackingDegradedAfterErrors, 1, 100)
-		t.MaxResultBytes = o.intInRange("max_result_bytes", t.MaxResultBytes, 1024, 10485760)
-		t.ResultPreviewMaxChars = o.intInRange("result_preview_max_chars", t.ResultPreviewMaxChars, 64, 100000)
-		t.MaxActiveTasksPerUser = o.intInRange("max_active_tasks_per_user", t.MaxActiveTasksPerUser, 1, 100000)
-		// Whole seconds, so that the range reads as 1..31536000 in a problem.
-		t.Retention = time.Duration(o.intInRange("retention_seconds", int(t.Retention/time.Second), 1, 365*24*3600)) * time.Second
-		o.rejectUnknown()
-	}
-
-	if o := objectAt(root.get("store"), "store", f); o != nil {
-		s := &c.Store
-		s.RedisURL = o.secret("redis_url")
-		s.KeyPrefix = o.str("key_prefix", s.KeyPrefix)
-		if !s.RedisURL.IsZero() {
-			u, err := url.Parse(s.RedisURL.Reveal())
-			if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix") {
-				// Never echo the URL: it usually carries a password.
-				f.problem("store.redis_url", "must be a redis://, rediss:// or unix:// URL")
-			}
-		}
-		o.rejectUnknown()
-	}
-
-	if o := objectAt(root.get("inbound"), "inbound", f); o != nil {
-		c.parseInbound(o, f)
-	}
-
-	if o := objectAt(root.get("admin"), "admin", f); o != nil {
-		c.Admin.Token = o.secret("token")
-		c.Admin.AllowedEnv = o.strList("allowed_env")
-		for i, v := range c.Admin.AllowedEnv {
-			if !isVarName(v) {
-				f.problem(fmt.Sprintf("%s[%d]", o.field("allowed_env"), i), "must be an environment variable name (letters, digits and _, not starting with a digit)")
-			}
-		}
-		o.rejectUnknown()
 	}
 	c.Warnings = append(c.Warnings, f.warnings...)
 	return f.problems
+}
+
+// parseGuardrails reads the "guardrails" block.
+func (c *Config) parseGuardrails(o *object) {
+	g := &c.Guardrails
+	g.Enabled = o.boolean("enabled", g.Enabled)
+	g.FailClosed = o.boolean("fail_closed", g.FailClosed)
+	g.AllowedTools = o.strList("allowed_tools")
+	g.DeniedTools = o.strList("denied_tools")
+}
+
+// parseToolSearch reads the "tool_search" block; auto_promote_top_k is
+// clamped to 1..5 with a warning.
+func (c *Config) parseToolSearch(o *object) {
+	t := &c.ToolSearch
+	t.Enabled = o.boolean("enabled", false)
+	v, lit, ok := o.integer("auto_promote_top_k")
+	if !ok {
+		return
+	}
+	t.AutoPromoteTopK = int(min(max(v, 1), 5))
+	if v < 1 || v > 5 {
+		o.f.warn(o.field("auto_promote_top_k"), "auto_promote_top_k %s is outside 1..5; clamping to %d", lit, t.AutoPromoteTopK)
+	}
+}
+
+// parseTasks reads the "mcp_tasks" block.
+func (c *Config) parseTasks(o *object) {
+	t := &c.Tasks
+	t.Enabled = o.boolean("enabled", false)
+	t.PollInterval = o.secondsInRange("poll_interval_seconds", t.PollInterval, 1, 300)
+	t.Lease = o.secondsInRange("lease_seconds", t.Lease, 5, 3600)
+	t.MaxConcurrentPolls = o.intInRange("max_concurrent_polls", t.MaxConcurrentPolls, 1, 64)
+	t.MaxPollBackoff = o.secondsInRange("max_poll_backoff_seconds", t.MaxPollBackoff, 1, 3600)
+	t.InputRequiredPollInterval = o.secondsInRange("input_required_poll_interval_seconds", t.InputRequiredPollInterval, 5, 3600)
+	t.TrackingDegradedAfterErrors = o.intInRange("tracking_degraded_after_errors", t.TrackingDegradedAfterErrors, 1, 100)
+	t.MaxResultBytes = o.intInRange("max_result_bytes", t.MaxResultBytes, 1024, 10485760)
+	t.ResultPreviewMaxChars = o.intInRange("result_preview_max_chars", t.ResultPreviewMaxChars, 64, 100000)
+	t.MaxActiveTasksPerUser = o.intInRange("max_active_tasks_per_user", t.MaxActiveTasksPerUser, 1, 100000)
+	// Whole seconds, so that the range reads as 1..31536000 in a problem.
+	t.Retention = time.Duration(o.intInRange("retention_seconds", int(t.Retention/time.Second), 1, 365*24*3600)) * time.Second
+}
+
+// parseStore reads the "store" block; the Redis URL is checked by scheme
+// only and never echoed (it usually carries a password).
+func (c *Config) parseStore(o *object) {
+	s := &c.Store
+	s.RedisURL = o.secret("redis_url")
+	s.KeyPrefix = o.str("key_prefix", s.KeyPrefix)
+	if s.RedisURL.IsZero() {
+		return
+	}
+	if u, err := url.Parse(s.RedisURL.Reveal()); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix") {
+		o.f.problem("store.redis_url", "must be a redis://, rediss:// or unix:// URL")
+	}
+}
+
+// parseAdmin reads the "admin" block.
+func (c *Config) parseAdmin(o *object) {
+	c.Admin.Token = o.secret("token")
+	c.Admin.AllowedEnv = o.strList("allowed_env")
+	for i, v := range c.Admin.AllowedEnv {
+		if !isVarName(v) {
+			o.f.problem(fmt.Sprintf("%s[%d]", o.field("allowed_env"), i), "must be an environment variable name (letters, digits and _, not starting with a digit)")
+		}
+	}
 }
 
 // share reads one caller's share of the cap named capKey: 1..limit,
@@ -238,21 +259,14 @@ func (o *object) share(key, capKey string, limit int) int {
 	return int(v)
 }
 
-func (c *Config) parseInbound(o *object, f *findings) {
+// parseInbound reads the "inbound" block: the carrier headers, the DNS
+// rebinding lists, the caps and their per-caller shares, the request state
+// key and the auth block.
+func (c *Config) parseInbound(o *object) {
 	in := &c.Inbound
-	for _, h := range []struct {
-		key string
-		dst *string
-	}{{"secrets_header", &in.SecretsHeader}, {"thread_header", &in.ThreadHeader}, {"user_header", &in.UserHeader}} {
-		if !o.has(h.key) {
-			o.take(h.key)
-			continue
-		}
-		*h.dst = o.str(h.key, *h.dst)
-		if err := headercheck.CheckName(*h.dst); err != nil {
-			f.problem(o.field(h.key), "%v", err)
-		}
-	}
+	o.headerName("secrets_header", &in.SecretsHeader)
+	o.headerName("thread_header", &in.ThreadHeader)
+	o.headerName("user_header", &in.UserHeader)
 	in.AllowedHosts = o.strList("allowed_hosts")
 	in.AllowedOrigins = o.strList("allowed_origins")
 	in.MaxSessions = o.intInRange("max_sessions", in.MaxSessions, 1, 1000000)
@@ -263,54 +277,81 @@ func (c *Config) parseInbound(o *object, f *findings) {
 	in.SessionIdleTimeout = o.secondsInRange("session_idle_timeout_seconds", in.SessionIdleTimeout, 1, 7*24*3600)
 	in.RequestStateKey = o.secret("request_state_key")
 	if n := len(in.RequestStateKey.Reveal()); n > 0 && n < 32 {
-		f.problem(o.field("request_state_key"), "must be at least 32 bytes long (it is a key, not a password)")
+		o.f.problem(o.field("request_state_key"), "must be at least 32 bytes long (it is a key, not a password)")
 	}
-
-	if a := objectAt(o.take("auth"), o.field("auth"), f); a != nil {
-		auth := &in.Auth
-		auth.Mode = a.oneOf("mode", AuthNone, AuthNone, AuthTrustedHeader, AuthAPIKeys, AuthJWT)
-		auth.AllowRemote = a.boolean("allow_remote", false)
-		if entries, ok := a.strMap("keys"); ok {
-			auth.Keys = secretMap(entries)
-			for _, e := range entries {
-				if auth.Mode == AuthAPIKeys && e.value == "" {
-					// An empty key must never authenticate anyone.
-					f.problem(join(a.field("keys"), e.key), "API key must not be empty (is its environment variable set?)")
-				}
-			}
-		}
-		auth.JWKSURL = a.str("jwks_url", "")
-		auth.Issuer = a.str("issuer", "")
-		auth.Audience = a.str("audience", "")
-		auth.UserClaim = a.str("user_claim", auth.UserClaim)
-		switch auth.Mode {
-		case AuthAPIKeys:
-			if len(auth.Keys) == 0 {
-				f.problem(a.field("keys"), "api_keys mode requires at least one key")
-			}
-		case AuthJWT:
-			if auth.JWKSURL == "" {
-				f.problem(a.field("jwks_url"), "jwt mode requires jwks_url")
-			} else {
-				checkHTTPURL(auth.JWKSURL, a.field("jwks_url"), f)
-			}
-			for _, k := range []struct{ key, val string }{{"issuer", auth.Issuer}, {"audience", auth.Audience}, {"user_claim", auth.UserClaim}} {
-				if strings.TrimSpace(k.val) == "" {
-					f.problem(a.field(k.key), "jwt mode requires %s", k.key)
-				}
-			}
-		}
+	if a := objectAt(o.take("auth"), o.field("auth"), o.f); a != nil {
+		parseInboundAuth(a, &in.Auth)
 		a.rejectUnknown()
 	}
-	o.rejectUnknown()
 }
 
-// isVarName reports whether s is a portable environment variable name.
-func isVarName(s string) bool {
-	for i, r := range s {
-		if r != '_' && (r < 'A' || r > 'Z') && (r < 'a' || r > 'z') && (i == 0 || r < '0' || r > '9') {
-			return false
+// headerName reads an optional header name into dst (which holds the
+// default), checking that it is a valid name.
+func (o *object) headerName(key string, dst *string) {
+	if !o.present(key) {
+		return
+	}
+	*dst = o.str(key, *dst)
+	if err := headercheck.CheckName(*dst); err != nil {
+		o.f.problem(o.field(key), "%v", err)
+	}
+}
+
+// parseInboundAuth reads "inbound.auth" into auth and checks what its mode
+// requires.
+func parseInboundAuth(a *object, auth *InboundAuth) {
+	auth.Mode = a.oneOf("mode", AuthNone, AuthNone, AuthTrustedHeader, AuthAPIKeys, AuthJWT)
+	auth.AllowRemote = a.boolean("allow_remote", false)
+	if entries, ok := a.strMap("keys"); ok {
+		auth.Keys = secretMap(entries)
+		if auth.Mode == AuthAPIKeys {
+			checkAPIKeys(a, entries)
 		}
 	}
-	return s != ""
+	auth.JWKSURL = a.str("jwks_url", "")
+	auth.Issuer = a.str("issuer", "")
+	auth.Audience = a.str("audience", "")
+	auth.UserClaim = a.str("user_claim", auth.UserClaim)
+	switch auth.Mode {
+	case AuthAPIKeys:
+		if len(auth.Keys) == 0 {
+			a.f.problem(a.field("keys"), "api_keys mode requires at least one key")
+		}
+	case AuthJWT:
+		checkJWT(a, auth)
+	}
+}
+
+// checkAPIKeys refuses empty API keys: an empty key must never
+// authenticate anyone.
+func checkAPIKeys(a *object, entries []entry) {
+	for _, e := range entries {
+		if e.val == "" {
+			a.f.problem(join(a.field("keys"), e.key), "API key must not be empty (is its environment variable set?)")
+		}
+	}
+}
+
+// checkJWT requires jwt mode's settings: an http(s) jwks_url, an issuer,
+// an audience and a user claim.
+func checkJWT(a *object, auth *InboundAuth) {
+	if auth.JWKSURL == "" {
+		a.f.problem(a.field("jwks_url"), "jwt mode requires jwks_url")
+	} else {
+		checkHTTPURL(auth.JWKSURL, a.field("jwks_url"), a.f)
+	}
+	for _, k := range []struct{ key, val string }{{"issuer", auth.Issuer}, {"audience", auth.Audience}, {"user_claim", auth.UserClaim}} {
+		if strings.TrimSpace(k.val) == "" {
+			a.f.problem(a.field(k.key), "jwt mode requires %s", k.key)
+		}
+	}
+}
+
+// varNameChars are the characters of a portable environment variable name.
+const varNameChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"
+
+// isVarName reports whether s is a portable environment variable name:
+// varNameChars, not starting with a digit.
+func isVarName(s string) bool {
+	return s != "" && (s[0] < '0' || s[0] > '9') && strings.Trim(s, varNameChars) == ""
 }

@@ -53,25 +53,37 @@ func editDistance(a, b string, limit int) int {
 		prev[j] = j
 	}
 	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		rowMin := cur[0]
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				cur[j] = min(cur[j], prev2[j-2]+1)
-			}
-			rowMin = min(rowMin, cur[j])
-		}
-		if rowMin > limit {
+		if distanceRow(a, b, i, prev2, prev, cur) > limit {
 			return limit + 1
 		}
 		prev2, prev, cur = prev, cur, prev2
 	}
 	return prev[len(b)]
+}
+
+// distanceRow fills cur, row i of the distance table, from the two rows
+// above it (prev, prev2) and returns the row's minimum.
+func distanceRow(a, b string, i int, prev2, prev, cur []int) int {
+	cur[0] = i
+	rowMin := cur[0]
+	for j := 1; j <= len(b); j++ {
+		cost := 1
+		if a[i-1] == b[j-1] {
+			cost = 0
+		}
+		cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		if transposed(a, b, i, j) {
+			cur[j] = min(cur[j], prev2[j-2]+1)
+		}
+		rowMin = min(rowMin, cur[j])
+	}
+	return rowMin
+}
+
+// transposed reports whether a[:i] and b[:j] end in the same two
+// characters swapped.
+func transposed(a, b string, i, j int) bool {
+	return i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1]
 }
 
 // knownOf returns the keys an object's parser asked for, sorted.

@@ -2,7 +2,6 @@ package config
 
 import (
 	"errors"
-	"strconv"
 	"strings"
 )
 
@@ -78,33 +77,4 @@ func (e ServerError) Error() string {
 		msgs[i] = p.Error()
 	}
 	return strings.Join(msgs, "; ")
-}
-
-// SyntaxError reports a config file that is not well-formed JSON or YAML.
-// Line and Column are 1-based; 0 means unknown.
-type SyntaxError struct {
-	File         string
-	Line, Column int
-	Msg          string
-}
-
-// Error returns "file:line:col: msg", omitting unknown parts.
-func (e *SyntaxError) Error() string {
-	var b strings.Builder
-	b.WriteString(e.File)
-	if e.Line > 0 {
-		if b.Len() > 0 {
-			b.WriteByte(':')
-		}
-		b.WriteString(strconv.Itoa(e.Line))
-		if e.Column > 0 {
-			b.WriteByte(':')
-			b.WriteString(strconv.Itoa(e.Column))
-		}
-	}
-	if b.Len() > 0 {
-		b.WriteString(": ")
-	}
-	b.WriteString(e.Msg)
-	return b.String()
 }

@@ -26,14 +26,26 @@ func selfProblem(s *Server, listen string) *Problem {
 	if err != nil {
 		return nil
 	}
-	port := u.Port()
-	if port == "" {
-		port = map[string]string{"http": "80", "https": "443"}[strings.ToLower(u.Scheme)]
-	}
-	if port != lport || !sameHost(u.Hostname(), lhost) {
+	if urlPort(u) != lport || !sameHost(u.Hostname(), lhost) {
 		return nil
 	}
 	return &Problem{Server: s.Name, Field: "url", Message: "points at this mcp-mux's own listener (" + listen + "): its calls would come back to the mux; point it at the upstream server instead"}
+}
+
+// urlPort is u's port, or its scheme's default one.
+func urlPort(u *url.URL) string {
+	if port := u.Port(); port != "" {
+		return port
+	}
+	return map[string]string{"http": "80", "https": "443"}[strings.ToLower(u.Scheme)]
+}
+
+// selfProblems returns selfProblem's problem as a list (nil when none).
+func selfProblems(s *Server, listen string) []Problem {
+	if p := selfProblem(s, listen); p != nil {
+		return []Problem{*p}
+	}
+	return nil
 }
 
 // sameHost reports whether a url's host reaches a listener bound to lhost.

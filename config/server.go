@@ -10,6 +10,8 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/headercheck"
 	"github.com/mcp-mux/mcp-mux/secret"
+
+	"github.com/mcp-mux/mcp-mux/config/internal/rawdoc"
 )
 
 // Transport types.
@@ -205,37 +207,55 @@ type HeadersFromContext struct {
 	Ignored bool
 }
 
-// isToolNameSafe reports whether name only uses the characters the catalog
-// accepts in visible tool names ([A-Za-z0-9_-]).
-func isToolNameSafe(name string) bool {
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+// toolNameChars are the characters the catalog accepts in visible tool
+// names.
+const toolNameChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-"
 
+// isToolNameSafe reports whether name only uses toolNameChars.
+func isToolNameSafe(name string) bool { return strings.Trim(name, toolNameChars) == "" }
+
+// serverResult is what validating one server found.
 type serverResult struct {
 	problems, warnings []Problem
 }
 
+// result returns the findings as a serverResult.
+func (f *findings) result() serverResult { return serverResult{f.problems, f.warnings} }
+
 // parseServer validates one mcpServers entry. The server is invalid when
-// res.problems is non-empty.
-func parseServer(name string, n *node) (*Server, serverResult) {
+// res.problems is non-empty. Its steps run in a fixed order, which is the
+// order of the problems and warnings reported.
+func parseServer(name string, n *rawdoc.Node) (*Server, serverResult) {
 	f := &findings{server: name}
-	res := func() serverResult { return serverResult{f.problems, f.warnings} }
-	if name == "" || strings.TrimSpace(name) == "" {
+	if strings.TrimSpace(name) == "" {
 		f.problem("", "server name must not be empty")
 	}
-	if n.kind != kindObject {
-		f.problem("", "must be an object, not %s", kindName(n.kind))
-		return nil, res()
+	if n.Kind != rawdoc.Object {
+		f.problem("", "must be an object, not %s", kindName(n.Kind))
+		return nil, f.result()
 	}
 	o := objectAt(n, "", f)
-	s := &Server{Name: name, Raw: rawJSON(n)}
+	s := &Server{Name: name, Raw: n.JSON()}
+	s.readTransport(o)
+	s.readSettings(o)
+	s.checkTransport(f)
+	s.readHeaders(o)
+	s.OAuth = parseOAuth(o.take("oauth"), f)
+	s.UserAuth = parseUserAuth(o.take("user_auth"), f)
+	s.HeadersFromContext = parseHeadersFromContext(o.take("headers_from_context"), f)
+	s.readRouting(o)
+	s.Extra = o.extras()
+	warnNearMisses(n.Keys, s.Extra, f)
+	s.crossCheck(f)
+	if len(f.problems) > 0 {
+		return nil, f.result()
+	}
+	return s, f.result()
+}
 
+// readTransport reads how the server is reached: enabled, type, command,
+// args, env (warning about unset variables) and url.
+func (s *Server) readTransport(o *object) {
 	s.Enabled = o.boolean("enabled", true)
 	s.Type = serverType(o)
 	s.Command = o.str("command", "")
@@ -243,13 +263,18 @@ func parseServer(name string, n *node) (*Server, serverResult) {
 	if entries, ok := o.strMap("env"); ok {
 		s.Env = secretMap(entries)
 		for _, e := range entries {
-			if e.unset != "" {
+			if e.unsetVar != "" {
 				// DeerFlow passes "" for an unset variable; so does mcp-mux, with a word.
-				f.warn(join("env", e.key), "$%s is not set; the server gets an empty %s", e.unset, e.key)
+				o.f.warn(join("env", e.key), "$%s is not set; the server gets an empty %s", e.unsetVar, e.key)
 			}
 		}
 	}
 	s.URL = o.str("url", "")
+}
+
+// readSettings reads the description, naming, timeouts, session scope,
+// protocol era and pool bounds (whose defaults depend on the type).
+func (s *Server) readSettings(o *object) {
 	s.Description = o.str("description", "")
 	s.ToolNamePrefix = o.boolean("tool_name_prefix", true)
 	s.SessionInitTimeout = o.timeout("session_init_timeout", DefaultSessionInitTimeout)
@@ -257,7 +282,7 @@ func parseServer(name string, n *node) (*Server, serverResult) {
 	s.SessionScope = o.oneOf("session_scope", ScopeThread, ScopeThread, ScopeUser, ScopeShared)
 	s.ProtocolVersion = o.oneOf("protocol_version", "auto", "auto", "2025-11-25", "2026-07-28")
 	if s.ProtocolVersion == "2026-07-28" && s.Type == TypeSSE {
-		f.problem(o.field("protocol_version"), "sse servers speak 2025-11-25 (the legacy SSE transport predates 2026-07-28); use type http for a 2026-07-28 server")
+		o.f.problem(o.field("protocol_version"), "sse servers speak 2025-11-25 (the legacy SSE transport predates 2026-07-28); use type http for a 2026-07-28 server")
 	}
 	defMax, defIdle := 256, 600*time.Second
 	if s.Type == TypeStdio {
@@ -265,91 +290,121 @@ func parseServer(name string, n *node) (*Server, serverResult) {
 	}
 	s.MaxSessions = o.intInRange("max_sessions", defMax, 1, 100000)
 	s.IdleTimeout = o.secondsInRange("idle_timeout_seconds", defIdle, 1, 86400)
+}
 
-	switch s.Type {
-	case TypeStdio:
-		if s.Command == "" {
-			f.problem("command", "stdio transport requires 'command' field")
-		}
-	case TypeHTTP, TypeSSE:
-		if s.URL == "" {
-			f.problem("url", "%s transport requires 'url' field", s.Type)
-		} else {
-			checkHTTPURL(s.URL, "url", f)
-		}
+// remote reports whether the server is reached over HTTP (http or sse).
+func (s *Server) remote() bool { return s.Type == TypeHTTP || s.Type == TypeSSE }
+
+// checkTransport requires a command of a stdio server and an absolute
+// http(s) url of a remote one.
+func (s *Server) checkTransport(f *findings) {
+	switch {
+	case s.Type == TypeStdio && s.Command == "":
+		f.problem("command", "stdio transport requires 'command' field")
+	case !s.remote():
+	case s.URL == "":
+		f.problem("url", "%s transport requires 'url' field", s.Type)
+	default:
+		checkHTTPURL(s.URL, "url", f)
 	}
-	remote := s.Type == TypeHTTP || s.Type == TypeSSE
+}
 
-	if entries, ok := o.strMap("headers"); ok {
-		checkSpellings(entries, "headers", "headers", f)
-		if remote {
-			for _, e := range entries {
-				if err := headercheck.CheckName(e.key); err != nil {
-					f.problem(join("headers", e.key), "%v", err)
-				} else if e.unset != "" && s.Enabled {
-					// DeerFlow would send an empty credential; a server that
-					// needs one is better skipped with the reason.
-					f.problem(join("headers", e.key), "header %s comes from $%s, which is not set", quote(e.key), e.unset)
-				} else if err := headercheck.CheckValue(e.value); err != nil {
-					f.problem(join("headers", e.key), "header %s value %v", quote(e.key), err)
-				}
-			}
-		}
-		s.Headers = secretMap(entries)
+// readHeaders reads the static headers; on a remote server each name and
+// value must be sendable, and a header from an unset variable invalidates
+// an enabled server.
+func (s *Server) readHeaders(o *object) {
+	entries, ok := o.strMap("headers")
+	if !ok {
+		return
 	}
-
-	s.OAuth = parseOAuth(o.take("oauth"), f)
-	s.UserAuth = parseUserAuth(o.take("user_auth"), f)
-	s.HeadersFromContext = parseHeadersFromContext(o.take("headers_from_context"), f)
-
-	if r := parseRouting(o.take("routing"), "routing", f); r != nil {
-		s.Routing = r.apply(Routing{Mode: RoutingOff})
-	} else {
-		s.Routing = Routing{Mode: RoutingOff}
-	}
-	s.Tools = parseTools(o.take("tools"), f)
-	s.TaskToolsets = parseTaskToolsets(o.take("task_toolsets"), f)
-	if len(s.TaskToolsets) > 0 {
-		if n := utf8.RuneCountInString(name); n < 1 || n > 128 || strings.TrimSpace(name) == "" {
-			f.problem("task_toolsets", "MCP task server name must contain 1 to 128 characters")
+	checkSpellings(entries, "headers", "headers", o.f)
+	if s.remote() {
+		for _, e := range entries {
+			s.checkHeader(e, o.f)
 		}
 	}
-	s.Extra = o.extras()
-	for _, k := range n.keys {
-		if _, extra := s.Extra[k]; !extra {
+	s.Headers = secretMap(entries)
+}
+
+// checkHeader reports the first problem of one static header.
+func (s *Server) checkHeader(e entry, f *findings) {
+	if err := headercheck.CheckName(e.key); err != nil {
+		f.problem(join("headers", e.key), "%v", err)
+	} else if e.unsetVar != "" && s.Enabled {
+		// DeerFlow would send an empty credential; a server that
+		// needs one is better skipped with the reason.
+		f.problem(join("headers", e.key), "header %s comes from $%s, which is not set", quote(e.key), e.unsetVar)
+	} else if err := headercheck.CheckValue(e.val); err != nil {
+		f.problem(join("headers", e.key), "header %s value %v", quote(e.key), err)
+	}
+}
+
+// readRouting reads the routing hints, the per-tool overrides and the
+// task toolsets, whose server name must suit an MCP task server.
+func (s *Server) readRouting(o *object) {
+	s.Routing = Routing{Mode: RoutingOff}
+	if r := parseRouting(o.take("routing"), "routing", o.f); r != nil {
+		s.Routing = r.apply(s.Routing)
+	}
+	s.Tools = parseTools(o.take("tools"), o.f)
+	s.TaskToolsets = parseTaskToolsets(o.take("task_toolsets"), o.f)
+	if len(s.TaskToolsets) == 0 {
+		return
+	}
+	if n := utf8.RuneCountInString(s.Name); n < 1 || n > 128 || strings.TrimSpace(s.Name) == "" {
+		o.f.problem("task_toolsets", "MCP task server name must contain 1 to 128 characters")
+	}
+}
+
+// warnNearMisses warns about the unknown keys (kept in extra) that look
+// like a misspelled server key, in file order.
+func warnNearMisses(keys []string, extra map[string]json.RawMessage, f *findings) {
+	for _, k := range keys {
+		if _, ok := extra[k]; !ok {
 			continue
 		}
 		if lk := likelyKey(k, serverKeys); lk != "" {
 			f.warn(k, "unknown key, kept but not used; did you mean %q?", lk)
 		}
 	}
+}
 
-	// Warnings that depend on several fields.
+// crossCheck gives the warnings that depend on several fields: blocks a
+// stdio server ignores, request headers task polls do not send, and a
+// name that cannot prefix tool names.
+func (s *Server) crossCheck(f *findings) {
 	if s.Type == TypeStdio {
-		if s.UserAuth != nil {
-			s.UserAuth.Ignored = true
-			if s.UserAuth.Enabled {
-				f.warn("user_auth", "user-scoped credentials only apply to 'sse'/'http' servers; user_auth is ignored for this stdio server")
-			}
-		}
-		if s.HeadersFromContext != nil {
-			s.HeadersFromContext.Ignored = true
-			if s.HeadersFromContext.Enabled {
-				f.warn("headers_from_context", "request-scoped headers only apply to 'sse'/'http' servers; headers_from_context is ignored for this stdio server")
-			}
-		}
-	} else {
-		if h := s.HeadersFromContext; h != nil && h.Enabled && len(h.Headers) > 0 && len(s.TaskToolsets) > 0 {
-			f.warn("headers_from_context", "headers_from_context headers are sent with task submit calls only; status and cancel polls use the static and OAuth credentials")
-		}
+		s.ignoreRemoteBlocks(f)
+	} else if s.sendsContextHeaders() && len(s.TaskToolsets) > 0 {
+		f.warn("headers_from_context", "headers_from_context headers are sent with task submit calls only; status and cancel polls use the static and OAuth credentials")
 	}
-	if s.ToolNamePrefix && name != "" && !isToolNameSafe(name) {
+	if s.ToolNamePrefix && s.Name != "" && !isToolNameSafe(s.Name) {
 		f.warn("", "server name has characters outside [A-Za-z0-9_-], so its prefixed tool names are invalid and its tools will be dropped; rename it or set tool_name_prefix to false")
 	}
-	if len(f.problems) > 0 {
-		return nil, res()
+}
+
+// sendsContextHeaders reports whether an enabled headers_from_context
+// block maps at least one header.
+func (s *Server) sendsContextHeaders() bool {
+	h := s.HeadersFromContext
+	return h != nil && h.Enabled && len(h.Headers) > 0
+}
+
+// ignoreRemoteBlocks marks a stdio server's user_auth and
+// headers_from_context as ignored, warning when they are enabled.
+func (s *Server) ignoreRemoteBlocks(f *findings) {
+	if s.UserAuth != nil {
+		s.UserAuth.Ignored = true
+		if s.UserAuth.Enabled {
+			f.warn("user_auth", "user-scoped credentials only apply to 'sse'/'http' servers; user_auth is ignored for this stdio server")
+		}
 	}
-	return s, res()
+	if s.HeadersFromContext != nil {
+		s.HeadersFromContext.Ignored = true
+		if s.HeadersFromContext.Enabled {
+			f.warn("headers_from_context", "request-scoped headers only apply to 'sse'/'http' servers; headers_from_context is ignored for this stdio server")
+		}
+	}
 }
 
 // serverType applies DeerFlow's alias rule: "type" wins when set and
@@ -396,7 +451,8 @@ func checkSpellings(entries []entry, field, label string, f *findings) {
 	}
 }
 
-func parseOAuth(n *node, f *findings) *OAuth {
+// parseOAuth reads a server's "oauth" block, or returns nil when absent.
+func parseOAuth(n *rawdoc.Node, f *findings) *OAuth {
 	o := objectAt(n, "oauth", f)
 	if o == nil {
 		return nil
@@ -428,26 +484,37 @@ func parseOAuth(n *node, f *findings) *OAuth {
 		checkHTTPURL(a.TokenURL, "oauth.token_url", f)
 	}
 	if a.Enabled {
-		// Presence is checked here; an empty value after $VAR expansion is
-		// allowed and fails when a token is fetched, as in DeerFlow.
-		switch a.GrantType {
-		case "client_credentials":
-			for _, k := range []string{"client_id", "client_secret"} {
-				if !o.has(k) {
-					f.problem(o.field(k), "OAuth client_credentials requires client_id and client_secret")
-				}
-			}
-		case "refresh_token":
-			if !o.has("refresh_token") {
-				f.problem(o.field("refresh_token"), "OAuth refresh_token grant requires refresh_token")
-			}
-		}
+		checkGrant(o, a.GrantType)
 	}
 	a.Extra = o.extras()
 	return a
 }
 
-func parseUserAuth(n *node, f *findings) *UserAuth {
+// grantRequires lists the keys each OAuth grant type requires, with the
+// problem reported for a missing one.
+var grantRequires = map[string]struct {
+	keys []string
+	msg  string
+}{
+	"client_credentials": {[]string{"client_id", "client_secret"}, "OAuth client_credentials requires client_id and client_secret"},
+	"refresh_token":      {[]string{"refresh_token"}, "OAuth refresh_token grant requires refresh_token"},
+}
+
+// checkGrant reports the keys grant requires that the block lacks.
+// Presence is checked here; an empty value after $VAR expansion is allowed
+// and fails when a token is fetched, as in DeerFlow.
+func checkGrant(o *object, grant string) {
+	req := grantRequires[grant]
+	for _, k := range req.keys {
+		if !o.has(k) {
+			o.f.problem(o.field(k), "%s", req.msg)
+		}
+	}
+}
+
+// parseUserAuth reads a server's "user_auth" block, or returns nil when
+// absent.
+func parseUserAuth(n *rawdoc.Node, f *findings) *UserAuth {
 	o := objectAt(n, "user_auth", f)
 	if o == nil {
 		return nil
@@ -469,7 +536,9 @@ func parseUserAuth(n *node, f *findings) *UserAuth {
 	return u
 }
 
-func parseHeadersFromContext(n *node, f *findings) *HeadersFromContext {
+// parseHeadersFromContext reads a server's "headers_from_context" block,
+// or returns nil when absent.
+func parseHeadersFromContext(n *rawdoc.Node, f *findings) *HeadersFromContext {
 	o := objectAt(n, "headers_from_context", f)
 	if o == nil {
 		return nil
@@ -479,34 +548,49 @@ func parseHeadersFromContext(n *node, f *findings) *HeadersFromContext {
 		OnMissing: o.oneOf("on_missing", OnMissingDeny, OnMissingDeny, OnMissingPassthrough),
 	}
 	if hn := o.take("headers"); hn != nil {
-		path := o.field("headers")
-		if hn.kind != kindObject {
-			f.problem(path, "must be an object mapping header names to secret keys, not %s", kindName(hn.kind))
-		} else {
-			h.Headers = make(map[string]string, len(hn.keys))
-			var entries []entry
-			for i, name := range hn.keys {
-				v := hn.vals[i]
-				switch {
-				case strings.TrimSpace(name) == "":
-					f.problem(path, "headers_from_context.headers must not contain a blank header name")
-					continue
-				case v.kind != kindString || strings.TrimSpace(v.value) == "":
-					f.problem(join(path, name), "headers_from_context.headers[%s] must name a non-blank secret key from config.context.secrets", quote(name))
-					continue
-				}
-				if err := headercheck.CheckName(name); err != nil {
-					f.problem(join(path, name), "%v", err)
-					continue
-				}
-				entries = append(entries, entry{key: name, value: v.value})
-				h.Headers[name] = v.value
-			}
-			checkSpellings(entries, path, "headers_from_context.headers", f)
-		}
+		h.Headers = contextHeaders(hn, o.field("headers"), f)
 	}
 	h.Extra = o.extras()
 	return h
+}
+
+// contextHeaders reads the header → secret key map of
+// headers_from_context at path, keeping the valid entries.
+func contextHeaders(hn *rawdoc.Node, path string, f *findings) map[string]string {
+	if hn.Kind != rawdoc.Object {
+		f.problem(path, "must be an object mapping header names to secret keys, not %s", kindName(hn.Kind))
+		return nil
+	}
+	headers := make(map[string]string, len(hn.Keys))
+	var entries []entry
+	for i, name := range hn.Keys {
+		if !contextHeaderOK(name, hn.Vals[i], path, f) {
+			continue
+		}
+		entries = append(entries, entry{key: name, val: hn.Vals[i].Value})
+		headers[name] = hn.Vals[i].Value
+	}
+	checkSpellings(entries, path, "headers_from_context.headers", f)
+	return headers
+}
+
+// contextHeaderOK reports whether one entry of headers_from_context.headers
+// is a valid header name mapped to a non-blank secret key, and records the
+// problem when it is not.
+func contextHeaderOK(name string, v *rawdoc.Node, path string, f *findings) bool {
+	switch {
+	case strings.TrimSpace(name) == "":
+		f.problem(path, "headers_from_context.headers must not contain a blank header name")
+		return false
+	case v.Kind != rawdoc.String || strings.TrimSpace(v.Value) == "":
+		f.problem(join(path, name), "headers_from_context.headers[%s] must name a non-blank secret key from config.context.secrets", quote(name))
+		return false
+	}
+	if err := headercheck.CheckName(name); err != nil {
+		f.problem(join(path, name), "%v", err)
+		return false
+	}
+	return true
 }
 
 // apply returns base updated with the explicitly set fields.
@@ -524,52 +608,56 @@ func (r *RoutingOverride) apply(base Routing) Routing {
 }
 
 // parseRouting reads a strict routing object, keeping only the fields set.
-func parseRouting(n *node, path string, f *findings) *RoutingOverride {
+func parseRouting(n *rawdoc.Node, path string, f *findings) *RoutingOverride {
 	o := objectAt(n, path, f)
 	if o == nil {
 		return nil
 	}
 	r := &RoutingOverride{}
-	if o.has("mode") {
-		m := o.oneOf("mode", "", RoutingOff, RoutingPrefer)
-		if m != "" {
+	if o.present("mode") {
+		if m := o.oneOf("mode", "", RoutingOff, RoutingPrefer); m != "" {
 			r.Mode = &m
 		}
-	} else {
-		o.take("mode")
 	}
-	if v, lit, ok := o.integer("priority"); ok {
-		p := int(min(max(v, 0), 100))
-		switch {
-		case v < 0:
-			f.warn(o.field("priority"), "MCP routing priority %s is below 0; clamping to 0.", lit)
-		case v > 100:
-			f.warn(o.field("priority"), "MCP routing priority %s is above 100; clamping to 100.", lit)
-		}
-		r.Priority = &p
-	}
-	if o.has("keywords") {
+	r.Priority = routingPriority(o)
+	if o.present("keywords") {
 		r.Keywords = o.strList("keywords")
 		r.KeywordsSet = true
-	} else {
-		o.take("keywords")
 	}
 	o.rejectUnknown()
 	return r
 }
 
-func parseTools(n *node, f *findings) map[string]ToolOverride {
+// routingPriority reads a routing priority, clamped to 0..100 with a
+// warning; nil when absent or invalid.
+func routingPriority(o *object) *int {
+	v, lit, ok := o.integer("priority")
+	if !ok {
+		return nil
+	}
+	p := int(min(max(v, 0), 100))
+	switch {
+	case v < 0:
+		o.f.warn(o.field("priority"), "MCP routing priority %s is below 0; clamping to 0.", lit)
+	case v > 100:
+		o.f.warn(o.field("priority"), "MCP routing priority %s is above 100; clamping to 100.", lit)
+	}
+	return &p
+}
+
+// parseTools reads a server's per-tool overrides, keyed by raw tool name.
+func parseTools(n *rawdoc.Node, f *findings) map[string]ToolOverride {
 	if n == nil {
 		return nil
 	}
-	if n.kind != kindObject {
-		f.problem("tools", "must be an object keyed by raw tool name, not %s", kindName(n.kind))
+	if n.Kind != rawdoc.Object {
+		f.problem("tools", "must be an object keyed by raw tool name, not %s", kindName(n.Kind))
 		return nil
 	}
-	out := make(map[string]ToolOverride, len(n.keys))
-	for i, raw := range n.keys {
+	out := make(map[string]ToolOverride, len(n.Keys))
+	for i, raw := range n.Keys {
 		path := join("tools", raw)
-		o := objectAt(n.vals[i], path, f)
+		o := objectAt(n.Vals[i], path, f)
 		if o == nil {
 			continue
 		}
@@ -581,51 +669,62 @@ func parseTools(n *node, f *findings) map[string]ToolOverride {
 	return out
 }
 
-func parseTaskToolsets(n *node, f *findings) []TaskToolset {
+// parseTaskToolsets reads a server's task_toolsets list; a raw tool may
+// play one role in one toolset only.
+func parseTaskToolsets(n *rawdoc.Node, f *findings) []TaskToolset {
 	if n == nil {
 		return nil
 	}
-	if n.kind != kindArray {
-		f.problem("task_toolsets", "must be a list, not %s", kindName(n.kind))
+	if n.Kind != rawdoc.Array {
+		f.problem("task_toolsets", "must be a list, not %s", kindName(n.Kind))
 		return nil
 	}
 	var out []TaskToolset
 	roleOf := map[string]string{} // raw tool name → "toolset.role"
-	for i, item := range n.items {
+	for i, item := range n.Items {
 		path := fmt.Sprintf("task_toolsets[%d]", i)
 		o := objectAt(item, path, f)
 		if o == nil {
-			if item.kind == kindNull {
+			if item.Kind == rawdoc.Null {
 				f.problem(path, "must be an object")
 			}
 			continue
 		}
-		t := TaskToolset{Name: o.str("name", "")}
-		switch {
-		case strings.TrimSpace(t.Name) == "":
-			f.problem(o.field("name"), "MCP task toolset name must not be empty")
-		case utf8.RuneCountInString(t.Name) > 255:
-			f.problem(o.field("name"), "MCP task toolset name must contain at most 255 characters")
-		}
-		roles := []struct {
-			key string
-			dst *string
-		}{{"submit_tool", &t.SubmitTool}, {"status_tool", &t.StatusTool}, {"cancel_tool", &t.CancelTool}}
-		for _, role := range roles {
-			*role.dst = o.str(role.key, "")
-			if *role.dst == "" {
-				f.problem(o.field(role.key), "must name a raw tool")
-				continue
-			}
-			where := t.Name + "." + role.key
-			if prev, ok := roleOf[*role.dst]; ok {
-				f.problem(o.field(role.key), "MCP task tool %s must be unique across task_toolsets and roles; it is configured as both %s and %s", quote(*role.dst), prev, where)
-				continue
-			}
-			roleOf[*role.dst] = where
-		}
-		o.rejectUnknown()
-		out = append(out, t)
+		out = append(out, parseTaskToolset(o, roleOf))
 	}
 	return out
+}
+
+// parseTaskToolset reads one strict task_toolsets entry, recording in
+// roleOf where each of its tools is used.
+func parseTaskToolset(o *object, roleOf map[string]string) TaskToolset {
+	t := TaskToolset{Name: o.str("name", "")}
+	switch {
+	case strings.TrimSpace(t.Name) == "":
+		o.f.problem(o.field("name"), "MCP task toolset name must not be empty")
+	case utf8.RuneCountInString(t.Name) > 255:
+		o.f.problem(o.field("name"), "MCP task toolset name must contain at most 255 characters")
+	}
+	t.SubmitTool = o.taskTool("submit_tool", t.Name, roleOf)
+	t.StatusTool = o.taskTool("status_tool", t.Name, roleOf)
+	t.CancelTool = o.taskTool("cancel_tool", t.Name, roleOf)
+	o.rejectUnknown()
+	return t
+}
+
+// taskTool reads the raw tool of one role (key) of toolset, which must be
+// set and not play another role (roleOf: raw tool → "toolset.role").
+func (o *object) taskTool(key, toolset string, roleOf map[string]string) string {
+	tool := o.str(key, "")
+	if tool == "" {
+		o.f.problem(o.field(key), "must name a raw tool")
+		return tool
+	}
+	where := toolset + "." + key
+	if prev, ok := roleOf[tool]; ok {
+		o.f.problem(o.field(key), "MCP task tool %s must be unique across task_toolsets and roles; it is configured as both %s and %s", quote(tool), prev, where)
+		return tool
+	}
+	roleOf[tool] = where
+	return tool
 }

@@ -76,15 +76,7 @@ func Watch(opts WatchOptions) (*Watcher, error) {
 	if opts.Path == "" || opts.OnLoad == nil {
 		return nil, errors.New("config watch: Path and OnLoad are required")
 	}
-	if opts.Debounce <= 0 {
-		opts.Debounce = DefaultDebounce
-	}
-	if opts.Poll <= 0 {
-		opts.Poll = DefaultPoll
-	}
-	if opts.Load.Filename == "" {
-		opts.Load.Filename = opts.Path
-	}
+	opts.setDefaults()
 	fsw, err := fsnotify.NewWatcher()
 	if err != nil {
 		return nil, fmt.Errorf("config watch: %w", err)
@@ -100,6 +92,19 @@ func Watch(opts WatchOptions) (*Watcher, error) {
 	}
 	go w.run()
 	return w, nil
+}
+
+// setDefaults fills the unset durations and Load.Filename.
+func (o *WatchOptions) setDefaults() {
+	if o.Debounce <= 0 {
+		o.Debounce = DefaultDebounce
+	}
+	if o.Poll <= 0 {
+		o.Poll = DefaultPoll
+	}
+	if o.Load.Filename == "" {
+		o.Load.Filename = o.Path
+	}
 }
 
 // Close stops the watcher and waits for a running OnLoad to return.
@@ -156,6 +161,8 @@ func (w *Watcher) check() {
 	_ = w.opts.OnLoad("file", cfg, err) // OnLoad reports its own outcome
 }
 
+// run serves the watch: debounced directory events and the poll re-read
+// the file, until Close.
 func (w *Watcher) run() {
 	defer close(w.done)
 	poll := time.NewTimer(w.pollWait())
@@ -169,19 +176,9 @@ func (w *Watcher) run() {
 		case <-w.stop:
 			return
 		case _, ok := <-events:
-			if !ok {
-				events = nil
-				continue
-			}
-			debounce.Reset(w.opts.Debounce)
+			events = w.onEvent(events, ok, debounce)
 		case err, ok := <-errs:
-			if !ok {
-				errs = nil
-				continue
-			}
-			if w.opts.OnWatchError != nil {
-				w.opts.OnWatchError(err)
-			}
+			errs = w.onWatchError(errs, err, ok)
 		case <-debounce.C:
 			w.check()
 		case <-poll.C:
@@ -191,6 +188,29 @@ func (w *Watcher) run() {
 	}
 }
 
+// onEvent restarts the debounce for an event in the directory; it returns
+// the channel to read on (nil once it is closed).
+func (w *Watcher) onEvent(events chan fsnotify.Event, ok bool, debounce *time.Timer) chan fsnotify.Event {
+	if !ok {
+		return nil
+	}
+	debounce.Reset(w.opts.Debounce)
+	return events
+}
+
+// onWatchError hands a watch error to OnWatchError; it returns the
+// channel to read on (nil once it is closed).
+func (w *Watcher) onWatchError(errs chan error, err error, ok bool) chan error {
+	if !ok {
+		return nil
+	}
+	if w.opts.OnWatchError != nil {
+		w.opts.OnWatchError(err)
+	}
+	return errs
+}
+
+// pollWait is the next safety-net poll's wait: Poll plus up to 10 %.
 func (w *Watcher) pollWait() time.Duration {
 	return w.opts.Poll + rand.N(w.opts.Poll/10+1)
 }

@@ -33,50 +33,22 @@ func WriteFile(path string, data []byte) error {
 	if err := CheckWritable(path); err != nil {
 		return err
 	}
-	target, err := filepath.EvalSymlinks(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		target, err = path, nil
-	}
+	target, mode, err := writeTarget(path)
 	if err != nil {
-		return fmt.Errorf("resolving %s: %w", path, err)
-	}
-	mode := fs.FileMode(0o600)
-	if fi, err := os.Stat(target); err == nil {
-		mode = fi.Mode().Perm()
+		return err
 	}
 	dir := filepath.Dir(target)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(target)+".*.tmp")
+	tmp, err := createTemp(dir, target)
 	if err != nil {
-		if readOnlyErr(err) {
-			return fmt.Errorf("%w: cannot create files in %s", ErrReadOnly, dir)
-		}
-		return fmt.Errorf("writing config: %w", err)
+		return err
 	}
 	name := tmp.Name()
 	defer os.Remove(name) // no-op after the rename
-	if _, err := tmp.Write(data); err != nil {
-		_ = tmp.Close()
+	if err := fillTemp(tmp, data, mode); err != nil {
 		return fmt.Errorf("writing config: %w", err)
 	}
-	if err := tmp.Chmod(mode); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("writing config: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("writing config: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("writing config: %w", err)
-	}
-	if err := os.Rename(name, target); err != nil {
-		if errors.Is(err, syscall.EBUSY) { // a bind-mount point
-			return overwrite(target, data)
-		}
-		if readOnlyErr(err) {
-			return fmt.Errorf("%w: cannot replace %s", ErrReadOnly, target)
-		}
-		return fmt.Errorf("writing config: %w", err)
+	if err := replaceWith(name, target, data); err != nil {
+		return err
 	}
 	if d, err := os.Open(dir); err == nil {
 		_ = d.Sync()
@@ -85,6 +57,81 @@ func WriteFile(path string, data []byte) error {
 	return nil
 }
 
+// createTemp creates the temp file (".<name>.*.tmp") beside target in dir.
+func createTemp(dir, target string) (*os.File, error) {
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(target)+".*.tmp")
+	if err == nil {
+		return tmp, nil
+	}
+	if readOnlyErr(err) {
+		return nil, fmt.Errorf("%w: cannot create files in %s", ErrReadOnly, dir)
+	}
+	return nil, fmt.Errorf("writing config: %w", err)
+}
+
+// writeTarget resolves the file a write replaces (a symlink's target; the
+// path itself when it does not exist yet) and the mode to give it (the
+// existing file's, else 0600).
+func writeTarget(path string) (string, fs.FileMode, error) {
+	target, err := filepath.EvalSymlinks(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		target, err = path, nil
+	}
+	if err != nil {
+		return "", 0, fmt.Errorf("resolving %s: %w", path, err)
+	}
+	mode := fs.FileMode(0o600)
+	if fi, err := os.Stat(target); err == nil {
+		mode = fi.Mode().Perm()
+	}
+	return target, mode, nil
+}
+
+// fillTemp writes data to the temp file, sets its mode, syncs and closes
+// it (closing it on failure too).
+func fillTemp(tmp *os.File, data []byte, mode fs.FileMode) error {
+	_, err := tmp.Write(data)
+	if err == nil {
+		err = tmp.Chmod(mode)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if err != nil {
+		_ = tmp.Close()
+		return err
+	}
+	return tmp.Close()
+}
+
+// writeSync writes data to f and syncs it; on failure it closes f.
+func writeSync(f *os.File, data []byte) error {
+	_, err := f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if err != nil {
+		_ = f.Close()
+	}
+	return err
+}
+
+// replaceWith renames the written temp file over target; a bind-mounted
+// target, which cannot be renamed over, is overwritten in place.
+func replaceWith(name, target string, data []byte) error {
+	err := os.Rename(name, target)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, syscall.EBUSY): // a bind-mount point
+		return overwrite(target, data)
+	case readOnlyErr(err):
+		return fmt.Errorf("%w: cannot replace %s", ErrReadOnly, target)
+	}
+	return fmt.Errorf("writing config: %w", err)
+}
+
+// overwrite writes data over target in place.
 func overwrite(target string, data []byte) error {
 	f, err := os.OpenFile(target, os.O_WRONLY|os.O_TRUNC, 0)
 	if err != nil {
@@ -93,17 +140,13 @@ func overwrite(target string, data []byte) error {
 		}
 		return fmt.Errorf("writing config: %w", err)
 	}
-	if _, err := f.Write(data); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("writing config: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
+	if err := writeSync(f, data); err != nil {
 		return fmt.Errorf("writing config: %w", err)
 	}
 	return f.Close()
 }
 
+// readOnlyErr reports whether err means the file system refuses writes.
 func readOnlyErr(err error) bool {
 	return errors.Is(err, syscall.EROFS) || errors.Is(err, fs.ErrPermission)
 }

@@ -183,41 +183,15 @@ func getRecord(tx *bolt.Tx, id string) (*boltRecord, error) {
 	return &r, nil
 }
 
-// put writes r, moving its due entry and status count from old (nil: new).
+// recordIndexes are the steps putRecord takes before it writes a record:
+// each moves one index entry of the task from old (nil: new) to r.
+var recordIndexes = [...]func(tx *bolt.Tx, old, r *boltRecord) error{moveDue, moveActive, addExpiry, moveCount}
+
+// putRecord writes r, moving its due entry, active slot, expiry entry and
+// status count from old (nil: new).
 func putRecord(tx *bolt.Tx, old, r *boltRecord) error {
-	due := tx.Bucket(bDue)
-	if old != nil && old.Due >= 0 {
-		if err := due.Delete(dueKey(old.Due, r.T.ID)); err != nil {
-			return err
-		}
-	}
-	if r.Due >= 0 {
-		if err := due.Put(dueKey(r.Due, r.T.ID), nil); err != nil {
-			return err
-		}
-	}
-	if wasActive, active := old != nil && !old.T.Status.Terminal(), !r.T.Status.Terminal(); wasActive != active {
-		d := int64(1)
-		if wasActive {
-			d = -1
-		}
-		if err := addActive(tx.Bucket(bActive), r.T.User, d); err != nil {
-			return err
-		}
-	}
-	if exp := expiresAt(r.T); !exp.IsZero() && (old == nil || !old.T.Status.Terminal()) {
-		if err := tx.Bucket(bExpiry).Put(dueKey(exp.UnixMilli(), r.T.ID), nil); err != nil {
-			return err
-		}
-	}
-	if old == nil || old.T.Status != r.T.Status {
-		c := tx.Bucket(bCounts)
-		if old != nil {
-			if err := addCount(c, old.T.Status, -1); err != nil {
-				return err
-			}
-		}
-		if err := addCount(c, r.T.Status, 1); err != nil {
+	for _, move := range recordIndexes {
+		if err := move(tx, old, r); err != nil {
 			return err
 		}
 	}
@@ -226,6 +200,58 @@ func putRecord(tx *bolt.Tx, old, r *boltRecord) error {
 		return err
 	}
 	return tx.Bucket(bTasks).Put([]byte(r.T.ID), b)
+}
+
+// moveDue replaces old's due entry (if any) with r's (if any).
+func moveDue(tx *bolt.Tx, old, r *boltRecord) error {
+	due := tx.Bucket(bDue)
+	if old != nil && old.Due >= 0 {
+		if err := due.Delete(dueKey(old.Due, r.T.ID)); err != nil {
+			return err
+		}
+	}
+	if r.Due < 0 {
+		return nil
+	}
+	return due.Put(dueKey(r.Due, r.T.ID), nil)
+}
+
+// moveActive takes or gives back the user's active slot when the task
+// starts or stops being active.
+func moveActive(tx *bolt.Tx, old, r *boltRecord) error {
+	wasActive, active := old != nil && !old.T.Status.Terminal(), !r.T.Status.Terminal()
+	if wasActive == active {
+		return nil
+	}
+	d := int64(1)
+	if wasActive {
+		d = -1
+	}
+	return addActive(tx.Bucket(bActive), r.T.User, d)
+}
+
+// addExpiry records when a task that just finished (or is written
+// finished) expires.
+func addExpiry(tx *bolt.Tx, old, r *boltRecord) error {
+	exp := expiresAt(r.T)
+	if exp.IsZero() || (old != nil && old.T.Status.Terminal()) {
+		return nil
+	}
+	return tx.Bucket(bExpiry).Put(dueKey(exp.UnixMilli(), r.T.ID), nil)
+}
+
+// moveCount moves the task from old's status count to r's.
+func moveCount(tx *bolt.Tx, old, r *boltRecord) error {
+	c := tx.Bucket(bCounts)
+	if old != nil && old.T.Status == r.T.Status {
+		return nil
+	}
+	if old != nil {
+		if err := addCount(c, old.T.Status, -1); err != nil {
+			return err
+		}
+	}
+	return addCount(c, r.T.Status, 1)
 }
 
 func addCount(c *bolt.Bucket, st Status, d int64) error {
@@ -317,39 +343,9 @@ func (s *BoltStore) Update(_ context.Context, id string, fn func(*Task) error) (
 	}
 	var out *Task
 	var ev []Event
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		old, err := getRecord(tx, id)
-		if err != nil {
-			return err
-		}
-		if old.T.Status.Terminal() {
-			return ErrTerminal
-		}
-		t := old.T.Clone()
-		if err := fn(t); err != nil {
-			return err
-		}
-		t.ID, t.User, t.Thread, t.CreatedAt = old.T.ID, old.T.User, old.T.Thread, old.T.CreatedAt
-		if err := checkTask(t); err != nil {
-			return err
-		}
-		if t.RemoteID != old.T.RemoteID {
-			if old.T.RemoteID != "" {
-				return errors.New("an MCP task's remote id cannot change")
-			}
-			if err := bindRemote(tx, t); err != nil {
-				return err
-			}
-		}
-		r := &boltRecord{T: t, Epoch: old.Epoch + 1, Due: dueAt(t)}
-		if err := putRecord(tx, old, r); err != nil {
-			return err
-		}
-		if t.Version > old.T.Version {
-			ev = append(ev, eventOf(t))
-		}
-		out = t.Clone()
-		return nil
+	err := s.db.Update(func(tx *bolt.Tx) (err error) {
+		out, ev, err = updateTx(tx, id, fn)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -358,44 +354,80 @@ func (s *BoltStore) Update(_ context.Context, id string, fn func(*Task) error) (
 	return out, nil
 }
 
+// updateTx is Update's transaction: it returns a copy of the written task
+// and the event to publish, if any.
+func updateTx(tx *bolt.Tx, id string, fn func(*Task) error) (*Task, []Event, error) {
+	old, err := getRecord(tx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	if old.T.Status.Terminal() {
+		return nil, nil, ErrTerminal
+	}
+	t, rebind, err := applyUpdate(old.T, fn)
+	if err == nil && rebind {
+		err = bindRemote(tx, t)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	r := &boltRecord{T: t, Epoch: old.Epoch + 1, Due: dueAt(t)}
+	if err := putRecord(tx, old, r); err != nil {
+		return nil, nil, err
+	}
+	var ev []Event
+	if t.Version > old.T.Version {
+		ev = append(ev, eventOf(t))
+	}
+	return t.Clone(), ev, nil
+}
+
 // List returns a user's tasks, newest first.
 func (s *BoltStore) List(_ context.Context, q Query) ([]*Task, error) {
 	var out []*Task
-	err := s.db.View(func(tx *bolt.Tx) error {
-		b, prefix := tx.Bucket(bUser), hashKey(q.User)
-		if q.Thread != "" {
-			b, prefix = tx.Bucket(bThread), hashKey(q.User, q.Thread)
-		}
-		c := b.Cursor()
-		// Seek past the prefix's last key, then walk back.
-		end := append(append([]byte(nil), prefix...), bytes.Repeat([]byte{0xff}, 9)...)
-		k, _ := c.Seek(end)
-		if k == nil {
-			k, _ = c.Last()
-		} else {
-			k, _ = c.Prev()
-		}
-		for ; k != nil && bytes.HasPrefix(k, prefix) && len(out) < q.limit(); k, _ = c.Prev() {
-			id := string(k[len(prefix)+8:])
-			r, err := getRecord(tx, id)
-			if errors.Is(err, ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			if r.T.User != q.User || (q.Thread != "" && r.T.Thread != q.Thread) {
-				continue // a hash collision
-			}
-			if q.ActiveOnly && r.T.Status.Terminal() {
-				continue
-			}
-			out = append(out, r.T)
-		}
-		return nil
+	err := s.db.View(func(tx *bolt.Tx) (err error) {
+		out, err = listTx(tx, q)
+		return err
 	})
 	sortNewest(out)
 	return out, err
+}
+
+// listTx walks q's index back from its newest entry and returns the tasks
+// q selects (an entry of another user or thread is a hash collision).
+func listTx(tx *bolt.Tx, q Query) ([]*Task, error) {
+	b, prefix := tx.Bucket(bUser), hashKey(q.User)
+	if q.Thread != "" {
+		b, prefix = tx.Bucket(bThread), hashKey(q.User, q.Thread)
+	}
+	var out []*Task
+	c := b.Cursor()
+	for k := lastWithPrefix(c, prefix); k != nil && bytes.HasPrefix(k, prefix) && len(out) < q.limit(); k, _ = c.Prev() {
+		r, err := getRecord(tx, string(k[len(prefix)+8:]))
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return out, err
+		}
+		if q.selects(r.T) {
+			out = append(out, r.T)
+		}
+	}
+	return out, nil
+}
+
+// lastWithPrefix positions c on the last key under prefix (or just
+// before, where the caller's prefix check stops): it seeks past the
+// prefix's last key, then walks back.
+func lastWithPrefix(c *bolt.Cursor, prefix []byte) []byte {
+	end := append(append([]byte(nil), prefix...), bytes.Repeat([]byte{0xff}, 9)...)
+	if k, _ := c.Seek(end); k == nil {
+		k, _ = c.Last()
+		return k
+	}
+	k, _ := c.Prev()
+	return k
 }
 
 func sortNewest(ts []*Task) {
@@ -415,33 +447,14 @@ func (s *BoltStore) Claim(_ context.Context, owner string, now time.Time, lease 
 	var out []*Lease
 	nowMS, exp := now.UnixMilli(), now.Add(lease).UnixMilli()
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bDue).Cursor()
-		var ids []string
-		for k, _ := c.First(); k != nil && len(ids) < n; k, _ = c.Next() {
-			if int64(binary.BigEndian.Uint64(k[:8])) > nowMS {
-				break
-			}
-			ids = append(ids, string(k[8:]))
-		}
-		for _, id := range ids {
-			old, err := getRecord(tx, id)
+		for _, id := range dueIDs(tx, nowMS, n) {
+			l, err := claimTx(tx, id, owner, nowMS, exp)
 			if err != nil {
 				return err
 			}
-			r := *old
-			takeover := r.Owner != "" && r.Exp < nowMS
-			if r.Owner != "" && r.Exp >= nowMS {
-				r.Due = r.Exp // a live lease: look again when it ends
-				if err := putRecord(tx, old, &r); err != nil {
-					return err
-				}
-				continue
+			if l != nil {
+				out = append(out, l)
 			}
-			r.Owner, r.Epoch, r.Exp, r.Due = owner, r.Epoch+1, exp, exp
-			if err := putRecord(tx, old, &r); err != nil {
-				return err
-			}
-			out = append(out, &Lease{Task: r.T.Clone(), Owner: owner, Epoch: r.Epoch, Expires: time.UnixMilli(exp), Takeover: takeover})
 		}
 		return nil
 	})
@@ -449,6 +462,41 @@ func (s *BoltStore) Claim(_ context.Context, owner string, now time.Time, lease 
 		return nil, err
 	}
 	return out, nil
+}
+
+// dueIDs returns up to n ids whose due time is not after nowMS, in due
+// order.
+func dueIDs(tx *bolt.Tx, nowMS int64, n int) []string {
+	c := tx.Bucket(bDue).Cursor()
+	var ids []string
+	for k, _ := c.First(); k != nil && len(ids) < n; k, _ = c.Next() {
+		if int64(binary.BigEndian.Uint64(k[:8])) > nowMS {
+			break
+		}
+		ids = append(ids, string(k[8:]))
+	}
+	return ids
+}
+
+// claimTx leases task id to owner until exp (Unix ms), or, when another
+// lease is live, moves the task's due time to that lease's end and
+// returns nil.
+func claimTx(tx *bolt.Tx, id, owner string, nowMS, exp int64) (*Lease, error) {
+	old, err := getRecord(tx, id)
+	if err != nil {
+		return nil, err
+	}
+	r := *old
+	takeover := r.Owner != "" && r.Exp < nowMS
+	if r.Owner != "" && r.Exp >= nowMS {
+		r.Due = r.Exp // a live lease: look again when it ends
+		return nil, putRecord(tx, old, &r)
+	}
+	r.Owner, r.Epoch, r.Exp, r.Due = owner, r.Epoch+1, exp, exp
+	if err := putRecord(tx, old, &r); err != nil {
+		return nil, err
+	}
+	return &Lease{Task: r.T.Clone(), Owner: owner, Epoch: r.Epoch, Expires: time.UnixMilli(exp), Takeover: takeover}, nil
 }
 
 // Apply writes t if l is still the task's live lease.

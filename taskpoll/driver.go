@@ -113,22 +113,67 @@ func parseSubmit(tool string, raw json.RawMessage) (string, error) {
 	return *p.TaskID, nil
 }
 
+// statusAnswer is the structuredContent of a status or cancel answer, as
+// sent: absent fields are nil.
+type statusAnswer struct {
+	TaskID        *string         `json:"task_id"`
+	Status        *string         `json:"status"`
+	Result        json.RawMessage `json:"result"`
+	Artifact      json.RawMessage `json:"result_artifact"`
+	Error         *string         `json:"error"`
+	ErrorCode     *string         `json:"error_code"`
+	InputRequired json.RawMessage `json:"input_required"`
+	PollAfter     json.RawMessage `json:"poll_after_seconds"`
+}
+
+// remoteStatus maps the driver's status words to local statuses.
+var remoteStatus = map[string]Status{
+	"running":        StatusWorking,
+	"input_required": StatusInputRequired,
+	"completed":      StatusCompleted,
+	"failed":         StatusFailed,
+	"cancelled":      StatusCancelled,
+}
+
 // parseStatus reads a status answer (cancel: a cancel answer) for remote.
+// Each step checks one part of the answer, in the order the protocol
+// errors are reported.
 func parseStatus(tool, remote string, raw json.RawMessage, cancel bool) (*snapshot, error) {
+	p, err := decodeStatusAnswer(tool, remote, raw)
+	if err != nil {
+		return nil, err
+	}
+	s := &snapshot{}
+	if s.Status, err = p.status(tool, cancel); err != nil {
+		return nil, err
+	}
+	if s.Artifact, err = p.artifact(tool); err != nil {
+		return nil, err
+	}
+	if p.Error != nil {
+		s.Error = *p.Error
+	}
+	if s.InputRequired, err = p.inputRequired(tool, s.Status); err != nil {
+		return nil, err
+	}
+	if s.PollAfter, err = p.pollAfter(tool); err != nil {
+		return nil, err
+	}
+	if !isNull(p.Result) {
+		s.Result = p.Result
+	}
+	p.applyNotFound(s)
+	return s, nil
+}
+
+// decodeStatusAnswer decodes the answer's structuredContent and checks
+// that it is about remote.
+func decodeStatusAnswer(tool, remote string, raw json.RawMessage) (*statusAnswer, error) {
 	sc, err := structured(tool, raw)
 	if err != nil {
 		return nil, err
 	}
-	var p struct {
-		TaskID        *string         `json:"task_id"`
-		Status        *string         `json:"status"`
-		Result        json.RawMessage `json:"result"`
-		Artifact      json.RawMessage `json:"result_artifact"`
-		Error         *string         `json:"error"`
-		ErrorCode     *string         `json:"error_code"`
-		InputRequired json.RawMessage `json:"input_required"`
-		PollAfter     json.RawMessage `json:"poll_after_seconds"`
-	}
+	var p statusAnswer
 	if err := json.Unmarshal(sc, &p); err != nil {
 		return nil, invalid(tool, err.Error())
 	}
@@ -138,68 +183,79 @@ func parseStatus(tool, remote string, raw json.RawMessage, cancel bool) (*snapsh
 	if *p.TaskID != remote {
 		return nil, &ProtocolError{Msg: fmt.Sprintf("MCP task response task_id does not match the persisted remote task: expected %s, got %s", quote(remote), quote(*p.TaskID))}
 	}
-	s := &snapshot{}
+	return &p, nil
+}
+
+// status maps the answer's status to a local one; a cancel answer must
+// report a terminal status.
+func (p *statusAnswer) status(tool string, cancel bool) (Status, error) {
 	if p.Status == nil {
-		return nil, invalid(tool, "status is required")
+		return "", invalid(tool, "status is required")
 	}
-	switch *p.Status {
-	case "running":
-		s.Status = StatusWorking
-	case "input_required":
-		s.Status = StatusInputRequired
-	case "completed":
-		s.Status = StatusCompleted
-	case "failed":
-		s.Status = StatusFailed
-	case "cancelled":
-		s.Status = StatusCancelled
-	default:
-		return nil, invalid(tool, fmt.Sprintf("unknown status %s", quote(truncateRunes(*p.Status, 64))))
+	st, ok := remoteStatus[*p.Status]
+	if !ok {
+		return "", invalid(tool, fmt.Sprintf("unknown status %s", quote(truncateRunes(*p.Status, 64))))
 	}
-	if cancel && !s.Status.Terminal() {
-		return nil, invalid(tool, "a cancel answer's status must be cancelled, completed or failed")
+	if cancel && !st.Terminal() {
+		return "", invalid(tool, "a cancel answer's status must be cancelled, completed or failed")
 	}
+	return st, nil
+}
+
+// artifact returns result_artifact, which must be an object with a uri
+// when present.
+func (p *statusAnswer) artifact(tool string) (json.RawMessage, error) {
 	if isNull(p.Artifact) {
-		p.Artifact = nil
-	} else {
-		var a struct {
-			URI      *string `json:"uri"`
-			MimeType *string `json:"mime_type"`
-		}
-		if json.Unmarshal(p.Artifact, &a) != nil || a.URI == nil {
-			return nil, invalid(tool, "result_artifact must be an object with uri and mime_type")
-		}
-		s.Artifact = p.Artifact
+		return nil, nil
 	}
-	if p.Error != nil {
-		s.Error = *p.Error
+	var a struct {
+		URI      *string `json:"uri"`
+		MimeType *string `json:"mime_type"`
 	}
+	if json.Unmarshal(p.Artifact, &a) != nil || a.URI == nil {
+		return nil, invalid(tool, "result_artifact must be an object with uri and mime_type")
+	}
+	return p.Artifact, nil
+}
+
+// inputRequired returns the input_required object, which status
+// input_required must carry.
+func (p *statusAnswer) inputRequired(tool string, st Status) (json.RawMessage, error) {
+	var in json.RawMessage
 	if !isNull(p.InputRequired) {
 		if bytes.TrimSpace(p.InputRequired)[0] != '{' {
 			return nil, invalid(tool, "input_required must be an object")
 		}
-		s.InputRequired = p.InputRequired
+		in = p.InputRequired
 	}
-	if s.Status == StatusInputRequired && s.InputRequired == nil {
+	if st == StatusInputRequired && in == nil {
 		return nil, invalid(tool, "status input_required needs an input_required payload")
 	}
-	if !isNull(p.PollAfter) {
-		var v float64
-		if json.Unmarshal(p.PollAfter, &v) != nil || math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
-			return nil, invalid(tool, "poll_after_seconds must be a finite positive number")
-		}
-		s.PollAfter = time.Duration(min(v, MaxPollAfter.Seconds()) * float64(time.Second))
+	return in, nil
+}
+
+// pollAfter returns poll_after_seconds as a duration capped at
+// MaxPollAfter, or 0 when absent.
+func (p *statusAnswer) pollAfter(tool string) (time.Duration, error) {
+	if isNull(p.PollAfter) {
+		return 0, nil
 	}
-	if !isNull(p.Result) {
-		s.Result = p.Result
+	var v float64
+	if json.Unmarshal(p.PollAfter, &v) != nil || math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
+		return 0, invalid(tool, "poll_after_seconds must be a finite positive number")
 	}
-	if p.ErrorCode != nil && *p.ErrorCode == "task_not_found" {
-		s.Status = StatusFailed
-		if s.Error == "" {
-			s.Error = "Remote MCP task was not found"
-		}
+	return time.Duration(min(v, MaxPollAfter.Seconds()) * float64(time.Second)), nil
+}
+
+// applyNotFound turns error_code task_not_found into a failed task.
+func (p *statusAnswer) applyNotFound(s *snapshot) {
+	if p.ErrorCode == nil || *p.ErrorCode != "task_not_found" {
+		return
 	}
-	return s, nil
+	s.Status = StatusFailed
+	if s.Error == "" {
+		s.Error = "Remote MCP task was not found"
+	}
 }
 
 func isNull(r json.RawMessage) bool {

@@ -94,41 +94,59 @@ func (s *Service) sweep(ctx context.Context, due time.Time) time.Time {
 	return now.Add(s.sweepEvery())
 }
 
+// run is the poll loop: sweep when due, claim what the free workers can
+// take, then wait for a wake-up, the next interval or the next sweep.
 func (s *Service) run(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	var nextSweep time.Time
 	for {
 		nextSweep = s.sweep(ctx, nextSweep)
-		free := s.cfg.MaxConcurrentPolls - s.inFlight()
-		wait := min(s.idleWait(), max(nextSweep.Sub(s.now()), 0))
-		if free > 0 {
-			ls, err := s.store.Claim(ctx, s.owner, s.now(), s.cfg.Lease, free)
-			if err != nil && ctx.Err() == nil {
-				s.m.storeErrors.Inc()
-				s.log.Warn("MCP task poll failed; retrying next interval", "err", err)
-				wait = s.cfg.PollInterval
-			}
-			for _, l := range ls {
-				s.start(ctx, l)
-			}
-			if err == nil && len(ls) == free {
-				wait = 0 // more may be due
-			}
-		}
-		if wait > 0 {
-			timer.Reset(wait)
-			select {
-			case <-ctx.Done():
-				return
-			case <-s.wake:
-			case <-timer.C:
-			}
-			timer.Stop()
-		} else if ctx.Err() != nil {
+		wait := s.claimDue(ctx, min(s.idleWait(), max(nextSweep.Sub(s.now()), 0)))
+		if !pause(ctx, s.wake, timer, wait) {
 			return
 		}
 	}
+}
+
+// claimDue leases as many due tasks as there are free workers and starts
+// them; it returns how long to wait next: wait, the poll interval after a
+// store error, or 0 when more may be due.
+func (s *Service) claimDue(ctx context.Context, wait time.Duration) time.Duration {
+	free := s.cfg.MaxConcurrentPolls - s.inFlight()
+	if free <= 0 {
+		return wait
+	}
+	ls, err := s.store.Claim(ctx, s.owner, s.now(), s.cfg.Lease, free)
+	if err != nil && ctx.Err() == nil {
+		s.m.storeErrors.Inc()
+		s.log.Warn("MCP task poll failed; retrying next interval", "err", err)
+		wait = s.cfg.PollInterval
+	}
+	for _, l := range ls {
+		s.start(ctx, l)
+	}
+	if err == nil && len(ls) == free {
+		wait = 0 // more may be due
+	}
+	return wait
+}
+
+// pause waits for wait (unless 0), a wake-up or ctx's end, and reports
+// whether the loop goes on.
+func pause(ctx context.Context, wake <-chan struct{}, timer *time.Timer, wait time.Duration) bool {
+	if wait <= 0 {
+		return ctx.Err() == nil
+	}
+	timer.Reset(wait)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-wake:
+	case <-timer.C:
+	}
+	return true
 }
 
 func (s *Service) start(ctx context.Context, l *Lease) {

@@ -3,6 +3,7 @@ package taskpoll
 import (
 	"context"
 	"crypto/sha256"
+	_ "embed"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -135,119 +136,41 @@ func (s *RedisStore) remoteKey(t *Task) string {
 
 func (s *RedisStore) channel() string { return s.prefix + "events" }
 
-// Scripts. Statuses are compared in Lua, so the terminal set is spelled
-// out: completed, failed, cancelled.
-const luaTerminal = `local function terminal(st) return st == 'completed' or st == 'failed' or st == 'cancelled' end
-`
+// The scripts' Lua source, one file each in lua/. Statuses are compared
+// in Lua, so lua/terminal.lua spells out the terminal set: completed,
+// failed, cancelled.
+var (
+	//go:embed lua/terminal.lua
+	luaTerminal string
+	//go:embed lua/create.lua
+	luaCreate string
+	//go:embed lua/reserve.lua
+	luaReserve string
+	//go:embed lua/sweep.lua
+	luaSweep string
+	//go:embed lua/unbind.lua
+	luaUnbind string
+	//go:embed lua/update.lua
+	luaUpdate string
+	//go:embed lua/claim.lua
+	luaClaim string
+	//go:embed lua/apply.lua
+	luaApply string
+	//go:embed lua/release.lua
+	luaRelease string
+)
 
-// create: KEYS task, due, thr, usr, counts, exp; ARGV id, d, st, due,
-// created, event, channel, expiry.
-var createScript = redis.NewScript(luaTerminal + `
-if redis.call('EXISTS', KEYS[1]) == 1 then return 'exists' end
-redis.call('HSET', KEYS[1], 'd', ARGV[2], 'st', ARGV[3], 'ep', 0)
-redis.call('ZADD', KEYS[3], ARGV[5], ARGV[1])
-redis.call('ZADD', KEYS[4], ARGV[5], ARGV[1])
-redis.call('HINCRBY', KEYS[5], ARGV[3], 1)
-if tonumber(ARGV[4]) >= 0 then redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1]) end
-if tonumber(ARGV[8]) >= 0 then redis.call('ZADD', KEYS[6], ARGV[8], ARGV[1]) end
-if ARGV[6] ~= '' then redis.call('PUBLISH', ARGV[7], ARGV[6]) end
-return 'ok'`)
-
-// reserve (the per-user cap): KEYS act; ARGV id, created, limit. Returns 1
-// when it added id, 2 when id was there already, 0 when the user is at the
-// limit.
-var reserveScript = redis.NewScript(`
-if redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 2 end
-if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
-redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
-return 1`)
-
-// sweep (one record): KEYS task, thr, usr, counts, exp, due; ARGV id, now.
-var sweepScript = redis.NewScript(luaTerminal + `
-local sc = redis.call('ZSCORE', KEYS[5], ARGV[1])
-if not sc or tonumber(sc) > tonumber(ARGV[2]) then return 0 end
-redis.call('ZREM', KEYS[5], ARGV[1])
-local st = redis.call('HGET', KEYS[1], 'st')
-if not st or not terminal(st) then return 0 end
-redis.call('DEL', KEYS[1])
-redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('ZREM', KEYS[3], ARGV[1])
-redis.call('ZREM', KEYS[6], ARGV[1])
-redis.call('HINCRBY', KEYS[4], st, -1)
-return 1`)
-
-// unbind (a remote handle of a removed task): KEYS rid; ARGV id.
-var unbindScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0`)
-
-// update (compare-and-set on the record): KEYS task, due, counts, exp;
-// ARGV id, old d, new d, new st, due, event, channel, expiry. Supersedes
-// the lease.
-var updateScript = redis.NewScript(luaTerminal + `
-local cur = redis.call('HMGET', KEYS[1], 'd', 'st')
-if not cur[1] then return 'missing' end
-if terminal(cur[2]) then return 'terminal' end
-if cur[1] ~= ARGV[2] then return 'conflict' end
-redis.call('HSET', KEYS[1], 'd', ARGV[3], 'st', ARGV[4])
-redis.call('HINCRBY', KEYS[1], 'ep', 1)
-redis.call('HDEL', KEYS[1], 'own', 'exp')
-if cur[2] ~= ARGV[4] then
-  redis.call('HINCRBY', KEYS[3], cur[2], -1)
-  redis.call('HINCRBY', KEYS[3], ARGV[4], 1)
-end
-if tonumber(ARGV[5]) >= 0 then redis.call('ZADD', KEYS[2], ARGV[5], ARGV[1]) else redis.call('ZREM', KEYS[2], ARGV[1]) end
-if tonumber(ARGV[8]) >= 0 then redis.call('ZADD', KEYS[4], ARGV[8], ARGV[1]) end
-if ARGV[6] ~= '' then redis.call('PUBLISH', ARGV[7], ARGV[6]) end
-return 'ok'`)
-
-// claim: KEYS due; ARGV now, expiry, owner, limit, task key prefix.
-// Returns id, epoch, d, takeover for each task claimed.
-var claimScript = redis.NewScript(luaTerminal + `
-local now = tonumber(ARGV[1])
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[4]))
-local out = {}
-for _, id in ipairs(ids) do
-  local k = ARGV[5] .. id
-  local f = redis.call('HMGET', k, 'd', 'st', 'own', 'exp')
-  if not f[1] or terminal(f[2]) then
-    redis.call('ZREM', KEYS[1], id)
-  elseif f[3] and tonumber(f[4]) >= now then
-    redis.call('ZADD', KEYS[1], f[4], id)
-  else
-    local ep = redis.call('HINCRBY', k, 'ep', 1)
-    redis.call('HSET', k, 'own', ARGV[3], 'exp', ARGV[2])
-    redis.call('ZADD', KEYS[1], ARGV[2], id)
-    local takeover = 0
-    if f[3] then takeover = 1 end
-    table.insert(out, id); table.insert(out, ep); table.insert(out, f[1]); table.insert(out, takeover)
-  end
-end
-return out`)
-
-// apply (fenced): KEYS task, due, counts, exp; ARGV id, owner, epoch, now,
-// d, st, due, event, channel, expiry.
-var applyScript = redis.NewScript(luaTerminal + `
-local f = redis.call('HMGET', KEYS[1], 'st', 'own', 'ep', 'exp')
-if not f[1] or terminal(f[1]) or f[2] ~= ARGV[2] or f[3] ~= ARGV[3] or tonumber(f[4]) < tonumber(ARGV[4]) then return 0 end
-redis.call('HSET', KEYS[1], 'd', ARGV[5], 'st', ARGV[6])
-redis.call('HDEL', KEYS[1], 'own', 'exp')
-if f[1] ~= ARGV[6] then
-  redis.call('HINCRBY', KEYS[3], f[1], -1)
-  redis.call('HINCRBY', KEYS[3], ARGV[6], 1)
-end
-if tonumber(ARGV[7]) >= 0 then redis.call('ZADD', KEYS[2], ARGV[7], ARGV[1]) else redis.call('ZREM', KEYS[2], ARGV[1]) end
-if tonumber(ARGV[10]) >= 0 then redis.call('ZADD', KEYS[4], ARGV[10], ARGV[1]) end
-if ARGV[8] ~= '' then redis.call('PUBLISH', ARGV[9], ARGV[8]) end
-return 1`)
-
-// release: KEYS task, due; ARGV id, owner, epoch, now.
-var releaseScript = redis.NewScript(luaTerminal + `
-local f = redis.call('HMGET', KEYS[1], 'st', 'own', 'ep')
-if not f[1] or f[2] ~= ARGV[2] or f[3] ~= ARGV[3] then return 0 end
-redis.call('HDEL', KEYS[1], 'own', 'exp')
-if not terminal(f[1]) then redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1]) end
-return 1`)
+// The scripts; each file in lua/ says what its KEYS and ARGV are.
+var (
+	createScript  = redis.NewScript(luaTerminal + luaCreate)
+	reserveScript = redis.NewScript(luaReserve)
+	sweepScript   = redis.NewScript(luaTerminal + luaSweep)
+	unbindScript  = redis.NewScript(luaUnbind)
+	updateScript  = redis.NewScript(luaTerminal + luaUpdate)
+	claimScript   = redis.NewScript(luaTerminal + luaClaim)
+	applyScript   = redis.NewScript(luaTerminal + luaApply)
+	releaseScript = redis.NewScript(luaTerminal + luaRelease)
+)
 
 var allScripts = []*redis.Script{createScript, reserveScript, sweepScript, unbindScript, updateScript, claimScript, applyScript, releaseScript}
 
@@ -376,8 +299,22 @@ func (s *RedisStore) heal(ctx context.Context, key string) bool {
 	if err != nil || len(members) == 0 {
 		return false
 	}
+	sts, err := s.memberStatuses(ctx, members)
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return false
+	}
+	stale := staleMembers(members, sts, time.Now().Add(-activeGrace).UnixMilli())
+	if len(stale) == 0 {
+		return false
+	}
+	return s.c.ZRem(ctx, key, stale...).Err() == nil
+}
+
+// memberStatuses reads the status of every active-set member that is a
+// task id, in one pipeline; a member that is not has a nil command.
+func (s *RedisStore) memberStatuses(ctx context.Context, members []redis.Z) ([]*redis.StringCmd, error) {
 	sts := make([]*redis.StringCmd, len(members))
-	_, err = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, m := range members {
 			if id, _ := m.Member.(string); validID(id) {
 				sts[i] = p.HGet(ctx, s.taskKey(id), "st")
@@ -385,10 +322,12 @@ func (s *RedisStore) heal(ctx context.Context, key string) bool {
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return false
-	}
-	old := time.Now().Add(-activeGrace).UnixMilli()
+	return sts, err
+}
+
+// staleMembers returns the members that hold no slot: not a task id, a
+// terminal task, or a task missing since before old (Unix ms).
+func staleMembers(members []redis.Z, sts []*redis.StringCmd, old int64) []any {
 	var stale []any
 	for i, m := range members {
 		if sts[i] == nil {
@@ -400,10 +339,7 @@ func (s *RedisStore) heal(ctx context.Context, key string) bool {
 			stale = append(stale, m.Member)
 		}
 	}
-	if len(stale) == 0 {
-		return false
-	}
-	return s.c.ZRem(ctx, key, stale...).Err() == nil
+	return stale
 }
 
 // releaseActive gives t's slot back (best effort: a member left behind is
@@ -449,68 +385,110 @@ func (s *RedisStore) Update(ctx context.Context, id string, fn func(*Task) error
 		return nil, ErrNotFound
 	}
 	for range maxUpdateRetries {
-		oldD, err := s.getRaw(ctx, id)
-		if err != nil {
-			return nil, err
+		t, done, err := s.updateOnce(ctx, id, fn)
+		if done {
+			return t, err
 		}
-		old, err := decodeTask(oldD)
-		if err != nil {
-			return nil, err
-		}
-		if old.Status.Terminal() {
-			return nil, ErrTerminal
-		}
-		t := old.Clone()
-		if err := fn(t); err != nil {
-			return nil, err
-		}
-		t.ID, t.User, t.Thread, t.CreatedAt = old.ID, old.User, old.Thread, old.CreatedAt
-		if err := checkTask(t); err != nil {
-			return nil, err
-		}
-		bound := false
-		if t.RemoteID != old.RemoteID {
-			if old.RemoteID != "" {
-				return nil, errors.New("an MCP task's remote id cannot change")
-			}
-			if err := s.bindRemote(ctx, t); err != nil {
-				return nil, err
-			}
-			bound = true
-		}
-		d, err := s.encode(t)
-		if err != nil {
-			return nil, err
-		}
-		k := s.keys(t)
-		res, err := updateScript.Run(ctx, s.c, []string{k[0], k[1], k[4], k[5]}, id, oldD, d, string(t.Status), dueAt(t), s.eventArg(t, old.Version), s.channel(), expArg(t)).Text()
-		if err != nil || res != "ok" {
-			if bound {
-				s.unbindRemote(t)
-			}
-		}
-		switch {
-		case err != nil:
-			return nil, fmt.Errorf("updating MCP task: %w", err)
-		case res == "missing":
-			return nil, ErrNotFound
-		case res == "terminal":
-			return nil, ErrTerminal
-		case res == "conflict":
-			continue
-		}
-		if t.Status.Terminal() {
-			s.releaseActive(t)
-		}
-		return t, nil
 	}
 	return nil, ErrConflict
+}
+
+// updateOnce is one attempt of Update; done is false when the record
+// changed since it was read, and the attempt must be repeated.
+func (s *RedisStore) updateOnce(ctx context.Context, id string, fn func(*Task) error) (t *Task, done bool, err error) {
+	oldD, old, err := s.readLive(ctx, id)
+	if err != nil {
+		return nil, true, err
+	}
+	t, bound, err := s.prepareUpdate(ctx, old, fn)
+	if err != nil {
+		return nil, true, err
+	}
+	d, err := s.encode(t)
+	if err != nil {
+		return nil, true, err
+	}
+	k := s.keys(t)
+	res, err := updateScript.Run(ctx, s.c, []string{k[0], k[1], k[4], k[5]}, id, oldD, d, string(t.Status), dueAt(t), s.eventArg(t, old.Version), s.channel(), expArg(t)).Text()
+	if (err != nil || res != "ok") && bound {
+		s.unbindRemote(t)
+	}
+	if done, err := updateOutcome(res, err); err != nil || !done {
+		return nil, done, err
+	}
+	if t.Status.Terminal() {
+		s.releaseActive(t)
+	}
+	return t, true, nil
+}
+
+// readLive reads a task's record as stored and decoded; a terminal task
+// is ErrTerminal.
+func (s *RedisStore) readLive(ctx context.Context, id string) (string, *Task, error) {
+	oldD, err := s.getRaw(ctx, id)
+	if err != nil {
+		return "", nil, err
+	}
+	old, err := decodeTask(oldD)
+	if err != nil {
+		return "", nil, err
+	}
+	if old.Status.Terminal() {
+		return "", nil, ErrTerminal
+	}
+	return oldD, old, nil
+}
+
+// prepareUpdate is applyUpdate (the store-agnostic rule) plus the binding
+// of a remote id set for the first time; bound reports that binding.
+func (s *RedisStore) prepareUpdate(ctx context.Context, old *Task, fn func(*Task) error) (t *Task, bound bool, err error) {
+	t, bound, err = applyUpdate(old, fn)
+	if err == nil && bound {
+		err = s.bindRemote(ctx, t)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return t, bound, nil
+}
+
+// updateOutcome maps the update script's answer to Update's result: done
+// is false for a conflict (retry).
+func updateOutcome(res string, err error) (done bool, _ error) {
+	switch {
+	case err != nil:
+		return true, fmt.Errorf("updating MCP task: %w", err)
+	case res == "missing":
+		return true, ErrNotFound
+	case res == "terminal":
+		return true, ErrTerminal
+	case res == "conflict":
+		return false, nil
+	}
+	return true, nil
 }
 
 // List reads the user's (or thread's) index of every shard in one pipeline,
 // then the newest records in a second.
 func (s *RedisStore) List(ctx context.Context, q Query) ([]*Task, error) {
 	limit := q.limit()
+	ids, err := s.listIDs(ctx, q, limit)
+	if err != nil {
+		return nil, err
+	}
+	var out []*Task
+	for start := 0; start < len(ids) && len(out) < limit; start += limit {
+		if out, err = s.listBatch(ctx, q, ids[start:min(start+limit, len(ids))], out, limit); err != nil {
+			return nil, err
+		}
+	}
+	sortNewest(out)
+	return out, nil
+}
+
+// listIDs reads the newest ids of q's index of every shard, newest first
+// across shards (score = creation ms, then id).
+func (s *RedisStore) listIDs(ctx context.Context, q Query, limit int) ([]redis.Z, error) {
 	scan := limit
 	if q.ActiveOnly {
 		scan = maxListScan
@@ -533,39 +511,36 @@ func (s *RedisStore) List(ctx context.Context, q Query) ([]*Task, error) {
 	for _, c := range cmds {
 		ids = append(ids, c.Val()...)
 	}
-	// Newest first across shards (score = creation ms, then id).
 	sortZ(ids)
-	var out []*Task
-	for start := 0; start < len(ids) && len(out) < limit; start += limit {
-		batch := ids[start:min(start+limit, len(ids))]
-		gets := make([]*redis.StringCmd, len(batch))
-		_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i, z := range batch {
-				gets[i] = p.HGet(ctx, s.taskKey(z.Member.(string)), "d")
-			}
-			return nil
-		})
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return nil, fmt.Errorf("listing MCP tasks: %w", err)
+	return ids, nil
+}
+
+// listBatch reads the records of batch in one pipeline and appends those
+// q selects to out, up to limit; a record removed meanwhile is skipped.
+func (s *RedisStore) listBatch(ctx context.Context, q Query, batch []redis.Z, out []*Task, limit int) ([]*Task, error) {
+	gets := make([]*redis.StringCmd, len(batch))
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, z := range batch {
+			gets[i] = p.HGet(ctx, s.taskKey(z.Member.(string)), "d")
 		}
-		for _, g := range gets {
-			d, err := g.Result()
-			if err != nil {
-				continue // removed meanwhile
-			}
-			t, err := decodeTask(d)
-			if err != nil {
-				return nil, err
-			}
-			if t.User != q.User || (q.Thread != "" && t.Thread != q.Thread) || (q.ActiveOnly && t.Status.Terminal()) {
-				continue
-			}
-			if len(out) < limit {
-				out = append(out, t)
-			}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("listing MCP tasks: %w", err)
+	}
+	for _, g := range gets {
+		d, err := g.Result()
+		if err != nil {
+			continue // removed meanwhile
+		}
+		t, err := decodeTask(d)
+		if err != nil {
+			return nil, err
+		}
+		if q.selects(t) && len(out) < limit {
+			out = append(out, t)
 		}
 	}
-	sortNewest(out)
 	return out, nil
 }
 
@@ -687,30 +662,13 @@ func (s *RedisStore) Sweep(ctx context.Context, now time.Time, n int) (int, erro
 	return removed, nil
 }
 
+// sweepShard removes the expired tasks ids of one shard names: their
+// records and index entries by script, then their remote handles and
+// active slots. It returns how many records it removed.
 func (s *RedisStore) sweepShard(ctx context.Context, tag string, ids []string, now time.Time) (int, error) {
-	gets := make([]*redis.StringCmd, len(ids))
-	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, id := range ids {
-			gets[i] = p.HGet(ctx, tag+":task:"+id, "d")
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return 0, fmt.Errorf("sweeping MCP tasks: %w", err)
-	}
-	var tasks []*Task
-	var gone []any
-	for i, g := range gets {
-		d, err := g.Result()
-		var t *Task
-		if err == nil {
-			t, err = decodeTask(d)
-		}
-		if err != nil || !validID(ids[i]) || t.ID != ids[i] {
-			gone = append(gone, ids[i]) // no usable record: drop the entry only
-			continue
-		}
-		tasks = append(tasks, t)
+	tasks, gone, err := s.sweepRecords(ctx, tag, ids)
+	if err != nil {
+		return 0, err
 	}
 	if err := s.loadScripts(ctx, sweepScript, unbindScript); err != nil {
 		return 0, err
@@ -729,8 +687,53 @@ func (s *RedisStore) sweepShard(ctx context.Context, tag string, ids []string, n
 	if err != nil {
 		return 0, fmt.Errorf("sweeping MCP tasks: %w", err)
 	}
+	return s.sweepHandles(ctx, tasks, runs)
+}
+
+// sweepRecords reads the records of a shard's expired ids in one pipeline:
+// the decodable tasks, and the ids with no usable record (gone), whose
+// expiry entry alone is dropped.
+func (s *RedisStore) sweepRecords(ctx context.Context, tag string, ids []string) (tasks []*Task, gone []any, _ error) {
+	gets := make([]*redis.StringCmd, len(ids))
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			gets[i] = p.HGet(ctx, tag+":task:"+id, "d")
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, nil, fmt.Errorf("sweeping MCP tasks: %w", err)
+	}
+	for i, g := range gets {
+		if t := sweptTask(g, ids[i]); t != nil {
+			tasks = append(tasks, t)
+		} else {
+			gone = append(gone, ids[i]) // no usable record: drop the entry only
+		}
+	}
+	return tasks, gone, nil
+}
+
+// sweptTask decodes the record g read for id, or returns nil when it is
+// missing, undecodable or not id's.
+func sweptTask(g *redis.StringCmd, id string) *Task {
+	d, err := g.Result()
+	if err != nil || !validID(id) {
+		return nil
+	}
+	t, err := decodeTask(d)
+	if err != nil || t.ID != id {
+		return nil
+	}
+	return t
+}
+
+// sweepHandles drops the remote handle and active slot of every task the
+// sweep script removed (runs[i] answered 1), in one pipeline, and returns
+// how many it removed.
+func (s *RedisStore) sweepHandles(ctx context.Context, tasks []*Task, runs []*redis.Cmd) (int, error) {
 	removed := 0
-	_, err = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, t := range tasks {
 			if n, _ := runs[i].Int(); n != 1 {
 				continue

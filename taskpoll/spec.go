@@ -55,21 +55,10 @@ const codeInternalError = -32603
 
 // ExtensionView is t in the extension's shape.
 func (s *Service) ExtensionView(t *Task) ExtensionTask {
-	poll := s.cfg.PollInterval
-	if t.PollInterval > 0 {
-		poll = t.PollInterval
-	}
-	if t.Status == StatusInputRequired {
-		poll = max(poll, s.cfg.InputRequiredPollInterval)
-	}
-	ttl := t.TTL
-	if ttl <= 0 {
-		ttl = s.cfg.Retention
-	}
-	ttlMs := ttl.Milliseconds()
+	ttlMs := s.cfg.ttl(t).Milliseconds()
 	v := ExtensionTask{
 		TaskID: t.ID, CreatedAt: extTime(t.CreatedAt), LastUpdatedAt: extTime(t.UpdatedAt),
-		TTLMs: &ttlMs, PollIntervalMs: max(poll.Milliseconds(), 1),
+		TTLMs: &ttlMs, PollIntervalMs: max(s.cfg.pollInterval(t).Milliseconds(), 1),
 	}
 	switch t.Status {
 	case StatusPending, StatusSubmitted, StatusWorking:
@@ -86,21 +75,48 @@ func (s *Service) ExtensionView(t *Task) ExtensionTask {
 	case StatusCompleted:
 		v.Status, v.Result = "completed", toolResultOf(t)
 	case StatusFailed:
-		msg := truncateRunes(t.Error, maxPublicErrorChars)
-		if msg == "" {
-			msg = "The task failed."
-		}
-		if t.RemoteFailure {
-			// The remote's job failed: a tool error, which the extension
-			// reports as completed with isError (failed is for protocol errors).
-			v.Status, v.StatusMessage, v.Result = "completed", msg, toolErrorOf(msg)
-			break
-		}
-		v.Status, v.StatusMessage, v.Error = "failed", msg, &ExtensionError{Code: codeInternalError, Message: msg}
+		failedView(t, &v)
 	case StatusCancelled:
 		v.Status = "cancelled"
 	}
 	return v
+}
+
+// pollInterval is the interval a client should poll t at: the task's own
+// (else the configured one), at least the input-required interval while
+// the task waits for input.
+func (c *Config) pollInterval(t *Task) time.Duration {
+	poll := c.PollInterval
+	if t.PollInterval > 0 {
+		poll = t.PollInterval
+	}
+	if t.Status == StatusInputRequired {
+		poll = max(poll, c.InputRequiredPollInterval)
+	}
+	return poll
+}
+
+// ttl is how long t's record is kept: its own TTL, else the retention.
+func (c *Config) ttl(t *Task) time.Duration {
+	if t.TTL > 0 {
+		return t.TTL
+	}
+	return c.Retention
+}
+
+// failedView fills v for a failed task: a remote job's failure is a tool
+// error, which the extension reports as completed with isError (failed is
+// for protocol errors).
+func failedView(t *Task, v *ExtensionTask) {
+	msg := truncateRunes(t.Error, maxPublicErrorChars)
+	if msg == "" {
+		msg = "The task failed."
+	}
+	if t.RemoteFailure {
+		v.Status, v.StatusMessage, v.Result = "completed", msg, toolErrorOf(msg)
+		return
+	}
+	v.Status, v.StatusMessage, v.Error = "failed", msg, &ExtensionError{Code: codeInternalError, Message: msg}
 }
 
 func extTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }

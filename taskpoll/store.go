@@ -2,6 +2,7 @@ package taskpoll
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -96,6 +97,33 @@ func (q Query) limit() int {
 		return DefaultListLimit
 	}
 	return min(q.Limit, MaxListLimit)
+}
+
+// selects reports whether q lists t: the user's, in q's thread when set,
+// and not terminal when q is ActiveOnly.
+func (q Query) selects(t *Task) bool {
+	return t.User == q.User && (q.Thread == "" || t.Thread == q.Thread) && !(q.ActiveOnly && t.Status.Terminal())
+}
+
+// applyUpdate applies an Update's fn to a copy of old and keeps the fields
+// fn may not change; rebind reports a remote id set for the first time,
+// which the store must bind.
+func applyUpdate(old *Task, fn func(*Task) error) (t *Task, rebind bool, err error) {
+	t = old.Clone()
+	if err := fn(t); err != nil {
+		return nil, false, err
+	}
+	t.ID, t.User, t.Thread, t.CreatedAt = old.ID, old.User, old.Thread, old.CreatedAt
+	if err := checkTask(t); err != nil {
+		return nil, false, err
+	}
+	if t.RemoteID == old.RemoteID {
+		return t, false, nil
+	}
+	if old.RemoteID != "" {
+		return nil, false, errors.New("an MCP task's remote id cannot change")
+	}
+	return t, true, nil
 }
 
 // checkTask validates what a store will write.

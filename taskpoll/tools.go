@@ -209,29 +209,19 @@ func (s *Service) listTool(ctx context.Context, user, thread string, activeOnly 
 
 const cancelMessage = "Cancellation requested. DeerFlow will keep retrying safely if the remote server is temporarily unavailable."
 
+// cancelTool cancels the one active task of (user, thread) that sel names
+// (by id or name, any task when nil), or says why it cannot.
 func (s *Service) cancelTool(ctx context.Context, user, thread string, sel *string) (any, error) {
 	active, err := s.List(ctx, Query{User: user, Thread: thread, ActiveOnly: true, Limit: MaxListLimit})
 	if err != nil {
 		return nil, err
 	}
-	var match []*Task
-	for _, t := range active {
-		if t.CancelRequested() {
-			continue
-		}
-		if sel == nil || t.ID == *sel || strings.EqualFold(t.Name, *sel) {
-			match = append(match, t)
-		}
-	}
+	match := cancellable(active, sel)
 	switch {
 	case len(match) == 0:
 		return map[string]any{"cancelled": false, "message": "No active background task matches this request"}, nil
 	case len(match) > 1:
-		names := make([]string, len(match))
-		for i, t := range match {
-			names[i] = t.Name
-		}
-		return map[string]any{"cancelled": false, "message": "More than one active background task matches; specify one task name: " + strings.Join(names, ", ")}, nil
+		return map[string]any{"cancelled": false, "message": "More than one active background task matches; specify one task name: " + strings.Join(taskNames(match), ", ")}, nil
 	}
 	t, err := s.RequestCancel(ctx, user, match[0].ID)
 	if errors.Is(err, ErrNotFound) {
@@ -241,6 +231,30 @@ func (s *Service) cancelTool(ctx context.Context, user, thread string, sel *stri
 		return nil, err
 	}
 	return map[string]any{"cancelled": t.Status == StatusCancelled, "task": itemOf(t), "message": cancelMessage}, nil
+}
+
+// cancellable returns the tasks sel selects (by id, or by name in any
+// case; every task when nil) whose cancellation was not requested yet.
+func cancellable(active []*Task, sel *string) []*Task {
+	var match []*Task
+	for _, t := range active {
+		if t.CancelRequested() {
+			continue
+		}
+		if sel == nil || t.ID == *sel || strings.EqualFold(t.Name, *sel) {
+			match = append(match, t)
+		}
+	}
+	return match
+}
+
+// taskNames returns the tasks' names, in order.
+func taskNames(ts []*Task) []string {
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.Name
+	}
+	return names
 }
 
 // ReadResource answers resources/read of a task resource of user: the

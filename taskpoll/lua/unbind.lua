@@ -1,0 +1,3 @@
+-- unbind (a remote handle of a removed task): KEYS rid; ARGV id.
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
