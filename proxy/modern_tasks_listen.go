@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/mcp-mux/mcp-mux/internal/panicguard"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
@@ -106,7 +107,7 @@ func (t *listenTable) taskEvent(s *Server, e taskpoll.Event) {
 			continue
 		}
 		s.bg.Go(func() {
-			defer s.panics.catch(whereTask, nil) // recover.go
+			defer s.panics.Catch(panicguard.Task, nil) // internal/panicguard
 			ctx, cancel := context.WithTimeout(l.ctx, notifyTimeout)
 			defer cancel()
 			task, err := s.tasks.Get(ctx, e.User, e.TaskID)

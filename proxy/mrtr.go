@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-mux/mcp-mux/internal/panicguard"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 )
@@ -309,7 +310,7 @@ func (s *Server) startParked(ctx context.Context, st *session, server, target st
 	go func() {
 		defer close(pc.done)
 		defer cancel()
-		defer s.panics.catch(whereBridge, &pc.err) // recover.go
+		defer s.panics.Catch(panicguard.Bridge, &pc.err) // internal/panicguard
 		pc.res, pc.err = call(cctx)
 	}()
 	return pc

@@ -24,6 +24,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/headers"
 	"github.com/mcp-mux/mcp-mux/inbound"
 	"github.com/mcp-mux/mcp-mux/interceptor"
+	"github.com/mcp-mux/mcp-mux/internal/panicguard"
 	"github.com/mcp-mux/mcp-mux/internal/via"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
 	"github.com/mcp-mux/mcp-mux/upstream"
@@ -92,8 +93,8 @@ type Server struct {
 	sessions   sessionTable
 	requests   requestTable // SDK-path HTTP requests (limits.go)
 	metrics    *metrics
-	panics     *panicGuard   // recover.go
-	subs       subscriptions // resource subscriptions by server (subscriptions.go)
+	panics     *panicguard.Guard // internal/panicguard, recover.go
+	subs       subscriptions     // resource subscriptions by server (subscriptions.go)
 	inflight   sync.WaitGroup
 	closed     atomic.Bool
 	lifeMu     sync.RWMutex    // orders session registration and calls (inflight.Add) against Close
@@ -166,7 +167,7 @@ func New(opts Options) *Server {
 	s := &Server{opts: opts, log: opts.Logger, refs: map[any]int{}, started: time.Now(), via: via.New()}
 	s.retireCtx, s.retireStop = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s)
-	s.panics = newPanicGuard(s.log, s.metrics.reg)
+	s.panics = panicguard.New(s.log, s.metrics.reg)
 	s.reloads.register(s.metrics.reg)
 	s.sessions.m = make(map[*mcp.ServerSession]*session)
 	// The SDK's capabilities gate nothing mcp-mux relies on: initialize and
@@ -184,7 +185,7 @@ func New(opts Options) *Server {
 	s.sdk.AddReceivingMiddleware(s.receive)
 	s.registerTaskMethods() // modern_tasks.go
 	// Added last, so outermost: a handler's panic is its request's error (recover.go).
-	s.sdk.AddReceivingMiddleware(s.panics.middleware)
+	s.sdk.AddReceivingMiddleware(s.panics.Middleware)
 	// Idle sessions are closed by reapSessions, which also sees fast-path calls.
 	// Host checks happen in authenticate (originPolicy), for every path.
 	s.mcp = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.sdk },
@@ -233,7 +234,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /healthz", serveHealth)
 	mux.HandleFunc("GET /readyz", s.serveReady)
 	mux.Handle("GET /metrics", s.metrics.handler())
-	return s.panics.handler(s.GuardHosts(mux))
+	return s.panics.Handler(s.GuardHosts(mux))
 }
 
 // WaitDiscovery blocks until every backend finished its first discovery

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/config"
+	"github.com/mcp-mux/mcp-mux/internal/panicguard"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
@@ -187,7 +188,7 @@ func (s *Server) taskResource(ctx context.Context, st *session, method, uri stri
 // notifications/resources/updated.
 func (s *Server) taskEvent(e taskpoll.Event) {
 	// On the task service's goroutine (recover.go).
-	defer s.panics.catch(whereTask, nil)
+	defer s.panics.Catch(panicguard.Task, nil)
 	s.listeners.taskEvent(s, e) // subscriptions/listen with taskIds (modern_tasks_listen.go)
 	uri := taskpoll.ResourcePrefix + e.TaskID
 	data, _ := json.Marshal(map[string]any{"task_id": e.TaskID, "task_name": e.Name, "status": e.Status, "tracking_degraded": e.Degraded, "resource": uri})
@@ -202,7 +203,7 @@ func (s *Server) taskEvent(e taskpoll.Event) {
 			continue
 		}
 		s.bg.Go(func() {
-			defer s.panics.catch(whereTask, nil)
+			defer s.panics.Catch(panicguard.Task, nil)
 			ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
 			defer cancel()
 			if owner {
@@ -221,7 +222,7 @@ type taskCaller Server
 // thread) scope, retrying once after a 401 with a refreshed token.
 func (c *taskCaller) CallTool(ctx context.Context, call taskpoll.Call) (_ json.RawMessage, err error) {
 	s := (*Server)(c)
-	defer s.panics.catch(whereTask, &err) // the poller's goroutine (recover.go)
+	defer s.panics.Catch(panicguard.Task, &err) // the poller's goroutine (recover.go)
 	b := s.rt.Load().byName[call.Server]
 	if b == nil {
 		return nil, fmt.Errorf("MCP task server %q is missing or disabled in the running configuration", call.Server)
