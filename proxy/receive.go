@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/headers"
 	"github.com/mcp-mux/mcp-mux/interceptor"
+	"github.com/mcp-mux/mcp-mux/internal/reqid"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
@@ -33,8 +34,8 @@ var errBadCursor = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "inv
 // logging/setLevel bookkeeping) to the SDK.
 func (s *Server) receive(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		ctx = withRequestID(ctx, req)  // reqid.go
-		ctx = withVia(ctx, s.via, req) // loops.go
+		ctx = reqid.WithHeader(ctx, headerOf(req)) // internal/reqid
+		ctx = s.via.WithHeader(ctx, headerOf(req)) // internal/via
 		if !strings.HasPrefix(method, "notifications/") {
 			// A request ends when the client that sent it goes away (limits.go).
 			var stop func()

@@ -25,6 +25,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/inbound"
 	"github.com/mcp-mux/mcp-mux/interceptor"
 	"github.com/mcp-mux/mcp-mux/internal/panicguard"
+	"github.com/mcp-mux/mcp-mux/internal/reqid"
 	"github.com/mcp-mux/mcp-mux/internal/via"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
 	"github.com/mcp-mux/mcp-mux/upstream"
@@ -87,7 +88,7 @@ type Server struct {
 	listeners  listenTable       // 2026-07-28 subscriptions/listen streams
 	parked     parkTable         // 2026-07-28 calls bridged to legacy upstreams
 	replica    string            // this process, in requestStates of parked calls
-	via        *via.Marker       // this process in the requests it sends upstream (loops.go)
+	via        *via.Marker       // this process in the requests it sends upstream (internal/via)
 	states     *stateSealer      // requestState key without inbound.request_state_key
 	capsCache  capsCache         // validated 2026-07-28 client capabilities (fastpath_modern.go)
 	sessions   sessionTable
@@ -221,7 +222,7 @@ func New(opts Options) *Server {
 // all behind the Host and Origin checks (GuardHosts).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", s.tagRequest(refuseLoops(s.via, s.log, s.authenticate(s.mcpHandler()))))
+	mux.Handle("/mcp", reqid.Tag(s.via.Guard(s.authenticate(s.mcpHandler()), via.GuardOptions{Log: s.log, RequestID: requestID})))
 	meta := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h := s.rt.Load().auth.MetadataHandler(); h != nil {
 			h.ServeHTTP(w, r)
