@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-mux/mcp-mux/internal/eventstream"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
 
@@ -37,8 +38,8 @@ type listener struct {
 	tools, prompts, resources bool
 	uris                      map[string]bool
 	user                      string
-	direct                    *directStream   // the stream mcp-mux writes (nil: the SDK's)
-	taskIDs                   map[string]bool // granted (modern_tasks_listen.go)
+	direct                    *eventstream.Stream // the stream mcp-mux writes (nil: the SDK's)
+	taskIDs                   map[string]bool     // granted (modern_tasks_listen.go)
 }
 
 // listenTable holds the open listeners.
@@ -133,7 +134,7 @@ func (t *listenTable) resourceUpdated(s *Server, p *mcp.ResourceUpdatedNotificat
 
 func (s *Server) sendListener(l *listener, method string, req mcp.Request) {
 	if l.direct != nil {
-		l.direct.notify(method, req.GetParams())
+		l.direct.Notify(method, req.GetParams())
 		return
 	}
 	if s.send == nil {
@@ -262,7 +263,7 @@ func (s *Server) serveListen(w http.ResponseWriter, r *http.Request, m *wire.Mes
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	l := &listener{ctx: ctx, id: id, user: rq.user, tools: n.ToolsListChanged, prompts: n.PromptsListChanged,
-		resources: n.ResourcesListChanged, direct: &directStream{}}
+		resources: n.ResourcesListChanged, direct: &eventstream.Stream{WriteTimeout: notifyTimeout}}
 	st := &session{}
 	rq.init(st)
 	granted := s.grantTasks(ctx, rq.user, n.TaskIDs)
@@ -289,25 +290,25 @@ func (s *Server) serveListen(w http.ResponseWriter, r *http.Request, m *wire.Mes
 	res, _ := json.Marshal(map[string]any{"_meta": meta, "resultType": "complete"})
 	last := wire.AppendResult(nil, slices.Clone(m.ID), res)
 	d := l.direct
-	detached := d.start(w, r)
+	detached := d.Start(w, r)
 	s.listeners.add(l)
 	ack, _ := json.Marshal(map[string]any{"_meta": meta, "notifications": listenAgreed{TaskIDs: granted,
 		ToolsListChanged: l.tools, PromptsListChanged: l.prompts, ResourcesListChanged: l.resources, ResourceSubscriptions: uris}})
-	d.write(wire.AppendNotification(nil, "notifications/subscriptions/acknowledged", ack))
+	d.Write(wire.AppendNotification(nil, "notifications/subscriptions/acknowledged", ack))
 	switch {
 	case len(granted) == 0 && len(uris) == 0 && !l.tools && !l.prompts && !l.resources:
-		d.end(last) // nothing to listen for
+		d.End(last) // nothing to listen for
 	case detached:
 		if s.watchListen(d, last, end) {
 			return true
 		}
-		d.end(last) // shutting down
+		d.End(last) // shutting down
 	default:
 		select {
 		case <-r.Context().Done():
-			d.end(nil)
+			d.End(nil)
 		case <-s.life.Done():
-			d.end(last)
+			d.End(last)
 		}
 	}
 	end()
@@ -318,17 +319,17 @@ func (s *Server) serveListen(w http.ResponseWriter, r *http.Request, m *wire.Mes
 // shuts down, and calls end once its connection has closed. It reports
 // false, doing nothing, once Close has begun: Close waits for the watchers
 // it knows of (s.bg), and lifeMu orders their start against it.
-func (s *Server) watchListen(d *directStream, last []byte, end func()) bool {
+func (s *Server) watchListen(d *eventstream.Stream, last []byte, end func()) bool {
 	s.lifeMu.RLock()
 	defer s.lifeMu.RUnlock()
 	if s.closed.Load() {
 		return false
 	}
-	stop := context.AfterFunc(s.life, func() { d.end(last) })
+	stop := context.AfterFunc(s.life, func() { d.End(last) })
 	s.bg.Go(func() {
-		d.watch()
+		d.Watch()
 		stop()
-		d.end(nil)
+		d.End(nil)
 		end()
 	})
 	return true
