@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/internal/eventstream"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/subscriptions"
 )
 
 // subscriptions/listen (2026-07-28) replaces the legacy GET stream and
@@ -153,7 +154,7 @@ func (s *Server) listen(ctx context.Context, st *session, req mcp.Request) (mcp.
 	if p == nil || p.Notifications == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "subscriptions/listen: missing required 'notifications' field"}
 	}
-	if err := checkListenURIs(p.Notifications.ResourceSubscriptions); err != nil {
+	if err := subscriptions.CheckListenURIs(p.Notifications.ResourceSubscriptions); err != nil {
 		return nil, err
 	}
 	var id any
@@ -248,7 +249,7 @@ func (s *Server) serveListen(w http.ResponseWriter, r *http.Request, m *wire.Mes
 	if !ok {
 		return false
 	}
-	if err := checkListenURIs(n.ResourceSubscriptions); err != nil {
+	if err := subscriptions.CheckListenURIs(n.ResourceSubscriptions); err != nil {
 		writeJSONRPCError(w, m.ID, err)
 		return true
 	}

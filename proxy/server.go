@@ -27,6 +27,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/panicguard"
 	"github.com/mcp-mux/mcp-mux/internal/reqid"
 	"github.com/mcp-mux/mcp-mux/internal/via"
+	"github.com/mcp-mux/mcp-mux/subscriptions"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
@@ -94,8 +95,8 @@ type Server struct {
 	sessions   sessionTable
 	requests   requestTable // SDK-path HTTP requests (limits.go)
 	metrics    *metrics
-	panics     *panicguard.Guard // internal/panicguard, recover.go
-	subs       subscriptions     // resource subscriptions by server (subscriptions.go)
+	panics     *panicguard.Guard       // internal/panicguard, recover.go
+	subs       *subscriptions.Registry // resource subscriptions by server (package subscriptions)
 	inflight   sync.WaitGroup
 	closed     atomic.Bool
 	lifeMu     sync.RWMutex    // orders session registration and calls (inflight.Add) against Close
@@ -169,6 +170,7 @@ func New(opts Options) *Server {
 	s.retireCtx, s.retireStop = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s)
 	s.panics = panicguard.New(s.log, s.metrics.reg)
+	s.subs = subscriptions.New(subscriptions.Options{UnsubscribeTimeout: notifyTimeout})
 	s.reloads.register(s.metrics.reg)
 	s.sessions.m = make(map[*mcp.ServerSession]*session)
 	// The SDK's capabilities gate nothing mcp-mux relies on: initialize and

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/subscriptions"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
@@ -49,7 +50,7 @@ type session struct {
 	pending map[string]chan *wire.Message // fast-path requests to the client, by raw id
 	level   string                        // logging/setLevel; "" = none
 	keys    map[upstream.Key]bool         // (user, thread) scopes this session called with
-	subs    map[string]bool               // subscribed resource URIs
+	subs    subscriptions.Holder          // subscribed resource URIs
 
 	promo promotions // tool_search promotions (toolsearch.go)
 }
@@ -397,34 +398,4 @@ func (st *session) hasKey(k upstream.Key) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return st.keys[k]
-}
-
-// subscribe and unsubscribe track resources/subscribe per session.
-func (st *session) subscribe(uri string, on bool) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.subs == nil {
-		st.subs = make(map[string]bool)
-	}
-	if on {
-		st.subs[uri] = true
-	} else {
-		delete(st.subs, uri)
-	}
-}
-
-func (st *session) subscriptions() []string {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	out := make([]string, 0, len(st.subs))
-	for uri := range st.subs {
-		out = append(out, uri)
-	}
-	return out
-}
-
-func (st *session) subscribed(uri string) bool {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.subs[uri]
 }

@@ -175,9 +175,9 @@ func (s *Server) taskResource(ctx context.Context, st *session, method, uri stri
 		}
 		return &mcpwire.RawResult{Raw: raw}, nil
 	case "resources/subscribe":
-		st.subscribe(uri, true)
+		st.subs.Mark(uri, true)
 	default:
-		st.subscribe(uri, false)
+		st.subs.Mark(uri, false)
 	}
 	return &mcpwire.RawResult{Raw: json.RawMessage(`{}`)}, nil
 }
@@ -199,7 +199,7 @@ func (s *Server) taskEvent(e taskpoll.Event) {
 			continue
 		}
 		owner := st.id == e.Thread || st.hasThread(e.Thread)
-		if !owner && !st.subscribed(uri) {
+		if !owner && !st.subs.Has(uri) {
 			continue
 		}
 		s.bg.Go(func() {
