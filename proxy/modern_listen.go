@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-mux/mcp-mux/admission"
 	"github.com/mcp-mux/mcp-mux/internal/eventstream"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/subscriptions"
@@ -47,26 +48,26 @@ type listener struct {
 type listenTable struct {
 	mu    sync.Mutex
 	m     map[*listener]struct{}
-	open  int          // listen streams admitted, those still subscribing included
-	users callerCounts // open, by user
+	open  int              // listen streams admitted, those still subscribing included
+	users admission.Counts // open, by user
 }
 
 // admit counts one more open listen stream of user, unless b's cap or the
 // user's share of it is full: then it returns an error naming the bound.
-func (t *listenTable) admit(b capBound, user string) *jsonrpc.Error {
+func (t *listenTable) admit(b admission.Bound, user string) *jsonrpc.Error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	switch b.refusal(t.open, t.users[user]) {
+	switch b.Refusal(t.open, t.users[user]) {
 	case "":
-	case b.shareKey:
+	case b.ShareKey:
 		return &jsonrpc.Error{Code: codeLimit, Message: fmt.Sprintf(
-			"this caller already has %d open subscriptions/listen streams, the most one caller may have (%s); close one or try again later", b.share, b.shareKey)}
+			"this caller already has %d open subscriptions/listen streams, the most one caller may have (%s); close one or try again later", b.Share, b.ShareKey)}
 	default:
 		return &jsonrpc.Error{Code: codeLimit, Message: fmt.Sprintf(
-			"mcp-mux holds at most %d open subscriptions/listen streams (%s); try again later", b.limit, b.key)}
+			"mcp-mux holds at most %d open subscriptions/listen streams (%s); try again later", b.Limit, b.Key)}
 	}
 	t.open++
-	t.users.add(user)
+	t.users.Add(user)
 	return nil
 }
 
@@ -75,7 +76,7 @@ func (t *listenTable) leave(user string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.open--
-	t.users.done(user)
+	t.users.Done(user)
 }
 
 func (t *listenTable) add(l *listener) {
@@ -161,7 +162,7 @@ func (s *Server) listen(ctx context.Context, st *session, req mcp.Request) (mcp.
 	if err := json.Unmarshal([]byte(headerOf(req).Get(requestIDHeader)), &id); err != nil || id == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "subscriptions/listen requires a request id"}
 	}
-	if err := s.listeners.admit(s.bounds().listens, st.user); err != nil {
+	if err := s.listeners.admit(s.bounds().Listens, st.user); err != nil {
 		return nil, err
 	}
 	defer s.listeners.leave(st.user)
@@ -258,7 +259,7 @@ func (s *Server) serveListen(w http.ResponseWriter, r *http.Request, m *wire.Mes
 		writeJSONRPCError(w, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "subscriptions/listen requires a request id"})
 		return true
 	}
-	if err := s.listeners.admit(s.bounds().listens, rq.user); err != nil {
+	if err := s.listeners.admit(s.bounds().Listens, rq.user); err != nil {
 		writeJSONRPCError(w, m.ID, err)
 		return true
 	}

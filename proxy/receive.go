@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-mux/mcp-mux/admission"
 	"github.com/mcp-mux/mcp-mux/headers"
 	"github.com/mcp-mux/mcp-mux/interceptor"
 	"github.com/mcp-mux/mcp-mux/internal/reqid"
@@ -47,7 +48,7 @@ func (s *Server) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			res, err := next(ctx, method, req)
 			if err == nil && ss != nil {
 				h := headerOf(req)
-				s.openSession(ss, requestUser(h), h.Get(admissionHeader))
+				s.openSession(ss, requestUser(h), h.Get(admission.Header))
 				s.setInstructions(res)
 				s.setCapabilities(res)
 			}

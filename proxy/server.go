@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-mux/mcp-mux/admission"
 	"github.com/mcp-mux/mcp-mux/config"
 	"github.com/mcp-mux/mcp-mux/headers"
 	"github.com/mcp-mux/mcp-mux/inbound"
@@ -97,6 +98,7 @@ type Server struct {
 	metrics    *metrics
 	panics     *panicguard.Guard       // internal/panicguard, recover.go
 	subs       *subscriptions.Registry // resource subscriptions by server (package subscriptions)
+	bodies     *admission.Bodies       // request body bounds (limits.go)
 	inflight   sync.WaitGroup
 	closed     atomic.Bool
 	lifeMu     sync.RWMutex    // orders session registration and calls (inflight.Add) against Close
@@ -171,6 +173,7 @@ func New(opts Options) *Server {
 	s.metrics = newMetrics(s)
 	s.panics = panicguard.New(s.log, s.metrics.reg)
 	s.subs = subscriptions.New(subscriptions.Options{UnsubscribeTimeout: notifyTimeout})
+	s.bodies = admission.NewBodies(admission.BodyOptions{Max: maxBody, Timeout: opts.BodyTimeout, Buffers: &bodyBuffers, Log: s.log})
 	s.reloads.register(s.metrics.reg)
 	s.sessions.m = make(map[*mcp.ServerSession]*session)
 	// The SDK's capabilities gate nothing mcp-mux relies on: initialize and

@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-mux/mcp-mux/admission"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/subscriptions"
 	"github.com/mcp-mux/mcp-mux/upstream"
@@ -38,10 +39,10 @@ type session struct {
 	stream     sink
 
 	// ctx ends with the session (end); every request admitted on the
-	// session (limits.go) is cancelled with it. active counts those requests.
-	ctx    context.Context
-	end    context.CancelFunc
-	active atomic.Int32
+	// session (limits.go) is cancelled with it. inflight counts those requests.
+	ctx      context.Context
+	end      context.CancelFunc
+	inflight admission.Calls
 
 	reqSeq atomic.Uint64
 
@@ -59,20 +60,14 @@ type sessionTable struct {
 	mu    sync.RWMutex
 	m     map[*mcp.ServerSession]*session
 	byID  map[string]*session
-	held  map[string]string // admission slots of requests that may open a session, by token: the user (admission.go)
-	users callerCounts      // open sessions and slots by user
-	seq   uint64
+	slots admission.Sessions // open sessions and admission slots, in all and by user (limits.go)
 }
 
 // add registers st, turning the admission slot token (if any) into it.
 func (t *sessionTable) add(st *session, token string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if _, ok := t.held[token]; ok {
-		delete(t.held, token) // the slot's count is the session's now
-	} else {
-		t.users.add(st.user)
-	}
+	t.slots.Open(st.user, token)
 	if t.byID == nil {
 		t.byID = make(map[string]*session)
 	}
@@ -102,7 +97,7 @@ func (t *sessionTable) remove(ss *mcp.ServerSession) *session {
 		return nil
 	}
 	delete(t.m, ss)
-	t.users.done(st.user)
+	t.slots.Close(st.user)
 	if t.byID[st.id] == st {
 		delete(t.byID, st.id)
 	}
