@@ -26,11 +26,11 @@ import (
 // The stream lasts until the client closes it or mcp-mux shuts down.
 //
 // mcp-mux serves listens itself (serveListen) on a stream it writes
-// (listen_stream.go), which costs a few KiB and one goroutine; a listen it
+// (internal/eventstream), which costs a few KiB and one goroutine; a listen it
 // cannot tell the SDK would accept goes to the SDK (listen), which answers
 // the error or, for the rare request it accepts, holds the stream its way.
 // Either way open streams count against inbound.max_sessions and their
-// caller's share of it (shares.go).
+// caller's share of it (package admission).
 
 // listener is one open subscriptions/listen stream.
 type listener struct {

@@ -180,7 +180,7 @@ func inputRequiredResult(reqs map[string]json.RawMessage, state string) json.Raw
 }
 
 // parkTable holds bridged calls between a modern client's rounds, within
-// inbound.max_parked_calls and each caller's share of it (shares.go).
+// inbound.max_parked_calls and each caller's share of it (package admission).
 type parkTable struct {
 	mu     sync.Mutex
 	m      map[string]*parkedCall

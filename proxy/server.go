@@ -190,7 +190,7 @@ func New(opts Options) *Server {
 	s.sdk.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler { s.send = next; return next })
 	s.sdk.AddReceivingMiddleware(s.receive)
 	s.registerTaskMethods() // modern_tasks.go
-	// Added last, so outermost: a handler's panic is its request's error (recover.go).
+	// Added last, so outermost: a handler's panic is its request's error (internal/panicguard).
 	s.sdk.AddReceivingMiddleware(s.panics.Middleware)
 	// Idle sessions are closed by reapSessions, which also sees fast-path calls.
 	// Host checks happen in authenticate (originPolicy), for every path.

@@ -187,7 +187,7 @@ func (s *Server) taskResource(ctx context.Context, st *session, method, uri stri
 // and any session of the user subscribed to the task's resource get
 // notifications/resources/updated.
 func (s *Server) taskEvent(e taskpoll.Event) {
-	// On the task service's goroutine (recover.go).
+	// On the task service's goroutine (internal/panicguard).
 	defer s.panics.Catch(panicguard.Task, nil)
 	s.listeners.taskEvent(s, e) // subscriptions/listen with taskIds (modern_tasks_listen.go)
 	uri := taskpoll.ResourcePrefix + e.TaskID
@@ -222,7 +222,7 @@ type taskCaller Server
 // thread) scope, retrying once after a 401 with a refreshed token.
 func (c *taskCaller) CallTool(ctx context.Context, call taskpoll.Call) (_ json.RawMessage, err error) {
 	s := (*Server)(c)
-	defer s.panics.Catch(panicguard.Task, &err) // the poller's goroutine (recover.go)
+	defer s.panics.Catch(panicguard.Task, &err) // the poller's goroutine (internal/panicguard)
 	b := s.rt.Load().byName[call.Server]
 	if b == nil {
 		return nil, fmt.Errorf("MCP task server %q is missing or disabled in the running configuration", call.Server)

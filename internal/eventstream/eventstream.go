@@ -107,19 +107,30 @@ func (d *Stream) Write(msg []byte) {
 }
 
 // writeLocked writes msg as an event, on the handler's writer or as one
-// chunk on the connection taken over; a failed chunk ends the stream.
-// Called with d.mu held.
+// chunk on the connection taken over, unless the stream ended. Called with
+// d.mu held.
 func (d *Stream) writeLocked(msg []byte) {
-	if d.closed {
-		return
+	switch {
+	case d.closed:
+	case d.conn == nil:
+		d.writeEvent(msg)
+	default:
+		d.writeChunk(msg)
 	}
-	if d.conn == nil {
-		_, _ = fmt.Fprintf(d.w, "event: message\ndata: %s\n\n", msg)
-		if f, ok := d.w.(http.Flusher); ok {
-			f.Flush()
-		}
-		return
+}
+
+// writeEvent writes msg as an event on the handler's writer and flushes it.
+func (d *Stream) writeEvent(msg []byte) {
+	_, _ = fmt.Fprintf(d.w, "event: message\ndata: %s\n\n", msg)
+	if f, ok := d.w.(http.Flusher); ok {
+		f.Flush()
 	}
+}
+
+// writeChunk writes msg as an event in one HTTP/1.1 chunk on the
+// connection taken over, within WriteTimeout; a failed write ends the
+// stream.
+func (d *Stream) writeChunk(msg []byte) {
 	const pre, post = "event: message\ndata: ", "\n\n"
 	n := len(pre) + len(msg) + len(post)
 	b := make([]byte, 0, n+12)
