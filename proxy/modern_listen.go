@@ -12,7 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/admission"
-	"github.com/mcp-mux/mcp-mux/internal/eventstream"
+	"github.com/mcp-mux/mcp-mux/internal/listenstream"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/subscriptions"
 )
@@ -26,7 +26,7 @@ import (
 // The stream lasts until the client closes it or mcp-mux shuts down.
 //
 // mcp-mux serves listens itself (serveListen) on a stream it writes
-// (internal/eventstream), which costs a few KiB and one goroutine; a listen it
+// (internal/listenstream), which costs a few KiB and one goroutine; a listen it
 // cannot tell the SDK would accept goes to the SDK (listen), which answers
 // the error or, for the rare request it accepts, holds the stream its way.
 // Either way open streams count against inbound.max_sessions and their
@@ -40,8 +40,8 @@ type listener struct {
 	tools, prompts, resources bool
 	uris                      map[string]bool
 	user                      string
-	direct                    *eventstream.Stream // the stream mcp-mux writes (nil: the SDK's)
-	taskIDs                   map[string]bool     // granted (modern_tasks_listen.go)
+	direct                    *listenstream.Stream // the stream mcp-mux writes (nil: the SDK's)
+	taskIDs                   map[string]bool      // granted (modern_tasks_listen.go)
 }
 
 // listenTable holds the open listeners.
@@ -265,7 +265,7 @@ func (s *Server) serveListen(w http.ResponseWriter, r *http.Request, m *wire.Mes
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	l := &listener{ctx: ctx, id: id, user: rq.user, tools: n.ToolsListChanged, prompts: n.PromptsListChanged,
-		resources: n.ResourcesListChanged, direct: &eventstream.Stream{WriteTimeout: notifyTimeout}}
+		resources: n.ResourcesListChanged, direct: &listenstream.Stream{WriteTimeout: notifyTimeout}}
 	st := &session{}
 	rq.init(st)
 	granted := s.grantTasks(ctx, rq.user, n.TaskIDs)
@@ -321,7 +321,7 @@ func (s *Server) serveListen(w http.ResponseWriter, r *http.Request, m *wire.Mes
 // shuts down, and calls end once its connection has closed. It reports
 // false, doing nothing, once Close has begun: Close waits for the watchers
 // it knows of (s.bg), and lifeMu orders their start against it.
-func (s *Server) watchListen(d *eventstream.Stream, last []byte, end func()) bool {
+func (s *Server) watchListen(d *listenstream.Stream, last []byte, end func()) bool {
 	s.lifeMu.RLock()
 	defer s.lifeMu.RUnlock()
 	if s.closed.Load() {

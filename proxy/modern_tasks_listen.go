@@ -19,7 +19,7 @@ import (
 //
 // go-sdk's listen params have no taskIds and its server cannot send
 // notifications/tasks; mcp-mux serves listens itself (serveListen,
-// internal/eventstream), and one that asks for task ids follows the task ids
+// internal/listenstream), and one that asks for task ids follows the task ids
 // it was granted too.
 
 // checkTaskListen makes the checks the SDK makes of every 2026-07-28

@@ -1,4 +1,4 @@
-// Package eventstream provides a server-sent event stream of JSON-RPC
+// Package listenstream provides a server-sent event stream of JSON-RPC
 // messages that mcp-mux writes itself, for the 2026-07-28
 // subscriptions/listen streams.
 //
@@ -15,7 +15,7 @@
 // stops reading loses its stream instead of holding up the notifier.
 // Where the connection cannot be taken over (HTTP/2, HTTP/1.0), the
 // handler's goroutine holds the stream.
-package eventstream
+package listenstream
 
 import (
 	"bufio"
