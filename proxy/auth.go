@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/mcp-mux/mcp-mux/admission"
 	"github.com/mcp-mux/mcp-mux/headers"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 )
@@ -26,8 +27,8 @@ const userHeader = "Mcp-Mux-Internal-User"
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del(userHeader)
-		r.Header.Del(admissionHeader) // admission.go
-		rt := s.rt.Load()             // Host and Origin were checked by GuardHosts
+		r.Header.Del(admission.Header) // package admission
+		rt := s.rt.Load()              // Host and Origin were checked by GuardHosts
 		user, err := rt.auth.Authenticate(r)
 		if err != nil {
 			s.logFor(r.Context()).Debug("unauthenticated request", "reason", err)

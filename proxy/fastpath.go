@@ -49,7 +49,7 @@ func (s *Server) mcpHandler() http.Handler {
 			}
 			defer bodyBuffers.Put(bp)
 			body := *bp
-			defer s.panics.catchHTTP(w, body) // before the buffer goes back (recover.go)
+			defer s.panics.CatchHTTP(w, body) // before the buffer goes back (internal/panicguard)
 			// Handlers after this one get a copy: the buffer goes back to the pool on return.
 			r.Body = io.NopCloser(bytes.NewReader(body)) // read, if at all, before the copy below
 			if modernRequest(r) {

@@ -42,7 +42,7 @@ func (f *forwarder) ServerNotification(ctx context.Context, key upstream.Key, me
 		// Subscriptions live on the owner's discovery session (Upstream.Subscribe):
 		// every session that subscribed to the URI gets the update.
 		for _, ss := range s.sessions.all() {
-			if st := s.sessions.get(ss); st != nil && st.subscribed(p.URI) {
+			if st := s.sessions.get(ss); st != nil && st.subs.Has(p.URI) {
 				s.notify(context.Background(), ss, method, &p)
 			}
 		}
@@ -74,7 +74,7 @@ func (s *Server) sessionsWithKey(key upstream.Key) []*session {
 
 // subscribe subscribes st to (on) or unsubscribes it from a resource URI
 // of b; the upstream holds one subscription per URI while any session
-// does (subscriptions.go).
+// does (package subscriptions).
 func (s *Server) subscribe(ctx context.Context, st *session, b *backend, uri string, on bool) error {
 	if on {
 		// Admitted like a call: bounded per session, and cancelled when the
@@ -88,9 +88,9 @@ func (s *Server) subscribe(ctx context.Context, st *session, b *backend, uri str
 			return err
 		}
 		defer done()
-		return s.subs.subscribe(ctx, st, b.name, b.up, uri)
+		return s.subs.Subscribe(ctx, &st.subs, b.name, b.up, uri)
 	}
-	if err := s.subs.unsubscribe(ctx, st, uri); err != nil {
+	if err := s.subs.Unsubscribe(ctx, &st.subs, uri); err != nil {
 		s.logFor(ctx).Debug("upstream unsubscribe failed", "server", b.name, "err", err)
 	}
 	return nil
@@ -100,7 +100,7 @@ func (s *Server) subscribe(ctx context.Context, st *session, b *backend, uri str
 func (s *Server) dropSubscriptions(st *session) {
 	ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
 	defer cancel()
-	if err := s.subs.unsubscribeAll(ctx, st); err != nil {
+	if err := s.subs.UnsubscribeAll(ctx, &st.subs); err != nil {
 		s.log.Debug("upstream unsubscribe failed", "err", err)
 	}
 }

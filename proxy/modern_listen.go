@@ -11,7 +11,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-mux/mcp-mux/admission"
+	"github.com/mcp-mux/mcp-mux/internal/listenstream"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/subscriptions"
 )
 
 // subscriptions/listen (2026-07-28) replaces the legacy GET stream and
@@ -23,11 +26,11 @@ import (
 // The stream lasts until the client closes it or mcp-mux shuts down.
 //
 // mcp-mux serves listens itself (serveListen) on a stream it writes
-// (listen_stream.go), which costs a few KiB and one goroutine; a listen it
+// (internal/listenstream), which costs a few KiB and one goroutine; a listen it
 // cannot tell the SDK would accept goes to the SDK (listen), which answers
 // the error or, for the rare request it accepts, holds the stream its way.
 // Either way open streams count against inbound.max_sessions and their
-// caller's share of it (shares.go).
+// caller's share of it (package admission).
 
 // listener is one open subscriptions/listen stream.
 type listener struct {
@@ -37,34 +40,34 @@ type listener struct {
 	tools, prompts, resources bool
 	uris                      map[string]bool
 	user                      string
-	direct                    *directStream   // the stream mcp-mux writes (nil: the SDK's)
-	taskIDs                   map[string]bool // granted (modern_tasks_listen.go)
+	direct                    *listenstream.Stream // the stream mcp-mux writes (nil: the SDK's)
+	taskIDs                   map[string]bool      // granted (modern_tasks_listen.go)
 }
 
 // listenTable holds the open listeners.
 type listenTable struct {
 	mu    sync.Mutex
 	m     map[*listener]struct{}
-	open  int          // listen streams admitted, those still subscribing included
-	users callerCounts // open, by user
+	open  int              // listen streams admitted, those still subscribing included
+	users admission.Counts // open, by user
 }
 
 // admit counts one more open listen stream of user, unless b's cap or the
 // user's share of it is full: then it returns an error naming the bound.
-func (t *listenTable) admit(b capBound, user string) *jsonrpc.Error {
+func (t *listenTable) admit(b admission.Bound, user string) *jsonrpc.Error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	switch b.refusal(t.open, t.users[user]) {
+	switch b.Refusal(t.open, t.users[user]) {
 	case "":
-	case b.shareKey:
+	case b.ShareKey:
 		return &jsonrpc.Error{Code: codeLimit, Message: fmt.Sprintf(
-			"this caller already has %d open subscriptions/listen streams, the most one caller may have (%s); close one or try again later", b.share, b.shareKey)}
+			"this caller already has %d open subscriptions/listen streams, the most one caller may have (%s); close one or try again later", b.Share, b.ShareKey)}
 	default:
 		return &jsonrpc.Error{Code: codeLimit, Message: fmt.Sprintf(
-			"mcp-mux holds at most %d open subscriptions/listen streams (%s); try again later", b.limit, b.key)}
+			"mcp-mux holds at most %d open subscriptions/listen streams (%s); try again later", b.Limit, b.Key)}
 	}
 	t.open++
-	t.users.add(user)
+	t.users.Add(user)
 	return nil
 }
 
@@ -73,7 +76,7 @@ func (t *listenTable) leave(user string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.open--
-	t.users.done(user)
+	t.users.Done(user)
 }
 
 func (t *listenTable) add(l *listener) {
@@ -133,7 +136,7 @@ func (t *listenTable) resourceUpdated(s *Server, p *mcp.ResourceUpdatedNotificat
 
 func (s *Server) sendListener(l *listener, method string, req mcp.Request) {
 	if l.direct != nil {
-		l.direct.notify(method, req.GetParams())
+		l.direct.Notify(method, req.GetParams())
 		return
 	}
 	if s.send == nil {
@@ -152,14 +155,14 @@ func (s *Server) listen(ctx context.Context, st *session, req mcp.Request) (mcp.
 	if p == nil || p.Notifications == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "subscriptions/listen: missing required 'notifications' field"}
 	}
-	if err := checkListenURIs(p.Notifications.ResourceSubscriptions); err != nil {
+	if err := subscriptions.CheckListenURIs(p.Notifications.ResourceSubscriptions); err != nil {
 		return nil, err
 	}
 	var id any
 	if err := json.Unmarshal([]byte(headerOf(req).Get(requestIDHeader)), &id); err != nil || id == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "subscriptions/listen requires a request id"}
 	}
-	if err := s.listeners.admit(s.bounds().listens, st.user); err != nil {
+	if err := s.listeners.admit(s.bounds().Listens, st.user); err != nil {
 		return nil, err
 	}
 	defer s.listeners.leave(st.user)
@@ -247,7 +250,7 @@ func (s *Server) serveListen(w http.ResponseWriter, r *http.Request, m *wire.Mes
 	if !ok {
 		return false
 	}
-	if err := checkListenURIs(n.ResourceSubscriptions); err != nil {
+	if err := subscriptions.CheckListenURIs(n.ResourceSubscriptions); err != nil {
 		writeJSONRPCError(w, m.ID, err)
 		return true
 	}
@@ -256,13 +259,13 @@ func (s *Server) serveListen(w http.ResponseWriter, r *http.Request, m *wire.Mes
 		writeJSONRPCError(w, m.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "subscriptions/listen requires a request id"})
 		return true
 	}
-	if err := s.listeners.admit(s.bounds().listens, rq.user); err != nil {
+	if err := s.listeners.admit(s.bounds().Listens, rq.user); err != nil {
 		writeJSONRPCError(w, m.ID, err)
 		return true
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	l := &listener{ctx: ctx, id: id, user: rq.user, tools: n.ToolsListChanged, prompts: n.PromptsListChanged,
-		resources: n.ResourcesListChanged, direct: &directStream{}}
+		resources: n.ResourcesListChanged, direct: &listenstream.Stream{WriteTimeout: notifyTimeout}}
 	st := &session{}
 	rq.init(st)
 	granted := s.grantTasks(ctx, rq.user, n.TaskIDs)
@@ -289,25 +292,25 @@ func (s *Server) serveListen(w http.ResponseWriter, r *http.Request, m *wire.Mes
 	res, _ := json.Marshal(map[string]any{"_meta": meta, "resultType": "complete"})
 	last := wire.AppendResult(nil, slices.Clone(m.ID), res)
 	d := l.direct
-	detached := d.start(w, r)
+	detached := d.Start(w, r)
 	s.listeners.add(l)
 	ack, _ := json.Marshal(map[string]any{"_meta": meta, "notifications": listenAgreed{TaskIDs: granted,
 		ToolsListChanged: l.tools, PromptsListChanged: l.prompts, ResourcesListChanged: l.resources, ResourceSubscriptions: uris}})
-	d.write(wire.AppendNotification(nil, "notifications/subscriptions/acknowledged", ack))
+	d.Write(wire.AppendNotification(nil, "notifications/subscriptions/acknowledged", ack))
 	switch {
 	case len(granted) == 0 && len(uris) == 0 && !l.tools && !l.prompts && !l.resources:
-		d.end(last) // nothing to listen for
+		d.End(last) // nothing to listen for
 	case detached:
 		if s.watchListen(d, last, end) {
 			return true
 		}
-		d.end(last) // shutting down
+		d.End(last) // shutting down
 	default:
 		select {
 		case <-r.Context().Done():
-			d.end(nil)
+			d.End(nil)
 		case <-s.life.Done():
-			d.end(last)
+			d.End(last)
 		}
 	}
 	end()
@@ -318,17 +321,17 @@ func (s *Server) serveListen(w http.ResponseWriter, r *http.Request, m *wire.Mes
 // shuts down, and calls end once its connection has closed. It reports
 // false, doing nothing, once Close has begun: Close waits for the watchers
 // it knows of (s.bg), and lifeMu orders their start against it.
-func (s *Server) watchListen(d *directStream, last []byte, end func()) bool {
+func (s *Server) watchListen(d *listenstream.Stream, last []byte, end func()) bool {
 	s.lifeMu.RLock()
 	defer s.lifeMu.RUnlock()
 	if s.closed.Load() {
 		return false
 	}
-	stop := context.AfterFunc(s.life, func() { d.end(last) })
+	stop := context.AfterFunc(s.life, func() { d.End(last) })
 	s.bg.Go(func() {
-		d.watch()
+		d.Watch()
 		stop()
-		d.end(nil)
+		d.End(nil)
 		end()
 	})
 	return true

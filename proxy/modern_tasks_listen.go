@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/mcp-mux/mcp-mux/internal/panicguard"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
@@ -18,23 +19,8 @@ import (
 //
 // go-sdk's listen params have no taskIds and its server cannot send
 // notifications/tasks; mcp-mux serves listens itself (serveListen,
-// listen_stream.go), and one that asks for task ids follows the task ids
+// internal/listenstream), and one that asks for task ids follows the task ids
 // it was granted too.
-
-// task sends t unless a newer version of it was sent already (events are
-// fetched concurrently).
-func (d *directStream) task(method string, version int64, id string, params []byte) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.versions[id] >= version {
-		return
-	}
-	if d.versions == nil {
-		d.versions = make(map[string]int64)
-	}
-	d.versions[id] = version
-	d.writeLocked(wire.AppendNotification(nil, method, params))
-}
 
 // checkTaskListen makes the checks the SDK makes of every 2026-07-28
 // request of a listen that asks for task ids, which the SDK cannot serve:
@@ -106,7 +92,7 @@ func (t *listenTable) taskEvent(s *Server, e taskpoll.Event) {
 			continue
 		}
 		s.bg.Go(func() {
-			defer s.panics.catch(whereTask, nil) // recover.go
+			defer s.panics.Catch(panicguard.Task, nil) // internal/panicguard
 			ctx, cancel := context.WithTimeout(l.ctx, notifyTimeout)
 			defer cancel()
 			task, err := s.tasks.Get(ctx, e.User, e.TaskID)
@@ -123,7 +109,7 @@ func (t *listenTable) taskEvent(s *Server, e taskpoll.Event) {
 			if err != nil {
 				return
 			}
-			l.direct.task(methodTaskNotification, task.Version, task.ID, b)
+			l.direct.NotifyNewer(task.ID, task.Version, methodTaskNotification, b)
 		})
 	}
 }

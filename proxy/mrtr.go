@@ -15,6 +15,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-mux/mcp-mux/admission"
+	"github.com/mcp-mux/mcp-mux/internal/panicguard"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 	"github.com/mcp-mux/mcp-mux/seal"
@@ -43,11 +45,10 @@ import (
 // request needs an undeclared capability is -32021.
 
 const (
-	maxInputRounds   = 8                      // live fulfilment rounds for a legacy client
-	defaultMaxParked = 1024                   // inbound.max_parked_calls: bridged calls waiting for a retry
-	maxInputs        = 32                     // input requests one parked call may hold
-	gatherQuiet      = 20 * time.Millisecond  // requests sent together arrive within this
-	gatherMax        = 250 * time.Millisecond // … and are never held back longer
+	maxInputRounds = 8                      // live fulfilment rounds for a legacy client
+	maxInputs      = 32                     // input requests one parked call may hold
+	gatherQuiet    = 20 * time.Millisecond  // requests sent together arrive within this
+	gatherMax      = 250 * time.Millisecond // … and are never held back longer
 )
 
 // codeMissingCapability is MissingRequiredClientCapabilityError.
@@ -180,13 +181,13 @@ func inputRequiredResult(reqs map[string]json.RawMessage, state string) json.Raw
 }
 
 // parkTable holds bridged calls between a modern client's rounds, within
-// inbound.max_parked_calls and each caller's share of it (shares.go).
+// inbound.max_parked_calls and each caller's share of it (package admission).
 type parkTable struct {
 	mu     sync.Mutex
 	m      map[string]*parkedCall
-	users  callerCounts  // parked calls by user
-	closed bool          // closeAll ran: nothing parks any more
-	ttl    time.Duration // how long a call stays parked; 0: stateTTL
+	users  admission.Counts // parked calls by user
+	closed bool             // closeAll ran: nothing parks any more
+	ttl    time.Duration    // how long a call stays parked; 0: stateTTL
 }
 
 // parkedCall is a modern client's call to a legacy upstream. It runs on
@@ -310,7 +311,7 @@ func (s *Server) startParked(ctx context.Context, st *session, server, target st
 	go func() {
 		defer close(pc.done)
 		defer cancel()
-		defer s.panics.catch(whereBridge, &pc.err) // recover.go
+		defer s.panics.Catch(panicguard.Bridge, &pc.err) // internal/panicguard
 		pc.res, pc.err = call(cctx)
 	}()
 	return pc
@@ -384,7 +385,7 @@ func (s *Server) await(ctx context.Context, st *session, pc *parkedCall) (mcp.Re
 		if len(reqs) == 0 {
 			continue // answered or withdrawn meanwhile
 		}
-		if err := s.parked.park(s, pc, s.bounds().parked); err != nil {
+		if err := s.parked.park(s, pc, s.bounds().Parked); err != nil {
 			pc.cancel()
 			return nil, err
 		}
@@ -412,7 +413,7 @@ func (s *Server) parkedResult(st *session, pc *parkedCall) (mcp.Result, error) {
 
 // park keeps pc for its client's retry, until its ttl (stateTTL), unless b's cap or
 // the caller's share of it is full: then the client is told which.
-func (t *parkTable) park(s *Server, pc *parkedCall, b capBound) error {
+func (t *parkTable) park(s *Server, pc *parkedCall, b admission.Bound) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed { // shutting down: no retry would find it
@@ -421,14 +422,14 @@ func (t *parkTable) park(s *Server, pc *parkedCall, b capBound) error {
 	if t.m == nil {
 		t.m = make(map[string]*parkedCall)
 	}
-	switch b.refusal(len(t.m), t.users[pc.user]) {
+	switch b.Refusal(len(t.m), t.users[pc.user]) {
 	case "":
-	case b.shareKey:
+	case b.ShareKey:
 		return &jsonrpc.Error{Code: codeLimit, Message: fmt.Sprintf(
-			"this caller already has %d calls waiting for client input, the most one caller may have (%s); answer or cancel one, or try again later", b.share, b.shareKey)}
+			"this caller already has %d calls waiting for client input, the most one caller may have (%s); answer or cancel one, or try again later", b.Share, b.ShareKey)}
 	default:
 		return &jsonrpc.Error{Code: codeLimit, Message: fmt.Sprintf(
-			"more than %d calls are waiting for client input (%s); try again later", b.limit, b.key)}
+			"more than %d calls are waiting for client input (%s); try again later", b.Limit, b.Key)}
 	}
 	if pc.id == "" { // named when first parked: most calls never are
 		var idb [16]byte
@@ -436,7 +437,7 @@ func (t *parkTable) park(s *Server, pc *parkedCall, b capBound) error {
 		pc.id = hex.EncodeToString(idb[:])
 	}
 	t.m[pc.id] = pc
-	t.users.add(pc.user)
+	t.users.Add(pc.user)
 	ttl := t.ttl
 	if ttl <= 0 {
 		ttl = stateTTL
@@ -457,7 +458,7 @@ func (t *parkTable) take(id string) *parkedCall {
 	pc := t.m[id]
 	if pc != nil {
 		delete(t.m, id)
-		t.users.done(pc.user)
+		t.users.Done(pc.user)
 		pc.timer.Stop()
 	}
 	return pc

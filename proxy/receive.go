@@ -12,8 +12,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-mux/mcp-mux/admission"
 	"github.com/mcp-mux/mcp-mux/headers"
 	"github.com/mcp-mux/mcp-mux/interceptor"
+	"github.com/mcp-mux/mcp-mux/internal/reqid"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
@@ -33,8 +35,8 @@ var errBadCursor = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "inv
 // logging/setLevel bookkeeping) to the SDK.
 func (s *Server) receive(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		ctx = withRequestID(ctx, req)  // reqid.go
-		ctx = withVia(ctx, s.via, req) // loops.go
+		ctx = reqid.WithHeader(ctx, headerOf(req)) // internal/reqid
+		ctx = s.via.WithHeader(ctx, headerOf(req)) // internal/via
 		if !strings.HasPrefix(method, "notifications/") {
 			// A request ends when the client that sent it goes away (limits.go).
 			var stop func()
@@ -46,7 +48,7 @@ func (s *Server) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			res, err := next(ctx, method, req)
 			if err == nil && ss != nil {
 				h := headerOf(req)
-				s.openSession(ss, requestUser(h), h.Get(admissionHeader))
+				s.openSession(ss, requestUser(h), h.Get(admission.Header))
 				s.setInstructions(res)
 				s.setCapabilities(res)
 			}

@@ -13,7 +13,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/proxy"
 )
 
-// Request ids (reqid.go): one id per /mcp request, from the client's
+// Request ids (internal/reqid): one id per /mcp request, from the client's
 // X-Request-Id when well-formed, echoed back and named as request_id by
 // every log line of the call — the mux's, the upstream client's and the
 // audit interceptor's — on the fast path and on the SDK path.

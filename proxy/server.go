@@ -20,12 +20,16 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-mux/mcp-mux/admission"
 	"github.com/mcp-mux/mcp-mux/config"
 	"github.com/mcp-mux/mcp-mux/headers"
 	"github.com/mcp-mux/mcp-mux/inbound"
 	"github.com/mcp-mux/mcp-mux/interceptor"
+	"github.com/mcp-mux/mcp-mux/internal/panicguard"
+	"github.com/mcp-mux/mcp-mux/internal/reqid"
 	"github.com/mcp-mux/mcp-mux/internal/via"
 	"github.com/mcp-mux/mcp-mux/seal"
+	"github.com/mcp-mux/mcp-mux/subscriptions"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
@@ -87,14 +91,15 @@ type Server struct {
 	listeners  listenTable       // 2026-07-28 subscriptions/listen streams
 	parked     parkTable         // 2026-07-28 calls bridged to legacy upstreams
 	replica    string            // this process, in requestStates of parked calls
-	via        *via.Marker       // this process in the requests it sends upstream (loops.go)
+	via        *via.Marker       // this process in the requests it sends upstream (internal/via)
 	states     *seal.Sealer      // requestState key without inbound.request_state_key
 	capsCache  capsCache         // validated 2026-07-28 client capabilities (fastpath_modern.go)
 	sessions   sessionTable
 	requests   requestTable // SDK-path HTTP requests (limits.go)
 	metrics    *metrics
-	panics     *panicGuard   // recover.go
-	subs       subscriptions // resource subscriptions by server (subscriptions.go)
+	panics     *panicguard.Guard       // internal/panicguard, recover.go
+	subs       *subscriptions.Registry // resource subscriptions by server (package subscriptions)
+	bodies     *admission.Bodies       // request body bounds (limits.go)
 	inflight   sync.WaitGroup
 	closed     atomic.Bool
 	lifeMu     sync.RWMutex    // orders session registration and calls (inflight.Add) against Close
@@ -167,7 +172,9 @@ func New(opts Options) *Server {
 	s := &Server{opts: opts, log: opts.Logger, refs: map[any]int{}, started: time.Now(), via: via.New()}
 	s.retireCtx, s.retireStop = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s)
-	s.panics = newPanicGuard(s.log, s.metrics.reg)
+	s.panics = panicguard.New(s.log, s.metrics.reg)
+	s.subs = subscriptions.New(subscriptions.Options{UnsubscribeTimeout: notifyTimeout})
+	s.bodies = admission.NewBodies(admission.BodyOptions{Max: maxBody, Timeout: opts.BodyTimeout, Buffers: &bodyBuffers, Log: s.log})
 	s.reloads.register(s.metrics.reg)
 	s.sessions.m = make(map[*mcp.ServerSession]*session)
 	// The SDK's capabilities gate nothing mcp-mux relies on: initialize and
@@ -184,8 +191,8 @@ func New(opts Options) *Server {
 	s.sdk.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler { s.send = next; return next })
 	s.sdk.AddReceivingMiddleware(s.receive)
 	s.registerTaskMethods() // modern_tasks.go
-	// Added last, so outermost: a handler's panic is its request's error (recover.go).
-	s.sdk.AddReceivingMiddleware(s.panics.middleware)
+	// Added last, so outermost: a handler's panic is its request's error (internal/panicguard).
+	s.sdk.AddReceivingMiddleware(s.panics.Middleware)
 	// Idle sessions are closed by reapSessions, which also sees fast-path calls.
 	// Host checks happen in authenticate (originPolicy), for every path.
 	s.mcp = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.sdk },
@@ -221,7 +228,7 @@ func New(opts Options) *Server {
 // all behind the Host and Origin checks (GuardHosts).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", s.tagRequest(refuseLoops(s.via, s.log, s.authenticate(s.mcpHandler()))))
+	mux.Handle("/mcp", reqid.Tag(s.via.Guard(s.authenticate(s.mcpHandler()), via.GuardOptions{Log: s.log, RequestID: requestID})))
 	meta := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h := s.rt.Load().auth.MetadataHandler(); h != nil {
 			h.ServeHTTP(w, r)
@@ -234,7 +241,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /healthz", serveHealth)
 	mux.HandleFunc("GET /readyz", s.serveReady)
 	mux.Handle("GET /metrics", s.metrics.handler())
-	return s.panics.handler(s.GuardHosts(mux))
+	return s.panics.Handler(s.GuardHosts(mux))
 }
 
 // WaitDiscovery blocks until every backend finished its first discovery

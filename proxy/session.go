@@ -10,7 +10,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-mux/mcp-mux/admission"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/subscriptions"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
@@ -37,10 +39,10 @@ type session struct {
 	stream     sink
 
 	// ctx ends with the session (end); every request admitted on the
-	// session (limits.go) is cancelled with it. active counts those requests.
-	ctx    context.Context
-	end    context.CancelFunc
-	active atomic.Int32
+	// session (limits.go) is cancelled with it. inflight counts those requests.
+	ctx      context.Context
+	end      context.CancelFunc
+	inflight admission.Calls
 
 	reqSeq atomic.Uint64
 
@@ -49,7 +51,7 @@ type session struct {
 	pending map[string]chan *wire.Message // fast-path requests to the client, by raw id
 	level   string                        // logging/setLevel; "" = none
 	keys    map[upstream.Key]bool         // (user, thread) scopes this session called with
-	subs    map[string]bool               // subscribed resource URIs
+	subs    subscriptions.Holder          // subscribed resource URIs
 
 	promo promotions // tool_search promotions (package catalog)
 }
@@ -58,20 +60,14 @@ type sessionTable struct {
 	mu    sync.RWMutex
 	m     map[*mcp.ServerSession]*session
 	byID  map[string]*session
-	held  map[string]string // admission slots of requests that may open a session, by token: the user (admission.go)
-	users callerCounts      // open sessions and slots by user
-	seq   uint64
+	slots admission.Sessions // open sessions and admission slots, in all and by user (limits.go)
 }
 
 // add registers st, turning the admission slot token (if any) into it.
 func (t *sessionTable) add(st *session, token string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if _, ok := t.held[token]; ok {
-		delete(t.held, token) // the slot's count is the session's now
-	} else {
-		t.users.add(st.user)
-	}
+	t.slots.Open(st.user, token)
 	if t.byID == nil {
 		t.byID = make(map[string]*session)
 	}
@@ -101,7 +97,7 @@ func (t *sessionTable) remove(ss *mcp.ServerSession) *session {
 		return nil
 	}
 	delete(t.m, ss)
-	t.users.done(st.user)
+	t.slots.Close(st.user)
 	if t.byID[st.id] == st {
 		delete(t.byID, st.id)
 	}
@@ -397,34 +393,4 @@ func (st *session) hasKey(k upstream.Key) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return st.keys[k]
-}
-
-// subscribe and unsubscribe track resources/subscribe per session.
-func (st *session) subscribe(uri string, on bool) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.subs == nil {
-		st.subs = make(map[string]bool)
-	}
-	if on {
-		st.subs[uri] = true
-	} else {
-		delete(st.subs, uri)
-	}
-}
-
-func (st *session) subscriptions() []string {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	out := make([]string, 0, len(st.subs))
-	for uri := range st.subs {
-		out = append(out, uri)
-	}
-	return out
-}
-
-func (st *session) subscribed(uri string) bool {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.subs[uri]
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/config"
+	"github.com/mcp-mux/mcp-mux/internal/panicguard"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
@@ -116,9 +117,9 @@ func (s *Server) taskResource(ctx context.Context, st *session, method, uri stri
 		}
 		return &mcpwire.RawResult{Raw: raw}, nil
 	case "resources/subscribe":
-		st.subscribe(uri, true)
+		st.subs.Mark(uri, true)
 	default:
-		st.subscribe(uri, false)
+		st.subs.Mark(uri, false)
 	}
 	return &mcpwire.RawResult{Raw: json.RawMessage(`{}`)}, nil
 }
@@ -128,8 +129,8 @@ func (s *Server) taskResource(ctx context.Context, st *session, method, uri stri
 // and any session of the user subscribed to the task's resource get
 // notifications/resources/updated.
 func (s *Server) taskEvent(e taskpoll.Event) {
-	// On the task service's goroutine (recover.go).
-	defer s.panics.catch(whereTask, nil)
+	// On the task service's goroutine (internal/panicguard).
+	defer s.panics.Catch(panicguard.Task, nil)
 	s.listeners.taskEvent(s, e) // subscriptions/listen with taskIds (modern_tasks_listen.go)
 	uri := taskpoll.ResourcePrefix + e.TaskID
 	data, _ := json.Marshal(map[string]any{"task_id": e.TaskID, "task_name": e.Name, "status": e.Status, "tracking_degraded": e.Degraded, "resource": uri})
@@ -140,11 +141,11 @@ func (s *Server) taskEvent(e taskpoll.Event) {
 			continue
 		}
 		owner := st.id == e.Thread || st.hasThread(e.Thread)
-		if !owner && !st.subscribed(uri) {
+		if !owner && !st.subs.Has(uri) {
 			continue
 		}
 		s.bg.Go(func() {
-			defer s.panics.catch(whereTask, nil)
+			defer s.panics.Catch(panicguard.Task, nil)
 			ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
 			defer cancel()
 			if owner {
@@ -163,7 +164,7 @@ type taskCaller Server
 // thread) scope, retrying once after a 401 with a refreshed token.
 func (c *taskCaller) CallTool(ctx context.Context, call taskpoll.Call) (_ json.RawMessage, err error) {
 	s := (*Server)(c)
-	defer s.panics.catch(whereTask, &err) // the poller's goroutine (recover.go)
+	defer s.panics.Catch(panicguard.Task, &err) // the poller's goroutine (internal/panicguard)
 	b := s.rt.Load().byName[call.Server]
 	if b == nil {
 		return nil, fmt.Errorf("MCP task server %q is missing or disabled in the running configuration", call.Server)

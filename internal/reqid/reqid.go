@@ -1,13 +1,15 @@
 // Package reqid provides the request id that ties together every log line
 // of one /mcp request: taken from a well-formed inbound X-Request-Id header
 // or generated, carried in the request's context, and added to a logger by
-// Logger. The id is an opaque correlation token, never a secret.
+// Logger. Tag sets it on each request; the id is an opaque correlation
+// token, never a secret.
 package reqid
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"net/http"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -75,4 +77,27 @@ func Logger(ctx context.Context, log hclog.Logger) hclog.Logger {
 		return log.With(LogKey, id)
 	}
 	return log
+}
+
+// Tag is the one place a request id is set: in the context, for handlers
+// that run on the request's context; in the request's headers, which
+// go-sdk hands its handlers (see WithHeader); and in the response.
+func Tag(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := FromHeader(r.Header.Get(Header))
+		r.Header.Set(Header, id)
+		w.Header().Set(Header, id)
+		next.ServeHTTP(w, r.WithContext(With(r.Context(), id)))
+	})
+}
+
+// WithHeader returns ctx carrying the request id of the headers h, as Tag
+// set them, if valid. The header decides, not the context: a stateful
+// go-sdk session's handlers run on a context derived from the request that
+// opened the session, which carries that request's id.
+func WithHeader(ctx context.Context, h http.Header) context.Context {
+	if id := h.Get(Header); Valid(id) {
+		return With(ctx, id)
+	}
+	return ctx
 }

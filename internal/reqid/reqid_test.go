@@ -3,6 +3,8 @@ package reqid
 import (
 	"bytes"
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -51,4 +53,30 @@ func FuzzFromHeader(f *testing.F) {
 			t.Fatalf("FromHeader(%q) = %q", s, got)
 		}
 	})
+}
+
+// Tag sets a valid inbound id, or a new one, in the request's headers and
+// context and in the response; WithHeader takes it from the headers.
+func TestTag(t *testing.T) {
+	var got, inCtx string
+	h := Tag(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		got, inCtx = r.Header.Get(Header), From(r.Context())
+	}))
+	for _, in := range []string{"abc-1", "bad id", ""} {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		if in != "" {
+			r.Header.Set(Header, in)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		if !Valid(got) || got != inCtx || rec.Header().Get(Header) != got || (Valid(in) && got != in) {
+			t.Errorf("inbound %q: header %q, context %q, response %q", in, got, inCtx, rec.Header().Get(Header))
+		}
+		if id := From(WithHeader(context.Background(), r.Header)); id != got {
+			t.Errorf("WithHeader: %q, want %q", id, got)
+		}
+	}
+	if id := From(WithHeader(context.Background(), http.Header{Header: {"bad id"}})); id != "" {
+		t.Errorf("WithHeader took an invalid id: %q", id)
+	}
 }
