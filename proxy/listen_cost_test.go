@@ -72,7 +72,18 @@ func TestListenCostBounded(t *testing.T) {
 		`,"notifications":{"toolsListChanged":true}}}`
 	hdr := modernHeaders("subscriptions/listen", "")
 	const n = 200
-	rawListen(t, m.ts.URL, hdr, body).Close() // warm up: pools, caches
+	// Warm up with as many streams as are measured: the tables that track
+	// streams and connections grow to n once and keep their size (a leak
+	// grows again with every round).
+	base := settled(t, -1).goroutines
+	warm := make([]net.Conn, 0, n)
+	for range n {
+		warm = append(warm, rawListen(t, m.ts.URL, hdr, body))
+	}
+	for _, c := range warm {
+		c.Close()
+	}
+	settled(t, base)
 	before := settled(t, -1)
 	conns := make([]net.Conn, 0, n)
 	for range n {
@@ -86,6 +97,12 @@ func TestListenCostBounded(t *testing.T) {
 	perKiB := float64(int64(during.bytes)-int64(before.bytes)) / n / 1024
 	perG := float64(during.goroutines-before.goroutines) / n
 	leftKiB := float64(int64(after.bytes)-int64(before.bytes)) / n / 1024
+	// What is left is sampled again for a while: a leak stays, while the
+	// garbage of whatever else the process is doing comes and goes.
+	for deadline := time.Now().Add(2 * time.Second); leftKiB > 4 && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		leftKiB = min(leftKiB, float64(int64(sampleMem().bytes)-int64(before.bytes))/n/1024)
+	}
 	t.Logf("per listen: %.1f KiB, %.2f goroutines; left after close: %.1f KiB per listen", perKiB, perG, leftKiB)
 	if perKiB > 16 || perG > 2 {
 		t.Errorf("an idle listen holds %.1f KiB and %.2f goroutines, want at most 16 KiB and 2", perKiB, perG)
