@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.uber.org/goleak"
 
 	"github.com/mcp-mux/mcp-mux/config"
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
@@ -30,9 +29,7 @@ func TestMain(m *testing.M) {
 	// (servers, upstream transports, sessions) must already be gone.
 	testHTTP.CloseIdleConnections()
 	if code == 0 {
-		// Patient: on a loaded machine a killed stdio server's pipe
-		// readers take a while to see EOF. A leak stays past 20 s.
-		if err := patientLeakCheck(); err != nil {
+		if err := mcptest.LeakCheck(); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1
 		}
@@ -465,14 +462,4 @@ func waitGone(t *testing.T, pid int) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-}
-
-// patientLeakCheck is goleak.Find, tried again for up to ~20 s.
-func patientLeakCheck() error {
-	err := goleak.Find()
-	for i := 0; err != nil && i < 10; i++ {
-		time.Sleep(time.Second)
-		err = goleak.Find()
-	}
-	return err
 }

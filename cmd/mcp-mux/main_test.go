@@ -24,8 +24,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
@@ -58,9 +56,7 @@ func testMain(m *testing.M) int {
 	}
 	code := m.Run()
 	if code == 0 {
-		// Patient: on a loaded machine a killed stdio server's pipe
-		// readers take a while to see EOF. A leak stays past 20 s.
-		if err := patientLeakCheck(); err != nil {
+		if err := mcptest.LeakCheck(); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
 			return 1
 		}
@@ -382,14 +378,4 @@ func liveProcesses(pgids []int, envKV string) []int {
 		}
 	}
 	return out
-}
-
-// patientLeakCheck is goleak.Find, tried again for up to ~20 s.
-func patientLeakCheck() error {
-	err := goleak.Find()
-	for i := 0; err != nil && i < 10; i++ {
-		time.Sleep(time.Second)
-		err = goleak.Find()
-	}
-	return err
 }
