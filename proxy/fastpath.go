@@ -139,7 +139,7 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, st *session, m
 	defer st.untrack(idKey)
 
 	k := &fastSink{st: st, w: w}
-	raw, err := s.guardedCall(ctx, st, k, s.callerKey(st, r.Header), r.Header, p.Name, p.Arguments, p.Meta)
+	raw, err := s.guardedCall(ctx, st, legacyEra{}, k, s.callerKey(st, legacyEra{}, r.Header), r.Header, p.Name, p.Arguments, p.Meta)
 
 	out := bodyBuffers.Get()
 	defer bodyBuffers.Put(out)

@@ -232,7 +232,7 @@ func (s *Server) modernRequest(h http.Header, meta json.RawMessage) (modernReq, 
 // init makes st the throwaway session of one fast-path request, as
 // receiveModern builds it for the SDK path.
 func (rq modernReq) init(st *session) {
-	st.user, st.modern, st.caps, st.clientCaps, st.level = rq.user, true, rq.caps.key, rq.caps.v1, rq.level
+	st.user, st.caps, st.clientCaps, st.level = rq.user, rq.caps.key, rq.caps.v1, rq.level
 }
 
 // clientCaps is a validated pair of clientCapabilities and clientInfo.
@@ -319,21 +319,23 @@ func (k modernSink) request(_ context.Context, method string, _ json.RawMessage)
 	return nil, &wire.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("%s sent mid-call by a 2026-07-28 server is not forwarded", method)}
 }
 
-// modernCallState is a fast-path call's session and sink, allocated together.
+// modernCallState is a fast-path call's session, sink and era, allocated
+// together.
 type modernCallState struct {
-	st session
-	f  fastSink
+	st  session
+	f   fastSink
+	era modernEra
 }
 
 func (s *Server) modernFastCall(w http.ResponseWriter, r *http.Request, rq modernReq, rt *route, m *wire.Message, p *wire.CallParams) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	cs := &modernCallState{}
-	st, f := &cs.st, &cs.f
+	st, f, e := &cs.st, &cs.f, &cs.era
 	rq.init(st)
 	f.st, f.w = st, w
-	st.stream = modernSink{f}
-	key := s.callerKey(st, r.Header)
+	stream := modernSink{f}
+	key := s.callerKey(st, e, r.Header)
 	server := rt.Server.name
 	target := func() string { return "tools/call " + p.Name } // as ownerOf names it
 
@@ -343,15 +345,15 @@ func (s *Server) modernFastCall(w http.ResponseWriter, r *http.Request, rq moder
 	)
 	if rq.caps.inputs && rt.Deny == nil && rt.Server.up.Era() < modernVersion {
 		// The upstream may ask the client for input mid-call: bridge it.
-		pc := s.startParked(ctx, st, server, target(), func(ctx context.Context) (mcp.Result, error) {
-			raw, err := s.callTool(ctx, st, st.bridge, key, r.Header, p.Name, p.Arguments, p.Meta)
+		pc := s.startParked(ctx, stream, e, server, target(), func(ctx context.Context) (mcp.Result, error) {
+			raw, err := s.callTool(ctx, st, e, e.bridge, key, r.Header, p.Name, p.Arguments, p.Meta)
 			if err != nil {
 				return nil, err
 			}
 			return &mcpwire.RawResult{Raw: raw}, nil
 		})
 		var res mcp.Result
-		if res, err = s.await(ctx, st, pc); err == nil {
+		if res, err = s.await(ctx, stream, pc); err == nil {
 			if rr, ok := res.(*mcpwire.RawResult); ok {
 				raw = rr.Raw
 			} else {
@@ -359,7 +361,7 @@ func (s *Server) modernFastCall(w http.ResponseWriter, r *http.Request, rq moder
 			}
 		}
 	} else {
-		raw, err = s.guardedCall(ctx, st, st.stream, key, r.Header, p.Name, p.Arguments, p.Meta)
+		raw, err = s.guardedCall(ctx, st, e, stream, key, r.Header, p.Name, p.Arguments, p.Meta)
 		if ir, ok := asInputRequired(raw); ok && err == nil {
 			raw, err = s.sealInputRequired(st, server, target(), ir)
 		}

@@ -130,13 +130,24 @@ func modernSession(ss *mcp.ServerSession) bool {
 	return ip != nil && ip.ProtocolVersion >= modernVersion
 }
 
+// modernRequestState is an SDK-path 2026-07-28 request's throwaway
+// session, era and stream (the sink of its round, when bridged), allocated
+// together.
+type modernRequestState struct {
+	st    session
+	era   modernEra
+	round sdkSink
+}
+
 // receiveModern serves one 2026-07-28 request with a session built from it.
 func (s *Server) receiveModern(ctx context.Context, ss *mcp.ServerSession, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
 	h := headerOf(req)
-	st := &session{ss: ss, user: requestUser(h), modern: true}
+	rs := &modernRequestState{st: session{ss: ss, user: requestUser(h)}}
+	st, e := &rs.st, &rs.era
+	rs.round = sdkSink{ctx: ctx, st: st}
 	if ip := ss.InitializeParams(); ip != nil {
-		st.caps = upstream.Capabilities(ip.Capabilities)
-		declareTasks(st, ip) // modern_tasks.go
+		st.caps, st.clientCaps = upstream.Capabilities(ip.Capabilities), ip.Capabilities
+		declareTasks(st, e, ip) // modern_tasks.go
 	}
 	st.touch()
 	if m := req.GetParams(); m != nil {
@@ -146,7 +157,7 @@ func (s *Server) receiveModern(ctx context.Context, ss *mcp.ServerSession, metho
 	}
 	switch method {
 	case "tools/call", "prompts/get", "resources/read":
-		res, err := s.modernCall(ctx, st, method, req, next)
+		res, err := s.modernCall(ctx, st, e, &rs.round, method, req, next)
 		if rr, ok := res.(*mcpwire.RawResult); ok && err == nil {
 			return &mcpwire.RawResult{Raw: s.modernResult(method, rr.Raw)}, nil
 		}
@@ -165,9 +176,9 @@ func (s *Server) receiveModern(ctx context.Context, ss *mcp.ServerSession, metho
 	case "subscriptions/listen":
 		return s.listen(ctx, st, req)
 	case "tasks/get", "tasks/update", "tasks/cancel":
-		return s.taskMethod(ctx, st, method, req) // modern_tasks.go
+		return s.taskMethod(ctx, st, e, method, req) // modern_tasks.go
 	}
-	res, err := s.dispatch(ctx, st, method, req, next)
+	res, err := s.dispatch(ctx, st, e, method, req, next)
 	if rr, ok := res.(*mcpwire.RawResult); ok && err == nil {
 		return &mcpwire.RawResult{Raw: s.modernResult(method, rr.Raw)}, nil
 	}

@@ -23,7 +23,7 @@ import (
 // The 2026-07-28 tasks extension (io.modelcontextprotocol/tasks, SEP-2663).
 //
 // A 2026-07-28 request that declares the extension in its _meta client
-// capabilities (st.tasksExt) gets tasks the protocol's way:
+// capabilities (era.tasksExt) gets tasks the protocol's way:
 //
 //   - A call of a task_toolsets submit tool goes through taskpoll's
 //     SubmitTask (the record is durably written, and the remote handle with
@@ -100,14 +100,14 @@ func (s *Server) registerTaskMethods() {
 // Its upstream requests then declare it too (Key.Caps: a 2026-07-28
 // server sees it; legacy call sessions mirror only roots, sampling and
 // elicitation), so a server that supports it may answer with a task.
-func declareTasks(st *session, ip *mcp.InitializeParams) {
+func declareTasks(st *session, e *modernEra, ip *mcp.InitializeParams) {
 	if ip == nil || ip.Capabilities == nil {
 		return
 	}
 	if _, ok := ip.Capabilities.Extensions[tasksExtension]; !ok {
 		return
 	}
-	st.tasksExt = true
+	e.tasks = true
 	var m map[string]json.RawMessage
 	if json.Unmarshal([]byte(st.caps), &m) != nil || m == nil {
 		m = map[string]json.RawMessage{}
@@ -160,10 +160,11 @@ func (s *Server) createTaskResult(t *taskpoll.Task) json.RawMessage {
 	return append([]byte(`{"resultType":"task",`), b[1:]...)
 }
 
-// passTask is callTool's hook for a 2026-07-28 caller: a server's
-// CreateTaskResult gets its namespaced task id, and one the caller did not
-// ask for (it declared no extension) is refused.
-func (s *Server) passTask(st *session, r *route, raw json.RawMessage) (json.RawMessage, error) {
+// passTask is callTool's hook for a 2026-07-28 caller (modernEra): a
+// server's CreateTaskResult gets its namespaced task id, sealed with states
+// for user, and one the caller did not ask for (it declared no extension,
+// tasksExt false) is refused.
+func passTask(states *seal.Sealer, tasksExt bool, user string, r *route, raw json.RawMessage) (json.RawMessage, error) {
 	if !bytes.Contains(raw, []byte(`"task"`)) {
 		return raw, nil
 	}
@@ -175,12 +176,12 @@ func (s *Server) passTask(st *session, r *route, raw json.RawMessage) (json.RawM
 		return raw, nil
 	}
 	switch {
-	case !st.tasksExt:
+	case !tasksExt:
 		return nil, &wire.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("MCP server %q answered with a task, which the client did not declare it can take", r.Server.name)}
 	case head.TaskID == "" || len(head.TaskID) > maxRemoteTaskIDLen:
 		return nil, &wire.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("MCP server %q answered with a task without a usable taskId (1 to %d bytes)", r.Server.name, maxRemoteTaskIDLen)}
 	}
-	id := s.rt.Load().states.SealTaskID(st.user, r.Server.name, head.TaskID)
+	id := states.SealTaskID(user, r.Server.name, head.TaskID)
 	if len(id) > maxTaskIDLen {
 		// Escapes in the sealed reference (or a long user id) can make it
 		// longer than a client may send back: never issue an id that
@@ -256,8 +257,8 @@ func rewriteTaskIDs(v json.RawMessage, remote, id string, depth int) json.RawMes
 
 // taskMethod serves tasks/get, tasks/update and tasks/cancel of a
 // 2026-07-28 request.
-func (s *Server) taskMethod(ctx context.Context, st *session, method string, req mcp.Request) (mcp.Result, error) {
-	if !st.tasksExt {
+func (s *Server) taskMethod(ctx context.Context, st *session, e *modernEra, method string, req mcp.Request) (mcp.Result, error) {
+	if !e.tasks {
 		return nil, errNoTasksExtension(method)
 	}
 	p, _ := req.GetParams().(*taskParams)
@@ -270,7 +271,7 @@ func (s *Server) taskMethod(ctx context.Context, st *session, method string, req
 	case len(p.TaskID) > maxTaskIDLen:
 		err = errUnknownTask
 	case strings.HasPrefix(p.TaskID, passTaskPrefix):
-		raw, err = s.passedTaskMethod(ctx, st, method, req, p)
+		raw, err = s.passedTaskMethod(ctx, st, e, method, req, p)
 	default:
 		raw, err = s.localTaskMethod(ctx, st, method, p.TaskID)
 	}
@@ -308,7 +309,7 @@ func (s *Server) localTaskMethod(ctx context.Context, st *session, method, id st
 
 // passedTaskMethod sends a method for a passed-through task to its server,
 // with the server's own task id.
-func (s *Server) passedTaskMethod(ctx context.Context, st *session, method string, req mcp.Request, p *taskParams) (json.RawMessage, error) {
+func (s *Server) passedTaskMethod(ctx context.Context, st *session, e *modernEra, method string, req mcp.Request, p *taskParams) (json.RawMessage, error) {
 	rt := s.rt.Load()
 	server, remote, ok := rt.states.OpenTaskID(p.TaskID, st.user)
 	if !ok {
@@ -328,7 +329,7 @@ func (s *Server) passedTaskMethod(ctx context.Context, st *session, method strin
 			params.InputResponses = json.RawMessage(`{}`)
 		}
 	}
-	res, err := s.forward(ctx, st, req, b, method, params)
+	res, err := s.forward(ctx, st, e, req, b, method, params)
 	if err != nil {
 		return nil, err
 	}

@@ -122,8 +122,7 @@ func (r *mrtrRetry) apply(params json.RawMessage) json.RawMessage {
 
 // fulfil serves an upstream's input_required for a legacy client: it asks
 // the client's session live, then retries with the answers.
-func (s *Server) fulfil(ctx context.Context, k sink, params, raw json.RawMessage,
-	send func(context.Context, json.RawMessage) (json.RawMessage, error)) (json.RawMessage, error) {
+func fulfil(ctx context.Context, k sink, params, raw json.RawMessage, send sendFunc) (json.RawMessage, error) {
 	for round := 0; ; round++ {
 		ir, ok := asInputRequired(raw)
 		if !ok {
@@ -208,7 +207,7 @@ type parkedCall struct {
 	seq    atomic.Uint64
 
 	mu     sync.Mutex
-	st     *session        // the latest round's session: stream, capabilities
+	round  sink            // the latest round's: its stream, its session's capabilities
 	ctx    context.Context // the attached round's; nil between rounds
 	inputs map[string]*pendingInput
 	held   []heldNote // notifications that arrived between rounds
@@ -237,12 +236,12 @@ type bridgeSink struct{ pc *parkedCall }
 func (b bridgeSink) session() *session {
 	b.pc.mu.Lock()
 	defer b.pc.mu.Unlock()
-	return b.pc.st
+	return b.pc.round.session()
 }
 
 func (b bridgeSink) notify(method string, params json.RawMessage) {
 	b.pc.mu.Lock()
-	st, ctx := b.pc.st, b.pc.ctx
+	round, ctx := b.pc.round, b.pc.ctx
 	if ctx == nil || ctx.Err() != nil {
 		// Between rounds (the client is answering): the next round's stream
 		// carries it, progress included.
@@ -253,17 +252,7 @@ func (b bridgeSink) notify(method string, params json.RawMessage) {
 		return
 	}
 	b.pc.mu.Unlock()
-	deliverToRound(ctx, st, method, params)
-}
-
-// deliverToRound sends a notification on the stream of the round st and
-// ctx belong to.
-func deliverToRound(ctx context.Context, st *session, method string, params json.RawMessage) {
-	if st.stream != nil { // a fast-path round (fastpath_modern.go)
-		st.stream.notify(method, params)
-		return
-	}
-	deliverNotification(ctx, st, method, params)
+	round.notify(method, params)
 }
 
 func (b bridgeSink) request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
@@ -272,7 +261,7 @@ func (b bridgeSink) request(ctx context.Context, method string, params json.RawM
 		return json.RawMessage(`{}`), nil
 	}
 	pc.mu.Lock()
-	if !pc.st.supports(method) {
+	if !pc.round.session().supports(method) {
 		pc.mu.Unlock()
 		return nil, &wire.Error{Code: codeMissingCapability, Message: fmt.Sprintf("the client did not declare the capability %s needs", method)}
 	}
@@ -301,13 +290,15 @@ func (b bridgeSink) request(ctx context.Context, method string, params json.RawM
 	}
 }
 
-// startParked runs call as a bridged call of st to server.
-func (s *Server) startParked(ctx context.Context, st *session, server, target string, call func(context.Context) (mcp.Result, error)) *parkedCall {
-	pc := &parkedCall{server: server, target: target, user: st.user, done: make(chan struct{}),
-		signal: make(chan struct{}, 1), inputs: map[string]*pendingInput{}, st: st, ctx: ctx}
+// startParked runs call as a bridged call to server of the request whose
+// first round (handled with ctx) is round; the request's era e gets the
+// bridge as its sink.
+func (s *Server) startParked(ctx context.Context, round sink, e *modernEra, server, target string, call func(context.Context) (mcp.Result, error)) *parkedCall {
+	pc := &parkedCall{server: server, target: target, user: round.session().user, done: make(chan struct{}),
+		signal: make(chan struct{}, 1), inputs: map[string]*pendingInput{}, round: round, ctx: ctx}
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	pc.cancel = cancel
-	st.bridge = bridgeSink{pc}
+	e.bridge = bridgeSink{pc}
 	go func() {
 		defer close(pc.done)
 		defer cancel()
@@ -317,13 +308,15 @@ func (s *Server) startParked(ctx context.Context, st *session, server, target st
 	return pc
 }
 
-// await serves one round of a bridged call: its result, or the input
-// requests that arrived, sealed into an input_required result.
-func (s *Server) await(ctx context.Context, st *session, pc *parkedCall) (mcp.Result, error) {
+// await serves one round of a bridged call, whose stream is round's: its
+// result, or the input requests that arrived, sealed into an
+// input_required result.
+func (s *Server) await(ctx context.Context, round sink, pc *parkedCall) (mcp.Result, error) {
+	st := round.session()
 	pc.mu.Lock()
-	pc.st, pc.ctx = st, ctx
+	pc.round, pc.ctx = round, ctx
 	for _, n := range pc.held { // in order, before anything newer
-		deliverToRound(ctx, st, n.method, n.params)
+		round.notify(n.method, n.params)
 	}
 	pc.held = nil
 	defer func() { // this round's stream ends with its answer
@@ -493,9 +486,10 @@ func (pc *parkedCall) answer(responses map[string]json.RawMessage) {
 	}
 }
 
-// modernCall serves a 2026-07-28 tools/call, prompts/get or resources/read:
-// a retry is unsealed and resumed, a new call runs bridged.
-func (s *Server) modernCall(ctx context.Context, st *session, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+// modernCall serves a 2026-07-28 tools/call, prompts/get or resources/read
+// of st, whose stream is round's: a retry is unsealed and resumed, a new
+// call runs bridged.
+func (s *Server) modernCall(ctx context.Context, st *session, e *modernEra, round sink, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
 	responses, state := retryOf(req)
 	server, target := s.ownerOf(method, req.GetParams())
 	if state != "" {
@@ -516,15 +510,15 @@ func (s *Server) modernCall(ctx context.Context, st *session, method string, req
 				m[k] = v
 			}
 			pc.answer(m)
-			return s.await(ctx, st, pc)
+			return s.await(ctx, round, pc)
 		}
 		b, _ := json.Marshal(responses)
-		st.retry = &mrtrRetry{responses: b, state: env.Upstream}
+		e.again = &mrtrRetry{responses: b, state: env.Upstream}
 	}
-	pc := s.startParked(ctx, st, server, target, func(ctx context.Context) (mcp.Result, error) {
-		return s.dispatch(ctx, st, method, req, next)
+	pc := s.startParked(ctx, round, e, server, target, func(ctx context.Context) (mcp.Result, error) {
+		return s.dispatch(ctx, st, e, method, req, next)
 	})
-	return s.await(ctx, st, pc)
+	return s.await(ctx, round, pc)
 }
 
 // inputResponsesHeader carries a 2026-07-28 request's inputResponses, as

@@ -12,10 +12,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcp-mux/mcp-mux/admission"
 	"github.com/mcp-mux/mcp-mux/headers"
 	"github.com/mcp-mux/mcp-mux/interceptor"
-	"github.com/mcp-mux/mcp-mux/internal/reqid"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
@@ -29,45 +27,8 @@ const (
 
 var errBadCursor = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid cursor"}
 
-// receive is the receiving middleware: mcp-mux answers tools, prompts,
-// resources and completion itself, routing each to the server that owns the
-// name or URI, and leaves the rest of the protocol (initialize, ping,
-// logging/setLevel bookkeeping) to the SDK.
-func (s *Server) receive(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		ctx = reqid.WithHeader(ctx, headerOf(req)) // internal/reqid
-		ctx = s.via.WithHeader(ctx, headerOf(req)) // internal/via
-		if !strings.HasPrefix(method, "notifications/") {
-			// A request ends when the client that sent it goes away (limits.go).
-			var stop func()
-			ctx, stop = s.requests.scope(ctx, req)
-			defer stop()
-		}
-		ss, _ := req.GetSession().(*mcp.ServerSession)
-		if method == "initialize" {
-			res, err := next(ctx, method, req)
-			if err == nil && ss != nil {
-				h := headerOf(req)
-				s.openSession(ss, requestUser(h), h.Get(admission.Header))
-				s.setInstructions(res)
-				s.setCapabilities(res)
-			}
-			return res, err
-		}
-		st := s.sessions.get(ss)
-		if st == nil {
-			if method == "server/discover" || modernSession(ss) {
-				return s.receiveModern(ctx, ss, method, req, next)
-			}
-			return next(ctx, method, req)
-		}
-		st.touch()
-		return s.dispatch(ctx, st, method, req, next)
-	}
-}
-
-// dispatch serves one request of st, a session of either era.
-func (s *Server) dispatch(ctx context.Context, st *session, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+// dispatch serves one request of st, of either era (e).
+func (s *Server) dispatch(ctx context.Context, st *session, e era, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
 	cat := s.rt.Load().cat.Load()
 	switch method {
 	case "notifications/roots/list_changed":
@@ -91,9 +52,9 @@ func (s *Server) dispatch(ctx context.Context, st *session, method string, req m
 		if m := r.Params.Meta; len(m) > 0 {
 			meta, _ = json.Marshal(m)
 		}
-		k := st.sinkFor(ctx)
+		k := e.sink(ctx, st)
 		h := headerOf(req)
-		raw, err := s.callTool(ctx, st, k, s.callerKey(st, h), h, r.Params.Name, r.Params.Arguments, meta)
+		raw, err := s.callTool(ctx, st, e, k, s.callerKey(st, e, h), h, r.Params.Name, r.Params.Arguments, meta)
 		if err != nil {
 			return nil, err
 		}
@@ -115,7 +76,7 @@ func (s *Server) dispatch(ctx context.Context, st *session, method string, req m
 		}
 		q := *p
 		q.Name = r.Raw
-		return s.forward(ctx, st, req, r.Server, method, &q)
+		return s.forward(ctx, st, e, req, r.Server, method, &q)
 	case "resources/read", "resources/subscribe", "resources/unsubscribe":
 		uri := uriOf(req.GetParams())
 		if s.tasks != nil && strings.HasPrefix(uri, taskpoll.ResourcePrefix) {
@@ -126,7 +87,7 @@ func (s *Server) dispatch(ctx context.Context, st *session, method string, req m
 			return nil, &jsonrpc.Error{Code: -32002, Message: fmt.Sprintf("resource not found: %q", uri)}
 		}
 		if method == "resources/read" {
-			return s.forward(ctx, st, req, b, method, req.GetParams())
+			return s.forward(ctx, st, e, req, b, method, req.GetParams())
 		}
 		if err := s.subscribe(ctx, st, b, uri, method == "resources/subscribe"); err != nil {
 			return nil, s.rpcError(ctx, b, method, err)
@@ -151,7 +112,7 @@ func (s *Server) dispatch(ctx context.Context, st *session, method string, req m
 		if b == nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("no server completes %s %q", ref.Type, ref.Name+ref.URI)}
 		}
-		return s.forward(ctx, st, req, b, method, &q)
+		return s.forward(ctx, st, e, req, b, method, &q)
 	}
 	return next(ctx, method, req)
 }
@@ -195,7 +156,7 @@ func pageResult(items []json.RawMessage, field, cursor string, size int) (mcp.Re
 
 // forward sends a request to the server that owns it, on the caller's
 // session, and returns its raw result.
-func (s *Server) forward(ctx context.Context, st *session, req mcp.Request, b *backend, method string, params any) (mcp.Result, error) {
+func (s *Server) forward(ctx context.Context, st *session, e era, req mcp.Request, b *backend, method string, params any) (mcp.Result, error) {
 	if !s.beginCall() {
 		return nil, errClosing
 	}
@@ -216,22 +177,22 @@ func (s *Server) forward(ctx context.Context, st *session, req mcp.Request, b *b
 	if err != nil {
 		return nil, err
 	}
-	raw = st.retry.apply(stripProtocolMeta(raw))
+	raw = e.retry(stripProtocolMeta(raw))
 	h := headerOf(req)
-	key := s.callerKey(st, h)
+	key := s.callerKey(st, e, h)
 	hdr, cred, err := s.callHeaders(ctx, b, st.user, h)
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 	}
 	key.Cred = cred
-	k := st.sinkFor(ctx)
+	k := e.sink(ctx, st)
 	ctx = withSink(ctx, k)
 	send := func(ctx context.Context, params json.RawMessage) (json.RawMessage, error) {
 		return b.up.Request(ctx, key, method, params, hdr)
 	}
 	res, err := send(ctx, raw)
-	if err == nil && !st.modern {
-		res, err = s.fulfil(ctx, k, raw, res, send)
+	if err == nil {
+		res, err = e.fulfil(ctx, k, raw, res, send)
 	}
 	if err != nil {
 		return nil, s.rpcError(ctx, b, method, err)
@@ -254,7 +215,7 @@ func (s *Server) rpcError(ctx context.Context, b *backend, what string, err erro
 }
 
 // callerKey is the (user, thread) an upstream session is scoped by.
-func (s *Server) callerKey(st *session, h http.Header) upstream.Key {
+func (s *Server) callerKey(st *session, e era, h http.Header) upstream.Key {
 	k := upstream.Key{User: st.user, Caps: st.caps}
 	if h != nil {
 		if name := s.rt.Load().cfg.Inbound.ThreadHeader; name != "" {
@@ -264,9 +225,7 @@ func (s *Server) callerKey(st *session, h http.Header) upstream.Key {
 	if k.Thread == "" {
 		k.Thread = st.id
 	}
-	if !st.modern { // a 2026-07-28 request's session is gone when it is answered
-		st.useKey(k)
-	}
+	e.recordKey(st, k)
 	return k
 }
 
@@ -295,7 +254,7 @@ func errUnknownTool(name string) *jsonrpc.Error {
 // error; an upstream that fails to answer is a tool error result naming it.
 // Messages the upstream sends while serving the call go to k.
 // h is the HTTP request's headers (the secrets carrier).
-func (s *Server) callTool(ctx context.Context, st *session, k sink, key upstream.Key, h http.Header, name string, args, meta json.RawMessage) (json.RawMessage, error) {
+func (s *Server) callTool(ctx context.Context, st *session, e era, k sink, key upstream.Key, h http.Header, name string, args, meta json.RawMessage) (json.RawMessage, error) {
 	if !s.beginCall() {
 		return nil, errClosing
 	}
@@ -310,7 +269,7 @@ func (s *Server) callTool(ctx context.Context, st *session, k sink, key upstream
 	cat := rt.cat.Load()
 	r := cat.Lookup(name)
 	// tool_search, guardrails and deferred tools (policy.go).
-	if res, done := s.policy(ctx, st, k, cat, r, name, args); done {
+	if res, done := s.policy(ctx, st, e, k, cat, r, name, args); done {
 		return res, nil
 	}
 	if r == nil {
@@ -323,7 +282,7 @@ func (s *Server) callTool(ctx context.Context, st *session, k sink, key upstream
 	if progress != nil {
 		ctx = withProgress(ctx, progress) // sink.go
 	}
-	params := st.retry.apply(wire.AppendCallParams(make([]byte, 0, len(args)+len(r.Raw)+len(fwd)+64), r.Raw, args, fwd))
+	params := e.retry(wire.AppendCallParams(make([]byte, 0, len(args)+len(r.Raw)+len(fwd)+64), r.Raw, args, fwd))
 	send := func(ctx context.Context, params json.RawMessage) (json.RawMessage, error) {
 		raw, err := s.forwardCall(ctx, st, k, key, h, r, params)
 		var deny *headers.DenyError
@@ -335,9 +294,9 @@ func (s *Server) callTool(ctx context.Context, st *session, k sink, key upstream
 	}
 	call := func(ctx context.Context) (json.RawMessage, error) {
 		raw, err := send(ctx, params)
-		if err == nil && !st.modern {
-			// A 2026-07-28 server's input_required, asked live (mrtr.go).
-			raw, err = s.fulfil(ctx, k, params, raw, send)
+		if err == nil {
+			// A 2026-07-28 server's input_required, per the caller's era (mrtr.go).
+			raw, err = e.fulfil(ctx, k, params, raw, send)
 		}
 		return raw, err
 	}
@@ -350,11 +309,11 @@ func (s *Server) callTool(ctx context.Context, st *session, k sink, key upstream
 	}
 	var raw json.RawMessage
 	if r.Task != nil { // a durable task's submit (tasks.go)
-		raw, err = s.submitTask(ctx, st, key, r, call)
+		raw, err = s.submitTask(ctx, st, e, key, r, call)
 	} else {
 		raw, err = call(ctx)
-		if err == nil && st.modern {
-			raw, err = s.passTask(st, r, raw) // a server's own task (modern_tasks.go)
+		if err == nil {
+			raw, err = e.passTask(rt.states, st.user, r, raw) // a server's own task (era.passTask)
 		}
 	}
 	if err == nil {

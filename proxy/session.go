@@ -24,19 +24,9 @@ type session struct {
 	caps     string            // upstream.Capabilities of the client: call sessions declare them
 	send     mcp.MethodHandler // the SDK's sending handler (server-to-client requests)
 	lastSeen atomic.Int64      // unix nanos of the last message
-	// modern marks the throwaway session of one 2026-07-28 request
-	// (modern.go): never in the session table, no promotions.
-	modern bool
-	bridge sink       // modern: the bridged call's sink (mrtr.go), nil otherwise
-	retry  *mrtrRetry // modern: a retry of an upstream's input_required
-	// tasksExt: modern, and the request declared the tasks extension
-	// (modern_tasks.go).
-	tasksExt bool
-	// clientCaps and stream belong to a 2026-07-28 fast-path request
-	// (fastpath_modern.go), which has no SDK session: the capabilities it
-	// declared, and its own response stream.
+	// clientCaps are the capabilities the client declared: at initialize
+	// for a session, in _meta for a 2026-07-28 request.
 	clientCaps *mcp.ClientCapabilities
-	stream     sink
 
 	// ctx ends with the session (end); every request admitted on the
 	// session (limits.go) is cancelled with it. inflight counts those requests.
@@ -128,7 +118,7 @@ func (s *Server) openSession(ss *mcp.ServerSession, user, token string) *session
 	}
 	st := &session{ss: ss, id: ss.ID(), user: user, send: s.send}
 	if ip := ss.InitializeParams(); ip != nil {
-		st.caps = upstream.Capabilities(ip.Capabilities)
+		st.caps, st.clientCaps = upstream.Capabilities(ip.Capabilities), ip.Capabilities
 	}
 	st.ctx, st.end = context.WithCancel(context.Background())
 	st.touch()
@@ -187,14 +177,6 @@ func (s *Server) notify(ctx context.Context, ss *mcp.ServerSession, method strin
 	if _, err := s.send(ctx, method, req); err != nil {
 		s.log.Debug("notification not delivered", "method", method, "session", ss.ID(), "err", err)
 	}
-}
-
-// sinkFor returns the sink of a request of st handled with ctx.
-func (st *session) sinkFor(ctx context.Context) sink {
-	if st.bridge != nil {
-		return st.bridge
-	}
-	return &sdkSink{ctx: ctx, st: st}
 }
 
 // touch records activity for the idle timeout.
@@ -305,11 +287,6 @@ func (st *session) wantsLog(params json.RawMessage) bool {
 // server-to-client request needs.
 func (st *session) supports(method string) bool {
 	c := st.clientCaps
-	if c == nil && st.ss != nil {
-		if ip := st.ss.InitializeParams(); ip != nil {
-			c = ip.Capabilities
-		}
-	}
 	if c == nil {
 		return false
 	}

@@ -67,7 +67,7 @@ func (s *Server) taskChange(prev, next *config.Server) error {
 // submitTask is callTool's hook for a submit tool: run is the ordinary
 // forwarding of the call (interceptors included). The task is DeerFlow's
 // tool result, or for a caller with the tasks extension CreateTaskResult.
-func (s *Server) submitTask(ctx context.Context, st *session, key upstream.Key, r *route, run func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
+func (s *Server) submitTask(ctx context.Context, st *session, e era, key upstream.Key, r *route, run func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
 	var upErr error
 	t, raw, err := s.tasks.SubmitTask(ctx, taskpoll.SubmitRequest{User: st.user, Thread: key.Thread, Server: r.Server.name, Toolset: *r.Task},
 		func(ctx context.Context) (json.RawMessage, error) {
@@ -88,7 +88,7 @@ func (s *Server) submitTask(ctx context.Context, st *session, key upstream.Key, 
 	switch {
 	case t == nil:
 		return raw, err // the upstream's own error result, or its error
-	case st.tasksExt:
+	case e.tasksExt():
 		return s.createTaskResult(t), nil // modern_tasks.go
 	}
 	return taskpoll.SubmitResult(t), nil

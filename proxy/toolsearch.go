@@ -6,15 +6,15 @@ import (
 )
 
 // tool_search as the MCP surface serves it: package catalog matches the
-// query and renders the result; the calling session (legacy era only: a
-// 2026-07-28 caller's lists never depend on earlier calls) promotes what
-// was returned and is sent notifications/tools/list_changed when that
+// query and renders the result; the caller's era promotes what was
+// returned (era.promote: a session does, a sessionless request does not)
+// and the caller is sent notifications/tools/list_changed when that
 // changed its tools/list.
 
 // toolSearch answers a tool_search call for st.
-func (s *Server) toolSearch(ctx context.Context, st *session, k sink, cat *muxCatalog, args json.RawMessage) json.RawMessage {
+func (s *Server) toolSearch(ctx context.Context, st *session, e era, k sink, cat *muxCatalog, args json.RawMessage) json.RawMessage {
 	res, names := cat.ToolSearch(args)
-	if len(names) > 0 && !st.modern && st.promo.Add(cat, names) {
+	if len(names) > 0 && e.promote(st, cat, names) {
 		notifyToolsChanged(ctx, s, st, k)
 	}
 	return res
