@@ -79,7 +79,7 @@ func (s *Server) Apply(cfg *config.Config) error {
 // them finish). Header resolvers, and so OAuth tokens, are kept.
 func (s *Server) ResetUpstreams() {
 	s.applyMu.Lock()
-	cfg := s.rt.Load().cfg
+	cfg := s.rt.Load().Config
 	s.applyMu.Unlock()
 	_, _ = s.apply(cfg, true) // the running config's inbound settings already built once
 }
@@ -133,11 +133,11 @@ func (ex *execution) build(cfg *config.Config) error {
 		s.log.Warn("skipping interceptor", "reason", p)
 	}
 	rt := newRuntime(cfg)
-	rt.pol, rt.auth, rt.icepts, rt.origins = newCatalogPolicy(cfg, s.tasks != nil), auth, icepts, origins
-	s.warnTaskSettings(ex.old.cfg, cfg)
-	rt.states = s.states
+	rt.Policy, rt.Auth, rt.Interceptors, rt.Origins = newCatalogPolicy(cfg, s.tasks != nil), auth, icepts, origins
+	s.warnTaskSettings(ex.old.Config, cfg)
+	rt.States = s.states
 	if k := cfg.Inbound.RequestStateKey; !k.IsZero() {
-		rt.states = seal.New(k.Reveal())
+		rt.States = seal.New(k.Reveal())
 	}
 	ex.rt = rt
 	return nil
@@ -145,9 +145,9 @@ func (ex *execution) build(cfg *config.Config) error {
 
 // runningView is the plan's view of rt's backends, in order.
 func runningView(rt *runtime) []reload.Running {
-	out := make([]reload.Running, len(rt.backends))
-	for i, b := range rt.backends {
-		out[i] = reload.Running{Name: b.name, Fingerprint: b.fingerprint, HeaderKey: b.headerKey, Server: b.srv}
+	out := make([]reload.Running, len(rt.Backends))
+	for i, b := range rt.Backends {
+		out[i] = reload.Running{Name: b.Name, Fingerprint: b.Fingerprint, HeaderKey: b.HeaderKey, Server: b.Config}
 	}
 	return out
 }
@@ -171,7 +171,7 @@ func (ex *execution) run(actions []reload.Action) {
 		a := &actions[i]
 		switch a.Kind {
 		case reload.Skip, reload.Refuse:
-			ex.keepRunning(ex.old.backends[a.Prev], a.Problem)
+			ex.keepRunning(ex.old.Backends[a.Prev], a.Problem)
 		case reload.Keep, reload.Reconnect:
 			ex.connect(a)
 		}
@@ -183,15 +183,15 @@ func (ex *execution) prev(a *reload.Action) *backend {
 	if a.Prev < 0 {
 		return nil
 	}
-	return ex.old.backends[a.Prev]
+	return ex.old.Backends[a.Prev]
 }
 
 // keepRunning keeps the running backend prev in the new runtime unchanged and
 // reports why.
 func (ex *execution) keepRunning(prev *backend, problem string) {
-	ex.problems = append(ex.problems, config.Problem{Server: prev.name, Message: problem})
+	ex.problems = append(ex.problems, config.Problem{Server: prev.Name, Message: problem})
 	b := *prev
-	b.metrics = ex.s.metrics.forServer(b.name)
+	b.Metrics = ex.s.metrics.forServer(b.Name)
 	ex.rt.add(&b)
 }
 
@@ -219,7 +219,7 @@ func (ex *execution) connect(a *reload.Action) {
 func (ex *execution) resolver(a *reload.Action, prev *backend) (*headers.Resolver, error) {
 	switch a.Resolver {
 	case reload.ReuseResolver:
-		return prev.resolver, nil // keeps the OAuth token and any fetch in flight
+		return prev.Resolver, nil // keeps the OAuth token and any fetch in flight
 	case reload.NewResolver:
 		o := *a.Headers
 		o.Logger = ex.s.log.Named("headers").With("server", a.Name)
@@ -231,17 +231,17 @@ func (ex *execution) resolver(a *reload.Action, prev *backend) (*headers.Resolve
 // skip records that a server could not be set up.
 func (ex *execution) skip(name string, err error) {
 	ex.s.log.Warn("skipping upstream server", "server", name, "reason", err)
-	ex.rt.skipped[name] = err.Error()
+	ex.rt.Skipped[name] = err.Error()
 }
 
 // share puts the running upstream of prev in the new runtime with a's
 // settings and resolver res.
 func (ex *execution) share(a *reload.Action, prev *backend, res *headers.Resolver) {
 	b := *prev
-	b.prefix, b.srv, b.resolver, b.headerKey = a.Next.ToolNamePrefix, a.Next, res, a.HeaderKey
-	b.metrics = ex.s.metrics.forServer(a.Name)
+	b.Prefix, b.Config, b.Resolver, b.HeaderKey = a.Next.ToolNamePrefix, a.Next, res, a.HeaderKey
+	b.Metrics = ex.s.metrics.forServer(a.Name)
 	ex.rt.add(&b)
-	if res != prev.resolver {
+	if res != prev.Resolver {
 		ex.resolverChanged = append(ex.resolverChanged, &b)
 	}
 }
@@ -260,8 +260,8 @@ func (ex *execution) reconnect(a *reload.Action, res *headers.Resolver) {
 		ex.skip(a.Name, err)
 		return
 	}
-	b := &backend{name: a.Name, prefix: a.Next.ToolNamePrefix, fingerprint: a.Fingerprint, headerKey: a.HeaderKey, up: up, srv: a.Next, resolver: res,
-		base: ref, metrics: ex.s.metrics.forServer(a.Name)}
+	b := &backend{Name: a.Name, Prefix: a.Next.ToolNamePrefix, Fingerprint: a.Fingerprint, HeaderKey: a.HeaderKey, Up: up, Config: a.Next, Resolver: res,
+		Base: ref, Metrics: ex.s.metrics.forServer(a.Name)}
 	ex.rt.add(b)
 	ex.started = append(ex.started, b)
 }
@@ -275,13 +275,13 @@ func (ex *execution) swap() {
 	s, old, rt := ex.s, ex.old, ex.rt
 	s.hold(rt)
 	for _, b := range ex.started {
-		b.up.Start()
+		b.Up.Start()
 	}
 	s.awaitDiscovery(ex.started)
 	for _, b := range ex.resolverChanged {
-		b.base.p.Store(b.resolver)
+		b.Base.p.Store(b.Resolver)
 	}
-	rt.cat.Store(buildCatalog(rt.backends, rt.pol, s.log))
+	rt.Catalog.Store(buildCatalog(rt.Backends, rt.Policy, s.log))
 	s.rt.Store(rt)
 	s.ready.Store(true)
 	s.startTasks()
@@ -293,8 +293,8 @@ func (ex *execution) swap() {
 // forgetRemoved drops the metrics of the servers the old runtime had and the
 // new one has not.
 func (ex *execution) forgetRemoved() {
-	for name := range ex.old.byName {
-		if ex.rt.byName[name] == nil {
+	for name := range ex.old.ByName {
+		if ex.rt.ByName[name] == nil {
 			ex.s.metrics.forget(name)
 		}
 	}
@@ -302,13 +302,13 @@ func (ex *execution) forgetRemoved() {
 
 // newRuntime returns an empty runtime for cfg.
 func newRuntime(cfg *config.Config) *runtime {
-	return &runtime{cfg: cfg, byName: make(map[string]*backend), skipped: make(map[string]string), idle: make(chan struct{})}
+	return &runtime{Config: cfg, ByName: make(map[string]*backend), Skipped: make(map[string]string), idle: make(chan struct{})}
 }
 
 // add appends b to rt's backends.
 func (rt *runtime) add(b *backend) {
-	rt.backends = append(rt.backends, b)
-	rt.byName[b.name] = b
+	rt.Backends = append(rt.Backends, b)
+	rt.ByName[b.Name] = b
 }
 
 // enter registers a call on rt; false when rt was retired meanwhile.
@@ -348,10 +348,10 @@ func (s *Server) enterRuntime() *runtime {
 func (s *Server) hold(rt *runtime) {
 	s.refMu.Lock()
 	defer s.refMu.Unlock()
-	for _, b := range rt.backends {
-		s.refs[b.up]++
-		if b.resolver != nil {
-			s.refs[b.resolver]++
+	for _, b := range rt.Backends {
+		s.refs[b.Up]++
+		if b.Resolver != nil {
+			s.refs[b.Resolver]++
 		}
 	}
 }
@@ -361,15 +361,15 @@ func (s *Server) hold(rt *runtime) {
 func (s *Server) release(rt *runtime) {
 	var wg sync.WaitGroup
 	s.refMu.Lock()
-	for _, b := range rt.backends {
-		if s.refs[b.up]--; s.refs[b.up] == 0 {
-			delete(s.refs, b.up)
-			wg.Go(func() { _ = b.up.Close() })
+	for _, b := range rt.Backends {
+		if s.refs[b.Up]--; s.refs[b.Up] == 0 {
+			delete(s.refs, b.Up)
+			wg.Go(func() { _ = b.Up.Close() })
 		}
-		if b.resolver != nil {
-			if s.refs[b.resolver]--; s.refs[b.resolver] == 0 {
-				delete(s.refs, b.resolver)
-				b.resolver.Close()
+		if b.Resolver != nil {
+			if s.refs[b.Resolver]--; s.refs[b.Resolver] == 0 {
+				delete(s.refs, b.Resolver)
+				b.Resolver.Close()
 			}
 		}
 	}
@@ -427,7 +427,7 @@ func (s *Server) awaitDiscovery(started []*backend) {
 	defer t.Stop()
 	for _, b := range started {
 		select {
-		case <-b.up.Discovered():
+		case <-b.Up.Discovered():
 		case <-t.C:
 			return
 		}
@@ -472,12 +472,12 @@ func (r *resolverRef) unauthorized(sent http.Header) {
 func (s *Server) refreshCatalog(prev *runtime) {
 	s.catMu.Lock()
 	rt := s.rt.Load()
-	before := rt.cat.Load()
+	before := rt.Catalog.Load()
 	if prev != nil {
-		before = prev.cat.Load()
+		before = prev.Catalog.Load()
 	}
-	next := buildCatalog(rt.backends, rt.pol, s.log)
-	rt.cat.Store(next)
+	next := buildCatalog(rt.Backends, rt.Policy, s.log)
+	rt.Catalog.Store(next)
 	s.catMu.Unlock()
 	s.notifyChanges(before, next)
 }
@@ -512,7 +512,7 @@ func (s *Server) sessionToolsChanged(ss *mcp.ServerSession, before, next *muxCat
 	if st == nil {
 		return true
 	}
-	return string(st.promo.ListFor(before)) != string(st.promo.ToolsList(next))
+	return string(st.Promo.ListFor(before)) != string(st.Promo.ToolsList(next))
 }
 
 // newAuthenticator builds caller identification from inbound.auth.

@@ -29,20 +29,20 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		r.Header.Del(userHeader)
 		r.Header.Del(admission.Header) // package admission
 		rt := s.rt.Load()              // Host and Origin were checked by GuardHosts
-		user, err := rt.auth.Authenticate(r)
+		user, err := rt.Auth.Authenticate(r)
 		if err != nil {
 			s.logFor(r.Context()).Debug("unauthenticated request", "reason", err)
-			rt.auth.Challenge(w, r, err)
+			rt.Auth.Challenge(w, r, err)
 			return
 		}
-		if name := rt.cfg.Inbound.SecretsHeader; name != "" && r.Header.Get(name) != "" {
+		if name := rt.Config.Inbound.SecretsHeader; name != "" && r.Header.Get(name) != "" {
 			if _, err := headers.ParseSecrets(name, r.Header.Get(name)); err != nil {
 				writeRPCError(w, http.StatusBadRequest, requestID(r), -32602, err.Error())
 				return
 			}
 		}
 		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
-			if st := s.sessions.byIDGet(sid); st != nil && st.user != user {
+			if st := s.sessions.byIDGet(sid); st != nil && st.User != user {
 				writeRPCError(w, http.StatusForbidden, requestID(r), -32600, "this session belongs to another user")
 				return
 			}

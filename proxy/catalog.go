@@ -32,7 +32,7 @@ func newCatalogPolicy(cfg *config.Config, tasks bool) *catalogPolicy {
 func buildCatalog(backends []*backend, pol *catalogPolicy, log hclog.Logger) *muxCatalog {
 	src := make([]catalog.Source[*backend], len(backends))
 	for i, b := range backends {
-		src[i] = catalog.Source[*backend]{Server: b, Name: b.name, Prefix: b.prefix, Config: b.srv, Lists: b.up.Lists()}
+		src[i] = catalog.Source[*backend]{Server: b, Name: b.Name, Prefix: b.Prefix, Config: b.Config, Lists: b.Up.Lists()}
 	}
 	return catalog.Build(src, pol, log)
 }
@@ -45,7 +45,7 @@ func (s *Server) setInstructions(res mcp.Result) {
 	if !ok {
 		return
 	}
-	if text := s.rt.Load().cat.Load().Instructions(); text != "" {
+	if text := s.rt.Load().Catalog.Load().Instructions(); text != "" {
 		ir.Instructions = text
 	}
 }
@@ -54,7 +54,7 @@ func (s *Server) setInstructions(res mcp.Result) {
 // server/discover result. Extensions are each added by their own file after
 // it (advertiseTasks, modern_tasks.go), on server/discover only.
 func (s *Server) setCapabilities(res mcp.Result) {
-	caps := s.rt.Load().cat.Load().Capabilities() // a copy: the catalog's pointers are never written
+	caps := s.rt.Load().Catalog.Load().Capabilities() // a copy: the catalog's pointers are never written
 	switch r := res.(type) {
 	case *mcp.InitializeResult:
 		r.Capabilities = &caps

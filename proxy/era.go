@@ -18,27 +18,27 @@ import (
 
 // era is what one request's protocol era decides on the shared call path.
 type era interface {
-	// sink returns where what an upstream sends while serving the request
+	// Sink returns where what an upstream sends while serving the request
 	// (of st, handled with ctx) goes.
-	sink(ctx context.Context, st *session) sink
-	// recordKey notes that st called upstreams as k.
-	recordKey(st *session, k upstream.Key)
-	// retry puts the client's answers to an earlier input_required into
+	Sink(ctx context.Context, st *session) sink
+	// RecordKey notes that st called upstreams as k.
+	RecordKey(st *session, k upstream.Key)
+	// Retry puts the client's answers to an earlier input_required into
 	// the params going upstream.
-	retry(params json.RawMessage) json.RawMessage
-	// fulfil serves an upstream's input_required in raw (the answer to
+	Retry(params json.RawMessage) json.RawMessage
+	// Fulfil serves an upstream's input_required in raw (the answer to
 	// params), sending the retries with send.
-	fulfil(ctx context.Context, k sink, params, raw json.RawMessage, send sendFunc) (json.RawMessage, error)
-	// passTask turns a server's own task in a call's result into the
+	Fulfil(ctx context.Context, k sink, params, raw json.RawMessage, send sendFunc) (json.RawMessage, error)
+	// PassTask turns a server's own task in a call's result into the
 	// caller's (sealed with states for user).
-	passTask(states *seal.Sealer, user string, r *route, raw json.RawMessage) (json.RawMessage, error)
-	// promoted reports whether st may call the deferred tool name.
-	promoted(st *session, cat *muxCatalog, name string) bool
-	// promote records the tools a tool_search returned to st and reports
+	PassTask(states *seal.Sealer, user string, r *route, raw json.RawMessage) (json.RawMessage, error)
+	// Promoted reports whether st may call the deferred tool name.
+	Promoted(st *session, cat *muxCatalog, name string) bool
+	// Promote records the tools a tool_search returned to st and reports
 	// whether st's tools/list changed.
-	promote(st *session, cat *muxCatalog, names []string) bool
-	// tasksExt reports whether the request declared the tasks extension.
-	tasksExt() bool
+	Promote(st *session, cat *muxCatalog, names []string) bool
+	// TasksExt reports whether the request declared the tasks extension.
+	TasksExt() bool
 }
 
 // sendFunc sends a request's params upstream and returns its raw result.
@@ -52,37 +52,37 @@ type legacyEra struct{}
 
 var _ era = legacyEra{}
 
-// sink returns an SDK sink on the handler's context.
-func (legacyEra) sink(ctx context.Context, st *session) sink { return &sdkSink{ctx: ctx, st: st} }
+// Sink returns an SDK Sink on the handler's context.
+func (legacyEra) Sink(ctx context.Context, st *session) sink { return &sdkSink{ctx: ctx, st: st} }
 
-// recordKey records k on the session, for notifications and task events.
-func (legacyEra) recordKey(st *session, k upstream.Key) { st.useKey(k) }
+// RecordKey records k on the session, for notifications and task events.
+func (legacyEra) RecordKey(st *session, k upstream.Key) { st.useKey(k) }
 
-// retry leaves params: a legacy client never retries an input_required.
-func (legacyEra) retry(params json.RawMessage) json.RawMessage { return params }
+// Retry leaves params: a legacy client never retries an input_required.
+func (legacyEra) Retry(params json.RawMessage) json.RawMessage { return params }
 
-// fulfil asks the session live for the inputs (mrtr.go).
-func (legacyEra) fulfil(ctx context.Context, k sink, params, raw json.RawMessage, send sendFunc) (json.RawMessage, error) {
+// Fulfil asks the session live for the inputs (mrtr.go).
+func (legacyEra) Fulfil(ctx context.Context, k sink, params, raw json.RawMessage, send sendFunc) (json.RawMessage, error) {
 	return fulfil(ctx, k, params, raw, send)
 }
 
-// passTask leaves raw: a legacy client never declared the tasks extension.
-func (legacyEra) passTask(_ *seal.Sealer, _ string, _ *route, raw json.RawMessage) (json.RawMessage, error) {
+// PassTask leaves raw: a legacy client never declared the tasks extension.
+func (legacyEra) PassTask(_ *seal.Sealer, _ string, _ *route, raw json.RawMessage) (json.RawMessage, error) {
 	return raw, nil
 }
 
-// promoted reports whether the session promoted name with tool_search.
-func (legacyEra) promoted(st *session, cat *muxCatalog, name string) bool {
-	return st.promo.Has(cat, name)
+// Promoted reports whether the session Promoted name with tool_search.
+func (legacyEra) Promoted(st *session, cat *muxCatalog, name string) bool {
+	return st.Promo.Has(cat, name)
 }
 
-// promote adds names to the session's promotions.
-func (legacyEra) promote(st *session, cat *muxCatalog, names []string) bool {
-	return st.promo.Add(cat, names)
+// Promote adds names to the session's promotions.
+func (legacyEra) Promote(st *session, cat *muxCatalog, names []string) bool {
+	return st.Promo.Add(cat, names)
 }
 
-// tasksExt is false: the extension is not part of the legacy era.
-func (legacyEra) tasksExt() bool { return false }
+// TasksExt is false: the extension is not part of the legacy era.
+func (legacyEra) TasksExt() bool { return false }
 
 // modernEra is the era of one 2026-07-28 request: it has no session to
 // remember anything in (no keys, no promotions: its lists never depend on
@@ -98,35 +98,35 @@ type modernEra struct {
 
 var _ era = (*modernEra)(nil)
 
-// sink returns the bridged call's sink, or an SDK sink on the handler's context.
-func (e *modernEra) sink(ctx context.Context, st *session) sink {
+// Sink returns the bridged call's Sink, or an SDK Sink on the handler's context.
+func (e *modernEra) Sink(ctx context.Context, st *session) sink {
 	if e.bridge != nil {
 		return e.bridge
 	}
 	return &sdkSink{ctx: ctx, st: st}
 }
 
-// recordKey does nothing: the request's session is gone when it is answered.
-func (*modernEra) recordKey(*session, upstream.Key) {}
+// RecordKey does nothing: the request's session is gone when it is answered.
+func (*modernEra) RecordKey(*session, upstream.Key) {}
 
-// retry applies the retry's answers and the upstream's own state.
-func (e *modernEra) retry(params json.RawMessage) json.RawMessage { return e.again.apply(params) }
+// Retry applies the Retry's answers and the upstream's own state.
+func (e *modernEra) Retry(params json.RawMessage) json.RawMessage { return e.again.apply(params) }
 
-// fulfil leaves raw: an input_required goes back to the client (mrtr.go).
-func (*modernEra) fulfil(_ context.Context, _ sink, _, raw json.RawMessage, _ sendFunc) (json.RawMessage, error) {
+// Fulfil leaves raw: an input_required goes back to the client (mrtr.go).
+func (*modernEra) Fulfil(_ context.Context, _ sink, _, raw json.RawMessage, _ sendFunc) (json.RawMessage, error) {
 	return raw, nil
 }
 
-// passTask namespaces a server's own task (modern_tasks.go).
-func (e *modernEra) passTask(states *seal.Sealer, user string, r *route, raw json.RawMessage) (json.RawMessage, error) {
+// PassTask namespaces a server's own task (modern_tasks.go).
+func (e *modernEra) PassTask(states *seal.Sealer, user string, r *route, raw json.RawMessage) (json.RawMessage, error) {
 	return passTask(states, e.tasks, user, r, raw)
 }
 
-// promoted is true: a deferred tool needs no promotion (README: tool_search).
-func (*modernEra) promoted(*session, *muxCatalog, string) bool { return true }
+// Promoted is true: a deferred tool needs no promotion (README: tool_search).
+func (*modernEra) Promoted(*session, *muxCatalog, string) bool { return true }
 
-// promote records nothing.
-func (*modernEra) promote(*session, *muxCatalog, []string) bool { return false }
+// Promote records nothing.
+func (*modernEra) Promote(*session, *muxCatalog, []string) bool { return false }
 
-// tasksExt reports whether the request declared the tasks extension.
-func (e *modernEra) tasksExt() bool { return e.tasks }
+// TasksExt reports whether the request declared the tasks extension.
+func (e *modernEra) TasksExt() bool { return e.tasks }

@@ -12,7 +12,7 @@ import (
 // runtime is published again, so calls that start later see it.
 func AddInterceptorForTest(s *Server, ic interceptor.Interceptor) {
 	rt := s.rt.Load()
-	rt.icepts = append(slices.Clip(rt.icepts), ic)
+	rt.Interceptors = append(slices.Clip(rt.Interceptors), ic)
 	s.rt.Store(rt)
 }
 

@@ -73,7 +73,7 @@ func (s *Server) mcpHandler() http.Handler {
 		case http.MethodDelete:
 			// Closing the session waits for its handlers: cancel them first.
 			if st := s.sessions.byIDGet(r.Header.Get("Mcp-Session-Id")); st != nil {
-				st.cancel()
+				st.Cancel()
 			}
 		}
 		s.mcp.ServeHTTP(w, r)
@@ -109,7 +109,7 @@ func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, st *session, 
 	if wire.Decode(body, &m) != nil {
 		return false
 	}
-	st.touch()
+	st.Touch()
 	switch {
 	case m.Method == "tools/call" && m.IsCall():
 		var p wire.CallParams
@@ -121,12 +121,12 @@ func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, st *session, 
 	case m.Method == "tools/list" && m.IsCall():
 		s.fastList(w, st, &m)
 		return true
-	case m.IsResponse() && st.resolve(&m):
+	case m.IsResponse() && st.Resolve(&m):
 		// The client's answer to a request sent on a fast-path stream.
 		w.WriteHeader(http.StatusAccepted)
 		return true
 	case m.Method == "notifications/cancelled":
-		st.cancelCall(m.Params)
+		st.CancelCall(m.Params)
 	}
 	return false
 }
@@ -135,8 +135,8 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, st *session, m
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	idKey := string(m.ID)
-	st.track(idKey, cancel)
-	defer st.untrack(idKey)
+	st.Track(idKey, cancel)
+	defer st.Untrack(idKey)
 
 	k := &fastSink{st: st, w: w}
 	raw, err := s.guardedCall(ctx, st, legacyEra{}, k, s.callerKey(st, legacyEra{}, r.Header), r.Header, p.Name, p.Arguments, p.Meta)
@@ -164,7 +164,7 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, st *session, m
 // fastList answers tools/list with the session's cached list bytes, as one
 // event on the POST's own stream like the SDK answers it.
 func (s *Server) fastList(w http.ResponseWriter, st *session, m *wire.Message) {
-	raw := st.promo.ToolsList(s.rt.Load().cat.Load())
+	raw := st.Promo.ToolsList(s.rt.Load().Catalog.Load())
 	out := bodyBuffers.Get()
 	defer bodyBuffers.Put(out)
 	b := wire.AppendResult((*out)[:0], m.ID, raw)

@@ -95,7 +95,7 @@ func (s *Server) serveModernFast(w http.ResponseWriter, r *http.Request, body []
 		if !ok {
 			return false
 		}
-		cat := s.rt.Load().cat.Load()
+		cat := s.rt.Load().Catalog.Load()
 		rt := cat.Lookup(p.Name)
 		if rt == nil || rt.Builtin || rt.Task != nil || rt.Server == nil {
 			return false
@@ -232,7 +232,7 @@ func (s *Server) modernRequest(h http.Header, meta json.RawMessage) (modernReq, 
 // init makes st the throwaway session of one fast-path request, as
 // receiveModern builds it for the SDK path.
 func (rq modernReq) init(st *session) {
-	st.user, st.caps, st.clientCaps, st.level = rq.user, rq.caps.key, rq.caps.v1, rq.level
+	st.User, st.Caps, st.ClientCaps, st.Level = rq.user, rq.caps.key, rq.caps.v1, rq.level
 }
 
 // clientCaps is a validated pair of clientCapabilities and clientInfo.
@@ -307,11 +307,11 @@ func (c *capsCache) get(caps, info json.RawMessage) *clientCaps {
 // those the client cannot serve.
 type modernSink struct{ *fastSink }
 
-func (k modernSink) request(_ context.Context, method string, _ json.RawMessage) (json.RawMessage, error) {
+func (k modernSink) Request(_ context.Context, method string, _ json.RawMessage) (json.RawMessage, error) {
 	if method == "ping" {
 		return json.RawMessage(`{}`), nil
 	}
-	if !k.st.supports(method) {
+	if !k.st.Supports(method) {
 		return nil, &wire.Error{Code: codeMissingCapability, Message: fmt.Sprintf("the client did not declare the capability %s needs", method)}
 	}
 	// Only a 2026-07-28 upstream runs unbridged with such a client, and it
@@ -336,14 +336,14 @@ func (s *Server) modernFastCall(w http.ResponseWriter, r *http.Request, rq moder
 	f.st, f.w = st, w
 	stream := modernSink{f}
 	key := s.callerKey(st, e, r.Header)
-	server := rt.Server.name
+	server := rt.Server.Name
 	target := func() string { return "tools/call " + p.Name } // as ownerOf names it
 
 	var (
 		raw json.RawMessage
 		err error
 	)
-	if rq.caps.inputs && rt.Deny == nil && rt.Server.up.Era() < modernVersion {
+	if rq.caps.inputs && rt.Deny == nil && rt.Server.Up.Era() < modernVersion {
 		// The upstream may ask the client for input mid-call: bridge it.
 		pc := s.startParked(ctx, stream, e, server, target(), func(ctx context.Context) (mcp.Result, error) {
 			raw, err := s.callTool(ctx, st, e, e.bridge, key, r.Header, p.Name, p.Arguments, p.Meta)
@@ -375,7 +375,7 @@ func (s *Server) modernFastCall(w http.ResponseWriter, r *http.Request, rq moder
 // modernFastList answers a list as receiveModern does: the catalog's, with
 // resultType, ttlMs and cacheScope.
 func (s *Server) modernFastList(w http.ResponseWriter, rq modernReq, m *wire.Message, cursor string) {
-	cat := s.rt.Load().cat.Load()
+	cat := s.rt.Load().Catalog.Load()
 	var (
 		raw json.RawMessage
 		err error
@@ -388,7 +388,7 @@ func (s *Server) modernFastList(w http.ResponseWriter, rq modernReq, m *wire.Mes
 		}
 		var st session
 		rq.init(&st)
-		raw = st.promo.ToolsList(cat)
+		raw = st.Promo.ToolsList(cat)
 	case "prompts/list":
 		raw, err = page(cat.Prompts(), "prompts", cursor, s.opts.PageSize)
 	case "resources/list":

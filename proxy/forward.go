@@ -28,7 +28,7 @@ func (f *forwarder) ServerNotification(ctx context.Context, key upstream.Key, me
 		deliverProgress(ctx, params)
 	case "notifications/message":
 		if k := sinkFrom(ctx); k != nil {
-			k.notify(method, params)
+			k.Notify(method, params)
 			return
 		}
 		for _, st := range s.sessionsWithKey(key) {
@@ -42,7 +42,7 @@ func (f *forwarder) ServerNotification(ctx context.Context, key upstream.Key, me
 		// Subscriptions live on the owner's discovery session (Upstream.Subscribe):
 		// every session that subscribed to the URI gets the update.
 		for _, ss := range s.sessions.all() {
-			if st := s.sessions.get(ss); st != nil && st.subs.Has(p.URI) {
+			if st := s.sessions.get(ss); st != nil && st.Subs.Has(p.URI) {
 				s.notify(context.Background(), ss, method, &p)
 			}
 		}
@@ -53,7 +53,7 @@ func (f *forwarder) ServerNotification(ctx context.Context, key upstream.Key, me
 func (f *forwarder) ServerRequest(ctx context.Context, key upstream.Key, method string, params json.RawMessage) (json.RawMessage, error) {
 	s := (*Server)(f)
 	if k := sinkFrom(ctx); k != nil {
-		return k.request(ctx, method, params)
+		return k.Request(ctx, method, params)
 	}
 	for _, st := range s.sessionsWithKey(key) {
 		return sessionRequest(ctx, st, method, params)
@@ -65,7 +65,7 @@ func (f *forwarder) ServerRequest(ctx context.Context, key upstream.Key, method 
 func (s *Server) sessionsWithKey(key upstream.Key) []*session {
 	var out []*session
 	for _, ss := range s.sessions.all() {
-		if st := s.sessions.get(ss); st != nil && st.hasKey(key) {
+		if st := s.sessions.get(ss); st != nil && st.HasKey(key) {
 			out = append(out, st)
 		}
 	}
@@ -88,10 +88,10 @@ func (s *Server) subscribe(ctx context.Context, st *session, b *backend, uri str
 			return err
 		}
 		defer done()
-		return s.subs.Subscribe(ctx, &st.subs, b.name, b.up, uri)
+		return s.subs.Subscribe(ctx, &st.Subs, b.Name, b.Up, uri)
 	}
-	if err := s.subs.Unsubscribe(ctx, &st.subs, uri); err != nil {
-		s.logFor(ctx).Debug("upstream unsubscribe failed", "server", b.name, "err", err)
+	if err := s.subs.Unsubscribe(ctx, &st.Subs, uri); err != nil {
+		s.logFor(ctx).Debug("upstream unsubscribe failed", "server", b.Name, "err", err)
 	}
 	return nil
 }
@@ -100,7 +100,7 @@ func (s *Server) subscribe(ctx context.Context, st *session, b *backend, uri str
 func (s *Server) dropSubscriptions(st *session) {
 	ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
 	defer cancel()
-	if err := s.subs.UnsubscribeAll(ctx, &st.subs); err != nil {
+	if err := s.subs.UnsubscribeAll(ctx, &st.Subs); err != nil {
 		s.log.Debug("upstream unsubscribe failed", "err", err)
 	}
 }

@@ -114,17 +114,17 @@ func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	rt := c.s.rt.Load()
-	for _, b := range rt.backends {
+	for _, b := range rt.Backends {
 		up := 0.0
-		if b.up.State() == StateUp {
+		if b.Up.State() == StateUp {
 			up = 1
 		}
-		ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, up, b.name)
-		ch <- prometheus.MustNewConstMetric(toolsDesc, prometheus.GaugeValue, float64(len(b.up.Tools())), b.name)
-		ch <- prometheus.MustNewConstMetric(upSessDesc, prometheus.GaugeValue, float64(b.up.Sessions()), b.name)
-		ch <- prometheus.MustNewConstMetric(procsDesc, prometheus.GaugeValue, float64(b.up.Processes()), b.name)
-		ch <- prometheus.MustNewConstMetric(reconnDesc, prometheus.CounterValue, float64(b.up.Reconnects()), b.name)
+		ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, up, b.Name)
+		ch <- prometheus.MustNewConstMetric(toolsDesc, prometheus.GaugeValue, float64(len(b.Up.Tools())), b.Name)
+		ch <- prometheus.MustNewConstMetric(upSessDesc, prometheus.GaugeValue, float64(b.Up.Sessions()), b.Name)
+		ch <- prometheus.MustNewConstMetric(procsDesc, prometheus.GaugeValue, float64(b.Up.Processes()), b.Name)
+		ch <- prometheus.MustNewConstMetric(reconnDesc, prometheus.CounterValue, float64(b.Up.Reconnects()), b.Name)
 	}
 	ch <- prometheus.MustNewConstMetric(sessionsDesc, prometheus.GaugeValue, float64(len(c.s.sessions.all())))
-	ch <- prometheus.MustNewConstMetric(catalogDesc, prometheus.GaugeValue, float64(rt.cat.Load().Len()))
+	ch <- prometheus.MustNewConstMetric(catalogDesc, prometheus.GaugeValue, float64(rt.Catalog.Load().Len()))
 }

@@ -42,7 +42,7 @@ func (s *Server) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 			return next(ctx, method, req)
 		}
-		st.touch()
+		st.Touch()
 		return s.dispatch(ctx, st, legacyEra{}, method, req, next)
 	}
 }

@@ -142,17 +142,17 @@ type modernRequestState struct {
 // receiveModern serves one 2026-07-28 request with a session built from it.
 func (s *Server) receiveModern(ctx context.Context, ss *mcp.ServerSession, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
 	h := headerOf(req)
-	rs := &modernRequestState{st: session{ss: ss, user: requestUser(h)}}
+	rs := &modernRequestState{st: session{SS: ss, User: requestUser(h)}}
 	st, e := &rs.st, &rs.era
 	rs.round = sdkSink{ctx: ctx, st: st}
 	if ip := ss.InitializeParams(); ip != nil {
-		st.caps, st.clientCaps = upstream.Capabilities(ip.Capabilities), ip.Capabilities
+		st.Caps, st.ClientCaps = upstream.Capabilities(ip.Capabilities), ip.Capabilities
 		declareTasks(st, e, ip) // modern_tasks.go
 	}
-	st.touch()
+	st.Touch()
 	if m := req.GetParams(); m != nil {
 		if lvl, ok := m.GetMeta()["io.modelcontextprotocol/logLevel"].(string); ok {
-			st.level = lvl
+			st.Level = lvl
 		}
 	}
 	switch method {
@@ -165,7 +165,7 @@ func (s *Server) receiveModern(ctx context.Context, ss *mcp.ServerSession, metho
 	case "server/discover":
 		res, err := next(ctx, method, req)
 		if dr, ok := res.(*mcp.DiscoverResult); ok && err == nil {
-			if text := s.rt.Load().cat.Load().Instructions(); text != "" {
+			if text := s.rt.Load().Catalog.Load().Instructions(); text != "" {
 				dr.Instructions = text
 			}
 			dr.Cacheable = s.cacheable()
@@ -199,11 +199,11 @@ func (s *Server) cacheable() mcp.Cacheable {
 
 func (s *Server) cacheScope() string {
 	rt := s.rt.Load()
-	if rt.cfg.Inbound.Auth.Mode != "" && rt.cfg.Inbound.Auth.Mode != "none" {
+	if rt.Config.Inbound.Auth.Mode != "" && rt.Config.Inbound.Auth.Mode != "none" {
 		return "private"
 	}
-	for _, b := range rt.backends {
-		if b.resolver != nil && b.resolver.PerCaller() {
+	for _, b := range rt.Backends {
+		if b.Resolver != nil && b.Resolver.PerCaller() {
 			return "private"
 		}
 	}

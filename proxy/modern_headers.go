@@ -76,7 +76,7 @@ func (s *Server) refuseParamMismatch(w http.ResponseWriter, r *http.Request, id 
 	if !hasParamHeaders(r.Header) {
 		return false
 	}
-	rt := s.rt.Load().cat.Load().Lookup(name)
+	rt := s.rt.Load().Catalog.Load().Lookup(name)
 	if rt == nil {
 		return false
 	}

@@ -162,26 +162,26 @@ func (s *Server) listen(ctx context.Context, st *session, req mcp.Request) (mcp.
 	if err := json.Unmarshal([]byte(headerOf(req).Get(requestIDHeader)), &id); err != nil || id == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "subscriptions/listen requires a request id"}
 	}
-	if err := s.listeners.admit(s.bounds().Listens, st.user); err != nil {
+	if err := s.listeners.admit(s.bounds().Listens, st.User); err != nil {
 		return nil, err
 	}
-	defer s.listeners.leave(st.user)
+	defer s.listeners.leave(st.User)
 	want := p.Notifications
 	agreed := mcp.NotificationSubscriptions{
 		ToolsListChanged:     want.ToolsListChanged,
 		PromptsListChanged:   want.PromptsListChanged,
 		ResourcesListChanged: want.ResourcesListChanged,
 	}
-	l := &listener{ctx: ctx, ss: st.ss, id: id, tools: want.ToolsListChanged, prompts: want.PromptsListChanged,
+	l := &listener{ctx: ctx, ss: st.SS, id: id, tools: want.ToolsListChanged, prompts: want.PromptsListChanged,
 		resources: want.ResourcesListChanged, uris: map[string]bool{}}
-	cat := s.rt.Load().cat.Load()
+	cat := s.rt.Load().Catalog.Load()
 	for _, uri := range want.ResourceSubscriptions {
 		b := cat.ResourceOwner(uri)
 		if b == nil || l.uris[uri] {
 			continue // not honoured: left out of the acknowledgement
 		}
 		if err := s.subscribe(ctx, st, b, uri, true); err != nil {
-			s.logFor(ctx).Debug("upstream subscribe failed", "server", b.name, "err", err)
+			s.logFor(ctx).Debug("upstream subscribe failed", "server", b.Name, "err", err)
 			continue
 		}
 		defer func() {
@@ -194,7 +194,7 @@ func (s *Server) listen(ctx context.Context, st *session, req mcp.Request) (mcp.
 	}
 	s.listeners.add(l)
 	defer s.listeners.remove(l)
-	ack := &mcp.ServerRequest[*mcp.SubscriptionsAcknowledgedParams]{Session: st.ss,
+	ack := &mcp.ServerRequest[*mcp.SubscriptionsAcknowledgedParams]{Session: st.SS,
 		Params: &mcp.SubscriptionsAcknowledgedParams{Meta: mcp.Meta{metaSubscriptionID: id}, Notifications: agreed}}
 	if _, err := s.send(ctx, "notifications/subscriptions/acknowledged", ack); err != nil {
 		return nil, fmt.Errorf("sending notifications/subscriptions/acknowledged: %w", err)
@@ -279,7 +279,7 @@ func (s *Server) serveListen(w http.ResponseWriter, r *http.Request, m *wire.Mes
 	end := func() {
 		s.listeners.remove(l)
 		for _, uri := range uris {
-			if b := s.rt.Load().cat.Load().ResourceOwner(uri); b != nil {
+			if b := s.rt.Load().Catalog.Load().ResourceOwner(uri); b != nil {
 				uctx, stop := context.WithTimeout(ctx, notifyTimeout)
 				_ = s.subscribe(uctx, st, b, uri, false)
 				stop()
@@ -351,14 +351,14 @@ type listenAgreed struct {
 // and are left out of the acknowledgement.
 func (s *Server) subscribeListener(ctx context.Context, st *session, l *listener, uris []string) []string {
 	var agreed []string
-	cat := s.rt.Load().cat.Load()
+	cat := s.rt.Load().Catalog.Load()
 	for _, uri := range uris {
 		b := cat.ResourceOwner(uri)
 		if b == nil || l.uris[uri] {
 			continue
 		}
 		if err := s.subscribe(ctx, st, b, uri, true); err != nil {
-			s.logFor(ctx).Debug("upstream subscribe failed", "server", b.name, "err", err)
+			s.logFor(ctx).Debug("upstream subscribe failed", "server", b.Name, "err", err)
 			continue
 		}
 		if l.uris == nil {

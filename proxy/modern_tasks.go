@@ -109,12 +109,12 @@ func declareTasks(st *session, e *modernEra, ip *mcp.InitializeParams) {
 	}
 	e.tasks = true
 	var m map[string]json.RawMessage
-	if json.Unmarshal([]byte(st.caps), &m) != nil || m == nil {
+	if json.Unmarshal([]byte(st.Caps), &m) != nil || m == nil {
 		m = map[string]json.RawMessage{}
 	}
 	m["extensions"] = json.RawMessage(`{"` + tasksExtension + `":{}}`)
 	b, _ := json.Marshal(m) // sorted keys: one Key.Caps per capability set
-	st.caps = string(b)
+	st.Caps = string(b)
 }
 
 // advertiseTasks adds the extension to server/discover's capabilities when
@@ -136,8 +136,8 @@ func (s *Server) tasksServable() bool {
 	if s.tasks != nil {
 		return true
 	}
-	for _, b := range s.rt.Load().backends {
-		if upstreamTasks(b.up) {
+	for _, b := range s.rt.Load().Backends {
+		if upstreamTasks(b.Up) {
 			return true
 		}
 	}
@@ -177,16 +177,16 @@ func passTask(states *seal.Sealer, tasksExt bool, user string, r *route, raw jso
 	}
 	switch {
 	case !tasksExt:
-		return nil, &wire.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("MCP server %q answered with a task, which the client did not declare it can take", r.Server.name)}
+		return nil, &wire.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("MCP server %q answered with a task, which the client did not declare it can take", r.Server.Name)}
 	case head.TaskID == "" || len(head.TaskID) > maxRemoteTaskIDLen:
-		return nil, &wire.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("MCP server %q answered with a task without a usable taskId (1 to %d bytes)", r.Server.name, maxRemoteTaskIDLen)}
+		return nil, &wire.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("MCP server %q answered with a task without a usable taskId (1 to %d bytes)", r.Server.Name, maxRemoteTaskIDLen)}
 	}
-	id := states.SealTaskID(user, r.Server.name, head.TaskID)
+	id := states.SealTaskID(user, r.Server.Name, head.TaskID)
 	if len(id) > maxTaskIDLen {
 		// Escapes in the sealed reference (or a long user id) can make it
 		// longer than a client may send back: never issue an id that
 		// cannot resolve.
-		return nil, &wire.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("MCP server %q answered with a task id mcp-mux cannot namespace within %d bytes", r.Server.name, maxTaskIDLen)}
+		return nil, &wire.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("MCP server %q answered with a task id mcp-mux cannot namespace within %d bytes", r.Server.Name, maxTaskIDLen)}
 	}
 	return withTaskID(raw, head.TaskID, id), nil
 }
@@ -289,9 +289,9 @@ func (s *Server) localTaskMethod(ctx context.Context, st *session, method, id st
 	var t *taskpoll.Task
 	var err error
 	if method == "tasks/cancel" {
-		t, err = s.tasks.RequestCancel(ctx, st.user, id) // a terminal task: unchanged, acknowledged
+		t, err = s.tasks.RequestCancel(ctx, st.User, id) // a terminal task: unchanged, acknowledged
 	} else {
-		t, err = s.tasks.Get(ctx, st.user, id)
+		t, err = s.tasks.Get(ctx, st.User, id)
 	}
 	switch {
 	case errors.Is(err, taskpoll.ErrNotFound):
@@ -311,11 +311,11 @@ func (s *Server) localTaskMethod(ctx context.Context, st *session, method, id st
 // with the server's own task id.
 func (s *Server) passedTaskMethod(ctx context.Context, st *session, e *modernEra, method string, req mcp.Request, p *taskParams) (json.RawMessage, error) {
 	rt := s.rt.Load()
-	server, remote, ok := rt.states.OpenTaskID(p.TaskID, st.user)
+	server, remote, ok := rt.States.OpenTaskID(p.TaskID, st.User)
 	if !ok {
 		return nil, errUnknownTask
 	}
-	b := rt.byName[server]
+	b := rt.ByName[server]
 	if b == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Failed to retrieve task: the server that runs it is no longer configured"}
 	}

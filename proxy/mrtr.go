@@ -140,7 +140,7 @@ func fulfil(ctx context.Context, k sink, params, raw json.RawMessage, send sendF
 			if json.Unmarshal(rr, &req) != nil || req.Method == "" {
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the server sent a malformed input request %q", key)}
 			}
-			res, err := k.request(ctx, req.Method, req.Params)
+			res, err := k.Request(ctx, req.Method, req.Params)
 			if err != nil {
 				return nil, fmt.Errorf("asking the client for %s: %w", req.Method, err)
 			}
@@ -160,14 +160,14 @@ func (s *Server) sealInputRequired(st *session, server, target string, ir *input
 	reqs := make(map[string]json.RawMessage, len(ir.InputRequests))
 	for key, rr := range ir.InputRequests {
 		var req inputRequest
-		if json.Unmarshal(rr, &req) == nil && st.supports(req.Method) {
+		if json.Unmarshal(rr, &req) == nil && st.Supports(req.Method) {
 			reqs[key] = rr
 		}
 	}
 	if len(reqs) == 0 {
 		return nil, &jsonrpc.Error{Code: codeMissingCapability, Message: "the server needs input the client declared no capability for"}
 	}
-	return inputRequiredResult(reqs, s.rt.Load().states.SealState(seal.State{Caller: st.user, Server: server, Target: target, Upstream: ir.RequestState})), nil
+	return inputRequiredResult(reqs, s.rt.Load().States.SealState(seal.State{Caller: st.User, Server: server, Target: target, Upstream: ir.RequestState})), nil
 }
 
 func inputRequiredResult(reqs map[string]json.RawMessage, state string) json.RawMessage {
@@ -233,13 +233,13 @@ type pendingInput struct {
 // round's stream, requests wait for the client's next retry.
 type bridgeSink struct{ pc *parkedCall }
 
-func (b bridgeSink) session() *session {
+func (b bridgeSink) Session() *session {
 	b.pc.mu.Lock()
 	defer b.pc.mu.Unlock()
-	return b.pc.round.session()
+	return b.pc.round.Session()
 }
 
-func (b bridgeSink) notify(method string, params json.RawMessage) {
+func (b bridgeSink) Notify(method string, params json.RawMessage) {
 	b.pc.mu.Lock()
 	round, ctx := b.pc.round, b.pc.ctx
 	if ctx == nil || ctx.Err() != nil {
@@ -252,16 +252,16 @@ func (b bridgeSink) notify(method string, params json.RawMessage) {
 		return
 	}
 	b.pc.mu.Unlock()
-	round.notify(method, params)
+	round.Notify(method, params)
 }
 
-func (b bridgeSink) request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+func (b bridgeSink) Request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 	pc := b.pc
 	if method == "ping" {
 		return json.RawMessage(`{}`), nil
 	}
 	pc.mu.Lock()
-	if !pc.round.session().supports(method) {
+	if !pc.round.Session().Supports(method) {
 		pc.mu.Unlock()
 		return nil, &wire.Error{Code: codeMissingCapability, Message: fmt.Sprintf("the client did not declare the capability %s needs", method)}
 	}
@@ -294,7 +294,7 @@ func (b bridgeSink) request(ctx context.Context, method string, params json.RawM
 // first round (handled with ctx) is round; the request's era e gets the
 // bridge as its sink.
 func (s *Server) startParked(ctx context.Context, round sink, e *modernEra, server, target string, call func(context.Context) (mcp.Result, error)) *parkedCall {
-	pc := &parkedCall{server: server, target: target, user: round.session().user, done: make(chan struct{}),
+	pc := &parkedCall{server: server, target: target, user: round.Session().User, done: make(chan struct{}),
 		signal: make(chan struct{}, 1), inputs: map[string]*pendingInput{}, round: round, ctx: ctx}
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	pc.cancel = cancel
@@ -312,11 +312,11 @@ func (s *Server) startParked(ctx context.Context, round sink, e *modernEra, serv
 // result, or the input requests that arrived, sealed into an
 // input_required result.
 func (s *Server) await(ctx context.Context, round sink, pc *parkedCall) (mcp.Result, error) {
-	st := round.session()
+	st := round.Session()
 	pc.mu.Lock()
 	pc.round, pc.ctx = round, ctx
 	for _, n := range pc.held { // in order, before anything newer
-		round.notify(n.method, n.params)
+		round.Notify(n.method, n.params)
 	}
 	pc.held = nil
 	defer func() { // this round's stream ends with its answer
@@ -382,7 +382,7 @@ func (s *Server) await(ctx context.Context, round sink, pc *parkedCall) (mcp.Res
 			pc.cancel()
 			return nil, err
 		}
-		return &mcpwire.RawResult{Raw: inputRequiredResult(reqs, s.rt.Load().states.SealState(seal.State{
+		return &mcpwire.RawResult{Raw: inputRequiredResult(reqs, s.rt.Load().States.SealState(seal.State{
 			Caller: pc.user, Server: pc.server, Target: pc.target, Park: pc.id, Replica: s.replica}))}, nil
 	}
 }
@@ -493,7 +493,7 @@ func (s *Server) modernCall(ctx context.Context, st *session, e *modernEra, roun
 	responses, state := retryOf(req)
 	server, target := s.ownerOf(method, req.GetParams())
 	if state != "" {
-		env, err := s.rt.Load().states.OpenState(state, st.user, server, target)
+		env, err := s.rt.Load().States.OpenState(state, st.User, server, target)
 		if err != nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid requestState: " + err.Error()}
 		}
@@ -575,22 +575,22 @@ func retryOf(req mcp.Request) (map[string]json.RawMessage, string) {
 // ownerOf names the server a call goes to ("" for mcp-mux's own tools)
 // and its target: the method and the visible name or URI.
 func (s *Server) ownerOf(method string, p mcp.Params) (server, target string) {
-	cat := s.rt.Load().cat.Load()
+	cat := s.rt.Load().Catalog.Load()
 	switch p := p.(type) {
 	case *mcp.CallToolParamsRaw:
 		target = p.Name
 		if r := cat.Lookup(p.Name); r != nil && r.Server != nil { // built-in tools have none
-			server = r.Server.name
+			server = r.Server.Name
 		}
 	case *mcp.GetPromptParams:
 		target = p.Name
 		if r := cat.Prompt(p.Name); r != nil && r.Server != nil {
-			server = r.Server.name
+			server = r.Server.Name
 		}
 	case *mcp.ReadResourceParams:
 		target = p.URI
 		if b := cat.ResourceOwner(p.URI); b != nil {
-			server = b.name
+			server = b.Name
 		}
 	}
 	return server, method + " " + target

@@ -19,9 +19,9 @@ func (s *Server) policy(ctx context.Context, st *session, e era, k sink, cat *mu
 		}
 		return nil, false
 	case r.Deny != nil:
-		s.logFor(ctx).Info("guardrail denied a tool call", "tool", name, "session", st.id)
+		s.logFor(ctx).Info("guardrail denied a tool call", "tool", name, "session", st.ID)
 		return r.Deny, true
-	case cat.Searching() && !e.promoted(st, cat, name):
+	case cat.Searching() && !e.Promoted(st, cat, name):
 		// A deferred tool the caller's era wants promoted first.
 		return catalog.DeferredError(name), true
 	}

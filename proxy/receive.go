@@ -29,30 +29,30 @@ var errBadCursor = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "inv
 
 // dispatch serves one request of st, of either era (e).
 func (s *Server) dispatch(ctx context.Context, st *session, e era, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
-	cat := s.rt.Load().cat.Load()
+	cat := s.rt.Load().Catalog.Load()
 	switch method {
 	case "notifications/roots/list_changed":
 		// Tell the servers this session's calls went to.
-		for _, b := range s.rt.Load().backends {
-			for _, k := range st.usedKeys() {
-				b.up.Notify(k, method, json.RawMessage(`{}`))
+		for _, b := range s.rt.Load().Backends {
+			for _, k := range st.UsedKeys() {
+				b.Up.Notify(k, method, json.RawMessage(`{}`))
 			}
 		}
 		return next(ctx, method, req)
 	case "logging/setLevel":
 		if p, ok := req.GetParams().(*mcp.SetLoggingLevelParams); ok {
-			st.setLevel(string(p.Level))
+			st.SetLevel(string(p.Level))
 		}
 		return next(ctx, method, req)
 	case "tools/list":
-		return &mcpwire.RawResult{Raw: st.promo.ToolsList(cat)}, nil
+		return &mcpwire.RawResult{Raw: st.Promo.ToolsList(cat)}, nil
 	case "tools/call":
 		r := req.(*mcp.CallToolRequest)
 		var meta json.RawMessage
 		if m := r.Params.Meta; len(m) > 0 {
 			meta, _ = json.Marshal(m)
 		}
-		k := e.sink(ctx, st)
+		k := e.Sink(ctx, st)
 		h := headerOf(req)
 		raw, err := s.callTool(ctx, st, e, k, s.callerKey(st, e, h), h, r.Params.Name, r.Params.Arguments, meta)
 		if err != nil {
@@ -168,31 +168,31 @@ func (s *Server) forward(ctx context.Context, st *session, e era, req mcp.Reques
 	defer done()
 	rt := s.enterRuntime()
 	defer rt.leave()
-	if cur := rt.byName[b.name]; cur != nil {
+	if cur := rt.ByName[b.Name]; cur != nil {
 		b = cur // b came from an older catalog: use the runtime this request runs on
 	} else {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("MCP server %q is no longer configured", b.name)}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("MCP server %q is no longer configured", b.Name)}
 	}
 	raw, err := json.Marshal(params)
 	if err != nil {
 		return nil, err
 	}
-	raw = e.retry(stripProtocolMeta(raw))
+	raw = e.Retry(stripProtocolMeta(raw))
 	h := headerOf(req)
 	key := s.callerKey(st, e, h)
-	hdr, cred, err := s.callHeaders(ctx, b, st.user, h)
+	hdr, cred, err := s.callHeaders(ctx, b, st.User, h)
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 	}
 	key.Cred = cred
-	k := e.sink(ctx, st)
+	k := e.Sink(ctx, st)
 	ctx = withSink(ctx, k)
 	send := func(ctx context.Context, params json.RawMessage) (json.RawMessage, error) {
-		return b.up.Request(ctx, key, method, params, hdr)
+		return b.Up.Request(ctx, key, method, params, hdr)
 	}
 	res, err := send(ctx, raw)
 	if err == nil {
-		res, err = e.fulfil(ctx, k, raw, res, send)
+		res, err = e.Fulfil(ctx, k, raw, res, send)
 	}
 	if err != nil {
 		return nil, s.rpcError(ctx, b, method, err)
@@ -210,22 +210,22 @@ func (s *Server) rpcError(ctx context.Context, b *backend, what string, err erro
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	s.logFor(ctx).Warn("upstream request failed", "server", b.name, "method", what, "err", err)
-	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("MCP server %q failed: %v", b.name, err)}
+	s.logFor(ctx).Warn("upstream request failed", "server", b.Name, "method", what, "err", err)
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("MCP server %q failed: %v", b.Name, err)}
 }
 
 // callerKey is the (user, thread) an upstream session is scoped by.
 func (s *Server) callerKey(st *session, e era, h http.Header) upstream.Key {
-	k := upstream.Key{User: st.user, Caps: st.caps}
+	k := upstream.Key{User: st.User, Caps: st.Caps}
 	if h != nil {
-		if name := s.rt.Load().cfg.Inbound.ThreadHeader; name != "" {
+		if name := s.rt.Load().Config.Inbound.ThreadHeader; name != "" {
 			k.Thread = h.Get(name)
 		}
 	}
 	if k.Thread == "" {
-		k.Thread = st.id
+		k.Thread = st.ID
 	}
-	e.recordKey(st, k)
+	e.RecordKey(st, k)
 	return k
 }
 
@@ -266,7 +266,7 @@ func (s *Server) callTool(ctx context.Context, st *session, e era, k sink, key u
 	defer done()
 	rt := s.enterRuntime() // the call finishes on this runtime, whatever Apply does meanwhile
 	defer rt.leave()
-	cat := rt.cat.Load()
+	cat := rt.Catalog.Load()
 	r := cat.Lookup(name)
 	// tool_search, guardrails and deferred tools (policy.go).
 	if res, done := s.policy(ctx, st, e, k, cat, r, name, args); done {
@@ -282,7 +282,7 @@ func (s *Server) callTool(ctx context.Context, st *session, e era, k sink, key u
 	if progress != nil {
 		ctx = withProgress(ctx, progress) // sink.go
 	}
-	params := e.retry(wire.AppendCallParams(make([]byte, 0, len(args)+len(r.Raw)+len(fwd)+64), r.Raw, args, fwd))
+	params := e.Retry(wire.AppendCallParams(make([]byte, 0, len(args)+len(r.Raw)+len(fwd)+64), r.Raw, args, fwd))
 	send := func(ctx context.Context, params json.RawMessage) (json.RawMessage, error) {
 		raw, err := s.forwardCall(ctx, st, k, key, h, r, params)
 		var deny *headers.DenyError
@@ -296,14 +296,14 @@ func (s *Server) callTool(ctx context.Context, st *session, e era, k sink, key u
 		raw, err := send(ctx, params)
 		if err == nil {
 			// A 2026-07-28 server's input_required, per the caller's era (mrtr.go).
-			raw, err = e.fulfil(ctx, k, params, raw, send)
+			raw, err = e.Fulfil(ctx, k, params, raw, send)
 		}
 		return raw, err
 	}
-	if icepts := rt.icepts; len(icepts) > 0 {
+	if icepts := rt.Interceptors; len(icepts) > 0 {
 		forward := call
 		call = func(ctx context.Context) (json.RawMessage, error) {
-			c := &interceptor.Call{User: st.user, Thread: key.Thread, Server: r.Server.name, Tool: r.Name, RawTool: r.Raw}
+			c := &interceptor.Call{User: st.User, Thread: key.Thread, Server: r.Server.Name, Tool: r.Name, RawTool: r.Raw}
 			return interceptor.Chain(ctx, icepts, c, forward)
 		}
 	}
@@ -313,7 +313,7 @@ func (s *Server) callTool(ctx context.Context, st *session, e era, k sink, key u
 	} else {
 		raw, err = call(ctx)
 		if err == nil {
-			raw, err = e.passTask(rt.states, st.user, r, raw) // a server's own task (era.passTask)
+			raw, err = e.PassTask(rt.States, st.User, r, raw) // a server's own task (era.passTask)
 		}
 	}
 	if err == nil {
@@ -326,8 +326,8 @@ func (s *Server) callTool(ctx context.Context, st *session, e era, k sink, key u
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	s.logFor(ctx).Warn("tool call failed", "server", r.Server.name, "tool", r.Raw, "err", err)
-	return wire.ToolError(fmt.Sprintf("Error: MCP server %q failed to run tool %q: %v", r.Server.name, r.Raw, err)), nil
+	s.logFor(ctx).Warn("tool call failed", "server", r.Server.Name, "tool", r.Raw, "err", err)
+	return wire.ToolError(fmt.Sprintf("Error: MCP server %q failed to run tool %q: %v", r.Server.Name, r.Raw, err)), nil
 }
 
 // forwardMeta prepares a call's _meta for the upstream: the protocol's own

@@ -125,16 +125,16 @@ type Server struct {
 
 // runtime is everything built from one config.
 type runtime struct {
-	cfg      *config.Config
-	backends []*backend // enabled servers, config order
-	byName   map[string]*backend
-	pol      *catalogPolicy
-	cat      atomic.Pointer[muxCatalog]
-	auth     *inbound.Authenticator
-	origins  *originPolicy
-	icepts   []interceptor.Interceptor
-	states   *seal.Sealer      // seals 2026-07-28 requestStates and task ids
-	skipped  map[string]string // enabled servers that could not be set up: the reason
+	Config      *config.Config
+	Backends []*backend // enabled servers, config order
+	ByName   map[string]*backend
+	Policy      *catalogPolicy
+	Catalog      atomic.Pointer[muxCatalog]
+	Auth     *inbound.Authenticator
+	Origins  *originPolicy
+	Interceptors   []interceptor.Interceptor
+	States   *seal.Sealer      // seals 2026-07-28 requestStates and task ids
+	Skipped  map[string]string // enabled servers that could not be set up: the reason
 
 	mu      sync.Mutex
 	calls   int           // calls in flight that started on this runtime
@@ -144,15 +144,15 @@ type runtime struct {
 
 // backend is one enabled server and its upstream connection.
 type backend struct {
-	name        string
-	prefix      bool
-	fingerprint string // config.Server.Fingerprint of the upstream's settings
-	headerKey   string // headerKey of the resolver's inputs
-	up          *upstream.Upstream
-	srv         *config.Server    // this runtime's settings: routing, tools, description
-	resolver    *headers.Resolver // upstream headers (http/sse); nil when there are none
-	base        *resolverRef      // the resolver up's own requests use
-	metrics     *callMetrics
+	Name        string
+	Prefix      bool
+	Fingerprint string // config.Server.Fingerprint of the upstream's settings
+	HeaderKey   string // headerKey of the resolver's inputs
+	Up          *upstream.Upstream
+	Config         *config.Server    // this runtime's settings: routing, tools, description
+	Resolver    *headers.Resolver // upstream headers (http/sse); nil when there are none
+	Base        *resolverRef      // the resolver up's own requests use
+	Metrics     *callMetrics
 }
 
 // New returns a Server with no upstreams; call Apply to configure it.
@@ -217,8 +217,8 @@ func New(opts Options) *Server {
 	none, _ := inbound.New(inbound.Options{Mode: inbound.ModeNone})
 	origins, _ := newOriginPolicy(nil, nil)
 	empty := newRuntime(&config.Config{})
-	empty.pol, empty.auth, empty.origins, empty.states = newCatalogPolicy(&config.Config{}, s.tasks != nil), none, origins, s.states
-	empty.cat.Store(buildCatalog(nil, empty.pol, s.log))
+	empty.Policy, empty.Auth, empty.Origins, empty.States = newCatalogPolicy(&config.Config{}, s.tasks != nil), none, origins, s.states
+	empty.Catalog.Store(buildCatalog(nil, empty.Policy, s.log))
 	s.rt.Store(empty)
 	s.bg.Go(func() { s.reapSessions(ctx) })
 	return s
@@ -230,7 +230,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", reqid.Tag(s.via.Guard(s.authenticate(s.mcpHandler()), via.GuardOptions{Log: s.log, RequestID: requestID})))
 	meta := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if h := s.rt.Load().auth.MetadataHandler(); h != nil {
+		if h := s.rt.Load().Auth.MetadataHandler(); h != nil {
 			h.ServeHTTP(w, r)
 			return
 		}
@@ -247,9 +247,9 @@ func (s *Server) Handler() http.Handler {
 // WaitDiscovery blocks until every backend finished its first discovery
 // attempt (each bounded by its session_init_timeout) or ctx ends.
 func (s *Server) WaitDiscovery(ctx context.Context) error {
-	for _, b := range s.rt.Load().backends {
+	for _, b := range s.rt.Load().Backends {
 		select {
-		case <-b.up.Discovered():
+		case <-b.Up.Discovered():
 		case <-ctx.Done():
 			return ctx.Err()
 		}

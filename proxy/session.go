@@ -18,15 +18,15 @@ import (
 
 // session is mcp-mux's state for one downstream MCP session.
 type session struct {
-	ss       *mcp.ServerSession
-	id       string
-	user     string
-	caps     string            // upstream.Capabilities of the client: call sessions declare them
-	send     mcp.MethodHandler // the SDK's sending handler (server-to-client requests)
-	lastSeen atomic.Int64      // unix nanos of the last message
-	// clientCaps are the capabilities the client declared: at initialize
+	SS       *mcp.ServerSession
+	ID       string
+	User     string
+	Caps     string            // upstream.Capabilities of the client: call sessions declare them
+	Send     mcp.MethodHandler // the SDK's sending handler (server-to-client requests)
+	LastSeen atomic.Int64      // unix nanos of the last message
+	// ClientCaps are the capabilities the client declared: at initialize
 	// for a session, in _meta for a 2026-07-28 request.
-	clientCaps *mcp.ClientCapabilities
+	ClientCaps *mcp.ClientCapabilities
 
 	// ctx ends with the session (end); every request admitted on the
 	// session (limits.go) is cancelled with it. inflight counts those requests.
@@ -39,11 +39,11 @@ type session struct {
 	mu      sync.Mutex
 	calls   map[string]context.CancelFunc // in-flight fast-path calls by raw JSON-RPC id
 	pending map[string]chan *wire.Message // fast-path requests to the client, by raw id
-	level   string                        // logging/setLevel; "" = none
+	Level   string                        // logging/setLevel; "" = none
 	keys    map[upstream.Key]bool         // (user, thread) scopes this session called with
-	subs    subscriptions.Holder          // subscribed resource URIs
+	Subs    subscriptions.Holder          // subscribed resource URIs
 
-	promo promotions // tool_search promotions (package catalog)
+	Promo promotions // tool_search promotions (package catalog)
 }
 
 type sessionTable struct {
@@ -57,13 +57,13 @@ type sessionTable struct {
 func (t *sessionTable) add(st *session, token string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.slots.Open(st.user, token)
+	t.slots.Open(st.User, token)
 	if t.byID == nil {
 		t.byID = make(map[string]*session)
 	}
-	t.m[st.ss] = st
-	if st.id != "" {
-		t.byID[st.id] = st
+	t.m[st.SS] = st
+	if st.ID != "" {
+		t.byID[st.ID] = st
 	}
 }
 
@@ -87,9 +87,9 @@ func (t *sessionTable) remove(ss *mcp.ServerSession) *session {
 		return nil
 	}
 	delete(t.m, ss)
-	t.slots.Close(st.user)
-	if t.byID[st.id] == st {
-		delete(t.byID, st.id)
+	t.slots.Close(st.User)
+	if t.byID[st.ID] == st {
+		delete(t.byID, st.ID)
 	}
 	return st
 }
@@ -116,12 +116,12 @@ func (s *Server) openSession(ss *mcp.ServerSession, user, token string) *session
 	if st := s.sessions.get(ss); st != nil {
 		return st
 	}
-	st := &session{ss: ss, id: ss.ID(), user: user, send: s.send}
+	st := &session{SS: ss, ID: ss.ID(), User: user, Send: s.send}
 	if ip := ss.InitializeParams(); ip != nil {
-		st.caps, st.clientCaps = upstream.Capabilities(ip.Capabilities), ip.Capabilities
+		st.Caps, st.ClientCaps = upstream.Capabilities(ip.Capabilities), ip.Capabilities
 	}
 	st.ctx, st.end = context.WithCancel(context.Background())
-	st.touch()
+	st.Touch()
 	s.lifeMu.Lock()
 	defer s.lifeMu.Unlock()
 	if s.closed.Load() {
@@ -135,11 +135,11 @@ func (s *Server) openSession(ss *mcp.ServerSession, user, token string) *session
 		st.end()
 		s.sessions.remove(ss)
 		s.dropSubscriptions(st)
-		if st.id == "" {
+		if st.ID == "" {
 			return
 		}
-		for _, b := range s.rt.Load().backends {
-			b.up.ReleaseThread(st.id)
+		for _, b := range s.rt.Load().Backends {
+			b.Up.ReleaseThread(st.ID)
 		}
 	})
 	return st
@@ -179,11 +179,11 @@ func (s *Server) notify(ctx context.Context, ss *mcp.ServerSession, method strin
 	}
 }
 
-// touch records activity for the idle timeout.
-func (st *session) touch() { st.lastSeen.Store(time.Now().UnixNano()) }
+// Touch records activity for the idle timeout.
+func (st *session) Touch() { st.LastSeen.Store(time.Now().UnixNano()) }
 
-// track registers a fast-path call so notifications/cancelled can end it.
-func (st *session) track(id string, cancel context.CancelFunc) {
+// Track registers a fast-path call so notifications/cancelled can end it.
+func (st *session) Track(id string, cancel context.CancelFunc) {
 	st.mu.Lock()
 	if st.calls == nil {
 		st.calls = make(map[string]context.CancelFunc)
@@ -192,14 +192,14 @@ func (st *session) track(id string, cancel context.CancelFunc) {
 	st.mu.Unlock()
 }
 
-func (st *session) untrack(id string) {
+func (st *session) Untrack(id string) {
 	st.mu.Lock()
 	delete(st.calls, id)
 	st.mu.Unlock()
 }
 
-// cancelCall cancels the fast-path call named by notifications/cancelled params.
-func (st *session) cancelCall(params json.RawMessage) {
+// CancelCall cancels the fast-path call named by notifications/cancelled params.
+func (st *session) CancelCall(params json.RawMessage) {
 	var p struct {
 		RequestID json.RawMessage `json:"requestId"`
 	}
@@ -214,8 +214,8 @@ func (st *session) cancelCall(params json.RawMessage) {
 	}
 }
 
-// cancel cancels every request admitted on the session.
-func (st *session) cancel() {
+// Cancel cancels every request admitted on the session.
+func (st *session) Cancel() {
 	if st.end != nil {
 		st.end()
 	}
@@ -225,7 +225,7 @@ func (st *session) cancel() {
 // cancelled first, so that closing it (which waits for its handlers) is prompt.
 func (s *Server) closeSession(ss *mcp.ServerSession) {
 	if st := s.sessions.get(ss); st != nil {
-		st.cancel()
+		st.Cancel()
 	}
 	_ = ss.Close()
 }
@@ -240,13 +240,13 @@ func (s *Server) reapSessions(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			timeout := s.rt.Load().cfg.Inbound.SessionIdleTimeout
+			timeout := s.rt.Load().Config.Inbound.SessionIdleTimeout
 			if timeout <= 0 {
 				timeout = defaultSessionTimeout
 			}
 			for _, ss := range s.sessions.all() {
-				if st := s.sessions.get(ss); st != nil && now.Sub(time.Unix(0, st.lastSeen.Load())) > timeout {
-					s.log.Debug("closing idle session", "session", st.id)
+				if st := s.sessions.get(ss); st != nil && now.Sub(time.Unix(0, st.LastSeen.Load())) > timeout {
+					s.log.Debug("closing idle session", "session", st.ID)
 					s.closeSession(ss)
 				}
 			}
@@ -259,18 +259,18 @@ func (s *Server) reapSessions(ctx context.Context) {
 // logSeverity orders MCP logging levels.
 var logSeverity = map[string]int{"debug": 0, "info": 1, "notice": 2, "warning": 3, "error": 4, "critical": 5, "alert": 6, "emergency": 7}
 
-// setLevel records the level the client asked for with logging/setLevel.
-func (st *session) setLevel(level string) {
+// SetLevel records the level the client asked for with logging/SetLevel.
+func (st *session) SetLevel(level string) {
 	st.mu.Lock()
-	st.level = level
+	st.Level = level
 	st.mu.Unlock()
 }
 
-// wantsLog reports whether a notifications/message passes the session's
+// WantsLog reports whether a notifications/message passes the session's
 // level. Like the SDK, nothing is sent before the client sets a level.
-func (st *session) wantsLog(params json.RawMessage) bool {
+func (st *session) WantsLog(params json.RawMessage) bool {
 	st.mu.Lock()
-	level := st.level
+	level := st.Level
 	st.mu.Unlock()
 	if level == "" {
 		return false
@@ -283,10 +283,10 @@ func (st *session) wantsLog(params json.RawMessage) bool {
 	return !ok || sev >= logSeverity[level]
 }
 
-// supports reports whether the client declared the capability a
+// Supports reports whether the client declared the capability a
 // server-to-client request needs.
-func (st *session) supports(method string) bool {
-	c := st.clientCaps
+func (st *session) Supports(method string) bool {
+	c := st.ClientCaps
 	if c == nil {
 		return false
 	}
@@ -321,8 +321,8 @@ func (st *session) forget(id string) {
 	st.mu.Unlock()
 }
 
-// resolve hands a client's response to the fast-path request waiting for it.
-func (st *session) resolve(m *wire.Message) bool {
+// Resolve hands a client's response to the fast-path request waiting for it.
+func (st *session) Resolve(m *wire.Message) bool {
 	st.mu.Lock()
 	ch, ok := st.pending[string(m.ID)]
 	delete(st.pending, string(m.ID))
@@ -344,7 +344,7 @@ func (st *session) useKey(k upstream.Key) {
 	st.mu.Unlock()
 }
 
-func (st *session) usedKeys() []upstream.Key {
+func (st *session) UsedKeys() []upstream.Key {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	out := make([]upstream.Key, 0, len(st.keys))
@@ -354,8 +354,8 @@ func (st *session) usedKeys() []upstream.Key {
 	return out
 }
 
-// hasThread reports whether the session called upstreams as thread.
-func (st *session) hasThread(thread string) bool {
+// HasThread reports whether the session called upstreams as thread.
+func (st *session) HasThread(thread string) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	for k := range st.keys {
@@ -366,7 +366,7 @@ func (st *session) hasThread(thread string) bool {
 	return false
 }
 
-func (st *session) hasKey(k upstream.Key) bool {
+func (st *session) HasKey(k upstream.Key) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return st.keys[k]

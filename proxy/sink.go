@@ -20,11 +20,11 @@ import (
 // request (progress, log messages, sampling/elicitation/roots requests) to
 // the downstream session that made it, on that request's own stream.
 type sink interface {
-	// notify sends a notification; params are final (tokens remapped).
-	notify(method string, params json.RawMessage)
-	// request sends a server-to-client request and returns the raw result.
-	request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
-	session() *session
+	// Notify sends a notification; params are final (tokens remapped).
+	Notify(method string, params json.RawMessage)
+	// Request sends a server-to-client Request and returns the raw result.
+	Request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
+	Session() *session
 }
 
 type sinkKey struct{}
@@ -45,13 +45,13 @@ type sdkSink struct {
 	st  *session
 }
 
-func (k *sdkSink) session() *session { return k.st }
+func (k *sdkSink) Session() *session { return k.st }
 
-func (k *sdkSink) notify(method string, params json.RawMessage) {
+func (k *sdkSink) Notify(method string, params json.RawMessage) {
 	deliverNotification(k.ctx, k.st, method, params)
 }
 
-func (k *sdkSink) request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+func (k *sdkSink) Request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 	// Routing values come from the handler's context, cancellation from both.
 	rctx, cancel := context.WithCancel(k.ctx)
 	defer cancel()
@@ -67,12 +67,12 @@ func deliverNotification(ctx context.Context, st *session, method string, params
 	case "notifications/progress":
 		var p mcp.ProgressNotificationParams
 		if json.Unmarshal(params, &p) == nil {
-			_ = st.ss.NotifyProgress(ctx, &p)
+			_ = st.SS.NotifyProgress(ctx, &p)
 		}
 	case "notifications/message":
 		var p mcp.LoggingMessageParams
 		if json.Unmarshal(params, &p) == nil {
-			_ = st.ss.Log(ctx, &p)
+			_ = st.SS.Log(ctx, &p)
 		}
 	}
 }
@@ -89,13 +89,13 @@ func sessionRequest(ctx context.Context, st *session, method string, params json
 	if !serverToClient[method] {
 		return nil, &wire.Error{Code: -32601, Message: fmt.Sprintf("method %q is not forwarded to clients", method)}
 	}
-	if !st.supports(method) {
+	if !st.Supports(method) {
 		return nil, &wire.Error{Code: -32601, Message: fmt.Sprintf("client does not support %s: %v", method, errNoCapability)}
 	}
-	if st.send == nil {
+	if st.Send == nil {
 		return nil, errors.New("the session cannot send requests")
 	}
-	res, err := st.send(ctx, method, &mcp.ServerRequest[*rawParams]{Session: st.ss, Params: &rawParams{raw: params}})
+	res, err := st.Send(ctx, method, &mcp.ServerRequest[*rawParams]{Session: st.SS, Params: &rawParams{raw: params}})
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +130,7 @@ type fastSink struct {
 	done      bool
 }
 
-func (f *fastSink) session() *session { return f.st }
+func (f *fastSink) Session() *session { return f.st }
 
 var eventType = sse.Type("message")
 
@@ -151,8 +151,8 @@ func (f *fastSink) writeLocked(msg []byte) error {
 	return http.NewResponseController(f.w).Flush()
 }
 
-func (f *fastSink) notify(method string, params json.RawMessage) {
-	if method == "notifications/message" && !f.st.wantsLog(params) {
+func (f *fastSink) Notify(method string, params json.RawMessage) {
+	if method == "notifications/message" && !f.st.WantsLog(params) {
 		return
 	}
 	msg := wire.AppendNotification(nil, method, params)
@@ -183,11 +183,11 @@ func (f *fastSink) finishStatus(resp []byte, status int) {
 
 var errNoCapability = errors.New("the client did not declare this capability")
 
-func (f *fastSink) request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+func (f *fastSink) Request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 	if method == "ping" {
 		return json.RawMessage(`{}`), nil
 	}
-	if !f.st.supports(method) {
+	if !f.st.Supports(method) {
 		return nil, &wire.Error{Code: -32601, Message: fmt.Sprintf("client does not support %s: %v", method, errNoCapability)}
 	}
 	id, ch := f.st.expect()
@@ -211,7 +211,7 @@ func (f *fastSink) request(ctx context.Context, method string, params json.RawMe
 		}
 		return m.Result, nil
 	case <-ctx.Done():
-		f.notify("notifications/cancelled", json.RawMessage(`{"requestId":`+id+`,"reason":"cancelled upstream"}`))
+		f.Notify("notifications/cancelled", json.RawMessage(`{"requestId":`+id+`,"reason":"cancelled upstream"}`))
 		return nil, ctx.Err()
 	}
 }
@@ -262,5 +262,5 @@ func deliverProgress(ctx context.Context, params json.RawMessage) {
 	if err != nil {
 		return
 	}
-	r.sink.notify("notifications/progress", b)
+	r.sink.Notify("notifications/progress", b)
 }

@@ -69,7 +69,7 @@ func (s *Server) taskChange(prev, next *config.Server) error {
 // tool result, or for a caller with the tasks extension CreateTaskResult.
 func (s *Server) submitTask(ctx context.Context, st *session, e era, key upstream.Key, r *route, run func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
 	var upErr error
-	t, raw, err := s.tasks.SubmitTask(ctx, taskpoll.SubmitRequest{User: st.user, Thread: key.Thread, Server: r.Server.name, Toolset: *r.Task},
+	t, raw, err := s.tasks.SubmitTask(ctx, taskpoll.SubmitRequest{User: st.User, Thread: key.Thread, Server: r.Server.Name, Toolset: *r.Task},
 		func(ctx context.Context) (json.RawMessage, error) {
 			raw, err := run(ctx)
 			upErr = err
@@ -78,17 +78,17 @@ func (s *Server) submitTask(ctx context.Context, st *session, e era, key upstrea
 	if _, capped := errors.AsType[*taskpoll.ActiveLimitError](err); capped {
 		// The caller's own limit, checked before the upstream is called:
 		// a tool error in both eras (no task was created), not worth a warning.
-		s.logFor(ctx).Debug("durable task submit refused: active task cap", "server", r.Server.name, "tool", r.Raw)
+		s.logFor(ctx).Debug("durable task submit refused: active task cap", "server", r.Server.Name, "tool", r.Raw)
 		return wire.ToolError(err.Error()), nil
 	}
 	if err != nil && (upErr == nil || !errors.Is(err, upErr)) {
-		s.logFor(ctx).Warn("durable task submit failed", "server", r.Server.name, "tool", r.Raw, "err", err)
+		s.logFor(ctx).Warn("durable task submit failed", "server", r.Server.Name, "tool", r.Raw, "err", err)
 		return wire.ToolError(err.Error()), nil
 	}
 	switch {
 	case t == nil:
 		return raw, err // the upstream's own error result, or its error
-	case e.tasksExt():
+	case e.TasksExt():
 		return s.createTaskResult(t), nil // modern_tasks.go
 	}
 	return taskpoll.SubmitResult(t), nil
@@ -96,14 +96,14 @@ func (s *Server) submitTask(ctx context.Context, st *session, e era, key upstrea
 
 // builtinTask answers a built-in task tool.
 func (s *Server) builtinTask(ctx context.Context, st *session, key upstream.Key, name string, args json.RawMessage) json.RawMessage {
-	raw, _ := s.tasks.CallBuiltin(ctx, st.user, key.Thread, name, args)
+	raw, _ := s.tasks.CallBuiltin(ctx, st.User, key.Thread, name, args)
 	return raw
 }
 
 // taskResource answers resources/read, subscribe and unsubscribe for a
 // task resource of the session's user.
 func (s *Server) taskResource(ctx context.Context, st *session, method, uri string) (mcp.Result, error) {
-	if _, err := s.tasks.Get(ctx, st.user, strings.TrimPrefix(uri, taskpoll.ResourcePrefix)); err != nil {
+	if _, err := s.tasks.Get(ctx, st.User, strings.TrimPrefix(uri, taskpoll.ResourcePrefix)); err != nil {
 		if errors.Is(err, taskpoll.ErrNotFound) {
 			return nil, &jsonrpc.Error{Code: -32002, Message: fmt.Sprintf("resource not found: %q", uri)}
 		}
@@ -111,15 +111,15 @@ func (s *Server) taskResource(ctx context.Context, st *session, method, uri stri
 	}
 	switch method {
 	case "resources/read":
-		raw, err := s.tasks.ReadResource(ctx, st.user, uri)
+		raw, err := s.tasks.ReadResource(ctx, st.User, uri)
 		if err != nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the durable task store is unavailable"}
 		}
 		return &mcpwire.RawResult{Raw: raw}, nil
 	case "resources/subscribe":
-		st.subs.Mark(uri, true)
+		st.Subs.Mark(uri, true)
 	default:
-		st.subs.Mark(uri, false)
+		st.Subs.Mark(uri, false)
 	}
 	return &mcpwire.RawResult{Raw: json.RawMessage(`{}`)}, nil
 }
@@ -137,11 +137,11 @@ func (s *Server) taskEvent(e taskpoll.Event) {
 	msg, _ := json.Marshal(&mcp.LoggingMessageParams{Level: "info", Logger: "mcp-mux.tasks", Data: json.RawMessage(data)})
 	for _, ss := range s.sessions.all() {
 		st := s.sessions.get(ss)
-		if st == nil || st.user != e.User {
+		if st == nil || st.User != e.User {
 			continue
 		}
-		owner := st.id == e.Thread || st.hasThread(e.Thread)
-		if !owner && !st.subs.Has(uri) {
+		owner := st.ID == e.Thread || st.HasThread(e.Thread)
+		if !owner && !st.Subs.Has(uri) {
 			continue
 		}
 		s.bg.Go(func() {
@@ -165,7 +165,7 @@ type taskCaller Server
 func (c *taskCaller) CallTool(ctx context.Context, call taskpoll.Call) (_ json.RawMessage, err error) {
 	s := (*Server)(c)
 	defer s.panics.Catch(panicguard.Task, &err) // the poller's goroutine (internal/panicguard)
-	b := s.rt.Load().byName[call.Server]
+	b := s.rt.Load().ByName[call.Server]
 	if b == nil {
 		return nil, fmt.Errorf("MCP task server %q is missing or disabled in the running configuration", call.Server)
 	}
@@ -173,17 +173,17 @@ func (c *taskCaller) CallTool(ctx context.Context, call taskpoll.Call) (_ json.R
 	key := upstream.Key{User: call.User, Thread: call.Thread}
 	for attempt := 0; ; attempt++ {
 		var hdr http.Header
-		if b.resolver != nil {
-			h, err := b.resolver.Base(ctx)
+		if b.Resolver != nil {
+			h, err := b.Resolver.Base(ctx)
 			if err != nil {
 				return nil, fmt.Errorf("MCP task server %q credentials: %w", call.Server, err)
 			}
 			hdr = h
 		}
-		raw, err := b.up.CallTool(ctx, key, params, hdr)
+		raw, err := b.Up.CallTool(ctx, key, params, hdr)
 		var se *upstream.StatusError
-		if attempt == 0 && errors.As(err, &se) && se.Code == http.StatusUnauthorized && b.resolver != nil {
-			b.resolver.UnauthorizedHeader(hdr)
+		if attempt == 0 && errors.As(err, &se) && se.Code == http.StatusUnauthorized && b.Resolver != nil {
+			b.Resolver.UnauthorizedHeader(hdr)
 			continue
 		}
 		return raw, err
@@ -207,13 +207,13 @@ func (s *Server) Tasks() *taskpoll.Service { return s.tasks }
 func (s *Server) Authenticated(next func(w http.ResponseWriter, r *http.Request, user string)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rt := s.rt.Load()
-		if err := rt.origins.check(r); err != nil {
+		if err := rt.Origins.check(r); err != nil {
 			http.Error(w, "Forbidden: "+err.Error(), http.StatusForbidden)
 			return
 		}
-		user, err := rt.auth.Authenticate(r)
+		user, err := rt.Auth.Authenticate(r)
 		if err != nil {
-			rt.auth.Challenge(w, r, err)
+			rt.Auth.Challenge(w, r, err)
 			return
 		}
 		next(w, r, user)

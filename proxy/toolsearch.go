@@ -14,7 +14,7 @@ import (
 // toolSearch answers a tool_search call for st.
 func (s *Server) toolSearch(ctx context.Context, st *session, e era, k sink, cat *muxCatalog, args json.RawMessage) json.RawMessage {
 	res, names := cat.ToolSearch(args)
-	if len(names) > 0 && e.promote(st, cat, names) {
+	if len(names) > 0 && e.Promote(st, cat, names) {
 		notifyToolsChanged(ctx, s, st, k)
 	}
 	return res
@@ -24,8 +24,8 @@ func (s *Server) toolSearch(ctx context.Context, st *session, e era, k sink, cat
 // changed, on the call's own stream, before the result.
 func notifyToolsChanged(ctx context.Context, s *Server, st *session, k sink) {
 	if f, ok := k.(*fastSink); ok {
-		f.notify("notifications/tools/list_changed", json.RawMessage(`{}`))
+		f.Notify("notifications/tools/list_changed", json.RawMessage(`{}`))
 		return
 	}
-	s.notify(ctx, st.ss, "notifications/tools/list_changed", nil)
+	s.notify(ctx, st.SS, "notifications/tools/list_changed", nil)
 }
