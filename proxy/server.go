@@ -125,16 +125,16 @@ type Server struct {
 
 // runtime is everything built from one config.
 type runtime struct {
-	Config      *config.Config
-	Backends []*backend // enabled servers, config order
-	ByName   map[string]*backend
-	Policy      *catalogPolicy
+	Config       *config.Config
+	Backends     []*backend // enabled servers, config order
+	ByName       map[string]*backend
+	Policy       *catalogPolicy
 	Catalog      atomic.Pointer[muxCatalog]
-	Auth     *inbound.Authenticator
-	Origins  *originPolicy
-	Interceptors   []interceptor.Interceptor
-	States   *seal.Sealer      // seals 2026-07-28 requestStates and task ids
-	Skipped  map[string]string // enabled servers that could not be set up: the reason
+	Auth         *inbound.Authenticator
+	Origins      *originPolicy
+	Interceptors []interceptor.Interceptor
+	States       *seal.Sealer      // seals 2026-07-28 requestStates and task ids
+	Skipped      map[string]string // enabled servers that could not be set up: the reason
 
 	mu      sync.Mutex
 	calls   int           // calls in flight that started on this runtime
@@ -149,7 +149,7 @@ type backend struct {
 	Fingerprint string // config.Server.Fingerprint of the upstream's settings
 	HeaderKey   string // headerKey of the resolver's inputs
 	Up          *upstream.Upstream
-	Config         *config.Server    // this runtime's settings: routing, tools, description
+	Config      *config.Server    // this runtime's settings: routing, tools, description
 	Resolver    *headers.Resolver // upstream headers (http/sse); nil when there are none
 	Base        *resolverRef      // the resolver up's own requests use
 	Metrics     *callMetrics
