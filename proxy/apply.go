@@ -34,9 +34,7 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -46,6 +44,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/headers"
 	"github.com/mcp-mux/mcp-mux/inbound"
 	"github.com/mcp-mux/mcp-mux/interceptor"
+	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/proxy/reload"
 	"github.com/mcp-mux/mcp-mux/seal"
 	"github.com/mcp-mux/mcp-mux/upstream"
@@ -90,7 +89,7 @@ func (s *Server) ResetUpstreams() {
 func (s *Server) apply(cfg *config.Config, fresh bool) ([]config.Problem, error) {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
-	if s.closed.Load() {
+	if s.gate.Closed() {
 		return nil, fmt.Errorf("server is closed")
 	}
 	ex := &execution{s: s, old: s.rt.Load()}
@@ -106,13 +105,13 @@ func (s *Server) apply(cfg *config.Config, fresh bool) ([]config.Problem, error)
 // (old), carries out the plan's actions on it and swaps it in.
 type execution struct {
 	s        *Server
-	old, rt  *runtime
+	old, rt  *callpath.Runtime
 	problems []config.Problem
 	// started are the backends with a new upstream, to start before the swap.
-	started []*backend
+	started []*callpath.Backend
 	// resolverChanged share a running upstream but have a new resolver,
 	// which the upstream's own requests take up at the swap.
-	resolverChanged []*backend
+	resolverChanged []*callpath.Backend
 }
 
 // build makes the new runtime for cfg, with no backends yet: its inbound
@@ -132,8 +131,8 @@ func (ex *execution) build(cfg *config.Config) error {
 	for _, p := range ipro {
 		s.log.Warn("skipping interceptor", "reason", p)
 	}
-	rt := newRuntime(cfg)
-	rt.Policy, rt.Auth, rt.Interceptors, rt.Origins = newCatalogPolicy(cfg, s.tasks != nil), auth, icepts, origins
+	rt := callpath.NewRuntime(cfg)
+	rt.Policy, rt.Auth, rt.Interceptors, rt.Origins = callpath.NewCatalogPolicy(cfg, s.tasks != nil), auth, icepts, origins
 	s.warnTaskSettings(ex.old.Config, cfg)
 	rt.States = s.states
 	if k := cfg.Inbound.RequestStateKey; !k.IsZero() {
@@ -144,7 +143,7 @@ func (ex *execution) build(cfg *config.Config) error {
 }
 
 // runningView is the plan's view of rt's backends, in order.
-func runningView(rt *runtime) []reload.Running {
+func runningView(rt *callpath.Runtime) []reload.Running {
 	out := make([]reload.Running, len(rt.Backends))
 	for i, b := range rt.Backends {
 		out[i] = reload.Running{Name: b.Name, Fingerprint: b.Fingerprint, HeaderKey: b.HeaderKey, Server: b.Config}
@@ -179,7 +178,7 @@ func (ex *execution) run(actions []reload.Action) {
 }
 
 // prev returns the running backend a starts from; nil for none.
-func (ex *execution) prev(a *reload.Action) *backend {
+func (ex *execution) prev(a *reload.Action) *callpath.Backend {
 	if a.Prev < 0 {
 		return nil
 	}
@@ -188,11 +187,11 @@ func (ex *execution) prev(a *reload.Action) *backend {
 
 // keepRunning keeps the running backend prev in the new runtime unchanged and
 // reports why.
-func (ex *execution) keepRunning(prev *backend, problem string) {
+func (ex *execution) keepRunning(prev *callpath.Backend, problem string) {
 	ex.problems = append(ex.problems, config.Problem{Server: prev.Name, Message: problem})
 	b := *prev
 	b.Metrics = ex.s.metrics.forServer(b.Name)
-	ex.rt.add(&b)
+	ex.rt.Add(&b)
 }
 
 // connect sets up a server that runs on: its resolver, then its shared or
@@ -216,7 +215,7 @@ func (ex *execution) connect(a *reload.Action) {
 }
 
 // resolver returns a's header resolver: the running one, a new one, or nil.
-func (ex *execution) resolver(a *reload.Action, prev *backend) (*headers.Resolver, error) {
+func (ex *execution) resolver(a *reload.Action, prev *callpath.Backend) (*headers.Resolver, error) {
 	switch a.Resolver {
 	case reload.ReuseResolver:
 		return prev.Resolver, nil // keeps the OAuth token and any fetch in flight
@@ -236,11 +235,11 @@ func (ex *execution) skip(name string, err error) {
 
 // share puts the running upstream of prev in the new runtime with a's
 // settings and resolver res.
-func (ex *execution) share(a *reload.Action, prev *backend, res *headers.Resolver) {
+func (ex *execution) share(a *reload.Action, prev *callpath.Backend, res *headers.Resolver) {
 	b := *prev
 	b.Prefix, b.Config, b.Resolver, b.HeaderKey = a.Next.ToolNamePrefix, a.Next, res, a.HeaderKey
 	b.Metrics = ex.s.metrics.forServer(a.Name)
-	ex.rt.add(&b)
+	ex.rt.Add(&b)
 	if res != prev.Resolver {
 		ex.resolverChanged = append(ex.resolverChanged, &b)
 	}
@@ -250,8 +249,8 @@ func (ex *execution) share(a *reload.Action, prev *backend, res *headers.Resolve
 // res; a server whose upstream cannot be made is skipped (and a resolver
 // built for it closed).
 func (ex *execution) reconnect(a *reload.Action, res *headers.Resolver) {
-	ref := &resolverRef{}
-	ref.p.Store(res)
+	ref := &callpath.ResolverRef{}
+	ref.Set(res)
 	up, err := upstream.New(ex.s.upstreamOptions(a.Next, ref))
 	if err != nil {
 		if a.Resolver == reload.NewResolver {
@@ -260,9 +259,9 @@ func (ex *execution) reconnect(a *reload.Action, res *headers.Resolver) {
 		ex.skip(a.Name, err)
 		return
 	}
-	b := &backend{Name: a.Name, Prefix: a.Next.ToolNamePrefix, Fingerprint: a.Fingerprint, HeaderKey: a.HeaderKey, Up: up, Config: a.Next, Resolver: res,
+	b := &callpath.Backend{Name: a.Name, Prefix: a.Next.ToolNamePrefix, Fingerprint: a.Fingerprint, HeaderKey: a.HeaderKey, Up: up, Config: a.Next, Resolver: res,
 		Base: ref, Metrics: ex.s.metrics.forServer(a.Name)}
-	ex.rt.add(b)
+	ex.rt.Add(b)
 	ex.started = append(ex.started, b)
 }
 
@@ -279,9 +278,9 @@ func (ex *execution) swap() {
 	}
 	s.awaitDiscovery(ex.started)
 	for _, b := range ex.resolverChanged {
-		b.Base.p.Store(b.Resolver)
+		b.Base.Set(b.Resolver)
 	}
-	rt.Catalog.Store(buildCatalog(rt.Backends, rt.Policy, s.log))
+	rt.Catalog.Store(callpath.BuildCatalog(rt.Backends, rt.Policy, s.log))
 	s.rt.Store(rt)
 	s.ready.Store(true)
 	s.startTasks()
@@ -300,52 +299,9 @@ func (ex *execution) forgetRemoved() {
 	}
 }
 
-// newRuntime returns an empty runtime for cfg.
-func newRuntime(cfg *config.Config) *runtime {
-	return &runtime{Config: cfg, ByName: make(map[string]*backend), Skipped: make(map[string]string), idle: make(chan struct{})}
-}
-
-// add appends b to rt's backends.
-func (rt *runtime) add(b *backend) {
-	rt.Backends = append(rt.Backends, b)
-	rt.ByName[b.Name] = b
-}
-
-// enter registers a call on rt; false when rt was retired meanwhile.
-func (rt *runtime) enter() bool {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if rt.retired {
-		return false
-	}
-	rt.calls++
-	return true
-}
-
-// leave ends a call registered by enter; the last call on a retired
-// runtime lets it be released.
-func (rt *runtime) leave() {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	rt.calls--
-	if rt.calls == 0 && rt.retired {
-		close(rt.idle)
-	}
-}
-
-// enterRuntime returns the current runtime with a call registered on it;
-// the caller must call leave on it when the call has finished.
-func (s *Server) enterRuntime() *runtime {
-	for {
-		if rt := s.rt.Load(); rt.enter() {
-			return rt
-		}
-	}
-}
-
 // hold counts rt's references to its upstreams and resolvers.
 // Requires applyMu.
-func (s *Server) hold(rt *runtime) {
+func (s *Server) hold(rt *callpath.Runtime) {
 	s.refMu.Lock()
 	defer s.refMu.Unlock()
 	for _, b := range rt.Backends {
@@ -358,7 +314,7 @@ func (s *Server) hold(rt *runtime) {
 
 // release drops rt's references and closes what nothing holds any more,
 // waiting for the closes.
-func (s *Server) release(rt *runtime) {
+func (s *Server) release(rt *callpath.Runtime) {
 	var wg sync.WaitGroup
 	s.refMu.Lock()
 	for _, b := range rt.Backends {
@@ -379,13 +335,8 @@ func (s *Server) release(rt *runtime) {
 
 // retire marks old as replaced and, in a goroutine Close waits for, releases
 // it once the calls that started on it have finished.
-func (s *Server) retire(old *runtime) {
-	old.mu.Lock()
-	old.retired = true
-	if old.calls == 0 {
-		close(old.idle)
-	}
-	old.mu.Unlock()
+func (s *Server) retire(old *callpath.Runtime) {
+	idle := old.Retire()
 	timeout := s.opts.DrainTimeout
 	if timeout <= 0 {
 		timeout = defaultDrainTimeout
@@ -394,7 +345,7 @@ func (s *Server) retire(old *runtime) {
 		t := time.NewTimer(timeout)
 		defer t.Stop()
 		select {
-		case <-old.idle:
+		case <-idle:
 		case <-t.C:
 			s.log.Warn("reload: closing replaced upstreams with calls still in flight", "after", timeout)
 		case <-s.retireCtx.Done():
@@ -403,16 +354,9 @@ func (s *Server) retire(old *runtime) {
 	})
 }
 
-// resolverRef is the resolver an upstream's own requests (discovery,
-// control sessions) take their headers from; it is shared by the runtimes
-// that share the upstream, and follows the newest one.
-type resolverRef struct {
-	p atomic.Pointer[headers.Resolver]
-}
-
 // awaitDiscovery waits, at most Options.SwapWait, for the first discovery
 // attempt of each started backend.
-func (s *Server) awaitDiscovery(started []*backend) {
+func (s *Server) awaitDiscovery(started []*callpath.Backend) {
 	if len(started) == 0 {
 		return
 	}
@@ -437,7 +381,7 @@ func (s *Server) awaitDiscovery(started []*backend) {
 // upstreamOptions returns sc's upstream options (reload.UpstreamOptions)
 // with the server's logger, supervisor, retry bounds and hooks; the
 // upstream's own requests take their headers from ref.
-func (s *Server) upstreamOptions(sc *config.Server, ref *resolverRef) upstream.Options {
+func (s *Server) upstreamOptions(sc *config.Server, ref *callpath.ResolverRef) upstream.Options {
 	o := reload.UpstreamOptions(sc)
 	o.Supervisor, o.RetryMin, o.RetryMax = s.opts.StdioSupervisor, s.opts.RetryMin, s.opts.RetryMax
 	o.Logger = s.log.Named("upstream").With("server", sc.Name)
@@ -446,37 +390,22 @@ func (s *Server) upstreamOptions(sc *config.Server, ref *resolverRef) upstream.O
 	o.Handler = guardedHandler{s.panics, (*forwarder)(s)}
 	o.Via = s.via
 	// Discovery uses the newest credentials built for this upstream.
-	o.BaseHeaders = ref.base
-	o.OnUnauthorized = ref.unauthorized
+	o.BaseHeaders = ref.BaseHeaders
+	o.OnUnauthorized = ref.Unauthorized
 	return o
-}
-
-// base returns the newest resolver's base headers; none without one.
-func (r *resolverRef) base(ctx context.Context) (http.Header, error) {
-	if res := r.p.Load(); res != nil {
-		return res.Base(ctx)
-	}
-	return nil, nil
-}
-
-// unauthorized tells the newest resolver that the headers sent were refused.
-func (r *resolverRef) unauthorized(sent http.Header) {
-	if res := r.p.Load(); res != nil {
-		res.UnauthorizedHeader(sent)
-	}
 }
 
 // refreshCatalog rebuilds the current runtime's catalog from its backends'
 // tool lists and tells each session whose visible lists changed. prev, when
 // non-nil, is the runtime clients saw before (across a swap).
-func (s *Server) refreshCatalog(prev *runtime) {
+func (s *Server) refreshCatalog(prev *callpath.Runtime) {
 	s.catMu.Lock()
 	rt := s.rt.Load()
 	before := rt.Catalog.Load()
 	if prev != nil {
 		before = prev.Catalog.Load()
 	}
-	next := buildCatalog(rt.Backends, rt.Policy, s.log)
+	next := callpath.BuildCatalog(rt.Backends, rt.Policy, s.log)
 	rt.Catalog.Store(next)
 	s.catMu.Unlock()
 	s.notifyChanges(before, next)
@@ -484,7 +413,7 @@ func (s *Server) refreshCatalog(prev *runtime) {
 
 // notifyChanges sends each session the list_changed notifications for what
 // differs between the catalogs it saw (before) and sees now (next).
-func (s *Server) notifyChanges(before, next *muxCatalog) {
+func (s *Server) notifyChanges(before, next *callpath.Catalog) {
 	tools, prompts, resources := !catalog.SameTools(before, next), !catalog.SamePrompts(before, next), !catalog.SameResources(before, next)
 	if !tools && !prompts && !resources {
 		return
@@ -507,7 +436,7 @@ func (s *Server) notifyChanges(before, next *muxCatalog) {
 // sessionToolsChanged reports whether the tools/list one session sees
 // differs between two catalogs (with tool_search, sessions see different
 // lists: what they promoted).
-func (s *Server) sessionToolsChanged(ss *mcp.ServerSession, before, next *muxCatalog) bool {
+func (s *Server) sessionToolsChanged(ss *mcp.ServerSession, before, next *callpath.Catalog) bool {
 	st := s.sessions.get(ss)
 	if st == nil {
 		return true

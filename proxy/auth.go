@@ -121,7 +121,8 @@ func newOriginPolicy(hosts, origins []string) (*originPolicy, error) {
 	return p, nil
 }
 
-func (p *originPolicy) check(r *http.Request) error {
+// Check returns why r is refused by the policy, or nil.
+func (p *originPolicy) Check(r *http.Request) error {
 	if p.hosts == nil {
 		// The SDK's rule: a request that reached a loopback address must name
 		// a loopback host (DNS rebinding).

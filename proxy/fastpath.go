@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 )
 
 // The tools/call fast path.
@@ -81,7 +82,7 @@ func (s *Server) mcpHandler() http.Handler {
 }
 
 // fastSession returns the session a POST may use the fast path for.
-func (s *Server) fastSession(r *http.Request) *session {
+func (s *Server) fastSession(r *http.Request) *callpath.Session {
 	sid := r.Header.Get("Mcp-Session-Id")
 	if sid == "" {
 		return nil
@@ -104,7 +105,7 @@ func (s *Server) fastSession(r *http.Request) *session {
 
 // serveFast handles the message body if it is a fast-path message and
 // reports whether it did.
-func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, st *session, body []byte) bool {
+func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, st *callpath.Session, body []byte) bool {
 	var m wire.Message
 	if wire.Decode(body, &m) != nil {
 		return false
@@ -131,15 +132,15 @@ func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, st *session, 
 	return false
 }
 
-func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, st *session, m *wire.Message, p *wire.CallParams) {
+func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, st *callpath.Session, m *wire.Message, p *wire.CallParams) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	idKey := string(m.ID)
 	st.Track(idKey, cancel)
 	defer st.Untrack(idKey)
 
-	k := &fastSink{st: st, w: w}
-	raw, err := s.guardedCall(ctx, st, legacyEra{}, k, s.callerKey(st, legacyEra{}, r.Header), r.Header, p.Name, p.Arguments, p.Meta)
+	k := callpath.NewFastSink(st, w)
+	raw, err := s.guardedCall(ctx, st, callpath.LegacyEra{}, k, s.calls.CallerKey(st, callpath.LegacyEra{}, r.Header), r.Header, p.Name, p.Arguments, p.Meta)
 
 	out := bodyBuffers.Get()
 	defer bodyBuffers.Put(out)
@@ -158,22 +159,18 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, st *session, m
 		b = wire.AppendResult((*out)[:0], m.ID, raw)
 	}
 	*out = b[:0]
-	k.finish(b)
+	k.Finish(b)
 }
 
 // fastList answers tools/list with the session's cached list bytes, as one
 // event on the POST's own stream like the SDK answers it.
-func (s *Server) fastList(w http.ResponseWriter, st *session, m *wire.Message) {
+func (s *Server) fastList(w http.ResponseWriter, st *callpath.Session, m *wire.Message) {
 	raw := st.Promo.ToolsList(s.rt.Load().Catalog.Load())
 	out := bodyBuffers.Get()
 	defer bodyBuffers.Put(out)
 	b := wire.AppendResult((*out)[:0], m.ID, raw)
 	*out = b[:0]
-	f := &fastSink{st: st, w: w}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	_ = f.writeLocked(b)
-	f.done = true
+	callpath.NewFastSink(st, w).Event(b)
 }
 
 var jsonContentType = []string{"application/json"}

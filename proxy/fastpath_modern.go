@@ -16,6 +16,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/catalog"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
+	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
@@ -231,7 +232,7 @@ func (s *Server) modernRequest(h http.Header, meta json.RawMessage) (modernReq, 
 
 // init makes st the throwaway session of one fast-path request, as
 // receiveModern builds it for the SDK path.
-func (rq modernReq) init(st *session) {
+func (rq modernReq) init(st *callpath.Session) {
 	st.User, st.Caps, st.ClientCaps, st.Level = rq.user, rq.caps.key, rq.caps.v1, rq.level
 }
 
@@ -305,13 +306,13 @@ func (c *capsCache) get(caps, info json.RawMessage) *clientCaps {
 // modernSink is a fast-path call's sink: notifications on the request's
 // stream (fastSink), and requests answered as a bridged call answers
 // those the client cannot serve.
-type modernSink struct{ *fastSink }
+type modernSink struct{ *callpath.FastSink }
 
 func (k modernSink) Request(_ context.Context, method string, _ json.RawMessage) (json.RawMessage, error) {
 	if method == "ping" {
 		return json.RawMessage(`{}`), nil
 	}
-	if !k.st.Supports(method) {
+	if !k.Session().Supports(method) {
 		return nil, &wire.Error{Code: codeMissingCapability, Message: fmt.Sprintf("the client did not declare the capability %s needs", method)}
 	}
 	// Only a 2026-07-28 upstream runs unbridged with such a client, and it
@@ -322,20 +323,20 @@ func (k modernSink) Request(_ context.Context, method string, _ json.RawMessage)
 // modernCallState is a fast-path call's session, sink and era, allocated
 // together.
 type modernCallState struct {
-	st  session
-	f   fastSink
+	st  callpath.Session
+	f   callpath.FastSink
 	era modernEra
 }
 
-func (s *Server) modernFastCall(w http.ResponseWriter, r *http.Request, rq modernReq, rt *route, m *wire.Message, p *wire.CallParams) {
+func (s *Server) modernFastCall(w http.ResponseWriter, r *http.Request, rq modernReq, rt *callpath.Route, m *wire.Message, p *wire.CallParams) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	cs := &modernCallState{}
 	st, f, e := &cs.st, &cs.f, &cs.era
 	rq.init(st)
-	f.st, f.w = st, w
+	f.Bind(st, w)
 	stream := modernSink{f}
-	key := s.callerKey(st, e, r.Header)
+	key := s.calls.CallerKey(st, e, r.Header)
 	server := rt.Server.Name
 	target := func() string { return "tools/call " + p.Name } // as ownerOf names it
 
@@ -346,7 +347,7 @@ func (s *Server) modernFastCall(w http.ResponseWriter, r *http.Request, rq moder
 	if rq.caps.inputs && rt.Deny == nil && rt.Server.Up.Era() < modernVersion {
 		// The upstream may ask the client for input mid-call: bridge it.
 		pc := s.startParked(ctx, stream, e, server, target(), func(ctx context.Context) (mcp.Result, error) {
-			raw, err := s.callTool(ctx, st, e, e.bridge, key, r.Header, p.Name, p.Arguments, p.Meta)
+			raw, err := s.calls.CallTool(ctx, st, e, e.bridge, key, r.Header, p.Name, p.Arguments, p.Meta)
 			if err != nil {
 				return nil, err
 			}
@@ -362,7 +363,7 @@ func (s *Server) modernFastCall(w http.ResponseWriter, r *http.Request, rq moder
 		}
 	} else {
 		raw, err = s.guardedCall(ctx, st, e, stream, key, r.Header, p.Name, p.Arguments, p.Meta)
-		if ir, ok := asInputRequired(raw); ok && err == nil {
+		if ir, ok := callpath.AsInputRequired(raw); ok && err == nil {
 			raw, err = s.sealInputRequired(st, server, target(), ir)
 		}
 	}
@@ -386,7 +387,7 @@ func (s *Server) modernFastList(w http.ResponseWriter, rq modernReq, m *wire.Mes
 			raw = s.modernToolsList(cat)
 			break
 		}
-		var st session
+		var st callpath.Session
 		rq.init(&st)
 		raw = st.Promo.ToolsList(cat)
 	case "prompts/list":
@@ -399,12 +400,12 @@ func (s *Server) modernFastList(w http.ResponseWriter, rq modernReq, m *wire.Mes
 	if err == nil && (m.Method != "tools/list" || cat.Searching()) {
 		raw = s.modernResult(m.Method, raw)
 	}
-	s.modernFinish(&fastSink{w: w}, m.ID, raw, err)
+	s.modernFinish(callpath.NewFastSink(nil, w), m.ID, raw, err)
 }
 
 // modernToolsList returns cat's list with resultType, ttlMs and
 // cacheScope, built once per catalog and cache scope (the catalog's Memo).
-func (s *Server) modernToolsList(cat *muxCatalog) json.RawMessage {
+func (s *Server) modernToolsList(cat *callpath.Catalog) json.RawMessage {
 	scope := s.cacheScope()
 	if c := cat.Memo(); c != nil && c.Key == scope {
 		return c.Raw
@@ -416,7 +417,7 @@ func (s *Server) modernToolsList(cat *muxCatalog) json.RawMessage {
 
 // modernFinish writes a fast-path response. Errors carry the HTTP status
 // the SDK gives them on the 2026-07-28 protocol.
-func (s *Server) modernFinish(f *fastSink, id json.RawMessage, raw json.RawMessage, err error) {
+func (s *Server) modernFinish(f *callpath.FastSink, id json.RawMessage, raw json.RawMessage, err error) {
 	out := bodyBuffers.Get()
 	defer bodyBuffers.Put(out)
 	status := http.StatusOK
@@ -436,7 +437,7 @@ func (s *Server) modernFinish(f *fastSink, id json.RawMessage, raw json.RawMessa
 		b = wire.AppendResult((*out)[:0], id, raw)
 	}
 	*out = b[:0]
-	f.finishStatus(b, status)
+	f.FinishStatus(b, status)
 }
 
 // modernErrorStatus is the HTTP status of a JSON-RPC error on the

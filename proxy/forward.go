@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
@@ -25,14 +26,14 @@ func (f *forwarder) ServerNotification(ctx context.Context, key upstream.Key, me
 	switch method {
 	case "notifications/progress":
 		// The upstream session delivers it only with its call's context (sink.go).
-		deliverProgress(ctx, params)
+		callpath.DeliverProgress(ctx, params)
 	case "notifications/message":
-		if k := sinkFrom(ctx); k != nil {
+		if k := callpath.SinkFrom(ctx); k != nil {
 			k.Notify(method, params)
 			return
 		}
 		for _, st := range s.sessionsWithKey(key) {
-			deliverNotification(context.Background(), st, method, params)
+			callpath.DeliverNotification(context.Background(), st, method, params)
 		}
 	case "notifications/resources/updated":
 		var p mcp.ResourceUpdatedNotificationParams
@@ -52,18 +53,18 @@ func (f *forwarder) ServerNotification(ctx context.Context, key upstream.Key, me
 
 func (f *forwarder) ServerRequest(ctx context.Context, key upstream.Key, method string, params json.RawMessage) (json.RawMessage, error) {
 	s := (*Server)(f)
-	if k := sinkFrom(ctx); k != nil {
+	if k := callpath.SinkFrom(ctx); k != nil {
 		return k.Request(ctx, method, params)
 	}
 	for _, st := range s.sessionsWithKey(key) {
-		return sessionRequest(ctx, st, method, params)
+		return callpath.SessionRequest(ctx, st, method, params)
 	}
 	return nil, &wire.Error{Code: -32603, Message: fmt.Sprintf("no client session is waiting for %s", method)}
 }
 
 // sessionsWithKey returns the downstream sessions that called upstreams as key.
-func (s *Server) sessionsWithKey(key upstream.Key) []*session {
-	var out []*session
+func (s *Server) sessionsWithKey(key upstream.Key) []*callpath.Session {
+	var out []*callpath.Session
 	for _, ss := range s.sessions.all() {
 		if st := s.sessions.get(ss); st != nil && st.HasKey(key) {
 			out = append(out, st)
@@ -75,11 +76,11 @@ func (s *Server) sessionsWithKey(key upstream.Key) []*session {
 // subscribe subscribes st to (on) or unsubscribes it from a resource URI
 // of b; the upstream holds one subscription per URI while any session
 // does (package subscriptions).
-func (s *Server) subscribe(ctx context.Context, st *session, b *backend, uri string, on bool) error {
+func (s *Server) subscribe(ctx context.Context, st *callpath.Session, b *callpath.Backend, uri string, on bool) error {
 	if on {
 		// Admitted like a call: bounded per session, and cancelled when the
 		// session ends, so a DELETE never waits for a slow server.
-		ctx, done, err := s.admit(ctx, st)
+		ctx, done, err := s.calls.Admit(ctx, st)
 		if err != nil {
 			var rpcErr *jsonrpc.Error
 			if errors.As(err, &rpcErr) {
@@ -97,7 +98,7 @@ func (s *Server) subscribe(ctx context.Context, st *session, b *backend, uri str
 }
 
 // dropSubscriptions releases a closed session's subscriptions.
-func (s *Server) dropSubscriptions(st *session) {
+func (s *Server) dropSubscriptions(st *callpath.Session) {
 	ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
 	defer cancel()
 	if err := s.subs.UnsubscribeAll(ctx, &st.Subs); err != nil {

@@ -63,11 +63,6 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (*[]byte, wire
 // limitBody gives the body of r its read deadline (admission.Bodies.Limit).
 func (s *Server) limitBody(w http.ResponseWriter, r *http.Request) { s.bodies.Limit(w, r) }
 
-// admit starts one request of the session st (admission.Calls.Admit).
-func (s *Server) admit(ctx context.Context, st *session) (context.Context, func(), error) {
-	return st.inflight.Admit(ctx, st.ctx, s.opts.MaxSessionCalls)
-}
-
 // requestTable maps the handles mcpHandler gives SDK-path HTTP requests to
 // their contexts.
 type requestTable struct {

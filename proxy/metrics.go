@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -40,30 +41,12 @@ func newMetrics(s *Server) *metrics {
 	return m
 }
 
-// callMetrics are one server's pre-resolved series, so that recording a
-// call costs no label lookups.
-type callMetrics struct {
-	ok, failed       prometheus.Counter
-	okDur, failedDur prometheus.Observer
-}
-
-func (m *metrics) forServer(name string) *callMetrics {
-	return &callMetrics{
-		ok:        m.calls.WithLabelValues(name, "ok"),
-		failed:    m.calls.WithLabelValues(name, "error"),
-		okDur:     m.duration.WithLabelValues(name, "ok"),
-		failedDur: m.duration.WithLabelValues(name, "error"),
-	}
-}
-
-func (c *callMetrics) record(start time.Time, err error) {
-	d := time.Since(start).Seconds()
-	if err != nil {
-		c.failed.Inc()
-		c.failedDur.Observe(d)
-	} else {
-		c.ok.Inc()
-		c.okDur.Observe(d)
+func (m *metrics) forServer(name string) *callpath.CallMetrics {
+	return &callpath.CallMetrics{
+		OK:        m.calls.WithLabelValues(name, "ok"),
+		Failed:    m.calls.WithLabelValues(name, "error"),
+		OKDur:     m.duration.WithLabelValues(name, "ok"),
+		FailedDur: m.duration.WithLabelValues(name, "error"),
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/admission"
 	"github.com/mcp-mux/mcp-mux/internal/reqid"
+	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 )
 
 // receive is the receiving middleware: mcp-mux answers tools, prompts,
@@ -43,6 +44,6 @@ func (s *Server) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			return next(ctx, method, req)
 		}
 		st.Touch()
-		return s.dispatch(ctx, st, legacyEra{}, method, req, next)
+		return s.dispatch(ctx, st, callpath.LegacyEra{}, method, req, next)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
+	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
@@ -134,17 +135,17 @@ func modernSession(ss *mcp.ServerSession) bool {
 // session, era and stream (the sink of its round, when bridged), allocated
 // together.
 type modernRequestState struct {
-	st    session
+	st    callpath.Session
 	era   modernEra
-	round sdkSink
+	round callpath.SDKSink
 }
 
 // receiveModern serves one 2026-07-28 request with a session built from it.
 func (s *Server) receiveModern(ctx context.Context, ss *mcp.ServerSession, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
 	h := headerOf(req)
-	rs := &modernRequestState{st: session{SS: ss, User: requestUser(h)}}
+	rs := &modernRequestState{st: callpath.Session{SS: ss, User: requestUser(h)}}
 	st, e := &rs.st, &rs.era
-	rs.round = sdkSink{ctx: ctx, st: st}
+	rs.round.Bind(ctx, st)
 	if ip := ss.InitializeParams(); ip != nil {
 		st.Caps, st.ClientCaps = upstream.Capabilities(ip.Capabilities), ip.Capabilities
 		declareTasks(st, e, ip) // modern_tasks.go

@@ -14,6 +14,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/admission"
 	"github.com/mcp-mux/mcp-mux/internal/listenstream"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/subscriptions"
 )
 
@@ -150,7 +151,7 @@ func (s *Server) sendListener(l *listener, method string, req mcp.Request) {
 }
 
 // listen serves one subscriptions/listen request until its stream closes.
-func (s *Server) listen(ctx context.Context, st *session, req mcp.Request) (mcp.Result, error) {
+func (s *Server) listen(ctx context.Context, st *callpath.Session, req mcp.Request) (mcp.Result, error) {
 	p, _ := req.GetParams().(*mcp.SubscriptionsListenParams)
 	if p == nil || p.Notifications == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "subscriptions/listen: missing required 'notifications' field"}
@@ -266,7 +267,7 @@ func (s *Server) serveListen(w http.ResponseWriter, r *http.Request, m *wire.Mes
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	l := &listener{ctx: ctx, id: id, user: rq.user, tools: n.ToolsListChanged, prompts: n.PromptsListChanged,
 		resources: n.ResourcesListChanged, direct: &listenstream.Stream{WriteTimeout: notifyTimeout}}
-	st := &session{}
+	st := &callpath.Session{}
 	rq.init(st)
 	granted := s.grantTasks(ctx, rq.user, n.TaskIDs)
 	for _, tid := range granted {
@@ -320,21 +321,17 @@ func (s *Server) serveListen(w http.ResponseWriter, r *http.Request, m *wire.Mes
 // watchListen ends a detached listen stream d (sending last) when mcp-mux
 // shuts down, and calls end once its connection has closed. It reports
 // false, doing nothing, once Close has begun: Close waits for the watchers
-// it knows of (s.bg), and lifeMu orders their start against it.
+// it knows of (s.bg), and the gate orders their start against it.
 func (s *Server) watchListen(d *listenstream.Stream, last []byte, end func()) bool {
-	s.lifeMu.RLock()
-	defer s.lifeMu.RUnlock()
-	if s.closed.Load() {
-		return false
-	}
-	stop := context.AfterFunc(s.life, func() { d.End(last) })
-	s.bg.Go(func() {
-		d.Watch()
-		stop()
-		d.End(nil)
-		end()
+	return s.gate.Shared(func() {
+		stop := context.AfterFunc(s.life, func() { d.End(last) })
+		s.bg.Go(func() {
+			d.Watch()
+			stop()
+			d.End(nil)
+			end()
+		})
 	})
-	return true
 }
 
 // listenAgreed is the notifications member of a listen's acknowledgement.
@@ -349,7 +346,7 @@ type listenAgreed struct {
 // subscribeListener subscribes st upstream to each URI of uris that a
 // server owns and returns those (each once); the others are not honoured
 // and are left out of the acknowledgement.
-func (s *Server) subscribeListener(ctx context.Context, st *session, l *listener, uris []string) []string {
+func (s *Server) subscribeListener(ctx context.Context, st *callpath.Session, l *listener, uris []string) []string {
 	var agreed []string
 	cat := s.rt.Load().Catalog.Load()
 	for _, uri := range uris {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
+	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/seal"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
 	"github.com/mcp-mux/mcp-mux/upstream"
@@ -100,7 +101,7 @@ func (s *Server) registerTaskMethods() {
 // Its upstream requests then declare it too (Key.Caps: a 2026-07-28
 // server sees it; legacy call sessions mirror only roots, sampling and
 // elicitation), so a server that supports it may answer with a task.
-func declareTasks(st *session, e *modernEra, ip *mcp.InitializeParams) {
+func declareTasks(st *callpath.Session, e *modernEra, ip *mcp.InitializeParams) {
 	if ip == nil || ip.Capabilities == nil {
 		return
 	}
@@ -154,17 +155,11 @@ func upstreamTasks(up *upstream.Upstream) bool {
 	return ok
 }
 
-// createTaskResult is a submit's answer to a caller with the extension.
-func (s *Server) createTaskResult(t *taskpoll.Task) json.RawMessage {
-	b, _ := json.Marshal(s.tasks.ExtensionView(t))
-	return append([]byte(`{"resultType":"task",`), b[1:]...)
-}
-
 // passTask is callTool's hook for a 2026-07-28 caller (modernEra): a
 // server's CreateTaskResult gets its namespaced task id, sealed with states
 // for user, and one the caller did not ask for (it declared no extension,
 // tasksExt false) is refused.
-func passTask(states *seal.Sealer, tasksExt bool, user string, r *route, raw json.RawMessage) (json.RawMessage, error) {
+func passTask(states *seal.Sealer, tasksExt bool, user string, r *callpath.Route, raw json.RawMessage) (json.RawMessage, error) {
 	if !bytes.Contains(raw, []byte(`"task"`)) {
 		return raw, nil
 	}
@@ -257,7 +252,7 @@ func rewriteTaskIDs(v json.RawMessage, remote, id string, depth int) json.RawMes
 
 // taskMethod serves tasks/get, tasks/update and tasks/cancel of a
 // 2026-07-28 request.
-func (s *Server) taskMethod(ctx context.Context, st *session, e *modernEra, method string, req mcp.Request) (mcp.Result, error) {
+func (s *Server) taskMethod(ctx context.Context, st *callpath.Session, e *modernEra, method string, req mcp.Request) (mcp.Result, error) {
 	if !e.tasks {
 		return nil, errNoTasksExtension(method)
 	}
@@ -282,7 +277,7 @@ func (s *Server) taskMethod(ctx context.Context, st *session, e *modernEra, meth
 }
 
 // localTaskMethod serves a durable task of the caller.
-func (s *Server) localTaskMethod(ctx context.Context, st *session, method, id string) (json.RawMessage, error) {
+func (s *Server) localTaskMethod(ctx context.Context, st *callpath.Session, method, id string) (json.RawMessage, error) {
 	if s.tasks == nil || !taskpoll.ValidID(id) {
 		return nil, errUnknownTask
 	}
@@ -309,7 +304,7 @@ func (s *Server) localTaskMethod(ctx context.Context, st *session, method, id st
 
 // passedTaskMethod sends a method for a passed-through task to its server,
 // with the server's own task id.
-func (s *Server) passedTaskMethod(ctx context.Context, st *session, e *modernEra, method string, req mcp.Request, p *taskParams) (json.RawMessage, error) {
+func (s *Server) passedTaskMethod(ctx context.Context, st *callpath.Session, e *modernEra, method string, req mcp.Request, p *taskParams) (json.RawMessage, error) {
 	rt := s.rt.Load()
 	server, remote, ok := rt.States.OpenTaskID(p.TaskID, st.User)
 	if !ok {
@@ -329,7 +324,7 @@ func (s *Server) passedTaskMethod(ctx context.Context, st *session, e *modernEra
 			params.InputResponses = json.RawMessage(`{}`)
 		}
 	}
-	res, err := s.forward(ctx, st, e, req, b, method, params)
+	res, err := s.calls.Forward(ctx, st, e, headerOf(req), b, method, params)
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/panicguard"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
+	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/seal"
 )
 
@@ -45,65 +46,12 @@ import (
 // request needs an undeclared capability is -32021.
 
 const (
-	maxInputRounds = 8                      // live fulfilment rounds for a legacy client
-	maxInputs      = 32                     // input requests one parked call may hold
-	gatherQuiet    = 20 * time.Millisecond  // requests sent together arrive within this
-	gatherMax      = 250 * time.Millisecond // … and are never held back longer
+	gatherQuiet = 20 * time.Millisecond  // requests sent together arrive within this
+	gatherMax   = 250 * time.Millisecond // … and are never held back longer
 )
 
 // codeMissingCapability is MissingRequiredClientCapabilityError.
 const codeMissingCapability = -32021
-
-// inputRequired is the part of an input_required result mcp-mux reads.
-type inputRequired struct {
-	ResultType    string                     `json:"resultType"`
-	InputRequests map[string]json.RawMessage `json:"inputRequests"`
-	RequestState  string                     `json:"requestState"`
-}
-
-// inputRequest is one entry of inputRequests.
-type inputRequest struct {
-	Method string          `json:"method"`
-	Params json.RawMessage `json:"params"`
-}
-
-// asInputRequired reports whether an upstream result asks for input: a
-// 2026-07-28 input_required, or a legacy server's second round (its SDK
-// fulfils one round live, then returns the next inputRequests as they are).
-func asInputRequired(raw json.RawMessage) (*inputRequired, bool) {
-	if !bytes.Contains(raw, []byte(`"inputRequests"`)) {
-		return nil, false
-	}
-	var ir inputRequired
-	if json.Unmarshal(raw, &ir) != nil || ir.InputRequests == nil ||
-		(ir.ResultType != "" && ir.ResultType != "input_required") {
-		return nil, false
-	}
-	return &ir, true
-}
-
-// retryParams returns params with the client's answers and the state to echo.
-func retryParams(params, responses json.RawMessage, state string) json.RawMessage {
-	var p map[string]json.RawMessage
-	if json.Unmarshal(params, &p) != nil {
-		return params
-	}
-	if len(responses) > 0 {
-		p["inputResponses"] = responses
-	} else {
-		delete(p, "inputResponses")
-	}
-	if state != "" {
-		p["requestState"], _ = json.Marshal(state)
-	} else {
-		delete(p, "requestState")
-	}
-	out, err := json.Marshal(p)
-	if err != nil {
-		return params
-	}
-	return out
-}
 
 // mrtrRetry is a modern client's retry of an upstream's input_required:
 // the answers and the upstream's own (unsealed) state.
@@ -117,49 +65,15 @@ func (r *mrtrRetry) apply(params json.RawMessage) json.RawMessage {
 	if r == nil {
 		return params
 	}
-	return retryParams(params, r.responses, r.state)
-}
-
-// fulfil serves an upstream's input_required for a legacy client: it asks
-// the client's session live, then retries with the answers.
-func fulfil(ctx context.Context, k sink, params, raw json.RawMessage, send sendFunc) (json.RawMessage, error) {
-	for round := 0; ; round++ {
-		ir, ok := asInputRequired(raw)
-		if !ok {
-			return raw, nil
-		}
-		if round == maxInputRounds {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the server asked for input more than %d times", maxInputRounds)}
-		}
-		if len(ir.InputRequests) > maxInputs {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the server asked for more than %d inputs at once", maxInputs)}
-		}
-		responses := make(map[string]json.RawMessage, len(ir.InputRequests))
-		for key, rr := range ir.InputRequests {
-			var req inputRequest
-			if json.Unmarshal(rr, &req) != nil || req.Method == "" {
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the server sent a malformed input request %q", key)}
-			}
-			res, err := k.Request(ctx, req.Method, req.Params)
-			if err != nil {
-				return nil, fmt.Errorf("asking the client for %s: %w", req.Method, err)
-			}
-			responses[key] = res
-		}
-		b, _ := json.Marshal(responses)
-		var err error
-		if raw, err = send(ctx, retryParams(params, b, ir.RequestState)); err != nil {
-			return nil, err
-		}
-	}
+	return callpath.RetryParams(params, r.responses, r.state)
 }
 
 // sealInputRequired turns an upstream's input_required into the client's:
 // requests the client cannot serve are dropped, the state is sealed.
-func (s *Server) sealInputRequired(st *session, server, target string, ir *inputRequired) (json.RawMessage, error) {
+func (s *Server) sealInputRequired(st *callpath.Session, server, target string, ir *callpath.InputRequired) (json.RawMessage, error) {
 	reqs := make(map[string]json.RawMessage, len(ir.InputRequests))
 	for key, rr := range ir.InputRequests {
-		var req inputRequest
+		var req callpath.InputRequest
 		if json.Unmarshal(rr, &req) == nil && st.Supports(req.Method) {
 			reqs[key] = rr
 		}
@@ -207,7 +121,7 @@ type parkedCall struct {
 	seq    atomic.Uint64
 
 	mu     sync.Mutex
-	round  sink            // the latest round's: its stream, its session's capabilities
+	round  callpath.Sink   // the latest round's: its stream, its session's capabilities
 	ctx    context.Context // the attached round's; nil between rounds
 	inputs map[string]*pendingInput
 	held   []heldNote // notifications that arrived between rounds
@@ -233,7 +147,7 @@ type pendingInput struct {
 // round's stream, requests wait for the client's next retry.
 type bridgeSink struct{ pc *parkedCall }
 
-func (b bridgeSink) Session() *session {
+func (b bridgeSink) Session() *callpath.Session {
 	b.pc.mu.Lock()
 	defer b.pc.mu.Unlock()
 	return b.pc.round.Session()
@@ -265,9 +179,9 @@ func (b bridgeSink) Request(ctx context.Context, method string, params json.RawM
 		pc.mu.Unlock()
 		return nil, &wire.Error{Code: codeMissingCapability, Message: fmt.Sprintf("the client did not declare the capability %s needs", method)}
 	}
-	if len(pc.inputs) >= maxInputs {
+	if len(pc.inputs) >= callpath.MaxInputs {
 		pc.mu.Unlock()
-		return nil, &wire.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("more than %d requests to the client are pending", maxInputs)}
+		return nil, &wire.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("more than %d requests to the client are pending", callpath.MaxInputs)}
 	}
 	key := "mux-" + strconv.FormatUint(pc.seq.Add(1), 10)
 	in := &pendingInput{method: method, params: params, answer: make(chan json.RawMessage, 1)}
@@ -293,7 +207,7 @@ func (b bridgeSink) Request(ctx context.Context, method string, params json.RawM
 // startParked runs call as a bridged call to server of the request whose
 // first round (handled with ctx) is round; the request's era e gets the
 // bridge as its sink.
-func (s *Server) startParked(ctx context.Context, round sink, e *modernEra, server, target string, call func(context.Context) (mcp.Result, error)) *parkedCall {
+func (s *Server) startParked(ctx context.Context, round callpath.Sink, e *modernEra, server, target string, call func(context.Context) (mcp.Result, error)) *parkedCall {
 	pc := &parkedCall{server: server, target: target, user: round.Session().User, done: make(chan struct{}),
 		signal: make(chan struct{}, 1), inputs: map[string]*pendingInput{}, round: round, ctx: ctx}
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -311,7 +225,7 @@ func (s *Server) startParked(ctx context.Context, round sink, e *modernEra, serv
 // await serves one round of a bridged call, whose stream is round's: its
 // result, or the input requests that arrived, sealed into an
 // input_required result.
-func (s *Server) await(ctx context.Context, round sink, pc *parkedCall) (mcp.Result, error) {
+func (s *Server) await(ctx context.Context, round callpath.Sink, pc *parkedCall) (mcp.Result, error) {
 	st := round.Session()
 	pc.mu.Lock()
 	pc.round, pc.ctx = round, ctx
@@ -370,7 +284,7 @@ func (s *Server) await(ctx context.Context, round sink, pc *parkedCall) (mcp.Res
 		pc.mu.Lock()
 		reqs := make(map[string]json.RawMessage)
 		for key, in := range pc.inputs {
-			b, _ := json.Marshal(inputRequest{Method: in.method, Params: in.params})
+			b, _ := json.Marshal(callpath.InputRequest{Method: in.method, Params: in.params})
 			reqs[key] = b
 			in.sent = true
 		}
@@ -388,12 +302,12 @@ func (s *Server) await(ctx context.Context, round sink, pc *parkedCall) (mcp.Res
 }
 
 // parkedResult is a finished bridged call's result for st.
-func (s *Server) parkedResult(st *session, pc *parkedCall) (mcp.Result, error) {
+func (s *Server) parkedResult(st *callpath.Session, pc *parkedCall) (mcp.Result, error) {
 	if pc.err != nil {
 		return nil, pc.err
 	}
 	if rr, ok := pc.res.(*mcpwire.RawResult); ok {
-		if ir, ok := asInputRequired(rr.Raw); ok {
+		if ir, ok := callpath.AsInputRequired(rr.Raw); ok {
 			raw, err := s.sealInputRequired(st, pc.server, pc.target, ir)
 			if err != nil {
 				return nil, err
@@ -410,7 +324,7 @@ func (t *parkTable) park(s *Server, pc *parkedCall, b admission.Bound) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed { // shutting down: no retry would find it
-		return errClosing
+		return callpath.ErrClosing
 	}
 	if t.m == nil {
 		t.m = make(map[string]*parkedCall)
@@ -489,7 +403,7 @@ func (pc *parkedCall) answer(responses map[string]json.RawMessage) {
 // modernCall serves a 2026-07-28 tools/call, prompts/get or resources/read
 // of st, whose stream is round's: a retry is unsealed and resumed, a new
 // call runs bridged.
-func (s *Server) modernCall(ctx context.Context, st *session, e *modernEra, round sink, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+func (s *Server) modernCall(ctx context.Context, st *callpath.Session, e *modernEra, round callpath.Sink, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
 	responses, state := retryOf(req)
 	server, target := s.ownerOf(method, req.GetParams())
 	if state != "" {

@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -12,12 +11,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcp-mux/mcp-mux/headers"
-	"github.com/mcp-mux/mcp-mux/interceptor"
-	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
+	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
-	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
 const (
@@ -28,7 +24,7 @@ const (
 var errBadCursor = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid cursor"}
 
 // dispatch serves one request of st, of either era (e).
-func (s *Server) dispatch(ctx context.Context, st *session, e era, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+func (s *Server) dispatch(ctx context.Context, st *callpath.Session, e callpath.Era, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
 	cat := s.rt.Load().Catalog.Load()
 	switch method {
 	case "notifications/roots/list_changed":
@@ -54,7 +50,7 @@ func (s *Server) dispatch(ctx context.Context, st *session, e era, method string
 		}
 		k := e.Sink(ctx, st)
 		h := headerOf(req)
-		raw, err := s.callTool(ctx, st, e, k, s.callerKey(st, e, h), h, r.Params.Name, r.Params.Arguments, meta)
+		raw, err := s.calls.CallTool(ctx, st, e, k, s.calls.CallerKey(st, e, h), h, r.Params.Name, r.Params.Arguments, meta)
 		if err != nil {
 			return nil, err
 		}
@@ -76,7 +72,7 @@ func (s *Server) dispatch(ctx context.Context, st *session, e era, method string
 		}
 		q := *p
 		q.Name = r.Raw
-		return s.forward(ctx, st, e, req, r.Server, method, &q)
+		return s.calls.Forward(ctx, st, e, headerOf(req), r.Server, method, &q)
 	case "resources/read", "resources/subscribe", "resources/unsubscribe":
 		uri := uriOf(req.GetParams())
 		if s.tasks != nil && strings.HasPrefix(uri, taskpoll.ResourcePrefix) {
@@ -87,10 +83,10 @@ func (s *Server) dispatch(ctx context.Context, st *session, e era, method string
 			return nil, &jsonrpc.Error{Code: -32002, Message: fmt.Sprintf("resource not found: %q", uri)}
 		}
 		if method == "resources/read" {
-			return s.forward(ctx, st, e, req, b, method, req.GetParams())
+			return s.calls.Forward(ctx, st, e, headerOf(req), b, method, req.GetParams())
 		}
 		if err := s.subscribe(ctx, st, b, uri, method == "resources/subscribe"); err != nil {
-			return nil, s.rpcError(ctx, b, method, err)
+			return nil, s.calls.RPCError(ctx, b, method, err)
 		}
 		return &mcpwire.RawResult{Raw: json.RawMessage(`{}`)}, nil
 	case "completion/complete":
@@ -100,7 +96,7 @@ func (s *Server) dispatch(ctx context.Context, st *session, e era, method string
 		}
 		q, ref := *p, *p.Ref
 		q.Ref = &ref
-		var b *backend
+		var b *callpath.Backend
 		switch ref.Type {
 		case "ref/prompt":
 			if r := cat.Prompt(ref.Name); r != nil {
@@ -112,7 +108,7 @@ func (s *Server) dispatch(ctx context.Context, st *session, e era, method string
 		if b == nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("no server completes %s %q", ref.Type, ref.Name+ref.URI)}
 		}
-		return s.forward(ctx, st, e, req, b, method, &q)
+		return s.calls.Forward(ctx, st, e, headerOf(req), b, method, &q)
 	}
 	return next(ctx, method, req)
 }
@@ -152,217 +148,4 @@ func pageResult(items []json.RawMessage, field, cursor string, size int) (mcp.Re
 		return nil, err
 	}
 	return &mcpwire.RawResult{Raw: raw}, nil
-}
-
-// forward sends a request to the server that owns it, on the caller's
-// session, and returns its raw result.
-func (s *Server) forward(ctx context.Context, st *session, e era, req mcp.Request, b *backend, method string, params any) (mcp.Result, error) {
-	if !s.beginCall() {
-		return nil, errClosing
-	}
-	defer s.inflight.Done()
-	ctx, done, err := s.admit(ctx, st)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	rt := s.enterRuntime()
-	defer rt.leave()
-	if cur := rt.ByName[b.Name]; cur != nil {
-		b = cur // b came from an older catalog: use the runtime this request runs on
-	} else {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("MCP server %q is no longer configured", b.Name)}
-	}
-	raw, err := json.Marshal(params)
-	if err != nil {
-		return nil, err
-	}
-	raw = e.Retry(stripProtocolMeta(raw))
-	h := headerOf(req)
-	key := s.callerKey(st, e, h)
-	hdr, cred, err := s.callHeaders(ctx, b, st.User, h)
-	if err != nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
-	}
-	key.Cred = cred
-	k := e.Sink(ctx, st)
-	ctx = withSink(ctx, k)
-	send := func(ctx context.Context, params json.RawMessage) (json.RawMessage, error) {
-		return b.Up.Request(ctx, key, method, params, hdr)
-	}
-	res, err := send(ctx, raw)
-	if err == nil {
-		res, err = e.Fulfil(ctx, k, raw, res, send)
-	}
-	if err != nil {
-		return nil, s.rpcError(ctx, b, method, err)
-	}
-	return &mcpwire.RawResult{Raw: res}, nil
-}
-
-// rpcError passes an upstream JSON-RPC error through and turns anything else
-// into an internal error that names the server.
-func (s *Server) rpcError(ctx context.Context, b *backend, what string, err error) error {
-	var rpcErr *wire.Error
-	if errors.As(err, &rpcErr) {
-		return &jsonrpc.Error{Code: rpcErr.Code, Message: rpcErr.Message, Data: rpcErr.Data}
-	}
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	s.logFor(ctx).Warn("upstream request failed", "server", b.Name, "method", what, "err", err)
-	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("MCP server %q failed: %v", b.Name, err)}
-}
-
-// callerKey is the (user, thread) an upstream session is scoped by.
-func (s *Server) callerKey(st *session, e era, h http.Header) upstream.Key {
-	k := upstream.Key{User: st.User, Caps: st.Caps}
-	if h != nil {
-		if name := s.rt.Load().Config.Inbound.ThreadHeader; name != "" {
-			k.Thread = h.Get(name)
-		}
-	}
-	if k.Thread == "" {
-		k.Thread = st.ID
-	}
-	e.RecordKey(st, k)
-	return k
-}
-
-// errClosing answers a request that arrives while the server shuts down.
-var errClosing = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcp-mux is shutting down"}
-
-// beginCall counts a request in flight for Close to drain, unless Close has
-// begun: under lifeMu, so that no Add races Close's Wait.
-func (s *Server) beginCall() bool {
-	s.lifeMu.RLock() // calls only exclude Close, not each other
-	defer s.lifeMu.RUnlock()
-	if s.closed.Load() {
-		return false
-	}
-	s.inflight.Add(1)
-	return true
-}
-
-// errUnknownTool is the JSON-RPC error for a name not in the catalog.
-func errUnknownTool(name string) *jsonrpc.Error {
-	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}
-}
-
-// callTool routes one tools/call and returns the raw CallToolResult. Only a
-// protocol-level failure (unknown tool, an upstream JSON-RPC error) is an
-// error; an upstream that fails to answer is a tool error result naming it.
-// Messages the upstream sends while serving the call go to k.
-// h is the HTTP request's headers (the secrets carrier).
-func (s *Server) callTool(ctx context.Context, st *session, e era, k sink, key upstream.Key, h http.Header, name string, args, meta json.RawMessage) (json.RawMessage, error) {
-	if !s.beginCall() {
-		return nil, errClosing
-	}
-	defer s.inflight.Done()
-	ctx, done, err := s.admit(ctx, st)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	rt := s.enterRuntime() // the call finishes on this runtime, whatever Apply does meanwhile
-	defer rt.leave()
-	cat := rt.Catalog.Load()
-	r := cat.Lookup(name)
-	// tool_search, guardrails and deferred tools (policy.go).
-	if res, done := s.policy(ctx, st, e, k, cat, r, name, args); done {
-		return res, nil
-	}
-	if r == nil {
-		return nil, errUnknownTool(name)
-	}
-	if r.Builtin { // list/get/cancel_background_task (tasks.go)
-		return s.builtinTask(ctx, st, key, name, args), nil
-	}
-	fwd, progress := forwardMeta(meta, k)
-	if progress != nil {
-		ctx = withProgress(ctx, progress) // sink.go
-	}
-	params := e.Retry(wire.AppendCallParams(make([]byte, 0, len(args)+len(r.Raw)+len(fwd)+64), r.Raw, args, fwd))
-	send := func(ctx context.Context, params json.RawMessage) (json.RawMessage, error) {
-		raw, err := s.forwardCall(ctx, st, k, key, h, r, params)
-		var deny *headers.DenyError
-		if errors.As(err, &deny) {
-			// A credential denial is the caller's tool error; interceptors see it so too.
-			return wire.ToolError(deny.Msg), nil
-		}
-		return raw, err
-	}
-	call := func(ctx context.Context) (json.RawMessage, error) {
-		raw, err := send(ctx, params)
-		if err == nil {
-			// A 2026-07-28 server's input_required, per the caller's era (mrtr.go).
-			raw, err = e.Fulfil(ctx, k, params, raw, send)
-		}
-		return raw, err
-	}
-	if icepts := rt.Interceptors; len(icepts) > 0 {
-		forward := call
-		call = func(ctx context.Context) (json.RawMessage, error) {
-			c := &interceptor.Call{User: st.User, Thread: key.Thread, Server: r.Server.Name, Tool: r.Name, RawTool: r.Raw}
-			return interceptor.Chain(ctx, icepts, c, forward)
-		}
-	}
-	var raw json.RawMessage
-	if r.Task != nil { // a durable task's submit (tasks.go)
-		raw, err = s.submitTask(ctx, st, e, key, r, call)
-	} else {
-		raw, err = call(ctx)
-		if err == nil {
-			raw, err = e.PassTask(rt.States, st.User, r, raw) // a server's own task (era.passTask)
-		}
-	}
-	if err == nil {
-		return raw, nil
-	}
-	var rpcErr *wire.Error
-	if errors.As(err, &rpcErr) {
-		return nil, &jsonrpc.Error{Code: rpcErr.Code, Message: rpcErr.Message, Data: rpcErr.Data}
-	}
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
-	}
-	s.logFor(ctx).Warn("tool call failed", "server", r.Server.Name, "tool", r.Raw, "err", err)
-	return wire.ToolError(fmt.Sprintf("Error: MCP server %q failed to run tool %q: %v", r.Server.Name, r.Raw, err)), nil
-}
-
-// forwardMeta prepares a call's _meta for the upstream: the protocol's own
-// io.modelcontextprotocol/* keys are dropped, and a progress token is
-// replaced by a fresh one whose progress goes to k (the route returned).
-func forwardMeta(meta json.RawMessage, k sink) (json.RawMessage, *progressRoute) {
-	if len(meta) == 0 || string(meta) == "{}" || string(meta) == "null" ||
-		wire.KeysHavePrefix(meta, "io.modelcontextprotocol/") { // a 2026-07-28 request's own, only
-		return nil, nil
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(meta, &m); err != nil || len(m) == 0 {
-		return nil, nil
-	}
-	var progress *progressRoute
-	for key, v := range m {
-		switch {
-		case key == "progressToken":
-			progress = newProgressRoute(k, v)
-			m[key], _ = json.Marshal(progress.upstream)
-		case strings.HasPrefix(key, "io.modelcontextprotocol/"):
-			delete(m, key)
-		}
-	}
-	if len(m) == 0 {
-		return nil, progress
-	}
-	b, _ := json.Marshal(m)
-	return b, progress
-}
-
-// stripProtocolMeta drops the protocol's own io.modelcontextprotocol/* keys
-// from params._meta: they describe the downstream request (a 2026-07-28
-// client's version and capabilities), not the one mcp-mux sends upstream.
-func stripProtocolMeta(params json.RawMessage) json.RawMessage {
-	const prefix = "io.modelcontextprotocol/"
-	return wire.DropMeta(params, `"`+prefix, func(k string) bool { return strings.HasPrefix(k, prefix) })
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/mcp-mux/mcp-mux/internal/panicguard"
+	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
@@ -38,7 +39,7 @@ func (h guardedHandler) ServerNotification(ctx context.Context, key upstream.Key
 // guardedCall is callTool on an HTTP handler's goroutine (the fast paths):
 // a panic becomes the call's error, so its response is written as any
 // error's is, on whatever the response has become (JSON or event stream).
-func (s *Server) guardedCall(ctx context.Context, st *session, e era, k sink, key upstream.Key, h http.Header, name string, args, meta json.RawMessage) (_ json.RawMessage, err error) {
+func (s *Server) guardedCall(ctx context.Context, st *callpath.Session, e callpath.Era, k callpath.Sink, key upstream.Key, h http.Header, name string, args, meta json.RawMessage) (_ json.RawMessage, err error) {
 	defer s.panics.Catch(panicguard.HTTP, &err)
-	return s.callTool(ctx, st, e, k, key, h, name, args, meta)
+	return s.calls.CallTool(ctx, st, e, k, key, h, name, args, meta)
 }

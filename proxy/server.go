@@ -22,16 +22,14 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/admission"
 	"github.com/mcp-mux/mcp-mux/config"
-	"github.com/mcp-mux/mcp-mux/headers"
 	"github.com/mcp-mux/mcp-mux/inbound"
-	"github.com/mcp-mux/mcp-mux/interceptor"
 	"github.com/mcp-mux/mcp-mux/internal/panicguard"
 	"github.com/mcp-mux/mcp-mux/internal/reqid"
 	"github.com/mcp-mux/mcp-mux/internal/via"
+	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/seal"
 	"github.com/mcp-mux/mcp-mux/subscriptions"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
-	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
 // Options configure a Server.
@@ -80,7 +78,7 @@ type Server struct {
 	opts Options
 	log  hclog.Logger
 
-	rt      atomic.Pointer[runtime]
+	rt      atomic.Pointer[callpath.Runtime]
 	applyMu sync.Mutex
 	catMu   sync.Mutex
 
@@ -100,13 +98,12 @@ type Server struct {
 	panics     *panicguard.Guard       // internal/panicguard, recover.go
 	subs       *subscriptions.Registry // resource subscriptions by server (package subscriptions)
 	bodies     *admission.Bodies       // request body bounds (limits.go)
-	inflight   sync.WaitGroup
-	closed     atomic.Bool
-	lifeMu     sync.RWMutex    // orders session registration and calls (inflight.Add) against Close
-	sessionsWG sync.WaitGroup  // session cleanup goroutines
-	ready      atomic.Bool     // a config has been applied
-	life       context.Context // ends when Close starts
-	draining   atomic.Bool     // Drain was called: not ready
+	calls      *callpath.Router        // the call path both eras share (package callpath)
+	gate       callpath.Life           // orders session registration and calls against Close
+	sessionsWG sync.WaitGroup          // session cleanup goroutines
+	ready      atomic.Bool             // a config has been applied
+	life       context.Context         // ends when Close starts
+	draining   atomic.Bool             // Drain was called: not ready
 	started    time.Time
 	stop       context.CancelFunc
 	bg         sync.WaitGroup
@@ -121,38 +118,6 @@ type Server struct {
 	tasks       *taskpoll.Service // nil: durable tasks off (tasks.go)
 	tasksOnce   sync.Once
 	tasksCancel func()
-}
-
-// runtime is everything built from one config.
-type runtime struct {
-	Config       *config.Config
-	Backends     []*backend // enabled servers, config order
-	ByName       map[string]*backend
-	Policy       *catalogPolicy
-	Catalog      atomic.Pointer[muxCatalog]
-	Auth         *inbound.Authenticator
-	Origins      *originPolicy
-	Interceptors []interceptor.Interceptor
-	States       *seal.Sealer      // seals 2026-07-28 requestStates and task ids
-	Skipped      map[string]string // enabled servers that could not be set up: the reason
-
-	mu      sync.Mutex
-	calls   int           // calls in flight that started on this runtime
-	retired bool          // replaced by a newer runtime
-	idle    chan struct{} // closed once retired with no calls in flight
-}
-
-// backend is one enabled server and its upstream connection.
-type backend struct {
-	Name        string
-	Prefix      bool
-	Fingerprint string // config.Server.Fingerprint of the upstream's settings
-	HeaderKey   string // headerKey of the resolver's inputs
-	Up          *upstream.Upstream
-	Config      *config.Server    // this runtime's settings: routing, tools, description
-	Resolver    *headers.Resolver // upstream headers (http/sse); nil when there are none
-	Base        *resolverRef      // the resolver up's own requests use
-	Metrics     *callMetrics
 }
 
 // New returns a Server with no upstreams; call Apply to configure it.
@@ -176,7 +141,7 @@ func New(opts Options) *Server {
 	s.subs = subscriptions.New(subscriptions.Options{UnsubscribeTimeout: notifyTimeout})
 	s.bodies = admission.NewBodies(admission.BodyOptions{Max: maxBody, Timeout: opts.BodyTimeout, Buffers: &bodyBuffers, Log: s.log})
 	s.reloads.register(s.metrics.reg)
-	s.sessions.m = make(map[*mcp.ServerSession]*session)
+	s.sessions.m = make(map[*mcp.ServerSession]*callpath.Session)
 	// The SDK's capabilities gate nothing mcp-mux relies on: initialize and
 	// discover results get the catalog's (catalog.go).
 	s.sdk = mcp.NewServer(&mcp.Implementation{Name: "mcp-mux", Version: opts.Version}, &mcp.ServerOptions{
@@ -214,11 +179,12 @@ func New(opts Options) *Server {
 			s.tasksCancel = svc.Subscribe(s.taskEvent)
 		}
 	}
+	s.calls = callpath.New(callpath.Options{Log: s.log, MaxSessionCalls: opts.MaxSessionCalls, Tasks: s.tasks, Runtime: &s.rt, Life: &s.gate})
 	none, _ := inbound.New(inbound.Options{Mode: inbound.ModeNone})
 	origins, _ := newOriginPolicy(nil, nil)
-	empty := newRuntime(&config.Config{})
-	empty.Policy, empty.Auth, empty.Origins, empty.States = newCatalogPolicy(&config.Config{}, s.tasks != nil), none, origins, s.states
-	empty.Catalog.Store(buildCatalog(nil, empty.Policy, s.log))
+	empty := callpath.NewRuntime(&config.Config{})
+	empty.Policy, empty.Auth, empty.Origins, empty.States = callpath.NewCatalogPolicy(&config.Config{}, s.tasks != nil), none, origins, s.states
+	empty.Catalog.Store(callpath.BuildCatalog(nil, empty.Policy, s.log))
 	s.rt.Store(empty)
 	s.bg.Go(func() { s.reapSessions(ctx) })
 	return s
@@ -260,15 +226,13 @@ func (s *Server) WaitDiscovery(ctx context.Context) error {
 // Close drains in-flight calls (bounded by ctx), closes downstream sessions
 // and every upstream, killing stdio process groups.
 func (s *Server) Close(ctx context.Context) error {
-	s.lifeMu.Lock()
-	s.closed.Store(true)
-	s.lifeMu.Unlock()
+	s.gate.Close()
 	s.stopTasks(ctx)
 	s.stop()
 	s.bg.Wait()
 	s.parked.closeAll()
 	done := make(chan struct{})
-	go func() { s.inflight.Wait(); close(done) }()
+	go func() { s.gate.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():

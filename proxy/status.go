@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/status"
 )
 
@@ -128,7 +129,7 @@ func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
 }
 
 // adminAuthorized reports whether r carries the configured admin token.
-func adminAuthorized(rt *runtime, r *http.Request) bool {
+func adminAuthorized(rt *callpath.Runtime, r *http.Request) bool {
 	tok := rt.Config.Admin.Token
 	if tok.IsZero() {
 		return false
@@ -145,7 +146,7 @@ func (s *Server) GuardHosts(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Every route passes here, so the body deadline starts here too (limits.go).
 		s.limitBody(w, r)
-		if err := s.rt.Load().Origins.check(r); err != nil {
+		if err := s.rt.Load().Origins.Check(r); err != nil {
 			http.Error(w, "Forbidden: "+err.Error(), http.StatusForbidden)
 			return
 		}

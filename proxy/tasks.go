@@ -16,6 +16,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/panicguard"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
+	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
@@ -64,45 +65,9 @@ func (s *Server) taskChange(prev, next *config.Server) error {
 	return fmt.Errorf("MCP task-enabled server configuration changed after mcp-mux started (%s); restart mcp-mux to apply it", prev.Name)
 }
 
-// submitTask is callTool's hook for a submit tool: run is the ordinary
-// forwarding of the call (interceptors included). The task is DeerFlow's
-// tool result, or for a caller with the tasks extension CreateTaskResult.
-func (s *Server) submitTask(ctx context.Context, st *session, e era, key upstream.Key, r *route, run func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
-	var upErr error
-	t, raw, err := s.tasks.SubmitTask(ctx, taskpoll.SubmitRequest{User: st.User, Thread: key.Thread, Server: r.Server.Name, Toolset: *r.Task},
-		func(ctx context.Context) (json.RawMessage, error) {
-			raw, err := run(ctx)
-			upErr = err
-			return raw, err
-		})
-	if _, capped := errors.AsType[*taskpoll.ActiveLimitError](err); capped {
-		// The caller's own limit, checked before the upstream is called:
-		// a tool error in both eras (no task was created), not worth a warning.
-		s.logFor(ctx).Debug("durable task submit refused: active task cap", "server", r.Server.Name, "tool", r.Raw)
-		return wire.ToolError(err.Error()), nil
-	}
-	if err != nil && (upErr == nil || !errors.Is(err, upErr)) {
-		s.logFor(ctx).Warn("durable task submit failed", "server", r.Server.Name, "tool", r.Raw, "err", err)
-		return wire.ToolError(err.Error()), nil
-	}
-	switch {
-	case t == nil:
-		return raw, err // the upstream's own error result, or its error
-	case e.TasksExt():
-		return s.createTaskResult(t), nil // modern_tasks.go
-	}
-	return taskpoll.SubmitResult(t), nil
-}
-
-// builtinTask answers a built-in task tool.
-func (s *Server) builtinTask(ctx context.Context, st *session, key upstream.Key, name string, args json.RawMessage) json.RawMessage {
-	raw, _ := s.tasks.CallBuiltin(ctx, st.User, key.Thread, name, args)
-	return raw
-}
-
 // taskResource answers resources/read, subscribe and unsubscribe for a
 // task resource of the session's user.
-func (s *Server) taskResource(ctx context.Context, st *session, method, uri string) (mcp.Result, error) {
+func (s *Server) taskResource(ctx context.Context, st *callpath.Session, method, uri string) (mcp.Result, error) {
 	if _, err := s.tasks.Get(ctx, st.User, strings.TrimPrefix(uri, taskpoll.ResourcePrefix)); err != nil {
 		if errors.Is(err, taskpoll.ErrNotFound) {
 			return nil, &jsonrpc.Error{Code: -32002, Message: fmt.Sprintf("resource not found: %q", uri)}
@@ -149,7 +114,7 @@ func (s *Server) taskEvent(e taskpoll.Event) {
 			ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
 			defer cancel()
 			if owner {
-				deliverNotification(ctx, st, "notifications/message", msg)
+				callpath.DeliverNotification(ctx, st, "notifications/message", msg)
 			}
 			s.notify(ctx, ss, "notifications/resources/updated", &mcp.ResourceUpdatedNotificationParams{URI: uri})
 		})
@@ -207,7 +172,7 @@ func (s *Server) Tasks() *taskpoll.Service { return s.tasks }
 func (s *Server) Authenticated(next func(w http.ResponseWriter, r *http.Request, user string)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rt := s.rt.Load()
-		if err := rt.Origins.check(r); err != nil {
+		if err := rt.Origins.Check(r); err != nil {
 			http.Error(w, "Forbidden: "+err.Error(), http.StatusForbidden)
 			return
 		}

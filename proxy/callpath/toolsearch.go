@@ -1,8 +1,10 @@
-package proxy
+package callpath
 
 import (
 	"context"
 	"encoding/json"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // tool_search as the MCP surface serves it: package catalog matches the
@@ -12,7 +14,7 @@ import (
 // changed its tools/list.
 
 // toolSearch answers a tool_search call for st.
-func (s *Server) toolSearch(ctx context.Context, st *session, e era, k sink, cat *muxCatalog, args json.RawMessage) json.RawMessage {
+func (s *Router) toolSearch(ctx context.Context, st *Session, e Era, k Sink, cat *Catalog, args json.RawMessage) json.RawMessage {
 	res, names := cat.ToolSearch(args)
 	if len(names) > 0 && e.Promote(st, cat, names) {
 		notifyToolsChanged(ctx, s, st, k)
@@ -22,10 +24,19 @@ func (s *Server) toolSearch(ctx context.Context, st *session, e era, k sink, cat
 
 // notifyToolsChanged tells only the calling session that its tools/list
 // changed, on the call's own stream, before the result.
-func notifyToolsChanged(ctx context.Context, s *Server, st *session, k sink) {
-	if f, ok := k.(*fastSink); ok {
+func notifyToolsChanged(ctx context.Context, s *Router, st *Session, k Sink) {
+	if f, ok := k.(*FastSink); ok {
 		f.Notify("notifications/tools/list_changed", json.RawMessage(`{}`))
 		return
 	}
-	s.notify(ctx, st.SS, "notifications/tools/list_changed", nil)
+	if st.Send == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, notifyTimeout)
+	defer cancel()
+	const method = "notifications/tools/list_changed"
+	req := &mcp.ServerRequest[*mcp.ToolListChangedParams]{Session: st.SS, Params: &mcp.ToolListChangedParams{}}
+	if _, err := st.Send(ctx, method, req); err != nil {
+		s.log.Debug("notification not delivered", "method", method, "session", st.SS.ID(), "err", err)
+	}
 }

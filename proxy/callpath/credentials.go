@@ -1,4 +1,4 @@
-package proxy
+package callpath
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // the secrets carried on the request's headers h, and a fingerprint of them
 // for the session key when they depend on the caller (sessions opened with
 // one caller's credentials are never used for another).
-func (s *Server) callHeaders(ctx context.Context, b *backend, user string, h http.Header) (http.Header, string, error) {
+func (s *Router) callHeaders(ctx context.Context, b *Backend, user string, h http.Header) (http.Header, string, error) {
 	if b.Resolver == nil {
 		return nil, "", nil
 	}
@@ -61,7 +61,7 @@ func fingerprint(user string, h http.Header) string {
 // forwardCall sends a tools/call upstream with the caller's headers. An
 // upstream's 401 makes the resolver refresh its OAuth token, and the call is
 // retried once with the new headers.
-func (s *Server) forwardCall(ctx context.Context, st *session, k sink, key upstream.Key, h http.Header, r *route, params json.RawMessage) (raw json.RawMessage, err error) {
+func (s *Router) forwardCall(ctx context.Context, st *Session, k Sink, key upstream.Key, h http.Header, r *Route, params json.RawMessage) (raw json.RawMessage, err error) {
 	b := r.Server
 	start := time.Now()
 	defer func() { b.Metrics.record(start, err) }()
@@ -71,7 +71,7 @@ func (s *Server) forwardCall(ctx context.Context, st *session, k sink, key upstr
 			return nil, herr
 		}
 		key.Cred = cred
-		raw, err = b.Up.CallTool(withSink(ctx, k), key, params, hdr)
+		raw, err = b.Up.CallTool(WithSink(ctx, k), key, params, hdr)
 		var se *upstream.StatusError
 		if attempt == 0 && errors.As(err, &se) && se.Code == http.StatusUnauthorized && b.Resolver != nil {
 			b.Resolver.UnauthorizedHeader(hdr)

@@ -1,4 +1,4 @@
-package proxy
+package callpath
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 // forwarded: tool_search, guardrail-denied tools and deferred tools the
 // session has not promoted (package catalog decides which). It reports
 // whether it handled the call; r is the catalog route for name, or nil.
-func (s *Server) policy(ctx context.Context, st *session, e era, k sink, cat *muxCatalog, r *route, name string, args json.RawMessage) (json.RawMessage, bool) {
+func (s *Router) policy(ctx context.Context, st *Session, e Era, k Sink, cat *Catalog, r *Route, name string, args json.RawMessage) (json.RawMessage, bool) {
 	switch {
 	case r == nil:
 		if cat.Searching() && name == catalog.ToolSearchName {
