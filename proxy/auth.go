@@ -86,6 +86,8 @@ func requestID(r *http.Request) json.RawMessage {
 	return nil
 }
 
+const defaultUser = "default"
+
 // requestUser returns the authenticated user of a request's headers.
 func requestUser(h http.Header) string {
 	if u := h.Get(userHeader); u != "" {

@@ -391,11 +391,11 @@ func (s *Server) modernFastList(w http.ResponseWriter, rq modernReq, m *wire.Mes
 		rq.init(&st)
 		raw = st.Promo.ToolsList(cat)
 	case "prompts/list":
-		raw, err = page(cat.Prompts(), "prompts", cursor, s.opts.PageSize)
+		raw, err = callpath.Page(cat.Prompts(), "prompts", cursor, s.opts.PageSize)
 	case "resources/list":
-		raw, err = page(cat.Resources(), "resources", cursor, s.opts.PageSize)
+		raw, err = callpath.Page(cat.Resources(), "resources", cursor, s.opts.PageSize)
 	case "resources/templates/list":
-		raw, err = page(cat.Templates(), "resourceTemplates", cursor, s.opts.PageSize)
+		raw, err = callpath.Page(cat.Templates(), "resourceTemplates", cursor, s.opts.PageSize)
 	}
 	if err == nil && (m.Method != "tools/list" || cat.Searching()) {
 		raw = s.modernResult(m.Method, raw)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/admission"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 )
 
 // Bounds on what one client can make mcp-mux hold.
@@ -93,7 +94,7 @@ func (t *requestTable) bind(r *http.Request) func() {
 // req arrived in ends. A handle whose request is already over yields a
 // cancelled context: nobody is left to read the answer.
 func (t *requestTable) scope(ctx context.Context, req mcp.Request) (context.Context, func()) {
-	h := headerOf(req)
+	h := callpath.HeaderOf(req)
 	id := h.Get(requestHeader)
 	if id == "" {
 		return ctx, func() {}

@@ -17,8 +17,8 @@ import (
 // logging/setLevel bookkeeping) to the SDK.
 func (s *Server) receive(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		ctx = reqid.WithHeader(ctx, headerOf(req)) // internal/reqid
-		ctx = s.via.WithHeader(ctx, headerOf(req)) // internal/via
+		ctx = reqid.WithHeader(ctx, callpath.HeaderOf(req)) // internal/reqid
+		ctx = s.via.WithHeader(ctx, callpath.HeaderOf(req)) // internal/via
 		if !strings.HasPrefix(method, "notifications/") {
 			// A request ends when the client that sent it goes away (limits.go).
 			var stop func()
@@ -29,7 +29,7 @@ func (s *Server) receive(next mcp.MethodHandler) mcp.MethodHandler {
 		if method == "initialize" {
 			res, err := next(ctx, method, req)
 			if err == nil && ss != nil {
-				h := headerOf(req)
+				h := callpath.HeaderOf(req)
 				s.openSession(ss, requestUser(h), h.Get(admission.Header))
 				s.setInstructions(res)
 				s.setCapabilities(res)
@@ -44,6 +44,6 @@ func (s *Server) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			return next(ctx, method, req)
 		}
 		st.Touch()
-		return s.dispatch(ctx, st, callpath.LegacyEra{}, method, req, next)
+		return s.calls.Dispatch(ctx, st, callpath.LegacyEra{}, method, req, next)
 	}
 }

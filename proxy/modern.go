@@ -142,7 +142,7 @@ type modernRequestState struct {
 
 // receiveModern serves one 2026-07-28 request with a session built from it.
 func (s *Server) receiveModern(ctx context.Context, ss *mcp.ServerSession, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
-	h := headerOf(req)
+	h := callpath.HeaderOf(req)
 	rs := &modernRequestState{st: callpath.Session{SS: ss, User: requestUser(h)}}
 	st, e := &rs.st, &rs.era
 	rs.round.Bind(ctx, st)
@@ -179,7 +179,7 @@ func (s *Server) receiveModern(ctx context.Context, ss *mcp.ServerSession, metho
 	case "tasks/get", "tasks/update", "tasks/cancel":
 		return s.taskMethod(ctx, st, e, method, req) // modern_tasks.go
 	}
-	res, err := s.dispatch(ctx, st, e, method, req, next)
+	res, err := s.calls.Dispatch(ctx, st, e, method, req, next)
 	if rr, ok := res.(*mcpwire.RawResult); ok && err == nil {
 		return &mcpwire.RawResult{Raw: s.modernResult(method, rr.Raw)}, nil
 	}

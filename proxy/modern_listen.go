@@ -160,7 +160,7 @@ func (s *Server) listen(ctx context.Context, st *callpath.Session, req mcp.Reque
 		return nil, err
 	}
 	var id any
-	if err := json.Unmarshal([]byte(headerOf(req).Get(requestIDHeader)), &id); err != nil || id == nil {
+	if err := json.Unmarshal([]byte(callpath.HeaderOf(req).Get(requestIDHeader)), &id); err != nil || id == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "subscriptions/listen requires a request id"}
 	}
 	if err := s.listeners.admit(s.bounds().Listens, st.User); err != nil {
@@ -181,14 +181,14 @@ func (s *Server) listen(ctx context.Context, st *callpath.Session, req mcp.Reque
 		if b == nil || l.uris[uri] {
 			continue // not honoured: left out of the acknowledgement
 		}
-		if err := s.subscribe(ctx, st, b, uri, true); err != nil {
+		if err := s.calls.Subscribe(ctx, st, b, uri, true); err != nil {
 			s.logFor(ctx).Debug("upstream subscribe failed", "server", b.Name, "err", err)
 			continue
 		}
 		defer func() {
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), notifyTimeout)
 			defer cancel()
-			_ = s.subscribe(ctx, st, b, uri, false)
+			_ = s.calls.Subscribe(ctx, st, b, uri, false)
 		}()
 		l.uris[uri] = true
 		agreed.ResourceSubscriptions = append(agreed.ResourceSubscriptions, uri)
@@ -282,7 +282,7 @@ func (s *Server) serveListen(w http.ResponseWriter, r *http.Request, m *wire.Mes
 		for _, uri := range uris {
 			if b := s.rt.Load().Catalog.Load().ResourceOwner(uri); b != nil {
 				uctx, stop := context.WithTimeout(ctx, notifyTimeout)
-				_ = s.subscribe(uctx, st, b, uri, false)
+				_ = s.calls.Subscribe(uctx, st, b, uri, false)
 				stop()
 			}
 		}
@@ -354,7 +354,7 @@ func (s *Server) subscribeListener(ctx context.Context, st *callpath.Session, l 
 		if b == nil || l.uris[uri] {
 			continue
 		}
-		if err := s.subscribe(ctx, st, b, uri, true); err != nil {
+		if err := s.calls.Subscribe(ctx, st, b, uri, true); err != nil {
 			s.logFor(ctx).Debug("upstream subscribe failed", "server", b.Name, "err", err)
 			continue
 		}

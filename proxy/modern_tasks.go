@@ -324,7 +324,7 @@ func (s *Server) passedTaskMethod(ctx context.Context, st *callpath.Session, e *
 			params.InputResponses = json.RawMessage(`{}`)
 		}
 	}
-	res, err := s.calls.Forward(ctx, st, e, headerOf(req), b, method, params)
+	res, err := s.calls.Forward(ctx, st, e, callpath.HeaderOf(req), b, method, params)
 	if err != nil {
 		return nil, err
 	}

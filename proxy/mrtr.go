@@ -430,7 +430,7 @@ func (s *Server) modernCall(ctx context.Context, st *callpath.Session, e *modern
 		e.again = &mrtrRetry{responses: b, state: env.Upstream}
 	}
 	pc := s.startParked(ctx, round, e, server, target, func(ctx context.Context) (mcp.Result, error) {
-		return s.dispatch(ctx, st, e, method, req, next)
+		return s.calls.Dispatch(ctx, st, e, method, req, next)
 	})
 	return s.await(ctx, round, pc)
 }
@@ -471,7 +471,7 @@ func retryOf(req mcp.Request) (map[string]json.RawMessage, string) {
 	case *mcp.ReadResourceParams:
 		responses, state = p.InputResponses, p.RequestState
 	}
-	if raw := headerOf(req).Get(inputResponsesHeader); raw != "" {
+	if raw := callpath.HeaderOf(req).Get(inputResponsesHeader); raw != "" {
 		var out map[string]json.RawMessage
 		if json.Unmarshal([]byte(raw), &out) == nil {
 			return out, state

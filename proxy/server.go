@@ -179,7 +179,8 @@ func New(opts Options) *Server {
 			s.tasksCancel = svc.Subscribe(s.taskEvent)
 		}
 	}
-	s.calls = callpath.New(callpath.Options{Log: s.log, MaxSessionCalls: opts.MaxSessionCalls, Tasks: s.tasks, Runtime: &s.rt, Life: &s.gate})
+	s.calls = callpath.New(callpath.Options{Log: s.log, MaxSessionCalls: opts.MaxSessionCalls, Tasks: s.tasks, Runtime: &s.rt, Life: &s.gate,
+		PageSize: opts.PageSize, Subs: s.subs})
 	none, _ := inbound.New(inbound.Options{Mode: inbound.ModeNone})
 	origins, _ := newOriginPolicy(nil, nil)
 	empty := callpath.NewRuntime(&config.Config{})

@@ -105,7 +105,7 @@ func (s *Server) endSession(ss *mcp.ServerSession, st *callpath.Session) {
 	_ = ss.Wait()
 	st.Cancel()
 	s.sessions.remove(ss)
-	s.dropSubscriptions(st)
+	s.calls.DropSubscriptions(st)
 	if st.ID == "" {
 		return
 	}
@@ -182,3 +182,6 @@ func (s *Server) reapSessions(ctx context.Context) {
 		}
 	}
 }
+
+// notifyTimeout bounds sending one notification to a client.
+const notifyTimeout = callpath.NotifyTimeout

@@ -6,16 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/config"
 	"github.com/mcp-mux/mcp-mux/internal/panicguard"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
-	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
 	"github.com/mcp-mux/mcp-mux/upstream"
@@ -63,30 +60,6 @@ func (s *Server) taskChange(prev, next *config.Server) error {
 		return nil
 	}
 	return fmt.Errorf("MCP task-enabled server configuration changed after mcp-mux started (%s); restart mcp-mux to apply it", prev.Name)
-}
-
-// taskResource answers resources/read, subscribe and unsubscribe for a
-// task resource of the session's user.
-func (s *Server) taskResource(ctx context.Context, st *callpath.Session, method, uri string) (mcp.Result, error) {
-	if _, err := s.tasks.Get(ctx, st.User, strings.TrimPrefix(uri, taskpoll.ResourcePrefix)); err != nil {
-		if errors.Is(err, taskpoll.ErrNotFound) {
-			return nil, &jsonrpc.Error{Code: -32002, Message: fmt.Sprintf("resource not found: %q", uri)}
-		}
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the durable task store is unavailable"}
-	}
-	switch method {
-	case "resources/read":
-		raw, err := s.tasks.ReadResource(ctx, st.User, uri)
-		if err != nil {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the durable task store is unavailable"}
-		}
-		return &mcpwire.RawResult{Raw: raw}, nil
-	case "resources/subscribe":
-		st.Subs.Mark(uri, true)
-	default:
-		st.Subs.Mark(uri, false)
-	}
-	return &mcpwire.RawResult{Raw: json.RawMessage(`{}`)}, nil
 }
 
 // taskEvent delivers one task event to this replica's sessions of its

@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/mcp-mux/mcp-mux/internal/reqid"
+	"github.com/mcp-mux/mcp-mux/subscriptions"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
 )
 
@@ -38,6 +39,10 @@ type Options struct {
 	Runtime *atomic.Pointer[Runtime]
 	// Life orders calls against shutdown.
 	Life *Life
+	// PageSize bounds prompts/list and resources/*list pages; 0 = one page.
+	PageSize int
+	// Subs holds the sessions' resource subscriptions by server.
+	Subs *subscriptions.Registry
 }
 
 // Router routes the calls of both eras to their backends.
@@ -47,11 +52,14 @@ type Router struct {
 	tasks    *taskpoll.Service
 	rt       *atomic.Pointer[Runtime]
 	life     *Life
+	pageSize int
+	subs     *subscriptions.Registry
 }
 
 // New returns a Router with opts.
 func New(opts Options) *Router {
-	return &Router{log: opts.Log, maxCalls: opts.MaxSessionCalls, tasks: opts.Tasks, rt: opts.Runtime, life: opts.Life}
+	return &Router{log: opts.Log, maxCalls: opts.MaxSessionCalls, tasks: opts.Tasks, rt: opts.Runtime, life: opts.Life,
+		pageSize: opts.PageSize, subs: opts.Subs}
 }
 
 // logFor is the logger for a line about the request ctx belongs to

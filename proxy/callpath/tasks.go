@@ -4,10 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
 	"github.com/mcp-mux/mcp-mux/upstream"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // submitTask is callTool's hook for a submit tool: run is the ordinary
@@ -50,4 +55,28 @@ func (s *Router) builtinTask(ctx context.Context, st *Session, key upstream.Key,
 func (s *Router) createTaskResult(t *taskpoll.Task) json.RawMessage {
 	b, _ := json.Marshal(s.tasks.ExtensionView(t))
 	return append([]byte(`{"resultType":"task",`), b[1:]...)
+}
+
+// taskResource answers resources/read, subscribe and unsubscribe for a
+// task resource of the session's user.
+func (s *Router) taskResource(ctx context.Context, st *Session, method, uri string) (mcp.Result, error) {
+	if _, err := s.tasks.Get(ctx, st.User, strings.TrimPrefix(uri, taskpoll.ResourcePrefix)); err != nil {
+		if errors.Is(err, taskpoll.ErrNotFound) {
+			return nil, &jsonrpc.Error{Code: -32002, Message: fmt.Sprintf("resource not found: %q", uri)}
+		}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the durable task store is unavailable"}
+	}
+	switch method {
+	case "resources/read":
+		raw, err := s.tasks.ReadResource(ctx, st.User, uri)
+		if err != nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the durable task store is unavailable"}
+		}
+		return &mcpwire.RawResult{Raw: raw}, nil
+	case "resources/subscribe":
+		st.Subs.Mark(uri, true)
+	default:
+		st.Subs.Mark(uri, false)
+	}
+	return &mcpwire.RawResult{Raw: json.RawMessage(`{}`)}, nil
 }
