@@ -418,7 +418,7 @@ func (s *Server) notifyChanges(before, next *callpath.Catalog) {
 	if !tools && !prompts && !resources {
 		return
 	}
-	s.listeners.changed(s, tools, prompts, resources)
+	s.modern.ListsChanged(tools, prompts, resources)
 	searching := before.Searching() || next.Searching()
 	for _, ss := range s.sessions.all() {
 		if tools && (!searching || s.sessionToolsChanged(ss, before, next)) {

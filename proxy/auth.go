@@ -13,20 +13,15 @@ import (
 	"github.com/mcp-mux/mcp-mux/admission"
 	"github.com/mcp-mux/mcp-mux/headers"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
+	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 )
-
-// userHeader carries the authenticated user id from the HTTP layer to MCP
-// handlers (in stateful mode handlers see each request's headers, not its
-// context). mcp-mux sets it after authentication and removes any copy a
-// client sent.
-const userHeader = "Mcp-Mux-Internal-User"
 
 // authenticate guards /mcp: it identifies the caller (401 with a challenge
 // on failure), rejects a malformed secrets carrier (400, naming the header,
 // never its content), and refuses a session to anyone but its owner (403).
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.Header.Del(userHeader)
+		r.Header.Del(callpath.UserHeader)
 		r.Header.Del(admission.Header) // package admission
 		rt := s.rt.Load()              // Host and Origin were checked by GuardHosts
 		user, err := rt.Auth.Authenticate(r)
@@ -47,7 +42,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 				return
 			}
 		}
-		r.Header.Set(userHeader, user)
+		r.Header.Set(callpath.UserHeader, user)
 		next.ServeHTTP(w, r)
 	})
 }
@@ -65,7 +60,7 @@ func requestID(r *http.Request) json.RawMessage {
 	if r.Method != http.MethodPost || r.Body == nil {
 		return nil
 	}
-	b, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	b, err := io.ReadAll(io.LimitReader(r.Body, callpath.MaxBody))
 	if err != nil {
 		return nil
 	}
@@ -84,16 +79,6 @@ func requestID(r *http.Request) json.RawMessage {
 		return m.ID
 	}
 	return nil
-}
-
-const defaultUser = "default"
-
-// requestUser returns the authenticated user of a request's headers.
-func requestUser(h http.Header) string {
-	if u := h.Get(userHeader); u != "" {
-		return u
-	}
-	return defaultUser
 }
 
 // originPolicy is the DNS-rebinding and cross-origin guard of /mcp, for the

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -17,15 +18,8 @@ func (s *Server) setInstructions(res mcp.Result) {
 	}
 }
 
-// setCapabilities puts the catalog's capabilities into an initialize or
-// server/discover result. Extensions are each added by their own file after
-// it (advertiseTasks, modern_tasks.go), on server/discover only.
+// setCapabilities puts the current catalog's capabilities into an
+// initialize result (callpath.SetCapabilities).
 func (s *Server) setCapabilities(res mcp.Result) {
-	caps := s.rt.Load().Catalog.Load().Capabilities() // a copy: the catalog's pointers are never written
-	switch r := res.(type) {
-	case *mcp.InitializeResult:
-		r.Capabilities = &caps
-	case *mcp.DiscoverResult:
-		r.Capabilities = &caps
-	}
+	callpath.SetCapabilities(s.rt.Load().Catalog.Load(), res)
 }

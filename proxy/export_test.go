@@ -37,7 +37,5 @@ func PanicsForTest(s *Server) float64 {
 // SetParkTTLForTest sets how long s keeps a bridged call parked for its
 // client's retry (stateTTL otherwise).
 func SetParkTTLForTest(s *Server, d time.Duration) {
-	s.parked.mu.Lock()
-	s.parked.ttl = d
-	s.parked.mu.Unlock()
+	s.modern.SetParkTTL(d)
 }

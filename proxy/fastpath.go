@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/proxy/callpath"
+	"github.com/mcp-mux/mcp-mux/proxy/modern"
 )
 
 // The tools/call fast path.
@@ -33,8 +34,6 @@ import (
 // cancels its call; notifications/cancelled for a fast-path call cancels it
 // too.
 
-const maxBody = 4 << 20 // as the SDK's default MaxRequestBodyBytes
-
 // supportedVersions are the protocol versions the fast path serves; a
 // request with any other Mcp-Protocol-Version header goes to the SDK.
 var supportedVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26"}
@@ -48,17 +47,13 @@ func (s *Server) mcpHandler() http.Handler {
 			if bp == nil {
 				return
 			}
-			defer bodyBuffers.Put(bp)
+			defer s.buffers.Put(bp)
 			body := *bp
 			defer s.panics.CatchHTTP(w, body) // before the buffer goes back (internal/panicguard)
 			// Handlers after this one get a copy: the buffer goes back to the pool on return.
 			r.Body = io.NopCloser(bytes.NewReader(body)) // read, if at all, before the copy below
-			if modernRequest(r) {
-				if s.serveModernFast(w, r, body, sh) {
-					return
-				}
-				r.Body = io.NopCloser(bytes.NewReader(slices.Clone(body)))
-				s.serveModern(w, r)
+			if modern.Is(r) {
+				s.modern.Serve(w, r, body, sh)
 				return
 			}
 			release, ok := s.admitSession(w, r, body)
@@ -97,7 +92,7 @@ func (s *Server) fastSession(r *http.Request) *callpath.Session {
 	if ct := r.Header.Get("Content-Type"); ct != "application/json" && !strings.HasPrefix(ct, "application/json;") {
 		return nil
 	}
-	if !acceptsBoth(r.Header.Values("Accept")) {
+	if !callpath.AcceptsBoth(r.Header.Values("Accept")) {
 		return nil
 	}
 	return st
@@ -140,10 +135,10 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, st *callpath.S
 	defer st.Untrack(idKey)
 
 	k := callpath.NewFastSink(st, w)
-	raw, err := s.guardedCall(ctx, st, callpath.LegacyEra{}, k, s.calls.CallerKey(st, callpath.LegacyEra{}, r.Header), r.Header, p.Name, p.Arguments, p.Meta)
+	raw, err := s.calls.GuardedCall(ctx, st, callpath.LegacyEra{}, k, s.calls.CallerKey(st, callpath.LegacyEra{}, r.Header), r.Header, p.Name, p.Arguments, p.Meta)
 
-	out := bodyBuffers.Get()
-	defer bodyBuffers.Put(out)
+	out := s.buffers.Get()
+	defer s.buffers.Put(out)
 	var b []byte
 	if err != nil {
 		var je *jsonrpc.Error
@@ -166,36 +161,11 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, st *callpath.S
 // event on the POST's own stream like the SDK answers it.
 func (s *Server) fastList(w http.ResponseWriter, st *callpath.Session, m *wire.Message) {
 	raw := st.Promo.ToolsList(s.rt.Load().Catalog.Load())
-	out := bodyBuffers.Get()
-	defer bodyBuffers.Put(out)
+	out := s.buffers.Get()
+	defer s.buffers.Put(out)
 	b := wire.AppendResult((*out)[:0], m.ID, raw)
 	*out = b[:0]
 	callpath.NewFastSink(st, w).Event(b)
-}
-
-var jsonContentType = []string{"application/json"}
-
-type errReader struct{ err error }
-
-func (e errReader) Read([]byte) (int, error) { return 0, e.err }
-
-// acceptsBoth mirrors the SDK's Accept check for POSTs.
-func acceptsBoth(values []string) bool {
-	var jsonOK, streamOK bool
-	for _, v := range values {
-		for _, raw := range strings.Split(v, ",") {
-			base, _, _ := strings.Cut(strings.TrimSpace(raw), ";")
-			switch strings.ToLower(strings.TrimSpace(base)) {
-			case "application/json", "application/*":
-				jsonOK = true
-			case "text/event-stream", "text/*":
-				streamOK = true
-			case "*/*":
-				jsonOK, streamOK = true, true
-			}
-		}
-	}
-	return jsonOK && streamOK
 }
 
 // hostAllowed mirrors the SDK's DNS-rebinding protection: a request that

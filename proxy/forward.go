@@ -45,7 +45,7 @@ func (f *forwarder) ServerNotification(ctx context.Context, key upstream.Key, me
 				s.notify(context.Background(), ss, method, &p)
 			}
 		}
-		s.listeners.resourceUpdated(s, &p)
+		s.modern.ResourceUpdated(&p)
 	}
 }
 

@@ -45,15 +45,13 @@ const (
 // mcpHandler removes any copy a client sent.
 const requestHeader = "Mcp-Mux-Internal-Request"
 
-var bodyBuffers wire.Buffers
-
 // bounds returns the caps and shares of the config applied now.
 func (s *Server) bounds() admission.Bounds { return admission.Of(&s.rt.Load().Config.Inbound) }
 
 // admitSession refuses a POST that would open a session past the bounds
 // (admission.Sessions.Admit); the caller calls release when it is served.
 func (s *Server) admitSession(w http.ResponseWriter, r *http.Request, body []byte) (release func(), ok bool) {
-	return s.sessions.slots.Admit(w, r, body, &s.rt.Load().Config.Inbound, requestUser(r.Header), s.log)
+	return s.sessions.slots.Admit(w, r, body, &s.rt.Load().Config.Inbound, callpath.User(r.Header), s.log)
 }
 
 // readBody reads and checks a /mcp POST body (admission.Bodies.Read).

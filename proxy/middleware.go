@@ -9,6 +9,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/admission"
 	"github.com/mcp-mux/mcp-mux/internal/reqid"
 	"github.com/mcp-mux/mcp-mux/proxy/callpath"
+	"github.com/mcp-mux/mcp-mux/proxy/modern"
 )
 
 // receive is the receiving middleware: mcp-mux answers tools, prompts,
@@ -30,7 +31,7 @@ func (s *Server) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			res, err := next(ctx, method, req)
 			if err == nil && ss != nil {
 				h := callpath.HeaderOf(req)
-				s.openSession(ss, requestUser(h), h.Get(admission.Header))
+				s.openSession(ss, callpath.User(h), h.Get(admission.Header))
 				s.setInstructions(res)
 				s.setCapabilities(res)
 			}
@@ -38,8 +39,8 @@ func (s *Server) receive(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		st := s.sessions.get(ss)
 		if st == nil {
-			if method == "server/discover" || modernSession(ss) {
-				return s.receiveModern(ctx, ss, method, req, next)
+			if method == "server/discover" || modern.IsSession(ss) {
+				return s.modern.Receive(ctx, ss, method, req, next)
 			}
 			return next(ctx, method, req)
 		}

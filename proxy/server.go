@@ -11,7 +11,6 @@ package proxy
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -26,7 +25,9 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/panicguard"
 	"github.com/mcp-mux/mcp-mux/internal/reqid"
 	"github.com/mcp-mux/mcp-mux/internal/via"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/proxy/callpath"
+	"github.com/mcp-mux/mcp-mux/proxy/modern"
 	"github.com/mcp-mux/mcp-mux/seal"
 	"github.com/mcp-mux/mcp-mux/subscriptions"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
@@ -68,7 +69,7 @@ type Options struct {
 	// (their tools are served from then on); default 5s, negative: no wait.
 	SwapWait time.Duration
 	// DisableModernFastPath sends every 2026-07-28 request through go-sdk's
-	// stateless handler (fastpath_modern.go): for comparisons, and as an
+	// stateless handler (package modern): for comparisons, and as an
 	// escape hatch.
 	DisableModernFastPath bool
 }
@@ -85,13 +86,10 @@ type Server struct {
 	sdk        *mcp.Server
 	send       mcp.MethodHandler // captured sending handler: per-session notifications
 	mcp        http.Handler      // legacy: stateful Streamable HTTP
-	modern     http.Handler      // 2026-07-28: stateless (modern.go)
-	listeners  listenTable       // 2026-07-28 subscriptions/listen streams
-	parked     parkTable         // 2026-07-28 calls bridged to legacy upstreams
-	replica    string            // this process, in requestStates of parked calls
+	modern     *modern.Server    // the 2026-07-28 era (package modern)
 	via        *via.Marker       // this process in the requests it sends upstream (internal/via)
 	states     *seal.Sealer      // requestState key without inbound.request_state_key
-	capsCache  capsCache         // validated 2026-07-28 client capabilities (fastpath_modern.go)
+	buffers    wire.Buffers      // request and response bodies (limits.go, fastpath.go)
 	sessions   sessionTable
 	requests   requestTable // SDK-path HTTP requests (limits.go)
 	metrics    *metrics
@@ -139,7 +137,7 @@ func New(opts Options) *Server {
 	s.metrics = newMetrics(s)
 	s.panics = panicguard.New(s.log, s.metrics.reg)
 	s.subs = subscriptions.New(subscriptions.Options{UnsubscribeTimeout: notifyTimeout})
-	s.bodies = admission.NewBodies(admission.BodyOptions{Max: maxBody, Timeout: opts.BodyTimeout, Buffers: &bodyBuffers, Log: s.log})
+	s.bodies = admission.NewBodies(admission.BodyOptions{Max: callpath.MaxBody, Timeout: opts.BodyTimeout, Buffers: &s.buffers, Log: s.log})
 	s.reloads.register(s.metrics.reg)
 	s.sessions.m = make(map[*mcp.ServerSession]*callpath.Session)
 	// The SDK's capabilities gate nothing mcp-mux relies on: initialize and
@@ -155,20 +153,16 @@ func New(opts Options) *Server {
 	})
 	s.sdk.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler { s.send = next; return next })
 	s.sdk.AddReceivingMiddleware(s.receive)
-	s.registerTaskMethods() // modern_tasks.go
 	// Added last, so outermost: a handler's panic is its request's error (internal/panicguard).
 	s.sdk.AddReceivingMiddleware(s.panics.Middleware)
 	// Idle sessions are closed by reapSessions, which also sees fast-path calls.
 	// Host checks happen in authenticate (originPolicy), for every path.
 	s.mcp = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.sdk },
 		&mcp.StreamableHTTPOptions{DisableLocalhostProtection: true})
-	s.modern = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.sdk },
-		&mcp.StreamableHTTPOptions{Stateless: true, DisableLocalhostProtection: true, PropagateRequestCancellation: true})
 	var ctx context.Context
 	ctx, s.stop = context.WithCancel(context.Background())
 	s.life = ctx
 	s.states = seal.New("")
-	s.replica = fmt.Sprintf("%x", s.states.MAC("replica")[:8])
 	if opts.TaskStore != nil {
 		svc, err := taskpoll.New(taskpoll.Options{Store: opts.TaskStore, Caller: (*taskCaller)(s), Config: opts.TaskConfig,
 			Logger: s.log.Named("tasks"), Registerer: s.metrics.reg})
@@ -180,7 +174,10 @@ func New(opts Options) *Server {
 		}
 	}
 	s.calls = callpath.New(callpath.Options{Log: s.log, MaxSessionCalls: opts.MaxSessionCalls, Tasks: s.tasks, Runtime: &s.rt, Life: &s.gate,
-		PageSize: opts.PageSize, Subs: s.subs})
+		PageSize: opts.PageSize, Subs: s.subs, Panics: s.panics})
+	s.modern = modern.New(modern.Options{Log: s.log, SDK: s.sdk, Send: s.send, Calls: s.calls, Runtime: &s.rt,
+		Gate: &s.gate, Life: s.life, Background: &s.bg, Panics: s.panics, Tasks: s.tasks, States: s.states,
+		Buffers: &s.buffers, PageSize: opts.PageSize, DisableFastPath: opts.DisableModernFastPath})
 	none, _ := inbound.New(inbound.Options{Mode: inbound.ModeNone})
 	origins, _ := newOriginPolicy(nil, nil)
 	empty := callpath.NewRuntime(&config.Config{})
@@ -231,7 +228,7 @@ func (s *Server) Close(ctx context.Context) error {
 	s.stopTasks(ctx)
 	s.stop()
 	s.bg.Wait()
-	s.parked.closeAll()
+	s.modern.Close()
 	done := make(chan struct{})
 	go func() { s.gate.Wait(); close(done) }()
 	select {

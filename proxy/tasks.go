@@ -69,7 +69,7 @@ func (s *Server) taskChange(prev, next *config.Server) error {
 func (s *Server) taskEvent(e taskpoll.Event) {
 	// On the task service's goroutine (internal/panicguard).
 	defer s.panics.Catch(panicguard.Task, nil)
-	s.listeners.taskEvent(s, e) // subscriptions/listen with taskIds (modern_tasks_listen.go)
+	s.modern.TaskEvent(e) // subscriptions/listen with taskIds (package modern)
 	uri := taskpoll.ResourcePrefix + e.TaskID
 	data, _ := json.Marshal(map[string]any{"task_id": e.TaskID, "task_name": e.Name, "status": e.Status, "tracking_degraded": e.Degraded, "resource": uri})
 	msg, _ := json.Marshal(&mcp.LoggingMessageParams{Level: "info", Logger: "mcp-mux.tasks", Data: json.RawMessage(data)})

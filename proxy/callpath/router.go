@@ -13,14 +13,18 @@ package callpath
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/mcp-mux/mcp-mux/internal/panicguard"
 	"github.com/mcp-mux/mcp-mux/internal/reqid"
 	"github.com/mcp-mux/mcp-mux/subscriptions"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
+	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
 // NotifyTimeout bounds sending one notification to a client.
@@ -43,6 +47,8 @@ type Options struct {
 	PageSize int
 	// Subs holds the sessions' resource subscriptions by server.
 	Subs *subscriptions.Registry
+	// Panics recovers a fast path's call (GuardedCall).
+	Panics *panicguard.Guard
 }
 
 // Router routes the calls of both eras to their backends.
@@ -54,12 +60,13 @@ type Router struct {
 	life     *Life
 	pageSize int
 	subs     *subscriptions.Registry
+	panics   *panicguard.Guard
 }
 
 // New returns a Router with opts.
 func New(opts Options) *Router {
 	return &Router{log: opts.Log, maxCalls: opts.MaxSessionCalls, tasks: opts.Tasks, rt: opts.Runtime, life: opts.Life,
-		pageSize: opts.PageSize, subs: opts.Subs}
+		pageSize: opts.PageSize, subs: opts.Subs, panics: opts.Panics}
 }
 
 // logFor is the logger for a line about the request ctx belongs to
@@ -74,4 +81,12 @@ func (s *Router) enter() *Runtime {
 			return rt
 		}
 	}
+}
+
+// GuardedCall is CallTool on an HTTP handler's goroutine (the fast paths):
+// a panic becomes the call's error, so its response is written as any
+// error's is, on whatever the response has become (JSON or event stream).
+func (s *Router) GuardedCall(ctx context.Context, st *Session, e Era, k Sink, key upstream.Key, h http.Header, name string, args, meta json.RawMessage) (_ json.RawMessage, err error) {
+	defer s.panics.Catch(panicguard.HTTP, &err)
+	return s.CallTool(ctx, st, e, k, key, h, name, args, meta)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/interceptor"
 	"github.com/mcp-mux/mcp-mux/seal"
 	"github.com/mcp-mux/mcp-mux/upstream"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -173,3 +174,16 @@ func (rt *Runtime) Retire() <-chan struct{} {
 
 // Set makes res the resolver the upstream's own requests use.
 func (r *ResolverRef) Set(res *headers.Resolver) { r.p.Store(res) }
+
+// SetCapabilities puts the catalog's capabilities into an initialize or
+// server/discover result. Extensions are each added by their own file after
+// it (advertiseTasks, modern_tasks.go), on server/discover only.
+func SetCapabilities(cat *Catalog, res mcp.Result) {
+	caps := cat.Capabilities() // a copy: the catalog's pointers are never written
+	switch r := res.(type) {
+	case *mcp.InitializeResult:
+		r.Capabilities = &caps
+	case *mcp.DiscoverResult:
+		r.Capabilities = &caps
+	}
+}

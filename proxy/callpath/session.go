@@ -3,6 +3,7 @@ package callpath
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -207,4 +208,21 @@ func (st *Session) HasKey(k upstream.Key) bool {
 // cancelled when the session ends (Cancel).
 func (st *Session) Start() {
 	st.ctx, st.end = context.WithCancel(context.Background())
+}
+
+// UserHeader carries the authenticated user id from the HTTP layer to MCP
+// handlers (in stateful mode handlers see each request's headers, not its
+// context). mcp-mux sets it after authentication and removes any copy a
+// client sent.
+const UserHeader = "Mcp-Mux-Internal-User"
+
+// defaultUser is the user of a request no authentication named.
+const defaultUser = "default"
+
+// User returns the authenticated user of a request's headers.
+func User(h http.Header) string {
+	if u := h.Get(UserHeader); u != "" {
+		return u
+	}
+	return defaultUser
 }

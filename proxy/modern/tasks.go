@@ -1,4 +1,4 @@
-package proxy
+package modern
 
 import (
 	"bytes"
@@ -88,7 +88,7 @@ type taskParams struct {
 
 // registerTaskMethods makes the SDK accept the extension's methods; their
 // handler only answers a legacy session (a 2026-07-28 request is served in
-// receiveModern): the extension is not part of the legacy era.
+// Receive): the extension is not part of the legacy era.
 func (s *Server) registerTaskMethods() {
 	for _, m := range []string{"tasks/get", "tasks/update", "tasks/cancel"} {
 		_ = mcp.AddReceivingCustomMethod(s.sdk, m, func(context.Context, *mcp.ServerSession, *taskParams) (*mcpwire.RawResult, error) {
@@ -101,7 +101,7 @@ func (s *Server) registerTaskMethods() {
 // Its upstream requests then declare it too (Key.Caps: a 2026-07-28
 // server sees it; legacy call sessions mirror only roots, sampling and
 // elicitation), so a server that supports it may answer with a task.
-func declareTasks(st *callpath.Session, e *modernEra, ip *mcp.InitializeParams) {
+func declareTasks(st *callpath.Session, e *Era, ip *mcp.InitializeParams) {
 	if ip == nil || ip.Capabilities == nil {
 		return
 	}
@@ -155,7 +155,7 @@ func upstreamTasks(up *upstream.Upstream) bool {
 	return ok
 }
 
-// passTask is callTool's hook for a 2026-07-28 caller (modernEra): a
+// passTask is callTool's hook for a 2026-07-28 caller (Era): a
 // server's CreateTaskResult gets its namespaced task id, sealed with states
 // for user, and one the caller did not ask for (it declared no extension,
 // tasksExt false) is refused.
@@ -252,7 +252,7 @@ func rewriteTaskIDs(v json.RawMessage, remote, id string, depth int) json.RawMes
 
 // taskMethod serves tasks/get, tasks/update and tasks/cancel of a
 // 2026-07-28 request.
-func (s *Server) taskMethod(ctx context.Context, st *callpath.Session, e *modernEra, method string, req mcp.Request) (mcp.Result, error) {
+func (s *Server) taskMethod(ctx context.Context, st *callpath.Session, e *Era, method string, req mcp.Request) (mcp.Result, error) {
 	if !e.tasks {
 		return nil, errNoTasksExtension(method)
 	}
@@ -304,7 +304,7 @@ func (s *Server) localTaskMethod(ctx context.Context, st *callpath.Session, meth
 
 // passedTaskMethod sends a method for a passed-through task to its server,
 // with the server's own task id.
-func (s *Server) passedTaskMethod(ctx context.Context, st *callpath.Session, e *modernEra, method string, req mcp.Request, p *taskParams) (json.RawMessage, error) {
+func (s *Server) passedTaskMethod(ctx context.Context, st *callpath.Session, e *Era, method string, req mcp.Request, p *taskParams) (json.RawMessage, error) {
 	rt := s.rt.Load()
 	server, remote, ok := rt.States.OpenTaskID(p.TaskID, st.User)
 	if !ok {

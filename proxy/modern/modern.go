@@ -1,4 +1,4 @@
-package proxy
+package modern
 
 import (
 	"bytes"
@@ -28,7 +28,7 @@ import (
 // Mcp-Session-Id, GET and DELETE go to the stateful one, as before.
 //
 // Both handlers share one mcp.Server and so one receiving middleware. A
-// modern request has no mcp-mux session: receiveModern builds a throwaway one
+// modern request has no mcp-mux session: Receive builds a throwaway one
 // from the request (its user, declared capabilities and log level) and the
 // same dispatch serves it, so a modern tools/call takes the legacy call path.
 // What differs lives here: server/discover, subscriptions/listen, results
@@ -45,8 +45,8 @@ const requestIDHeader = "Mcp-Mux-Internal-Request-Id"
 
 const metaSubscriptionID = "io.modelcontextprotocol/subscriptionId"
 
-// modernRequest reports whether r belongs to the 2026-07-28 era.
-func modernRequest(r *http.Request) bool {
+// Is reports whether r belongs to the 2026-07-28 era.
+func Is(r *http.Request) bool {
 	if r.Method != http.MethodPost {
 		return false
 	}
@@ -61,9 +61,9 @@ func modernRequest(r *http.Request) bool {
 	// No version header and no session: only the body can tell. A request
 	// carrying a per-request protocol version is modern (the modern handler
 	// answers the missing header); anything else, initialize first, is legacy.
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	body, err := io.ReadAll(io.LimitReader(r.Body, callpath.MaxBody+1))
 	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), orErr(r.Body, err)))
-	if err != nil || len(body) > maxBody {
+	if err != nil || len(body) > callpath.MaxBody {
 		return false
 	}
 	var m wire.Message
@@ -80,11 +80,22 @@ func orErr(r io.Reader, err error) io.Reader {
 	return r
 }
 
+// Serve serves one 2026-07-28 POST whose body (read by the caller, and
+// returned to its pool when Serve returns) is body: on the fast path when
+// it can (fastpath.go), else through go-sdk's stateless handler.
+func (s *Server) Serve(w http.ResponseWriter, r *http.Request, body []byte, sh wire.Shape) {
+	if s.serveFast(w, r, body, sh) {
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(slices.Clone(body)))
+	s.serveModern(w, r)
+}
+
 // serveModern serves one 2026-07-28 request.
 func (s *Server) serveModern(w http.ResponseWriter, r *http.Request) {
 	r.Header.Del(requestIDHeader)
 	r.Header.Del(inputResponsesHeader)
-	if body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1)); err == nil && len(body) <= maxBody {
+	if body, err := io.ReadAll(io.LimitReader(r.Body, callpath.MaxBody+1)); err == nil && len(body) <= callpath.MaxBody {
 		if refuseRepeatedHeader(w, r, body) { // modern_headers.go
 			return
 		}
@@ -105,7 +116,7 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request) {
 	} else {
 		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), orErr(r.Body, err)))
 	}
-	s.modern.ServeHTTP(w, r)
+	s.stateless.ServeHTTP(w, r)
 }
 
 // refuseCallHeaders answers a tools/call whose Mcp-Param-* headers do not
@@ -121,9 +132,9 @@ func (s *Server) refuseCallHeaders(w http.ResponseWriter, r *http.Request, m *wi
 	return s.refuseParamMismatch(w, r, m.ID, p.Name, p.Arguments)
 }
 
-// modernSession reports whether ss is the SDK's throwaway session for a
+// IsSession reports whether ss is the SDK's throwaway session for a
 // 2026-07-28 request.
-func modernSession(ss *mcp.ServerSession) bool {
+func IsSession(ss *mcp.ServerSession) bool {
 	if ss == nil {
 		return false
 	}
@@ -136,14 +147,15 @@ func modernSession(ss *mcp.ServerSession) bool {
 // together.
 type modernRequestState struct {
 	st    callpath.Session
-	era   modernEra
+	era   Era
 	round callpath.SDKSink
 }
 
-// receiveModern serves one 2026-07-28 request with a session built from it.
-func (s *Server) receiveModern(ctx context.Context, ss *mcp.ServerSession, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+// Receive serves one 2026-07-28 request that reached the SDK's receiving
+// middleware, with a session built from it.
+func (s *Server) Receive(ctx context.Context, ss *mcp.ServerSession, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
 	h := callpath.HeaderOf(req)
-	rs := &modernRequestState{st: callpath.Session{SS: ss, User: requestUser(h)}}
+	rs := &modernRequestState{st: callpath.Session{SS: ss, User: callpath.User(h)}}
 	st, e := &rs.st, &rs.era
 	rs.round.Bind(ctx, st)
 	if ip := ss.InitializeParams(); ip != nil {
@@ -170,7 +182,7 @@ func (s *Server) receiveModern(ctx context.Context, ss *mcp.ServerSession, metho
 				dr.Instructions = text
 			}
 			dr.Cacheable = s.cacheable()
-			s.setCapabilities(dr)
+			callpath.SetCapabilities(s.rt.Load().Catalog.Load(), dr)
 			s.advertiseTasks(dr) // modern_tasks.go
 		}
 		return res, err
@@ -268,3 +280,9 @@ func prependMember(raw json.RawMessage, members string) json.RawMessage {
 
 // errMissingParams is the error for a request without its params.
 var errMissingParams = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "missing params"}
+
+// errReader is a reader that fails with err.
+type errReader struct{ err error }
+
+// Read returns the reader's error.
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }

@@ -1,4 +1,4 @@
-package proxy
+package modern
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/panicguard"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
+	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
 )
 
@@ -93,7 +94,7 @@ func (t *listenTable) taskEvent(s *Server, e taskpoll.Event) {
 		}
 		s.bg.Go(func() {
 			defer s.panics.Catch(panicguard.Task, nil) // internal/panicguard
-			ctx, cancel := context.WithTimeout(l.ctx, notifyTimeout)
+			ctx, cancel := context.WithTimeout(l.ctx, callpath.NotifyTimeout)
 			defer cancel()
 			task, err := s.tasks.Get(ctx, e.User, e.TaskID)
 			if err != nil {

@@ -1,4 +1,4 @@
-package proxy
+package modern
 
 import (
 	"context"
@@ -61,10 +61,10 @@ func (t *listenTable) admit(b admission.Bound, user string) *jsonrpc.Error {
 	switch b.Refusal(t.open, t.users[user]) {
 	case "":
 	case b.ShareKey:
-		return &jsonrpc.Error{Code: codeLimit, Message: fmt.Sprintf(
+		return &jsonrpc.Error{Code: admission.CodeLimit, Message: fmt.Sprintf(
 			"this caller already has %d open subscriptions/listen streams, the most one caller may have (%s); close one or try again later", b.Share, b.ShareKey)}
 	default:
-		return &jsonrpc.Error{Code: codeLimit, Message: fmt.Sprintf(
+		return &jsonrpc.Error{Code: admission.CodeLimit, Message: fmt.Sprintf(
 			"mcp-mux holds at most %d open subscriptions/listen streams (%s); try again later", b.Limit, b.Key)}
 	}
 	t.open++
@@ -143,7 +143,7 @@ func (s *Server) sendListener(l *listener, method string, req mcp.Request) {
 	if s.send == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(l.ctx, notifyTimeout)
+	ctx, cancel := context.WithTimeout(l.ctx, callpath.NotifyTimeout)
 	defer cancel()
 	if _, err := s.send(ctx, method, req); err != nil {
 		s.log.Debug("listener notification not delivered", "method", method, "err", err)
@@ -186,7 +186,7 @@ func (s *Server) listen(ctx context.Context, st *callpath.Session, req mcp.Reque
 			continue
 		}
 		defer func() {
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), notifyTimeout)
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callpath.NotifyTimeout)
 			defer cancel()
 			_ = s.calls.Subscribe(ctx, st, b, uri, false)
 		}()
@@ -266,7 +266,7 @@ func (s *Server) serveListen(w http.ResponseWriter, r *http.Request, m *wire.Mes
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	l := &listener{ctx: ctx, id: id, user: rq.user, tools: n.ToolsListChanged, prompts: n.PromptsListChanged,
-		resources: n.ResourcesListChanged, direct: &listenstream.Stream{WriteTimeout: notifyTimeout}}
+		resources: n.ResourcesListChanged, direct: &listenstream.Stream{WriteTimeout: callpath.NotifyTimeout}}
 	st := &callpath.Session{}
 	rq.init(st)
 	granted := s.grantTasks(ctx, rq.user, n.TaskIDs)
@@ -281,7 +281,7 @@ func (s *Server) serveListen(w http.ResponseWriter, r *http.Request, m *wire.Mes
 		s.listeners.remove(l)
 		for _, uri := range uris {
 			if b := s.rt.Load().Catalog.Load().ResourceOwner(uri); b != nil {
-				uctx, stop := context.WithTimeout(ctx, notifyTimeout)
+				uctx, stop := context.WithTimeout(ctx, callpath.NotifyTimeout)
 				_ = s.calls.Subscribe(uctx, st, b, uri, false)
 				stop()
 			}

@@ -1,4 +1,4 @@
-package proxy
+package modern
 
 import (
 	"bytes"
@@ -70,12 +70,12 @@ import (
 // request its upstream sends is answered as the bridge would answer it: ping,
 // or a missing-capability error.
 
-// serveModernFast reports whether the fast path answered r.
-func (s *Server) serveModernFast(w http.ResponseWriter, r *http.Request, body []byte, sh wire.Shape) bool {
+// serveFast reports whether the fast path answered r.
+func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, body []byte, sh wire.Shape) bool {
 	if refuseRepeatedHeader(w, r, body) { // modern_headers.go, for both paths
 		return true
 	}
-	if sh.Batch || s.opts.DisableModernFastPath || !modernFastHeaders(r.Header) {
+	if sh.Batch || s.noFast || !modernFastHeaders(r.Header) {
 		return false
 	}
 	var m wire.Message
@@ -141,7 +141,7 @@ func modernContentHeaders(h http.Header) bool {
 	if ct := h.Get("Content-Type"); ct != "application/json" && !(len(ct) > 17 && ct[:17] == "application/json;") {
 		return false
 	}
-	return acceptsBoth(h.Values("Accept"))
+	return callpath.AcceptsBoth(h.Values("Accept"))
 }
 
 // plainID reports whether id is one the SDK echoes byte for byte: an
@@ -223,7 +223,7 @@ func (s *Server) modernRequest(h http.Header, meta json.RawMessage) (modernReq, 
 	if c == nil {
 		return modernReq{}, false
 	}
-	rq := modernReq{user: requestUser(h), caps: c}
+	rq := modernReq{user: callpath.User(h), caps: c}
 	if len(mm.Level) > 0 && mm.Level[0] == '"' {
 		_ = json.Unmarshal(mm.Level, &rq.level)
 	}
@@ -231,7 +231,7 @@ func (s *Server) modernRequest(h http.Header, meta json.RawMessage) (modernReq, 
 }
 
 // init makes st the throwaway session of one fast-path request, as
-// receiveModern builds it for the SDK path.
+// Receive builds it for the SDK path.
 func (rq modernReq) init(st *callpath.Session) {
 	st.User, st.Caps, st.ClientCaps, st.Level = rq.user, rq.caps.key, rq.caps.v1, rq.level
 }
@@ -325,7 +325,7 @@ func (k modernSink) Request(_ context.Context, method string, _ json.RawMessage)
 type modernCallState struct {
 	st  callpath.Session
 	f   callpath.FastSink
-	era modernEra
+	era Era
 }
 
 func (s *Server) modernFastCall(w http.ResponseWriter, r *http.Request, rq modernReq, rt *callpath.Route, m *wire.Message, p *wire.CallParams) {
@@ -362,7 +362,7 @@ func (s *Server) modernFastCall(w http.ResponseWriter, r *http.Request, rq moder
 			}
 		}
 	} else {
-		raw, err = s.guardedCall(ctx, st, e, stream, key, r.Header, p.Name, p.Arguments, p.Meta)
+		raw, err = s.calls.GuardedCall(ctx, st, e, stream, key, r.Header, p.Name, p.Arguments, p.Meta)
 		if ir, ok := callpath.AsInputRequired(raw); ok && err == nil {
 			raw, err = s.sealInputRequired(st, server, target(), ir)
 		}
@@ -373,7 +373,7 @@ func (s *Server) modernFastCall(w http.ResponseWriter, r *http.Request, rq moder
 	s.modernFinish(f, m.ID, raw, err)
 }
 
-// modernFastList answers a list as receiveModern does: the catalog's, with
+// modernFastList answers a list as Receive does: the catalog's, with
 // resultType, ttlMs and cacheScope.
 func (s *Server) modernFastList(w http.ResponseWriter, rq modernReq, m *wire.Message, cursor string) {
 	cat := s.rt.Load().Catalog.Load()
@@ -391,11 +391,11 @@ func (s *Server) modernFastList(w http.ResponseWriter, rq modernReq, m *wire.Mes
 		rq.init(&st)
 		raw = st.Promo.ToolsList(cat)
 	case "prompts/list":
-		raw, err = callpath.Page(cat.Prompts(), "prompts", cursor, s.opts.PageSize)
+		raw, err = callpath.Page(cat.Prompts(), "prompts", cursor, s.pageSize)
 	case "resources/list":
-		raw, err = callpath.Page(cat.Resources(), "resources", cursor, s.opts.PageSize)
+		raw, err = callpath.Page(cat.Resources(), "resources", cursor, s.pageSize)
 	case "resources/templates/list":
-		raw, err = callpath.Page(cat.Templates(), "resourceTemplates", cursor, s.opts.PageSize)
+		raw, err = callpath.Page(cat.Templates(), "resourceTemplates", cursor, s.pageSize)
 	}
 	if err == nil && (m.Method != "tools/list" || cat.Searching()) {
 		raw = s.modernResult(m.Method, raw)
@@ -418,8 +418,8 @@ func (s *Server) modernToolsList(cat *callpath.Catalog) json.RawMessage {
 // modernFinish writes a fast-path response. Errors carry the HTTP status
 // the SDK gives them on the 2026-07-28 protocol.
 func (s *Server) modernFinish(f *callpath.FastSink, id json.RawMessage, raw json.RawMessage, err error) {
-	out := bodyBuffers.Get()
-	defer bodyBuffers.Put(out)
+	out := s.buffers.Get()
+	defer s.buffers.Put(out)
 	status := http.StatusOK
 	var b []byte
 	if err != nil {

@@ -1,4 +1,4 @@
-package proxy
+package modern
 
 import (
 	"bytes"
@@ -207,7 +207,7 @@ func (b bridgeSink) Request(ctx context.Context, method string, params json.RawM
 // startParked runs call as a bridged call to server of the request whose
 // first round (handled with ctx) is round; the request's era e gets the
 // bridge as its sink.
-func (s *Server) startParked(ctx context.Context, round callpath.Sink, e *modernEra, server, target string, call func(context.Context) (mcp.Result, error)) *parkedCall {
+func (s *Server) startParked(ctx context.Context, round callpath.Sink, e *Era, server, target string, call func(context.Context) (mcp.Result, error)) *parkedCall {
 	pc := &parkedCall{server: server, target: target, user: round.Session().User, done: make(chan struct{}),
 		signal: make(chan struct{}, 1), inputs: map[string]*pendingInput{}, round: round, ctx: ctx}
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -332,10 +332,10 @@ func (t *parkTable) park(s *Server, pc *parkedCall, b admission.Bound) error {
 	switch b.Refusal(len(t.m), t.users[pc.user]) {
 	case "":
 	case b.ShareKey:
-		return &jsonrpc.Error{Code: codeLimit, Message: fmt.Sprintf(
+		return &jsonrpc.Error{Code: admission.CodeLimit, Message: fmt.Sprintf(
 			"this caller already has %d calls waiting for client input, the most one caller may have (%s); answer or cancel one, or try again later", b.Share, b.ShareKey)}
 	default:
-		return &jsonrpc.Error{Code: codeLimit, Message: fmt.Sprintf(
+		return &jsonrpc.Error{Code: admission.CodeLimit, Message: fmt.Sprintf(
 			"more than %d calls are waiting for client input (%s); try again later", b.Limit, b.Key)}
 	}
 	if pc.id == "" { // named when first parked: most calls never are
@@ -403,7 +403,7 @@ func (pc *parkedCall) answer(responses map[string]json.RawMessage) {
 // modernCall serves a 2026-07-28 tools/call, prompts/get or resources/read
 // of st, whose stream is round's: a retry is unsealed and resumed, a new
 // call runs bridged.
-func (s *Server) modernCall(ctx context.Context, st *callpath.Session, e *modernEra, round callpath.Sink, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+func (s *Server) modernCall(ctx context.Context, st *callpath.Session, e *Era, round callpath.Sink, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
 	responses, state := retryOf(req)
 	server, target := s.ownerOf(method, req.GetParams())
 	if state != "" {
