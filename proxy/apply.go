@@ -19,7 +19,7 @@ package proxy
 //   - added: likewise; removed: nothing in the new runtime refers to it;
 //   - invalid in the new file but running: the running one is kept (last
 //     good settings) and the problem is reported;
-//   - refused by Options.ServerChange (or the task rule, taskChange): the
+//   - refused by Options.ServerChange (or the task rule, taskBridge.change): the
 //     running one is kept, with the reason reported;
 //   - its resolver or upstream cannot be set up: it is skipped (reported in
 //     the runtime's skipped servers); a running one whose new resolver
@@ -37,6 +37,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/catalog"
@@ -133,7 +134,7 @@ func (ex *execution) build(cfg *config.Config) error {
 	}
 	rt := callpath.NewRuntime(cfg)
 	rt.Policy, rt.Auth, rt.Interceptors, rt.Origins = callpath.NewCatalogPolicy(cfg, s.tasks != nil), auth, icepts, origins
-	s.warnTaskSettings(ex.old.Config, cfg)
+	s.durable.warnSettings(ex.old.Config, cfg)
 	rt.States = s.states
 	if k := cfg.Inbound.RequestStateKey; !k.IsZero() {
 		rt.States = seal.New(k.Reveal())
@@ -151,11 +152,11 @@ func runningView(rt *callpath.Runtime) []reload.Running {
 	return out
 }
 
-// refuse is the plan's Refuse: the task rule (taskChange), then
+// refuse is the plan's Refuse: the task rule (taskBridge.change), then
 // Options.ServerChange, on whether the running settings may become next
 // (nil: removed or disabled).
 func (s *Server) refuse(running, next *config.Server) error {
-	if err := s.taskChange(running, next); err != nil {
+	if err := s.durable.change(running, next); err != nil {
 		return err
 	}
 	if s.opts.ServerChange == nil {
@@ -272,7 +273,7 @@ func (ex *execution) reconnect(a *reload.Action, res *headers.Resolver) {
 // the old one.
 func (ex *execution) swap() {
 	s, old, rt := ex.s, ex.old, ex.rt
-	s.hold(rt)
+	s.refs.hold(rt)
 	for _, b := range ex.started {
 		b.Up.Start()
 	}
@@ -283,9 +284,9 @@ func (ex *execution) swap() {
 	rt.Catalog.Store(callpath.BuildCatalog(rt.Backends, rt.Policy, s.log))
 	s.rt.Store(rt)
 	s.ready.Store(true)
-	s.startTasks()
+	s.durable.start()
 	ex.forgetRemoved()
-	s.retire(old)
+	s.refs.retire(old)
 	s.refreshCatalog(old)
 }
 
@@ -299,11 +300,32 @@ func (ex *execution) forgetRemoved() {
 	}
 }
 
+// runtimeRefs counts the runtimes holding each upstream and headers
+// resolver (runtimes built by reloads share the ones whose settings did not
+// change), and closes each when the last runtime holding it is released.
+type runtimeRefs struct {
+	mu       sync.Mutex
+	refs     map[any]int // *upstream.Upstream and *headers.Resolver → runtimes holding it
+	retiring sync.WaitGroup
+	ctx      context.Context // cancelled by stop: retired runtimes close at once
+	stop     context.CancelFunc
+	drain    time.Duration // Options.DrainTimeout
+	log      hclog.Logger
+}
+
+// newRuntimeRefs returns an empty count; retired runtimes wait at most
+// drain for their calls.
+func newRuntimeRefs(drain time.Duration, log hclog.Logger) *runtimeRefs {
+	r := &runtimeRefs{refs: map[any]int{}, drain: drain, log: log}
+	r.ctx, r.stop = context.WithCancel(context.Background())
+	return r
+}
+
 // hold counts rt's references to its upstreams and resolvers.
 // Requires applyMu.
-func (s *Server) hold(rt *callpath.Runtime) {
-	s.refMu.Lock()
-	defer s.refMu.Unlock()
+func (s *runtimeRefs) hold(rt *callpath.Runtime) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, b := range rt.Backends {
 		s.refs[b.Up]++
 		if b.Resolver != nil {
@@ -314,9 +336,9 @@ func (s *Server) hold(rt *callpath.Runtime) {
 
 // release drops rt's references and closes what nothing holds any more,
 // waiting for the closes.
-func (s *Server) release(rt *callpath.Runtime) {
+func (s *runtimeRefs) release(rt *callpath.Runtime) {
 	var wg sync.WaitGroup
-	s.refMu.Lock()
+	s.mu.Lock()
 	for _, b := range rt.Backends {
 		if s.refs[b.Up]--; s.refs[b.Up] == 0 {
 			delete(s.refs, b.Up)
@@ -329,15 +351,15 @@ func (s *Server) release(rt *callpath.Runtime) {
 			}
 		}
 	}
-	s.refMu.Unlock()
+	s.mu.Unlock()
 	wg.Wait()
 }
 
-// retire marks old as replaced and, in a goroutine Close waits for, releases
-// it once the calls that started on it have finished.
-func (s *Server) retire(old *callpath.Runtime) {
+// retire marks old as replaced and, in a goroutine close waits for,
+// releases it once the calls that started on it have finished.
+func (s *runtimeRefs) retire(old *callpath.Runtime) {
 	idle := old.Retire()
-	timeout := s.opts.DrainTimeout
+	timeout := s.drain
 	if timeout <= 0 {
 		timeout = defaultDrainTimeout
 	}
@@ -348,10 +370,18 @@ func (s *Server) retire(old *callpath.Runtime) {
 		case <-idle:
 		case <-t.C:
 			s.log.Warn("reload: closing replaced upstreams with calls still in flight", "after", timeout)
-		case <-s.retireCtx.Done():
+		case <-s.ctx.Done():
 		}
 		s.release(old)
 	})
+}
+
+// close releases the retired runtimes at once, waits for them, then
+// releases rt.
+func (s *runtimeRefs) close(rt *callpath.Runtime) {
+	s.stop()
+	s.retiring.Wait()
+	s.release(rt)
 }
 
 // awaitDiscovery waits, at most Options.SwapWait, for the first discovery
@@ -387,7 +417,7 @@ func (s *Server) upstreamOptions(sc *config.Server, ref *callpath.ResolverRef) u
 	o.Logger = s.log.Named("upstream").With("server", sc.Name)
 	o.OnChange = func() { s.refreshCatalog(nil) }
 	o.OnDiscovery = s.metrics.observeDiscovery(sc.Name)
-	o.Handler = guardedHandler{s.panics, (*forwarder)(s)}
+	o.Handler = guardedHandler{s.panics, &s.fwd}
 	o.Via = s.via
 	// Discovery uses the newest credentials built for this upstream.
 	o.BaseHeaders = ref.BaseHeaders
@@ -422,13 +452,13 @@ func (s *Server) notifyChanges(before, next *callpath.Catalog) {
 	searching := before.Searching() || next.Searching()
 	for _, ss := range s.sessions.all() {
 		if tools && (!searching || s.sessionToolsChanged(ss, before, next)) {
-			s.notify(context.Background(), ss, "notifications/tools/list_changed", nil)
+			s.sessions.notify(context.Background(), ss, "notifications/tools/list_changed", nil)
 		}
 		if prompts {
-			s.notify(context.Background(), ss, "notifications/prompts/list_changed", nil)
+			s.sessions.notify(context.Background(), ss, "notifications/prompts/list_changed", nil)
 		}
 		if resources {
-			s.notify(context.Background(), ss, "notifications/resources/list_changed", nil)
+			s.sessions.notify(context.Background(), ss, "notifications/resources/list_changed", nil)
 		}
 	}
 }

@@ -9,18 +9,24 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/proxy/callpath"
+	"github.com/mcp-mux/mcp-mux/proxy/modern"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
-// forwarder is the Server seen as the upstream.Handler: it routes what
+// forwarder is the upstream.Handler of every upstream: it routes what
 // upstream servers send on call sessions to the downstream session (and,
 // where known, the request) they belong to.
-type forwarder Server
+type forwarder struct {
+	sessions *sessionTable
+	modern   *modern.Server // listeners of resource updates
+}
 
 var _ upstream.Handler = (*forwarder)(nil)
 
+// ServerNotification delivers an upstream's notification to the call or
+// sessions it belongs to.
 func (f *forwarder) ServerNotification(ctx context.Context, key upstream.Key, method string, params json.RawMessage) {
-	s := (*Server)(f)
+	s := f
 	switch method {
 	case "notifications/progress":
 		// The upstream session delivers it only with its call's context (sink.go).
@@ -30,7 +36,7 @@ func (f *forwarder) ServerNotification(ctx context.Context, key upstream.Key, me
 			k.Notify(method, params)
 			return
 		}
-		for _, st := range s.sessionsWithKey(key) {
+		for _, st := range s.sessions.withKey(key) {
 			callpath.DeliverNotification(context.Background(), st, method, params)
 		}
 	case "notifications/resources/updated":
@@ -42,31 +48,22 @@ func (f *forwarder) ServerNotification(ctx context.Context, key upstream.Key, me
 		// every session that subscribed to the URI gets the update.
 		for _, ss := range s.sessions.all() {
 			if st := s.sessions.get(ss); st != nil && st.Subs.Has(p.URI) {
-				s.notify(context.Background(), ss, method, &p)
+				s.sessions.notify(context.Background(), ss, method, &p)
 			}
 		}
 		s.modern.ResourceUpdated(&p)
 	}
 }
 
+// ServerRequest forwards an upstream's request to the client of the call
+// (or else of a session) it belongs to.
 func (f *forwarder) ServerRequest(ctx context.Context, key upstream.Key, method string, params json.RawMessage) (json.RawMessage, error) {
-	s := (*Server)(f)
+	s := f
 	if k := callpath.SinkFrom(ctx); k != nil {
 		return k.Request(ctx, method, params)
 	}
-	for _, st := range s.sessionsWithKey(key) {
+	for _, st := range s.sessions.withKey(key) {
 		return callpath.SessionRequest(ctx, st, method, params)
 	}
 	return nil, &wire.Error{Code: -32603, Message: fmt.Sprintf("no client session is waiting for %s", method)}
-}
-
-// sessionsWithKey returns the downstream sessions that called upstreams as key.
-func (s *Server) sessionsWithKey(key upstream.Key) []*callpath.Session {
-	var out []*callpath.Session
-	for _, ss := range s.sessions.all() {
-		if st := s.sessions.get(ss); st != nil && st.HasKey(key) {
-			out = append(out, st)
-		}
-	}
-	return out
 }

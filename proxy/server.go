@@ -83,39 +83,35 @@ type Server struct {
 	applyMu sync.Mutex
 	catMu   sync.Mutex
 
-	sdk        *mcp.Server
-	send       mcp.MethodHandler // captured sending handler: per-session notifications
-	mcp        http.Handler      // legacy: stateful Streamable HTTP
-	modern     *modern.Server    // the 2026-07-28 era (package modern)
-	via        *via.Marker       // this process in the requests it sends upstream (internal/via)
-	states     *seal.Sealer      // requestState key without inbound.request_state_key
-	buffers    wire.Buffers      // request and response bodies (limits.go, fastpath.go)
-	sessions   sessionTable
-	requests   requestTable // SDK-path HTTP requests (limits.go)
-	metrics    *metrics
-	panics     *panicguard.Guard       // internal/panicguard, recover.go
-	subs       *subscriptions.Registry // resource subscriptions by server (package subscriptions)
-	bodies     *admission.Bodies       // request body bounds (limits.go)
-	calls      *callpath.Router        // the call path both eras share (package callpath)
-	gate       callpath.Life           // orders session registration and calls against Close
-	sessionsWG sync.WaitGroup          // session cleanup goroutines
-	ready      atomic.Bool             // a config has been applied
-	life       context.Context         // ends when Close starts
-	draining   atomic.Bool             // Drain was called: not ready
-	started    time.Time
-	stop       context.CancelFunc
-	bg         sync.WaitGroup
+	sdk      *mcp.Server
+	send     mcp.MethodHandler // captured sending handler: per-session notifications
+	mcp      http.Handler      // legacy: stateful Streamable HTTP
+	modern   *modern.Server    // the 2026-07-28 era (package modern)
+	via      *via.Marker       // this process in the requests it sends upstream (internal/via)
+	states   *seal.Sealer      // requestState key without inbound.request_state_key
+	buffers  wire.Buffers      // request and response bodies (limits.go, fastpath.go)
+	sessions sessionTable
+	recv     receiver     // the SDK's receiving middleware (middleware.go)
+	fwd      forwarder    // every upstream's handler (forward.go)
+	requests requestTable // SDK-path HTTP requests (limits.go)
+	metrics  *metrics
+	panics   *panicguard.Guard       // internal/panicguard, recover.go
+	subs     *subscriptions.Registry // resource subscriptions by server (package subscriptions)
+	bodies   *admission.Bodies       // request body bounds (limits.go)
+	calls    *callpath.Router        // the call path both eras share (package callpath)
+	gate     callpath.Life           // orders session registration and calls against Close
+	ready    atomic.Bool             // a config has been applied
+	life     context.Context         // ends when Close starts
+	draining atomic.Bool             // Drain was called: not ready
+	started  time.Time
+	stop     context.CancelFunc
+	bg       sync.WaitGroup
 
-	refMu      sync.Mutex
-	refs       map[any]int // *upstream.Upstream and *headers.Resolver → runtimes holding it
-	retiring   sync.WaitGroup
-	retireCtx  context.Context // cancelled by Close: retired runtimes close at once
-	retireStop context.CancelFunc
-	reloads    reloadLog
+	refs    *runtimeRefs // upstreams and resolvers by the runtimes holding them (apply.go)
+	reloads reloadLog
 
-	tasks       *taskpoll.Service // nil: durable tasks off (tasks.go)
-	tasksOnce   sync.Once
-	tasksCancel func()
+	tasks   *taskpoll.Service // nil: durable tasks off (tasks.go)
+	durable taskBridge        // the task service's lifecycle and events (tasks.go)
 }
 
 // New returns a Server with no upstreams; call Apply to configure it.
@@ -132,14 +128,13 @@ func New(opts Options) *Server {
 	if opts.IdleConnTimeout <= 0 {
 		opts.IdleConnTimeout = defaultIdleConnTimeout
 	}
-	s := &Server{opts: opts, log: opts.Logger, refs: map[any]int{}, started: time.Now(), via: via.New()}
-	s.retireCtx, s.retireStop = context.WithCancel(context.Background())
+	s := &Server{opts: opts, log: opts.Logger, started: time.Now(), via: via.New()}
+	s.refs = newRuntimeRefs(opts.DrainTimeout, s.log)
 	s.metrics = newMetrics(s)
 	s.panics = panicguard.New(s.log, s.metrics.reg)
 	s.subs = subscriptions.New(subscriptions.Options{UnsubscribeTimeout: notifyTimeout})
 	s.bodies = admission.NewBodies(admission.BodyOptions{Max: callpath.MaxBody, Timeout: opts.BodyTimeout, Buffers: &s.buffers, Log: s.log})
 	s.reloads.register(s.metrics.reg)
-	s.sessions.m = make(map[*mcp.ServerSession]*callpath.Session)
 	// The SDK's capabilities gate nothing mcp-mux relies on: initialize and
 	// discover results get the catalog's (catalog.go).
 	s.sdk = mcp.NewServer(&mcp.Implementation{Name: "mcp-mux", Version: opts.Version}, &mcp.ServerOptions{
@@ -152,7 +147,7 @@ func New(opts Options) *Server {
 		},
 	})
 	s.sdk.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler { s.send = next; return next })
-	s.sdk.AddReceivingMiddleware(s.receive)
+	s.sdk.AddReceivingMiddleware(s.recv.middleware)
 	// Added last, so outermost: a handler's panic is its request's error (internal/panicguard).
 	s.sdk.AddReceivingMiddleware(s.panics.Middleware)
 	// Idle sessions are closed by reapSessions, which also sees fast-path calls.
@@ -164,27 +159,32 @@ func New(opts Options) *Server {
 	s.life = ctx
 	s.states = seal.New("")
 	if opts.TaskStore != nil {
-		svc, err := taskpoll.New(taskpoll.Options{Store: opts.TaskStore, Caller: (*taskCaller)(s), Config: opts.TaskConfig,
+		svc, err := taskpoll.New(taskpoll.Options{Store: opts.TaskStore, Caller: &taskCaller{rt: &s.rt, panics: s.panics}, Config: opts.TaskConfig,
 			Logger: s.log.Named("tasks"), Registerer: s.metrics.reg})
 		if err != nil {
 			s.log.Error("durable tasks are off", "err", err)
 		} else {
 			s.tasks = svc
-			s.tasksCancel = svc.Subscribe(s.taskEvent)
+			s.durable.svc = svc
+			s.durable.cancel = svc.Subscribe(s.durable.event)
 		}
 	}
 	s.calls = callpath.New(callpath.Options{Log: s.log, MaxSessionCalls: opts.MaxSessionCalls, Tasks: s.tasks, Runtime: &s.rt, Life: &s.gate,
 		PageSize: opts.PageSize, Subs: s.subs, Panics: s.panics})
+	s.sessions = sessionTable{m: make(map[*mcp.ServerSession]*callpath.Session), send: s.send, gate: &s.gate, rt: &s.rt, calls: s.calls, log: s.log}
 	s.modern = modern.New(modern.Options{Log: s.log, SDK: s.sdk, Send: s.send, Calls: s.calls, Runtime: &s.rt,
 		Gate: &s.gate, Life: s.life, Background: &s.bg, Panics: s.panics, Tasks: s.tasks, States: s.states,
 		Buffers: &s.buffers, PageSize: opts.PageSize, DisableFastPath: opts.DisableModernFastPath})
+	s.durable.log, s.durable.panics, s.durable.sessions, s.durable.modern, s.durable.bg = s.log, s.panics, &s.sessions, s.modern, &s.bg
+	s.recv = receiver{rt: &s.rt, via: s.via, requests: &s.requests, sessions: &s.sessions, calls: s.calls, modern: s.modern}
+	s.fwd = forwarder{sessions: &s.sessions, modern: s.modern}
 	none, _ := inbound.New(inbound.Options{Mode: inbound.ModeNone})
 	origins, _ := newOriginPolicy(nil, nil)
 	empty := callpath.NewRuntime(&config.Config{})
 	empty.Policy, empty.Auth, empty.Origins, empty.States = callpath.NewCatalogPolicy(&config.Config{}, s.tasks != nil), none, origins, s.states
 	empty.Catalog.Store(callpath.BuildCatalog(nil, empty.Policy, s.log))
 	s.rt.Store(empty)
-	s.bg.Go(func() { s.reapSessions(ctx) })
+	s.bg.Go(func() { s.sessions.reap(ctx) })
 	return s
 }
 
@@ -225,7 +225,7 @@ func (s *Server) WaitDiscovery(ctx context.Context) error {
 // and every upstream, killing stdio process groups.
 func (s *Server) Close(ctx context.Context) error {
 	s.gate.Close()
-	s.stopTasks(ctx)
+	s.durable.stop(ctx)
 	s.stop()
 	s.bg.Wait()
 	s.modern.Close()
@@ -237,12 +237,12 @@ func (s *Server) Close(ctx context.Context) error {
 		s.log.Warn("shutdown: abandoning in-flight calls")
 	}
 	for _, ss := range s.sessions.all() {
-		s.closeSession(ss)
+		s.sessions.close(ss)
 	}
 	// Each session's cleanup releases its upstream sessions; let it finish
 	// before the upstreams go, so no stdio process outlives Close.
 	cleaned := make(chan struct{})
-	go func() { s.sessionsWG.Wait(); close(cleaned) }()
+	go func() { s.sessions.wg.Wait(); close(cleaned) }()
 	select {
 	case <-cleaned:
 	case <-ctx.Done():
@@ -250,8 +250,6 @@ func (s *Server) Close(ctx context.Context) error {
 	// Runtimes replaced by reloads close now, then the current one.
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
-	s.retireStop()
-	s.retiring.Wait()
-	s.release(s.rt.Load())
+	s.refs.close(s.rt.Load())
 	return nil
 }

@@ -3,8 +3,10 @@ package proxy
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/admission"
@@ -12,11 +14,21 @@ import (
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
+// sessionTable holds the downstream sessions of the legacy era: it opens
+// them after initialize, notifies them, closes them (idle ones too) and
+// releases what they held when they end.
 type sessionTable struct {
 	mu    sync.RWMutex
 	m     map[*mcp.ServerSession]*callpath.Session
 	byID  map[string]*callpath.Session
 	slots admission.Sessions // open sessions and admission slots, in all and by user (limits.go)
+
+	send  mcp.MethodHandler // the SDK's sending handler: notifications
+	gate  *callpath.Life    // orders registration against Close
+	wg    sync.WaitGroup    // session cleanup goroutines (end)
+	rt    *atomic.Pointer[callpath.Runtime]
+	calls *callpath.Router
+	log   hclog.Logger
 }
 
 // add registers st, turning the admission slot token (if any) into it.
@@ -76,21 +88,21 @@ func (t *sessionTable) all() []*mcp.ServerSession {
 	return out
 }
 
-// openSession registers a downstream session after a successful initialize
+// open registers a downstream session after a successful initialize
 // and releases its upstream sessions when it ends.
-func (s *Server) openSession(ss *mcp.ServerSession, user, token string) *callpath.Session {
-	if st := s.sessions.get(ss); st != nil {
+func (t *sessionTable) open(ss *mcp.ServerSession, user, token string) *callpath.Session {
+	if st := t.get(ss); st != nil {
 		return st
 	}
-	st := &callpath.Session{SS: ss, ID: ss.ID(), User: user, Send: s.send}
+	st := &callpath.Session{SS: ss, ID: ss.ID(), User: user, Send: t.send}
 	if ip := ss.InitializeParams(); ip != nil {
 		st.Caps, st.ClientCaps = upstream.Capabilities(ip.Capabilities), ip.Capabilities
 	}
 	st.Start()
 	st.Touch()
-	opened := s.gate.Exclusive(func() {
-		s.sessions.add(st, token)
-		s.sessionsWG.Go(func() { s.endSession(ss, st) })
+	opened := t.gate.Exclusive(func() {
+		t.add(st, token)
+		t.wg.Go(func() { t.end(ss, st) })
 	})
 	if !opened {
 		st.Cancel()
@@ -99,32 +111,32 @@ func (s *Server) openSession(ss *mcp.ServerSession, user, token string) *callpat
 	return st
 }
 
-// endSession waits for the session ss to end, then forgets it and releases
+// end waits for the session ss to end, then forgets it and releases
 // its subscriptions and upstream sessions.
-func (s *Server) endSession(ss *mcp.ServerSession, st *callpath.Session) {
+func (t *sessionTable) end(ss *mcp.ServerSession, st *callpath.Session) {
 	_ = ss.Wait()
 	st.Cancel()
-	s.sessions.remove(ss)
-	s.calls.DropSubscriptions(st)
+	t.remove(ss)
+	t.calls.DropSubscriptions(st)
 	if st.ID == "" {
 		return
 	}
-	for _, b := range s.rt.Load().Backends {
+	for _, b := range t.rt.Load().Backends {
 		b.Up.ReleaseThread(st.ID)
 	}
 }
 
 // notifyAll sends a list_changed notification to every session.
-func (s *Server) notifyAll(method string) {
-	for _, ss := range s.sessions.all() {
-		s.notify(context.Background(), ss, method, nil)
+func (t *sessionTable) notifyAll(method string) {
+	for _, ss := range t.all() {
+		t.notify(context.Background(), ss, method, nil)
 	}
 }
 
 // notify sends one notification to one session: on the stream of the
 // request whose handler context ctx is, else on the standalone stream.
-func (s *Server) notify(ctx context.Context, ss *mcp.ServerSession, method string, params mcp.Params) {
-	if s.send == nil {
+func (t *sessionTable) notify(ctx context.Context, ss *mcp.ServerSession, method string, params mcp.Params) {
+	if t.send == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, notifyTimeout)
@@ -143,45 +155,56 @@ func (s *Server) notify(ctx context.Context, ss *mcp.ServerSession, method strin
 	default:
 		return
 	}
-	if _, err := s.send(ctx, method, req); err != nil {
-		s.log.Debug("notification not delivered", "method", method, "session", ss.ID(), "err", err)
+	if _, err := t.send(ctx, method, req); err != nil {
+		t.log.Debug("notification not delivered", "method", method, "session", ss.ID(), "err", err)
 	}
 }
 
-// closeSession ends a downstream session: its requests in flight are
+// close ends a downstream session: its requests in flight are
 // cancelled first, so that closing it (which waits for its handlers) is prompt.
-func (s *Server) closeSession(ss *mcp.ServerSession) {
-	if st := s.sessions.get(ss); st != nil {
+func (t *sessionTable) close(ss *mcp.ServerSession) {
+	if st := t.get(ss); st != nil {
 		st.Cancel()
 	}
 	_ = ss.Close()
 }
 
-// reapSessions closes downstream sessions idle for longer than
+// reap closes downstream sessions idle for longer than
 // inbound.session_idle_timeout_seconds (of the config applied at the time).
-func (s *Server) reapSessions(ctx context.Context) {
-	t := time.NewTimer(0)
-	defer t.Stop()
+func (t *sessionTable) reap(ctx context.Context) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-t.C:
-			timeout := s.rt.Load().Config.Inbound.SessionIdleTimeout
+		case now := <-timer.C:
+			timeout := t.rt.Load().Config.Inbound.SessionIdleTimeout
 			if timeout <= 0 {
 				timeout = defaultSessionTimeout
 			}
-			for _, ss := range s.sessions.all() {
-				if st := s.sessions.get(ss); st != nil && now.Sub(time.Unix(0, st.LastSeen.Load())) > timeout {
-					s.log.Debug("closing idle session", "session", st.ID)
-					s.closeSession(ss)
+			for _, ss := range t.all() {
+				if st := t.get(ss); st != nil && now.Sub(time.Unix(0, st.LastSeen.Load())) > timeout {
+					t.log.Debug("closing idle session", "session", st.ID)
+					t.close(ss)
 				}
 			}
 			// At least every second, so that a reload's new timeout applies soon.
-			t.Reset(min(max(timeout/8, 10*time.Millisecond), time.Second))
+			timer.Reset(min(max(timeout/8, 10*time.Millisecond), time.Second))
 		}
 	}
 }
 
 // notifyTimeout bounds sending one notification to a client.
 const notifyTimeout = callpath.NotifyTimeout
+
+// withKey returns the downstream sessions that called upstreams as key.
+func (t *sessionTable) withKey(key upstream.Key) []*callpath.Session {
+	var out []*callpath.Session
+	for _, ss := range t.all() {
+		if st := t.get(ss); st != nil && st.HasKey(key) {
+			out = append(out, st)
+		}
+	}
+	return out
+}

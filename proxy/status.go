@@ -113,7 +113,7 @@ func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
 		Detail  []ServerStatus `json:"detail,omitempty"`
 	}{Ready: st.Ready, Tools: st.Tools, Servers: counts}
 	if s.tasks != nil {
-		storeOK := s.taskStoreReady(r.Context())
+		storeOK := s.durable.ready(r.Context())
 		out.Ready = out.Ready && storeOK
 		out.Store = &storeOK
 	}

@@ -6,14 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/config"
 	"github.com/mcp-mux/mcp-mux/internal/panicguard"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/proxy/callpath"
+	"github.com/mcp-mux/mcp-mux/proxy/modern"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
@@ -52,21 +56,35 @@ func TaskStartupError(cfg *config.Config) error {
 	return nil
 }
 
-// taskChange is Apply's rule for task-enabled servers: a running one keeps
+// taskBridge is the durable task service as the proxy runs it: started
+// at the first Apply, stopped by Close, its events delivered to this
+// replica's sessions and listeners, its reload rules applied.
+type taskBridge struct {
+	svc      *taskpoll.Service // nil: durable tasks off
+	once     sync.Once
+	cancel   func() // ends the event subscription
+	log      hclog.Logger
+	panics   *panicguard.Guard
+	sessions *sessionTable
+	modern   *modern.Server
+	bg       *sync.WaitGroup
+}
+
+// change is Apply's rule for task-enabled servers: a running one keeps
 // its connection settings until a restart, since its tasks' polls depend on
 // them (removing or disabling it is allowed: its tasks then retry).
-func (s *Server) taskChange(prev, next *config.Server) error {
-	if s.tasks == nil || prev == nil || next == nil || len(prev.TaskToolsets) == 0 || prev.Fingerprint() == next.Fingerprint() {
+func (s *taskBridge) change(prev, next *config.Server) error {
+	if s.svc == nil || prev == nil || next == nil || len(prev.TaskToolsets) == 0 || prev.Fingerprint() == next.Fingerprint() {
 		return nil
 	}
 	return fmt.Errorf("MCP task-enabled server configuration changed after mcp-mux started (%s); restart mcp-mux to apply it", prev.Name)
 }
 
-// taskEvent delivers one task event to this replica's sessions of its
+// event delivers one task event to this replica's sessions of its
 // owner: those that called as its thread get a logging message, and they
 // and any session of the user subscribed to the task's resource get
 // notifications/resources/updated.
-func (s *Server) taskEvent(e taskpoll.Event) {
+func (s *taskBridge) event(e taskpoll.Event) {
 	// On the task service's goroutine (internal/panicguard).
 	defer s.panics.Catch(panicguard.Task, nil)
 	s.modern.TaskEvent(e) // subscriptions/listen with taskIds (package modern)
@@ -89,19 +107,23 @@ func (s *Server) taskEvent(e taskpoll.Event) {
 			if owner {
 				callpath.DeliverNotification(ctx, st, "notifications/message", msg)
 			}
-			s.notify(ctx, ss, "notifications/resources/updated", &mcp.ResourceUpdatedNotificationParams{URI: uri})
+			s.sessions.notify(ctx, ss, "notifications/resources/updated", &mcp.ResourceUpdatedNotificationParams{URI: uri})
 		})
 	}
 }
 
-// taskCaller is the Server as the poller's taskpoll.Caller.
-type taskCaller Server
+// taskCaller is the poller's taskpoll.Caller: it calls a task's server
+// on the runtime running now.
+type taskCaller struct {
+	rt     *atomic.Pointer[callpath.Runtime]
+	panics *panicguard.Guard
+}
 
 // CallTool runs a task tool with the server's own credentials only (static
 // headers and OAuth, never a request's secrets), on the task's (user,
 // thread) scope, retrying once after a 401 with a refreshed token.
 func (c *taskCaller) CallTool(ctx context.Context, call taskpoll.Call) (_ json.RawMessage, err error) {
-	s := (*Server)(c)
+	s := c
 	defer s.panics.Catch(panicguard.Task, &err) // the poller's goroutine (internal/panicguard)
 	b := s.rt.Load().ByName[call.Server]
 	if b == nil {
@@ -158,10 +180,10 @@ func (s *Server) Authenticated(next func(w http.ResponseWriter, r *http.Request,
 	})
 }
 
-// warnTaskSettings logs when a reload changes the startup-only mcp_tasks or
+// warnSettings logs when a reload changes the startup-only mcp_tasks or
 // store blocks.
-func (s *Server) warnTaskSettings(old, cfg *config.Config) {
-	if s.tasks == nil || len(old.Servers) == 0 && old.Tasks == (config.Tasks{}) {
+func (s *taskBridge) warnSettings(old, cfg *config.Config) {
+	if s.svc == nil || len(old.Servers) == 0 && old.Tasks == (config.Tasks{}) {
 		return
 	}
 	if old.Tasks != cfg.Tasks || old.Store.KeyPrefix != cfg.Store.KeyPrefix || old.Store.RedisURL.Reveal() != cfg.Store.RedisURL.Reveal() {
@@ -169,33 +191,33 @@ func (s *Server) warnTaskSettings(old, cfg *config.Config) {
 	}
 }
 
-// startTasks starts the poller once, at the first Apply.
-func (s *Server) startTasks() {
-	if s.tasks != nil {
-		s.tasksOnce.Do(s.tasks.Start)
+// start starts the poller once, at the first Apply.
+func (s *taskBridge) start() {
+	if s.svc != nil {
+		s.once.Do(s.svc.Start)
 	}
 }
 
-// stopTasks stops the poller and releases this replica's leases, so that
+// stop stops the poller and releases this replica's leases, so that
 // another replica takes its tasks at once (bounded by ctx).
-func (s *Server) stopTasks(ctx context.Context) {
-	if s.tasks == nil {
+func (s *taskBridge) stop(ctx context.Context) {
+	if s.svc == nil {
 		return
 	}
-	s.tasksCancel()
-	s.tasksOnce.Do(func() {}) // a Close before any Apply never starts it
-	if err := s.tasks.Stop(ctx); err != nil {
+	s.cancel()
+	s.once.Do(func() {}) // a Close before any Apply never starts it
+	if err := s.svc.Stop(ctx); err != nil {
 		s.log.Warn("shutdown: releasing task leases failed; they expire after lease_seconds", "err", err)
 	}
 }
 
-// taskStoreReady reports whether the task store answers (true when tasks
+// ready reports whether the task store answers (true when tasks
 // are off): /readyz is not ready without it.
-func (s *Server) taskStoreReady(ctx context.Context) bool {
-	if s.tasks == nil {
+func (s *taskBridge) ready(ctx context.Context) bool {
+	if s.svc == nil {
 		return true
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	return s.tasks.Ping(ctx) == nil
+	return s.svc.Ping(ctx) == nil
 }
