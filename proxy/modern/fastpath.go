@@ -72,57 +72,81 @@ import (
 
 // serveFast reports whether the fast path answered r.
 func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, body []byte, sh wire.Shape) bool {
-	if refuseRepeatedHeader(w, r, body) { // modern_headers.go, for both paths
+	if refuseRepeatedHeader(w, r, body) { // headers.go, for both paths
 		return true
 	}
-	if sh.Batch || s.noFast || !modernFastHeaders(r.Header) {
-		return false
-	}
 	var m wire.Message
-	if wire.Decode(body, &m) != nil || !m.IsCall() || !plainID(m.ID) || r.Header.Get("Mcp-Method") != m.Method {
+	params, ok := s.fastEnvelope(r, body, sh, &m)
+	switch {
+	case !ok:
 		return false
+	case m.Method == "tools/call":
+		return s.fastCall(w, r, &m, params)
+	case fastLists[m.Method]:
+		return s.fastList(w, r, &m, params)
+	}
+	return false
+}
+
+// fastLists are the lists the fast path answers.
+var fastLists = map[string]bool{"tools/list": true, "prompts/list": true, "resources/list": true, "resources/templates/list": true}
+
+// fastEnvelope decodes body into m and returns its params, unless the
+// request is one the fast path leaves to the SDK: a batch, headers the SDK
+// would refuse, an id it would re-encode, a method the Mcp-Method header
+// does not name, params that are not an object or mention a retry or tasks.
+func (s *Server) fastEnvelope(r *http.Request, body []byte, sh wire.Shape, m *wire.Message) ([]byte, bool) {
+	if sh.Batch || s.noFast || !modernFastHeaders(r.Header) {
+		return nil, false
+	}
+	if wire.Decode(body, m) != nil || !m.IsCall() || !plainID(m.ID) || r.Header.Get("Mcp-Method") != m.Method {
+		return nil, false
 	}
 	params := bytes.TrimSpace(m.Params)
 	if len(params) < 2 || params[0] != '{' || mentionsSlowPath(params) {
+		return nil, false
+	}
+	return params, true
+}
+
+// fastCall serves a tools/call of an upstream tool and reports whether it
+// answered (false leaves it to the SDK path).
+func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, m *wire.Message, params []byte) bool {
+	var p wire.CallParams
+	if wire.DecodeCallParams(params, &p) != nil || p.Name == "" || r.Header.Get("Mcp-Name") != p.Name {
 		return false
 	}
-	switch m.Method {
-	case "tools/call":
-		var p wire.CallParams
-		if wire.DecodeCallParams(params, &p) != nil || p.Name == "" || r.Header.Get("Mcp-Name") != p.Name {
-			return false
-		}
-		rq, ok := s.modernRequest(r.Header, p.Meta)
-		if !ok {
-			return false
-		}
-		cat := s.rt.Load().Catalog.Load()
-		rt := cat.Lookup(p.Name)
-		if rt == nil || rt.Builtin || rt.Task != nil || rt.Server == nil {
-			return false
-		}
-		if s.refuseParamMismatch(w, r, m.ID, p.Name, p.Arguments) {
-			return true
-		}
-		s.modernFastCall(w, r, rq, rt, &m, &p)
-		return true
-	case "tools/list", "prompts/list", "resources/list", "resources/templates/list":
-		var p struct {
-			Cursor json.RawMessage `json:"cursor"`
-			Meta   json.RawMessage `json:"_meta"`
-		}
-		var cursor string
-		if sjson.Unmarshal(params, &p) != nil || (p.Cursor != nil && json.Unmarshal(p.Cursor, &cursor) != nil) || string(p.Cursor) == "null" {
-			return false
-		}
-		rq, ok := s.modernRequest(r.Header, p.Meta)
-		if !ok {
-			return false
-		}
-		s.modernFastList(w, rq, &m, cursor)
+	rq, ok := s.capsCache.request(r.Header, p.Meta)
+	if !ok {
+		return false
+	}
+	rt := s.rt.Load().Catalog.Load().Lookup(p.Name)
+	if rt == nil || rt.Builtin || rt.Task != nil || rt.Server == nil {
+		return false // tool_search, unknown, a built-in task tool or a task submit
+	}
+	if s.refuseParamMismatch(w, r, m.ID, p.Name, p.Arguments) {
 		return true
 	}
-	return false
+	s.modernFastCall(w, r, rq, rt, m, &p)
+	return true
+}
+
+// fastList serves one of the fastLists and reports whether it answered.
+func (s *Server) fastList(w http.ResponseWriter, r *http.Request, m *wire.Message, params []byte) bool {
+	var p struct {
+		Cursor json.RawMessage `json:"cursor"`
+		Meta   json.RawMessage `json:"_meta"`
+	}
+	var cursor string
+	if sjson.Unmarshal(params, &p) != nil || (p.Cursor != nil && json.Unmarshal(p.Cursor, &cursor) != nil) || string(p.Cursor) == "null" {
+		return false
+	}
+	rq, ok := s.capsCache.request(r.Header, p.Meta)
+	if !ok {
+		return false
+	}
+	s.modernFastList(w, rq, m, cursor)
+	return true
 }
 
 // modernFastHeaders checks what the SDK's stateless handler checks of the
@@ -148,20 +172,32 @@ func modernContentHeaders(h http.Header) bool {
 // integer of at most 15 digits (not -0), or a string of printable ASCII
 // without escapes.
 func plainID(id json.RawMessage) bool {
-	if len(id) == 0 {
+	switch {
+	case len(id) == 0:
+		return false
+	case id[0] == '"':
+		return plainString(id)
+	}
+	return plainInteger(id)
+}
+
+// plainString reports whether id is a JSON string of printable ASCII
+// without escapes.
+func plainString(id json.RawMessage) bool {
+	if len(id) < 2 || id[len(id)-1] != '"' {
 		return false
 	}
-	if id[0] == '"' {
-		if len(id) < 2 || id[len(id)-1] != '"' {
+	for _, c := range id[1 : len(id)-1] {
+		if c < 0x20 || c > 0x7e || c == '\\' || c == '"' {
 			return false
 		}
-		for _, c := range id[1 : len(id)-1] {
-			if c < 0x20 || c > 0x7e || c == '\\' || c == '"' {
-				return false
-			}
-		}
-		return true
 	}
+	return true
+}
+
+// plainInteger reports whether id is an integer of at most 15 digits,
+// without leading zeros, and not -0.
+func plainInteger(id json.RawMessage) bool {
 	digits := id
 	if digits[0] == '-' {
 		digits = digits[1:]
@@ -206,9 +242,9 @@ type modernReq struct {
 	caps  *clientCaps
 }
 
-// modernRequest validates a request's _meta as the SDK does (a false
+// request validates a request's _meta as the SDK does (a false
 // result leaves the request to the SDK, which answers the error).
-func (s *Server) modernRequest(h http.Header, meta json.RawMessage) (modernReq, bool) {
+func (c *capsCache) request(h http.Header, meta json.RawMessage) (modernReq, bool) {
 	var mm modernMeta
 	meta = bytes.TrimSpace(meta)
 	if len(meta) < 2 || meta[0] != '{' {
@@ -219,11 +255,11 @@ func (s *Server) modernRequest(h http.Header, meta json.RawMessage) (modernReq, 
 		mm.Version != modernVersion {
 		return modernReq{}, false
 	}
-	c := s.capsCache.get(mm.Caps, mm.Info)
-	if c == nil {
+	e := c.get(mm.Caps, mm.Info)
+	if e == nil {
 		return modernReq{}, false
 	}
-	rq := modernReq{user: callpath.User(h), caps: c}
+	rq := modernReq{user: callpath.User(h), caps: e}
 	if len(mm.Level) > 0 && mm.Level[0] == '"' {
 		_ = json.Unmarshal(mm.Level, &rq.level)
 	}

@@ -187,7 +187,7 @@ func (s *Server) Receive(ctx context.Context, ss *mcp.ServerSession, method stri
 		}
 		return res, err
 	case "subscriptions/listen":
-		return s.listen(ctx, st, req)
+		return s.listens.listen(ctx, st, req)
 	case "tasks/get", "tasks/update", "tasks/cancel":
 		return s.taskMethod(ctx, st, e, method, req) // modern_tasks.go
 	}

@@ -227,32 +227,10 @@ func (s *Server) startParked(ctx context.Context, round callpath.Sink, e *Era, s
 // input_required result.
 func (s *Server) await(ctx context.Context, round callpath.Sink, pc *parkedCall) (mcp.Result, error) {
 	st := round.Session()
-	pc.mu.Lock()
-	pc.round, pc.ctx = round, ctx
-	for _, n := range pc.held { // in order, before anything newer
-		round.Notify(n.method, n.params)
+	if pc.attach(ctx, round) {
+		pc.poke()
 	}
-	pc.held = nil
-	defer func() { // this round's stream ends with its answer
-		pc.mu.Lock()
-		if pc.ctx == ctx {
-			pc.ctx = nil
-		}
-		pc.mu.Unlock()
-	}()
-	resend := false
-	for _, in := range pc.inputs {
-		if !in.sent {
-			resend = true
-		}
-	}
-	pc.mu.Unlock()
-	if resend {
-		select {
-		case pc.signal <- struct{}{}:
-		default:
-		}
-	}
+	defer pc.detach(ctx)
 	for {
 		select {
 		case <-pc.done:
@@ -262,43 +240,96 @@ func (s *Server) await(ctx context.Context, round callpath.Sink, pc *parkedCall)
 			return nil, ctx.Err()
 		case <-pc.signal:
 		}
-		// Requests the server sent together arrive together: gather them.
-		quiet, deadline := time.NewTimer(gatherQuiet), time.NewTimer(gatherMax)
-	gather:
-		for {
-			select {
-			case <-pc.done:
-				quiet.Stop()
-				deadline.Stop()
-				return s.parkedResult(st, pc)
-			case <-pc.signal:
-				quiet.Reset(gatherQuiet)
-			case <-quiet.C:
-				break gather
-			case <-deadline.C:
-				break gather
-			}
+		if pc.gather() {
+			return s.parkedResult(st, pc)
 		}
-		quiet.Stop()
-		deadline.Stop()
-		pc.mu.Lock()
-		reqs := make(map[string]json.RawMessage)
-		for key, in := range pc.inputs {
-			b, _ := json.Marshal(callpath.InputRequest{Method: in.method, Params: in.params})
-			reqs[key] = b
-			in.sent = true
-		}
-		pc.mu.Unlock()
+		reqs := pc.pending()
 		if len(reqs) == 0 {
 			continue // answered or withdrawn meanwhile
 		}
-		if err := s.parked.park(s, pc, s.bounds().Parked); err != nil {
-			pc.cancel()
-			return nil, err
-		}
-		return &mcpwire.RawResult{Raw: inputRequiredResult(reqs, s.rt.Load().States.SealState(seal.State{
-			Caller: pc.user, Server: pc.server, Target: pc.target, Park: pc.id, Replica: s.replica}))}, nil
+		return s.parkRound(pc, reqs)
 	}
+}
+
+// attach makes round (handled with ctx) the call's current round: the
+// notifications held between rounds go out on it first, in order. It
+// reports whether requests the client has not been sent are waiting.
+func (pc *parkedCall) attach(ctx context.Context, round callpath.Sink) (resend bool) {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	pc.round, pc.ctx = round, ctx
+	for _, n := range pc.held { // in order, before anything newer
+		round.Notify(n.method, n.params)
+	}
+	pc.held = nil
+	for _, in := range pc.inputs {
+		if !in.sent {
+			resend = true
+		}
+	}
+	return resend
+}
+
+// detach ends the round handled with ctx: its stream ends with its answer.
+func (pc *parkedCall) detach(ctx context.Context) {
+	pc.mu.Lock()
+	if pc.ctx == ctx {
+		pc.ctx = nil
+	}
+	pc.mu.Unlock()
+}
+
+// poke tells await that input requests are waiting.
+func (pc *parkedCall) poke() {
+	select {
+	case pc.signal <- struct{}{}:
+	default:
+	}
+}
+
+// gather waits for the requests the server sends together (they arrive
+// within gatherQuiet of each other, and never later than gatherMax); it
+// reports whether the call finished meanwhile.
+func (pc *parkedCall) gather() bool {
+	quiet, deadline := time.NewTimer(gatherQuiet), time.NewTimer(gatherMax)
+	defer quiet.Stop()
+	defer deadline.Stop()
+	for {
+		select {
+		case <-pc.done:
+			return true
+		case <-pc.signal:
+			quiet.Reset(gatherQuiet)
+		case <-quiet.C:
+			return false
+		case <-deadline.C:
+			return false
+		}
+	}
+}
+
+// pending returns the call's input requests, each marked sent.
+func (pc *parkedCall) pending() map[string]json.RawMessage {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	reqs := make(map[string]json.RawMessage)
+	for key, in := range pc.inputs {
+		b, _ := json.Marshal(callpath.InputRequest{Method: in.method, Params: in.params})
+		reqs[key] = b
+		in.sent = true
+	}
+	return reqs
+}
+
+// parkRound parks pc for the client's retry and answers this round with
+// the input requests reqs and a requestState naming the parked call.
+func (s *Server) parkRound(pc *parkedCall, reqs map[string]json.RawMessage) (mcp.Result, error) {
+	if err := s.parked.park(s, pc, s.bounds().Parked); err != nil {
+		pc.cancel()
+		return nil, err
+	}
+	return &mcpwire.RawResult{Raw: inputRequiredResult(reqs, s.rt.Load().States.SealState(seal.State{
+		Caller: pc.user, Server: pc.server, Target: pc.target, Park: pc.id, Replica: s.replica}))}, nil
 }
 
 // parkedResult is a finished bridged call's result for st.

@@ -71,10 +71,10 @@ type Server struct {
 	pageSize  int
 	noFast    bool
 
-	listeners listenTable // subscriptions/listen streams (listen.go)
-	parked    parkTable   // calls bridged to legacy upstreams (mrtr.go)
-	replica   string      // this process, in requestStates of parked calls
-	capsCache capsCache   // validated client capabilities (fastpath.go)
+	listens   listens   // subscriptions/listen streams (listen.go)
+	parked    parkTable // calls bridged to legacy upstreams (mrtr.go)
+	replica   string    // this process, in requestStates of parked calls
+	capsCache capsCache // validated client capabilities (fastpath.go)
 }
 
 // New returns a Server with opts, its task methods registered on the SDK
@@ -83,6 +83,8 @@ func New(opts Options) *Server {
 	s := &Server{log: opts.Log, calls: opts.Calls, rt: opts.Runtime, sdk: opts.SDK, send: opts.Send,
 		gate: opts.Gate, life: opts.Life, bg: opts.Background, panics: opts.Panics, tasks: opts.Tasks,
 		buffers: opts.Buffers, pageSize: opts.PageSize, noFast: opts.DisableFastPath}
+	s.listens = listens{log: s.log, rt: s.rt, calls: s.calls, send: s.send, gate: s.gate, life: s.life, bg: s.bg,
+		panics: s.panics, tasks: s.tasks, capsCache: &s.capsCache}
 	s.replica = fmt.Sprintf("%x", opts.States.MAC("replica")[:8])
 	s.stateless = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.sdk },
 		&mcp.StreamableHTTPOptions{Stateless: true, DisableLocalhostProtection: true, PropagateRequestCancellation: true})
@@ -95,16 +97,16 @@ func (s *Server) Close() { s.parked.closeAll() }
 
 // ListsChanged tells the listeners that asked for them of list changes.
 func (s *Server) ListsChanged(tools, prompts, resources bool) {
-	s.listeners.changed(s, tools, prompts, resources)
+	s.listens.listeners.changed(&s.listens, tools, prompts, resources)
 }
 
 // ResourceUpdated tells the listeners subscribed to p.URI of its update.
 func (s *Server) ResourceUpdated(p *mcp.ResourceUpdatedNotificationParams) {
-	s.listeners.resourceUpdated(s, p)
+	s.listens.listeners.resourceUpdated(&s.listens, p)
 }
 
 // TaskEvent sends a durable task's event to the listeners granted its task.
-func (s *Server) TaskEvent(e taskpoll.Event) { s.listeners.taskEvent(s, e) }
+func (s *Server) TaskEvent(e taskpoll.Event) { s.listens.listeners.taskEvent(&s.listens, e) }
 
 // SetParkTTL sets how long a bridged call stays parked for its client's
 // retry (stateTTL otherwise): for tests.

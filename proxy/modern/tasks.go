@@ -359,7 +359,7 @@ func (s *Server) serveTaskRequest(w http.ResponseWriter, r *http.Request, m *wir
 			return true
 		}
 	case "subscriptions/listen":
-		return s.serveListen(w, r, m) // modern_listen.go
+		return s.listens.serveListen(w, r, m) // modern_listen.go
 	}
 	return false
 }
