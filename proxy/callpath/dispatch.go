@@ -25,7 +25,7 @@ type request struct {
 }
 
 // handler serves one method of Dispatch.
-type handler func(s *Router, ctx context.Context, r *request) (mcp.Result, error)
+type handler func(s *Router, ctx context.Context, r request) (mcp.Result, error)
 
 // handlers are the methods mcp-mux answers itself; the rest of the
 // protocol is the SDK's (next).
@@ -52,11 +52,11 @@ func (s *Router) Dispatch(ctx context.Context, st *Session, e Era, method string
 	if h == nil {
 		return next(ctx, method, req)
 	}
-	return h(s, ctx, &request{st: st, e: e, method: method, req: req, next: next, cat: s.rt.Load().Catalog.Load()})
+	return h(s, ctx, request{st: st, e: e, method: method, req: req, next: next, cat: s.rt.Load().Catalog.Load()})
 }
 
 // rootsChanged tells the servers the session's calls went to, then the SDK.
-func (s *Router) rootsChanged(ctx context.Context, r *request) (mcp.Result, error) {
+func (s *Router) rootsChanged(ctx context.Context, r request) (mcp.Result, error) {
 	for _, b := range s.rt.Load().Backends {
 		for _, k := range r.st.UsedKeys() {
 			b.Up.Notify(k, r.method, json.RawMessage(`{}`))
@@ -66,7 +66,7 @@ func (s *Router) rootsChanged(ctx context.Context, r *request) (mcp.Result, erro
 }
 
 // setLevel records the session's logging level, then lets the SDK answer.
-func (s *Router) setLevel(ctx context.Context, r *request) (mcp.Result, error) {
+func (s *Router) setLevel(ctx context.Context, r request) (mcp.Result, error) {
 	if p, ok := r.req.GetParams().(*mcp.SetLoggingLevelParams); ok {
 		r.st.SetLevel(string(p.Level))
 	}
@@ -74,12 +74,12 @@ func (s *Router) setLevel(ctx context.Context, r *request) (mcp.Result, error) {
 }
 
 // listTools answers the session's tools/list (its promotions included).
-func (s *Router) listTools(_ context.Context, r *request) (mcp.Result, error) {
+func (s *Router) listTools(_ context.Context, r request) (mcp.Result, error) {
 	return &mcpwire.RawResult{Raw: r.st.Promo.ToolsList(r.cat)}, nil
 }
 
 // callTool routes a tools/call (CallTool).
-func (s *Router) callTool(ctx context.Context, r *request) (mcp.Result, error) {
+func (s *Router) callTool(ctx context.Context, r request) (mcp.Result, error) {
 	req := r.req.(*mcp.CallToolRequest)
 	var meta json.RawMessage
 	if m := req.Params.Meta; len(m) > 0 {
@@ -94,22 +94,22 @@ func (s *Router) callTool(ctx context.Context, r *request) (mcp.Result, error) {
 }
 
 // listPrompts answers a page of prompts/list.
-func (s *Router) listPrompts(_ context.Context, r *request) (mcp.Result, error) {
+func (s *Router) listPrompts(_ context.Context, r request) (mcp.Result, error) {
 	return pageResult(r.cat.Prompts(), "prompts", cursorOf(r.req), s.pageSize)
 }
 
 // listResources answers a page of resources/list.
-func (s *Router) listResources(_ context.Context, r *request) (mcp.Result, error) {
+func (s *Router) listResources(_ context.Context, r request) (mcp.Result, error) {
 	return pageResult(r.cat.Resources(), "resources", cursorOf(r.req), s.pageSize)
 }
 
 // listTemplates answers a page of resources/templates/list.
-func (s *Router) listTemplates(_ context.Context, r *request) (mcp.Result, error) {
+func (s *Router) listTemplates(_ context.Context, r request) (mcp.Result, error) {
 	return pageResult(r.cat.Templates(), "resourceTemplates", cursorOf(r.req), s.pageSize)
 }
 
 // getPrompt forwards prompts/get to the prompt's server, under its own name.
-func (s *Router) getPrompt(ctx context.Context, r *request) (mcp.Result, error) {
+func (s *Router) getPrompt(ctx context.Context, r request) (mcp.Result, error) {
 	p, _ := r.req.GetParams().(*mcp.GetPromptParams)
 	if p == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "missing params"}
@@ -125,7 +125,7 @@ func (s *Router) getPrompt(ctx context.Context, r *request) (mcp.Result, error) 
 
 // resource serves resources/read, subscribe and unsubscribe: a durable
 // task's resource here, any other at the server that owns the URI.
-func (s *Router) resource(ctx context.Context, r *request) (mcp.Result, error) {
+func (s *Router) resource(ctx context.Context, r request) (mcp.Result, error) {
 	uri := uriOf(r.req.GetParams())
 	if s.tasks != nil && strings.HasPrefix(uri, taskpoll.ResourcePrefix) {
 		return s.taskResource(ctx, r.st, r.method, uri) // tasks.go
@@ -145,7 +145,7 @@ func (s *Router) resource(ctx context.Context, r *request) (mcp.Result, error) {
 
 // complete forwards completion/complete to the server of the prompt or
 // resource it completes, under the prompt's own name.
-func (s *Router) complete(ctx context.Context, r *request) (mcp.Result, error) {
+func (s *Router) complete(ctx context.Context, r request) (mcp.Result, error) {
 	p, _ := r.req.GetParams().(*mcp.CompleteParams)
 	if p == nil || p.Ref == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "missing ref"}

@@ -302,12 +302,36 @@ func (c *capsCache) get(caps, info json.RawMessage) *clientCaps {
 	}
 	var kb [512]byte
 	key := append(append(append(kb[:0], caps...), 0), info...)
-	c.mu.RLock()
-	e := c.m[string(key)]
-	c.mu.RUnlock()
-	if e != nil {
+	if e := c.lookup(key); e != nil {
 		return e
 	}
+	e := validateCaps(caps, info)
+	if e != nil && len(key) <= maxCapsKey {
+		c.store(key, e)
+	}
+	return e
+}
+
+// lookup returns the cached entry of key, or nil.
+func (c *capsCache) lookup(key []byte) *clientCaps {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.m[string(key)]
+}
+
+// store caches e under key, starting over when the cache is full.
+func (c *capsCache) store(key []byte, e *clientCaps) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= maxCapsCache || c.m == nil {
+		c.m = make(map[string]*clientCaps)
+	}
+	c.m[string(key)] = e
+}
+
+// validateCaps validates clientCapabilities and clientInfo as the SDK
+// does, and returns their entry, or nil when the SDK would refuse them.
+func validateCaps(caps, info json.RawMessage) *clientCaps {
 	if len(info) > 0 {
 		var impl *mcp.Implementation
 		if json.Unmarshal(info, &impl) != nil || impl == nil {
@@ -326,17 +350,7 @@ func (c *capsCache) get(caps, info json.RawMessage) *clientCaps {
 	if v1.RootsV2 != nil {
 		v1.Roots = *v1.RootsV2
 	}
-	e = &clientCaps{v1: &v1, key: upstream.Capabilities(&v1), inputs: v1.RootsV2 != nil || v1.Sampling != nil || v1.Elicitation != nil}
-	if len(key) > maxCapsKey {
-		return e
-	}
-	c.mu.Lock()
-	if len(c.m) >= maxCapsCache || c.m == nil {
-		c.m = make(map[string]*clientCaps)
-	}
-	c.m[string(key)] = e
-	c.mu.Unlock()
-	return e
+	return &clientCaps{v1: &v1, key: upstream.Capabilities(&v1), inputs: v1.RootsV2 != nil || v1.Sampling != nil || v1.Elicitation != nil}
 }
 
 // modernSink is a fast-path call's sink: notifications on the request's
@@ -356,87 +370,120 @@ func (k modernSink) Request(_ context.Context, method string, _ json.RawMessage)
 	return nil, &wire.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("%s sent mid-call by a 2026-07-28 server is not forwarded", method)}
 }
 
-// modernCallState is a fast-path call's session, sink and era, allocated
-// together.
+// modernCallState is a fast-path call's session, sink, era and what its
+// steps share, allocated together.
 type modernCallState struct {
-	st  callpath.Session
-	f   callpath.FastSink
-	era Era
+	st     callpath.Session
+	f      callpath.FastSink
+	era    Era
+	key    upstream.Key
+	h      http.Header
+	p      *wire.CallParams
+	server string
 }
 
 func (s *Server) modernFastCall(w http.ResponseWriter, r *http.Request, rq modernReq, rt *callpath.Route, m *wire.Message, p *wire.CallParams) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	cs := &modernCallState{}
-	st, f, e := &cs.st, &cs.f, &cs.era
-	rq.init(st)
-	f.Bind(st, w)
-	stream := modernSink{f}
-	key := s.calls.CallerKey(st, e, r.Header)
-	server := rt.Server.Name
-	target := func() string { return "tools/call " + p.Name } // as ownerOf names it
-
+	cs := &modernCallState{h: r.Header, p: p, server: rt.Server.Name}
+	rq.init(&cs.st)
+	cs.f.Bind(&cs.st, w)
+	cs.key = s.calls.CallerKey(&cs.st, &cs.era, r.Header)
 	var (
 		raw json.RawMessage
 		err error
 	)
 	if rq.caps.inputs && rt.Deny == nil && rt.Server.Up.Era() < modernVersion {
-		// The upstream may ask the client for input mid-call: bridge it.
-		pc := s.startParked(ctx, stream, e, server, target(), func(ctx context.Context) (mcp.Result, error) {
-			raw, err := s.calls.CallTool(ctx, st, e, e.bridge, key, r.Header, p.Name, p.Arguments, p.Meta)
-			if err != nil {
-				return nil, err
-			}
-			return &mcpwire.RawResult{Raw: raw}, nil
-		})
-		var res mcp.Result
-		if res, err = s.await(ctx, stream, pc); err == nil {
-			if rr, ok := res.(*mcpwire.RawResult); ok {
-				raw = rr.Raw
-			} else {
-				raw, err = json.Marshal(res)
-			}
-		}
+		raw, err = s.bridgedFastCall(ctx, cs) // the upstream may ask the client for input mid-call
 	} else {
-		raw, err = s.calls.GuardedCall(ctx, st, e, stream, key, r.Header, p.Name, p.Arguments, p.Meta)
-		if ir, ok := callpath.AsInputRequired(raw); ok && err == nil {
-			raw, err = s.sealInputRequired(st, server, target(), ir)
-		}
+		raw, err = s.directFastCall(ctx, cs)
 	}
 	if err == nil {
 		raw = s.modernResult("tools/call", raw)
 	}
-	s.modernFinish(f, m.ID, raw, err)
+	s.modernFinish(&cs.f, m.ID, raw, err)
+}
+
+// stream is the call's sink on its own response stream.
+func (cs *modernCallState) stream() modernSink { return modernSink{&cs.f} }
+
+// target names the call as ownerOf does.
+func (cs *modernCallState) target() string { return "tools/call " + cs.p.Name }
+
+// directFastCall runs the call on the request's goroutine; an upstream's
+// input_required has its requestState sealed.
+func (s *Server) directFastCall(ctx context.Context, cs *modernCallState) (json.RawMessage, error) {
+	raw, err := s.calls.GuardedCall(ctx, &cs.st, &cs.era, cs.stream(), cs.key, cs.h, cs.p.Name, cs.p.Arguments, cs.p.Meta)
+	if ir, ok := callpath.AsInputRequired(raw); ok && err == nil {
+		return s.sealInputRequired(&cs.st, cs.server, cs.target(), ir)
+	}
+	return raw, err
+}
+
+// bridgedFastCall runs the call bridged (mrtr.go): requests the upstream
+// sends the client become input_required.
+func (s *Server) bridgedFastCall(ctx context.Context, cs *modernCallState) (json.RawMessage, error) {
+	st, e := &cs.st, &cs.era
+	pc := s.startParked(ctx, cs.stream(), e, cs.server, cs.target(), func(ctx context.Context) (mcp.Result, error) {
+		raw, err := s.calls.CallTool(ctx, st, e, e.bridge, cs.key, cs.h, cs.p.Name, cs.p.Arguments, cs.p.Meta)
+		if err != nil {
+			return nil, err
+		}
+		return &mcpwire.RawResult{Raw: raw}, nil
+	})
+	res, err := s.await(ctx, cs.stream(), pc)
+	if err != nil {
+		return nil, err
+	}
+	if rr, ok := res.(*mcpwire.RawResult); ok {
+		return rr.Raw, nil
+	}
+	return json.Marshal(res)
 }
 
 // modernFastList answers a list as Receive does: the catalog's, with
 // resultType, ttlMs and cacheScope.
 func (s *Server) modernFastList(w http.ResponseWriter, rq modernReq, m *wire.Message, cursor string) {
-	cat := s.rt.Load().Catalog.Load()
-	var (
-		raw json.RawMessage
-		err error
-	)
-	switch m.Method {
-	case "tools/list":
-		if !cat.Searching() {
-			raw = s.modernToolsList(cat)
-			break
-		}
-		var st callpath.Session
-		rq.init(&st)
-		raw = st.Promo.ToolsList(cat)
-	case "prompts/list":
-		raw, err = callpath.Page(cat.Prompts(), "prompts", cursor, s.pageSize)
-	case "resources/list":
-		raw, err = callpath.Page(cat.Resources(), "resources", cursor, s.pageSize)
-	case "resources/templates/list":
-		raw, err = callpath.Page(cat.Templates(), "resourceTemplates", cursor, s.pageSize)
-	}
-	if err == nil && (m.Method != "tools/list" || cat.Searching()) {
-		raw = s.modernResult(m.Method, raw)
-	}
+	raw, err := s.fastListResult(s.rt.Load().Catalog.Load(), rq, m.Method, cursor)
 	s.modernFinish(callpath.NewFastSink(nil, w), m.ID, raw, err)
+}
+
+// pagedList is a list the catalog serves in pages: its items and the
+// result's member.
+type pagedList struct {
+	items func(*callpath.Catalog) []json.RawMessage
+	field string
+}
+
+// pagedLists are the fastLists other than tools/list.
+var pagedLists = map[string]pagedList{
+	"prompts/list":             {(*callpath.Catalog).Prompts, "prompts"},
+	"resources/list":           {(*callpath.Catalog).Resources, "resources"},
+	"resources/templates/list": {(*callpath.Catalog).Templates, "resourceTemplates"},
+}
+
+// fastListResult is the result of one of the fastLists.
+func (s *Server) fastListResult(cat *callpath.Catalog, rq modernReq, method, cursor string) (json.RawMessage, error) {
+	if method == "tools/list" {
+		return s.fastToolsList(cat, rq), nil
+	}
+	l := pagedLists[method]
+	raw, err := callpath.Page(l.items(cat), l.field, cursor, s.pageSize)
+	if err != nil {
+		return nil, err
+	}
+	return s.modernResult(method, raw), nil
+}
+
+// fastToolsList is tools/list: with tool_search, the catalog's list without
+// promotions (a 2026-07-28 caller has none).
+func (s *Server) fastToolsList(cat *callpath.Catalog, rq modernReq) json.RawMessage {
+	if !cat.Searching() {
+		return s.modernToolsList(cat)
+	}
+	var st callpath.Session
+	rq.init(&st)
+	return s.modernResult("tools/list", st.Promo.ToolsList(cat))
 }
 
 // modernToolsList returns cat's list with resultType, ttlMs and

@@ -52,15 +52,20 @@ func Is(r *http.Request) bool {
 	}
 	if vs := r.Header["Mcp-Protocol-Version"]; len(vs) > 0 {
 		// A repeated header naming 2026-07-28 anywhere is modern, where it
-		// is refused (modern_headers.go).
+		// is refused (headers.go).
 		return slices.ContainsFunc(vs, func(v string) bool { return v >= modernVersion })
 	}
 	if r.Header.Get("Mcp-Session-Id") != "" || r.Body == nil {
 		return false
 	}
-	// No version header and no session: only the body can tell. A request
-	// carrying a per-request protocol version is modern (the modern handler
-	// answers the missing header); anything else, initialize first, is legacy.
+	return modernBody(r)
+}
+
+// modernBody tells a POST without a version header and without a session
+// by its body, which it leaves readable: a request carrying a per-request
+// protocol version is modern (the modern handler answers the missing
+// header); anything else, initialize first, is legacy.
+func modernBody(r *http.Request) bool {
 	body, err := io.ReadAll(io.LimitReader(r.Body, callpath.MaxBody+1))
 	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), orErr(r.Body, err)))
 	if err != nil || len(body) > callpath.MaxBody {
@@ -72,7 +77,6 @@ func Is(r *http.Request) bool {
 	}
 	return bytes.Contains(m.Params, []byte(`"io.modelcontextprotocol/protocolVersion"`))
 }
-
 func orErr(r io.Reader, err error) io.Reader {
 	if err != nil {
 		return errReader{err}
@@ -95,28 +99,39 @@ func (s *Server) Serve(w http.ResponseWriter, r *http.Request, body []byte, sh w
 func (s *Server) serveModern(w http.ResponseWriter, r *http.Request) {
 	r.Header.Del(requestIDHeader)
 	r.Header.Del(inputResponsesHeader)
-	if body, err := io.ReadAll(io.LimitReader(r.Body, callpath.MaxBody+1)); err == nil && len(body) <= callpath.MaxBody {
-		if refuseRepeatedHeader(w, r, body) { // modern_headers.go
-			return
-		}
-		var m wire.Message
-		if wire.Decode(body, &m) == nil && m.IsCall() {
-			if s.refuseCallHeaders(w, r, &m) {
-				return
-			}
-			r.Header.Set(requestIDHeader, string(m.ID))
-			if raw := rawInputResponses(m.Params); raw != nil {
-				r.Header.Set(inputResponsesHeader, string(raw)) // mrtr.go
-			}
-			if s.serveTaskRequest(w, r, &m) { // modern_tasks.go
-				return
-			}
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-	} else {
+	body, err := io.ReadAll(io.LimitReader(r.Body, callpath.MaxBody+1))
+	if err != nil || len(body) > callpath.MaxBody {
 		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), orErr(r.Body, err)))
+		s.stateless.ServeHTTP(w, r)
+		return
 	}
+	if s.answerEarly(w, r, body) {
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
 	s.stateless.ServeHTTP(w, r)
+}
+
+// answerEarly answers what the SDK would not (a repeated header, Mcp-Param-*
+// mismatches, the tasks extension's requests) and reports whether it did;
+// otherwise it passes the call's id and raw inputResponses on to the
+// middleware in headers.
+func (s *Server) answerEarly(w http.ResponseWriter, r *http.Request, body []byte) bool {
+	if refuseRepeatedHeader(w, r, body) { // headers.go
+		return true
+	}
+	var m wire.Message
+	if wire.Decode(body, &m) != nil || !m.IsCall() {
+		return false
+	}
+	if s.refuseCallHeaders(w, r, &m) {
+		return true
+	}
+	r.Header.Set(requestIDHeader, string(m.ID))
+	if raw := rawInputResponses(m.Params); raw != nil {
+		r.Header.Set(inputResponsesHeader, string(raw)) // mrtr.go
+	}
+	return s.serveTaskRequest(w, r, &m) // tasks.go
 }
 
 // refuseCallHeaders answers a tools/call whose Mcp-Param-* headers do not
@@ -154,13 +169,33 @@ type modernRequestState struct {
 // Receive serves one 2026-07-28 request that reached the SDK's receiving
 // middleware, with a session built from it.
 func (s *Server) Receive(ctx context.Context, ss *mcp.ServerSession, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
-	h := callpath.HeaderOf(req)
-	rs := &modernRequestState{st: callpath.Session{SS: ss, User: callpath.User(h)}}
+	rs := newRequestState(ctx, ss, req)
 	st, e := &rs.st, &rs.era
+	switch method {
+	case "tools/call", "prompts/get", "resources/read":
+		res, err := s.modernCall(ctx, st, e, &rs.round, method, req, next)
+		return s.completed(method, res, err)
+	case "server/discover":
+		return s.discover(ctx, method, req, next)
+	case "subscriptions/listen":
+		return s.listens.listen(ctx, st, req)
+	case "tasks/get", "tasks/update", "tasks/cancel":
+		return s.taskMethod(ctx, st, e, method, req) // tasks.go
+	}
+	res, err := s.calls.Dispatch(ctx, st, e, method, req, next)
+	return s.completed(method, res, err)
+}
+
+// newRequestState builds the throwaway session of an SDK-path request:
+// its user, declared capabilities (the tasks extension included) and log
+// level.
+func newRequestState(ctx context.Context, ss *mcp.ServerSession, req mcp.Request) *modernRequestState {
+	rs := &modernRequestState{st: callpath.Session{SS: ss, User: callpath.User(callpath.HeaderOf(req))}}
+	st := &rs.st
 	rs.round.Bind(ctx, st)
 	if ip := ss.InitializeParams(); ip != nil {
 		st.Caps, st.ClientCaps = upstream.Capabilities(ip.Capabilities), ip.Capabilities
-		declareTasks(st, e, ip) // modern_tasks.go
+		declareTasks(st, &rs.era, ip) // tasks.go
 	}
 	st.Touch()
 	if m := req.GetParams(); m != nil {
@@ -168,33 +203,33 @@ func (s *Server) Receive(ctx context.Context, ss *mcp.ServerSession, method stri
 			st.Level = lvl
 		}
 	}
-	switch method {
-	case "tools/call", "prompts/get", "resources/read":
-		res, err := s.modernCall(ctx, st, e, &rs.round, method, req, next)
-		if rr, ok := res.(*mcpwire.RawResult); ok && err == nil {
-			return &mcpwire.RawResult{Raw: s.modernResult(method, rr.Raw)}, nil
-		}
-		return res, err
-	case "server/discover":
-		res, err := next(ctx, method, req)
-		if dr, ok := res.(*mcp.DiscoverResult); ok && err == nil {
-			if text := s.rt.Load().Catalog.Load().Instructions(); text != "" {
-				dr.Instructions = text
-			}
-			dr.Cacheable = s.cacheable()
-			callpath.SetCapabilities(s.rt.Load().Catalog.Load(), dr)
-			s.advertiseTasks(dr) // modern_tasks.go
-		}
-		return res, err
-	case "subscriptions/listen":
-		return s.listens.listen(ctx, st, req)
-	case "tasks/get", "tasks/update", "tasks/cancel":
-		return s.taskMethod(ctx, st, e, method, req) // modern_tasks.go
-	}
-	res, err := s.calls.Dispatch(ctx, st, e, method, req, next)
+	return rs
+}
+
+// completed adds what a 2026-07-28 result must carry to a raw result
+// (modernResult).
+func (s *Server) completed(method string, res mcp.Result, err error) (mcp.Result, error) {
 	if rr, ok := res.(*mcpwire.RawResult); ok && err == nil {
 		return &mcpwire.RawResult{Raw: s.modernResult(method, rr.Raw)}, nil
 	}
+	return res, err
+}
+
+// discover lets the SDK answer server/discover, with the catalog's
+// instructions and capabilities, the caching hint and the extensions.
+func (s *Server) discover(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+	res, err := next(ctx, method, req)
+	dr, ok := res.(*mcp.DiscoverResult)
+	if !ok || err != nil {
+		return res, err
+	}
+	cat := s.rt.Load().Catalog.Load()
+	if text := cat.Instructions(); text != "" {
+		dr.Instructions = text
+	}
+	dr.Cacheable = s.cacheable()
+	callpath.SetCapabilities(cat, dr)
+	s.advertiseTasks(dr) // tasks.go
 	return res, err
 }
 
@@ -230,16 +265,13 @@ var cachedMethods = []string{"tools/list", "prompts/list", "resources/list", "re
 // result may lack: resultType, and for lists and reads ttlMs and cacheScope.
 // Fields the result already has are kept.
 func (s *Server) modernResult(method string, raw json.RawMessage) json.RawMessage {
-	if len(raw) >= 2 && raw[0] == '{' && !slices.Contains(cachedMethods, method) && !bytes.Contains(raw, []byte(`"resultType"`)) {
+	cached := slices.Contains(cachedMethods, method)
+	if len(raw) >= 2 && raw[0] == '{' && !cached && !bytes.Contains(raw, []byte(`"resultType"`)) {
 		// The common case, without decoding: an upstream's result (valid
 		// JSON, read by the upstream's reader) that has no resultType.
 		return prependMember(raw, `"resultType":"complete",`)
 	}
-	var have struct {
-		ResultType json.RawMessage `json:"resultType"`
-		TTL        json.RawMessage `json:"ttlMs"`
-		Scope      json.RawMessage `json:"cacheScope"`
-	}
+	var have resultMembers
 	if len(raw) < 2 || raw[0] != '{' || json.Unmarshal(raw, &have) != nil ||
 		(have.ResultType != nil && string(have.ResultType) != `"complete"`) {
 		return raw
@@ -248,22 +280,36 @@ func (s *Server) modernResult(method string, raw json.RawMessage) json.RawMessag
 	if have.ResultType == nil {
 		add = append(add, `"resultType":"complete",`...)
 	}
-	if slices.Contains(cachedMethods, method) {
-		if have.TTL == nil {
-			add = append(add, `"ttlMs":`...)
-			add = strconv.AppendInt(add, cacheTTLMs, 10)
-			add = append(add, ',')
-		}
-		if have.Scope == nil {
-			add = append(add, `"cacheScope":"`...)
-			add = append(add, s.cacheScope()...)
-			add = append(add, `",`...)
-		}
+	if cached {
+		add = s.appendCaching(add, &have)
 	}
 	if len(add) == 0 {
 		return raw
 	}
 	return prependMember(raw, string(add))
+}
+
+// resultMembers are the members of a result modernResult may add.
+type resultMembers struct {
+	ResultType json.RawMessage `json:"resultType"`
+	TTL        json.RawMessage `json:"ttlMs"`
+	Scope      json.RawMessage `json:"cacheScope"`
+}
+
+// appendCaching appends the ttlMs and cacheScope members a list or read
+// result lacks (have) to add.
+func (s *Server) appendCaching(add []byte, have *resultMembers) []byte {
+	if have.TTL == nil {
+		add = append(add, `"ttlMs":`...)
+		add = strconv.AppendInt(add, cacheTTLMs, 10)
+		add = append(add, ',')
+	}
+	if have.Scope == nil {
+		add = append(add, `"cacheScope":"`...)
+		add = append(add, s.cacheScope()...)
+		add = append(add, `",`...)
+	}
+	return add
 }
 
 // prependMember inserts members (each followed by a comma) at the start

@@ -490,18 +490,7 @@ func rawInputResponses(params json.RawMessage) json.RawMessage {
 // retryOf returns a request's inputResponses (raw, by key: the client's
 // bytes when serveModern saw them) and requestState.
 func retryOf(req mcp.Request) (map[string]json.RawMessage, string) {
-	var (
-		responses mcp.InputResponseMap
-		state     string
-	)
-	switch p := req.GetParams().(type) {
-	case *mcp.CallToolParamsRaw:
-		responses, state = p.InputResponses, p.RequestState
-	case *mcp.GetPromptParams:
-		responses, state = p.InputResponses, p.RequestState
-	case *mcp.ReadResourceParams:
-		responses, state = p.InputResponses, p.RequestState
-	}
+	responses, state := paramsRetry(req.GetParams())
 	if raw := callpath.HeaderOf(req).Get(inputResponsesHeader); raw != "" {
 		var out map[string]json.RawMessage
 		if json.Unmarshal([]byte(raw), &out) == nil {
@@ -517,16 +506,27 @@ func retryOf(req mcp.Request) (map[string]json.RawMessage, string) {
 	return out, state
 }
 
+// paramsRetry returns the inputResponses (as the SDK decoded them) and
+// requestState of a tools/call, prompts/get or resources/read.
+func paramsRetry(p mcp.Params) (mcp.InputResponseMap, string) {
+	switch p := p.(type) {
+	case *mcp.CallToolParamsRaw:
+		return p.InputResponses, p.RequestState
+	case *mcp.GetPromptParams:
+		return p.InputResponses, p.RequestState
+	case *mcp.ReadResourceParams:
+		return p.InputResponses, p.RequestState
+	}
+	return nil, ""
+}
+
 // ownerOf names the server a call goes to ("" for mcp-mux's own tools)
 // and its target: the method and the visible name or URI.
 func (s *Server) ownerOf(method string, p mcp.Params) (server, target string) {
 	cat := s.rt.Load().Catalog.Load()
 	switch p := p.(type) {
 	case *mcp.CallToolParamsRaw:
-		target = p.Name
-		if r := cat.Lookup(p.Name); r != nil && r.Server != nil { // built-in tools have none
-			server = r.Server.Name
-		}
+		target, server = p.Name, routeServer(cat.Lookup(p.Name))
 	case *mcp.GetPromptParams:
 		target = p.Name
 		if r := cat.Prompt(p.Name); r != nil && r.Server != nil {
@@ -539,4 +539,13 @@ func (s *Server) ownerOf(method string, p mcp.Params) (server, target string) {
 		}
 	}
 	return server, method + " " + target
+}
+
+// routeServer names the server of route r; "" without one (built-in
+// tools have none).
+func routeServer(r *callpath.Route) string {
+	if r == nil || r.Server == nil {
+		return ""
+	}
+	return r.Server.Name
 }

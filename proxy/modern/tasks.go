@@ -219,35 +219,50 @@ func rewriteTaskIDs(v json.RawMessage, remote, id string, depth int) json.RawMes
 		return v
 	}
 	var out any
+	var ok bool
 	if v[0] == '[' {
-		var a []json.RawMessage
-		if json.Unmarshal(v, &a) != nil {
-			return v
-		}
-		for i := range a {
-			a[i] = rewriteTaskIDs(a[i], remote, id, depth+1)
-		}
-		out = a
+		out, ok = rewriteArrayTaskIDs(v, remote, id, depth)
 	} else {
-		var m map[string]json.RawMessage
-		if json.Unmarshal(v, &m) != nil {
-			return v
-		}
-		for k, e := range m {
-			var s string
-			if k == "taskId" && json.Unmarshal(e, &s) == nil && s == remote {
-				m[k], _ = json.Marshal(id)
-				continue
-			}
-			m[k] = rewriteTaskIDs(e, remote, id, depth+1)
-		}
-		out = m
+		out, ok = rewriteObjectTaskIDs(v, remote, id, depth)
+	}
+	if !ok {
+		return v
 	}
 	b, err := json.Marshal(out)
 	if err != nil {
 		return v
 	}
 	return b
+}
+
+// rewriteArrayTaskIDs rewrites the task ids in each element of the array v.
+func rewriteArrayTaskIDs(v json.RawMessage, remote, id string, depth int) ([]json.RawMessage, bool) {
+	var a []json.RawMessage
+	if json.Unmarshal(v, &a) != nil {
+		return nil, false
+	}
+	for i := range a {
+		a[i] = rewriteTaskIDs(a[i], remote, id, depth+1)
+	}
+	return a, true
+}
+
+// rewriteObjectTaskIDs rewrites the object v's taskId naming remote, and
+// the task ids below its other members.
+func rewriteObjectTaskIDs(v json.RawMessage, remote, id string, depth int) (map[string]json.RawMessage, bool) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(v, &m) != nil {
+		return nil, false
+	}
+	for k, e := range m {
+		var s string
+		if k == "taskId" && json.Unmarshal(e, &s) == nil && s == remote {
+			m[k], _ = json.Marshal(id)
+			continue
+		}
+		m[k] = rewriteTaskIDs(e, remote, id, depth+1)
+	}
+	return m, true
 }
 
 // taskMethod serves tasks/get, tasks/update and tasks/cancel of a
