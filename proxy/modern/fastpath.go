@@ -415,7 +415,7 @@ func (cs *modernCallState) target() string { return "tools/call " + cs.p.Name }
 func (s *Server) directFastCall(ctx context.Context, cs *modernCallState) (json.RawMessage, error) {
 	raw, err := s.calls.GuardedCall(ctx, &cs.st, &cs.era, cs.stream(), cs.key, cs.h, cs.p.Name, cs.p.Arguments, cs.p.Meta)
 	if ir, ok := callpath.AsInputRequired(raw); ok && err == nil {
-		return s.sealInputRequired(&cs.st, cs.server, cs.target(), ir)
+		return s.bridge.sealInputRequired(&cs.st, cs.server, cs.target(), ir)
 	}
 	return raw, err
 }
@@ -424,14 +424,14 @@ func (s *Server) directFastCall(ctx context.Context, cs *modernCallState) (json.
 // sends the client become input_required.
 func (s *Server) bridgedFastCall(ctx context.Context, cs *modernCallState) (json.RawMessage, error) {
 	st, e := &cs.st, &cs.era
-	pc := s.startParked(ctx, cs.stream(), e, cs.server, cs.target(), func(ctx context.Context) (mcp.Result, error) {
+	pc := s.bridge.startParked(ctx, cs.stream(), e, cs.server, cs.target(), func(ctx context.Context) (mcp.Result, error) {
 		raw, err := s.calls.CallTool(ctx, st, e, e.bridge, cs.key, cs.h, cs.p.Name, cs.p.Arguments, cs.p.Meta)
 		if err != nil {
 			return nil, err
 		}
 		return &mcpwire.RawResult{Raw: raw}, nil
 	})
-	res, err := s.await(ctx, cs.stream(), pc)
+	res, err := s.bridge.await(ctx, cs.stream(), pc)
 	if err != nil {
 		return nil, err
 	}

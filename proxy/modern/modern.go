@@ -173,7 +173,7 @@ func (s *Server) Receive(ctx context.Context, ss *mcp.ServerSession, method stri
 	st, e := &rs.st, &rs.era
 	switch method {
 	case "tools/call", "prompts/get", "resources/read":
-		res, err := s.modernCall(ctx, st, e, &rs.round, method, req, next)
+		res, err := s.bridge.modernCall(ctx, st, e, &rs.round, method, req, next)
 		return s.completed(method, res, err)
 	case "server/discover":
 		return s.discover(ctx, method, req, next)

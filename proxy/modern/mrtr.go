@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -70,7 +71,7 @@ func (r *mrtrRetry) apply(params json.RawMessage) json.RawMessage {
 
 // sealInputRequired turns an upstream's input_required into the client's:
 // requests the client cannot serve are dropped, the state is sealed.
-func (s *Server) sealInputRequired(st *callpath.Session, server, target string, ir *callpath.InputRequired) (json.RawMessage, error) {
+func (s *bridges) sealInputRequired(st *callpath.Session, server, target string, ir *callpath.InputRequired) (json.RawMessage, error) {
 	reqs := make(map[string]json.RawMessage, len(ir.InputRequests))
 	for key, rr := range ir.InputRequests {
 		var req callpath.InputRequest
@@ -92,6 +93,21 @@ func inputRequiredResult(reqs map[string]json.RawMessage, state string) json.Raw
 	}{"input_required", reqs, state})
 	return b
 }
+
+// bridges runs the calls of 2026-07-28 clients that need client input:
+// bridged to a legacy upstream (parked between rounds), or passing a
+// 2026-07-28 upstream's input_required on under a sealed requestState.
+type bridges struct {
+	log     hclog.Logger
+	rt      *atomic.Pointer[callpath.Runtime]
+	calls   *callpath.Router
+	panics  *panicguard.Guard
+	parked  parkTable // calls parked between rounds
+	replica string    // this process, in requestStates of parked calls
+}
+
+// bounds returns the caps and shares of the config applied now.
+func (s *bridges) bounds() admission.Bounds { return admission.Of(&s.rt.Load().Config.Inbound) }
 
 // parkTable holds bridged calls between a modern client's rounds, within
 // inbound.max_parked_calls and each caller's share of it (package admission).
@@ -207,7 +223,7 @@ func (b bridgeSink) Request(ctx context.Context, method string, params json.RawM
 // startParked runs call as a bridged call to server of the request whose
 // first round (handled with ctx) is round; the request's era e gets the
 // bridge as its sink.
-func (s *Server) startParked(ctx context.Context, round callpath.Sink, e *Era, server, target string, call func(context.Context) (mcp.Result, error)) *parkedCall {
+func (s *bridges) startParked(ctx context.Context, round callpath.Sink, e *Era, server, target string, call func(context.Context) (mcp.Result, error)) *parkedCall {
 	pc := &parkedCall{server: server, target: target, user: round.Session().User, done: make(chan struct{}),
 		signal: make(chan struct{}, 1), inputs: map[string]*pendingInput{}, round: round, ctx: ctx}
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -225,7 +241,7 @@ func (s *Server) startParked(ctx context.Context, round callpath.Sink, e *Era, s
 // await serves one round of a bridged call, whose stream is round's: its
 // result, or the input requests that arrived, sealed into an
 // input_required result.
-func (s *Server) await(ctx context.Context, round callpath.Sink, pc *parkedCall) (mcp.Result, error) {
+func (s *bridges) await(ctx context.Context, round callpath.Sink, pc *parkedCall) (mcp.Result, error) {
 	st := round.Session()
 	if pc.attach(ctx, round) {
 		pc.poke()
@@ -323,7 +339,7 @@ func (pc *parkedCall) pending() map[string]json.RawMessage {
 
 // parkRound parks pc for the client's retry and answers this round with
 // the input requests reqs and a requestState naming the parked call.
-func (s *Server) parkRound(pc *parkedCall, reqs map[string]json.RawMessage) (mcp.Result, error) {
+func (s *bridges) parkRound(pc *parkedCall, reqs map[string]json.RawMessage) (mcp.Result, error) {
 	if err := s.parked.park(s, pc, s.bounds().Parked); err != nil {
 		pc.cancel()
 		return nil, err
@@ -333,7 +349,7 @@ func (s *Server) parkRound(pc *parkedCall, reqs map[string]json.RawMessage) (mcp
 }
 
 // parkedResult is a finished bridged call's result for st.
-func (s *Server) parkedResult(st *callpath.Session, pc *parkedCall) (mcp.Result, error) {
+func (s *bridges) parkedResult(st *callpath.Session, pc *parkedCall) (mcp.Result, error) {
 	if pc.err != nil {
 		return nil, pc.err
 	}
@@ -351,7 +367,7 @@ func (s *Server) parkedResult(st *callpath.Session, pc *parkedCall) (mcp.Result,
 
 // park keeps pc for its client's retry, until its ttl (stateTTL), unless b's cap or
 // the caller's share of it is full: then the client is told which.
-func (t *parkTable) park(s *Server, pc *parkedCall, b admission.Bound) error {
+func (t *parkTable) park(s *bridges, pc *parkedCall, b admission.Bound) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed { // shutting down: no retry would find it
@@ -434,7 +450,7 @@ func (pc *parkedCall) answer(responses map[string]json.RawMessage) {
 // modernCall serves a 2026-07-28 tools/call, prompts/get or resources/read
 // of st, whose stream is round's: a retry is unsealed and resumed, a new
 // call runs bridged.
-func (s *Server) modernCall(ctx context.Context, st *callpath.Session, e *Era, round callpath.Sink, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+func (s *bridges) modernCall(ctx context.Context, st *callpath.Session, e *Era, round callpath.Sink, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
 	responses, state := retryOf(req)
 	server, target := s.ownerOf(method, req.GetParams())
 	if state != "" {
@@ -522,7 +538,7 @@ func paramsRetry(p mcp.Params) (mcp.InputResponseMap, string) {
 
 // ownerOf names the server a call goes to ("" for mcp-mux's own tools)
 // and its target: the method and the visible name or URI.
-func (s *Server) ownerOf(method string, p mcp.Params) (server, target string) {
+func (s *bridges) ownerOf(method string, p mcp.Params) (server, target string) {
 	cat := s.rt.Load().Catalog.Load()
 	switch p := p.(type) {
 	case *mcp.CallToolParamsRaw:

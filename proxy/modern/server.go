@@ -72,8 +72,7 @@ type Server struct {
 	noFast    bool
 
 	listens   listens   // subscriptions/listen streams (listen.go)
-	parked    parkTable // calls bridged to legacy upstreams (mrtr.go)
-	replica   string    // this process, in requestStates of parked calls
+	bridge    bridges   // calls that need client input (mrtr.go)
 	capsCache capsCache // validated client capabilities (fastpath.go)
 }
 
@@ -85,7 +84,8 @@ func New(opts Options) *Server {
 		buffers: opts.Buffers, pageSize: opts.PageSize, noFast: opts.DisableFastPath}
 	s.listens = listens{log: s.log, rt: s.rt, calls: s.calls, send: s.send, gate: s.gate, life: s.life, bg: s.bg,
 		panics: s.panics, tasks: s.tasks, capsCache: &s.capsCache}
-	s.replica = fmt.Sprintf("%x", opts.States.MAC("replica")[:8])
+	s.bridge = bridges{log: s.log, rt: s.rt, calls: s.calls, panics: s.panics,
+		replica: fmt.Sprintf("%x", opts.States.MAC("replica")[:8])}
 	s.stateless = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.sdk },
 		&mcp.StreamableHTTPOptions{Stateless: true, DisableLocalhostProtection: true, PropagateRequestCancellation: true})
 	s.registerTaskMethods()
@@ -93,7 +93,7 @@ func New(opts Options) *Server {
 }
 
 // Close cancels every parked call and parks no more (shutdown).
-func (s *Server) Close() { s.parked.closeAll() }
+func (s *Server) Close() { s.bridge.parked.closeAll() }
 
 // ListsChanged tells the listeners that asked for them of list changes.
 func (s *Server) ListsChanged(tools, prompts, resources bool) {
@@ -111,9 +111,9 @@ func (s *Server) TaskEvent(e taskpoll.Event) { s.listens.listeners.taskEvent(&s.
 // SetParkTTL sets how long a bridged call stays parked for its client's
 // retry (stateTTL otherwise): for tests.
 func (s *Server) SetParkTTL(d time.Duration) {
-	s.parked.mu.Lock()
-	s.parked.ttl = d
-	s.parked.mu.Unlock()
+	s.bridge.parked.mu.Lock()
+	s.bridge.parked.ttl = d
+	s.bridge.parked.mu.Unlock()
 }
 
 // bounds returns the caps and shares of the config applied now.
