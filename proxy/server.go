@@ -1,7 +1,9 @@
 // Package proxy is the downstream side of mcp-mux: one Streamable HTTP MCP
 // endpoint that aggregates every configured upstream and serves both
-// protocol eras (stateful 2025-11-25 sessions and the sessionless
-// 2026-07-28 revision, see modern.go).
+// protocol eras: stateful 2025-11-25 sessions here, the sessionless
+// 2026-07-28 revision in package modern, both on the call path of package
+// callpath. proxy routes each request to its era (fastpath.go for the HTTP
+// handler, middleware.go for the SDK's) and wires the rooms together.
 //
 // A Server holds one runtime (config, backends, catalog) behind an atomic
 // pointer. Apply builds a new runtime off to the side, keeping backends whose
@@ -136,7 +138,7 @@ func New(opts Options) *Server {
 	s.bodies = admission.NewBodies(admission.BodyOptions{Max: callpath.MaxBody, Timeout: opts.BodyTimeout, Buffers: &s.buffers, Log: s.log})
 	s.reloads.register(s.metrics.reg)
 	// The SDK's capabilities gate nothing mcp-mux relies on: initialize and
-	// discover results get the catalog's (catalog.go).
+	// discover results get the catalog's (middleware.go, package modern).
 	s.sdk = mcp.NewServer(&mcp.Implementation{Name: "mcp-mux", Version: opts.Version}, &mcp.ServerOptions{
 		Capabilities: &mcp.ServerCapabilities{
 			Tools:       &mcp.ToolCapabilities{ListChanged: true},

@@ -8,6 +8,13 @@ import (
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
+// The protocol era of one request, on the call path.
+//
+// Each request carries an Era down the call path (Dispatch, CallTool,
+// Forward, CallerKey, the policy and tool_search): LegacyEra for a request
+// of a stateful session, package modern's *Era for a 2026-07-28 request.
+// The call path asks the era what differs and never looks at a flag.
+
 // Era is what one request's protocol era decides on the shared call path.
 type Era interface {
 	// Sink returns where what an upstream sends while serving the request

@@ -22,12 +22,12 @@ import (
 // Runtime is everything built from one config.
 type Runtime struct {
 	Config       *config.Config
-	Backends     []*Backend // enabled servers, config order
-	ByName       map[string]*Backend
-	Policy       *CatalogPolicy
+	Backends     []*Backend          // enabled servers, config order
+	ByName       map[string]*Backend // Backends by server name
+	Policy       *CatalogPolicy      // what the catalogs take from Config
 	Catalog      atomic.Pointer[Catalog]
-	Auth         *inbound.Authenticator
-	Origins      OriginCheck
+	Auth         *inbound.Authenticator // caller identity (inbound.auth)
+	Origins      OriginCheck            // Host and Origin checks
 	Interceptors []interceptor.Interceptor
 	States       *seal.Sealer      // seals 2026-07-28 requestStates and task ids
 	Skipped      map[string]string // enabled servers that could not be set up: the reason
@@ -46,14 +46,14 @@ type OriginCheck interface {
 
 // Backend is one enabled server and its upstream connection.
 type Backend struct {
-	Name        string
-	Prefix      bool
+	Name        string // the server's configured name
+	Prefix      bool   // its tools are named with a server prefix
 	Fingerprint string // config.Server.Fingerprint of the upstream's settings
 	HeaderKey   string // headerKey of the resolver's inputs
 	Up          *upstream.Upstream
 	Config      *config.Server    // this runtime's settings: routing, tools, description
 	Resolver    *headers.Resolver // upstream headers (http/sse); nil when there are none
-	Base        *ResolverRef      // the resolver up's own requests use
+	Base        *ResolverRef      // the resolver Up's own requests use
 	Metrics     *CallMetrics
 }
 
@@ -177,7 +177,7 @@ func (r *ResolverRef) Set(res *headers.Resolver) { r.p.Store(res) }
 
 // SetCapabilities puts the catalog's capabilities into an initialize or
 // server/discover result. Extensions are each added by their own file after
-// it (advertiseTasks, modern_tasks.go), on server/discover only.
+// it (package modern's advertiseTasks), on server/discover only.
 func SetCapabilities(cat *Catalog, res mcp.Result) {
 	caps := cat.Capabilities() // a copy: the catalog's pointers are never written
 	switch r := res.(type) {

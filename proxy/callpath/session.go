@@ -18,12 +18,12 @@ import (
 
 // Session is mcp-mux's state for one downstream MCP session.
 type Session struct {
-	SS       *mcp.ServerSession
-	ID       string
-	User     string
-	Caps     string            // upstream.Capabilities of the client: call sessions declare them
-	Send     mcp.MethodHandler // the SDK's sending handler (server-to-client requests)
-	LastSeen atomic.Int64      // unix nanos of the last message
+	SS       *mcp.ServerSession // the SDK's session (a throwaway one, or none, for a 2026-07-28 request)
+	ID       string             // Mcp-Session-Id; "" for a 2026-07-28 request
+	User     string             // the authenticated caller
+	Caps     string             // upstream.Capabilities of the client: call sessions declare them
+	Send     mcp.MethodHandler  // the SDK's sending handler (server-to-client requests)
+	LastSeen atomic.Int64       // unix nanos of the last message
 	// ClientCaps are the capabilities the client declared: at initialize
 	// for a session, in _meta for a 2026-07-28 request.
 	ClientCaps *mcp.ClientCapabilities
@@ -39,7 +39,7 @@ type Session struct {
 	mu      sync.Mutex
 	calls   map[string]context.CancelFunc // in-flight fast-path calls by raw JSON-RPC id
 	pending map[string]chan *wire.Message // fast-path requests to the client, by raw id
-	Level   string                        // logging/setLevel; "" = none
+	Level   string                        // logging/setLevel (under mu); "" = none
 	keys    map[upstream.Key]bool         // (user, thread) scopes this session called with
 	Subs    subscriptions.Holder          // subscribed resource URIs
 
@@ -59,6 +59,7 @@ func (st *Session) Track(id string, cancel context.CancelFunc) {
 	st.mu.Unlock()
 }
 
+// Untrack forgets a fast-path call that has finished.
 func (st *Session) Untrack(id string) {
 	st.mu.Lock()
 	delete(st.calls, id)
@@ -176,6 +177,7 @@ func (st *Session) useKey(k upstream.Key) {
 	st.mu.Unlock()
 }
 
+// UsedKeys returns the (user, thread) scopes the session called with.
 func (st *Session) UsedKeys() []upstream.Key {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -198,6 +200,7 @@ func (st *Session) HasThread(thread string) bool {
 	return false
 }
 
+// HasKey reports whether the session called upstreams as k.
 func (st *Session) HasKey(k upstream.Key) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()

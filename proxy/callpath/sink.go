@@ -117,6 +117,7 @@ type rawParams struct {
 	raw json.RawMessage
 }
 
+// MarshalJSON returns the params as the upstream sent them ({} for none).
 func (p *rawParams) MarshalJSON() ([]byte, error) {
 	if len(p.raw) == 0 {
 		return []byte(`{}`), nil

@@ -40,7 +40,7 @@ func (s *Router) submitTask(ctx context.Context, st *Session, e Era, key upstrea
 	case t == nil:
 		return raw, err // the upstream's own error result, or its error
 	case e.TasksExt():
-		return s.createTaskResult(t), nil // modern_tasks.go
+		return s.createTaskResult(t), nil // the tasks extension's CreateTaskResult
 	}
 	return taskpoll.SubmitResult(t), nil
 }

@@ -11,18 +11,18 @@ import (
 
 // The protocol era of one request, on the shared call path.
 //
-// A request is served by dispatch, callTool and forward whichever era it
-// belongs to; what differs is decided by its era, a value built for each
-// request: legacyEra for a request of a stateful session, *Era for a
-// 2026-07-28 request (modern.go, fastpath_modern.go). The call path asks
-// the era and never looks at a flag.
+// A request is served by callpath's Dispatch, CallTool and Forward
+// whichever era it belongs to; what differs is decided by its era
+// (callpath.Era), a value built for each request: callpath.LegacyEra for a
+// request of a stateful session, *Era for a 2026-07-28 request (modern.go,
+// fastpath.go). The call path asks the era and never looks at a flag.
 
 // Era is the era of one 2026-07-28 request: it has no session to
 // remember anything in (no keys, no promotions: its lists never depend on
 // earlier calls), a retry carries the answers to an upstream's
 // input_required, a call to a legacy upstream may run bridged, and a
 // server's own task passes through when the request declared the tasks
-// extension (modern_tasks.go).
+// extension (tasks.go).
 type Era struct {
 	bridge callpath.Sink // the bridged call's sink (mrtr.go), nil otherwise
 	again  *mrtrRetry    // a retry of an upstream's input_required, or nil
@@ -50,7 +50,7 @@ func (*Era) Fulfil(_ context.Context, _ callpath.Sink, _, raw json.RawMessage, _
 	return raw, nil
 }
 
-// PassTask namespaces a server's own task (modern_tasks.go).
+// PassTask namespaces a server's own task (tasks.go).
 func (e *Era) PassTask(states *seal.Sealer, user string, r *callpath.Route, raw json.RawMessage) (json.RawMessage, error) {
 	return passTask(states, e.tasks, user, r, raw)
 }

@@ -358,6 +358,8 @@ func validateCaps(caps, info json.RawMessage) *clientCaps {
 // those the client cannot serve.
 type modernSink struct{ *callpath.FastSink }
 
+// Request answers ping, and refuses what the client cannot serve or a
+// 2026-07-28 server would never send mid-call.
 func (k modernSink) Request(_ context.Context, method string, _ json.RawMessage) (json.RawMessage, error) {
 	if method == "ping" {
 		return json.RawMessage(`{}`), nil

@@ -47,7 +47,7 @@ type listener struct {
 	uris                      map[string]bool
 	user                      string
 	direct                    *listenstream.Stream // the stream mcp-mux writes (nil: the SDK's)
-	taskIDs                   map[string]bool      // granted (modern_tasks_listen.go)
+	taskIDs                   map[string]bool      // granted (tasks_listen.go)
 }
 
 // listens serves subscriptions/listen on both paths: on the SDK's (listen)

@@ -135,7 +135,7 @@ func (s *Server) answerEarly(w http.ResponseWriter, r *http.Request, body []byte
 }
 
 // refuseCallHeaders answers a tools/call whose Mcp-Param-* headers do not
-// match its arguments (modern_headers.go), and reports whether it did.
+// match its arguments (headers.go), and reports whether it did.
 func (s *Server) refuseCallHeaders(w http.ResponseWriter, r *http.Request, m *wire.Message) bool {
 	if m.Method != "tools/call" || !hasParamHeaders(r.Header) {
 		return false

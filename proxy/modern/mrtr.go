@@ -33,7 +33,7 @@ import (
 // combination:
 //
 //   - modern client, modern upstream: input_required passes through, its
-//     requestState sealed in mcp-mux's envelope (mrtr_state.go); the retry
+//     requestState sealed in mcp-mux's envelope (state.go); the retry
 //     is unsealed and goes back upstream with the client's answers.
 //   - legacy client, modern upstream: fulfil asks the client's session the
 //     live requests, then retries upstream, for up to maxInputRounds rounds.
@@ -163,12 +163,15 @@ type pendingInput struct {
 // round's stream, requests wait for the client's next retry.
 type bridgeSink struct{ pc *parkedCall }
 
+// Session returns the session of the latest round.
 func (b bridgeSink) Session() *callpath.Session {
 	b.pc.mu.Lock()
 	defer b.pc.mu.Unlock()
 	return b.pc.round.Session()
 }
 
+// Notify sends a notification on the attached round's stream, or holds
+// it for the next round.
 func (b bridgeSink) Notify(method string, params json.RawMessage) {
 	b.pc.mu.Lock()
 	round, ctx := b.pc.round, b.pc.ctx
@@ -185,6 +188,8 @@ func (b bridgeSink) Notify(method string, params json.RawMessage) {
 	round.Notify(method, params)
 }
 
+// Request queues a request for the client's next retry and waits for its
+// answer.
 func (b bridgeSink) Request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 	pc := b.pc
 	if method == "ping" {

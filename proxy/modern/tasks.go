@@ -374,7 +374,7 @@ func (s *Server) serveTaskRequest(w http.ResponseWriter, r *http.Request, m *wir
 			return true
 		}
 	case "subscriptions/listen":
-		return s.listens.serveListen(w, r, m) // modern_listen.go
+		return s.listens.serveListen(w, r, m) // listen.go
 	}
 	return false
 }
