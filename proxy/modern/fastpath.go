@@ -75,11 +75,18 @@ func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, body []byte, 
 	if refuseRepeatedHeader(w, r, body) { // headers.go, for both paths
 		return true
 	}
-	var m wire.Message
-	params, ok := s.fastEnvelope(r, body, sh, &m)
-	switch {
-	case !ok:
+	if sh.Batch || s.noFast || !modernFastHeaders(r.Header) {
 		return false
+	}
+	var m wire.Message
+	if wire.Decode(body, &m) != nil || !fastEnvelope(r, &m) {
+		return false
+	}
+	params := bytes.TrimSpace(m.Params)
+	if len(params) < 2 || params[0] != '{' || mentionsSlowPath(params) {
+		return false
+	}
+	switch {
 	case m.Method == "tools/call":
 		return s.fastCall(w, r, &m, params)
 	case fastLists[m.Method]:
@@ -91,22 +98,11 @@ func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, body []byte, 
 // fastLists are the lists the fast path answers.
 var fastLists = map[string]bool{"tools/list": true, "prompts/list": true, "resources/list": true, "resources/templates/list": true}
 
-// fastEnvelope decodes body into m and returns its params, unless the
-// request is one the fast path leaves to the SDK: a batch, headers the SDK
-// would refuse, an id it would re-encode, a method the Mcp-Method header
-// does not name, params that are not an object or mention a retry or tasks.
-func (s *Server) fastEnvelope(r *http.Request, body []byte, sh wire.Shape, m *wire.Message) ([]byte, bool) {
-	if sh.Batch || s.noFast || !modernFastHeaders(r.Header) {
-		return nil, false
-	}
-	if wire.Decode(body, m) != nil || !m.IsCall() || !plainID(m.ID) || r.Header.Get("Mcp-Method") != m.Method {
-		return nil, false
-	}
-	params := bytes.TrimSpace(m.Params)
-	if len(params) < 2 || params[0] != '{' || mentionsSlowPath(params) {
-		return nil, false
-	}
-	return params, true
+// fastEnvelope reports whether the decoded m is a call the fast path may
+// take: an id the SDK echoes byte for byte, a method the Mcp-Method header
+// names.
+func fastEnvelope(r *http.Request, m *wire.Message) bool {
+	return m.IsCall() && plainID(m.ID) && r.Header.Get("Mcp-Method") == m.Method
 }
 
 // fastCall serves a tools/call of an upstream tool and reports whether it
