@@ -19,7 +19,7 @@ package proxy
 //   - added: likewise; removed: nothing in the new runtime refers to it;
 //   - invalid in the new file but running: the running one is kept (last
 //     good settings) and the problem is reported;
-//   - refused by Options.ServerChange (or the task rule, taskChange): the
+//   - refused by Options.ServerChange (or the task rule, taskBridge.change): the
 //     running one is kept, with the reason reported;
 //   - its resolver or upstream cannot be set up: it is skipped (reported in
 //     the runtime's skipped servers); a running one whose new resolver
@@ -34,11 +34,10 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/catalog"
@@ -46,6 +45,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/headers"
 	"github.com/mcp-mux/mcp-mux/inbound"
 	"github.com/mcp-mux/mcp-mux/interceptor"
+	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/proxy/reload"
 	"github.com/mcp-mux/mcp-mux/seal"
 	"github.com/mcp-mux/mcp-mux/upstream"
@@ -79,7 +79,7 @@ func (s *Server) Apply(cfg *config.Config) error {
 // them finish). Header resolvers, and so OAuth tokens, are kept.
 func (s *Server) ResetUpstreams() {
 	s.applyMu.Lock()
-	cfg := s.rt.Load().cfg
+	cfg := s.rt.Load().Config
 	s.applyMu.Unlock()
 	_, _ = s.apply(cfg, true) // the running config's inbound settings already built once
 }
@@ -90,7 +90,7 @@ func (s *Server) ResetUpstreams() {
 func (s *Server) apply(cfg *config.Config, fresh bool) ([]config.Problem, error) {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
-	if s.closed.Load() {
+	if s.gate.Closed() {
 		return nil, fmt.Errorf("server is closed")
 	}
 	ex := &execution{s: s, old: s.rt.Load()}
@@ -106,13 +106,13 @@ func (s *Server) apply(cfg *config.Config, fresh bool) ([]config.Problem, error)
 // (old), carries out the plan's actions on it and swaps it in.
 type execution struct {
 	s        *Server
-	old, rt  *runtime
+	old, rt  *callpath.Runtime
 	problems []config.Problem
 	// started are the backends with a new upstream, to start before the swap.
-	started []*backend
+	started []*callpath.Backend
 	// resolverChanged share a running upstream but have a new resolver,
 	// which the upstream's own requests take up at the swap.
-	resolverChanged []*backend
+	resolverChanged []*callpath.Backend
 }
 
 // build makes the new runtime for cfg, with no backends yet: its inbound
@@ -132,31 +132,31 @@ func (ex *execution) build(cfg *config.Config) error {
 	for _, p := range ipro {
 		s.log.Warn("skipping interceptor", "reason", p)
 	}
-	rt := newRuntime(cfg)
-	rt.pol, rt.auth, rt.icepts, rt.origins = newCatalogPolicy(cfg, s.tasks != nil), auth, icepts, origins
-	s.warnTaskSettings(ex.old.cfg, cfg)
-	rt.states = s.states
+	rt := callpath.NewRuntime(cfg)
+	rt.Policy, rt.Auth, rt.Interceptors, rt.Origins = callpath.NewCatalogPolicy(cfg, s.tasks != nil), auth, icepts, origins
+	s.durable.warnSettings(ex.old.Config, cfg)
+	rt.States = s.states
 	if k := cfg.Inbound.RequestStateKey; !k.IsZero() {
-		rt.states = seal.New(k.Reveal())
+		rt.States = seal.New(k.Reveal())
 	}
 	ex.rt = rt
 	return nil
 }
 
 // runningView is the plan's view of rt's backends, in order.
-func runningView(rt *runtime) []reload.Running {
-	out := make([]reload.Running, len(rt.backends))
-	for i, b := range rt.backends {
-		out[i] = reload.Running{Name: b.name, Fingerprint: b.fingerprint, HeaderKey: b.headerKey, Server: b.srv}
+func runningView(rt *callpath.Runtime) []reload.Running {
+	out := make([]reload.Running, len(rt.Backends))
+	for i, b := range rt.Backends {
+		out[i] = reload.Running{Name: b.Name, Fingerprint: b.Fingerprint, HeaderKey: b.HeaderKey, Server: b.Config}
 	}
 	return out
 }
 
-// refuse is the plan's Refuse: the task rule (taskChange), then
+// refuse is the plan's Refuse: the task rule (taskBridge.change), then
 // Options.ServerChange, on whether the running settings may become next
 // (nil: removed or disabled).
 func (s *Server) refuse(running, next *config.Server) error {
-	if err := s.taskChange(running, next); err != nil {
+	if err := s.durable.change(running, next); err != nil {
 		return err
 	}
 	if s.opts.ServerChange == nil {
@@ -171,7 +171,7 @@ func (ex *execution) run(actions []reload.Action) {
 		a := &actions[i]
 		switch a.Kind {
 		case reload.Skip, reload.Refuse:
-			ex.keepRunning(ex.old.backends[a.Prev], a.Problem)
+			ex.keepRunning(ex.old.Backends[a.Prev], a.Problem)
 		case reload.Keep, reload.Reconnect:
 			ex.connect(a)
 		}
@@ -179,20 +179,20 @@ func (ex *execution) run(actions []reload.Action) {
 }
 
 // prev returns the running backend a starts from; nil for none.
-func (ex *execution) prev(a *reload.Action) *backend {
+func (ex *execution) prev(a *reload.Action) *callpath.Backend {
 	if a.Prev < 0 {
 		return nil
 	}
-	return ex.old.backends[a.Prev]
+	return ex.old.Backends[a.Prev]
 }
 
 // keepRunning keeps the running backend prev in the new runtime unchanged and
 // reports why.
-func (ex *execution) keepRunning(prev *backend, problem string) {
-	ex.problems = append(ex.problems, config.Problem{Server: prev.name, Message: problem})
+func (ex *execution) keepRunning(prev *callpath.Backend, problem string) {
+	ex.problems = append(ex.problems, config.Problem{Server: prev.Name, Message: problem})
 	b := *prev
-	b.metrics = ex.s.metrics.forServer(b.name)
-	ex.rt.add(&b)
+	b.Metrics = ex.s.metrics.forServer(b.Name)
+	ex.rt.Add(&b)
 }
 
 // connect sets up a server that runs on: its resolver, then its shared or
@@ -216,10 +216,10 @@ func (ex *execution) connect(a *reload.Action) {
 }
 
 // resolver returns a's header resolver: the running one, a new one, or nil.
-func (ex *execution) resolver(a *reload.Action, prev *backend) (*headers.Resolver, error) {
+func (ex *execution) resolver(a *reload.Action, prev *callpath.Backend) (*headers.Resolver, error) {
 	switch a.Resolver {
 	case reload.ReuseResolver:
-		return prev.resolver, nil // keeps the OAuth token and any fetch in flight
+		return prev.Resolver, nil // keeps the OAuth token and any fetch in flight
 	case reload.NewResolver:
 		o := *a.Headers
 		o.Logger = ex.s.log.Named("headers").With("server", a.Name)
@@ -231,17 +231,17 @@ func (ex *execution) resolver(a *reload.Action, prev *backend) (*headers.Resolve
 // skip records that a server could not be set up.
 func (ex *execution) skip(name string, err error) {
 	ex.s.log.Warn("skipping upstream server", "server", name, "reason", err)
-	ex.rt.skipped[name] = err.Error()
+	ex.rt.Skipped[name] = err.Error()
 }
 
 // share puts the running upstream of prev in the new runtime with a's
 // settings and resolver res.
-func (ex *execution) share(a *reload.Action, prev *backend, res *headers.Resolver) {
+func (ex *execution) share(a *reload.Action, prev *callpath.Backend, res *headers.Resolver) {
 	b := *prev
-	b.prefix, b.srv, b.resolver, b.headerKey = a.Next.ToolNamePrefix, a.Next, res, a.HeaderKey
-	b.metrics = ex.s.metrics.forServer(a.Name)
-	ex.rt.add(&b)
-	if res != prev.resolver {
+	b.Prefix, b.Config, b.Resolver, b.HeaderKey = a.Next.ToolNamePrefix, a.Next, res, a.HeaderKey
+	b.Metrics = ex.s.metrics.forServer(a.Name)
+	ex.rt.Add(&b)
+	if res != prev.Resolver {
 		ex.resolverChanged = append(ex.resolverChanged, &b)
 	}
 }
@@ -250,8 +250,8 @@ func (ex *execution) share(a *reload.Action, prev *backend, res *headers.Resolve
 // res; a server whose upstream cannot be made is skipped (and a resolver
 // built for it closed).
 func (ex *execution) reconnect(a *reload.Action, res *headers.Resolver) {
-	ref := &resolverRef{}
-	ref.p.Store(res)
+	ref := &callpath.ResolverRef{}
+	ref.Set(res)
 	up, err := upstream.New(ex.s.upstreamOptions(a.Next, ref))
 	if err != nil {
 		if a.Resolver == reload.NewResolver {
@@ -260,9 +260,9 @@ func (ex *execution) reconnect(a *reload.Action, res *headers.Resolver) {
 		ex.skip(a.Name, err)
 		return
 	}
-	b := &backend{name: a.Name, prefix: a.Next.ToolNamePrefix, fingerprint: a.Fingerprint, headerKey: a.HeaderKey, up: up, srv: a.Next, resolver: res,
-		base: ref, metrics: ex.s.metrics.forServer(a.Name)}
-	ex.rt.add(b)
+	b := &callpath.Backend{Name: a.Name, Prefix: a.Next.ToolNamePrefix, Fingerprint: a.Fingerprint, HeaderKey: a.HeaderKey, Up: up, Config: a.Next, Resolver: res,
+		Base: ref, Metrics: ex.s.metrics.forServer(a.Name)}
+	ex.rt.Add(b)
 	ex.started = append(ex.started, b)
 }
 
@@ -273,120 +273,93 @@ func (ex *execution) reconnect(a *reload.Action, res *headers.Resolver) {
 // the old one.
 func (ex *execution) swap() {
 	s, old, rt := ex.s, ex.old, ex.rt
-	s.hold(rt)
+	s.refs.hold(rt)
 	for _, b := range ex.started {
-		b.up.Start()
+		b.Up.Start()
 	}
 	s.awaitDiscovery(ex.started)
 	for _, b := range ex.resolverChanged {
-		b.base.p.Store(b.resolver)
+		b.Base.Set(b.Resolver)
 	}
-	rt.cat.Store(buildCatalog(rt.backends, rt.pol, s.log))
+	rt.Catalog.Store(callpath.BuildCatalog(rt.Backends, rt.Policy, s.log))
 	s.rt.Store(rt)
 	s.ready.Store(true)
-	s.startTasks()
+	s.durable.start()
 	ex.forgetRemoved()
-	s.retire(old)
+	s.refs.retire(old)
 	s.refreshCatalog(old)
 }
 
 // forgetRemoved drops the metrics of the servers the old runtime had and the
 // new one has not.
 func (ex *execution) forgetRemoved() {
-	for name := range ex.old.byName {
-		if ex.rt.byName[name] == nil {
+	for name := range ex.old.ByName {
+		if ex.rt.ByName[name] == nil {
 			ex.s.metrics.forget(name)
 		}
 	}
 }
 
-// newRuntime returns an empty runtime for cfg.
-func newRuntime(cfg *config.Config) *runtime {
-	return &runtime{cfg: cfg, byName: make(map[string]*backend), skipped: make(map[string]string), idle: make(chan struct{})}
+// runtimeRefs counts the runtimes holding each upstream and headers
+// resolver (runtimes built by reloads share the ones whose settings did not
+// change), and closes each when the last runtime holding it is released.
+type runtimeRefs struct {
+	mu       sync.Mutex
+	refs     map[any]int // *upstream.Upstream and *headers.Resolver → runtimes holding it
+	retiring sync.WaitGroup
+	ctx      context.Context // cancelled by stop: retired runtimes close at once
+	stop     context.CancelFunc
+	drain    time.Duration // Options.DrainTimeout
+	log      hclog.Logger
 }
 
-// add appends b to rt's backends.
-func (rt *runtime) add(b *backend) {
-	rt.backends = append(rt.backends, b)
-	rt.byName[b.name] = b
-}
-
-// enter registers a call on rt; false when rt was retired meanwhile.
-func (rt *runtime) enter() bool {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if rt.retired {
-		return false
-	}
-	rt.calls++
-	return true
-}
-
-// leave ends a call registered by enter; the last call on a retired
-// runtime lets it be released.
-func (rt *runtime) leave() {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	rt.calls--
-	if rt.calls == 0 && rt.retired {
-		close(rt.idle)
-	}
-}
-
-// enterRuntime returns the current runtime with a call registered on it;
-// the caller must call leave on it when the call has finished.
-func (s *Server) enterRuntime() *runtime {
-	for {
-		if rt := s.rt.Load(); rt.enter() {
-			return rt
-		}
-	}
+// newRuntimeRefs returns an empty count; retired runtimes wait at most
+// drain for their calls.
+func newRuntimeRefs(drain time.Duration, log hclog.Logger) *runtimeRefs {
+	r := &runtimeRefs{refs: map[any]int{}, drain: drain, log: log}
+	r.ctx, r.stop = context.WithCancel(context.Background())
+	return r
 }
 
 // hold counts rt's references to its upstreams and resolvers.
 // Requires applyMu.
-func (s *Server) hold(rt *runtime) {
-	s.refMu.Lock()
-	defer s.refMu.Unlock()
-	for _, b := range rt.backends {
-		s.refs[b.up]++
-		if b.resolver != nil {
-			s.refs[b.resolver]++
+func (s *runtimeRefs) hold(rt *callpath.Runtime) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, b := range rt.Backends {
+		s.refs[b.Up]++
+		if b.Resolver != nil {
+			s.refs[b.Resolver]++
 		}
 	}
 }
 
 // release drops rt's references and closes what nothing holds any more,
 // waiting for the closes.
-func (s *Server) release(rt *runtime) {
+func (s *runtimeRefs) release(rt *callpath.Runtime) {
 	var wg sync.WaitGroup
-	s.refMu.Lock()
-	for _, b := range rt.backends {
-		if s.refs[b.up]--; s.refs[b.up] == 0 {
-			delete(s.refs, b.up)
-			wg.Go(func() { _ = b.up.Close() })
+	s.mu.Lock()
+	for _, b := range rt.Backends {
+		if s.refs[b.Up]--; s.refs[b.Up] == 0 {
+			delete(s.refs, b.Up)
+			wg.Go(func() { _ = b.Up.Close() })
 		}
-		if b.resolver != nil {
-			if s.refs[b.resolver]--; s.refs[b.resolver] == 0 {
-				delete(s.refs, b.resolver)
-				b.resolver.Close()
+		if b.Resolver != nil {
+			if s.refs[b.Resolver]--; s.refs[b.Resolver] == 0 {
+				delete(s.refs, b.Resolver)
+				b.Resolver.Close()
 			}
 		}
 	}
-	s.refMu.Unlock()
+	s.mu.Unlock()
 	wg.Wait()
 }
 
-// retire marks old as replaced and, in a goroutine Close waits for, releases
-// it once the calls that started on it have finished.
-func (s *Server) retire(old *runtime) {
-	old.mu.Lock()
-	old.retired = true
-	if old.calls == 0 {
-		close(old.idle)
-	}
-	old.mu.Unlock()
-	timeout := s.opts.DrainTimeout
+// retire marks old as replaced and, in a goroutine close waits for,
+// releases it once the calls that started on it have finished.
+func (s *runtimeRefs) retire(old *callpath.Runtime) {
+	idle := old.Retire()
+	timeout := s.drain
 	if timeout <= 0 {
 		timeout = defaultDrainTimeout
 	}
@@ -394,25 +367,26 @@ func (s *Server) retire(old *runtime) {
 		t := time.NewTimer(timeout)
 		defer t.Stop()
 		select {
-		case <-old.idle:
+		case <-idle:
 		case <-t.C:
 			s.log.Warn("reload: closing replaced upstreams with calls still in flight", "after", timeout)
-		case <-s.retireCtx.Done():
+		case <-s.ctx.Done():
 		}
 		s.release(old)
 	})
 }
 
-// resolverRef is the resolver an upstream's own requests (discovery,
-// control sessions) take their headers from; it is shared by the runtimes
-// that share the upstream, and follows the newest one.
-type resolverRef struct {
-	p atomic.Pointer[headers.Resolver]
+// close releases the retired runtimes at once, waits for them, then
+// releases rt.
+func (s *runtimeRefs) close(rt *callpath.Runtime) {
+	s.stop()
+	s.retiring.Wait()
+	s.release(rt)
 }
 
 // awaitDiscovery waits, at most Options.SwapWait, for the first discovery
 // attempt of each started backend.
-func (s *Server) awaitDiscovery(started []*backend) {
+func (s *Server) awaitDiscovery(started []*callpath.Backend) {
 	if len(started) == 0 {
 		return
 	}
@@ -427,7 +401,7 @@ func (s *Server) awaitDiscovery(started []*backend) {
 	defer t.Stop()
 	for _, b := range started {
 		select {
-		case <-b.up.Discovered():
+		case <-b.Up.Discovered():
 		case <-t.C:
 			return
 		}
@@ -437,69 +411,54 @@ func (s *Server) awaitDiscovery(started []*backend) {
 // upstreamOptions returns sc's upstream options (reload.UpstreamOptions)
 // with the server's logger, supervisor, retry bounds and hooks; the
 // upstream's own requests take their headers from ref.
-func (s *Server) upstreamOptions(sc *config.Server, ref *resolverRef) upstream.Options {
+func (s *Server) upstreamOptions(sc *config.Server, ref *callpath.ResolverRef) upstream.Options {
 	o := reload.UpstreamOptions(sc)
 	o.Supervisor, o.RetryMin, o.RetryMax = s.opts.StdioSupervisor, s.opts.RetryMin, s.opts.RetryMax
 	o.Logger = s.log.Named("upstream").With("server", sc.Name)
 	o.OnChange = func() { s.refreshCatalog(nil) }
 	o.OnDiscovery = s.metrics.observeDiscovery(sc.Name)
-	o.Handler = guardedHandler{s.panics, (*forwarder)(s)}
+	o.Handler = guardedHandler{s.panics, &s.fwd}
 	o.Via = s.via
 	// Discovery uses the newest credentials built for this upstream.
-	o.BaseHeaders = ref.base
-	o.OnUnauthorized = ref.unauthorized
+	o.BaseHeaders = ref.BaseHeaders
+	o.OnUnauthorized = ref.Unauthorized
 	return o
-}
-
-// base returns the newest resolver's base headers; none without one.
-func (r *resolverRef) base(ctx context.Context) (http.Header, error) {
-	if res := r.p.Load(); res != nil {
-		return res.Base(ctx)
-	}
-	return nil, nil
-}
-
-// unauthorized tells the newest resolver that the headers sent were refused.
-func (r *resolverRef) unauthorized(sent http.Header) {
-	if res := r.p.Load(); res != nil {
-		res.UnauthorizedHeader(sent)
-	}
 }
 
 // refreshCatalog rebuilds the current runtime's catalog from its backends'
 // tool lists and tells each session whose visible lists changed. prev, when
 // non-nil, is the runtime clients saw before (across a swap).
-func (s *Server) refreshCatalog(prev *runtime) {
+func (s *Server) refreshCatalog(prev *callpath.Runtime) {
 	s.catMu.Lock()
 	rt := s.rt.Load()
-	before := rt.cat.Load()
+	before := rt.Catalog.Load()
 	if prev != nil {
-		before = prev.cat.Load()
+		before = prev.Catalog.Load()
 	}
-	next := buildCatalog(rt.backends, rt.pol, s.log)
-	rt.cat.Store(next)
+	next := callpath.BuildCatalog(rt.Backends, rt.Policy, s.log)
+	rt.Catalog.Store(next)
 	s.catMu.Unlock()
 	s.notifyChanges(before, next)
 }
 
 // notifyChanges sends each session the list_changed notifications for what
 // differs between the catalogs it saw (before) and sees now (next).
-func (s *Server) notifyChanges(before, next *muxCatalog) {
+func (s *Server) notifyChanges(before, next *callpath.Catalog) {
 	tools, prompts, resources := !catalog.SameTools(before, next), !catalog.SamePrompts(before, next), !catalog.SameResources(before, next)
 	if !tools && !prompts && !resources {
 		return
 	}
-	s.listeners.changed(s, tools, prompts, resources)
+	s.modern.ListsChanged(tools, prompts, resources)
 	searching := before.Searching() || next.Searching()
 	for _, ss := range s.sessions.all() {
 		if tools && (!searching || s.sessionToolsChanged(ss, before, next)) {
-			s.notify(context.Background(), ss, "notifications/tools/list_changed", nil)
+			s.sessions.notify(context.Background(), ss, "notifications/tools/list_changed", nil)
 		}
 		if prompts {
-			s.notify(context.Background(), ss, "notifications/prompts/list_changed", nil)
+			s.sessions.notify(context.Background(), ss, "notifications/prompts/list_changed", nil)
 		}
 		if resources {
-			s.notify(context.Background(), ss, "notifications/resources/list_changed", nil)
+			s.sessions.notify(context.Background(), ss, "notifications/resources/list_changed", nil)
 		}
 	}
 }
@@ -507,12 +466,12 @@ func (s *Server) notifyChanges(before, next *muxCatalog) {
 // sessionToolsChanged reports whether the tools/list one session sees
 // differs between two catalogs (with tool_search, sessions see different
 // lists: what they promoted).
-func (s *Server) sessionToolsChanged(ss *mcp.ServerSession, before, next *muxCatalog) bool {
+func (s *Server) sessionToolsChanged(ss *mcp.ServerSession, before, next *callpath.Catalog) bool {
 	st := s.sessions.get(ss)
 	if st == nil {
 		return true
 	}
-	return string(st.promo.ListFor(before)) != string(st.promo.ToolsList(next))
+	return string(st.Promo.ListFor(before)) != string(st.Promo.ToolsList(next))
 }
 
 // newAuthenticator builds caller identification from inbound.auth.

@@ -13,41 +13,36 @@ import (
 	"github.com/mcp-mux/mcp-mux/admission"
 	"github.com/mcp-mux/mcp-mux/headers"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
+	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 )
-
-// userHeader carries the authenticated user id from the HTTP layer to MCP
-// handlers (in stateful mode handlers see each request's headers, not its
-// context). mcp-mux sets it after authentication and removes any copy a
-// client sent.
-const userHeader = "Mcp-Mux-Internal-User"
 
 // authenticate guards /mcp: it identifies the caller (401 with a challenge
 // on failure), rejects a malformed secrets carrier (400, naming the header,
 // never its content), and refuses a session to anyone but its owner (403).
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.Header.Del(userHeader)
+		r.Header.Del(callpath.UserHeader)
 		r.Header.Del(admission.Header) // package admission
 		rt := s.rt.Load()              // Host and Origin were checked by GuardHosts
-		user, err := rt.auth.Authenticate(r)
+		user, err := rt.Auth.Authenticate(r)
 		if err != nil {
 			s.logFor(r.Context()).Debug("unauthenticated request", "reason", err)
-			rt.auth.Challenge(w, r, err)
+			rt.Auth.Challenge(w, r, err)
 			return
 		}
-		if name := rt.cfg.Inbound.SecretsHeader; name != "" && r.Header.Get(name) != "" {
+		if name := rt.Config.Inbound.SecretsHeader; name != "" && r.Header.Get(name) != "" {
 			if _, err := headers.ParseSecrets(name, r.Header.Get(name)); err != nil {
 				writeRPCError(w, http.StatusBadRequest, requestID(r), -32602, err.Error())
 				return
 			}
 		}
 		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
-			if st := s.sessions.byIDGet(sid); st != nil && st.user != user {
+			if st := s.sessions.byIDGet(sid); st != nil && st.User != user {
 				writeRPCError(w, http.StatusForbidden, requestID(r), -32600, "this session belongs to another user")
 				return
 			}
 		}
-		r.Header.Set(userHeader, user)
+		r.Header.Set(callpath.UserHeader, user)
 		next.ServeHTTP(w, r)
 	})
 }
@@ -65,7 +60,7 @@ func requestID(r *http.Request) json.RawMessage {
 	if r.Method != http.MethodPost || r.Body == nil {
 		return nil
 	}
-	b, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	b, err := io.ReadAll(io.LimitReader(r.Body, callpath.MaxBody))
 	if err != nil {
 		return nil
 	}
@@ -84,14 +79,6 @@ func requestID(r *http.Request) json.RawMessage {
 		return m.ID
 	}
 	return nil
-}
-
-// requestUser returns the authenticated user of a request's headers.
-func requestUser(h http.Header) string {
-	if u := h.Get(userHeader); u != "" {
-		return u
-	}
-	return defaultUser
 }
 
 // originPolicy is the DNS-rebinding and cross-origin guard of /mcp, for the
@@ -121,7 +108,8 @@ func newOriginPolicy(hosts, origins []string) (*originPolicy, error) {
 	return p, nil
 }
 
-func (p *originPolicy) check(r *http.Request) error {
+// Check returns why r is refused by the policy, or nil.
+func (p *originPolicy) Check(r *http.Request) error {
 	if p.hosts == nil {
 		// The SDK's rule: a request that reached a loopback address must name
 		// a loopback host (DNS rebinding).

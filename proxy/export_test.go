@@ -12,7 +12,7 @@ import (
 // runtime is published again, so calls that start later see it.
 func AddInterceptorForTest(s *Server, ic interceptor.Interceptor) {
 	rt := s.rt.Load()
-	rt.icepts = append(slices.Clip(rt.icepts), ic)
+	rt.Interceptors = append(slices.Clip(rt.Interceptors), ic)
 	s.rt.Store(rt)
 }
 
@@ -37,7 +37,5 @@ func PanicsForTest(s *Server) float64 {
 // SetParkTTLForTest sets how long s keeps a bridged call parked for its
 // client's retry (stateTTL otherwise).
 func SetParkTTLForTest(s *Server, d time.Duration) {
-	s.parked.mu.Lock()
-	s.parked.ttl = d
-	s.parked.mu.Unlock()
+	s.modern.SetParkTTL(d)
 }

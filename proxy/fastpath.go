@@ -13,6 +13,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/proxy/callpath"
+	"github.com/mcp-mux/mcp-mux/proxy/modern"
 )
 
 // The tools/call fast path.
@@ -26,13 +28,11 @@ import (
 // the first progress, log message or server-to-client request upgrades its
 // response to an event stream (see fastSink), and the client's answers to
 // such requests are taken here. 2026-07-28 requests go to their own fast path
-// (serveModernFast, fastpath_modern.go), and what it declines to serveModern; every
+// (package modern: modern.Server.Serve, fast or through the SDK); every
 // other message (initialize, notifications, GET streams, batches) goes to the
 // SDK unchanged, so the protocol surface is the SDK's. A client that disconnects
 // cancels its call; notifications/cancelled for a fast-path call cancels it
 // too.
-
-const maxBody = 4 << 20 // as the SDK's default MaxRequestBodyBytes
 
 // supportedVersions are the protocol versions the fast path serves; a
 // request with any other Mcp-Protocol-Version header goes to the SDK.
@@ -47,17 +47,13 @@ func (s *Server) mcpHandler() http.Handler {
 			if bp == nil {
 				return
 			}
-			defer bodyBuffers.Put(bp)
+			defer s.buffers.Put(bp)
 			body := *bp
 			defer s.panics.CatchHTTP(w, body) // before the buffer goes back (internal/panicguard)
 			// Handlers after this one get a copy: the buffer goes back to the pool on return.
 			r.Body = io.NopCloser(bytes.NewReader(body)) // read, if at all, before the copy below
-			if modernRequest(r) {
-				if s.serveModernFast(w, r, body, sh) {
-					return
-				}
-				r.Body = io.NopCloser(bytes.NewReader(slices.Clone(body)))
-				s.serveModern(w, r)
+			if modern.Is(r) {
+				s.modern.Serve(w, r, body, sh)
 				return
 			}
 			release, ok := s.admitSession(w, r, body)
@@ -73,7 +69,7 @@ func (s *Server) mcpHandler() http.Handler {
 		case http.MethodDelete:
 			// Closing the session waits for its handlers: cancel them first.
 			if st := s.sessions.byIDGet(r.Header.Get("Mcp-Session-Id")); st != nil {
-				st.cancel()
+				st.Cancel()
 			}
 		}
 		s.mcp.ServeHTTP(w, r)
@@ -81,7 +77,7 @@ func (s *Server) mcpHandler() http.Handler {
 }
 
 // fastSession returns the session a POST may use the fast path for.
-func (s *Server) fastSession(r *http.Request) *session {
+func (s *Server) fastSession(r *http.Request) *callpath.Session {
 	sid := r.Header.Get("Mcp-Session-Id")
 	if sid == "" {
 		return nil
@@ -96,7 +92,7 @@ func (s *Server) fastSession(r *http.Request) *session {
 	if ct := r.Header.Get("Content-Type"); ct != "application/json" && !strings.HasPrefix(ct, "application/json;") {
 		return nil
 	}
-	if !acceptsBoth(r.Header.Values("Accept")) {
+	if !callpath.AcceptsBoth(r.Header.Values("Accept")) {
 		return nil
 	}
 	return st
@@ -104,12 +100,12 @@ func (s *Server) fastSession(r *http.Request) *session {
 
 // serveFast handles the message body if it is a fast-path message and
 // reports whether it did.
-func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, st *session, body []byte) bool {
+func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, st *callpath.Session, body []byte) bool {
 	var m wire.Message
 	if wire.Decode(body, &m) != nil {
 		return false
 	}
-	st.touch()
+	st.Touch()
 	switch {
 	case m.Method == "tools/call" && m.IsCall():
 		var p wire.CallParams
@@ -121,28 +117,28 @@ func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, st *session, 
 	case m.Method == "tools/list" && m.IsCall():
 		s.fastList(w, st, &m)
 		return true
-	case m.IsResponse() && st.resolve(&m):
+	case m.IsResponse() && st.Resolve(&m):
 		// The client's answer to a request sent on a fast-path stream.
 		w.WriteHeader(http.StatusAccepted)
 		return true
 	case m.Method == "notifications/cancelled":
-		st.cancelCall(m.Params)
+		st.CancelCall(m.Params)
 	}
 	return false
 }
 
-func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, st *session, m *wire.Message, p *wire.CallParams) {
+func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, st *callpath.Session, m *wire.Message, p *wire.CallParams) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	idKey := string(m.ID)
-	st.track(idKey, cancel)
-	defer st.untrack(idKey)
+	st.Track(idKey, cancel)
+	defer st.Untrack(idKey)
 
-	k := &fastSink{st: st, w: w}
-	raw, err := s.guardedCall(ctx, st, k, s.callerKey(st, r.Header), r.Header, p.Name, p.Arguments, p.Meta)
+	k := callpath.NewFastSink(st, w)
+	raw, err := s.calls.GuardedCall(ctx, st, callpath.LegacyEra{}, k, s.calls.CallerKey(st, callpath.LegacyEra{}, r.Header), r.Header, p.Name, p.Arguments, p.Meta)
 
-	out := bodyBuffers.Get()
-	defer bodyBuffers.Put(out)
+	out := s.buffers.Get()
+	defer s.buffers.Put(out)
 	var b []byte
 	if err != nil {
 		var je *jsonrpc.Error
@@ -158,47 +154,18 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, st *session, m
 		b = wire.AppendResult((*out)[:0], m.ID, raw)
 	}
 	*out = b[:0]
-	k.finish(b)
+	k.Finish(b)
 }
 
 // fastList answers tools/list with the session's cached list bytes, as one
 // event on the POST's own stream like the SDK answers it.
-func (s *Server) fastList(w http.ResponseWriter, st *session, m *wire.Message) {
-	raw := st.promo.ToolsList(s.rt.Load().cat.Load())
-	out := bodyBuffers.Get()
-	defer bodyBuffers.Put(out)
+func (s *Server) fastList(w http.ResponseWriter, st *callpath.Session, m *wire.Message) {
+	raw := st.Promo.ToolsList(s.rt.Load().Catalog.Load())
+	out := s.buffers.Get()
+	defer s.buffers.Put(out)
 	b := wire.AppendResult((*out)[:0], m.ID, raw)
 	*out = b[:0]
-	f := &fastSink{st: st, w: w}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	_ = f.writeLocked(b)
-	f.done = true
-}
-
-var jsonContentType = []string{"application/json"}
-
-type errReader struct{ err error }
-
-func (e errReader) Read([]byte) (int, error) { return 0, e.err }
-
-// acceptsBoth mirrors the SDK's Accept check for POSTs.
-func acceptsBoth(values []string) bool {
-	var jsonOK, streamOK bool
-	for _, v := range values {
-		for _, raw := range strings.Split(v, ",") {
-			base, _, _ := strings.Cut(strings.TrimSpace(raw), ";")
-			switch strings.ToLower(strings.TrimSpace(base)) {
-			case "application/json", "application/*":
-				jsonOK = true
-			case "text/event-stream", "text/*":
-				streamOK = true
-			case "*/*":
-				jsonOK, streamOK = true, true
-			}
-		}
-	}
-	return jsonOK && streamOK
+	callpath.NewFastSink(st, w).Event(b)
 }
 
 // hostAllowed mirrors the SDK's DNS-rebinding protection: a request that

@@ -3,36 +3,41 @@ package proxy
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/proxy/callpath"
+	"github.com/mcp-mux/mcp-mux/proxy/modern"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
-// forwarder is the Server seen as the upstream.Handler: it routes what
+// forwarder is the upstream.Handler of every upstream: it routes what
 // upstream servers send on call sessions to the downstream session (and,
 // where known, the request) they belong to.
-type forwarder Server
+type forwarder struct {
+	sessions *sessionTable
+	modern   *modern.Server // listeners of resource updates
+}
 
 var _ upstream.Handler = (*forwarder)(nil)
 
+// ServerNotification delivers an upstream's notification to the call or
+// sessions it belongs to.
 func (f *forwarder) ServerNotification(ctx context.Context, key upstream.Key, method string, params json.RawMessage) {
-	s := (*Server)(f)
+	s := f
 	switch method {
 	case "notifications/progress":
 		// The upstream session delivers it only with its call's context (sink.go).
-		deliverProgress(ctx, params)
+		callpath.DeliverProgress(ctx, params)
 	case "notifications/message":
-		if k := sinkFrom(ctx); k != nil {
-			k.notify(method, params)
+		if k := callpath.SinkFrom(ctx); k != nil {
+			k.Notify(method, params)
 			return
 		}
-		for _, st := range s.sessionsWithKey(key) {
-			deliverNotification(context.Background(), st, method, params)
+		for _, st := range s.sessions.withKey(key) {
+			callpath.DeliverNotification(context.Background(), st, method, params)
 		}
 	case "notifications/resources/updated":
 		var p mcp.ResourceUpdatedNotificationParams
@@ -42,65 +47,23 @@ func (f *forwarder) ServerNotification(ctx context.Context, key upstream.Key, me
 		// Subscriptions live on the owner's discovery session (Upstream.Subscribe):
 		// every session that subscribed to the URI gets the update.
 		for _, ss := range s.sessions.all() {
-			if st := s.sessions.get(ss); st != nil && st.subs.Has(p.URI) {
-				s.notify(context.Background(), ss, method, &p)
+			if st := s.sessions.get(ss); st != nil && st.Subs.Has(p.URI) {
+				s.sessions.notify(context.Background(), ss, method, &p)
 			}
 		}
-		s.listeners.resourceUpdated(s, &p)
+		s.modern.ResourceUpdated(&p)
 	}
 }
 
+// ServerRequest forwards an upstream's request to the client of the call
+// (or else of a session) it belongs to.
 func (f *forwarder) ServerRequest(ctx context.Context, key upstream.Key, method string, params json.RawMessage) (json.RawMessage, error) {
-	s := (*Server)(f)
-	if k := sinkFrom(ctx); k != nil {
-		return k.request(ctx, method, params)
+	s := f
+	if k := callpath.SinkFrom(ctx); k != nil {
+		return k.Request(ctx, method, params)
 	}
-	for _, st := range s.sessionsWithKey(key) {
-		return sessionRequest(ctx, st, method, params)
+	for _, st := range s.sessions.withKey(key) {
+		return callpath.SessionRequest(ctx, st, method, params)
 	}
 	return nil, &wire.Error{Code: -32603, Message: fmt.Sprintf("no client session is waiting for %s", method)}
-}
-
-// sessionsWithKey returns the downstream sessions that called upstreams as key.
-func (s *Server) sessionsWithKey(key upstream.Key) []*session {
-	var out []*session
-	for _, ss := range s.sessions.all() {
-		if st := s.sessions.get(ss); st != nil && st.hasKey(key) {
-			out = append(out, st)
-		}
-	}
-	return out
-}
-
-// subscribe subscribes st to (on) or unsubscribes it from a resource URI
-// of b; the upstream holds one subscription per URI while any session
-// does (package subscriptions).
-func (s *Server) subscribe(ctx context.Context, st *session, b *backend, uri string, on bool) error {
-	if on {
-		// Admitted like a call: bounded per session, and cancelled when the
-		// session ends, so a DELETE never waits for a slow server.
-		ctx, done, err := s.admit(ctx, st)
-		if err != nil {
-			var rpcErr *jsonrpc.Error
-			if errors.As(err, &rpcErr) {
-				return &wire.Error{Code: rpcErr.Code, Message: rpcErr.Message}
-			}
-			return err
-		}
-		defer done()
-		return s.subs.Subscribe(ctx, &st.subs, b.name, b.up, uri)
-	}
-	if err := s.subs.Unsubscribe(ctx, &st.subs, uri); err != nil {
-		s.logFor(ctx).Debug("upstream unsubscribe failed", "server", b.name, "err", err)
-	}
-	return nil
-}
-
-// dropSubscriptions releases a closed session's subscriptions.
-func (s *Server) dropSubscriptions(st *session) {
-	ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
-	defer cancel()
-	if err := s.subs.UnsubscribeAll(ctx, &st.subs); err != nil {
-		s.log.Debug("upstream unsubscribe failed", "err", err)
-	}
 }

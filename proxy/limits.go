@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/admission"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 )
 
 // Bounds on what one client can make mcp-mux hold.
@@ -44,15 +45,13 @@ const (
 // mcpHandler removes any copy a client sent.
 const requestHeader = "Mcp-Mux-Internal-Request"
 
-var bodyBuffers wire.Buffers
-
 // bounds returns the caps and shares of the config applied now.
-func (s *Server) bounds() admission.Bounds { return admission.Of(&s.rt.Load().cfg.Inbound) }
+func (s *Server) bounds() admission.Bounds { return admission.Of(&s.rt.Load().Config.Inbound) }
 
 // admitSession refuses a POST that would open a session past the bounds
 // (admission.Sessions.Admit); the caller calls release when it is served.
 func (s *Server) admitSession(w http.ResponseWriter, r *http.Request, body []byte) (release func(), ok bool) {
-	return s.sessions.slots.Admit(w, r, body, &s.rt.Load().cfg.Inbound, requestUser(r.Header), s.log)
+	return s.sessions.slots.Admit(w, r, body, &s.rt.Load().Config.Inbound, callpath.User(r.Header), s.log)
 }
 
 // readBody reads and checks a /mcp POST body (admission.Bodies.Read).
@@ -62,11 +61,6 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (*[]byte, wire
 
 // limitBody gives the body of r its read deadline (admission.Bodies.Limit).
 func (s *Server) limitBody(w http.ResponseWriter, r *http.Request) { s.bodies.Limit(w, r) }
-
-// admit starts one request of the session st (admission.Calls.Admit).
-func (s *Server) admit(ctx context.Context, st *session) (context.Context, func(), error) {
-	return st.inflight.Admit(ctx, st.ctx, s.opts.MaxSessionCalls)
-}
 
 // requestTable maps the handles mcpHandler gives SDK-path HTTP requests to
 // their contexts.
@@ -98,7 +92,7 @@ func (t *requestTable) bind(r *http.Request) func() {
 // req arrived in ends. A handle whose request is already over yields a
 // cancelled context: nobody is left to read the answer.
 func (t *requestTable) scope(ctx context.Context, req mcp.Request) (context.Context, func()) {
-	h := headerOf(req)
+	h := callpath.HeaderOf(req)
 	id := h.Get(requestHeader)
 	if id == "" {
 		return ctx, func() {}

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -40,30 +41,12 @@ func newMetrics(s *Server) *metrics {
 	return m
 }
 
-// callMetrics are one server's pre-resolved series, so that recording a
-// call costs no label lookups.
-type callMetrics struct {
-	ok, failed       prometheus.Counter
-	okDur, failedDur prometheus.Observer
-}
-
-func (m *metrics) forServer(name string) *callMetrics {
-	return &callMetrics{
-		ok:        m.calls.WithLabelValues(name, "ok"),
-		failed:    m.calls.WithLabelValues(name, "error"),
-		okDur:     m.duration.WithLabelValues(name, "ok"),
-		failedDur: m.duration.WithLabelValues(name, "error"),
-	}
-}
-
-func (c *callMetrics) record(start time.Time, err error) {
-	d := time.Since(start).Seconds()
-	if err != nil {
-		c.failed.Inc()
-		c.failedDur.Observe(d)
-	} else {
-		c.ok.Inc()
-		c.okDur.Observe(d)
+func (m *metrics) forServer(name string) *callpath.CallMetrics {
+	return &callpath.CallMetrics{
+		OK:        m.calls.WithLabelValues(name, "ok"),
+		Failed:    m.calls.WithLabelValues(name, "error"),
+		OKDur:     m.duration.WithLabelValues(name, "ok"),
+		FailedDur: m.duration.WithLabelValues(name, "error"),
 	}
 }
 
@@ -114,17 +97,17 @@ func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	rt := c.s.rt.Load()
-	for _, b := range rt.backends {
+	for _, b := range rt.Backends {
 		up := 0.0
-		if b.up.State() == StateUp {
+		if b.Up.State() == StateUp {
 			up = 1
 		}
-		ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, up, b.name)
-		ch <- prometheus.MustNewConstMetric(toolsDesc, prometheus.GaugeValue, float64(len(b.up.Tools())), b.name)
-		ch <- prometheus.MustNewConstMetric(upSessDesc, prometheus.GaugeValue, float64(b.up.Sessions()), b.name)
-		ch <- prometheus.MustNewConstMetric(procsDesc, prometheus.GaugeValue, float64(b.up.Processes()), b.name)
-		ch <- prometheus.MustNewConstMetric(reconnDesc, prometheus.CounterValue, float64(b.up.Reconnects()), b.name)
+		ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, up, b.Name)
+		ch <- prometheus.MustNewConstMetric(toolsDesc, prometheus.GaugeValue, float64(len(b.Up.Tools())), b.Name)
+		ch <- prometheus.MustNewConstMetric(upSessDesc, prometheus.GaugeValue, float64(b.Up.Sessions()), b.Name)
+		ch <- prometheus.MustNewConstMetric(procsDesc, prometheus.GaugeValue, float64(b.Up.Processes()), b.Name)
+		ch <- prometheus.MustNewConstMetric(reconnDesc, prometheus.CounterValue, float64(b.Up.Reconnects()), b.Name)
 	}
 	ch <- prometheus.MustNewConstMetric(sessionsDesc, prometheus.GaugeValue, float64(len(c.s.sessions.all())))
-	ch <- prometheus.MustNewConstMetric(catalogDesc, prometheus.GaugeValue, float64(rt.cat.Load().Len()))
+	ch <- prometheus.MustNewConstMetric(catalogDesc, prometheus.GaugeValue, float64(rt.Catalog.Load().Len()))
 }

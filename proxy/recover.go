@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 
 	"github.com/mcp-mux/mcp-mux/internal/panicguard"
 	"github.com/mcp-mux/mcp-mux/upstream"
@@ -33,12 +32,4 @@ func (h guardedHandler) ServerRequest(ctx context.Context, key upstream.Key, met
 func (h guardedHandler) ServerNotification(ctx context.Context, key upstream.Key, method string, params json.RawMessage) {
 	defer h.g.Catch(panicguard.Upstream, nil)
 	h.next.ServerNotification(ctx, key, method, params)
-}
-
-// guardedCall is callTool on an HTTP handler's goroutine (the fast paths):
-// a panic becomes the call's error, so its response is written as any
-// error's is, on whatever the response has become (JSON or event stream).
-func (s *Server) guardedCall(ctx context.Context, st *session, k sink, key upstream.Key, h http.Header, name string, args, meta json.RawMessage) (_ json.RawMessage, err error) {
-	defer s.panics.Catch(panicguard.HTTP, &err)
-	return s.callTool(ctx, st, k, key, h, name, args, meta)
 }

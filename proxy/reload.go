@@ -89,7 +89,7 @@ func (s *Server) Reload(trigger string, cfg *config.Config, loadErr error) Reloa
 		s.log.Warn("reload problem", "trigger", trigger, "outcome", ev.Outcome, "problem", p)
 	}
 	if ev.Outcome != ReloadRejected {
-		s.log.Info("config reloaded", "trigger", trigger, "outcome", ev.Outcome, "servers", len(s.rt.Load().backends))
+		s.log.Info("config reloaded", "trigger", trigger, "outcome", ev.Outcome, "servers", len(s.rt.Load().Backends))
 	}
 	s.reloads.record(ev)
 	return ev
@@ -122,4 +122,4 @@ func (s *Server) Reloads() []ReloadEvent {
 
 // Config returns the running config (the last one applied). Treat it as
 // read-only.
-func (s *Server) Config() *config.Config { return s.rt.Load().cfg }
+func (s *Server) Config() *config.Config { return s.rt.Load().Config }

@@ -1,7 +1,9 @@
 // Package proxy is the downstream side of mcp-mux: one Streamable HTTP MCP
 // endpoint that aggregates every configured upstream and serves both
-// protocol eras (stateful 2025-11-25 sessions and the sessionless
-// 2026-07-28 revision, see modern.go).
+// protocol eras: stateful 2025-11-25 sessions here, the sessionless
+// 2026-07-28 revision in package modern, both on the call path of package
+// callpath. proxy routes each request to its era (fastpath.go for the HTTP
+// handler, middleware.go for the SDK's) and wires the rooms together.
 //
 // A Server holds one runtime (config, backends, catalog) behind an atomic
 // pointer. Apply builds a new runtime off to the side, keeping backends whose
@@ -11,7 +13,6 @@ package proxy
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -22,16 +23,16 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/admission"
 	"github.com/mcp-mux/mcp-mux/config"
-	"github.com/mcp-mux/mcp-mux/headers"
 	"github.com/mcp-mux/mcp-mux/inbound"
-	"github.com/mcp-mux/mcp-mux/interceptor"
 	"github.com/mcp-mux/mcp-mux/internal/panicguard"
 	"github.com/mcp-mux/mcp-mux/internal/reqid"
 	"github.com/mcp-mux/mcp-mux/internal/via"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/proxy/callpath"
+	"github.com/mcp-mux/mcp-mux/proxy/modern"
 	"github.com/mcp-mux/mcp-mux/seal"
 	"github.com/mcp-mux/mcp-mux/subscriptions"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
-	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
 // Options configure a Server.
@@ -70,7 +71,7 @@ type Options struct {
 	// (their tools are served from then on); default 5s, negative: no wait.
 	SwapWait time.Duration
 	// DisableModernFastPath sends every 2026-07-28 request through go-sdk's
-	// stateless handler (fastpath_modern.go): for comparisons, and as an
+	// stateless handler (package modern): for comparisons, and as an
 	// escape hatch.
 	DisableModernFastPath bool
 }
@@ -80,79 +81,39 @@ type Server struct {
 	opts Options
 	log  hclog.Logger
 
-	rt      atomic.Pointer[runtime]
+	rt      atomic.Pointer[callpath.Runtime]
 	applyMu sync.Mutex
 	catMu   sync.Mutex
 
-	sdk        *mcp.Server
-	send       mcp.MethodHandler // captured sending handler: per-session notifications
-	mcp        http.Handler      // legacy: stateful Streamable HTTP
-	modern     http.Handler      // 2026-07-28: stateless (modern.go)
-	listeners  listenTable       // 2026-07-28 subscriptions/listen streams
-	parked     parkTable         // 2026-07-28 calls bridged to legacy upstreams
-	replica    string            // this process, in requestStates of parked calls
-	via        *via.Marker       // this process in the requests it sends upstream (internal/via)
-	states     *seal.Sealer      // requestState key without inbound.request_state_key
-	capsCache  capsCache         // validated 2026-07-28 client capabilities (fastpath_modern.go)
-	sessions   sessionTable
-	requests   requestTable // SDK-path HTTP requests (limits.go)
-	metrics    *metrics
-	panics     *panicguard.Guard       // internal/panicguard, recover.go
-	subs       *subscriptions.Registry // resource subscriptions by server (package subscriptions)
-	bodies     *admission.Bodies       // request body bounds (limits.go)
-	inflight   sync.WaitGroup
-	closed     atomic.Bool
-	lifeMu     sync.RWMutex    // orders session registration and calls (inflight.Add) against Close
-	sessionsWG sync.WaitGroup  // session cleanup goroutines
-	ready      atomic.Bool     // a config has been applied
-	life       context.Context // ends when Close starts
-	draining   atomic.Bool     // Drain was called: not ready
-	started    time.Time
-	stop       context.CancelFunc
-	bg         sync.WaitGroup
+	sdk      *mcp.Server
+	send     mcp.MethodHandler // captured sending handler: per-session notifications
+	mcp      http.Handler      // legacy: stateful Streamable HTTP
+	modern   *modern.Server    // the 2026-07-28 era (package modern)
+	via      *via.Marker       // this process in the requests it sends upstream (internal/via)
+	states   *seal.Sealer      // requestState key without inbound.request_state_key
+	buffers  wire.Buffers      // request and response bodies (limits.go, fastpath.go)
+	sessions sessionTable
+	recv     receiver     // the SDK's receiving middleware (middleware.go)
+	fwd      forwarder    // every upstream's handler (forward.go)
+	requests requestTable // SDK-path HTTP requests (limits.go)
+	metrics  *metrics
+	panics   *panicguard.Guard       // internal/panicguard, recover.go
+	subs     *subscriptions.Registry // resource subscriptions by server (package subscriptions)
+	bodies   *admission.Bodies       // request body bounds (limits.go)
+	calls    *callpath.Router        // the call path both eras share (package callpath)
+	gate     callpath.Life           // orders session registration and calls against Close
+	ready    atomic.Bool             // a config has been applied
+	life     context.Context         // ends when Close starts
+	draining atomic.Bool             // Drain was called: not ready
+	started  time.Time
+	stop     context.CancelFunc
+	bg       sync.WaitGroup
 
-	refMu      sync.Mutex
-	refs       map[any]int // *upstream.Upstream and *headers.Resolver → runtimes holding it
-	retiring   sync.WaitGroup
-	retireCtx  context.Context // cancelled by Close: retired runtimes close at once
-	retireStop context.CancelFunc
-	reloads    reloadLog
+	refs    *runtimeRefs // upstreams and resolvers by the runtimes holding them (apply.go)
+	reloads reloadLog
 
-	tasks       *taskpoll.Service // nil: durable tasks off (tasks.go)
-	tasksOnce   sync.Once
-	tasksCancel func()
-}
-
-// runtime is everything built from one config.
-type runtime struct {
-	cfg      *config.Config
-	backends []*backend // enabled servers, config order
-	byName   map[string]*backend
-	pol      *catalogPolicy
-	cat      atomic.Pointer[muxCatalog]
-	auth     *inbound.Authenticator
-	origins  *originPolicy
-	icepts   []interceptor.Interceptor
-	states   *seal.Sealer      // seals 2026-07-28 requestStates and task ids
-	skipped  map[string]string // enabled servers that could not be set up: the reason
-
-	mu      sync.Mutex
-	calls   int           // calls in flight that started on this runtime
-	retired bool          // replaced by a newer runtime
-	idle    chan struct{} // closed once retired with no calls in flight
-}
-
-// backend is one enabled server and its upstream connection.
-type backend struct {
-	name        string
-	prefix      bool
-	fingerprint string // config.Server.Fingerprint of the upstream's settings
-	headerKey   string // headerKey of the resolver's inputs
-	up          *upstream.Upstream
-	srv         *config.Server    // this runtime's settings: routing, tools, description
-	resolver    *headers.Resolver // upstream headers (http/sse); nil when there are none
-	base        *resolverRef      // the resolver up's own requests use
-	metrics     *callMetrics
+	tasks   *taskpoll.Service // nil: durable tasks off (tasks.go)
+	durable taskBridge        // the task service's lifecycle and events (tasks.go)
 }
 
 // New returns a Server with no upstreams; call Apply to configure it.
@@ -169,16 +130,15 @@ func New(opts Options) *Server {
 	if opts.IdleConnTimeout <= 0 {
 		opts.IdleConnTimeout = defaultIdleConnTimeout
 	}
-	s := &Server{opts: opts, log: opts.Logger, refs: map[any]int{}, started: time.Now(), via: via.New()}
-	s.retireCtx, s.retireStop = context.WithCancel(context.Background())
+	s := &Server{opts: opts, log: opts.Logger, started: time.Now(), via: via.New()}
+	s.refs = newRuntimeRefs(opts.DrainTimeout, s.log)
 	s.metrics = newMetrics(s)
 	s.panics = panicguard.New(s.log, s.metrics.reg)
 	s.subs = subscriptions.New(subscriptions.Options{UnsubscribeTimeout: notifyTimeout})
-	s.bodies = admission.NewBodies(admission.BodyOptions{Max: maxBody, Timeout: opts.BodyTimeout, Buffers: &bodyBuffers, Log: s.log})
+	s.bodies = admission.NewBodies(admission.BodyOptions{Max: callpath.MaxBody, Timeout: opts.BodyTimeout, Buffers: &s.buffers, Log: s.log})
 	s.reloads.register(s.metrics.reg)
-	s.sessions.m = make(map[*mcp.ServerSession]*session)
 	// The SDK's capabilities gate nothing mcp-mux relies on: initialize and
-	// discover results get the catalog's (catalog.go).
+	// discover results get the catalog's (middleware.go, package modern).
 	s.sdk = mcp.NewServer(&mcp.Implementation{Name: "mcp-mux", Version: opts.Version}, &mcp.ServerOptions{
 		Capabilities: &mcp.ServerCapabilities{
 			Tools:       &mcp.ToolCapabilities{ListChanged: true},
@@ -189,38 +149,44 @@ func New(opts Options) *Server {
 		},
 	})
 	s.sdk.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler { s.send = next; return next })
-	s.sdk.AddReceivingMiddleware(s.receive)
-	s.registerTaskMethods() // modern_tasks.go
+	s.sdk.AddReceivingMiddleware(s.recv.middleware)
 	// Added last, so outermost: a handler's panic is its request's error (internal/panicguard).
 	s.sdk.AddReceivingMiddleware(s.panics.Middleware)
 	// Idle sessions are closed by reapSessions, which also sees fast-path calls.
 	// Host checks happen in authenticate (originPolicy), for every path.
 	s.mcp = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.sdk },
 		&mcp.StreamableHTTPOptions{DisableLocalhostProtection: true})
-	s.modern = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.sdk },
-		&mcp.StreamableHTTPOptions{Stateless: true, DisableLocalhostProtection: true, PropagateRequestCancellation: true})
 	var ctx context.Context
 	ctx, s.stop = context.WithCancel(context.Background())
 	s.life = ctx
 	s.states = seal.New("")
-	s.replica = fmt.Sprintf("%x", s.states.MAC("replica")[:8])
 	if opts.TaskStore != nil {
-		svc, err := taskpoll.New(taskpoll.Options{Store: opts.TaskStore, Caller: (*taskCaller)(s), Config: opts.TaskConfig,
+		svc, err := taskpoll.New(taskpoll.Options{Store: opts.TaskStore, Caller: &taskCaller{rt: &s.rt, panics: s.panics}, Config: opts.TaskConfig,
 			Logger: s.log.Named("tasks"), Registerer: s.metrics.reg})
 		if err != nil {
 			s.log.Error("durable tasks are off", "err", err)
 		} else {
 			s.tasks = svc
-			s.tasksCancel = svc.Subscribe(s.taskEvent)
+			s.durable.svc = svc
+			s.durable.cancel = svc.Subscribe(s.durable.event)
 		}
 	}
+	s.calls = callpath.New(callpath.Options{Log: s.log, MaxSessionCalls: opts.MaxSessionCalls, Tasks: s.tasks, Runtime: &s.rt, Life: &s.gate,
+		PageSize: opts.PageSize, Subs: s.subs, Panics: s.panics})
+	s.sessions = sessionTable{m: make(map[*mcp.ServerSession]*callpath.Session), send: s.send, gate: &s.gate, rt: &s.rt, calls: s.calls, log: s.log}
+	s.modern = modern.New(modern.Options{Log: s.log, SDK: s.sdk, Send: s.send, Calls: s.calls, Runtime: &s.rt,
+		Gate: &s.gate, Life: s.life, Background: &s.bg, Panics: s.panics, Tasks: s.tasks, States: s.states,
+		Buffers: &s.buffers, PageSize: opts.PageSize, DisableFastPath: opts.DisableModernFastPath})
+	s.durable.log, s.durable.panics, s.durable.sessions, s.durable.modern, s.durable.bg = s.log, s.panics, &s.sessions, s.modern, &s.bg
+	s.recv = receiver{rt: &s.rt, via: s.via, requests: &s.requests, sessions: &s.sessions, calls: s.calls, modern: s.modern}
+	s.fwd = forwarder{sessions: &s.sessions, modern: s.modern}
 	none, _ := inbound.New(inbound.Options{Mode: inbound.ModeNone})
 	origins, _ := newOriginPolicy(nil, nil)
-	empty := newRuntime(&config.Config{})
-	empty.pol, empty.auth, empty.origins, empty.states = newCatalogPolicy(&config.Config{}, s.tasks != nil), none, origins, s.states
-	empty.cat.Store(buildCatalog(nil, empty.pol, s.log))
+	empty := callpath.NewRuntime(&config.Config{})
+	empty.Policy, empty.Auth, empty.Origins, empty.States = callpath.NewCatalogPolicy(&config.Config{}, s.tasks != nil), none, origins, s.states
+	empty.Catalog.Store(callpath.BuildCatalog(nil, empty.Policy, s.log))
 	s.rt.Store(empty)
-	s.bg.Go(func() { s.reapSessions(ctx) })
+	s.bg.Go(func() { s.sessions.reap(ctx) })
 	return s
 }
 
@@ -230,7 +196,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", reqid.Tag(s.via.Guard(s.authenticate(s.mcpHandler()), via.GuardOptions{Log: s.log, RequestID: requestID})))
 	meta := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if h := s.rt.Load().auth.MetadataHandler(); h != nil {
+		if h := s.rt.Load().Auth.MetadataHandler(); h != nil {
 			h.ServeHTTP(w, r)
 			return
 		}
@@ -247,9 +213,9 @@ func (s *Server) Handler() http.Handler {
 // WaitDiscovery blocks until every backend finished its first discovery
 // attempt (each bounded by its session_init_timeout) or ctx ends.
 func (s *Server) WaitDiscovery(ctx context.Context) error {
-	for _, b := range s.rt.Load().backends {
+	for _, b := range s.rt.Load().Backends {
 		select {
-		case <-b.up.Discovered():
+		case <-b.Up.Discovered():
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -260,27 +226,25 @@ func (s *Server) WaitDiscovery(ctx context.Context) error {
 // Close drains in-flight calls (bounded by ctx), closes downstream sessions
 // and every upstream, killing stdio process groups.
 func (s *Server) Close(ctx context.Context) error {
-	s.lifeMu.Lock()
-	s.closed.Store(true)
-	s.lifeMu.Unlock()
-	s.stopTasks(ctx)
+	s.gate.Close()
+	s.durable.stop(ctx)
 	s.stop()
 	s.bg.Wait()
-	s.parked.closeAll()
+	s.modern.Close()
 	done := make(chan struct{})
-	go func() { s.inflight.Wait(); close(done) }()
+	go func() { s.gate.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():
 		s.log.Warn("shutdown: abandoning in-flight calls")
 	}
 	for _, ss := range s.sessions.all() {
-		s.closeSession(ss)
+		s.sessions.close(ss)
 	}
 	// Each session's cleanup releases its upstream sessions; let it finish
 	// before the upstreams go, so no stdio process outlives Close.
 	cleaned := make(chan struct{})
-	go func() { s.sessionsWG.Wait(); close(cleaned) }()
+	go func() { s.sessions.wg.Wait(); close(cleaned) }()
 	select {
 	case <-cleaned:
 	case <-ctx.Done():
@@ -288,8 +252,6 @@ func (s *Server) Close(ctx context.Context) error {
 	// Runtimes replaced by reloads close now, then the current one.
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
-	s.retireStop()
-	s.retiring.Wait()
-	s.release(s.rt.Load())
+	s.refs.close(s.rt.Load())
 	return nil
 }

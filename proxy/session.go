@@ -2,94 +2,62 @@ package proxy
 
 import (
 	"context"
-	"encoding/json"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/admission"
-	"github.com/mcp-mux/mcp-mux/internal/wire"
-	"github.com/mcp-mux/mcp-mux/subscriptions"
+	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
-// session is mcp-mux's state for one downstream MCP session.
-type session struct {
-	ss       *mcp.ServerSession
-	id       string
-	user     string
-	caps     string            // upstream.Capabilities of the client: call sessions declare them
-	send     mcp.MethodHandler // the SDK's sending handler (server-to-client requests)
-	lastSeen atomic.Int64      // unix nanos of the last message
-	// modern marks the throwaway session of one 2026-07-28 request
-	// (modern.go): never in the session table, no promotions.
-	modern bool
-	bridge sink       // modern: the bridged call's sink (mrtr.go), nil otherwise
-	retry  *mrtrRetry // modern: a retry of an upstream's input_required
-	// tasksExt: modern, and the request declared the tasks extension
-	// (modern_tasks.go).
-	tasksExt bool
-	// clientCaps and stream belong to a 2026-07-28 fast-path request
-	// (fastpath_modern.go), which has no SDK session: the capabilities it
-	// declared, and its own response stream.
-	clientCaps *mcp.ClientCapabilities
-	stream     sink
-
-	// ctx ends with the session (end); every request admitted on the
-	// session (limits.go) is cancelled with it. inflight counts those requests.
-	ctx      context.Context
-	end      context.CancelFunc
-	inflight admission.Calls
-
-	reqSeq atomic.Uint64
-
-	mu      sync.Mutex
-	calls   map[string]context.CancelFunc // in-flight fast-path calls by raw JSON-RPC id
-	pending map[string]chan *wire.Message // fast-path requests to the client, by raw id
-	level   string                        // logging/setLevel; "" = none
-	keys    map[upstream.Key]bool         // (user, thread) scopes this session called with
-	subs    subscriptions.Holder          // subscribed resource URIs
-
-	promo promotions // tool_search promotions (package catalog)
-}
-
+// sessionTable holds the downstream sessions of the legacy era: it opens
+// them after initialize, notifies them, closes them (idle ones too) and
+// releases what they held when they end.
 type sessionTable struct {
 	mu    sync.RWMutex
-	m     map[*mcp.ServerSession]*session
-	byID  map[string]*session
+	m     map[*mcp.ServerSession]*callpath.Session
+	byID  map[string]*callpath.Session
 	slots admission.Sessions // open sessions and admission slots, in all and by user (limits.go)
+
+	send  mcp.MethodHandler // the SDK's sending handler: notifications
+	gate  *callpath.Life    // orders registration against Close
+	wg    sync.WaitGroup    // session cleanup goroutines (end)
+	rt    *atomic.Pointer[callpath.Runtime]
+	calls *callpath.Router
+	log   hclog.Logger
 }
 
 // add registers st, turning the admission slot token (if any) into it.
-func (t *sessionTable) add(st *session, token string) {
+func (t *sessionTable) add(st *callpath.Session, token string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.slots.Open(st.user, token)
+	t.slots.Open(st.User, token)
 	if t.byID == nil {
-		t.byID = make(map[string]*session)
+		t.byID = make(map[string]*callpath.Session)
 	}
-	t.m[st.ss] = st
-	if st.id != "" {
-		t.byID[st.id] = st
+	t.m[st.SS] = st
+	if st.ID != "" {
+		t.byID[st.ID] = st
 	}
 }
 
-func (t *sessionTable) get(ss *mcp.ServerSession) *session {
+func (t *sessionTable) get(ss *mcp.ServerSession) *callpath.Session {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return t.m[ss]
 }
 
-func (t *sessionTable) byIDGet(id string) *session {
+func (t *sessionTable) byIDGet(id string) *callpath.Session {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return t.byID[id]
 }
 
-func (t *sessionTable) remove(ss *mcp.ServerSession) *session {
+func (t *sessionTable) remove(ss *mcp.ServerSession) *callpath.Session {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	st := t.m[ss]
@@ -97,9 +65,9 @@ func (t *sessionTable) remove(ss *mcp.ServerSession) *session {
 		return nil
 	}
 	delete(t.m, ss)
-	t.slots.Close(st.user)
-	if t.byID[st.id] == st {
-		delete(t.byID, st.id)
+	t.slots.Close(st.User)
+	if t.byID[st.ID] == st {
+		delete(t.byID, st.ID)
 	}
 	return st
 }
@@ -120,52 +88,55 @@ func (t *sessionTable) all() []*mcp.ServerSession {
 	return out
 }
 
-// openSession registers a downstream session after a successful initialize
+// open registers a downstream session after a successful initialize
 // and releases its upstream sessions when it ends.
-func (s *Server) openSession(ss *mcp.ServerSession, user, token string) *session {
-	if st := s.sessions.get(ss); st != nil {
+func (t *sessionTable) open(ss *mcp.ServerSession, user, token string) *callpath.Session {
+	if st := t.get(ss); st != nil {
 		return st
 	}
-	st := &session{ss: ss, id: ss.ID(), user: user, send: s.send}
+	st := &callpath.Session{SS: ss, ID: ss.ID(), User: user, Send: t.send}
 	if ip := ss.InitializeParams(); ip != nil {
-		st.caps = upstream.Capabilities(ip.Capabilities)
+		st.Caps, st.ClientCaps = upstream.Capabilities(ip.Capabilities), ip.Capabilities
 	}
-	st.ctx, st.end = context.WithCancel(context.Background())
-	st.touch()
-	s.lifeMu.Lock()
-	defer s.lifeMu.Unlock()
-	if s.closed.Load() {
-		st.end()
-		_ = ss.Close()
-		return st
-	}
-	s.sessions.add(st, token)
-	s.sessionsWG.Go(func() {
-		_ = ss.Wait()
-		st.end()
-		s.sessions.remove(ss)
-		s.dropSubscriptions(st)
-		if st.id == "" {
-			return
-		}
-		for _, b := range s.rt.Load().backends {
-			b.up.ReleaseThread(st.id)
-		}
+	st.Start()
+	st.Touch()
+	opened := t.gate.Exclusive(func() {
+		t.add(st, token)
+		t.wg.Go(func() { t.end(ss, st) })
 	})
+	if !opened {
+		st.Cancel()
+		_ = ss.Close()
+	}
 	return st
 }
 
+// end waits for the session ss to end, then forgets it and releases
+// its subscriptions and upstream sessions.
+func (t *sessionTable) end(ss *mcp.ServerSession, st *callpath.Session) {
+	_ = ss.Wait()
+	st.Cancel()
+	t.remove(ss)
+	t.calls.DropSubscriptions(st)
+	if st.ID == "" {
+		return
+	}
+	for _, b := range t.rt.Load().Backends {
+		b.Up.ReleaseThread(st.ID)
+	}
+}
+
 // notifyAll sends a list_changed notification to every session.
-func (s *Server) notifyAll(method string) {
-	for _, ss := range s.sessions.all() {
-		s.notify(context.Background(), ss, method, nil)
+func (t *sessionTable) notifyAll(method string) {
+	for _, ss := range t.all() {
+		t.notify(context.Background(), ss, method, nil)
 	}
 }
 
 // notify sends one notification to one session: on the stream of the
 // request whose handler context ctx is, else on the standalone stream.
-func (s *Server) notify(ctx context.Context, ss *mcp.ServerSession, method string, params mcp.Params) {
-	if s.send == nil {
+func (t *sessionTable) notify(ctx context.Context, ss *mcp.ServerSession, method string, params mcp.Params) {
+	if t.send == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, notifyTimeout)
@@ -184,213 +155,56 @@ func (s *Server) notify(ctx context.Context, ss *mcp.ServerSession, method strin
 	default:
 		return
 	}
-	if _, err := s.send(ctx, method, req); err != nil {
-		s.log.Debug("notification not delivered", "method", method, "session", ss.ID(), "err", err)
+	if _, err := t.send(ctx, method, req); err != nil {
+		t.log.Debug("notification not delivered", "method", method, "session", ss.ID(), "err", err)
 	}
 }
 
-// sinkFor returns the sink of a request of st handled with ctx.
-func (st *session) sinkFor(ctx context.Context) sink {
-	if st.bridge != nil {
-		return st.bridge
-	}
-	return &sdkSink{ctx: ctx, st: st}
-}
-
-// touch records activity for the idle timeout.
-func (st *session) touch() { st.lastSeen.Store(time.Now().UnixNano()) }
-
-// track registers a fast-path call so notifications/cancelled can end it.
-func (st *session) track(id string, cancel context.CancelFunc) {
-	st.mu.Lock()
-	if st.calls == nil {
-		st.calls = make(map[string]context.CancelFunc)
-	}
-	st.calls[id] = cancel
-	st.mu.Unlock()
-}
-
-func (st *session) untrack(id string) {
-	st.mu.Lock()
-	delete(st.calls, id)
-	st.mu.Unlock()
-}
-
-// cancelCall cancels the fast-path call named by notifications/cancelled params.
-func (st *session) cancelCall(params json.RawMessage) {
-	var p struct {
-		RequestID json.RawMessage `json:"requestId"`
-	}
-	if json.Unmarshal(params, &p) != nil || p.RequestID == nil {
-		return
-	}
-	st.mu.Lock()
-	cancel := st.calls[string(p.RequestID)]
-	st.mu.Unlock()
-	if cancel != nil {
-		cancel()
-	}
-}
-
-// cancel cancels every request admitted on the session.
-func (st *session) cancel() {
-	if st.end != nil {
-		st.end()
-	}
-}
-
-// closeSession ends a downstream session: its requests in flight are
+// close ends a downstream session: its requests in flight are
 // cancelled first, so that closing it (which waits for its handlers) is prompt.
-func (s *Server) closeSession(ss *mcp.ServerSession) {
-	if st := s.sessions.get(ss); st != nil {
-		st.cancel()
+func (t *sessionTable) close(ss *mcp.ServerSession) {
+	if st := t.get(ss); st != nil {
+		st.Cancel()
 	}
 	_ = ss.Close()
 }
 
-// reapSessions closes downstream sessions idle for longer than
+// reap closes downstream sessions idle for longer than
 // inbound.session_idle_timeout_seconds (of the config applied at the time).
-func (s *Server) reapSessions(ctx context.Context) {
-	t := time.NewTimer(0)
-	defer t.Stop()
+func (t *sessionTable) reap(ctx context.Context) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-t.C:
-			timeout := s.rt.Load().cfg.Inbound.SessionIdleTimeout
+		case now := <-timer.C:
+			timeout := t.rt.Load().Config.Inbound.SessionIdleTimeout
 			if timeout <= 0 {
 				timeout = defaultSessionTimeout
 			}
-			for _, ss := range s.sessions.all() {
-				if st := s.sessions.get(ss); st != nil && now.Sub(time.Unix(0, st.lastSeen.Load())) > timeout {
-					s.log.Debug("closing idle session", "session", st.id)
-					s.closeSession(ss)
+			for _, ss := range t.all() {
+				if st := t.get(ss); st != nil && now.Sub(time.Unix(0, st.LastSeen.Load())) > timeout {
+					t.log.Debug("closing idle session", "session", st.ID)
+					t.close(ss)
 				}
 			}
 			// At least every second, so that a reload's new timeout applies soon.
-			t.Reset(min(max(timeout/8, 10*time.Millisecond), time.Second))
+			timer.Reset(min(max(timeout/8, 10*time.Millisecond), time.Second))
 		}
 	}
 }
 
-// logSeverity orders MCP logging levels.
-var logSeverity = map[string]int{"debug": 0, "info": 1, "notice": 2, "warning": 3, "error": 4, "critical": 5, "alert": 6, "emergency": 7}
+// notifyTimeout bounds sending one notification to a client.
+const notifyTimeout = callpath.NotifyTimeout
 
-// setLevel records the level the client asked for with logging/setLevel.
-func (st *session) setLevel(level string) {
-	st.mu.Lock()
-	st.level = level
-	st.mu.Unlock()
-}
-
-// wantsLog reports whether a notifications/message passes the session's
-// level. Like the SDK, nothing is sent before the client sets a level.
-func (st *session) wantsLog(params json.RawMessage) bool {
-	st.mu.Lock()
-	level := st.level
-	st.mu.Unlock()
-	if level == "" {
-		return false
-	}
-	var p struct {
-		Level string `json:"level"`
-	}
-	_ = json.Unmarshal(params, &p)
-	sev, ok := logSeverity[p.Level]
-	return !ok || sev >= logSeverity[level]
-}
-
-// supports reports whether the client declared the capability a
-// server-to-client request needs.
-func (st *session) supports(method string) bool {
-	c := st.clientCaps
-	if c == nil && st.ss != nil {
-		if ip := st.ss.InitializeParams(); ip != nil {
-			c = ip.Capabilities
+// withKey returns the downstream sessions that called upstreams as key.
+func (t *sessionTable) withKey(key upstream.Key) []*callpath.Session {
+	var out []*callpath.Session
+	for _, ss := range t.all() {
+		if st := t.get(ss); st != nil && st.HasKey(key) {
+			out = append(out, st)
 		}
-	}
-	if c == nil {
-		return false
-	}
-	switch method {
-	case "sampling/createMessage":
-		return c.Sampling != nil
-	case "elicitation/create":
-		return c.Elicitation != nil
-	case "roots/list":
-		return c.RootsV2 != nil
-	}
-	return true
-}
-
-// expect allocates an id for a request mcp-mux sends the client on a
-// fast-path stream. The SDK numbers its own requests, so string ids never clash.
-func (st *session) expect() (string, chan *wire.Message) {
-	id := `"mux-s-` + strconv.FormatUint(st.reqSeq.Add(1), 10) + `"`
-	ch := make(chan *wire.Message, 1)
-	st.mu.Lock()
-	if st.pending == nil {
-		st.pending = make(map[string]chan *wire.Message)
-	}
-	st.pending[id] = ch
-	st.mu.Unlock()
-	return id, ch
-}
-
-func (st *session) forget(id string) {
-	st.mu.Lock()
-	delete(st.pending, id)
-	st.mu.Unlock()
-}
-
-// resolve hands a client's response to the fast-path request waiting for it.
-func (st *session) resolve(m *wire.Message) bool {
-	st.mu.Lock()
-	ch, ok := st.pending[string(m.ID)]
-	delete(st.pending, string(m.ID))
-	st.mu.Unlock()
-	if ok {
-		msg := *m
-		ch <- &msg
-	}
-	return ok
-}
-
-// useKey records that the session called upstreams as key.
-func (st *session) useKey(k upstream.Key) {
-	st.mu.Lock()
-	if st.keys == nil {
-		st.keys = make(map[upstream.Key]bool)
-	}
-	st.keys[k] = true
-	st.mu.Unlock()
-}
-
-func (st *session) usedKeys() []upstream.Key {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	out := make([]upstream.Key, 0, len(st.keys))
-	for k := range st.keys {
-		out = append(out, k)
 	}
 	return out
-}
-
-// hasThread reports whether the session called upstreams as thread.
-func (st *session) hasThread(thread string) bool {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	for k := range st.keys {
-		if k.Thread == thread {
-			return true
-		}
-	}
-	return false
-}
-
-func (st *session) hasKey(k upstream.Key) bool {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.keys[k]
 }

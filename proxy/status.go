@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/status"
 )
 
@@ -33,35 +34,35 @@ func (s *Server) Status() Status {
 		Started:  s.started,
 		Ready:    s.isReady(),
 		Draining: s.draining.Load(),
-		Tools:    rt.cat.Load().Len(),
+		Tools:    rt.Catalog.Load().Len(),
 		Sessions: len(s.sessions.all()),
 		Reloads:  s.Reloads(),
 	}
-	for _, sc := range rt.cfg.Servers {
+	for _, sc := range rt.Config.Servers {
 		ss := ServerStatus{Name: sc.Name, Transport: sc.Type}
-		b := rt.byName[sc.Name]
+		b := rt.ByName[sc.Name]
 		switch {
 		case b != nil: // running (possibly on kept settings while disabled in the file)
-			ss.State = b.up.State()
-			if err := b.up.Err(); err != nil {
+			ss.State = b.Up.State()
+			if err := b.Up.Err(); err != nil {
 				ss.Reason = err.Error()
 			}
-			l := b.up.Lists()
+			l := b.Up.Lists()
 			ss.Tools, ss.Prompts, ss.Resources = len(l.Tools), len(l.Prompts), len(l.Resources)
-			ss.UpstreamSessions, ss.StdioProcesses = b.up.Sessions(), b.up.Processes()
+			ss.UpstreamSessions, ss.StdioProcesses = b.Up.Sessions(), b.Up.Processes()
 		case !sc.Enabled:
 			ss.State = StateDisabled
 		default:
-			ss.State, ss.Reason = StateSkipped, rt.skipped[sc.Name]
+			ss.State, ss.Reason = StateSkipped, rt.Skipped[sc.Name]
 		}
 		st.StdioProcesses += ss.StdioProcesses
 		st.Servers = append(st.Servers, ss)
 	}
-	for _, se := range rt.cfg.Invalid {
+	for _, se := range rt.Config.Invalid {
 		ss := ServerStatus{Name: se.Name, State: StateInvalid, Reason: se.Error()}
-		if b := rt.byName[se.Name]; b != nil { // kept on its last good settings
-			ss.State, ss.Transport = b.up.State(), b.up.Transport()
-			ss.Tools, ss.UpstreamSessions, ss.StdioProcesses = len(b.up.Tools()), b.up.Sessions(), b.up.Processes()
+		if b := rt.ByName[se.Name]; b != nil { // kept on its last good settings
+			ss.State, ss.Transport = b.Up.State(), b.Up.Transport()
+			ss.Tools, ss.UpstreamSessions, ss.StdioProcesses = len(b.Up.Tools()), b.Up.Sessions(), b.Up.Processes()
 			ss.Reason = "the file's entry is invalid, running on the last good settings: " + se.Error()
 			st.StdioProcesses += ss.StdioProcesses
 		}
@@ -112,7 +113,7 @@ func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
 		Detail  []ServerStatus `json:"detail,omitempty"`
 	}{Ready: st.Ready, Tools: st.Tools, Servers: counts}
 	if s.tasks != nil {
-		storeOK := s.taskStoreReady(r.Context())
+		storeOK := s.durable.ready(r.Context())
 		out.Ready = out.Ready && storeOK
 		out.Store = &storeOK
 	}
@@ -128,8 +129,8 @@ func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
 }
 
 // adminAuthorized reports whether r carries the configured admin token.
-func adminAuthorized(rt *runtime, r *http.Request) bool {
-	tok := rt.cfg.Admin.Token
+func adminAuthorized(rt *callpath.Runtime, r *http.Request) bool {
+	tok := rt.Config.Admin.Token
 	if tok.IsZero() {
 		return false
 	}
@@ -145,7 +146,7 @@ func (s *Server) GuardHosts(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Every route passes here, so the body deadline starts here too (limits.go).
 		s.limitBody(w, r)
-		if err := s.rt.Load().origins.check(r); err != nil {
+		if err := s.rt.Load().Origins.Check(r); err != nil {
 			http.Error(w, "Forbidden: "+err.Error(), http.StatusForbidden)
 			return
 		}

@@ -6,16 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/config"
 	"github.com/mcp-mux/mcp-mux/internal/panicguard"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
-	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
+	"github.com/mcp-mux/mcp-mux/proxy/callpath"
+	"github.com/mcp-mux/mcp-mux/proxy/modern"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
@@ -54,94 +56,48 @@ func TaskStartupError(cfg *config.Config) error {
 	return nil
 }
 
-// taskChange is Apply's rule for task-enabled servers: a running one keeps
+// taskBridge is the durable task service as the proxy runs it: started
+// at the first Apply, stopped by Close, its events delivered to this
+// replica's sessions and listeners, its reload rules applied.
+type taskBridge struct {
+	svc      *taskpoll.Service // nil: durable tasks off
+	once     sync.Once
+	cancel   func() // ends the event subscription
+	log      hclog.Logger
+	panics   *panicguard.Guard
+	sessions *sessionTable
+	modern   *modern.Server
+	bg       *sync.WaitGroup
+}
+
+// change is Apply's rule for task-enabled servers: a running one keeps
 // its connection settings until a restart, since its tasks' polls depend on
 // them (removing or disabling it is allowed: its tasks then retry).
-func (s *Server) taskChange(prev, next *config.Server) error {
-	if s.tasks == nil || prev == nil || next == nil || len(prev.TaskToolsets) == 0 || prev.Fingerprint() == next.Fingerprint() {
+func (s *taskBridge) change(prev, next *config.Server) error {
+	if s.svc == nil || prev == nil || next == nil || len(prev.TaskToolsets) == 0 || prev.Fingerprint() == next.Fingerprint() {
 		return nil
 	}
 	return fmt.Errorf("MCP task-enabled server configuration changed after mcp-mux started (%s); restart mcp-mux to apply it", prev.Name)
 }
 
-// submitTask is callTool's hook for a submit tool: run is the ordinary
-// forwarding of the call (interceptors included). The task is DeerFlow's
-// tool result, or for a caller with the tasks extension CreateTaskResult.
-func (s *Server) submitTask(ctx context.Context, st *session, key upstream.Key, r *route, run func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
-	var upErr error
-	t, raw, err := s.tasks.SubmitTask(ctx, taskpoll.SubmitRequest{User: st.user, Thread: key.Thread, Server: r.Server.name, Toolset: *r.Task},
-		func(ctx context.Context) (json.RawMessage, error) {
-			raw, err := run(ctx)
-			upErr = err
-			return raw, err
-		})
-	if _, capped := errors.AsType[*taskpoll.ActiveLimitError](err); capped {
-		// The caller's own limit, checked before the upstream is called:
-		// a tool error in both eras (no task was created), not worth a warning.
-		s.logFor(ctx).Debug("durable task submit refused: active task cap", "server", r.Server.name, "tool", r.Raw)
-		return wire.ToolError(err.Error()), nil
-	}
-	if err != nil && (upErr == nil || !errors.Is(err, upErr)) {
-		s.logFor(ctx).Warn("durable task submit failed", "server", r.Server.name, "tool", r.Raw, "err", err)
-		return wire.ToolError(err.Error()), nil
-	}
-	switch {
-	case t == nil:
-		return raw, err // the upstream's own error result, or its error
-	case st.tasksExt:
-		return s.createTaskResult(t), nil // modern_tasks.go
-	}
-	return taskpoll.SubmitResult(t), nil
-}
-
-// builtinTask answers a built-in task tool.
-func (s *Server) builtinTask(ctx context.Context, st *session, key upstream.Key, name string, args json.RawMessage) json.RawMessage {
-	raw, _ := s.tasks.CallBuiltin(ctx, st.user, key.Thread, name, args)
-	return raw
-}
-
-// taskResource answers resources/read, subscribe and unsubscribe for a
-// task resource of the session's user.
-func (s *Server) taskResource(ctx context.Context, st *session, method, uri string) (mcp.Result, error) {
-	if _, err := s.tasks.Get(ctx, st.user, strings.TrimPrefix(uri, taskpoll.ResourcePrefix)); err != nil {
-		if errors.Is(err, taskpoll.ErrNotFound) {
-			return nil, &jsonrpc.Error{Code: -32002, Message: fmt.Sprintf("resource not found: %q", uri)}
-		}
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the durable task store is unavailable"}
-	}
-	switch method {
-	case "resources/read":
-		raw, err := s.tasks.ReadResource(ctx, st.user, uri)
-		if err != nil {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the durable task store is unavailable"}
-		}
-		return &mcpwire.RawResult{Raw: raw}, nil
-	case "resources/subscribe":
-		st.subs.Mark(uri, true)
-	default:
-		st.subs.Mark(uri, false)
-	}
-	return &mcpwire.RawResult{Raw: json.RawMessage(`{}`)}, nil
-}
-
-// taskEvent delivers one task event to this replica's sessions of its
+// event delivers one task event to this replica's sessions of its
 // owner: those that called as its thread get a logging message, and they
 // and any session of the user subscribed to the task's resource get
 // notifications/resources/updated.
-func (s *Server) taskEvent(e taskpoll.Event) {
+func (s *taskBridge) event(e taskpoll.Event) {
 	// On the task service's goroutine (internal/panicguard).
 	defer s.panics.Catch(panicguard.Task, nil)
-	s.listeners.taskEvent(s, e) // subscriptions/listen with taskIds (modern_tasks_listen.go)
+	s.modern.TaskEvent(e) // subscriptions/listen with taskIds (package modern)
 	uri := taskpoll.ResourcePrefix + e.TaskID
 	data, _ := json.Marshal(map[string]any{"task_id": e.TaskID, "task_name": e.Name, "status": e.Status, "tracking_degraded": e.Degraded, "resource": uri})
 	msg, _ := json.Marshal(&mcp.LoggingMessageParams{Level: "info", Logger: "mcp-mux.tasks", Data: json.RawMessage(data)})
 	for _, ss := range s.sessions.all() {
 		st := s.sessions.get(ss)
-		if st == nil || st.user != e.User {
+		if st == nil || st.User != e.User {
 			continue
 		}
-		owner := st.id == e.Thread || st.hasThread(e.Thread)
-		if !owner && !st.subs.Has(uri) {
+		owner := st.ID == e.Thread || st.HasThread(e.Thread)
+		if !owner && !st.Subs.Has(uri) {
 			continue
 		}
 		s.bg.Go(func() {
@@ -149,23 +105,27 @@ func (s *Server) taskEvent(e taskpoll.Event) {
 			ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
 			defer cancel()
 			if owner {
-				deliverNotification(ctx, st, "notifications/message", msg)
+				callpath.DeliverNotification(ctx, st, "notifications/message", msg)
 			}
-			s.notify(ctx, ss, "notifications/resources/updated", &mcp.ResourceUpdatedNotificationParams{URI: uri})
+			s.sessions.notify(ctx, ss, "notifications/resources/updated", &mcp.ResourceUpdatedNotificationParams{URI: uri})
 		})
 	}
 }
 
-// taskCaller is the Server as the poller's taskpoll.Caller.
-type taskCaller Server
+// taskCaller is the poller's taskpoll.Caller: it calls a task's server
+// on the runtime running now.
+type taskCaller struct {
+	rt     *atomic.Pointer[callpath.Runtime]
+	panics *panicguard.Guard
+}
 
 // CallTool runs a task tool with the server's own credentials only (static
 // headers and OAuth, never a request's secrets), on the task's (user,
 // thread) scope, retrying once after a 401 with a refreshed token.
 func (c *taskCaller) CallTool(ctx context.Context, call taskpoll.Call) (_ json.RawMessage, err error) {
-	s := (*Server)(c)
+	s := c
 	defer s.panics.Catch(panicguard.Task, &err) // the poller's goroutine (internal/panicguard)
-	b := s.rt.Load().byName[call.Server]
+	b := s.rt.Load().ByName[call.Server]
 	if b == nil {
 		return nil, fmt.Errorf("MCP task server %q is missing or disabled in the running configuration", call.Server)
 	}
@@ -173,17 +133,17 @@ func (c *taskCaller) CallTool(ctx context.Context, call taskpoll.Call) (_ json.R
 	key := upstream.Key{User: call.User, Thread: call.Thread}
 	for attempt := 0; ; attempt++ {
 		var hdr http.Header
-		if b.resolver != nil {
-			h, err := b.resolver.Base(ctx)
+		if b.Resolver != nil {
+			h, err := b.Resolver.Base(ctx)
 			if err != nil {
 				return nil, fmt.Errorf("MCP task server %q credentials: %w", call.Server, err)
 			}
 			hdr = h
 		}
-		raw, err := b.up.CallTool(ctx, key, params, hdr)
+		raw, err := b.Up.CallTool(ctx, key, params, hdr)
 		var se *upstream.StatusError
-		if attempt == 0 && errors.As(err, &se) && se.Code == http.StatusUnauthorized && b.resolver != nil {
-			b.resolver.UnauthorizedHeader(hdr)
+		if attempt == 0 && errors.As(err, &se) && se.Code == http.StatusUnauthorized && b.Resolver != nil {
+			b.Resolver.UnauthorizedHeader(hdr)
 			continue
 		}
 		return raw, err
@@ -207,23 +167,23 @@ func (s *Server) Tasks() *taskpoll.Service { return s.tasks }
 func (s *Server) Authenticated(next func(w http.ResponseWriter, r *http.Request, user string)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rt := s.rt.Load()
-		if err := rt.origins.check(r); err != nil {
+		if err := rt.Origins.Check(r); err != nil {
 			http.Error(w, "Forbidden: "+err.Error(), http.StatusForbidden)
 			return
 		}
-		user, err := rt.auth.Authenticate(r)
+		user, err := rt.Auth.Authenticate(r)
 		if err != nil {
-			rt.auth.Challenge(w, r, err)
+			rt.Auth.Challenge(w, r, err)
 			return
 		}
 		next(w, r, user)
 	})
 }
 
-// warnTaskSettings logs when a reload changes the startup-only mcp_tasks or
+// warnSettings logs when a reload changes the startup-only mcp_tasks or
 // store blocks.
-func (s *Server) warnTaskSettings(old, cfg *config.Config) {
-	if s.tasks == nil || len(old.Servers) == 0 && old.Tasks == (config.Tasks{}) {
+func (s *taskBridge) warnSettings(old, cfg *config.Config) {
+	if s.svc == nil || len(old.Servers) == 0 && old.Tasks == (config.Tasks{}) {
 		return
 	}
 	if old.Tasks != cfg.Tasks || old.Store.KeyPrefix != cfg.Store.KeyPrefix || old.Store.RedisURL.Reveal() != cfg.Store.RedisURL.Reveal() {
@@ -231,33 +191,33 @@ func (s *Server) warnTaskSettings(old, cfg *config.Config) {
 	}
 }
 
-// startTasks starts the poller once, at the first Apply.
-func (s *Server) startTasks() {
-	if s.tasks != nil {
-		s.tasksOnce.Do(s.tasks.Start)
+// start starts the poller once, at the first Apply.
+func (s *taskBridge) start() {
+	if s.svc != nil {
+		s.once.Do(s.svc.Start)
 	}
 }
 
-// stopTasks stops the poller and releases this replica's leases, so that
+// stop stops the poller and releases this replica's leases, so that
 // another replica takes its tasks at once (bounded by ctx).
-func (s *Server) stopTasks(ctx context.Context) {
-	if s.tasks == nil {
+func (s *taskBridge) stop(ctx context.Context) {
+	if s.svc == nil {
 		return
 	}
-	s.tasksCancel()
-	s.tasksOnce.Do(func() {}) // a Close before any Apply never starts it
-	if err := s.tasks.Stop(ctx); err != nil {
+	s.cancel()
+	s.once.Do(func() {}) // a Close before any Apply never starts it
+	if err := s.svc.Stop(ctx); err != nil {
 		s.log.Warn("shutdown: releasing task leases failed; they expire after lease_seconds", "err", err)
 	}
 }
 
-// taskStoreReady reports whether the task store answers (true when tasks
+// ready reports whether the task store answers (true when tasks
 // are off): /readyz is not ready without it.
-func (s *Server) taskStoreReady(ctx context.Context) bool {
-	if s.tasks == nil {
+func (s *taskBridge) ready(ctx context.Context) bool {
+	if s.svc == nil {
 		return true
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	return s.tasks.Ping(ctx) == nil
+	return s.svc.Ping(ctx) == nil
 }

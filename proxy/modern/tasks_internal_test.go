@@ -1,4 +1,4 @@
-package proxy
+package modern
 
 import (
 	"encoding/json"

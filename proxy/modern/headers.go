@@ -1,4 +1,4 @@
-package proxy
+package modern
 
 import (
 	"encoding/json"
@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 )
 
 // The 2026-07-28 protocol headers a caller sends.
@@ -76,7 +77,7 @@ func (s *Server) refuseParamMismatch(w http.ResponseWriter, r *http.Request, id 
 	if !hasParamHeaders(r.Header) {
 		return false
 	}
-	rt := s.rt.Load().cat.Load().Lookup(name)
+	rt := s.rt.Load().Catalog.Load().Lookup(name)
 	if rt == nil {
 		return false
 	}
@@ -90,4 +91,9 @@ func (s *Server) refuseParamMismatch(w http.ResponseWriter, r *http.Request, id 
 	}
 	writeRPCError(w, http.StatusBadRequest, id, we.Code, we.Message)
 	return true
+}
+
+// writeRPCError answers with a JSON-RPC error for the request id (nil: null).
+func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code int64, msg string) {
+	mcpwire.WriteError(w, status, id, code, msg, nil)
 }

@@ -1,4 +1,4 @@
-package proxy
+package modern
 
 import (
 	"bytes"
@@ -89,7 +89,7 @@ func FuzzModernRequest(f *testing.F) {
 		if !json.Valid(meta) {
 			return
 		}
-		if _, ok := s.modernRequest(http.Header{}, meta); !ok {
+		if _, ok := s.capsCache.request(http.Header{}, meta); !ok {
 			return
 		}
 		var m map[string]json.RawMessage

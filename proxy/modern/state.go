@@ -1,4 +1,4 @@
-package proxy
+package modern
 
 import (
 	"github.com/mcp-mux/mcp-mux/seal"

@@ -1,4 +1,4 @@
-package proxy
+package modern
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/panicguard"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
+	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
 )
 
@@ -28,7 +29,7 @@ import (
 // listen may go on (listenServe), was answered (listenDone) or is the
 // SDK's to answer (listenSDK: what it refuses before reading the body, and
 // a version it does not serve; the refusal does not depend on taskIds).
-func (s *Server) checkTaskListen(w http.ResponseWriter, r *http.Request, m *wire.Message, p *listenParams) listenVerdict {
+func (s *listens) checkTaskListen(w http.ResponseWriter, r *http.Request, m *wire.Message, p *listenParams) listenVerdict {
 	var meta map[string]json.RawMessage
 	_ = json.Unmarshal(p.Meta, &meta)
 	var version string
@@ -66,7 +67,7 @@ func (s *Server) checkTaskListen(w http.ResponseWriter, r *http.Request, m *wire
 // own durable tasks of theirs. Passed-through tasks are not granted (their
 // servers' own streams are not fanned in), nor unknown ones, another
 // caller's, or any while the store is down.
-func (s *Server) grantTasks(ctx context.Context, user string, ids []string) []string {
+func (s *listens) grantTasks(ctx context.Context, user string, ids []string) []string {
 	var granted []string
 	for _, tid := range ids {
 		if s.tasks == nil || !taskpoll.ValidID(tid) || slices.Contains(granted, tid) {
@@ -86,14 +87,14 @@ func writeJSONRPCError(w http.ResponseWriter, id json.RawMessage, e *jsonrpc.Err
 
 // taskEvent sends a task event to the listeners granted its task: the
 // whole task, as tasks/get would answer it now.
-func (t *listenTable) taskEvent(s *Server, e taskpoll.Event) {
+func (t *listenTable) taskEvent(s *listens, e taskpoll.Event) {
 	for _, l := range t.all() {
 		if l.direct == nil || l.user != e.User || !l.taskIDs[e.TaskID] {
 			continue
 		}
 		s.bg.Go(func() {
 			defer s.panics.Catch(panicguard.Task, nil) // internal/panicguard
-			ctx, cancel := context.WithTimeout(l.ctx, notifyTimeout)
+			ctx, cancel := context.WithTimeout(l.ctx, callpath.NotifyTimeout)
 			defer cancel()
 			task, err := s.tasks.Get(ctx, e.User, e.TaskID)
 			if err != nil {

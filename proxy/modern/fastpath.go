@@ -1,4 +1,4 @@
-package proxy
+package modern
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/catalog"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
+	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
@@ -69,59 +70,79 @@ import (
 // request its upstream sends is answered as the bridge would answer it: ping,
 // or a missing-capability error.
 
-// serveModernFast reports whether the fast path answered r.
-func (s *Server) serveModernFast(w http.ResponseWriter, r *http.Request, body []byte, sh wire.Shape) bool {
-	if refuseRepeatedHeader(w, r, body) { // modern_headers.go, for both paths
+// serveFast reports whether the fast path answered r.
+func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, body []byte, sh wire.Shape) bool {
+	if refuseRepeatedHeader(w, r, body) { // headers.go, for both paths
 		return true
 	}
-	if sh.Batch || s.opts.DisableModernFastPath || !modernFastHeaders(r.Header) {
+	if sh.Batch || s.noFast || !modernFastHeaders(r.Header) {
 		return false
 	}
 	var m wire.Message
-	if wire.Decode(body, &m) != nil || !m.IsCall() || !plainID(m.ID) || r.Header.Get("Mcp-Method") != m.Method {
+	if wire.Decode(body, &m) != nil || !fastEnvelope(r, &m) {
 		return false
 	}
 	params := bytes.TrimSpace(m.Params)
 	if len(params) < 2 || params[0] != '{' || mentionsSlowPath(params) {
 		return false
 	}
-	switch m.Method {
-	case "tools/call":
-		var p wire.CallParams
-		if wire.DecodeCallParams(params, &p) != nil || p.Name == "" || r.Header.Get("Mcp-Name") != p.Name {
-			return false
-		}
-		rq, ok := s.modernRequest(r.Header, p.Meta)
-		if !ok {
-			return false
-		}
-		cat := s.rt.Load().cat.Load()
-		rt := cat.Lookup(p.Name)
-		if rt == nil || rt.Builtin || rt.Task != nil || rt.Server == nil {
-			return false
-		}
-		if s.refuseParamMismatch(w, r, m.ID, p.Name, p.Arguments) {
-			return true
-		}
-		s.modernFastCall(w, r, rq, rt, &m, &p)
-		return true
-	case "tools/list", "prompts/list", "resources/list", "resources/templates/list":
-		var p struct {
-			Cursor json.RawMessage `json:"cursor"`
-			Meta   json.RawMessage `json:"_meta"`
-		}
-		var cursor string
-		if sjson.Unmarshal(params, &p) != nil || (p.Cursor != nil && json.Unmarshal(p.Cursor, &cursor) != nil) || string(p.Cursor) == "null" {
-			return false
-		}
-		rq, ok := s.modernRequest(r.Header, p.Meta)
-		if !ok {
-			return false
-		}
-		s.modernFastList(w, rq, &m, cursor)
-		return true
+	switch {
+	case m.Method == "tools/call":
+		return s.fastCall(w, r, &m, params)
+	case fastLists[m.Method]:
+		return s.fastList(w, r, &m, params)
 	}
 	return false
+}
+
+// fastLists are the lists the fast path answers.
+var fastLists = map[string]bool{"tools/list": true, "prompts/list": true, "resources/list": true, "resources/templates/list": true}
+
+// fastEnvelope reports whether the decoded m is a call the fast path may
+// take: an id the SDK echoes byte for byte, a method the Mcp-Method header
+// names.
+func fastEnvelope(r *http.Request, m *wire.Message) bool {
+	return m.IsCall() && plainID(m.ID) && r.Header.Get("Mcp-Method") == m.Method
+}
+
+// fastCall serves a tools/call of an upstream tool and reports whether it
+// answered (false leaves it to the SDK path).
+func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, m *wire.Message, params []byte) bool {
+	var p wire.CallParams
+	if wire.DecodeCallParams(params, &p) != nil || p.Name == "" || r.Header.Get("Mcp-Name") != p.Name {
+		return false
+	}
+	rq, ok := s.capsCache.request(r.Header, p.Meta)
+	if !ok {
+		return false
+	}
+	rt := s.rt.Load().Catalog.Load().Lookup(p.Name)
+	if rt == nil || rt.Builtin || rt.Task != nil || rt.Server == nil {
+		return false // tool_search, unknown, a built-in task tool or a task submit
+	}
+	if s.refuseParamMismatch(w, r, m.ID, p.Name, p.Arguments) {
+		return true
+	}
+	s.modernFastCall(w, r, rq, rt, m, &p)
+	return true
+}
+
+// fastList serves one of the fastLists and reports whether it answered.
+func (s *Server) fastList(w http.ResponseWriter, r *http.Request, m *wire.Message, params []byte) bool {
+	var p struct {
+		Cursor json.RawMessage `json:"cursor"`
+		Meta   json.RawMessage `json:"_meta"`
+	}
+	var cursor string
+	if sjson.Unmarshal(params, &p) != nil || (p.Cursor != nil && json.Unmarshal(p.Cursor, &cursor) != nil) || string(p.Cursor) == "null" {
+		return false
+	}
+	rq, ok := s.capsCache.request(r.Header, p.Meta)
+	if !ok {
+		return false
+	}
+	s.modernFastList(w, rq, m, cursor)
+	return true
 }
 
 // modernFastHeaders checks what the SDK's stateless handler checks of the
@@ -140,27 +161,39 @@ func modernContentHeaders(h http.Header) bool {
 	if ct := h.Get("Content-Type"); ct != "application/json" && !(len(ct) > 17 && ct[:17] == "application/json;") {
 		return false
 	}
-	return acceptsBoth(h.Values("Accept"))
+	return callpath.AcceptsBoth(h.Values("Accept"))
 }
 
 // plainID reports whether id is one the SDK echoes byte for byte: an
 // integer of at most 15 digits (not -0), or a string of printable ASCII
 // without escapes.
 func plainID(id json.RawMessage) bool {
-	if len(id) == 0 {
+	switch {
+	case len(id) == 0:
+		return false
+	case id[0] == '"':
+		return plainString(id)
+	}
+	return plainInteger(id)
+}
+
+// plainString reports whether id is a JSON string of printable ASCII
+// without escapes.
+func plainString(id json.RawMessage) bool {
+	if len(id) < 2 || id[len(id)-1] != '"' {
 		return false
 	}
-	if id[0] == '"' {
-		if len(id) < 2 || id[len(id)-1] != '"' {
+	for _, c := range id[1 : len(id)-1] {
+		if c < 0x20 || c > 0x7e || c == '\\' || c == '"' {
 			return false
 		}
-		for _, c := range id[1 : len(id)-1] {
-			if c < 0x20 || c > 0x7e || c == '\\' || c == '"' {
-				return false
-			}
-		}
-		return true
 	}
+	return true
+}
+
+// plainInteger reports whether id is an integer of at most 15 digits,
+// without leading zeros, and not -0.
+func plainInteger(id json.RawMessage) bool {
 	digits := id
 	if digits[0] == '-' {
 		digits = digits[1:]
@@ -205,9 +238,9 @@ type modernReq struct {
 	caps  *clientCaps
 }
 
-// modernRequest validates a request's _meta as the SDK does (a false
+// request validates a request's _meta as the SDK does (a false
 // result leaves the request to the SDK, which answers the error).
-func (s *Server) modernRequest(h http.Header, meta json.RawMessage) (modernReq, bool) {
+func (c *capsCache) request(h http.Header, meta json.RawMessage) (modernReq, bool) {
 	var mm modernMeta
 	meta = bytes.TrimSpace(meta)
 	if len(meta) < 2 || meta[0] != '{' {
@@ -218,11 +251,11 @@ func (s *Server) modernRequest(h http.Header, meta json.RawMessage) (modernReq, 
 		mm.Version != modernVersion {
 		return modernReq{}, false
 	}
-	c := s.capsCache.get(mm.Caps, mm.Info)
-	if c == nil {
+	e := c.get(mm.Caps, mm.Info)
+	if e == nil {
 		return modernReq{}, false
 	}
-	rq := modernReq{user: requestUser(h), caps: c}
+	rq := modernReq{user: callpath.User(h), caps: e}
 	if len(mm.Level) > 0 && mm.Level[0] == '"' {
 		_ = json.Unmarshal(mm.Level, &rq.level)
 	}
@@ -230,9 +263,9 @@ func (s *Server) modernRequest(h http.Header, meta json.RawMessage) (modernReq, 
 }
 
 // init makes st the throwaway session of one fast-path request, as
-// receiveModern builds it for the SDK path.
-func (rq modernReq) init(st *session) {
-	st.user, st.modern, st.caps, st.clientCaps, st.level = rq.user, true, rq.caps.key, rq.caps.v1, rq.level
+// Receive builds it for the SDK path.
+func (rq modernReq) init(st *callpath.Session) {
+	st.User, st.Caps, st.ClientCaps, st.Level = rq.user, rq.caps.key, rq.caps.v1, rq.level
 }
 
 // clientCaps is a validated pair of clientCapabilities and clientInfo.
@@ -265,12 +298,36 @@ func (c *capsCache) get(caps, info json.RawMessage) *clientCaps {
 	}
 	var kb [512]byte
 	key := append(append(append(kb[:0], caps...), 0), info...)
-	c.mu.RLock()
-	e := c.m[string(key)]
-	c.mu.RUnlock()
-	if e != nil {
+	if e := c.lookup(key); e != nil {
 		return e
 	}
+	e := validateCaps(caps, info)
+	if e != nil && len(key) <= maxCapsKey {
+		c.store(key, e)
+	}
+	return e
+}
+
+// lookup returns the cached entry of key, or nil.
+func (c *capsCache) lookup(key []byte) *clientCaps {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.m[string(key)]
+}
+
+// store caches e under key, starting over when the cache is full.
+func (c *capsCache) store(key []byte, e *clientCaps) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= maxCapsCache || c.m == nil {
+		c.m = make(map[string]*clientCaps)
+	}
+	c.m[string(key)] = e
+}
+
+// validateCaps validates clientCapabilities and clientInfo as the SDK
+// does, and returns their entry, or nil when the SDK would refuse them.
+func validateCaps(caps, info json.RawMessage) *clientCaps {
 	if len(info) > 0 {
 		var impl *mcp.Implementation
 		if json.Unmarshal(info, &impl) != nil || impl == nil {
@@ -289,29 +346,21 @@ func (c *capsCache) get(caps, info json.RawMessage) *clientCaps {
 	if v1.RootsV2 != nil {
 		v1.Roots = *v1.RootsV2
 	}
-	e = &clientCaps{v1: &v1, key: upstream.Capabilities(&v1), inputs: v1.RootsV2 != nil || v1.Sampling != nil || v1.Elicitation != nil}
-	if len(key) > maxCapsKey {
-		return e
-	}
-	c.mu.Lock()
-	if len(c.m) >= maxCapsCache || c.m == nil {
-		c.m = make(map[string]*clientCaps)
-	}
-	c.m[string(key)] = e
-	c.mu.Unlock()
-	return e
+	return &clientCaps{v1: &v1, key: upstream.Capabilities(&v1), inputs: v1.RootsV2 != nil || v1.Sampling != nil || v1.Elicitation != nil}
 }
 
 // modernSink is a fast-path call's sink: notifications on the request's
 // stream (fastSink), and requests answered as a bridged call answers
 // those the client cannot serve.
-type modernSink struct{ *fastSink }
+type modernSink struct{ *callpath.FastSink }
 
-func (k modernSink) request(_ context.Context, method string, _ json.RawMessage) (json.RawMessage, error) {
+// Request answers ping, and refuses what the client cannot serve or a
+// 2026-07-28 server would never send mid-call.
+func (k modernSink) Request(_ context.Context, method string, _ json.RawMessage) (json.RawMessage, error) {
 	if method == "ping" {
 		return json.RawMessage(`{}`), nil
 	}
-	if !k.st.supports(method) {
+	if !k.Session().Supports(method) {
 		return nil, &wire.Error{Code: codeMissingCapability, Message: fmt.Sprintf("the client did not declare the capability %s needs", method)}
 	}
 	// Only a 2026-07-28 upstream runs unbridged with such a client, and it
@@ -319,90 +368,125 @@ func (k modernSink) request(_ context.Context, method string, _ json.RawMessage)
 	return nil, &wire.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("%s sent mid-call by a 2026-07-28 server is not forwarded", method)}
 }
 
-// modernCallState is a fast-path call's session and sink, allocated together.
+// modernCallState is a fast-path call's session, sink, era and what its
+// steps share, allocated together.
 type modernCallState struct {
-	st session
-	f  fastSink
+	st     callpath.Session
+	f      callpath.FastSink
+	era    Era
+	key    upstream.Key
+	h      http.Header
+	p      *wire.CallParams
+	server string
 }
 
-func (s *Server) modernFastCall(w http.ResponseWriter, r *http.Request, rq modernReq, rt *route, m *wire.Message, p *wire.CallParams) {
+func (s *Server) modernFastCall(w http.ResponseWriter, r *http.Request, rq modernReq, rt *callpath.Route, m *wire.Message, p *wire.CallParams) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	cs := &modernCallState{}
-	st, f := &cs.st, &cs.f
-	rq.init(st)
-	f.st, f.w = st, w
-	st.stream = modernSink{f}
-	key := s.callerKey(st, r.Header)
-	server := rt.Server.name
-	target := func() string { return "tools/call " + p.Name } // as ownerOf names it
-
+	cs := &modernCallState{h: r.Header, p: p, server: rt.Server.Name}
+	rq.init(&cs.st)
+	cs.f.Bind(&cs.st, w)
+	cs.key = s.calls.CallerKey(&cs.st, &cs.era, r.Header)
 	var (
 		raw json.RawMessage
 		err error
 	)
-	if rq.caps.inputs && rt.Deny == nil && rt.Server.up.Era() < modernVersion {
-		// The upstream may ask the client for input mid-call: bridge it.
-		pc := s.startParked(ctx, st, server, target(), func(ctx context.Context) (mcp.Result, error) {
-			raw, err := s.callTool(ctx, st, st.bridge, key, r.Header, p.Name, p.Arguments, p.Meta)
-			if err != nil {
-				return nil, err
-			}
-			return &mcpwire.RawResult{Raw: raw}, nil
-		})
-		var res mcp.Result
-		if res, err = s.await(ctx, st, pc); err == nil {
-			if rr, ok := res.(*mcpwire.RawResult); ok {
-				raw = rr.Raw
-			} else {
-				raw, err = json.Marshal(res)
-			}
-		}
+	if rq.caps.inputs && rt.Deny == nil && rt.Server.Up.Era() < modernVersion {
+		raw, err = s.bridgedFastCall(ctx, cs) // the upstream may ask the client for input mid-call
 	} else {
-		raw, err = s.guardedCall(ctx, st, st.stream, key, r.Header, p.Name, p.Arguments, p.Meta)
-		if ir, ok := asInputRequired(raw); ok && err == nil {
-			raw, err = s.sealInputRequired(st, server, target(), ir)
-		}
+		raw, err = s.directFastCall(ctx, cs)
 	}
 	if err == nil {
 		raw = s.modernResult("tools/call", raw)
 	}
-	s.modernFinish(f, m.ID, raw, err)
+	s.modernFinish(&cs.f, m.ID, raw, err)
 }
 
-// modernFastList answers a list as receiveModern does: the catalog's, with
+// stream is the call's sink on its own response stream.
+func (cs *modernCallState) stream() modernSink { return modernSink{&cs.f} }
+
+// target names the call as ownerOf does.
+func (cs *modernCallState) target() string { return "tools/call " + cs.p.Name }
+
+// directFastCall runs the call on the request's goroutine; an upstream's
+// input_required has its requestState sealed.
+func (s *Server) directFastCall(ctx context.Context, cs *modernCallState) (json.RawMessage, error) {
+	raw, err := s.calls.GuardedCall(ctx, &cs.st, &cs.era, cs.stream(), cs.key, cs.h, cs.p.Name, cs.p.Arguments, cs.p.Meta)
+	if ir, ok := callpath.AsInputRequired(raw); ok && err == nil {
+		return s.bridge.sealInputRequired(&cs.st, cs.server, cs.target(), ir)
+	}
+	return raw, err
+}
+
+// bridgedFastCall runs the call bridged (mrtr.go): requests the upstream
+// sends the client become input_required.
+func (s *Server) bridgedFastCall(ctx context.Context, cs *modernCallState) (json.RawMessage, error) {
+	st, e := &cs.st, &cs.era
+	pc := s.bridge.startParked(ctx, cs.stream(), e, cs.server, cs.target(), func(ctx context.Context) (mcp.Result, error) {
+		raw, err := s.calls.CallTool(ctx, st, e, e.bridge, cs.key, cs.h, cs.p.Name, cs.p.Arguments, cs.p.Meta)
+		if err != nil {
+			return nil, err
+		}
+		return &mcpwire.RawResult{Raw: raw}, nil
+	})
+	res, err := s.bridge.await(ctx, cs.stream(), pc)
+	if err != nil {
+		return nil, err
+	}
+	if rr, ok := res.(*mcpwire.RawResult); ok {
+		return rr.Raw, nil
+	}
+	return json.Marshal(res)
+}
+
+// modernFastList answers a list as Receive does: the catalog's, with
 // resultType, ttlMs and cacheScope.
 func (s *Server) modernFastList(w http.ResponseWriter, rq modernReq, m *wire.Message, cursor string) {
-	cat := s.rt.Load().cat.Load()
-	var (
-		raw json.RawMessage
-		err error
-	)
-	switch m.Method {
-	case "tools/list":
-		if !cat.Searching() {
-			raw = s.modernToolsList(cat)
-			break
-		}
-		var st session
-		rq.init(&st)
-		raw = st.promo.ToolsList(cat)
-	case "prompts/list":
-		raw, err = page(cat.Prompts(), "prompts", cursor, s.opts.PageSize)
-	case "resources/list":
-		raw, err = page(cat.Resources(), "resources", cursor, s.opts.PageSize)
-	case "resources/templates/list":
-		raw, err = page(cat.Templates(), "resourceTemplates", cursor, s.opts.PageSize)
+	raw, err := s.fastListResult(s.rt.Load().Catalog.Load(), rq, m.Method, cursor)
+	s.modernFinish(callpath.NewFastSink(nil, w), m.ID, raw, err)
+}
+
+// pagedList is a list the catalog serves in pages: its items and the
+// result's member.
+type pagedList struct {
+	items func(*callpath.Catalog) []json.RawMessage
+	field string
+}
+
+// pagedLists are the fastLists other than tools/list.
+var pagedLists = map[string]pagedList{
+	"prompts/list":             {(*callpath.Catalog).Prompts, "prompts"},
+	"resources/list":           {(*callpath.Catalog).Resources, "resources"},
+	"resources/templates/list": {(*callpath.Catalog).Templates, "resourceTemplates"},
+}
+
+// fastListResult is the result of one of the fastLists.
+func (s *Server) fastListResult(cat *callpath.Catalog, rq modernReq, method, cursor string) (json.RawMessage, error) {
+	if method == "tools/list" {
+		return s.fastToolsList(cat, rq), nil
 	}
-	if err == nil && (m.Method != "tools/list" || cat.Searching()) {
-		raw = s.modernResult(m.Method, raw)
+	l := pagedLists[method]
+	raw, err := callpath.Page(l.items(cat), l.field, cursor, s.pageSize)
+	if err != nil {
+		return nil, err
 	}
-	s.modernFinish(&fastSink{w: w}, m.ID, raw, err)
+	return s.modernResult(method, raw), nil
+}
+
+// fastToolsList is tools/list: with tool_search, the catalog's list without
+// promotions (a 2026-07-28 caller has none).
+func (s *Server) fastToolsList(cat *callpath.Catalog, rq modernReq) json.RawMessage {
+	if !cat.Searching() {
+		return s.modernToolsList(cat)
+	}
+	var st callpath.Session
+	rq.init(&st)
+	return s.modernResult("tools/list", st.Promo.ToolsList(cat))
 }
 
 // modernToolsList returns cat's list with resultType, ttlMs and
 // cacheScope, built once per catalog and cache scope (the catalog's Memo).
-func (s *Server) modernToolsList(cat *muxCatalog) json.RawMessage {
+func (s *Server) modernToolsList(cat *callpath.Catalog) json.RawMessage {
 	scope := s.cacheScope()
 	if c := cat.Memo(); c != nil && c.Key == scope {
 		return c.Raw
@@ -414,9 +498,9 @@ func (s *Server) modernToolsList(cat *muxCatalog) json.RawMessage {
 
 // modernFinish writes a fast-path response. Errors carry the HTTP status
 // the SDK gives them on the 2026-07-28 protocol.
-func (s *Server) modernFinish(f *fastSink, id json.RawMessage, raw json.RawMessage, err error) {
-	out := bodyBuffers.Get()
-	defer bodyBuffers.Put(out)
+func (s *Server) modernFinish(f *callpath.FastSink, id json.RawMessage, raw json.RawMessage, err error) {
+	out := s.buffers.Get()
+	defer s.buffers.Put(out)
 	status := http.StatusOK
 	var b []byte
 	if err != nil {
@@ -434,7 +518,7 @@ func (s *Server) modernFinish(f *fastSink, id json.RawMessage, raw json.RawMessa
 		b = wire.AppendResult((*out)[:0], id, raw)
 	}
 	*out = b[:0]
-	f.finishStatus(b, status)
+	f.FinishStatus(b, status)
 }
 
 // modernErrorStatus is the HTTP status of a JSON-RPC error on the

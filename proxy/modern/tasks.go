@@ -1,4 +1,4 @@
-package proxy
+package modern
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
+	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/seal"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
 	"github.com/mcp-mux/mcp-mux/upstream"
@@ -23,7 +24,7 @@ import (
 // The 2026-07-28 tasks extension (io.modelcontextprotocol/tasks, SEP-2663).
 //
 // A 2026-07-28 request that declares the extension in its _meta client
-// capabilities (st.tasksExt) gets tasks the protocol's way:
+// capabilities (era.tasksExt) gets tasks the protocol's way:
 //
 //   - A call of a task_toolsets submit tool goes through taskpoll's
 //     SubmitTask (the record is durably written, and the remote handle with
@@ -87,7 +88,7 @@ type taskParams struct {
 
 // registerTaskMethods makes the SDK accept the extension's methods; their
 // handler only answers a legacy session (a 2026-07-28 request is served in
-// receiveModern): the extension is not part of the legacy era.
+// Receive): the extension is not part of the legacy era.
 func (s *Server) registerTaskMethods() {
 	for _, m := range []string{"tasks/get", "tasks/update", "tasks/cancel"} {
 		_ = mcp.AddReceivingCustomMethod(s.sdk, m, func(context.Context, *mcp.ServerSession, *taskParams) (*mcpwire.RawResult, error) {
@@ -100,21 +101,21 @@ func (s *Server) registerTaskMethods() {
 // Its upstream requests then declare it too (Key.Caps: a 2026-07-28
 // server sees it; legacy call sessions mirror only roots, sampling and
 // elicitation), so a server that supports it may answer with a task.
-func declareTasks(st *session, ip *mcp.InitializeParams) {
+func declareTasks(st *callpath.Session, e *Era, ip *mcp.InitializeParams) {
 	if ip == nil || ip.Capabilities == nil {
 		return
 	}
 	if _, ok := ip.Capabilities.Extensions[tasksExtension]; !ok {
 		return
 	}
-	st.tasksExt = true
+	e.tasks = true
 	var m map[string]json.RawMessage
-	if json.Unmarshal([]byte(st.caps), &m) != nil || m == nil {
+	if json.Unmarshal([]byte(st.Caps), &m) != nil || m == nil {
 		m = map[string]json.RawMessage{}
 	}
 	m["extensions"] = json.RawMessage(`{"` + tasksExtension + `":{}}`)
 	b, _ := json.Marshal(m) // sorted keys: one Key.Caps per capability set
-	st.caps = string(b)
+	st.Caps = string(b)
 }
 
 // advertiseTasks adds the extension to server/discover's capabilities when
@@ -136,8 +137,8 @@ func (s *Server) tasksServable() bool {
 	if s.tasks != nil {
 		return true
 	}
-	for _, b := range s.rt.Load().backends {
-		if upstreamTasks(b.up) {
+	for _, b := range s.rt.Load().Backends {
+		if upstreamTasks(b.Up) {
 			return true
 		}
 	}
@@ -154,16 +155,11 @@ func upstreamTasks(up *upstream.Upstream) bool {
 	return ok
 }
 
-// createTaskResult is a submit's answer to a caller with the extension.
-func (s *Server) createTaskResult(t *taskpoll.Task) json.RawMessage {
-	b, _ := json.Marshal(s.tasks.ExtensionView(t))
-	return append([]byte(`{"resultType":"task",`), b[1:]...)
-}
-
-// passTask is callTool's hook for a 2026-07-28 caller: a server's
-// CreateTaskResult gets its namespaced task id, and one the caller did not
-// ask for (it declared no extension) is refused.
-func (s *Server) passTask(st *session, r *route, raw json.RawMessage) (json.RawMessage, error) {
+// passTask is callTool's hook for a 2026-07-28 caller (Era): a
+// server's CreateTaskResult gets its namespaced task id, sealed with states
+// for user, and one the caller did not ask for (it declared no extension,
+// tasksExt false) is refused.
+func passTask(states *seal.Sealer, tasksExt bool, user string, r *callpath.Route, raw json.RawMessage) (json.RawMessage, error) {
 	if !bytes.Contains(raw, []byte(`"task"`)) {
 		return raw, nil
 	}
@@ -175,17 +171,17 @@ func (s *Server) passTask(st *session, r *route, raw json.RawMessage) (json.RawM
 		return raw, nil
 	}
 	switch {
-	case !st.tasksExt:
-		return nil, &wire.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("MCP server %q answered with a task, which the client did not declare it can take", r.Server.name)}
+	case !tasksExt:
+		return nil, &wire.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("MCP server %q answered with a task, which the client did not declare it can take", r.Server.Name)}
 	case head.TaskID == "" || len(head.TaskID) > maxRemoteTaskIDLen:
-		return nil, &wire.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("MCP server %q answered with a task without a usable taskId (1 to %d bytes)", r.Server.name, maxRemoteTaskIDLen)}
+		return nil, &wire.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("MCP server %q answered with a task without a usable taskId (1 to %d bytes)", r.Server.Name, maxRemoteTaskIDLen)}
 	}
-	id := s.rt.Load().states.SealTaskID(st.user, r.Server.name, head.TaskID)
+	id := states.SealTaskID(user, r.Server.Name, head.TaskID)
 	if len(id) > maxTaskIDLen {
 		// Escapes in the sealed reference (or a long user id) can make it
 		// longer than a client may send back: never issue an id that
 		// cannot resolve.
-		return nil, &wire.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("MCP server %q answered with a task id mcp-mux cannot namespace within %d bytes", r.Server.name, maxTaskIDLen)}
+		return nil, &wire.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("MCP server %q answered with a task id mcp-mux cannot namespace within %d bytes", r.Server.Name, maxTaskIDLen)}
 	}
 	return withTaskID(raw, head.TaskID, id), nil
 }
@@ -223,29 +219,14 @@ func rewriteTaskIDs(v json.RawMessage, remote, id string, depth int) json.RawMes
 		return v
 	}
 	var out any
+	var ok bool
 	if v[0] == '[' {
-		var a []json.RawMessage
-		if json.Unmarshal(v, &a) != nil {
-			return v
-		}
-		for i := range a {
-			a[i] = rewriteTaskIDs(a[i], remote, id, depth+1)
-		}
-		out = a
+		out, ok = rewriteArrayTaskIDs(v, remote, id, depth)
 	} else {
-		var m map[string]json.RawMessage
-		if json.Unmarshal(v, &m) != nil {
-			return v
-		}
-		for k, e := range m {
-			var s string
-			if k == "taskId" && json.Unmarshal(e, &s) == nil && s == remote {
-				m[k], _ = json.Marshal(id)
-				continue
-			}
-			m[k] = rewriteTaskIDs(e, remote, id, depth+1)
-		}
-		out = m
+		out, ok = rewriteObjectTaskIDs(v, remote, id, depth)
+	}
+	if !ok {
+		return v
 	}
 	b, err := json.Marshal(out)
 	if err != nil {
@@ -254,10 +235,40 @@ func rewriteTaskIDs(v json.RawMessage, remote, id string, depth int) json.RawMes
 	return b
 }
 
+// rewriteArrayTaskIDs rewrites the task ids in each element of the array v.
+func rewriteArrayTaskIDs(v json.RawMessage, remote, id string, depth int) ([]json.RawMessage, bool) {
+	var a []json.RawMessage
+	if json.Unmarshal(v, &a) != nil {
+		return nil, false
+	}
+	for i := range a {
+		a[i] = rewriteTaskIDs(a[i], remote, id, depth+1)
+	}
+	return a, true
+}
+
+// rewriteObjectTaskIDs rewrites the object v's taskId naming remote, and
+// the task ids below its other members.
+func rewriteObjectTaskIDs(v json.RawMessage, remote, id string, depth int) (map[string]json.RawMessage, bool) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(v, &m) != nil {
+		return nil, false
+	}
+	for k, e := range m {
+		var s string
+		if k == "taskId" && json.Unmarshal(e, &s) == nil && s == remote {
+			m[k], _ = json.Marshal(id)
+			continue
+		}
+		m[k] = rewriteTaskIDs(e, remote, id, depth+1)
+	}
+	return m, true
+}
+
 // taskMethod serves tasks/get, tasks/update and tasks/cancel of a
 // 2026-07-28 request.
-func (s *Server) taskMethod(ctx context.Context, st *session, method string, req mcp.Request) (mcp.Result, error) {
-	if !st.tasksExt {
+func (s *Server) taskMethod(ctx context.Context, st *callpath.Session, e *Era, method string, req mcp.Request) (mcp.Result, error) {
+	if !e.tasks {
 		return nil, errNoTasksExtension(method)
 	}
 	p, _ := req.GetParams().(*taskParams)
@@ -270,7 +281,7 @@ func (s *Server) taskMethod(ctx context.Context, st *session, method string, req
 	case len(p.TaskID) > maxTaskIDLen:
 		err = errUnknownTask
 	case strings.HasPrefix(p.TaskID, passTaskPrefix):
-		raw, err = s.passedTaskMethod(ctx, st, method, req, p)
+		raw, err = s.passedTaskMethod(ctx, st, e, method, req, p)
 	default:
 		raw, err = s.localTaskMethod(ctx, st, method, p.TaskID)
 	}
@@ -281,16 +292,16 @@ func (s *Server) taskMethod(ctx context.Context, st *session, method string, req
 }
 
 // localTaskMethod serves a durable task of the caller.
-func (s *Server) localTaskMethod(ctx context.Context, st *session, method, id string) (json.RawMessage, error) {
+func (s *Server) localTaskMethod(ctx context.Context, st *callpath.Session, method, id string) (json.RawMessage, error) {
 	if s.tasks == nil || !taskpoll.ValidID(id) {
 		return nil, errUnknownTask
 	}
 	var t *taskpoll.Task
 	var err error
 	if method == "tasks/cancel" {
-		t, err = s.tasks.RequestCancel(ctx, st.user, id) // a terminal task: unchanged, acknowledged
+		t, err = s.tasks.RequestCancel(ctx, st.User, id) // a terminal task: unchanged, acknowledged
 	} else {
-		t, err = s.tasks.Get(ctx, st.user, id)
+		t, err = s.tasks.Get(ctx, st.User, id)
 	}
 	switch {
 	case errors.Is(err, taskpoll.ErrNotFound):
@@ -308,13 +319,13 @@ func (s *Server) localTaskMethod(ctx context.Context, st *session, method, id st
 
 // passedTaskMethod sends a method for a passed-through task to its server,
 // with the server's own task id.
-func (s *Server) passedTaskMethod(ctx context.Context, st *session, method string, req mcp.Request, p *taskParams) (json.RawMessage, error) {
+func (s *Server) passedTaskMethod(ctx context.Context, st *callpath.Session, e *Era, method string, req mcp.Request, p *taskParams) (json.RawMessage, error) {
 	rt := s.rt.Load()
-	server, remote, ok := rt.states.OpenTaskID(p.TaskID, st.user)
+	server, remote, ok := rt.States.OpenTaskID(p.TaskID, st.User)
 	if !ok {
 		return nil, errUnknownTask
 	}
-	b := rt.byName[server]
+	b := rt.ByName[server]
 	if b == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Failed to retrieve task: the server that runs it is no longer configured"}
 	}
@@ -328,7 +339,7 @@ func (s *Server) passedTaskMethod(ctx context.Context, st *session, method strin
 			params.InputResponses = json.RawMessage(`{}`)
 		}
 	}
-	res, err := s.forward(ctx, st, req, b, method, params)
+	res, err := s.calls.Forward(ctx, st, e, callpath.HeaderOf(req), b, method, params)
 	if err != nil {
 		return nil, err
 	}
@@ -363,7 +374,7 @@ func (s *Server) serveTaskRequest(w http.ResponseWriter, r *http.Request, m *wir
 			return true
 		}
 	case "subscriptions/listen":
-		return s.serveListen(w, r, m) // modern_listen.go
+		return s.listens.serveListen(w, r, m) // listen.go
 	}
 	return false
 }

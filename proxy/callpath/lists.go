@@ -1,14 +1,16 @@
-package proxy
+package callpath
 
 import (
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
 	"encoding/base64"
 	"encoding/json"
 	"strconv"
 )
 
-// page returns one page of items as a list result under field, with a
+// Page returns one page of items as a list result under field, with a
 // nextCursor when more remain. Cursors are opaque offsets.
-func page(items []json.RawMessage, field, cursor string, size int) (json.RawMessage, error) {
+func Page(items []json.RawMessage, field, cursor string, size int) (json.RawMessage, error) {
 	start := 0
 	if cursor != "" {
 		b, err := base64.RawURLEncoding.DecodeString(cursor)
@@ -43,3 +45,6 @@ func page(items []json.RawMessage, field, cursor string, size int) (json.RawMess
 	}
 	return append(out, '}'), nil
 }
+
+// errBadCursor answers a list request whose cursor is not one of ours.
+var errBadCursor = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid cursor"}

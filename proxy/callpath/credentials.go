@@ -1,4 +1,4 @@
-package proxy
+package callpath
 
 import (
 	"context"
@@ -18,12 +18,12 @@ import (
 // the secrets carried on the request's headers h, and a fingerprint of them
 // for the session key when they depend on the caller (sessions opened with
 // one caller's credentials are never used for another).
-func (s *Server) callHeaders(ctx context.Context, b *backend, user string, h http.Header) (http.Header, string, error) {
-	if b.resolver == nil {
+func (s *Router) callHeaders(ctx context.Context, b *Backend, user string, h http.Header) (http.Header, string, error) {
+	if b.Resolver == nil {
 		return nil, "", nil
 	}
 	var secrets map[string]string
-	if name := s.rt.Load().cfg.Inbound.SecretsHeader; name != "" && h != nil {
+	if name := s.rt.Load().Config.Inbound.SecretsHeader; name != "" && h != nil {
 		if v := h.Get(name); v != "" {
 			var err error
 			if secrets, err = headers.ParseSecrets(name, v); err != nil {
@@ -31,8 +31,8 @@ func (s *Server) callHeaders(ctx context.Context, b *backend, user string, h htt
 			}
 		}
 	}
-	out, err := b.resolver.ForCall(ctx, user, secrets)
-	if err != nil || !b.resolver.PerCaller() {
+	out, err := b.Resolver.ForCall(ctx, user, secrets)
+	if err != nil || !b.Resolver.PerCaller() {
 		return out, "", err
 	}
 	return out, fingerprint(user, out), nil
@@ -61,20 +61,20 @@ func fingerprint(user string, h http.Header) string {
 // forwardCall sends a tools/call upstream with the caller's headers. An
 // upstream's 401 makes the resolver refresh its OAuth token, and the call is
 // retried once with the new headers.
-func (s *Server) forwardCall(ctx context.Context, st *session, k sink, key upstream.Key, h http.Header, r *route, params json.RawMessage) (raw json.RawMessage, err error) {
+func (s *Router) forwardCall(ctx context.Context, st *Session, k Sink, key upstream.Key, h http.Header, r *Route, params json.RawMessage) (raw json.RawMessage, err error) {
 	b := r.Server
 	start := time.Now()
-	defer func() { b.metrics.record(start, err) }()
+	defer func() { b.Metrics.record(start, err) }()
 	for attempt := 0; ; attempt++ {
-		hdr, cred, herr := s.callHeaders(ctx, b, st.user, h)
+		hdr, cred, herr := s.callHeaders(ctx, b, st.User, h)
 		if herr != nil {
 			return nil, herr
 		}
 		key.Cred = cred
-		raw, err = b.up.CallTool(withSink(ctx, k), key, params, hdr)
+		raw, err = b.Up.CallTool(WithSink(ctx, k), key, params, hdr)
 		var se *upstream.StatusError
-		if attempt == 0 && errors.As(err, &se) && se.Code == http.StatusUnauthorized && b.resolver != nil {
-			b.resolver.UnauthorizedHeader(hdr)
+		if attempt == 0 && errors.As(err, &se) && se.Code == http.StatusUnauthorized && b.Resolver != nil {
+			b.Resolver.UnauthorizedHeader(hdr)
 			continue
 		}
 		return raw, err

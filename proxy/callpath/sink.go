@@ -1,4 +1,4 @@
-package proxy
+package callpath
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -16,86 +17,91 @@ import (
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
-// A sink delivers what an upstream sends while serving one downstream
+// Sink delivers what an upstream sends while serving one downstream
 // request (progress, log messages, sampling/elicitation/roots requests) to
 // the downstream session that made it, on that request's own stream.
-type sink interface {
-	// notify sends a notification; params are final (tokens remapped).
-	notify(method string, params json.RawMessage)
-	// request sends a server-to-client request and returns the raw result.
-	request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
-	session() *session
+type Sink interface {
+	// Notify sends a notification; params are final (tokens remapped).
+	Notify(method string, params json.RawMessage)
+	// Request sends a server-to-client Request and returns the raw result.
+	Request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
+	Session() *Session
 }
 
 type sinkKey struct{}
 
-func withSink(ctx context.Context, s sink) context.Context {
+// WithSink returns ctx carrying s, for the upstream.Handler to find.
+func WithSink(ctx context.Context, s Sink) context.Context {
 	return context.WithValue(ctx, sinkKey{}, s)
 }
 
-func sinkFrom(ctx context.Context) sink {
-	s, _ := ctx.Value(sinkKey{}).(sink)
+// SinkFrom returns the sink ctx carries, or nil.
+func SinkFrom(ctx context.Context) Sink {
+	s, _ := ctx.Value(sinkKey{}).(Sink)
 	return s
 }
 
-// sdkSink delivers through the SDK's ServerSession with the handler's
+// SDKSink delivers through the SDK's ServerSession with the handler's
 // context, which routes messages to the request's response stream.
-type sdkSink struct {
+type SDKSink struct {
 	ctx context.Context
-	st  *session
+	st  *Session
 }
 
-func (k *sdkSink) session() *session { return k.st }
+// Session returns the session the request belongs to.
+func (k *SDKSink) Session() *Session { return k.st }
 
-func (k *sdkSink) notify(method string, params json.RawMessage) {
-	deliverNotification(k.ctx, k.st, method, params)
+// Notify sends a notification on the request's stream.
+func (k *SDKSink) Notify(method string, params json.RawMessage) {
+	DeliverNotification(k.ctx, k.st, method, params)
 }
 
-func (k *sdkSink) request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+// Request sends a server-to-client request on the request's stream.
+func (k *SDKSink) Request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 	// Routing values come from the handler's context, cancellation from both.
 	rctx, cancel := context.WithCancel(k.ctx)
 	defer cancel()
 	defer context.AfterFunc(ctx, cancel)()
-	return sessionRequest(rctx, k.st, method, params)
+	return SessionRequest(rctx, k.st, method, params)
 }
 
-// deliverNotification sends progress or a log message through the SDK
+// DeliverNotification sends progress or a log message through the SDK
 // session; with a handler context it rides that request's stream, otherwise
 // the session's standalone stream.
-func deliverNotification(ctx context.Context, st *session, method string, params json.RawMessage) {
+func DeliverNotification(ctx context.Context, st *Session, method string, params json.RawMessage) {
 	switch method {
 	case "notifications/progress":
 		var p mcp.ProgressNotificationParams
 		if json.Unmarshal(params, &p) == nil {
-			_ = st.ss.NotifyProgress(ctx, &p)
+			_ = st.SS.NotifyProgress(ctx, &p)
 		}
 	case "notifications/message":
 		var p mcp.LoggingMessageParams
 		if json.Unmarshal(params, &p) == nil {
-			_ = st.ss.Log(ctx, &p)
+			_ = st.SS.Log(ctx, &p)
 		}
 	}
 }
 
-// sessionRequest sends a server-to-client request through the SDK session:
+// SessionRequest sends a server-to-client request through the SDK session:
 // on the stream of the request whose handler context ctx is, else on the
 // session's standalone stream. The params go out as the upstream sent them
 // (rawParams); the client's result comes back through the SDK's result type
 // for the method, re-encoded.
-func sessionRequest(ctx context.Context, st *session, method string, params json.RawMessage) (json.RawMessage, error) {
+func SessionRequest(ctx context.Context, st *Session, method string, params json.RawMessage) (json.RawMessage, error) {
 	if method == "ping" {
 		return json.RawMessage(`{}`), nil
 	}
 	if !serverToClient[method] {
 		return nil, &wire.Error{Code: -32601, Message: fmt.Sprintf("method %q is not forwarded to clients", method)}
 	}
-	if !st.supports(method) {
+	if !st.Supports(method) {
 		return nil, &wire.Error{Code: -32601, Message: fmt.Sprintf("client does not support %s: %v", method, errNoCapability)}
 	}
-	if st.send == nil {
+	if st.Send == nil {
 		return nil, errors.New("the session cannot send requests")
 	}
-	res, err := st.send(ctx, method, &mcp.ServerRequest[*rawParams]{Session: st.ss, Params: &rawParams{raw: params}})
+	res, err := st.Send(ctx, method, &mcp.ServerRequest[*rawParams]{Session: st.SS, Params: &rawParams{raw: params}})
 	if err != nil {
 		return nil, err
 	}
@@ -111,6 +117,7 @@ type rawParams struct {
 	raw json.RawMessage
 }
 
+// MarshalJSON returns the params as the upstream sent them ({} for none).
 func (p *rawParams) MarshalJSON() ([]byte, error) {
 	if len(p.raw) == 0 {
 		return []byte(`{}`), nil
@@ -118,11 +125,11 @@ func (p *rawParams) MarshalJSON() ([]byte, error) {
 	return p.raw, nil
 }
 
-// fastSink belongs to a fast-path tools/call. The response starts as plain
+// FastSink belongs to a fast-path tools/call. The response starts as plain
 // JSON; the first related message upgrades it to an event stream, exactly as
 // a server answering on the POST's own stream does.
-type fastSink struct {
-	st *session
+type FastSink struct {
+	st *Session
 	w  http.ResponseWriter
 
 	mu        sync.Mutex
@@ -130,12 +137,15 @@ type fastSink struct {
 	done      bool
 }
 
-func (f *fastSink) session() *session { return f.st }
+// Session returns the session the request belongs to.
+func (f *FastSink) Session() *Session { return f.st }
 
 var eventType = sse.Type("message")
 
+var jsonContentType = []string{"application/json"}
+
 // writeLocked writes one JSON-RPC message; f.mu is held.
-func (f *fastSink) writeLocked(msg []byte) error {
+func (f *FastSink) writeLocked(msg []byte) error {
 	if !f.streaming {
 		h := f.w.Header()
 		h.Set("Content-Type", "text/event-stream")
@@ -151,8 +161,10 @@ func (f *fastSink) writeLocked(msg []byte) error {
 	return http.NewResponseController(f.w).Flush()
 }
 
-func (f *fastSink) notify(method string, params json.RawMessage) {
-	if method == "notifications/message" && !f.st.wantsLog(params) {
+// Notify writes a notification on the response stream, unless it is a
+// log message below the session's level.
+func (f *FastSink) Notify(method string, params json.RawMessage) {
+	if method == "notifications/message" && !f.st.WantsLog(params) {
 		return
 	}
 	msg := wire.AppendNotification(nil, method, params)
@@ -163,12 +175,12 @@ func (f *fastSink) notify(method string, params json.RawMessage) {
 	}
 }
 
-// finish writes the response; later notifications are dropped.
-func (f *fastSink) finish(resp []byte) { f.finishStatus(resp, http.StatusOK) }
+// Finish writes the response; later notifications are dropped.
+func (f *FastSink) Finish(resp []byte) { f.FinishStatus(resp, http.StatusOK) }
 
-// finishStatus is finish with the HTTP status of a response that has not
+// FinishStatus is Finish with the HTTP status of a response that has not
 // become an event stream.
-func (f *fastSink) finishStatus(resp []byte, status int) {
+func (f *FastSink) FinishStatus(resp []byte, status int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.done = true
@@ -183,11 +195,13 @@ func (f *fastSink) finishStatus(resp []byte, status int) {
 
 var errNoCapability = errors.New("the client did not declare this capability")
 
-func (f *fastSink) request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+// Request writes a server-to-client request on the response stream and
+// waits for the client's answer, which comes in its own POST (Resolve).
+func (f *FastSink) Request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 	if method == "ping" {
 		return json.RawMessage(`{}`), nil
 	}
-	if !f.st.supports(method) {
+	if !f.st.Supports(method) {
 		return nil, &wire.Error{Code: -32601, Message: fmt.Sprintf("client does not support %s: %v", method, errNoCapability)}
 	}
 	id, ch := f.st.expect()
@@ -211,7 +225,7 @@ func (f *fastSink) request(ctx context.Context, method string, params json.RawMe
 		}
 		return m.Result, nil
 	case <-ctx.Done():
-		f.notify("notifications/cancelled", json.RawMessage(`{"requestId":`+id+`,"reason":"cancelled upstream"}`))
+		f.Notify("notifications/cancelled", json.RawMessage(`{"requestId":`+id+`,"reason":"cancelled upstream"}`))
 		return nil, ctx.Err()
 	}
 }
@@ -224,7 +238,7 @@ func (f *fastSink) request(ctx context.Context, method string, params json.RawMe
 type progressRoute struct {
 	upstream   string
 	downstream json.RawMessage
-	sink       sink
+	sink       Sink
 }
 
 type progressKey struct{}
@@ -232,7 +246,7 @@ type progressKey struct{}
 // newProgressRoute mints the upstream token for a downstream token: random,
 // so that no server can guess another call's even where one session carries
 // several callers' calls (a shared scope).
-func newProgressRoute(k sink, downstream json.RawMessage) *progressRoute {
+func newProgressRoute(k Sink, downstream json.RawMessage) *progressRoute {
 	return &progressRoute{upstream: "mux-p-" + rand.Text(), downstream: downstream, sink: k}
 }
 
@@ -241,10 +255,10 @@ func withProgress(ctx context.Context, r *progressRoute) context.Context {
 	return upstream.WithProgressToken(context.WithValue(ctx, progressKey{}, r), r.upstream)
 }
 
-// deliverProgress forwards an upstream progress notification to the call
+// DeliverProgress forwards an upstream progress notification to the call
 // ctx belongs to, under that call's own token; progress naming any other
 // token is dropped.
-func deliverProgress(ctx context.Context, params json.RawMessage) {
+func DeliverProgress(ctx context.Context, params json.RawMessage) {
 	r, _ := ctx.Value(progressKey{}).(*progressRoute)
 	if r == nil {
 		return
@@ -262,5 +276,49 @@ func deliverProgress(ctx context.Context, params json.RawMessage) {
 	if err != nil {
 		return
 	}
-	r.sink.notify("notifications/progress", b)
+	r.sink.Notify("notifications/progress", b)
+}
+
+// NewSDKSink returns the sink of a request of st handled with ctx.
+func NewSDKSink(ctx context.Context, st *Session) *SDKSink { return &SDKSink{ctx: ctx, st: st} }
+
+// Bind makes k the sink of a request of st handled with ctx.
+func (k *SDKSink) Bind(ctx context.Context, st *Session) { k.ctx, k.st = ctx, st }
+
+// NewFastSink returns the sink of a fast-path request of st answered on w.
+func NewFastSink(st *Session, w http.ResponseWriter) *FastSink { return &FastSink{st: st, w: w} }
+
+// Bind makes f the sink of a fast-path request of st answered on w.
+func (f *FastSink) Bind(st *Session, w http.ResponseWriter) { f.st, f.w = st, w }
+
+// Event answers the request with one event on its own stream, as the SDK
+// answers a list.
+func (f *FastSink) Event(resp []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_ = f.writeLocked(resp)
+	f.done = true
+}
+
+// MaxBody bounds a /mcp request body, as the SDK's default MaxRequestBodyBytes.
+const MaxBody = 4 << 20
+
+// AcceptsBoth mirrors the SDK's Accept check for POSTs: the client takes
+// both JSON and event streams.
+func AcceptsBoth(values []string) bool {
+	var jsonOK, streamOK bool
+	for _, v := range values {
+		for _, raw := range strings.Split(v, ",") {
+			base, _, _ := strings.Cut(strings.TrimSpace(raw), ";")
+			switch strings.ToLower(strings.TrimSpace(base)) {
+			case "application/json", "application/*":
+				jsonOK = true
+			case "text/event-stream", "text/*":
+				streamOK = true
+			case "*/*":
+				jsonOK, streamOK = true, true
+			}
+		}
+	}
+	return jsonOK && streamOK
 }

@@ -1,4 +1,4 @@
-package proxy
+package callpath
 
 import (
 	"context"
@@ -11,19 +11,18 @@ import (
 // forwarded: tool_search, guardrail-denied tools and deferred tools the
 // session has not promoted (package catalog decides which). It reports
 // whether it handled the call; r is the catalog route for name, or nil.
-func (s *Server) policy(ctx context.Context, st *session, k sink, cat *muxCatalog, r *route, name string, args json.RawMessage) (json.RawMessage, bool) {
+func (s *Router) policy(ctx context.Context, st *Session, e Era, k Sink, cat *Catalog, r *Route, name string, args json.RawMessage) (json.RawMessage, bool) {
 	switch {
 	case r == nil:
 		if cat.Searching() && name == catalog.ToolSearchName {
-			return s.toolSearch(ctx, st, k, cat, args), true
+			return s.toolSearch(ctx, st, e, k, cat, args), true
 		}
 		return nil, false
 	case r.Deny != nil:
-		s.logFor(ctx).Info("guardrail denied a tool call", "tool", name, "session", st.id)
+		s.logFor(ctx).Info("guardrail denied a tool call", "tool", name, "session", st.ID)
 		return r.Deny, true
-	case cat.Searching() && !st.modern && !st.promo.Has(cat, name):
-		// A modern caller's lists never depend on earlier calls, so a
-		// deferred tool needs no promotion there (README: tool_search).
+	case cat.Searching() && !e.Promoted(st, cat, name):
+		// A deferred tool the caller's era wants promoted first.
 		return catalog.DeferredError(name), true
 	}
 	return nil, false

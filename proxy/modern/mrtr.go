@@ -1,4 +1,4 @@
-package proxy
+package modern
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/panicguard"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
+	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/seal"
 )
 
@@ -31,7 +33,7 @@ import (
 // combination:
 //
 //   - modern client, modern upstream: input_required passes through, its
-//     requestState sealed in mcp-mux's envelope (mrtr_state.go); the retry
+//     requestState sealed in mcp-mux's envelope (state.go); the retry
 //     is unsealed and goes back upstream with the client's answers.
 //   - legacy client, modern upstream: fulfil asks the client's session the
 //     live requests, then retries upstream, for up to maxInputRounds rounds.
@@ -45,65 +47,12 @@ import (
 // request needs an undeclared capability is -32021.
 
 const (
-	maxInputRounds = 8                      // live fulfilment rounds for a legacy client
-	maxInputs      = 32                     // input requests one parked call may hold
-	gatherQuiet    = 20 * time.Millisecond  // requests sent together arrive within this
-	gatherMax      = 250 * time.Millisecond // … and are never held back longer
+	gatherQuiet = 20 * time.Millisecond  // requests sent together arrive within this
+	gatherMax   = 250 * time.Millisecond // … and are never held back longer
 )
 
 // codeMissingCapability is MissingRequiredClientCapabilityError.
 const codeMissingCapability = -32021
-
-// inputRequired is the part of an input_required result mcp-mux reads.
-type inputRequired struct {
-	ResultType    string                     `json:"resultType"`
-	InputRequests map[string]json.RawMessage `json:"inputRequests"`
-	RequestState  string                     `json:"requestState"`
-}
-
-// inputRequest is one entry of inputRequests.
-type inputRequest struct {
-	Method string          `json:"method"`
-	Params json.RawMessage `json:"params"`
-}
-
-// asInputRequired reports whether an upstream result asks for input: a
-// 2026-07-28 input_required, or a legacy server's second round (its SDK
-// fulfils one round live, then returns the next inputRequests as they are).
-func asInputRequired(raw json.RawMessage) (*inputRequired, bool) {
-	if !bytes.Contains(raw, []byte(`"inputRequests"`)) {
-		return nil, false
-	}
-	var ir inputRequired
-	if json.Unmarshal(raw, &ir) != nil || ir.InputRequests == nil ||
-		(ir.ResultType != "" && ir.ResultType != "input_required") {
-		return nil, false
-	}
-	return &ir, true
-}
-
-// retryParams returns params with the client's answers and the state to echo.
-func retryParams(params, responses json.RawMessage, state string) json.RawMessage {
-	var p map[string]json.RawMessage
-	if json.Unmarshal(params, &p) != nil {
-		return params
-	}
-	if len(responses) > 0 {
-		p["inputResponses"] = responses
-	} else {
-		delete(p, "inputResponses")
-	}
-	if state != "" {
-		p["requestState"], _ = json.Marshal(state)
-	} else {
-		delete(p, "requestState")
-	}
-	out, err := json.Marshal(p)
-	if err != nil {
-		return params
-	}
-	return out
-}
 
 // mrtrRetry is a modern client's retry of an upstream's input_required:
 // the answers and the upstream's own (unsealed) state.
@@ -117,58 +66,23 @@ func (r *mrtrRetry) apply(params json.RawMessage) json.RawMessage {
 	if r == nil {
 		return params
 	}
-	return retryParams(params, r.responses, r.state)
-}
-
-// fulfil serves an upstream's input_required for a legacy client: it asks
-// the client's session live, then retries with the answers.
-func (s *Server) fulfil(ctx context.Context, k sink, params, raw json.RawMessage,
-	send func(context.Context, json.RawMessage) (json.RawMessage, error)) (json.RawMessage, error) {
-	for round := 0; ; round++ {
-		ir, ok := asInputRequired(raw)
-		if !ok {
-			return raw, nil
-		}
-		if round == maxInputRounds {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the server asked for input more than %d times", maxInputRounds)}
-		}
-		if len(ir.InputRequests) > maxInputs {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the server asked for more than %d inputs at once", maxInputs)}
-		}
-		responses := make(map[string]json.RawMessage, len(ir.InputRequests))
-		for key, rr := range ir.InputRequests {
-			var req inputRequest
-			if json.Unmarshal(rr, &req) != nil || req.Method == "" {
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the server sent a malformed input request %q", key)}
-			}
-			res, err := k.request(ctx, req.Method, req.Params)
-			if err != nil {
-				return nil, fmt.Errorf("asking the client for %s: %w", req.Method, err)
-			}
-			responses[key] = res
-		}
-		b, _ := json.Marshal(responses)
-		var err error
-		if raw, err = send(ctx, retryParams(params, b, ir.RequestState)); err != nil {
-			return nil, err
-		}
-	}
+	return callpath.RetryParams(params, r.responses, r.state)
 }
 
 // sealInputRequired turns an upstream's input_required into the client's:
 // requests the client cannot serve are dropped, the state is sealed.
-func (s *Server) sealInputRequired(st *session, server, target string, ir *inputRequired) (json.RawMessage, error) {
+func (s *bridges) sealInputRequired(st *callpath.Session, server, target string, ir *callpath.InputRequired) (json.RawMessage, error) {
 	reqs := make(map[string]json.RawMessage, len(ir.InputRequests))
 	for key, rr := range ir.InputRequests {
-		var req inputRequest
-		if json.Unmarshal(rr, &req) == nil && st.supports(req.Method) {
+		var req callpath.InputRequest
+		if json.Unmarshal(rr, &req) == nil && st.Supports(req.Method) {
 			reqs[key] = rr
 		}
 	}
 	if len(reqs) == 0 {
 		return nil, &jsonrpc.Error{Code: codeMissingCapability, Message: "the server needs input the client declared no capability for"}
 	}
-	return inputRequiredResult(reqs, s.rt.Load().states.SealState(seal.State{Caller: st.user, Server: server, Target: target, Upstream: ir.RequestState})), nil
+	return inputRequiredResult(reqs, s.rt.Load().States.SealState(seal.State{Caller: st.User, Server: server, Target: target, Upstream: ir.RequestState})), nil
 }
 
 func inputRequiredResult(reqs map[string]json.RawMessage, state string) json.RawMessage {
@@ -179,6 +93,21 @@ func inputRequiredResult(reqs map[string]json.RawMessage, state string) json.Raw
 	}{"input_required", reqs, state})
 	return b
 }
+
+// bridges runs the calls of 2026-07-28 clients that need client input:
+// bridged to a legacy upstream (parked between rounds), or passing a
+// 2026-07-28 upstream's input_required on under a sealed requestState.
+type bridges struct {
+	log     hclog.Logger
+	rt      *atomic.Pointer[callpath.Runtime]
+	calls   *callpath.Router
+	panics  *panicguard.Guard
+	parked  parkTable // calls parked between rounds
+	replica string    // this process, in requestStates of parked calls
+}
+
+// bounds returns the caps and shares of the config applied now.
+func (s *bridges) bounds() admission.Bounds { return admission.Of(&s.rt.Load().Config.Inbound) }
 
 // parkTable holds bridged calls between a modern client's rounds, within
 // inbound.max_parked_calls and each caller's share of it (package admission).
@@ -208,7 +137,7 @@ type parkedCall struct {
 	seq    atomic.Uint64
 
 	mu     sync.Mutex
-	st     *session        // the latest round's session: stream, capabilities
+	round  callpath.Sink   // the latest round's: its stream, its session's capabilities
 	ctx    context.Context // the attached round's; nil between rounds
 	inputs map[string]*pendingInput
 	held   []heldNote // notifications that arrived between rounds
@@ -234,15 +163,18 @@ type pendingInput struct {
 // round's stream, requests wait for the client's next retry.
 type bridgeSink struct{ pc *parkedCall }
 
-func (b bridgeSink) session() *session {
+// Session returns the session of the latest round.
+func (b bridgeSink) Session() *callpath.Session {
 	b.pc.mu.Lock()
 	defer b.pc.mu.Unlock()
-	return b.pc.st
+	return b.pc.round.Session()
 }
 
-func (b bridgeSink) notify(method string, params json.RawMessage) {
+// Notify sends a notification on the attached round's stream, or holds
+// it for the next round.
+func (b bridgeSink) Notify(method string, params json.RawMessage) {
 	b.pc.mu.Lock()
-	st, ctx := b.pc.st, b.pc.ctx
+	round, ctx := b.pc.round, b.pc.ctx
 	if ctx == nil || ctx.Err() != nil {
 		// Between rounds (the client is answering): the next round's stream
 		// carries it, progress included.
@@ -253,32 +185,24 @@ func (b bridgeSink) notify(method string, params json.RawMessage) {
 		return
 	}
 	b.pc.mu.Unlock()
-	deliverToRound(ctx, st, method, params)
+	round.Notify(method, params)
 }
 
-// deliverToRound sends a notification on the stream of the round st and
-// ctx belong to.
-func deliverToRound(ctx context.Context, st *session, method string, params json.RawMessage) {
-	if st.stream != nil { // a fast-path round (fastpath_modern.go)
-		st.stream.notify(method, params)
-		return
-	}
-	deliverNotification(ctx, st, method, params)
-}
-
-func (b bridgeSink) request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+// Request queues a request for the client's next retry and waits for its
+// answer.
+func (b bridgeSink) Request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 	pc := b.pc
 	if method == "ping" {
 		return json.RawMessage(`{}`), nil
 	}
 	pc.mu.Lock()
-	if !pc.st.supports(method) {
+	if !pc.round.Session().Supports(method) {
 		pc.mu.Unlock()
 		return nil, &wire.Error{Code: codeMissingCapability, Message: fmt.Sprintf("the client did not declare the capability %s needs", method)}
 	}
-	if len(pc.inputs) >= maxInputs {
+	if len(pc.inputs) >= callpath.MaxInputs {
 		pc.mu.Unlock()
-		return nil, &wire.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("more than %d requests to the client are pending", maxInputs)}
+		return nil, &wire.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("more than %d requests to the client are pending", callpath.MaxInputs)}
 	}
 	key := "mux-" + strconv.FormatUint(pc.seq.Add(1), 10)
 	in := &pendingInput{method: method, params: params, answer: make(chan json.RawMessage, 1)}
@@ -301,13 +225,15 @@ func (b bridgeSink) request(ctx context.Context, method string, params json.RawM
 	}
 }
 
-// startParked runs call as a bridged call of st to server.
-func (s *Server) startParked(ctx context.Context, st *session, server, target string, call func(context.Context) (mcp.Result, error)) *parkedCall {
-	pc := &parkedCall{server: server, target: target, user: st.user, done: make(chan struct{}),
-		signal: make(chan struct{}, 1), inputs: map[string]*pendingInput{}, st: st, ctx: ctx}
+// startParked runs call as a bridged call to server of the request whose
+// first round (handled with ctx) is round; the request's era e gets the
+// bridge as its sink.
+func (s *bridges) startParked(ctx context.Context, round callpath.Sink, e *Era, server, target string, call func(context.Context) (mcp.Result, error)) *parkedCall {
+	pc := &parkedCall{server: server, target: target, user: round.Session().User, done: make(chan struct{}),
+		signal: make(chan struct{}, 1), inputs: map[string]*pendingInput{}, round: round, ctx: ctx}
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	pc.cancel = cancel
-	st.bridge = bridgeSink{pc}
+	e.bridge = bridgeSink{pc}
 	go func() {
 		defer close(pc.done)
 		defer cancel()
@@ -317,35 +243,15 @@ func (s *Server) startParked(ctx context.Context, st *session, server, target st
 	return pc
 }
 
-// await serves one round of a bridged call: its result, or the input
-// requests that arrived, sealed into an input_required result.
-func (s *Server) await(ctx context.Context, st *session, pc *parkedCall) (mcp.Result, error) {
-	pc.mu.Lock()
-	pc.st, pc.ctx = st, ctx
-	for _, n := range pc.held { // in order, before anything newer
-		deliverToRound(ctx, st, n.method, n.params)
+// await serves one round of a bridged call, whose stream is round's: its
+// result, or the input requests that arrived, sealed into an
+// input_required result.
+func (s *bridges) await(ctx context.Context, round callpath.Sink, pc *parkedCall) (mcp.Result, error) {
+	st := round.Session()
+	if pc.attach(ctx, round) {
+		pc.poke()
 	}
-	pc.held = nil
-	defer func() { // this round's stream ends with its answer
-		pc.mu.Lock()
-		if pc.ctx == ctx {
-			pc.ctx = nil
-		}
-		pc.mu.Unlock()
-	}()
-	resend := false
-	for _, in := range pc.inputs {
-		if !in.sent {
-			resend = true
-		}
-	}
-	pc.mu.Unlock()
-	if resend {
-		select {
-		case pc.signal <- struct{}{}:
-		default:
-		}
-	}
+	defer pc.detach(ctx)
 	for {
 		select {
 		case <-pc.done:
@@ -355,52 +261,105 @@ func (s *Server) await(ctx context.Context, st *session, pc *parkedCall) (mcp.Re
 			return nil, ctx.Err()
 		case <-pc.signal:
 		}
-		// Requests the server sent together arrive together: gather them.
-		quiet, deadline := time.NewTimer(gatherQuiet), time.NewTimer(gatherMax)
-	gather:
-		for {
-			select {
-			case <-pc.done:
-				quiet.Stop()
-				deadline.Stop()
-				return s.parkedResult(st, pc)
-			case <-pc.signal:
-				quiet.Reset(gatherQuiet)
-			case <-quiet.C:
-				break gather
-			case <-deadline.C:
-				break gather
-			}
+		if pc.gather() {
+			return s.parkedResult(st, pc)
 		}
-		quiet.Stop()
-		deadline.Stop()
-		pc.mu.Lock()
-		reqs := make(map[string]json.RawMessage)
-		for key, in := range pc.inputs {
-			b, _ := json.Marshal(inputRequest{Method: in.method, Params: in.params})
-			reqs[key] = b
-			in.sent = true
-		}
-		pc.mu.Unlock()
+		reqs := pc.pending()
 		if len(reqs) == 0 {
 			continue // answered or withdrawn meanwhile
 		}
-		if err := s.parked.park(s, pc, s.bounds().Parked); err != nil {
-			pc.cancel()
-			return nil, err
-		}
-		return &mcpwire.RawResult{Raw: inputRequiredResult(reqs, s.rt.Load().states.SealState(seal.State{
-			Caller: pc.user, Server: pc.server, Target: pc.target, Park: pc.id, Replica: s.replica}))}, nil
+		return s.parkRound(pc, reqs)
 	}
 }
 
+// attach makes round (handled with ctx) the call's current round: the
+// notifications held between rounds go out on it first, in order. It
+// reports whether requests the client has not been sent are waiting.
+func (pc *parkedCall) attach(ctx context.Context, round callpath.Sink) (resend bool) {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	pc.round, pc.ctx = round, ctx
+	for _, n := range pc.held { // in order, before anything newer
+		round.Notify(n.method, n.params)
+	}
+	pc.held = nil
+	for _, in := range pc.inputs {
+		if !in.sent {
+			resend = true
+		}
+	}
+	return resend
+}
+
+// detach ends the round handled with ctx: its stream ends with its answer.
+func (pc *parkedCall) detach(ctx context.Context) {
+	pc.mu.Lock()
+	if pc.ctx == ctx {
+		pc.ctx = nil
+	}
+	pc.mu.Unlock()
+}
+
+// poke tells await that input requests are waiting.
+func (pc *parkedCall) poke() {
+	select {
+	case pc.signal <- struct{}{}:
+	default:
+	}
+}
+
+// gather waits for the requests the server sends together (they arrive
+// within gatherQuiet of each other, and never later than gatherMax); it
+// reports whether the call finished meanwhile.
+func (pc *parkedCall) gather() bool {
+	quiet, deadline := time.NewTimer(gatherQuiet), time.NewTimer(gatherMax)
+	defer quiet.Stop()
+	defer deadline.Stop()
+	for {
+		select {
+		case <-pc.done:
+			return true
+		case <-pc.signal:
+			quiet.Reset(gatherQuiet)
+		case <-quiet.C:
+			return false
+		case <-deadline.C:
+			return false
+		}
+	}
+}
+
+// pending returns the call's input requests, each marked sent.
+func (pc *parkedCall) pending() map[string]json.RawMessage {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	reqs := make(map[string]json.RawMessage)
+	for key, in := range pc.inputs {
+		b, _ := json.Marshal(callpath.InputRequest{Method: in.method, Params: in.params})
+		reqs[key] = b
+		in.sent = true
+	}
+	return reqs
+}
+
+// parkRound parks pc for the client's retry and answers this round with
+// the input requests reqs and a requestState naming the parked call.
+func (s *bridges) parkRound(pc *parkedCall, reqs map[string]json.RawMessage) (mcp.Result, error) {
+	if err := s.parked.park(s, pc, s.bounds().Parked); err != nil {
+		pc.cancel()
+		return nil, err
+	}
+	return &mcpwire.RawResult{Raw: inputRequiredResult(reqs, s.rt.Load().States.SealState(seal.State{
+		Caller: pc.user, Server: pc.server, Target: pc.target, Park: pc.id, Replica: s.replica}))}, nil
+}
+
 // parkedResult is a finished bridged call's result for st.
-func (s *Server) parkedResult(st *session, pc *parkedCall) (mcp.Result, error) {
+func (s *bridges) parkedResult(st *callpath.Session, pc *parkedCall) (mcp.Result, error) {
 	if pc.err != nil {
 		return nil, pc.err
 	}
 	if rr, ok := pc.res.(*mcpwire.RawResult); ok {
-		if ir, ok := asInputRequired(rr.Raw); ok {
+		if ir, ok := callpath.AsInputRequired(rr.Raw); ok {
 			raw, err := s.sealInputRequired(st, pc.server, pc.target, ir)
 			if err != nil {
 				return nil, err
@@ -413,11 +372,11 @@ func (s *Server) parkedResult(st *session, pc *parkedCall) (mcp.Result, error) {
 
 // park keeps pc for its client's retry, until its ttl (stateTTL), unless b's cap or
 // the caller's share of it is full: then the client is told which.
-func (t *parkTable) park(s *Server, pc *parkedCall, b admission.Bound) error {
+func (t *parkTable) park(s *bridges, pc *parkedCall, b admission.Bound) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed { // shutting down: no retry would find it
-		return errClosing
+		return callpath.ErrClosing
 	}
 	if t.m == nil {
 		t.m = make(map[string]*parkedCall)
@@ -425,10 +384,10 @@ func (t *parkTable) park(s *Server, pc *parkedCall, b admission.Bound) error {
 	switch b.Refusal(len(t.m), t.users[pc.user]) {
 	case "":
 	case b.ShareKey:
-		return &jsonrpc.Error{Code: codeLimit, Message: fmt.Sprintf(
+		return &jsonrpc.Error{Code: admission.CodeLimit, Message: fmt.Sprintf(
 			"this caller already has %d calls waiting for client input, the most one caller may have (%s); answer or cancel one, or try again later", b.Share, b.ShareKey)}
 	default:
-		return &jsonrpc.Error{Code: codeLimit, Message: fmt.Sprintf(
+		return &jsonrpc.Error{Code: admission.CodeLimit, Message: fmt.Sprintf(
 			"more than %d calls are waiting for client input (%s); try again later", b.Limit, b.Key)}
 	}
 	if pc.id == "" { // named when first parked: most calls never are
@@ -493,13 +452,14 @@ func (pc *parkedCall) answer(responses map[string]json.RawMessage) {
 	}
 }
 
-// modernCall serves a 2026-07-28 tools/call, prompts/get or resources/read:
-// a retry is unsealed and resumed, a new call runs bridged.
-func (s *Server) modernCall(ctx context.Context, st *session, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+// modernCall serves a 2026-07-28 tools/call, prompts/get or resources/read
+// of st, whose stream is round's: a retry is unsealed and resumed, a new
+// call runs bridged.
+func (s *bridges) modernCall(ctx context.Context, st *callpath.Session, e *Era, round callpath.Sink, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
 	responses, state := retryOf(req)
 	server, target := s.ownerOf(method, req.GetParams())
 	if state != "" {
-		env, err := s.rt.Load().states.OpenState(state, st.user, server, target)
+		env, err := s.rt.Load().States.OpenState(state, st.User, server, target)
 		if err != nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid requestState: " + err.Error()}
 		}
@@ -516,15 +476,15 @@ func (s *Server) modernCall(ctx context.Context, st *session, method string, req
 				m[k] = v
 			}
 			pc.answer(m)
-			return s.await(ctx, st, pc)
+			return s.await(ctx, round, pc)
 		}
 		b, _ := json.Marshal(responses)
-		st.retry = &mrtrRetry{responses: b, state: env.Upstream}
+		e.again = &mrtrRetry{responses: b, state: env.Upstream}
 	}
-	pc := s.startParked(ctx, st, server, target, func(ctx context.Context) (mcp.Result, error) {
-		return s.dispatch(ctx, st, method, req, next)
+	pc := s.startParked(ctx, round, e, server, target, func(ctx context.Context) (mcp.Result, error) {
+		return s.calls.Dispatch(ctx, st, e, method, req, next)
 	})
-	return s.await(ctx, st, pc)
+	return s.await(ctx, round, pc)
 }
 
 // inputResponsesHeader carries a 2026-07-28 request's inputResponses, as
@@ -551,19 +511,8 @@ func rawInputResponses(params json.RawMessage) json.RawMessage {
 // retryOf returns a request's inputResponses (raw, by key: the client's
 // bytes when serveModern saw them) and requestState.
 func retryOf(req mcp.Request) (map[string]json.RawMessage, string) {
-	var (
-		responses mcp.InputResponseMap
-		state     string
-	)
-	switch p := req.GetParams().(type) {
-	case *mcp.CallToolParamsRaw:
-		responses, state = p.InputResponses, p.RequestState
-	case *mcp.GetPromptParams:
-		responses, state = p.InputResponses, p.RequestState
-	case *mcp.ReadResourceParams:
-		responses, state = p.InputResponses, p.RequestState
-	}
-	if raw := headerOf(req).Get(inputResponsesHeader); raw != "" {
+	responses, state := paramsRetry(req.GetParams())
+	if raw := callpath.HeaderOf(req).Get(inputResponsesHeader); raw != "" {
 		var out map[string]json.RawMessage
 		if json.Unmarshal([]byte(raw), &out) == nil {
 			return out, state
@@ -578,26 +527,46 @@ func retryOf(req mcp.Request) (map[string]json.RawMessage, string) {
 	return out, state
 }
 
-// ownerOf names the server a call goes to ("" for mcp-mux's own tools)
-// and its target: the method and the visible name or URI.
-func (s *Server) ownerOf(method string, p mcp.Params) (server, target string) {
-	cat := s.rt.Load().cat.Load()
+// paramsRetry returns the inputResponses (as the SDK decoded them) and
+// requestState of a tools/call, prompts/get or resources/read.
+func paramsRetry(p mcp.Params) (mcp.InputResponseMap, string) {
 	switch p := p.(type) {
 	case *mcp.CallToolParamsRaw:
-		target = p.Name
-		if r := cat.Lookup(p.Name); r != nil && r.Server != nil { // built-in tools have none
-			server = r.Server.name
-		}
+		return p.InputResponses, p.RequestState
+	case *mcp.GetPromptParams:
+		return p.InputResponses, p.RequestState
+	case *mcp.ReadResourceParams:
+		return p.InputResponses, p.RequestState
+	}
+	return nil, ""
+}
+
+// ownerOf names the server a call goes to ("" for mcp-mux's own tools)
+// and its target: the method and the visible name or URI.
+func (s *bridges) ownerOf(method string, p mcp.Params) (server, target string) {
+	cat := s.rt.Load().Catalog.Load()
+	switch p := p.(type) {
+	case *mcp.CallToolParamsRaw:
+		target, server = p.Name, routeServer(cat.Lookup(p.Name))
 	case *mcp.GetPromptParams:
 		target = p.Name
 		if r := cat.Prompt(p.Name); r != nil && r.Server != nil {
-			server = r.Server.name
+			server = r.Server.Name
 		}
 	case *mcp.ReadResourceParams:
 		target = p.URI
 		if b := cat.ResourceOwner(p.URI); b != nil {
-			server = b.name
+			server = b.Name
 		}
 	}
 	return server, method + " " + target
+}
+
+// routeServer names the server of route r; "" without one (built-in
+// tools have none).
+func routeServer(r *callpath.Route) string {
+	if r == nil || r.Server == nil {
+		return ""
+	}
+	return r.Server.Name
 }

@@ -1,0 +1,231 @@
+package callpath
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcp-mux/mcp-mux/admission"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/subscriptions"
+	"github.com/mcp-mux/mcp-mux/upstream"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Session is mcp-mux's state for one downstream MCP session.
+type Session struct {
+	SS       *mcp.ServerSession // the SDK's session (a throwaway one, or none, for a 2026-07-28 request)
+	ID       string             // Mcp-Session-Id; "" for a 2026-07-28 request
+	User     string             // the authenticated caller
+	Caps     string             // upstream.Capabilities of the client: call sessions declare them
+	Send     mcp.MethodHandler  // the SDK's sending handler (server-to-client requests)
+	LastSeen atomic.Int64       // unix nanos of the last message
+	// ClientCaps are the capabilities the client declared: at initialize
+	// for a session, in _meta for a 2026-07-28 request.
+	ClientCaps *mcp.ClientCapabilities
+
+	// ctx ends with the session (end); every request admitted on the
+	// session (limits.go) is cancelled with it. inflight counts those requests.
+	ctx      context.Context
+	end      context.CancelFunc
+	inflight admission.Calls
+
+	reqSeq atomic.Uint64
+
+	mu      sync.Mutex
+	calls   map[string]context.CancelFunc // in-flight fast-path calls by raw JSON-RPC id
+	pending map[string]chan *wire.Message // fast-path requests to the client, by raw id
+	Level   string                        // logging/setLevel (under mu); "" = none
+	keys    map[upstream.Key]bool         // (user, thread) scopes this session called with
+	Subs    subscriptions.Holder          // subscribed resource URIs
+
+	Promo Promotions // tool_search promotions (package catalog)
+}
+
+// Touch records activity for the idle timeout.
+func (st *Session) Touch() { st.LastSeen.Store(time.Now().UnixNano()) }
+
+// Track registers a fast-path call so notifications/cancelled can end it.
+func (st *Session) Track(id string, cancel context.CancelFunc) {
+	st.mu.Lock()
+	if st.calls == nil {
+		st.calls = make(map[string]context.CancelFunc)
+	}
+	st.calls[id] = cancel
+	st.mu.Unlock()
+}
+
+// Untrack forgets a fast-path call that has finished.
+func (st *Session) Untrack(id string) {
+	st.mu.Lock()
+	delete(st.calls, id)
+	st.mu.Unlock()
+}
+
+// CancelCall cancels the fast-path call named by notifications/cancelled params.
+func (st *Session) CancelCall(params json.RawMessage) {
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+	}
+	if json.Unmarshal(params, &p) != nil || p.RequestID == nil {
+		return
+	}
+	st.mu.Lock()
+	cancel := st.calls[string(p.RequestID)]
+	st.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// Cancel cancels every request admitted on the session.
+func (st *Session) Cancel() {
+	if st.end != nil {
+		st.end()
+	}
+}
+
+// logSeverity orders MCP logging levels.
+var logSeverity = map[string]int{"debug": 0, "info": 1, "notice": 2, "warning": 3, "error": 4, "critical": 5, "alert": 6, "emergency": 7}
+
+// SetLevel records the level the client asked for with logging/SetLevel.
+func (st *Session) SetLevel(level string) {
+	st.mu.Lock()
+	st.Level = level
+	st.mu.Unlock()
+}
+
+// WantsLog reports whether a notifications/message passes the session's
+// level. Like the SDK, nothing is sent before the client sets a level.
+func (st *Session) WantsLog(params json.RawMessage) bool {
+	st.mu.Lock()
+	level := st.Level
+	st.mu.Unlock()
+	if level == "" {
+		return false
+	}
+	var p struct {
+		Level string `json:"level"`
+	}
+	_ = json.Unmarshal(params, &p)
+	sev, ok := logSeverity[p.Level]
+	return !ok || sev >= logSeverity[level]
+}
+
+// Supports reports whether the client declared the capability a
+// server-to-client request needs.
+func (st *Session) Supports(method string) bool {
+	c := st.ClientCaps
+	if c == nil {
+		return false
+	}
+	switch method {
+	case "sampling/createMessage":
+		return c.Sampling != nil
+	case "elicitation/create":
+		return c.Elicitation != nil
+	case "roots/list":
+		return c.RootsV2 != nil
+	}
+	return true
+}
+
+// expect allocates an id for a request mcp-mux sends the client on a
+// fast-path stream. The SDK numbers its own requests, so string ids never clash.
+func (st *Session) expect() (string, chan *wire.Message) {
+	id := `"mux-s-` + strconv.FormatUint(st.reqSeq.Add(1), 10) + `"`
+	ch := make(chan *wire.Message, 1)
+	st.mu.Lock()
+	if st.pending == nil {
+		st.pending = make(map[string]chan *wire.Message)
+	}
+	st.pending[id] = ch
+	st.mu.Unlock()
+	return id, ch
+}
+
+func (st *Session) forget(id string) {
+	st.mu.Lock()
+	delete(st.pending, id)
+	st.mu.Unlock()
+}
+
+// Resolve hands a client's response to the fast-path request waiting for it.
+func (st *Session) Resolve(m *wire.Message) bool {
+	st.mu.Lock()
+	ch, ok := st.pending[string(m.ID)]
+	delete(st.pending, string(m.ID))
+	st.mu.Unlock()
+	if ok {
+		msg := *m
+		ch <- &msg
+	}
+	return ok
+}
+
+// useKey records that the session called upstreams as key.
+func (st *Session) useKey(k upstream.Key) {
+	st.mu.Lock()
+	if st.keys == nil {
+		st.keys = make(map[upstream.Key]bool)
+	}
+	st.keys[k] = true
+	st.mu.Unlock()
+}
+
+// UsedKeys returns the (user, thread) scopes the session called with.
+func (st *Session) UsedKeys() []upstream.Key {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	out := make([]upstream.Key, 0, len(st.keys))
+	for k := range st.keys {
+		out = append(out, k)
+	}
+	return out
+}
+
+// HasThread reports whether the session called upstreams as thread.
+func (st *Session) HasThread(thread string) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for k := range st.keys {
+		if k.Thread == thread {
+			return true
+		}
+	}
+	return false
+}
+
+// HasKey reports whether the session called upstreams as k.
+func (st *Session) HasKey(k upstream.Key) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.keys[k]
+}
+
+// Start gives the session its context: every request admitted on it is
+// cancelled when the session ends (Cancel).
+func (st *Session) Start() {
+	st.ctx, st.end = context.WithCancel(context.Background())
+}
+
+// UserHeader carries the authenticated user id from the HTTP layer to MCP
+// handlers (in stateful mode handlers see each request's headers, not its
+// context). mcp-mux sets it after authentication and removes any copy a
+// client sent.
+const UserHeader = "Mcp-Mux-Internal-User"
+
+// defaultUser is the user of a request no authentication named.
+const defaultUser = "default"
+
+// User returns the authenticated user of a request's headers.
+func User(h http.Header) string {
+	if u := h.Get(UserHeader); u != "" {
+		return u
+	}
+	return defaultUser
+}

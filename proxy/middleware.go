@@ -1,0 +1,96 @@
+package proxy
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/admission"
+	"github.com/mcp-mux/mcp-mux/internal/reqid"
+	"github.com/mcp-mux/mcp-mux/internal/via"
+	"github.com/mcp-mux/mcp-mux/proxy/callpath"
+	"github.com/mcp-mux/mcp-mux/proxy/modern"
+)
+
+// receiver is the SDK's receiving middleware, the era router of the SDK
+// path: a request of a legacy session goes down the shared call path with
+// callpath.LegacyEra, a 2026-07-28 request (and server/discover) to package
+// modern, and the rest of the protocol (initialize, ping, logging/setLevel
+// bookkeeping) to the SDK.
+type receiver struct {
+	rt       *atomic.Pointer[callpath.Runtime]
+	via      *via.Marker
+	requests *requestTable
+	sessions *sessionTable
+	calls    *callpath.Router
+	modern   *modern.Server
+}
+
+// middleware is the mcp.Middleware.
+func (m *receiver) middleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		ctx, stop := m.scope(ctx, method, req)
+		defer stop()
+		return m.route(ctx, method, req, next)
+	}
+}
+
+// scope tags ctx with the request's id (internal/reqid) and loop marker
+// (internal/via), and ends a request (not a notification) when the client
+// that sent it goes away (limits.go).
+func (m *receiver) scope(ctx context.Context, method string, req mcp.Request) (context.Context, func()) {
+	h := callpath.HeaderOf(req)
+	ctx = reqid.WithHeader(ctx, h)
+	ctx = m.via.WithHeader(ctx, h)
+	if strings.HasPrefix(method, "notifications/") {
+		return ctx, func() {}
+	}
+	return m.requests.scope(ctx, req)
+}
+
+// route sends one request to the SDK, the session it belongs to or the
+// 2026-07-28 era.
+func (m *receiver) route(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+	ss, _ := req.GetSession().(*mcp.ServerSession)
+	if method == "initialize" {
+		return m.initialize(ctx, ss, req, next)
+	}
+	st := m.sessions.get(ss)
+	if st == nil {
+		if method == "server/discover" || modern.IsSession(ss) {
+			return m.modern.Receive(ctx, ss, method, req, next)
+		}
+		return next(ctx, method, req)
+	}
+	st.Touch()
+	return m.calls.Dispatch(ctx, st, callpath.LegacyEra{}, method, req, next)
+}
+
+// initialize lets the SDK answer initialize, then opens the session and
+// puts the catalog's instructions and capabilities into the result.
+func (m *receiver) initialize(ctx context.Context, ss *mcp.ServerSession, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+	res, err := next(ctx, "initialize", req)
+	if err != nil || ss == nil {
+		return res, err
+	}
+	h := callpath.HeaderOf(req)
+	m.sessions.open(ss, callpath.User(h), h.Get(admission.Header))
+	cat := m.rt.Load().Catalog.Load()
+	setInstructions(cat, res)
+	callpath.SetCapabilities(cat, res)
+	return res, err
+}
+
+// setInstructions puts the catalog's instructions (routing hints and, with
+// tool_search, the deferred tool names) into an initialize result.
+func setInstructions(cat *callpath.Catalog, res mcp.Result) {
+	ir, ok := res.(*mcp.InitializeResult)
+	if !ok {
+		return
+	}
+	if text := cat.Instructions(); text != "" {
+		ir.Instructions = text
+	}
+}
