@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/admission"
 	"github.com/mcp-mux/mcp-mux/headers"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 )
@@ -64,21 +64,12 @@ func requestID(r *http.Request) json.RawMessage {
 	if err != nil {
 		return nil
 	}
-	var m struct {
-		ID json.RawMessage `json:"id"`
-	}
-	if json.Unmarshal(bytes.TrimSpace(b), &m) != nil || len(m.ID) == 0 {
+	switch id := wire.TopLevelID(b); {
+	case len(id) == 0, id[0] == 'n', id[0] == 't', id[0] == 'f': // none, null, true, false
 		return nil
+	default:
+		return id
 	}
-	var v any
-	if json.Unmarshal(m.ID, &v) != nil {
-		return nil
-	}
-	switch v.(type) {
-	case string, float64:
-		return m.ID
-	}
-	return nil
 }
 
 // originPolicy is the DNS-rebinding and cross-origin guard of /mcp, for the

@@ -331,3 +331,22 @@ func TestNoSecretLeakage(t *testing.T) {
 		t.Error("no logs captured")
 	}
 }
+
+// A request refused before the SDK sees it (here: a malformed secrets
+// carrier) is answered with its own id, so clients surface the message; an
+// id that is not a string or a number is answered with null.
+func TestRefusalAnswersTheRequestID(t *testing.T) {
+	m := startMux(t, `{"mcpServers": {}}`, proxy.Options{})
+	for _, c := range []struct{ id, want string }{
+		{`42`, `"id":42`},
+		{`"req-1"`, `"id":"req-1"`},
+		{`null`, `"id":null`},
+		{`true`, `"id":null`},
+	} {
+		body := `{"jsonrpc":"2.0","id":` + c.id + `,"method":"tools/list","params":{"meta":{"id":99}}}`
+		status, _, got := rawRequest(t, http.MethodPost, m.ts.URL+"/mcp", map[string]string{"X-Mux-Secrets": "{not json"}, body)
+		if status != http.StatusBadRequest || !strings.Contains(got, c.want) || !strings.Contains(got, "X-Mux-Secrets") {
+			t.Errorf("id %s: HTTP %d %s, want 400 with %s naming the header", c.id, status, got, c.want)
+		}
+	}
+}

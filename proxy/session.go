@@ -126,13 +126,6 @@ func (t *sessionTable) end(ss *mcp.ServerSession, st *callpath.Session) {
 	}
 }
 
-// notifyAll sends a list_changed notification to every session.
-func (t *sessionTable) notifyAll(method string) {
-	for _, ss := range t.all() {
-		t.notify(context.Background(), ss, method, nil)
-	}
-}
-
 // notify sends one notification to one session: on the stream of the
 // request whose handler context ctx is, else on the standalone stream.
 func (t *sessionTable) notify(ctx context.Context, ss *mcp.ServerSession, method string, params mcp.Params) {
