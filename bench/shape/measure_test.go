@@ -76,3 +76,18 @@ func TestMeasure(t *testing.T) {
 		t.Fatalf("misses %q", misses)
 	}
 }
+
+// The module itself keeps DESIGN §1's shape targets: every later change is
+// measured against them here, not only in a closing note.
+func TestRepositoryShape(t *testing.T) {
+	f, err := Measure(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Funcs) < 1000 || f.Lines["proxy"] == 0 {
+		t.Fatalf("measured %d functions, proxy %d lines: not the module root?", len(f.Funcs), f.Lines["proxy"])
+	}
+	for _, m := range f.Misses(DefaultTargets) {
+		t.Error(m)
+	}
+}
