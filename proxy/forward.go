@@ -29,7 +29,7 @@ func (f *forwarder) ServerNotification(ctx context.Context, key upstream.Key, me
 	s := f
 	switch method {
 	case "notifications/progress":
-		// The upstream session delivers it only with its call's context (sink.go).
+		// The upstream session delivers it only with its call's context (callpath/sink.go).
 		callpath.DeliverProgress(ctx, params)
 	case "notifications/message":
 		if k := callpath.SinkFrom(ctx); k != nil {

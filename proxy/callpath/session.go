@@ -29,7 +29,7 @@ type Session struct {
 	ClientCaps *mcp.ClientCapabilities
 
 	// ctx ends with the session (end); every request admitted on the
-	// session (limits.go) is cancelled with it. inflight counts those requests.
+	// session (Router.Admit) is cancelled with it. inflight counts those requests.
 	ctx      context.Context
 	end      context.CancelFunc
 	inflight admission.Calls

@@ -19,7 +19,7 @@ import (
 // intermediary may have read another. A caller's Mcp-Param-* headers are
 // checked against the arguments (paramheader.Headers.Check, with the
 // annotations of the tool as mcp-mux lists it) and never forwarded: the
-// upstream's are written from the arguments (upstream/paramheaders.go).
+// upstream's are written from the arguments (package upstream/paramheader).
 
 const paramPrefix = "Mcp-Param-"
 
