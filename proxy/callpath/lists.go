@@ -1,11 +1,11 @@
 package callpath
 
 import (
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-
 	"encoding/base64"
 	"encoding/json"
 	"strconv"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // Page returns one page of items as a list result under field, with a
