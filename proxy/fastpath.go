@@ -28,7 +28,7 @@ import (
 // the first progress, log message or server-to-client request upgrades its
 // response to an event stream (see fastSink), and the client's answers to
 // such requests are taken here. 2026-07-28 requests go to their own fast path
-// (package modern: modern.Server.Serve, fast or through the SDK); every
+// (package modern: modern.Handler.Serve, fast or through the SDK); every
 // other message (initialize, notifications, GET streams, batches) goes to the
 // SDK unchanged, so the protocol surface is the SDK's. A client that disconnects
 // cancels its call; notifications/cancelled for a fast-path call cancels it

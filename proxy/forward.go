@@ -18,7 +18,7 @@ import (
 // where known, the request) they belong to.
 type forwarder struct {
 	sessions *sessionTable
-	modern   *modern.Server // listeners of resource updates
+	modern   *modern.Handler // listeners of resource updates
 }
 
 var _ upstream.Handler = (*forwarder)(nil)

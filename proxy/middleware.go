@@ -25,7 +25,7 @@ type receiver struct {
 	requests *requestTable
 	sessions *sessionTable
 	calls    *callpath.Router
-	modern   *modern.Server
+	modern   *modern.Handler
 }
 
 // middleware is the mcp.Middleware.

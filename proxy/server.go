@@ -88,7 +88,7 @@ type Server struct {
 	sdk      *mcp.Server
 	send     mcp.MethodHandler // captured sending handler: per-session notifications
 	mcp      http.Handler      // legacy: stateful Streamable HTTP
-	modern   *modern.Server    // the 2026-07-28 era (package modern)
+	modern   *modern.Handler   // the 2026-07-28 era (package modern)
 	via      *via.Marker       // this process in the requests it sends upstream (internal/via)
 	states   *seal.Sealer      // requestState key without inbound.request_state_key
 	buffers  wire.Buffers      // request and response bodies (limits.go, fastpath.go)

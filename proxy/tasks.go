@@ -66,7 +66,7 @@ type taskBridge struct {
 	log      hclog.Logger
 	panics   *panicguard.Guard
 	sessions *sessionTable
-	modern   *modern.Server
+	modern   *modern.Handler
 	bg       *sync.WaitGroup
 }
 

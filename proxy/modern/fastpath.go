@@ -71,7 +71,7 @@ import (
 // or a missing-capability error.
 
 // serveFast reports whether the fast path answered r.
-func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, body []byte, sh wire.Shape) bool {
+func (s *Handler) serveFast(w http.ResponseWriter, r *http.Request, body []byte, sh wire.Shape) bool {
 	if refuseRepeatedHeader(w, r, body) { // headers.go, for both paths
 		return true
 	}
@@ -107,7 +107,7 @@ func fastEnvelope(r *http.Request, m *wire.Message) bool {
 
 // fastCall serves a tools/call of an upstream tool and reports whether it
 // answered (false leaves it to the SDK path).
-func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, m *wire.Message, params []byte) bool {
+func (s *Handler) fastCall(w http.ResponseWriter, r *http.Request, m *wire.Message, params []byte) bool {
 	var p wire.CallParams
 	if wire.DecodeCallParams(params, &p) != nil || p.Name == "" || r.Header.Get("Mcp-Name") != p.Name {
 		return false
@@ -128,7 +128,7 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, m *wire.Messag
 }
 
 // fastList serves one of the fastLists and reports whether it answered.
-func (s *Server) fastList(w http.ResponseWriter, r *http.Request, m *wire.Message, params []byte) bool {
+func (s *Handler) fastList(w http.ResponseWriter, r *http.Request, m *wire.Message, params []byte) bool {
 	var p struct {
 		Cursor json.RawMessage `json:"cursor"`
 		Meta   json.RawMessage `json:"_meta"`
@@ -380,7 +380,7 @@ type modernCallState struct {
 	server string
 }
 
-func (s *Server) modernFastCall(w http.ResponseWriter, r *http.Request, rq modernReq, rt *callpath.Route, m *wire.Message, p *wire.CallParams) {
+func (s *Handler) modernFastCall(w http.ResponseWriter, r *http.Request, rq modernReq, rt *callpath.Route, m *wire.Message, p *wire.CallParams) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	cs := &modernCallState{h: r.Header, p: p, server: rt.Server.Name}
@@ -410,7 +410,7 @@ func (cs *modernCallState) target() string { return "tools/call " + cs.p.Name }
 
 // directFastCall runs the call on the request's goroutine; an upstream's
 // input_required has its requestState sealed.
-func (s *Server) directFastCall(ctx context.Context, cs *modernCallState) (json.RawMessage, error) {
+func (s *Handler) directFastCall(ctx context.Context, cs *modernCallState) (json.RawMessage, error) {
 	raw, err := s.calls.GuardedCall(ctx, &cs.st, &cs.era, cs.stream(), cs.key, cs.h, cs.p.Name, cs.p.Arguments, cs.p.Meta)
 	if ir, ok := callpath.AsInputRequired(raw); ok && err == nil {
 		return s.bridge.sealInputRequired(&cs.st, cs.server, cs.target(), ir)
@@ -420,7 +420,7 @@ func (s *Server) directFastCall(ctx context.Context, cs *modernCallState) (json.
 
 // bridgedFastCall runs the call bridged (mrtr.go): requests the upstream
 // sends the client become input_required.
-func (s *Server) bridgedFastCall(ctx context.Context, cs *modernCallState) (json.RawMessage, error) {
+func (s *Handler) bridgedFastCall(ctx context.Context, cs *modernCallState) (json.RawMessage, error) {
 	st, e := &cs.st, &cs.era
 	pc := s.bridge.startParked(ctx, cs.stream(), e, cs.server, cs.target(), func(ctx context.Context) (mcp.Result, error) {
 		raw, err := s.calls.CallTool(ctx, st, e, e.bridge, cs.key, cs.h, cs.p.Name, cs.p.Arguments, cs.p.Meta)
@@ -441,7 +441,7 @@ func (s *Server) bridgedFastCall(ctx context.Context, cs *modernCallState) (json
 
 // modernFastList answers a list as Receive does: the catalog's, with
 // resultType, ttlMs and cacheScope.
-func (s *Server) modernFastList(w http.ResponseWriter, rq modernReq, m *wire.Message, cursor string) {
+func (s *Handler) modernFastList(w http.ResponseWriter, rq modernReq, m *wire.Message, cursor string) {
 	raw, err := s.fastListResult(s.rt.Load().Catalog.Load(), rq, m.Method, cursor)
 	s.modernFinish(callpath.NewFastSink(nil, w), m.ID, raw, err)
 }
@@ -461,7 +461,7 @@ var pagedLists = map[string]pagedList{
 }
 
 // fastListResult is the result of one of the fastLists.
-func (s *Server) fastListResult(cat *callpath.Catalog, rq modernReq, method, cursor string) (json.RawMessage, error) {
+func (s *Handler) fastListResult(cat *callpath.Catalog, rq modernReq, method, cursor string) (json.RawMessage, error) {
 	if method == "tools/list" {
 		return s.fastToolsList(cat, rq), nil
 	}
@@ -475,7 +475,7 @@ func (s *Server) fastListResult(cat *callpath.Catalog, rq modernReq, method, cur
 
 // fastToolsList is tools/list: with tool_search, the catalog's list without
 // promotions (a 2026-07-28 caller has none).
-func (s *Server) fastToolsList(cat *callpath.Catalog, rq modernReq) json.RawMessage {
+func (s *Handler) fastToolsList(cat *callpath.Catalog, rq modernReq) json.RawMessage {
 	if !cat.Searching() {
 		return s.modernToolsList(cat)
 	}
@@ -486,7 +486,7 @@ func (s *Server) fastToolsList(cat *callpath.Catalog, rq modernReq) json.RawMess
 
 // modernToolsList returns cat's list with resultType, ttlMs and
 // cacheScope, built once per catalog and cache scope (the catalog's Memo).
-func (s *Server) modernToolsList(cat *callpath.Catalog) json.RawMessage {
+func (s *Handler) modernToolsList(cat *callpath.Catalog) json.RawMessage {
 	scope := s.cacheScope()
 	if c := cat.Memo(); c != nil && c.Key == scope {
 		return c.Raw
@@ -498,7 +498,7 @@ func (s *Server) modernToolsList(cat *callpath.Catalog) json.RawMessage {
 
 // modernFinish writes a fast-path response. Errors carry the HTTP status
 // the SDK gives them on the 2026-07-28 protocol.
-func (s *Server) modernFinish(f *callpath.FastSink, id json.RawMessage, raw json.RawMessage, err error) {
+func (s *Handler) modernFinish(f *callpath.FastSink, id json.RawMessage, raw json.RawMessage, err error) {
 	out := s.buffers.Get()
 	defer s.buffers.Put(out)
 	status := http.StatusOK

@@ -83,7 +83,7 @@ func FuzzModernRequest(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	s := &Server{}
+	s := &Handler{}
 	f.Fuzz(func(t *testing.T, meta []byte) {
 		// meta is a member of a decoded params object: valid JSON.
 		if !json.Valid(meta) {

@@ -87,7 +87,7 @@ func orErr(r io.Reader, err error) io.Reader {
 // Serve serves one 2026-07-28 POST whose body (read by the caller, and
 // returned to its pool when Serve returns) is body: on the fast path when
 // it can (fastpath.go), else through go-sdk's stateless handler.
-func (s *Server) Serve(w http.ResponseWriter, r *http.Request, body []byte, sh wire.Shape) {
+func (s *Handler) Serve(w http.ResponseWriter, r *http.Request, body []byte, sh wire.Shape) {
 	if s.serveFast(w, r, body, sh) {
 		return
 	}
@@ -96,7 +96,7 @@ func (s *Server) Serve(w http.ResponseWriter, r *http.Request, body []byte, sh w
 }
 
 // serveModern serves one 2026-07-28 request.
-func (s *Server) serveModern(w http.ResponseWriter, r *http.Request) {
+func (s *Handler) serveModern(w http.ResponseWriter, r *http.Request) {
 	r.Header.Del(requestIDHeader)
 	r.Header.Del(inputResponsesHeader)
 	body, err := io.ReadAll(io.LimitReader(r.Body, callpath.MaxBody+1))
@@ -116,7 +116,7 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request) {
 // mismatches, the tasks extension's requests) and reports whether it did;
 // otherwise it passes the call's id and raw inputResponses on to the
 // middleware in headers.
-func (s *Server) answerEarly(w http.ResponseWriter, r *http.Request, body []byte) bool {
+func (s *Handler) answerEarly(w http.ResponseWriter, r *http.Request, body []byte) bool {
 	if refuseRepeatedHeader(w, r, body) { // headers.go
 		return true
 	}
@@ -136,7 +136,7 @@ func (s *Server) answerEarly(w http.ResponseWriter, r *http.Request, body []byte
 
 // refuseCallHeaders answers a tools/call whose Mcp-Param-* headers do not
 // match its arguments (headers.go), and reports whether it did.
-func (s *Server) refuseCallHeaders(w http.ResponseWriter, r *http.Request, m *wire.Message) bool {
+func (s *Handler) refuseCallHeaders(w http.ResponseWriter, r *http.Request, m *wire.Message) bool {
 	if m.Method != "tools/call" || !hasParamHeaders(r.Header) {
 		return false
 	}
@@ -168,7 +168,7 @@ type modernRequestState struct {
 
 // Receive serves one 2026-07-28 request that reached the SDK's receiving
 // middleware, with a session built from it.
-func (s *Server) Receive(ctx context.Context, ss *mcp.ServerSession, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+func (s *Handler) Receive(ctx context.Context, ss *mcp.ServerSession, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
 	rs := newRequestState(ctx, ss, req)
 	st, e := &rs.st, &rs.era
 	switch method {
@@ -208,7 +208,7 @@ func newRequestState(ctx context.Context, ss *mcp.ServerSession, req mcp.Request
 
 // completed adds what a 2026-07-28 result must carry to a raw result
 // (modernResult).
-func (s *Server) completed(method string, res mcp.Result, err error) (mcp.Result, error) {
+func (s *Handler) completed(method string, res mcp.Result, err error) (mcp.Result, error) {
 	if rr, ok := res.(*mcpwire.RawResult); ok && err == nil {
 		return &mcpwire.RawResult{Raw: s.modernResult(method, rr.Raw)}, nil
 	}
@@ -217,7 +217,7 @@ func (s *Server) completed(method string, res mcp.Result, err error) (mcp.Result
 
 // discover lets the SDK answer server/discover, with the catalog's
 // instructions and capabilities, the caching hint and the extensions.
-func (s *Server) discover(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+func (s *Handler) discover(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
 	res, err := next(ctx, method, req)
 	dr, ok := res.(*mcp.DiscoverResult)
 	if !ok || err != nil {
@@ -241,11 +241,11 @@ const cacheTTLMs = 1000
 // cacheable is the caching hint of lists and discover: private whenever a
 // result can differ by caller (callers are told apart, or upstreams see
 // each caller's own credentials), public otherwise.
-func (s *Server) cacheable() mcp.Cacheable {
+func (s *Handler) cacheable() mcp.Cacheable {
 	return mcp.Cacheable{TTLMs: cacheTTLMs, CacheScope: s.cacheScope()}
 }
 
-func (s *Server) cacheScope() string {
+func (s *Handler) cacheScope() string {
 	rt := s.rt.Load()
 	if rt.Config.Inbound.Auth.Mode != "" && rt.Config.Inbound.Auth.Mode != "none" {
 		return "private"
@@ -264,7 +264,7 @@ var cachedMethods = []string{"tools/list", "prompts/list", "resources/list", "re
 // modernResult adds what a 2026-07-28 result must carry and a raw upstream
 // result may lack: resultType, and for lists and reads ttlMs and cacheScope.
 // Fields the result already has are kept.
-func (s *Server) modernResult(method string, raw json.RawMessage) json.RawMessage {
+func (s *Handler) modernResult(method string, raw json.RawMessage) json.RawMessage {
 	cached := slices.Contains(cachedMethods, method)
 	if len(raw) >= 2 && raw[0] == '{' && !cached && !bytes.Contains(raw, []byte(`"resultType"`)) {
 		// The common case, without decoding: an upstream's result (valid
@@ -298,7 +298,7 @@ type resultMembers struct {
 
 // appendCaching appends the ttlMs and cacheScope members a list or read
 // result lacks (have) to add.
-func (s *Server) appendCaching(add []byte, have *resultMembers) []byte {
+func (s *Handler) appendCaching(add []byte, have *resultMembers) []byte {
 	if have.TTL == nil {
 		add = append(add, `"ttlMs":`...)
 		add = strconv.AppendInt(add, cacheTTLMs, 10)

@@ -4,7 +4,7 @@
 // (a parked call for a legacy upstream, sealed requestStates for a
 // 2026-07-28 one) and the tasks extension. Every request is served on the
 // call path both eras share (package callpath) with its own era value
-// (*Era); package proxy routes requests here and wires the Server.
+// (*Era); package proxy routes requests here and wires the Handler.
 package modern
 
 import (
@@ -54,8 +54,8 @@ type Options struct {
 	DisableFastPath bool
 }
 
-// Server serves the 2026-07-28 era.
-type Server struct {
+// Handler serves the 2026-07-28 era.
+type Handler struct {
 	log       hclog.Logger
 	calls     *callpath.Router
 	rt        *atomic.Pointer[callpath.Runtime]
@@ -76,10 +76,10 @@ type Server struct {
 	capsCache capsCache // validated client capabilities (fastpath.go)
 }
 
-// New returns a Server with opts, its task methods registered on the SDK
+// New returns a Handler with opts, its task methods registered on the SDK
 // server (tasks.go).
-func New(opts Options) *Server {
-	s := &Server{log: opts.Log, calls: opts.Calls, rt: opts.Runtime, sdk: opts.SDK, send: opts.Send,
+func New(opts Options) *Handler {
+	s := &Handler{log: opts.Log, calls: opts.Calls, rt: opts.Runtime, sdk: opts.SDK, send: opts.Send,
 		gate: opts.Gate, life: opts.Life, bg: opts.Background, panics: opts.Panics, tasks: opts.Tasks,
 		buffers: opts.Buffers, pageSize: opts.PageSize, noFast: opts.DisableFastPath}
 	s.listens = listens{log: s.log, rt: s.rt, calls: s.calls, send: s.send, gate: s.gate, life: s.life, bg: s.bg,
@@ -93,31 +93,31 @@ func New(opts Options) *Server {
 }
 
 // Close cancels every parked call and parks no more (shutdown).
-func (s *Server) Close() { s.bridge.parked.closeAll() }
+func (s *Handler) Close() { s.bridge.parked.closeAll() }
 
 // ListsChanged tells the listeners that asked for them of list changes.
-func (s *Server) ListsChanged(tools, prompts, resources bool) {
+func (s *Handler) ListsChanged(tools, prompts, resources bool) {
 	s.listens.listeners.changed(&s.listens, tools, prompts, resources)
 }
 
 // ResourceUpdated tells the listeners subscribed to p.URI of its update.
-func (s *Server) ResourceUpdated(p *mcp.ResourceUpdatedNotificationParams) {
+func (s *Handler) ResourceUpdated(p *mcp.ResourceUpdatedNotificationParams) {
 	s.listens.listeners.resourceUpdated(&s.listens, p)
 }
 
 // TaskEvent sends a durable task's event to the listeners granted its task.
-func (s *Server) TaskEvent(e taskpoll.Event) { s.listens.listeners.taskEvent(&s.listens, e) }
+func (s *Handler) TaskEvent(e taskpoll.Event) { s.listens.listeners.taskEvent(&s.listens, e) }
 
 // SetParkTTL sets how long a bridged call stays parked for its client's
 // retry (stateTTL otherwise): for tests.
-func (s *Server) SetParkTTL(d time.Duration) {
+func (s *Handler) SetParkTTL(d time.Duration) {
 	s.bridge.parked.mu.Lock()
 	s.bridge.parked.ttl = d
 	s.bridge.parked.mu.Unlock()
 }
 
 // bounds returns the caps and shares of the config applied now.
-func (s *Server) bounds() admission.Bounds { return admission.Of(&s.rt.Load().Config.Inbound) }
+func (s *Handler) bounds() admission.Bounds { return admission.Of(&s.rt.Load().Config.Inbound) }
 
 // logFor is the logger for a line about the request ctx belongs to.
-func (s *Server) logFor(ctx context.Context) hclog.Logger { return reqid.Logger(ctx, s.log) }
+func (s *Handler) logFor(ctx context.Context) hclog.Logger { return reqid.Logger(ctx, s.log) }

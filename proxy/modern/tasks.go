@@ -89,7 +89,7 @@ type taskParams struct {
 // registerTaskMethods makes the SDK accept the extension's methods; their
 // handler only answers a legacy session (a 2026-07-28 request is served in
 // Receive): the extension is not part of the legacy era.
-func (s *Server) registerTaskMethods() {
+func (s *Handler) registerTaskMethods() {
 	for _, m := range []string{"tasks/get", "tasks/update", "tasks/cancel"} {
 		_ = mcp.AddReceivingCustomMethod(s.sdk, m, func(context.Context, *mcp.ServerSession, *taskParams) (*mcpwire.RawResult, error) {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: m + " is a 2026-07-28 method (the " + tasksExtension + " extension)"}
@@ -120,7 +120,7 @@ func declareTasks(st *callpath.Session, e *Era, ip *mcp.InitializeParams) {
 
 // advertiseTasks adds the extension to server/discover's capabilities when
 // mcp-mux can serve it: durable tasks are on, or some server supports it.
-func (s *Server) advertiseTasks(dr *mcp.DiscoverResult) {
+func (s *Handler) advertiseTasks(dr *mcp.DiscoverResult) {
 	if !s.tasksServable() {
 		return
 	}
@@ -133,7 +133,7 @@ func (s *Server) advertiseTasks(dr *mcp.DiscoverResult) {
 	dr.Capabilities = &c
 }
 
-func (s *Server) tasksServable() bool {
+func (s *Handler) tasksServable() bool {
 	if s.tasks != nil {
 		return true
 	}
@@ -267,7 +267,7 @@ func rewriteObjectTaskIDs(v json.RawMessage, remote, id string, depth int) (map[
 
 // taskMethod serves tasks/get, tasks/update and tasks/cancel of a
 // 2026-07-28 request.
-func (s *Server) taskMethod(ctx context.Context, st *callpath.Session, e *Era, method string, req mcp.Request) (mcp.Result, error) {
+func (s *Handler) taskMethod(ctx context.Context, st *callpath.Session, e *Era, method string, req mcp.Request) (mcp.Result, error) {
 	if !e.tasks {
 		return nil, errNoTasksExtension(method)
 	}
@@ -292,7 +292,7 @@ func (s *Server) taskMethod(ctx context.Context, st *callpath.Session, e *Era, m
 }
 
 // localTaskMethod serves a durable task of the caller.
-func (s *Server) localTaskMethod(ctx context.Context, st *callpath.Session, method, id string) (json.RawMessage, error) {
+func (s *Handler) localTaskMethod(ctx context.Context, st *callpath.Session, method, id string) (json.RawMessage, error) {
 	if s.tasks == nil || !taskpoll.ValidID(id) {
 		return nil, errUnknownTask
 	}
@@ -319,7 +319,7 @@ func (s *Server) localTaskMethod(ctx context.Context, st *callpath.Session, meth
 
 // passedTaskMethod sends a method for a passed-through task to its server,
 // with the server's own task id.
-func (s *Server) passedTaskMethod(ctx context.Context, st *callpath.Session, e *Era, method string, req mcp.Request, p *taskParams) (json.RawMessage, error) {
+func (s *Handler) passedTaskMethod(ctx context.Context, st *callpath.Session, e *Era, method string, req mcp.Request, p *taskParams) (json.RawMessage, error) {
 	rt := s.rt.Load()
 	server, remote, ok := rt.States.OpenTaskID(p.TaskID, st.User)
 	if !ok {
@@ -354,7 +354,7 @@ func (s *Server) passedTaskMethod(ctx context.Context, st *callpath.Session, e *
 // before it sees them: it checks Mcp-Name on tasks/* (the SDK checks it on
 // tools/call, resources/read and prompts/get only) and serves a
 // subscriptions/listen with taskIds. It reports whether it answered.
-func (s *Server) serveTaskRequest(w http.ResponseWriter, r *http.Request, m *wire.Message) bool {
+func (s *Handler) serveTaskRequest(w http.ResponseWriter, r *http.Request, m *wire.Message) bool {
 	switch m.Method {
 	case "tasks/get", "tasks/update", "tasks/cancel":
 		if r.Header.Get("Mcp-Protocol-Version") < modernVersion {
