@@ -31,17 +31,12 @@ func errUnknownTool(name string) *jsonrpc.Error {
 // Messages the upstream sends while serving the call go to k.
 // h is the HTTP request's headers (the secrets carrier).
 func (s *Router) CallTool(ctx context.Context, st *Session, e Era, k Sink, key upstream.Key, h http.Header, name string, args, meta json.RawMessage) (json.RawMessage, error) {
-	if !s.life.Begin() {
-		return nil, ErrClosing
-	}
-	defer s.life.Done()
-	ctx, done, err := s.Admit(ctx, st)
+	ctx, run, err := s.begin(ctx, st)
 	if err != nil {
 		return nil, err
 	}
-	defer done()
-	rt := s.enter() // the call finishes on this runtime, whatever Apply does meanwhile
-	defer rt.leave()
+	defer run.end()
+	rt := run.rt // the call finishes on this runtime, whatever Apply does meanwhile
 	cat := rt.Catalog.Load()
 	r := cat.Lookup(name)
 	// tool_search, guardrails and deferred tools (policy.go).
@@ -146,17 +141,12 @@ func stripProtocolMeta(params json.RawMessage) json.RawMessage {
 // Forward sends a request to the server that owns it, on the caller's
 // session, and returns its raw result.
 func (s *Router) Forward(ctx context.Context, st *Session, e Era, h http.Header, b *Backend, method string, params any) (mcp.Result, error) {
-	if !s.life.Begin() {
-		return nil, ErrClosing
-	}
-	defer s.life.Done()
-	ctx, done, err := s.Admit(ctx, st)
+	ctx, run, err := s.begin(ctx, st)
 	if err != nil {
 		return nil, err
 	}
-	defer done()
-	rt := s.enter()
-	defer rt.leave()
+	defer run.end()
+	rt := run.rt
 	if cur := rt.ByName[b.Name]; cur != nil {
 		b = cur // b came from an older catalog: use the runtime this request runs on
 	} else {
@@ -215,6 +205,36 @@ func (s *Router) CallerKey(st *Session, e Era, h http.Header) upstream.Key {
 	}
 	e.RecordKey(st, k)
 	return k
+}
+
+// running is what a request holds while it runs on the call path: its
+// place in the count Close drains, its admission on the session, and the
+// runtime it started on.
+type running struct {
+	life *Life
+	done func()
+	rt   *Runtime
+}
+
+// begin admits a request of st: refused while closing (ErrClosing) or when
+// the session has too many in flight. end releases what it took.
+func (s *Router) begin(ctx context.Context, st *Session) (context.Context, running, error) {
+	if !s.life.Begin() {
+		return ctx, running{}, ErrClosing
+	}
+	ctx, done, err := s.Admit(ctx, st)
+	if err != nil {
+		s.life.Done()
+		return ctx, running{}, err
+	}
+	return ctx, running{life: s.life, done: done, rt: s.enter()}, nil
+}
+
+// end releases the runtime, the admission and the drain count, in that order.
+func (r running) end() {
+	r.rt.leave()
+	r.done()
+	r.life.Done()
 }
 
 // Admit starts one request of the session st (admission.Calls.Admit).
