@@ -203,9 +203,7 @@ func (s *Service) SubmitTask(ctx context.Context, r SubmitRequest, call func(con
 		s.m.storeErrors.Inc()
 		return nil, nil, fmt.Errorf("the durable task store is unavailable, so the task was not submitted: %w", err)
 	}
-	stop := s.holdPending(t.ID)
-	raw, err := call(ctx)
-	stop()
+	raw, err := s.callHeld(ctx, t.ID, call)
 	if err != nil {
 		s.failPending(t.ID, truncateRunes("submit failed: "+err.Error(), MaxErrorChars))
 		return nil, nil, err
@@ -247,14 +245,14 @@ func (s *Service) SubmitTask(ctx context.Context, r SubmitRequest, call func(con
 	return rec, nil, nil
 }
 
-// holdPending keeps a pending record from being failed as "mcp-mux stopped
-// while submitting" while its submit is still running here: every half
-// lease it moves the record's deadline two leases out, as a poll lease is
-// held. Only a replica that stops (or stalls for two leases) lets a poller
-// fail the record. The returned stop ends the renewals and waits for any
-// in flight.
-func (s *Service) holdPending(id string) (stop func()) {
-	done := make(chan struct{})
+// callHeld runs a submit's call while holding its pending record: every
+// half lease the record's deadline moves two leases out, as a poll lease is
+// held, so it is not failed as "mcp-mux stopped while submitting" while the
+// call still runs here. Only a replica that stops (or stalls for two
+// leases) lets a poller fail it. The renewals end with the call, however it
+// ends (a panic included), and one in flight then is cut short.
+func (s *Service) callHeld(ctx context.Context, id string, call func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
+	hold, release := context.WithCancel(context.Background())
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
@@ -262,22 +260,23 @@ func (s *Service) holdPending(id string) (stop func()) {
 		defer tick.Stop()
 		for {
 			select {
-			case <-done:
+			case <-hold.Done():
 				return
 			case <-tick.C:
-				s.renewPending(id)
+				s.renewPending(hold, id)
 			}
 		}
 	}()
-	return func() {
-		close(done)
+	defer func() {
+		release()
 		<-finished
-	}
+	}()
+	return call(ctx)
 }
 
 // renewPending moves a pending record's deadline two leases out.
-func (s *Service) renewPending(id string) {
-	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+func (s *Service) renewPending(ctx context.Context, id string) {
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
 	next := s.now().Add(2 * s.cfg.Lease)
 	_, err := s.store.Update(ctx, id, func(x *Task) error {
@@ -287,7 +286,7 @@ func (s *Service) renewPending(id string) {
 		x.NextPollAt = next
 		return nil
 	})
-	if err != nil && !errors.Is(err, ErrTerminal) {
+	if err != nil && !errors.Is(err, ErrTerminal) && ctx.Err() == nil {
 		s.log.Debug("renewing a pending submit", "task_id", id, "err", err)
 	}
 }

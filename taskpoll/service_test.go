@@ -582,3 +582,25 @@ func TestSlowSubmitIsNotFailed(t *testing.T) {
 		t.Fatalf("the slow submit's remote task was cancelled %d times", n)
 	}
 }
+
+// A submit whose call panics holds its record no longer: the renewals end
+// with the call, and a poller fails the record after two leases, as for a
+// replica that stopped mid-submit.
+func TestPanickingSubmitReleasesItsRecord(t *testing.T) {
+	st := boltStore(t)
+	s := newService(t, st, &remote{answer: completeAfter(0)}, Config{PollInterval: 5 * time.Millisecond, Lease: 40 * time.Millisecond})
+	s.Start()
+	defer func() { _ = s.Stop(context.Background()) }()
+	boom := func(context.Context) (json.RawMessage, error) {
+		time.Sleep(60 * time.Millisecond) // renewed at least once
+		panic("boom")
+	}
+	func() {
+		defer func() { _ = recover() }()
+		_, _ = s.Submit(context.Background(), SubmitRequest{User: "u", Thread: "th", Server: "jobs", Toolset: triple}, boom)
+	}()
+	waitFor(t, func() bool {
+		ts, _ := st.List(context.Background(), Query{User: "u"})
+		return len(ts) == 1 && ts[0].Status == StatusFailed && strings.Contains(ts[0].Error, "submit did not complete")
+	})
+}
