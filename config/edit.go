@@ -290,7 +290,7 @@ func SetEnabled(data []byte, filename, server string, enabled bool) ([]byte, err
 // render writes a document as indented JSON.
 func render(root *rawdoc.Node) []byte {
 	var buf bytes.Buffer
-	_ = json.Indent(&buf, root.JSON(), "", "  ") // rawJSON is valid JSON
+	_ = json.Indent(&buf, root.JSON(), "", "  ") // root.JSON() is valid JSON
 	buf.WriteByte('\n')
 	return buf.Bytes()
 }

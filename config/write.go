@@ -87,18 +87,14 @@ func writeTarget(path string) (string, fs.FileMode, error) {
 	return target, mode, nil
 }
 
-// fillTemp writes data to the temp file, sets its mode, syncs and closes
-// it (closing it on failure too).
+// fillTemp sets the temp file's mode, writes data, syncs and closes it
+// (closing it on failure too).
 func fillTemp(tmp *os.File, data []byte, mode fs.FileMode) error {
-	_, err := tmp.Write(data)
-	if err == nil {
-		err = tmp.Chmod(mode)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if err != nil {
+	if err := tmp.Chmod(mode); err != nil {
 		_ = tmp.Close()
+		return err
+	}
+	if err := writeSync(tmp, data); err != nil {
 		return err
 	}
 	return tmp.Close()

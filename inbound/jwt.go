@@ -86,8 +86,8 @@ const (
 )
 
 // key returns the signing key kid names (the only key, for no kid),
-// refetching the set when it is stale or, within the refetch gap, when it
-// lacks the key.
+// refetching the set when it is stale or, at most once per refetchGap,
+// when it lacks the key.
 func (c *keyCache) key(ctx context.Context, kid string) (*jose.JSONWebKey, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
