@@ -410,12 +410,12 @@ func (d *direct) cancelUpstream(id []byte) {
 func (d *direct) respond(id json.RawMessage, result json.RawMessage, err error) {
 	var body []byte
 	if err != nil {
-		code, msg := int64(-32603), err.Error()
+		code, msg, data := int64(-32603), err.Error(), json.RawMessage(nil)
 		var we *wire.Error
 		if errors.As(err, &we) {
-			code, msg = we.Code, we.Message
+			code, msg, data = we.Code, we.Message, we.Data
 		}
-		body = wire.AppendError(nil, id, code, msg, nil)
+		body = wire.AppendError(nil, id, code, msg, data)
 	} else {
 		body = wire.AppendResult(nil, id, result)
 	}

@@ -47,7 +47,11 @@ func (u *Upstream) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			u.onNotification(c, method, params)
 			return nil, nil
 		}
-		rctx, stop := mergeCancel(c.ctxOr(context.WithoutCancel(ctx)), ctx)
+		base := c.callCtx()
+		if base == nil {
+			base = context.WithoutCancel(ctx)
+		}
+		rctx, stop := mergeCancel(base, ctx)
 		raw, err := u.answer(rctx, c, method, params)
 		stop()
 		if err != nil {

@@ -10,6 +10,7 @@ package modernreq
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -24,6 +25,8 @@ const Version = "2026-07-28"
 // params with the _meta triple, and the standard headers.
 type Request struct {
 	meta json.RawMessage // the _meta triple's members, without braces
+	// metaKeys is meta decoded, for merge to copy; never nil.
+	metaKeys map[string]json.RawMessage
 	// annotations, when set, are the server's x-mcp-header bindings.
 	annotations *atomic.Pointer[paramheader.Index]
 }
@@ -35,10 +38,13 @@ func New(caps string, annotations *atomic.Pointer[paramheader.Index]) *Request {
 	if caps == "" {
 		caps = "{}"
 	}
-	return &Request{meta: json.RawMessage(`"io.modelcontextprotocol/protocolVersion":"` + Version + `",` +
+	meta := `"io.modelcontextprotocol/protocolVersion":"` + Version + `",` +
 		`"io.modelcontextprotocol/clientInfo":{"name":"mcp-mux","version":"1"},` +
 		`"io.modelcontextprotocol/logLevel":"debug",` +
-		`"io.modelcontextprotocol/clientCapabilities":` + caps), annotations: annotations}
+		`"io.modelcontextprotocol/clientCapabilities":` + caps
+	keys := map[string]json.RawMessage{}
+	_ = json.Unmarshal([]byte("{"+meta+"}"), &keys)
+	return &Request{meta: json.RawMessage(meta), metaKeys: keys, annotations: annotations}
 }
 
 // Params returns params with the _meta triple added (keys the params
@@ -75,8 +81,7 @@ func (m *Request) merge(params []byte) []byte {
 	if json.Unmarshal(params, &p) != nil {
 		return params
 	}
-	meta := map[string]json.RawMessage{}
-	_ = json.Unmarshal([]byte("{"+string(m.meta)+"}"), &meta)
+	meta := maps.Clone(m.metaKeys)
 	var own map[string]json.RawMessage
 	if json.Unmarshal(p["_meta"], &own) == nil {
 		for k, v := range own {
