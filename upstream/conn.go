@@ -263,7 +263,7 @@ func (d *dialing) adopt(cs *mcp.ClientSession, transport mcp.Transport, hdr http
 		v := cs.InitializeResult().ProtocolVersion
 		u.era.Store(&v)
 		c.direct = &direct{url: u.opts.URL, client: u.http, header: hdr, sessionID: cs.ID(),
-			protocol: v, maxEvent: maxFrame, async: &u.async}
+			protocol: v, maxEvent: stdioproc.MaxFrame, async: &u.async}
 		if v >= VersionModern {
 			c.direct.modern = modernreq.New(sessionCaps(c.key, d.control), &u.annotations)
 		}
@@ -304,7 +304,7 @@ func (c *conn) alive() bool {
 // with err provably did not reach the server: the session was gone (a
 // dead stdio process, an expired HTTP session) or the request never left.
 func (c *conn) notRun(err error, start time.Time) bool {
-	return errors.Is(err, errSessionMissing) || errors.Is(err, mcp.ErrSessionMissing) || errors.Is(err, errNotSent) ||
+	return errors.Is(err, errSessionMissing) || errors.Is(err, mcp.ErrSessionMissing) || errors.Is(err, rawconn.ErrNotSent) ||
 		(c.proc != nil && c.proc.ExitedBefore(start))
 }
 

@@ -46,15 +46,6 @@ type direct struct {
 
 var reqBuffers wire.Buffers
 
-// errNotSent marks a request that never left mcp-mux, so retrying it on a
-// new session cannot run it twice: one mark for every transport (rawconn's
-// for stdio and SSE).
-var errNotSent = rawconn.ErrNotSent
-
-// maxFrame bounds one message of an HTTP server: a JSON response or one
-// event (a stdio server's line has the same bound, in stdioproc).
-const maxFrame = 16 << 20
-
 // call sends one request and returns its raw result. A JSON-RPC error from the
 // upstream is returned as *wire.Error.
 // Notifications and requests the server sends on the call's stream go to
@@ -136,9 +127,9 @@ func (d *direct) noteLatest(extra http.Header) {
 
 // send posts the request of call id. At most once: a request that never
 // made it onto the wire (refused connection, a dead keep-alive connection)
-// fails with errNotSent and may be retried elsewhere; once written, it may
-// have run, and a lost answer is an error. A request the caller abandoned
-// is cancelled upstream.
+// fails with rawconn.ErrNotSent (the one mark for every transport) and may
+// be retried elsewhere; once written, it may have run, and a lost answer is
+// an error. A request the caller abandoned is cancelled upstream.
 func (d *direct) send(ctx context.Context, req *http.Request, id []byte) (*http.Response, error) {
 	var wrote atomic.Bool
 	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
@@ -156,7 +147,7 @@ func (d *direct) send(ctx context.Context, req *http.Request, id []byte) (*http.
 		d.cancelUpstream(id)
 		return nil, ctx.Err()
 	case !wrote.Load():
-		return nil, errors.Join(errNotSent, err)
+		return nil, errors.Join(rawconn.ErrNotSent, err)
 	}
 	return nil, err
 }
@@ -339,7 +330,7 @@ func (d *direct) readEvents(er *eventstream.Reader, id []byte, onMessage func(*w
 		if m.IsResponse() && bytes.Equal(m.ID, id) {
 			return d.result(&m, id)
 		}
-		forward(&m, onMessage)
+		passOn(&m, onMessage)
 	}
 }
 
@@ -352,9 +343,9 @@ func streamEnd(err error) error {
 	return nil
 }
 
-// forward hands a copy of a server's request or notification m to
+// passOn hands a copy of a server's request or notification m to
 // onMessage, if any; responses to other ids are dropped.
-func forward(m *wire.Message, onMessage func(*wire.Message)) {
+func passOn(m *wire.Message, onMessage func(*wire.Message)) {
 	if m.Method != "" && onMessage != nil {
 		msg := *m
 		onMessage(&msg)

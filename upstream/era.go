@@ -8,6 +8,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/upstream/modernreq"
+	"github.com/mcp-mux/mcp-mux/upstream/stdioproc"
 )
 
 // Protocol eras of an upstream.
@@ -74,7 +75,7 @@ func sessionEra(v string) string {
 // (neither a result, a JSON-RPC error nor an HTTP status).
 func (d *dialing) probeHTTP(hdr http.Header) (v string, answered bool) {
 	u := d.u
-	pd := &direct{url: u.opts.URL, client: u.http, header: hdr, protocol: VersionModern, maxEvent: maxFrame,
+	pd := &direct{url: u.opts.URL, client: u.http, header: hdr, protocol: VersionModern, maxEvent: stdioproc.MaxFrame,
 		async: &u.async, modern: modernreq.New(discoveryCapsJSON(), nil)}
 	raw, err := pd.call(d.connCtx, "server/discover", []byte("{}"), nil, func(*wire.Message) {})
 	switch {

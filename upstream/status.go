@@ -29,22 +29,7 @@ func (u *Upstream) Transport() string { return u.opts.Transport }
 
 // Processes returns the number of running stdio server processes behind
 // this upstream's open sessions (the discovery session's included).
-func (u *Upstream) Processes() int {
-	u.conns.mu.Lock()
-	defer u.conns.mu.Unlock()
-	n := 0
-	for _, c := range u.conns.m {
-		if c.proc == nil {
-			continue
-		}
-		select {
-		case <-c.proc.Exited():
-		default:
-			n++
-		}
-	}
-	return n
-}
+func (u *Upstream) Processes() int { return u.conns.liveProcesses() }
 
 // Reconnects returns how many times a session with the server was
 // re-established after it ended: the discovery session, and call sessions

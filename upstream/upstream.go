@@ -433,6 +433,25 @@ func (t *connTable) of(cs *mcp.ClientSession) *conn {
 	return t.m[cs]
 }
 
+// liveProcesses counts the sessions whose stdio server process has not
+// exited.
+func (t *connTable) liveProcesses() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, c := range t.m {
+		if c.proc == nil {
+			continue
+		}
+		select {
+		case <-c.proc.Exited():
+		default:
+			n++
+		}
+	}
+	return n
+}
+
 // staticHeaders adds a session's headers to every SDK request: the ones its
 // context carries (the credentials of whoever opened it), else the static ones.
 type staticHeaders struct {

@@ -64,7 +64,7 @@ type Index map[string]Headers
 // duplicated, too many, too deep): the tool then gets none, as the SDK
 // client would not list it at all.
 func (ix *Index) Add(name string, tool json.RawMessage) bool {
-	h, ok := Read(tool)
+	h, ok := read(tool)
 	if len(h) == 0 {
 		return ok
 	}
@@ -82,9 +82,9 @@ type schemaProp struct {
 	Properties map[string]schemaProp `json:"properties"`
 }
 
-// Read reads the bindings of one tool object (its JSON as listed); false
+// read reads the bindings of one tool object (its JSON as listed); false
 // when its annotations are invalid.
-func Read(tool json.RawMessage) (Headers, bool) {
+func read(tool json.RawMessage) (Headers, bool) {
 	var head struct {
 		InputSchema schemaProp `json:"inputSchema"`
 	}
@@ -102,7 +102,7 @@ func Read(tool json.RawMessage) (Headers, bool) {
 // tool whose annotations are invalid has none, as mcp-mux then sends its
 // upstream none either.
 func ForTool(tool json.RawMessage) Headers {
-	h, _ := Read(tool)
+	h, _ := read(tool)
 	return h
 }
 

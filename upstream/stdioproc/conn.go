@@ -26,7 +26,7 @@ import (
 
 // readLines sends every JSON line of r (a copy, without surrounding space)
 // on out, and closes out when r ends. Lines that do not start like JSON (a
-// banner), lines over maxFrame bytes and, after stop is closed, everything,
+// banner), lines over MaxFrame bytes and, after stop is closed, everything,
 // are discarded. Skipped lines are logged without their content.
 func readLines(r io.Reader, out chan<- []byte, stop <-chan struct{}, log *rateLog) {
 	defer close(out)
@@ -43,15 +43,15 @@ func readLines(r io.Reader, out chan<- []byte, stop <-chan struct{}, log *rateLo
 	}
 }
 
-// framer cuts stdout into lines, leaving out those over maxFrame.
+// framer cuts stdout into lines, leaving out those over MaxFrame.
 type framer struct {
 	br       *bufio.Reader
 	log      *rateLog
 	long     []byte // a line longer than br's buffer, so far
-	skipping bool   // inside a line over maxFrame
+	skipping bool   // inside a line over MaxFrame
 }
 
-// next returns the next line (nil for one over maxFrame; it may end
+// next returns the next line (nil for one over MaxFrame; it may end
 // without a newline at the end of the stream) and the read error that
 // ended it, if any.
 func (f *framer) next() ([]byte, error) {
@@ -73,10 +73,10 @@ func (f *framer) next() ([]byte, error) {
 }
 
 // grow adds a full buffer's chunk to the long line being read, or starts
-// skipping that line once it passes maxFrame.
+// skipping that line once it passes MaxFrame.
 func (f *framer) grow(chunk []byte) {
-	if !f.skipping && len(f.long)+len(chunk) > maxFrame {
-		f.log.Warn("skipping a stdout line longer than the frame limit", "limit_bytes", maxFrame)
+	if !f.skipping && len(f.long)+len(chunk) > MaxFrame {
+		f.log.Warn("skipping a stdout line longer than the frame limit", "limit_bytes", MaxFrame)
 		f.long, f.skipping = nil, true
 	}
 	if !f.skipping {

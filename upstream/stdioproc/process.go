@@ -31,9 +31,11 @@ var baseEnv = []string{"HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG
 const (
 	stdinGrace = 2 * time.Second // time to exit after stdin closes
 	termGrace  = 2 * time.Second // time to exit after SIGTERM
-	// maxFrame bounds one stdout line (one JSON-RPC message).
-	maxFrame = 16 << 20
 )
+
+// MaxFrame bounds one message of a server: a stdout line of a stdio server
+// (one JSON-RPC message), and over HTTP a JSON response or one event.
+const MaxFrame = 16 << 20
 
 // Options say how to start a server's process.
 type Options struct {
@@ -63,7 +65,6 @@ type Process struct {
 
 	mu       sync.Mutex
 	exitedAt time.Time
-	waitErr  error
 }
 
 // Start starts the server's process, its stderr going to stderr (nil
@@ -135,9 +136,9 @@ func pipes(cmd *exec.Cmd) (io.WriteCloser, io.ReadCloser, error) {
 
 // wait records the process's exit and then kills what is left of its group.
 func (p *Process) wait() {
-	err := p.cmd.Wait()
+	_ = p.cmd.Wait()
 	p.mu.Lock()
-	p.exitedAt, p.waitErr = time.Now(), err
+	p.exitedAt = time.Now()
 	p.mu.Unlock()
 	// Grandchildren may outlive the leader (the supervisor has killed
 	// them already); the group dies with it, before Stop (and so Close)
