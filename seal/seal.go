@@ -26,7 +26,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -63,11 +62,10 @@ var ErrIntegrity = errors.New("failed its integrity check (tampered, of an older
 // Sealer seals and opens tokens, each purpose under its own key derived
 // from one secret. It is safe for concurrent use.
 type Sealer struct {
-	key    []byte
-	state  cipher.AEAD      // requestStates
-	tasks  cipher.AEAD      // namespaced task ids
-	tokens sync.Map         // Purpose.Label -> cipher.AEAD of generic tokens
-	now    func() time.Time // the clock expiries are stamped and checked by
+	key   []byte
+	state cipher.AEAD      // requestStates
+	tasks cipher.AEAD      // namespaced task ids
+	now   func() time.Time // the clock expiries are stamped and checked by
 }
 
 // New returns a Sealer under key, or under a fresh random key when key is
@@ -224,11 +222,21 @@ func (s *Sealer) OpenTaskID(id, user string) (server, remote string, ok bool) {
 	return ref.Server, ref.Remote, true
 }
 
-// Purpose names a kind of generic token: Label derives its key (distinct
-// purposes need distinct labels) and Prefix starts its tokens.
+// Purpose seals and opens the generic tokens of one kind: its own key,
+// derived once by Sealer.Purpose, and the prefix that starts its tokens.
+// It is safe for concurrent use.
 type Purpose struct {
-	Label  string
-	Prefix string
+	s      *Sealer // its clock
+	prefix string
+	aead   cipher.AEAD
+}
+
+// Purpose returns the purpose of generic tokens that start with prefix,
+// keyed under tokenLabel || label (distinct purposes need distinct labels;
+// the namespace keeps every label from deriving a requestState's or a task
+// id's key). It derives the key: call it once per purpose and keep it.
+func (s *Sealer) Purpose(label, prefix string) *Purpose {
+	return &Purpose{s: s, prefix: prefix, aead: deriveAEAD(s.key, tokenLabel+label)}
 }
 
 // token is the sealed content of a generic token.
@@ -238,44 +246,35 @@ type token struct {
 	Data    []byte `json:"d,omitempty"`
 }
 
-// SealToken returns an unguessable token of purpose p carrying data for
-// caller, valid for ttl (forever when ttl <= 0). Two tokens of the same
-// content differ.
-func (s *Sealer) SealToken(p Purpose, caller string, data []byte, ttl time.Duration) string {
+// Seal returns an unguessable token of purpose p carrying data for caller,
+// valid for ttl (forever when ttl <= 0). Two tokens of the same content
+// differ.
+func (p *Purpose) Seal(caller string, data []byte, ttl time.Duration) string {
 	t := token{Caller: caller, Data: data}
 	if ttl > 0 {
-		t.Expires = s.now().Add(ttl).Unix()
+		t.Expires = p.s.now().Add(ttl).Unix()
 	}
 	pt, _ := json.Marshal(t) // a string, an int and bytes: cannot fail
-	return sealText(s.purpose(p), p.Prefix, pt)
+	return sealText(p.aead, p.prefix, pt)
 }
 
-// OpenToken returns the data of a token of purpose p, if it is intact,
-// unexpired and was sealed for caller.
-func (s *Sealer) OpenToken(p Purpose, tok, caller string) ([]byte, error) {
-	sealed, ok := strings.CutPrefix(tok, p.Prefix)
+// Open returns the data of a token of purpose p, if it is intact, unexpired
+// and was sealed for caller.
+func (p *Purpose) Open(tok, caller string) ([]byte, error) {
+	sealed, ok := strings.CutPrefix(tok, p.prefix)
 	if !ok || len(tok) > MaxStateLen {
 		return nil, fmt.Errorf("token %w", ErrIntegrity)
 	}
-	pt, ok := openText(s.purpose(p), p.Prefix, sealed)
+	pt, ok := openText(p.aead, p.prefix, sealed)
 	var t token
 	if !ok || json.Unmarshal(pt, &t) != nil {
 		return nil, fmt.Errorf("token %w", ErrIntegrity)
 	}
 	switch {
-	case t.Expires != 0 && s.now().Unix() > t.Expires:
+	case t.Expires != 0 && p.s.now().Unix() > t.Expires:
 		return nil, errors.New("token has expired")
 	case t.Caller != caller:
 		return nil, errors.New("token was issued to another caller")
 	}
 	return t.Data, nil
-}
-
-// purpose is p's AEAD, derived on first use under tokenLabel || p.Label.
-func (s *Sealer) purpose(p Purpose) cipher.AEAD {
-	if a, ok := s.tokens.Load(p.Label); ok {
-		return a.(cipher.AEAD)
-	}
-	a, _ := s.tokens.LoadOrStore(p.Label, deriveAEAD(s.key, tokenLabel+p.Label))
-	return a.(cipher.AEAD)
 }

@@ -150,51 +150,57 @@ func FuzzOpenTaskID(f *testing.F) {
 	})
 }
 
-// sessions is a generic purpose, as the shared-session issue will use one.
-var sessions = Purpose{Label: "mcp-mux session id v1", Prefix: "mux-sess-"}
+// sessionsLabel and sessionsPrefix make a generic purpose, as the
+// shared-session issue will use one.
+const (
+	sessionsLabel  = "mcp-mux session id v1"
+	sessionsPrefix = "mux-sess-"
+)
 
 func TestToken(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	s := New(strings.Repeat("k", 32))
 	s.now = func() time.Time { return now }
-	tok := s.SealToken(sessions, "alice", []byte("session-7f3a9c1e55"), time.Hour)
-	if !strings.HasPrefix(tok, sessions.Prefix) || strings.Contains(tok, "alice") || strings.Contains(tok, "session-7f3a9c1e55") {
+	sessions := s.Purpose(sessionsLabel, sessionsPrefix)
+	tok := sessions.Seal("alice", []byte("session-7f3a9c1e55"), time.Hour)
+	if !strings.HasPrefix(tok, sessionsPrefix) || strings.Contains(tok, "alice") || strings.Contains(tok, "session-7f3a9c1e55") {
 		t.Fatalf("token %q", tok)
 	}
-	if d, err := s.OpenToken(sessions, tok, "alice"); err != nil || string(d) != "session-7f3a9c1e55" {
+	if d, err := sessions.Open(tok, "alice"); err != nil || string(d) != "session-7f3a9c1e55" {
 		t.Fatalf("open: %q %v", d, err)
 	}
-	if again := s.SealToken(sessions, "alice", []byte("session-7f3a9c1e55"), time.Hour); again == tok {
+	if again := sessions.Seal("alice", []byte("session-7f3a9c1e55"), time.Hour); again == tok {
 		t.Error("two seals of one token are equal: the nonce is not fresh")
 	}
-	other := Purpose{Label: "mcp-mux other v1", Prefix: sessions.Prefix}
+	if d, err := s.Purpose(sessionsLabel, sessionsPrefix).Open(tok, "alice"); err != nil || string(d) != "session-7f3a9c1e55" {
+		t.Errorf("open by the same purpose derived again: %q %v", d, err)
+	}
 	for name, c := range map[string]struct {
-		s        *Sealer
-		p        Purpose
+		p        *Purpose
 		tok, who string
 		want     string
 	}{
-		"other caller":  {s, sessions, tok, "bob", "another caller"},
-		"other key":     {New(strings.Repeat("x", 32)), sessions, tok, "alice", "integrity"},
-		"other purpose": {s, other, tok, "alice", "integrity"},
-		"other prefix":  {s, Purpose{Label: sessions.Label, Prefix: "x-"}, "x-" + strings.TrimPrefix(tok, sessions.Prefix), "alice", "integrity"},
-		"no prefix":     {s, sessions, strings.TrimPrefix(tok, sessions.Prefix), "alice", "integrity"},
-		"flipped":       {s, sessions, flipLast(tok), "alice", "integrity"},
-		"truncated":     {s, sessions, tok[:len(tok)-4], "alice", "integrity"},
-		"too long":      {s, sessions, sessions.Prefix + strings.Repeat("A", MaxStateLen), "alice", "integrity"},
-		"task id":       {s, Purpose{Label: taskLabel, Prefix: TaskIDPrefix}, s.SealTaskID("alice", "db", "x"), "alice", "integrity"},
-		"state":         {s, Purpose{Label: stateLabel, Prefix: statePrefix}, s.SealState(State{Caller: "alice"}), "alice", "integrity"},
+		"other caller":  {sessions, tok, "bob", "another caller"},
+		"other key":     {New(strings.Repeat("x", 32)).Purpose(sessionsLabel, sessionsPrefix), tok, "alice", "integrity"},
+		"other purpose": {s.Purpose("mcp-mux other v1", sessionsPrefix), tok, "alice", "integrity"},
+		"other prefix":  {s.Purpose(sessionsLabel, "x-"), "x-" + strings.TrimPrefix(tok, sessionsPrefix), "alice", "integrity"},
+		"no prefix":     {sessions, strings.TrimPrefix(tok, sessionsPrefix), "alice", "integrity"},
+		"flipped":       {sessions, flipLast(tok), "alice", "integrity"},
+		"truncated":     {sessions, tok[:len(tok)-4], "alice", "integrity"},
+		"too long":      {sessions, sessionsPrefix + strings.Repeat("A", MaxStateLen), "alice", "integrity"},
+		"task id":       {s.Purpose(taskLabel, TaskIDPrefix), s.SealTaskID("alice", "db", "x"), "alice", "integrity"},
+		"state":         {s.Purpose(stateLabel, statePrefix), s.SealState(State{Caller: "alice"}), "alice", "integrity"},
 	} {
-		if _, err := c.s.OpenToken(c.p, c.tok, c.who); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := c.p.Open(c.tok, c.who); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error with %q", name, err, c.want)
 		}
 	}
-	forever := s.SealToken(sessions, "alice", nil, 0)
+	forever := sessions.Seal("alice", nil, 0)
 	now = now.Add(time.Hour + time.Second)
-	if _, err := s.OpenToken(sessions, tok, "alice"); err == nil || !strings.Contains(err.Error(), "expired") {
+	if _, err := sessions.Open(tok, "alice"); err == nil || !strings.Contains(err.Error(), "expired") {
 		t.Errorf("expired: %v", err)
 	}
-	if d, err := s.OpenToken(sessions, forever, "alice"); err != nil || len(d) != 0 {
+	if d, err := sessions.Open(forever, "alice"); err != nil || len(d) != 0 {
 		t.Errorf("a token without ttl: %q %v", d, err)
 	}
 }
@@ -202,14 +208,14 @@ func TestToken(t *testing.T) {
 // FuzzOpenToken: a client's token never crashes the opener, and only a
 // sealed one opens, to its own data.
 func FuzzOpenToken(f *testing.F) {
-	s := New(strings.Repeat("k", 32))
-	f.Add(s.SealToken(sessions, "alice", []byte("d"), 0))
-	f.Add(s.SealToken(sessions, "alice", []byte("d"), time.Hour))
-	f.Add(sessions.Prefix)
-	f.Add(sessions.Prefix + "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")
+	sessions := New(strings.Repeat("k", 32)).Purpose(sessionsLabel, sessionsPrefix)
+	f.Add(sessions.Seal("alice", []byte("d"), 0))
+	f.Add(sessions.Seal("alice", []byte("d"), time.Hour))
+	f.Add(sessionsPrefix)
+	f.Add(sessionsPrefix + "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")
 	f.Add("")
 	f.Fuzz(func(t *testing.T, tok string) {
-		if d, err := s.OpenToken(sessions, tok, "alice"); err == nil && !bytes.Equal(d, []byte("d")) {
+		if d, err := sessions.Open(tok, "alice"); err == nil && !bytes.Equal(d, []byte("d")) {
 			t.Fatalf("forged token %q opened to %q", tok, d)
 		}
 	})
