@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/yosida95/uritemplate/v3"
 
+	"github.com/mcp-mux/mcp-mux/subscriptions"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
@@ -16,8 +17,9 @@ import (
 
 // MaxResourceURI bounds the bytes of a resource URI that is matched against
 // the templates (matching costs about 2 µs a byte per template); a longer
-// URI routes only by an exact listed URI.
-const MaxResourceURI = 8 << 10
+// URI routes only by an exact listed URI. It is the bound on a subscribed
+// URI.
+const MaxResourceURI = subscriptions.MaxURI
 
 // PromptRoute is one visible prompt and the server that owns it.
 type PromptRoute[S any] struct {

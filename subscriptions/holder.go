@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/mcp-mux/mcp-mux/admission"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
 
@@ -52,7 +53,7 @@ func (h *Holder) Has(uri string) bool {
 // with h.mu held.
 func (h *Holder) take(uri string) error {
 	if len(h.uris) >= MaxPerHolder {
-		return &wire.Error{Code: codeLimit, Message: fmt.Sprintf(
+		return &wire.Error{Code: admission.CodeLimit, Message: fmt.Sprintf(
 			"this session holds %d resource subscriptions, the most mcp-mux allows per session; unsubscribe from one first", len(h.uris))}
 	}
 	if h.uris == nil {

@@ -12,6 +12,7 @@
 package subscriptions
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -27,11 +28,12 @@ const (
 	// MaxPerHolder bounds the resource URIs one downstream session (or one
 	// listen stream) subscribes to.
 	MaxPerHolder = 256
-	// MaxURI bounds the bytes of one subscribed resource URI.
+	// MaxURI bounds the bytes of one subscribed resource URI (and of one
+	// resource URI catalog matches against the templates).
 	MaxURI = 8 << 10
-	// codeLimit is the JSON-RPC error code of a request refused by a bound,
-	// as for mcp-mux's other bounds (implementation-defined server error).
-	codeLimit = -32000
+	// DefaultUnsubscribeTimeout is Options.UnsubscribeTimeout when it is
+	// zero.
+	DefaultUnsubscribeTimeout = 10 * time.Second
 )
 
 // Upstream is the server a subscription is held on: one per URI and
@@ -46,7 +48,8 @@ type Upstream interface {
 // Options configure a Registry.
 type Options struct {
 	// UnsubscribeTimeout bounds the unsubscribe of a URI nobody holds any
-	// more, whether or not the context of the call that released it is done.
+	// more, whether or not the context of the call that released it is done
+	// (DefaultUnsubscribeTimeout when zero).
 	UnsubscribeTimeout time.Duration
 }
 
@@ -59,6 +62,7 @@ type Registry struct {
 
 // New returns an empty Registry.
 func New(opts Options) *Registry {
+	opts.UnsubscribeTimeout = cmp.Or(opts.UnsubscribeTimeout, DefaultUnsubscribeTimeout)
 	return &Registry{opts: opts, tables: make(map[string]*table)}
 }
 
@@ -176,9 +180,15 @@ func (s *Registry) UnsubscribeAll(ctx context.Context, h *Holder) error {
 	return errors.Join(errs...)
 }
 
-// Holders is how many holders hold uri on server.
+// Holders is how many holders hold uri on server (0 for a server without
+// a table, which it does not make).
 func (s *Registry) Holders(server, uri string) int {
-	t := s.table(server)
+	s.mu.Lock()
+	t := s.tables[server]
+	s.mu.Unlock()
+	if t == nil {
+		return 0
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if e := t.uris[uri]; e != nil {

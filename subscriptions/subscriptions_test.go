@@ -152,3 +152,40 @@ func hasMessage(err error, code int64, msg string) bool {
 	var e *wire.Error
 	return errors.As(err, &e) && e.Code == code && e.Message == msg
 }
+
+// A zero UnsubscribeTimeout is the default, not an already expired
+// unsubscribe; Holders reads without making a table.
+func TestOptionsDefaultAndHoldersReadOnly(t *testing.T) {
+	ctx := context.Background()
+	r := New(Options{})
+	if r.opts.UnsubscribeTimeout != DefaultUnsubscribeTimeout {
+		t.Fatalf("UnsubscribeTimeout %v, want %v", r.opts.UnsubscribeTimeout, DefaultUnsubscribeTimeout)
+	}
+	if n := r.Holders("nobody", "file:///x"); n != 0 || len(r.tables) != 0 {
+		t.Fatalf("Holders of an unknown server: %d, and %d tables made", n, len(r.tables))
+	}
+	up := &deadlineUpstream{}
+	var h Holder
+	if err := r.Subscribe(ctx, &h, "srv", up, "file:///x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Unsubscribe(ctx, &h, "file:///x"); err != nil {
+		t.Fatalf("unsubscribe with the default timeout: %v", err)
+	}
+	if up.left <= 0 {
+		t.Fatalf("the unsubscribe had %v left", up.left)
+	}
+}
+
+// deadlineUpstream records the time an unsubscribe had left, and fails one
+// whose context is done.
+type deadlineUpstream struct{ left time.Duration }
+
+func (d *deadlineUpstream) Subscribe(ctx context.Context, _ string, on bool) error {
+	if !on {
+		if dl, ok := ctx.Deadline(); ok {
+			d.left = time.Until(dl)
+		}
+	}
+	return ctx.Err()
+}

@@ -60,11 +60,11 @@ func eachMember(data []byte, fn func(name []byte, end int) bool) bool {
 			i = end
 		case '{', '[':
 			m.depth++
-			m.comma()
+			m.keyNext()
 		case '}', ']':
 			m.depth--
 		case ',':
-			m.comma()
+			m.keyNext()
 		}
 	}
 	return m.depth == 0
@@ -76,9 +76,10 @@ type memberScan struct {
 	key   bool // the next string at depth 1 is a member name
 }
 
-// comma notes a '{' or ',' that makes the next string at depth 1 a
-// member name.
-func (m *memberScan) comma() {
+// keyNext notes a bracket or comma just passed: at depth 1 (the object's
+// own '{' or a ',' between its members) the next string is a member name.
+// An inner '[' or '{' (depth 2 and deeper) leaves the key flag as it is.
+func (m *memberScan) keyNext() {
 	if m.depth == 1 {
 		m.key = true
 	}
