@@ -32,24 +32,19 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		}
 		if name := rt.Config.Inbound.SecretsHeader; name != "" && r.Header.Get(name) != "" {
 			if _, err := headers.ParseSecrets(name, r.Header.Get(name)); err != nil {
-				writeRPCError(w, http.StatusBadRequest, requestID(r), -32602, err.Error())
+				mcpwire.WriteError(w, http.StatusBadRequest, requestID(r), -32602, err.Error(), nil)
 				return
 			}
 		}
 		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
 			if st := s.sessions.byIDGet(sid); st != nil && st.User != user {
-				writeRPCError(w, http.StatusForbidden, requestID(r), -32600, "this session belongs to another user")
+				mcpwire.WriteError(w, http.StatusForbidden, requestID(r), -32600, "this session belongs to another user", nil)
 				return
 			}
 		}
 		r.Header.Set(callpath.UserHeader, user)
 		next.ServeHTTP(w, r)
 	})
-}
-
-// writeRPCError answers with a JSON-RPC error for the request id (nil: null).
-func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code int64, msg string) {
-	mcpwire.WriteError(w, status, id, code, msg, nil)
 }
 
 // requestID returns the id of the JSON-RPC request a refused POST carried, or

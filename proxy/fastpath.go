@@ -26,7 +26,7 @@ import (
 // tools/list bytes as one SSE event, as the SDK sends them), and nothing else
 // is allocated per call. A call with a progress token takes this path too:
 // the first progress, log message or server-to-client request upgrades its
-// response to an event stream (see fastSink), and the client's answers to
+// response to an event stream (see callpath.FastSink), and the client's answers to
 // such requests are taken here. 2026-07-28 requests go to their own fast path
 // (package modern: modern.Handler.Serve, fast or through the SDK); every
 // other message (initialize, notifications, GET streams, batches) goes to the
@@ -43,7 +43,7 @@ func (s *Server) mcpHandler() http.Handler {
 		r.Header.Del(requestHeader)
 		switch r.Method {
 		case http.MethodPost:
-			bp, sh := s.readBody(w, r)
+			bp, sh := s.bodies.Read(w, r)
 			if bp == nil {
 				return
 			}
@@ -56,7 +56,7 @@ func (s *Server) mcpHandler() http.Handler {
 				s.modern.Serve(w, r, body, sh)
 				return
 			}
-			release, ok := s.admitSession(w, r, body)
+			release, ok := s.sessions.slots.Admit(w, r, body, &s.rt.Load().Config.Inbound, callpath.User(r.Header), s.log)
 			if !ok {
 				return
 			}

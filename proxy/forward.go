@@ -25,8 +25,7 @@ var _ upstream.Handler = (*forwarder)(nil)
 
 // ServerNotification delivers an upstream's notification to the call or
 // sessions it belongs to.
-func (f *forwarder) ServerNotification(ctx context.Context, key upstream.Key, method string, params json.RawMessage) {
-	s := f
+func (s *forwarder) ServerNotification(ctx context.Context, key upstream.Key, method string, params json.RawMessage) {
 	switch method {
 	case "notifications/progress":
 		// The upstream session delivers it only with its call's context (callpath/sink.go).
@@ -57,8 +56,7 @@ func (f *forwarder) ServerNotification(ctx context.Context, key upstream.Key, me
 
 // ServerRequest forwards an upstream's request to the client of the call
 // (or else of a session) it belongs to.
-func (f *forwarder) ServerRequest(ctx context.Context, key upstream.Key, method string, params json.RawMessage) (json.RawMessage, error) {
-	s := f
+func (s *forwarder) ServerRequest(ctx context.Context, key upstream.Key, method string, params json.RawMessage) (json.RawMessage, error) {
 	if k := callpath.SinkFrom(ctx); k != nil {
 		return k.Request(ctx, method, params)
 	}

@@ -11,8 +11,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcp-mux/mcp-mux/admission"
-	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 )
 
@@ -35,8 +33,6 @@ const (
 	defaultBodyTimeout     = 30 * time.Second
 	defaultIdleConnTimeout = 2 * time.Minute
 	defaultMaxSessionCalls = 64
-	// codeLimit is the JSON-RPC error code of a request refused by a bound.
-	codeLimit = admission.CodeLimit
 )
 
 // requestHeader carries, from mcpHandler to the receiving middleware, the
@@ -44,23 +40,6 @@ const (
 // hands handlers each request's headers but a context of the session's.
 // mcpHandler removes any copy a client sent.
 const requestHeader = "Mcp-Mux-Internal-Request"
-
-// bounds returns the caps and shares of the config applied now.
-func (s *Server) bounds() admission.Bounds { return admission.Of(&s.rt.Load().Config.Inbound) }
-
-// admitSession refuses a POST that would open a session past the bounds
-// (admission.Sessions.Admit); the caller calls release when it is served.
-func (s *Server) admitSession(w http.ResponseWriter, r *http.Request, body []byte) (release func(), ok bool) {
-	return s.sessions.slots.Admit(w, r, body, &s.rt.Load().Config.Inbound, callpath.User(r.Header), s.log)
-}
-
-// readBody reads and checks a /mcp POST body (admission.Bodies.Read).
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (*[]byte, wire.Shape) {
-	return s.bodies.Read(w, r)
-}
-
-// limitBody gives the body of r its read deadline (admission.Bodies.Limit).
-func (s *Server) limitBody(w http.ResponseWriter, r *http.Request) { s.bodies.Limit(w, r) }
 
 // requestTable maps the handles mcpHandler gives SDK-path HTTP requests to
 // their contexts.
@@ -112,7 +91,7 @@ func (t *requestTable) scope(ctx context.Context, req mcp.Request) (context.Cont
 // HTTPServer returns an http.Server for Handler with mcp-mux's connection
 // bounds: request headers within 10 seconds and 64 KiB, keep-alive
 // connections closed after IdleConnTimeout without a request. Bodies have
-// their own deadline (BodyTimeout, set per request by readBody) and there is
+// their own deadline (BodyTimeout, set per request by admission.Bodies.Read) and there is
 // no write timeout: a response stream lasts as long as its call.
 func (s *Server) HTTPServer() *http.Server {
 	return &http.Server{

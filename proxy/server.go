@@ -134,7 +134,7 @@ func New(opts Options) *Server {
 	s.refs = newRuntimeRefs(opts.DrainTimeout, s.log)
 	s.metrics = newMetrics(s)
 	s.panics = panicguard.New(s.log, s.metrics.reg)
-	s.subs = subscriptions.New(subscriptions.Options{UnsubscribeTimeout: notifyTimeout})
+	s.subs = subscriptions.New(subscriptions.Options{UnsubscribeTimeout: callpath.NotifyTimeout})
 	s.bodies = admission.NewBodies(admission.BodyOptions{Max: callpath.MaxBody, Timeout: opts.BodyTimeout, Buffers: &s.buffers, Log: s.log})
 	s.reloads.register(s.metrics.reg)
 	// The SDK's capabilities gate nothing mcp-mux relies on: initialize and
@@ -152,7 +152,7 @@ func New(opts Options) *Server {
 	s.sdk.AddReceivingMiddleware(s.recv.middleware)
 	// Added last, so outermost: a handler's panic is its request's error (internal/panicguard).
 	s.sdk.AddReceivingMiddleware(s.panics.Middleware)
-	// Idle sessions are closed by reapSessions, which also sees fast-path calls.
+	// Idle sessions are closed by sessionTable.reap, which also sees fast-path calls.
 	// Host checks happen in authenticate (originPolicy), for every path.
 	s.mcp = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.sdk },
 		&mcp.StreamableHTTPOptions{DisableLocalhostProtection: true})

@@ -129,28 +129,7 @@ func (t *sessionTable) end(ss *mcp.ServerSession, st *callpath.Session) {
 // notify sends one notification to one session: on the stream of the
 // request whose handler context ctx is, else on the standalone stream.
 func (t *sessionTable) notify(ctx context.Context, ss *mcp.ServerSession, method string, params mcp.Params) {
-	if t.send == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, notifyTimeout)
-	defer cancel()
-	var req mcp.Request
-	switch method {
-	case "notifications/tools/list_changed":
-		req = &mcp.ServerRequest[*mcp.ToolListChangedParams]{Session: ss, Params: &mcp.ToolListChangedParams{}}
-	case "notifications/prompts/list_changed":
-		req = &mcp.ServerRequest[*mcp.PromptListChangedParams]{Session: ss, Params: &mcp.PromptListChangedParams{}}
-	case "notifications/resources/list_changed":
-		req = &mcp.ServerRequest[*mcp.ResourceListChangedParams]{Session: ss, Params: &mcp.ResourceListChangedParams{}}
-	case "notifications/resources/updated":
-		p, _ := params.(*mcp.ResourceUpdatedNotificationParams)
-		req = &mcp.ServerRequest[*mcp.ResourceUpdatedNotificationParams]{Session: ss, Params: p}
-	default:
-		return
-	}
-	if _, err := t.send(ctx, method, req); err != nil {
-		t.log.Debug("notification not delivered", "method", method, "session", ss.ID(), "err", err)
-	}
+	callpath.Notify(ctx, t.send, ss, method, params, t.log)
 }
 
 // close ends a downstream session: its requests in flight are
@@ -187,9 +166,6 @@ func (t *sessionTable) reap(ctx context.Context) {
 		}
 	}
 }
-
-// notifyTimeout bounds sending one notification to a client.
-const notifyTimeout = callpath.NotifyTimeout
 
 // withKey returns the downstream sessions that called upstreams as key.
 func (t *sessionTable) withKey(key upstream.Key) []*callpath.Session {

@@ -145,7 +145,7 @@ func adminAuthorized(rt *callpath.Runtime, r *http.Request) bool {
 func (s *Server) GuardHosts(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Every route passes here, so the body deadline starts here too (limits.go).
-		s.limitBody(w, r)
+		s.bodies.Limit(w, r)
 		if err := s.rt.Load().Origins.Check(r); err != nil {
 			http.Error(w, "Forbidden: "+err.Error(), http.StatusForbidden)
 			return

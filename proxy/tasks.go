@@ -27,7 +27,7 @@ import (
 // A task-enabled server's status and cancel tools are left out of the
 // catalog; its submit tool keeps its name and schema, gets DeerFlow's
 // contract appended to its description (package catalog), and a call to it
-// goes through taskpoll.Service.Submit (callTool's one hook: submitTask).
+// goes through taskpoll.Service.Submit (callpath.Router.CallTool's one hook: submitTask).
 // The built-in tools list_background_tasks, cancel_background_task and
 // get_background_task are catalog routes without a server. Each task is the
 // resource mux://tasks/{task_id}; every task event, from whichever replica
@@ -102,7 +102,7 @@ func (s *taskBridge) event(e taskpoll.Event) {
 		}
 		s.bg.Go(func() {
 			defer s.panics.Catch(panicguard.Task, nil)
-			ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), callpath.NotifyTimeout)
 			defer cancel()
 			if owner {
 				callpath.DeliverNotification(ctx, st, "notifications/message", msg)
@@ -122,8 +122,7 @@ type taskCaller struct {
 // CallTool runs a task tool with the server's own credentials only (static
 // headers and OAuth, never a request's secrets), on the task's (user,
 // thread) scope, retrying once after a 401 with a refreshed token.
-func (c *taskCaller) CallTool(ctx context.Context, call taskpoll.Call) (_ json.RawMessage, err error) {
-	s := c
+func (s *taskCaller) CallTool(ctx context.Context, call taskpoll.Call) (_ json.RawMessage, err error) {
 	defer s.panics.Catch(panicguard.Task, &err) // the poller's goroutine (internal/panicguard)
 	b := s.rt.Load().ByName[call.Server]
 	if b == nil {

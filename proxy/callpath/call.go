@@ -84,7 +84,7 @@ func (s *Router) CallTool(ctx context.Context, st *Session, e Era, k Sink, key u
 	} else {
 		raw, err = call(ctx)
 		if err == nil {
-			raw, err = e.PassTask(rt.States, st.User, r, raw) // a server's own task (era.passTask)
+			raw, err = e.PassTask(rt.States, st.User, r, raw) // a server's own task (Era.PassTask)
 		}
 	}
 	if err == nil {
@@ -173,14 +173,14 @@ func (s *Router) Forward(ctx context.Context, st *Session, e Era, h http.Header,
 		res, err = e.Fulfil(ctx, k, raw, res, send)
 	}
 	if err != nil {
-		return nil, s.RPCError(ctx, b, method, err)
+		return nil, s.rpcError(ctx, b, method, err)
 	}
 	return &mcpwire.RawResult{Raw: res}, nil
 }
 
-// RPCError passes an upstream JSON-RPC error through and turns anything else
+// rpcError passes an upstream JSON-RPC error through and turns anything else
 // into an internal error that names the server.
-func (s *Router) RPCError(ctx context.Context, b *Backend, what string, err error) error {
+func (s *Router) rpcError(ctx context.Context, b *Backend, what string, err error) error {
 	var rpcErr *wire.Error
 	if errors.As(err, &rpcErr) {
 		return &jsonrpc.Error{Code: rpcErr.Code, Message: rpcErr.Message, Data: rpcErr.Data}

@@ -138,7 +138,7 @@ func (s *Router) resource(ctx context.Context, r request) (mcp.Result, error) {
 		return s.Forward(ctx, r.st, r.e, HeaderOf(r.req), b, r.method, r.req.GetParams())
 	}
 	if err := s.Subscribe(ctx, r.st, b, uri, r.method == "resources/subscribe"); err != nil {
-		return nil, s.RPCError(ctx, b, r.method, err)
+		return nil, s.rpcError(ctx, b, r.method, err)
 	}
 	return &mcpwire.RawResult{Raw: json.RawMessage(`{}`)}, nil
 }

@@ -2,7 +2,7 @@ package callpath
 
 // Multi-round-trip requests (2026-07-28): what both eras read of an
 // upstream's input_required, and a legacy client's live fulfilment of it
-// (the 2026-07-28 bridges are package proxy's).
+// (the 2026-07-28 bridges are package modern's).
 
 import (
 	"bytes"

@@ -8,13 +8,14 @@
 // the task service.
 //
 // What differs between the eras is the Era a caller passes with each
-// request: LegacyEra here, the 2026-07-28 one in package proxy.
+// request: LegacyEra here, the 2026-07-28 one in package modern.
 package callpath
 
 import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -28,9 +29,7 @@ import (
 )
 
 // NotifyTimeout bounds sending one notification to a client.
-const NotifyTimeout = notifyTimeout
-
-const notifyTimeout = 10 * time.Second
+const NotifyTimeout = 10 * time.Second
 
 // Options configure a Router.
 type Options struct {
@@ -89,4 +88,27 @@ func (s *Router) enter() *Runtime {
 func (s *Router) GuardedCall(ctx context.Context, st *Session, e Era, k Sink, key upstream.Key, h http.Header, name string, args, meta json.RawMessage) (_ json.RawMessage, err error) {
 	defer s.panics.Catch(panicguard.HTTP, &err)
 	return s.CallTool(ctx, st, e, k, key, h, name, args, meta)
+}
+
+// MaxBody bounds a /mcp request body, as the SDK's default MaxRequestBodyBytes.
+const MaxBody = 4 << 20
+
+// AcceptsBoth mirrors the SDK's Accept check for POSTs: the client takes
+// both JSON and event streams.
+func AcceptsBoth(values []string) bool {
+	var jsonOK, streamOK bool
+	for _, v := range values {
+		for _, raw := range strings.Split(v, ",") {
+			base, _, _ := strings.Cut(strings.TrimSpace(raw), ";")
+			switch strings.ToLower(strings.TrimSpace(base)) {
+			case "application/json", "application/*":
+				jsonOK = true
+			case "text/event-stream", "text/*":
+				streamOK = true
+			case "*/*":
+				jsonOK, streamOK = true, true
+			}
+		}
+	}
+	return jsonOK && streamOK
 }

@@ -113,15 +113,15 @@ func (r *ResolverRef) Unauthorized(sent http.Header) {
 }
 
 // The catalog (package catalog) as this package uses it: routes lead to a
-// *backend.
+// *Backend.
 type (
-	// muxCatalog is the aggregated catalog of one runtime.
+	// Catalog is the aggregated catalog of one runtime.
 	Catalog = catalog.Catalog[*Backend]
-	// route is one visible tool and where calls to it go.
+	// Route is one visible tool and where calls to it go.
 	Route = catalog.Route[*Backend]
-	// promotions are the deferred tools one session promoted.
+	// Promotions are the deferred tools one session promoted.
 	Promotions = catalog.Promotions[*Backend]
-	// catalogPolicy is what a runtime's catalogs take from its config.
+	// CatalogPolicy is what a runtime's catalogs take from its config.
 	CatalogPolicy = catalog.Policy
 )
 

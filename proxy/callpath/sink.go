@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -298,27 +297,4 @@ func (f *FastSink) Event(resp []byte) {
 	defer f.mu.Unlock()
 	_ = f.writeLocked(resp)
 	f.done = true
-}
-
-// MaxBody bounds a /mcp request body, as the SDK's default MaxRequestBodyBytes.
-const MaxBody = 4 << 20
-
-// AcceptsBoth mirrors the SDK's Accept check for POSTs: the client takes
-// both JSON and event streams.
-func AcceptsBoth(values []string) bool {
-	var jsonOK, streamOK bool
-	for _, v := range values {
-		for _, raw := range strings.Split(v, ",") {
-			base, _, _ := strings.Cut(strings.TrimSpace(raw), ";")
-			switch strings.ToLower(strings.TrimSpace(base)) {
-			case "application/json", "application/*":
-				jsonOK = true
-			case "text/event-stream", "text/*":
-				streamOK = true
-			case "*/*":
-				jsonOK, streamOK = true, true
-			}
-		}
-	}
-	return jsonOK && streamOK
 }

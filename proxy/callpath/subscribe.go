@@ -34,7 +34,7 @@ func (s *Router) Subscribe(ctx context.Context, st *Session, b *Backend, uri str
 
 // DropSubscriptions releases a closed session's subscriptions.
 func (s *Router) DropSubscriptions(st *Session) {
-	ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), NotifyTimeout)
 	defer cancel()
 	if err := s.subs.UnsubscribeAll(ctx, &st.Subs); err != nil {
 		s.log.Debug("upstream unsubscribe failed", "err", err)

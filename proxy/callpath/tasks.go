@@ -15,7 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// submitTask is callTool's hook for a submit tool: run is the ordinary
+// submitTask is CallTool's hook for a submit tool: run is the ordinary
 // forwarding of the call (interceptors included). The task is DeerFlow's
 // tool result, or for a caller with the tasks extension CreateTaskResult.
 func (s *Router) submitTask(ctx context.Context, st *Session, e Era, key upstream.Key, r *Route, run func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {

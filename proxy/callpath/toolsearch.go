@@ -4,12 +4,13 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // tool_search as the MCP surface serves it: package catalog matches the
 // query and renders the result; the caller's era promotes what was
-// returned (era.promote: a session does, a sessionless request does not)
+// returned (Era.Promote: a session does, a sessionless request does not)
 // and the caller is sent notifications/tools/list_changed when that
 // changed its tools/list.
 
@@ -25,18 +26,39 @@ func (s *Router) toolSearch(ctx context.Context, st *Session, e Era, k Sink, cat
 // notifyToolsChanged tells only the calling session that its tools/list
 // changed, on the call's own stream, before the result.
 func notifyToolsChanged(ctx context.Context, s *Router, st *Session, k Sink) {
-	if f, ok := k.(*FastSink); ok {
-		f.Notify("notifications/tools/list_changed", json.RawMessage(`{}`))
-		return
-	}
-	if st.Send == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, notifyTimeout)
-	defer cancel()
 	const method = "notifications/tools/list_changed"
-	req := &mcp.ServerRequest[*mcp.ToolListChangedParams]{Session: st.SS, Params: &mcp.ToolListChangedParams{}}
-	if _, err := st.Send(ctx, method, req); err != nil {
-		s.log.Debug("notification not delivered", "method", method, "session", st.SS.ID(), "err", err)
+	if f, ok := k.(*FastSink); ok {
+		f.Notify(method, json.RawMessage(`{}`))
+		return
+	}
+	Notify(ctx, st.Send, st.SS, method, nil, s.log)
+}
+
+// Notify sends one notification to one SDK session through send (the SDK's
+// sending handler): on the stream of the request whose handler context ctx
+// is, else on the standalone stream; within NotifyTimeout. Methods other
+// than the list_changed ones and resources/updated are not sent.
+func Notify(ctx context.Context, send mcp.MethodHandler, ss *mcp.ServerSession, method string, params mcp.Params, log hclog.Logger) {
+	if send == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, NotifyTimeout)
+	defer cancel()
+	var req mcp.Request
+	switch method {
+	case "notifications/tools/list_changed":
+		req = &mcp.ServerRequest[*mcp.ToolListChangedParams]{Session: ss, Params: &mcp.ToolListChangedParams{}}
+	case "notifications/prompts/list_changed":
+		req = &mcp.ServerRequest[*mcp.PromptListChangedParams]{Session: ss, Params: &mcp.PromptListChangedParams{}}
+	case "notifications/resources/list_changed":
+		req = &mcp.ServerRequest[*mcp.ResourceListChangedParams]{Session: ss, Params: &mcp.ResourceListChangedParams{}}
+	case "notifications/resources/updated":
+		p, _ := params.(*mcp.ResourceUpdatedNotificationParams)
+		req = &mcp.ServerRequest[*mcp.ResourceUpdatedNotificationParams]{Session: ss, Params: p}
+	default:
+		return
+	}
+	if _, err := send(ctx, method, req); err != nil {
+		log.Debug("notification not delivered", "method", method, "session", ss.ID(), "err", err)
 	}
 }

@@ -26,7 +26,7 @@ import (
 // templates) is served here, from the raw body,
 // before go-sdk's stateless handler (which would build a throwaway session
 // per request and decode every message with its 32 KiB decoders). The call
-// takes the same route as on the SDK path — callTool with a session built
+// takes the same route as on the SDK path — Router.CallTool with a session built
 // from the request (user, declared capabilities, log level), so header
 // resolution, guardrails, interceptors, Mcp-Param-* checks and the raw
 // name upstream are those of every call — and the upstream's raw result is
@@ -350,7 +350,7 @@ func validateCaps(caps, info json.RawMessage) *clientCaps {
 }
 
 // modernSink is a fast-path call's sink: notifications on the request's
-// stream (fastSink), and requests answered as a bridged call answers
+// stream (callpath.FastSink), and requests answered as a bridged call answers
 // those the client cannot serve.
 type modernSink struct{ *callpath.FastSink }
 

@@ -65,8 +65,8 @@ func refuseRepeatedHeader(w http.ResponseWriter, r *http.Request, body []byte) b
 	if k == "" {
 		return false
 	}
-	writeRPCError(w, http.StatusBadRequest, wire.TopLevelID(body), codeHeaderMismatch,
-		"the "+k+" header is sent more than once; send it exactly once")
+	mcpwire.WriteError(w, http.StatusBadRequest, wire.TopLevelID(body), codeHeaderMismatch,
+		"the "+k+" header is sent more than once; send it exactly once", nil)
 	return true
 }
 
@@ -89,11 +89,6 @@ func (s *Handler) refuseParamMismatch(w http.ResponseWriter, r *http.Request, id
 	if !errors.As(err, &we) {
 		we = &wire.Error{Code: codeHeaderMismatch, Message: err.Error()}
 	}
-	writeRPCError(w, http.StatusBadRequest, id, we.Code, we.Message)
+	mcpwire.WriteError(w, http.StatusBadRequest, id, we.Code, we.Message, nil)
 	return true
-}
-
-// writeRPCError answers with a JSON-RPC error for the request id (nil: null).
-func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code int64, msg string) {
-	mcpwire.WriteError(w, status, id, code, msg, nil)
 }

@@ -22,7 +22,7 @@ import (
 //
 // One endpoint serves both protocol eras. go-sdk serves 2026-07-28 only from
 // a stateless handler and legacy sessions only from a stateful one, so
-// modernRequest routes each POST before either sees it: a 2026-07-28
+// Is routes each POST before either sees it: a 2026-07-28
 // MCP-Protocol-Version header (or, without one, a body whose _meta names a
 // protocol version) goes to the stateless handler; initialize, an
 // Mcp-Session-Id, GET and DELETE go to the stateful one, as before.

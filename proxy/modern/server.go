@@ -18,16 +18,14 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcp-mux/mcp-mux/admission"
 	"github.com/mcp-mux/mcp-mux/internal/panicguard"
-	"github.com/mcp-mux/mcp-mux/internal/reqid"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/seal"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
 )
 
-// Options configure a Server.
+// Options configure a Handler.
 type Options struct {
 	Log hclog.Logger
 	// SDK is the mcp.Server both eras share; Send is its sending handler.
@@ -115,9 +113,3 @@ func (s *Handler) SetParkTTL(d time.Duration) {
 	s.bridge.parked.ttl = d
 	s.bridge.parked.mu.Unlock()
 }
-
-// bounds returns the caps and shares of the config applied now.
-func (s *Handler) bounds() admission.Bounds { return admission.Of(&s.rt.Load().Config.Inbound) }
-
-// logFor is the logger for a line about the request ctx belongs to.
-func (s *Handler) logFor(ctx context.Context) hclog.Logger { return reqid.Logger(ctx, s.log) }

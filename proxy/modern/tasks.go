@@ -155,7 +155,7 @@ func upstreamTasks(up *upstream.Upstream) bool {
 	return ok
 }
 
-// passTask is callTool's hook for a 2026-07-28 caller (Era): a
+// passTask is Router.CallTool's hook for a 2026-07-28 caller (Era): a
 // server's CreateTaskResult gets its namespaced task id, sealed with states
 // for user, and one the caller did not ask for (it declared no extension,
 // tasksExt false) is refused.
@@ -367,10 +367,10 @@ func (s *Handler) serveTaskRequest(w http.ResponseWriter, r *http.Request, m *wi
 		name := r.Header.Get("Mcp-Name")
 		switch {
 		case name == "":
-			writeRPCError(w, http.StatusBadRequest, m.ID, codeHeaderMismatch, "missing required Mcp-Name header for method "+m.Method)
+			mcpwire.WriteError(w, http.StatusBadRequest, m.ID, codeHeaderMismatch, "missing required Mcp-Name header for method "+m.Method, nil)
 			return true
 		case p.TaskID != nil && name != *p.TaskID:
-			writeRPCError(w, http.StatusBadRequest, m.ID, codeHeaderMismatch, "header mismatch: the Mcp-Name header does not match params.taskId")
+			mcpwire.WriteError(w, http.StatusBadRequest, m.ID, codeHeaderMismatch, "header mismatch: the Mcp-Name header does not match params.taskId", nil)
 			return true
 		}
 	case "subscriptions/listen":

@@ -39,13 +39,13 @@ func (s *listens) checkTaskListen(w http.ResponseWriter, r *http.Request, m *wir
 	}
 	switch v := r.Header.Get("Mcp-Protocol-Version"); {
 	case v == "":
-		writeRPCError(w, http.StatusBadRequest, m.ID, codeHeaderMismatch, "missing MCP-Protocol-Version header")
+		mcpwire.WriteError(w, http.StatusBadRequest, m.ID, codeHeaderMismatch, "missing MCP-Protocol-Version header", nil)
 		return listenDone
 	case v != version:
-		writeRPCError(w, http.StatusBadRequest, m.ID, codeHeaderMismatch, "header mismatch: MCP-Protocol-Version does not match _meta's protocol version")
+		mcpwire.WriteError(w, http.StatusBadRequest, m.ID, codeHeaderMismatch, "header mismatch: MCP-Protocol-Version does not match _meta's protocol version", nil)
 		return listenDone
 	case r.Header.Get("Mcp-Method") != m.Method:
-		writeRPCError(w, http.StatusBadRequest, m.ID, codeHeaderMismatch, "header mismatch: the Mcp-Method header does not match the body's method")
+		mcpwire.WriteError(w, http.StatusBadRequest, m.ID, codeHeaderMismatch, "header mismatch: the Mcp-Method header does not match the body's method", nil)
 		return listenDone
 	}
 	var caps struct {
