@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
 
 // A server that never answers the notifications/cancelled of an abandoned
@@ -81,4 +83,22 @@ func TestCloseCutsBackgroundPostsShort(t *testing.T) {
 	go func() { _ = u.Close(); close(closed) }()
 	wait(closed, "Close, while a post to a hung server was pending")
 	wait(cut, "the server to see the post abandoned")
+}
+
+// A server request answered with an error reaches an HTTP server with the
+// error's code, message and data, as on the stdio/SSE and SDK paths.
+func TestRespondKeepsErrorData(t *testing.T) {
+	got := make(chan []byte, 1)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- b
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer ts.Close()
+	d := &direct{url: ts.URL, client: ts.Client(), header: http.Header{}, async: &background{}}
+	d.respond(json.RawMessage(`"s-1"`), nil, fmt.Errorf("elicitation: %w", &wire.Error{Code: -32042, Message: "no", Data: json.RawMessage(`{"x":[1]}`)}))
+	want := `{"jsonrpc":"2.0","id":"s-1","error":{"code":-32042,"message":"no","data":{"x":[1]}}}`
+	if b := <-got; string(bytes.TrimSpace(b)) != want {
+		t.Fatalf("posted %s, want %s", b, want)
+	}
 }
