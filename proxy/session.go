@@ -31,10 +31,14 @@ type sessionTable struct {
 	log   hclog.Logger
 }
 
-// add registers st, turning the admission slot token (if any) into it.
-func (t *sessionTable) add(st *callpath.Session, token string) {
+// add registers st, turning the admission slot token (if any) into it, and
+// reports whether it did (false: another open of the same SDK session did).
+func (t *sessionTable) add(st *callpath.Session, token string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.m[st.SS] != nil {
+		return false // a concurrent open of the same session won: count it once
+	}
 	t.slots.Open(st.User, token)
 	if t.byID == nil {
 		t.byID = make(map[string]*callpath.Session)
@@ -43,6 +47,7 @@ func (t *sessionTable) add(st *callpath.Session, token string) {
 	if st.ID != "" {
 		t.byID[st.ID] = st
 	}
+	return true
 }
 
 func (t *sessionTable) get(ss *mcp.ServerSession) *callpath.Session {
@@ -100,10 +105,16 @@ func (t *sessionTable) open(ss *mcp.ServerSession, user, token string) *callpath
 	}
 	st.Start()
 	st.Touch()
+	added := false
 	opened := t.gate.Exclusive(func() {
-		t.add(st, token)
-		t.wg.Go(func() { t.end(ss, st) })
+		if added = t.add(st, token); added {
+			t.wg.Go(func() { t.end(ss, st) })
+		}
 	})
+	if opened && !added { // the admission slot is released when the request is served
+		st.Cancel()
+		return t.get(ss)
+	}
 	if !opened {
 		st.Cancel()
 		_ = ss.Close()
