@@ -178,13 +178,48 @@ func (c *Config) parseMuxBlocks(root *rawdoc.Node) []Problem {
 	return f.problems
 }
 
-// parseGuardrails reads the "guardrails" block.
+// allowlistProvider is DeerFlow's built-in guardrail provider, the one
+// "guardrails.provider.use" may name: its lists are mcp-mux's.
+const allowlistProvider = "deerflow.guardrails.builtin:AllowlistProvider"
+
+// parseGuardrails reads the "guardrails" block: the flat lists, or
+// DeerFlow's form with the lists under provider.config. "passport"
+// (DeerFlow's agent id for providers) is accepted; the lists do not use it.
 func (c *Config) parseGuardrails(o *object) {
 	g := &c.Guardrails
 	g.Enabled = o.boolean("enabled", g.Enabled)
 	g.FailClosed = o.boolean("fail_closed", g.FailClosed)
+	o.str("passport", "")
 	g.AllowedTools = o.strList("allowed_tools")
 	g.DeniedTools = o.strList("denied_tools")
+	p := objectAt(o.take("provider"), o.field("provider"), o.f)
+	if p == nil {
+		return
+	}
+	if use := p.str("use", allowlistProvider); use != allowlistProvider {
+		o.f.problem(p.field("use"), "mcp-mux has only the built-in allow/deny lists (%s); '%s' is not available", allowlistProvider, use)
+	}
+	if pc := objectAt(p.take("config"), p.field("config"), o.f); pc != nil {
+		providerList(o, pc, "allowed_tools", &g.AllowedTools)
+		providerList(o, pc, "denied_tools", &g.DeniedTools)
+		pc.rejectUnknown()
+	}
+	p.rejectUnknown()
+}
+
+// providerList reads one list of guardrails.provider.config into dst,
+// which the flat form of the block may have set already.
+func providerList(o, pc *object, key string, dst *[]string) {
+	if !pc.has(key) {
+		pc.take(key)
+		return
+	}
+	if o.has(key) {
+		o.f.problem(pc.field(key), "%s is also set at %s; set it in one place", key, o.field(key))
+		pc.take(key)
+		return
+	}
+	*dst = pc.strList(key)
 }
 
 // parseToolSearch reads the "tool_search" block; auto_promote_top_k is

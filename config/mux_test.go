@@ -173,3 +173,44 @@ func TestMuxProblemsDoNotHideServerProblems(t *testing.T) {
 		t.Fatalf("err %v cfg %+v", err, cfg)
 	}
 }
+
+// TestGuardrailsProviderForm: DeerFlow's documented guardrail form
+// (guardrails.enabled + provider.use + provider.config.denied_tools, from
+// its MCP server doc) loads as the same lists as the flat form, in JSON
+// and YAML.
+func TestGuardrailsProviderForm(t *testing.T) {
+	want := Guardrails{Enabled: true, FailClosed: true, DeniedTools: []string{"openviking_forget"}}
+	cfg := mustLoad(t, `{"guardrails": {"enabled": true, "provider": {"use": "deerflow.guardrails.builtin:AllowlistProvider",
+		"config": {"denied_tools": ["openviking_forget"]}}}}`, nil)
+	if !reflect.DeepEqual(cfg.Guardrails, want) {
+		t.Errorf("JSON provider form: guardrails = %+v, want %+v", cfg.Guardrails, want)
+	}
+	yaml, err := load(t, "config.yaml", "guardrails:\n  enabled: true\n  passport: agent-7\n  provider:\n    use: deerflow.guardrails.builtin:AllowlistProvider\n    config:\n      denied_tools: [\"openviking_forget\"]\n      allowed_tools: [\"a\", \"openviking_forget\"]\n", nil)
+	if err != nil {
+		t.Fatalf("YAML provider form: %v", err)
+	}
+	want.AllowedTools = []string{"a", "openviking_forget"}
+	if !reflect.DeepEqual(yaml.Guardrails, want) {
+		t.Errorf("YAML provider form: guardrails = %+v, want %+v", yaml.Guardrails, want)
+	}
+}
+
+// TestGuardrailsProviderProblems: a provider mcp-mux does not have, or the
+// lists given twice, fail the load with a message naming the field.
+func TestGuardrailsProviderProblems(t *testing.T) {
+	for content, want := range map[string]string{
+		`{"guardrails": {"provider": {"use": "my.module:Custom"}}}`: "guardrails.provider.use: mcp-mux has only the built-in allow/deny lists (deerflow.guardrails.builtin:AllowlistProvider); 'my.module:Custom' is not available",
+		`{"guardrails": {"denied_tools": ["a"], "provider": {"config": {"denied_tools": ["b"]}}}}`: "guardrails.provider.config.denied_tools: denied_tools is also set at guardrails.denied_tools; set it in one place",
+		`{"guardrails": {"provider": {"config": {"max": 1}}}}`:                                     "guardrails.provider.config.max: unknown key",
+		`{"guardrails": {"provider": {"use": "deerflow.guardrails.builtin:AllowlistProvider", "kwargs": {}}}}`: "guardrails.provider.kwargs: unknown key",
+	} {
+		_, err := load(t, "c.json", content, nil)
+		var got []string
+		for _, p := range Problems(err) {
+			got = append(got, p.Error())
+		}
+		if len(got) != 1 || got[0] != want {
+			t.Errorf("%s:\n got %q\nwant %q", content, got, want)
+		}
+	}
+}

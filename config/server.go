@@ -583,7 +583,7 @@ func contextHeaderOK(name string, v *rawdoc.Node, path string, f *findings) bool
 		f.problem(path, "headers_from_context.headers must not contain a blank header name")
 		return false
 	case v.Kind != rawdoc.String || strings.TrimSpace(v.Value) == "":
-		f.problem(join(path, name), "headers_from_context.headers[%s] must name a non-blank secret key from config.context.secrets", quote(name))
+		f.problem(join(path, name), "headers_from_context.headers[%s] must name a non-blank key of the request's secrets (the inbound.secrets_header object)", quote(name))
 		return false
 	}
 	if err := headercheck.CheckName(name); err != nil {

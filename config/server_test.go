@@ -188,9 +188,9 @@ func TestHeadersFromContext(t *testing.T) {
 			[]string{"headers_from_context.headers: headers_from_context.headers maps the same HTTP header under two spellings ('X-Tenant' and 'x-tenant'); header names are case-insensitive, so keep only one"}},
 		{"blank name", `{"headers": {" ": "a"}}`, []string{"headers_from_context.headers: headers_from_context.headers must not contain a blank header name"}},
 		{"blank key", `{"headers": {"X-A": " "}}`,
-			[]string{"headers_from_context.headers.X-A: headers_from_context.headers['X-A'] must name a non-blank secret key from config.context.secrets"}},
+			[]string{"headers_from_context.headers.X-A: headers_from_context.headers['X-A'] must name a non-blank key of the request's secrets (the inbound.secrets_header object)"}},
 		{"non-string key", `{"headers": {"X-A": 5}}`,
-			[]string{"headers_from_context.headers.X-A: headers_from_context.headers['X-A'] must name a non-blank secret key from config.context.secrets"}},
+			[]string{"headers_from_context.headers.X-A: headers_from_context.headers['X-A'] must name a non-blank key of the request's secrets (the inbound.secrets_header object)"}},
 		{"bad on_missing", `{"on_missing": "allow"}`, []string{"headers_from_context.on_missing: must be one of 'deny' or 'passthrough'"}},
 	}
 	for _, tt := range tests {

@@ -53,6 +53,9 @@ type UserAuthOptions struct {
 type FromContextOptions struct {
 	Headers   map[string]string // header name → key in the secrets carrier
 	OnMissing string            // OnMissingDeny ("" too) or OnMissingPassthrough
+	// Carrier is the inbound request header the secrets arrive in
+	// (inbound.secrets_header), named in denials; "" = X-Mux-Secrets.
+	Carrier string
 }
 
 // DenyError is a call refused because of its credentials. Msg is safe to show
@@ -92,6 +95,7 @@ type userAuth struct {
 type fromContext struct {
 	mappings []mapping // sorted by header name
 	deny     bool
+	carrier  string // the inbound header of the secrets, for messages
 }
 
 // mapping sends the secret under key as the header named header.
@@ -193,7 +197,10 @@ func newFromContext(fc *FromContextOptions) (*fromContext, error) {
 	if err != nil {
 		return nil, fmt.Errorf("headers_from_context.%v", err)
 	}
-	m := &fromContext{deny: deny}
+	m := &fromContext{deny: deny, carrier: fc.Carrier}
+	if m.carrier == "" {
+		m.carrier = "X-Mux-Secrets"
+	}
 	seen := make(spellings, len(fc.Headers))
 	for _, name := range sortedKeys(fc.Headers) {
 		if err := checkMapping(name, fc.Headers[name], seen); err != nil {
@@ -217,7 +224,7 @@ func checkMapping(name, key string, seen spellings) error {
 		return fmt.Errorf("headers_from_context.headers maps the same HTTP header under two spellings ('%s' and '%s'); header names are case-insensitive, so keep only one", first, name)
 	}
 	if strings.TrimSpace(key) == "" {
-		return fmt.Errorf("headers_from_context.headers['%s'] must name a non-blank secret key from config.context.secrets", name)
+		return fmt.Errorf("headers_from_context.headers['%s'] must name a non-blank key of the request's secrets (the inbound.secrets_header object)", name)
 	}
 	return nil
 }
@@ -386,8 +393,8 @@ func (r *Resolver) addFromContext(s *headerSet, secrets map[string]string) error
 	}
 	if len(res.missing) > 0 && fc.deny {
 		return &DenyError{Msg: fmt.Sprintf("MCP server '%s' needs request-scoped credential(s) %s. "+
-			"Send them in config.context.secrets, or set this server's headers_from_context.on_missing to 'passthrough'.",
-			r.server, strings.Join(sortedUnique(res.missing), ", "))}
+			"Send them in the %s request header (a JSON object of key → value), or set this server's headers_from_context.on_missing to 'passthrough'.",
+			r.server, strings.Join(sortedUnique(res.missing), ", "), fc.carrier)}
 	}
 	for _, f := range res.fields {
 		s.set(f.name, f.value)
@@ -440,8 +447,8 @@ func (r *Resolver) illegalSecrets(illegal map[string]string) error {
 		parts[i] = fmt.Sprintf("'%s' %s", k, illegal[k])
 	}
 	return &DenyError{Msg: fmt.Sprintf("MCP server '%s' cannot send request-scoped credential(s) as HTTP header values: %s. "+
-		"Fix the value passed in config.context.secrets; a stray newline picked up when reading a token from a file is the usual cause.",
-		r.server, strings.Join(parts, "; "))}
+		"Fix the value passed in the %s request header; a stray newline picked up when reading a token from a file is the usual cause.",
+		r.server, strings.Join(parts, "; "), r.fromCtx.carrier)}
 }
 
 // start returns a headerSet holding the static headers.

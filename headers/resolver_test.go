@@ -73,7 +73,7 @@ func TestNewRejects(t *testing.T) {
 		{"ctx blank name", Options{FromContext: &FromContextOptions{Headers: map[string]string{" ": "k"}}},
 			"MCP server 'srv': headers_from_context.headers must not contain a blank header name"},
 		{"ctx blank key", Options{FromContext: &FromContextOptions{Headers: map[string]string{"X-Tenant": " "}}},
-			"MCP server 'srv': headers_from_context.headers['X-Tenant'] must name a non-blank secret key from config.context.secrets"},
+			"MCP server 'srv': headers_from_context.headers['X-Tenant'] must name a non-blank key of the request's secrets (the inbound.secrets_header object)"},
 		{"ctx two spellings", Options{FromContext: &FromContextOptions{Headers: map[string]string{"X-Tenant": "a", "x-tenant": "b"}}},
 			"MCP server 'srv': headers_from_context.headers maps the same HTTP header under two spellings ('X-Tenant' and 'x-tenant'); header names are case-insensitive, so keep only one"},
 		{"ctx on_missing", Options{FromContext: &FromContextOptions{Headers: map[string]string{"X": "k"}, OnMissing: "no"}}, "headers_from_context.on_missing"},
@@ -291,8 +291,8 @@ func TestFromContext(t *testing.T) {
 	ctx := context.Background()
 	static := map[string]string{"X-Tenant": "t-static"}
 	mappings := map[string]string{"X-Tenant": "tenant", "X-Api-Key": "api_key", "X-Region": "region"}
-	deny := mustNew(t, Options{Static: static, FromContext: &FromContextOptions{Headers: mappings}})
-	pass := mustNew(t, Options{Static: static, FromContext: &FromContextOptions{Headers: mappings, OnMissing: OnMissingPassthrough}})
+	deny := mustNew(t, Options{Static: static, FromContext: &FromContextOptions{Headers: mappings, Carrier: "X-Secrets"}})
+	pass := mustNew(t, Options{Static: static, FromContext: &FromContextOptions{Headers: mappings, OnMissing: OnMissingPassthrough, Carrier: "X-Secrets"}})
 
 	all := map[string]string{"tenant": "t1", "api_key": "k1", "region": "eu"}
 	h, err := deny.ForCall(ctx, "u", all)
@@ -302,7 +302,7 @@ func TestFromContext(t *testing.T) {
 	wantHeader(t, h, map[string]string{"X-Tenant": "t1", "X-Api-Key": "k1", "X-Region": "eu"})
 
 	wantMissing := "MCP server 'srv' needs request-scoped credential(s) api_key, tenant. " +
-		"Send them in config.context.secrets, or set this server's headers_from_context.on_missing to 'passthrough'."
+		"Send them in the X-Secrets request header (a JSON object of key → value), or set this server's headers_from_context.on_missing to 'passthrough'."
 	_, err = deny.ForCall(ctx, "u", map[string]string{"region": "eu", "tenant": ""})
 	wantDeny(t, err, wantMissing)
 
@@ -319,7 +319,7 @@ func TestFromContext(t *testing.T) {
 
 	wantIllegal := "MCP server 'srv' cannot send request-scoped credential(s) as HTTP header values: " +
 		"'api_key' contains a line break or another forbidden control character; 'tenant' has leading or trailing whitespace. " +
-		"Fix the value passed in config.context.secrets; a stray newline picked up when reading a token from a file is the usual cause."
+		"Fix the value passed in the X-Secrets request header; a stray newline picked up when reading a token from a file is the usual cause."
 	bad := map[string]string{"tenant": "t1 ", "api_key": "k1\n", "region": "eu"}
 	for _, r := range []*Resolver{deny, pass} {
 		_, err = r.ForCall(ctx, "u", bad)
@@ -329,7 +329,7 @@ func TestFromContext(t *testing.T) {
 	_, err = deny.ForCall(ctx, "u", map[string]string{"api_key": "k\u00e9"})
 	wantDeny(t, err, "MCP server 'srv' cannot send request-scoped credential(s) as HTTP header values: "+
 		"'api_key' contains characters outside ASCII. "+
-		"Fix the value passed in config.context.secrets; a stray newline picked up when reading a token from a file is the usual cause.")
+		"Fix the value passed in the X-Secrets request header; a stray newline picked up when reading a token from a file is the usual cause.")
 }
 
 func TestPerCaller(t *testing.T) {

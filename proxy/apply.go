@@ -97,7 +97,8 @@ func (s *Server) apply(cfg *config.Config, fresh bool) ([]config.Problem, error)
 	if err := ex.build(cfg); err != nil {
 		return nil, err
 	}
-	ex.run(reload.Plan(runningView(ex.old), cfg, reload.Options{Fresh: fresh, Refuse: s.refuse}))
+	refuse := func(running, next *config.Server) error { return s.refuse(running, next, fresh) }
+	ex.run(reload.Plan(runningView(ex.old), cfg, reload.Options{Fresh: fresh, Refuse: refuse}))
 	ex.swap()
 	return ex.problems, nil
 }
@@ -153,13 +154,14 @@ func runningView(rt *callpath.Runtime) []reload.Running {
 }
 
 // refuse is the plan's Refuse: the task rule (taskBridge.change), then
-// Options.ServerChange, on whether the running settings may become next
-// (nil: removed or disabled).
-func (s *Server) refuse(running, next *config.Server) error {
+// Options.ServerChange, on whether the running settings (nil: next is
+// added) may become next (nil: removed or disabled). ServerChange is asked
+// only where the server is reconnected, removed or disabled.
+func (s *Server) refuse(running, next *config.Server, fresh bool) error {
 	if err := s.durable.change(running, next); err != nil {
 		return err
 	}
-	if s.opts.ServerChange == nil {
+	if s.opts.ServerChange == nil || running == nil || next != nil && !fresh && running.Fingerprint() == next.Fingerprint() {
 		return nil
 	}
 	return s.opts.ServerChange(running, next)
@@ -170,7 +172,13 @@ func (ex *execution) run(actions []reload.Action) {
 	for i := range actions {
 		a := &actions[i]
 		switch a.Kind {
-		case reload.Skip, reload.Refuse:
+		case reload.Refuse:
+			if a.Prev < 0 { // an added server, left out
+				ex.problems = append(ex.problems, config.Problem{Server: a.Name, Message: a.Problem})
+				continue
+			}
+			ex.keepRunning(ex.old.Backends[a.Prev], a.Problem)
+		case reload.Skip:
 			ex.keepRunning(ex.old.Backends[a.Prev], a.Problem)
 		case reload.Keep, reload.Reconnect:
 			ex.connect(a)

@@ -522,7 +522,7 @@ func TestSecretsCarrier(t *testing.T) {
 		}
 		text, isErr := mustCall(t, ctx, cs, "ctx_headers", nil)
 		want := "MCP server 'ctx' needs request-scoped credential(s) " + c.missing +
-			". Send them in config.context.secrets, or set this server's headers_from_context.on_missing to 'passthrough'."
+			". Send them in the X-Mux-Secrets request header (a JSON object of key → value), or set this server's headers_from_context.on_missing to 'passthrough'."
 		if !isErr || text != want {
 			t.Errorf("secrets %q: isError=%v text=%q, want %q", c.secrets, isErr, text, want)
 		}
@@ -711,7 +711,7 @@ func TestIllegalHeaderValuesDenied(t *testing.T) {
 		ctx := withHeaders(bg, "X-Mux-Secrets", secretsJSON("tok", c.value, "other", "fine"))
 		text, isErr := mustCall(t, ctx, alice, "cx_headers", nil)
 		want := "MCP server 'cx' cannot send request-scoped credential(s) as HTTP header values: 'tok' " + c.reason +
-			". Fix the value passed in config.context.secrets; a stray newline picked up when reading a token from a file is the usual cause."
+			". Fix the value passed in the X-Mux-Secrets request header; a stray newline picked up when reading a token from a file is the usual cause."
 		if !isErr || text != want {
 			t.Errorf("secret %q: isError=%v text=%q, want %q", c.value, isErr, text, want)
 		}

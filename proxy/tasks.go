@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,6 +63,7 @@ func TaskStartupError(cfg *config.Config) error {
 type taskBridge struct {
 	svc      *taskpoll.Service // nil: durable tasks off
 	once     sync.Once
+	started  bool // the first Apply is done; under Server.applyMu
 	cancel   func() // ends the event subscription
 	log      hclog.Logger
 	panics   *panicguard.Guard
@@ -70,14 +72,37 @@ type taskBridge struct {
 	bg       *sync.WaitGroup
 }
 
-// change is Apply's rule for task-enabled servers: a running one keeps
-// its connection settings until a restart, since its tasks' polls depend on
-// them (removing or disabling it is allowed: its tasks then retry).
+// change is Apply's rule for task-enabled servers, DeerFlow's startup
+// snapshot: the servers with task_toolsets, their task_toolsets and their
+// connection settings are fixed until a restart, since their tasks' polls
+// depend on them. Removing or disabling a running task server is allowed
+// (its tasks then retry); giving a server task_toolsets, changing or
+// removing them, or changing a task server's connection settings is
+// refused for that server. Without durable tasks (mcp_tasks was off at
+// startup) a server with task_toolsets cannot run them at all.
 func (s *taskBridge) change(prev, next *config.Server) error {
-	if s.svc == nil || prev == nil || next == nil || len(prev.TaskToolsets) == 0 || prev.Fingerprint() == next.Fingerprint() {
+	if !s.started || next == nil || !next.Enabled || !hasTasks(prev) && !hasTasks(next) {
 		return nil
 	}
-	return fmt.Errorf("MCP task-enabled server configuration changed after mcp-mux started (%s); restart mcp-mux to apply it", prev.Name)
+	name := next.Name
+	switch {
+	case s.svc == nil:
+		return fmt.Errorf("MCP server '%s' has task_toolsets, but mcp_tasks was not enabled when mcp-mux started; restart mcp-mux to run durable tasks", name)
+	case prev == nil || !hasTasks(prev):
+		return fmt.Errorf("MCP server '%s' gained task_toolsets after mcp-mux started; restart mcp-mux to apply it", name)
+	case !hasTasks(next):
+		return fmt.Errorf("MCP task-enabled server '%s' lost its task_toolsets after mcp-mux started; restart mcp-mux to apply it", name)
+	case !slices.Equal(prev.TaskToolsets, next.TaskToolsets):
+		return fmt.Errorf("MCP task-enabled server '%s' changed its task_toolsets after mcp-mux started; restart mcp-mux to apply it", name)
+	case prev.Fingerprint() != next.Fingerprint():
+		return fmt.Errorf("MCP task-enabled server configuration changed after mcp-mux started (%s); restart mcp-mux to apply it", name)
+	}
+	return nil
+}
+
+// hasTasks reports whether sc is an enabled server with task_toolsets.
+func hasTasks(sc *config.Server) bool {
+	return sc != nil && sc.Enabled && len(sc.TaskToolsets) > 0
 }
 
 // event delivers one task event to this replica's sessions of its
@@ -182,7 +207,13 @@ func (s *Server) Authenticated(next func(w http.ResponseWriter, r *http.Request,
 // warnSettings logs when a reload changes the startup-only mcp_tasks or
 // store blocks.
 func (s *taskBridge) warnSettings(old, cfg *config.Config) {
-	if s.svc == nil || len(old.Servers) == 0 && old.Tasks == (config.Tasks{}) {
+	if len(old.Servers) == 0 && old.Tasks == (config.Tasks{}) {
+		return // the first Apply
+	}
+	if s.svc == nil {
+		if cfg.Tasks.Enabled {
+			s.log.Warn("mcp_tasks is read at startup only and was off then; restart mcp-mux to run durable tasks")
+		}
 		return
 	}
 	if old.Tasks != cfg.Tasks || old.Store.KeyPrefix != cfg.Store.KeyPrefix || old.Store.RedisURL.Reveal() != cfg.Store.RedisURL.Reveal() {
@@ -190,8 +221,10 @@ func (s *taskBridge) warnSettings(old, cfg *config.Config) {
 	}
 }
 
-// start starts the poller once, at the first Apply.
+// start starts the poller once, at the first Apply, and freezes the task
+// settings from then on.
 func (s *taskBridge) start() {
+	s.started = true
 	if s.svc != nil {
 		s.once.Do(s.svc.Start)
 	}

@@ -62,13 +62,14 @@ func eraOf(v string) string {
 // HeaderOptions returns a server's header rules (static headers, oauth,
 // user_auth, headers_from_context); nil when it has none. Stdio servers have
 // none (user_auth and headers_from_context are ignored there with a config
-// warning). The caller adds the logger.
-func HeaderOptions(sc *config.Server) *headers.Options {
+// warning). carrier is inbound.secrets_header, named in denials. The caller
+// adds the logger.
+func HeaderOptions(sc *config.Server, carrier string) *headers.Options {
 	if sc.Type == config.TypeStdio {
 		return nil
 	}
 	o := headers.Options{Server: sc.Name, Static: reveal(sc.Headers), OAuth: oauthOptions(sc),
-		UserAuth: userAuthOptions(sc.UserAuth), FromContext: fromContextOptions(sc.HeadersFromContext)}
+		UserAuth: userAuthOptions(sc.UserAuth), FromContext: fromContextOptions(sc.HeadersFromContext, carrier)}
 	if o.Static == nil && o.OAuth == nil && o.UserAuth == nil && o.FromContext == nil {
 		return nil
 	}
@@ -103,11 +104,11 @@ func userAuthOptions(u *config.UserAuth) *headers.UserAuthOptions {
 
 // fromContextOptions returns an enabled headers_from_context block with
 // headers as the resolver's options; nil otherwise.
-func fromContextOptions(h *config.HeadersFromContext) *headers.FromContextOptions {
+func fromContextOptions(h *config.HeadersFromContext, carrier string) *headers.FromContextOptions {
 	if h == nil || !h.Enabled || h.Ignored || len(h.Headers) == 0 {
 		return nil
 	}
-	return &headers.FromContextOptions{Headers: h.Headers, OnMissing: h.OnMissing}
+	return &headers.FromContextOptions{Headers: h.Headers, OnMissing: h.OnMissing, Carrier: carrier}
 }
 
 // HeaderKey identifies a resolver's inputs: equal keys, equal rules. It

@@ -33,7 +33,7 @@ func TestHeaderOptions(t *testing.T) {
 		OAuth: &config.OAuth{Enabled: true, TokenURL: "http://idp/token", ClientSecret: "cs",
 			ExtraTokenParams: map[string]secret.Value{"resource": "r"}},
 		HeadersFromContext: &config.HeadersFromContext{Enabled: true, Headers: map[string]string{"X-Tenant": "tenant"}}}
-	o := HeaderOptions(sc)
+	o := HeaderOptions(sc, "")
 	if o == nil || o.OAuth == nil || o.OAuth.ResourceURL != sc.URL || o.OAuth.ClientSecret != "cs" || o.OAuth.ExtraParams["resource"] != "r" {
 		t.Fatalf("oauth options = %+v", o)
 	}
@@ -42,13 +42,13 @@ func TestHeaderOptions(t *testing.T) {
 	}
 	off := &config.Server{Name: "b", Type: config.TypeHTTP, OAuth: &config.OAuth{TokenURL: "x"},
 		UserAuth: &config.UserAuth{Enabled: true, Ignored: true}}
-	if o := HeaderOptions(off); o != nil {
+	if o := HeaderOptions(off, ""); o != nil {
 		t.Errorf("disabled and ignored blocks: got %+v, want none", o)
 	}
-	if o := HeaderOptions(&config.Server{Name: "s", Type: config.TypeStdio, Headers: map[string]secret.Value{"X": "y"}}); o != nil {
+	if o := HeaderOptions(&config.Server{Name: "s", Type: config.TypeStdio, Headers: map[string]secret.Value{"X": "y"}}, ""); o != nil {
 		t.Errorf("stdio: got %+v, want none", o)
 	}
-	if HeaderKey(nil) != "" || HeaderKey(o) != HeaderKey(HeaderOptions(sc)) || HeaderKey(o) == HeaderKey(HeaderOptions(&config.Server{Type: config.TypeHTTP, Headers: map[string]secret.Value{"X": "y"}})) {
+	if HeaderKey(nil) != "" || HeaderKey(o) != HeaderKey(HeaderOptions(sc, "")) || HeaderKey(o) == HeaderKey(HeaderOptions(&config.Server{Type: config.TypeHTTP, Headers: map[string]secret.Value{"X": "y"}}, "")) {
 		t.Error("HeaderKey does not identify the rules")
 	}
 }

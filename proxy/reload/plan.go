@@ -10,6 +10,8 @@
 package reload
 
 import (
+	"slices"
+
 	"github.com/mcp-mux/mcp-mux/config"
 	"github.com/mcp-mux/mcp-mux/headers"
 )
@@ -27,8 +29,9 @@ const (
 	// Skip holds the running server at its last good settings: the new
 	// ones are invalid.
 	Skip
-	// Refuse holds the running server at its settings: the change was
-	// refused (Options.Refuse said no); Problem says why.
+	// Refuse holds the running server at its settings, or leaves out a
+	// server the config adds (Prev -1): the change was refused
+	// (Options.Refuse said no); Problem says why.
 	Refuse
 	// Drop leaves the running server out of the new runtime: it was
 	// removed or disabled.
@@ -75,8 +78,10 @@ type Options struct {
 	// still reused).
 	Fresh bool
 	// Refuse, when set, is asked before a running server is replaced by
-	// next (nil: removed or disabled); an error refuses the change and is
-	// its Problem.
+	// next (nil: removed or disabled) — its connection settings or
+	// task_toolsets changed, or Fresh — and before a server the config adds
+	// is started (running nil). An error refuses the change and is its
+	// Problem: a running server is held, an added one is left out.
 	Refuse func(running, next *config.Server) error
 }
 
@@ -127,11 +132,13 @@ type planner struct {
 	byName  map[string]int  // running server name → index
 	invalid map[string]bool // servers invalid in the new config
 	inNew   map[string]bool // servers the new config names
+	carrier string          // inbound.secrets_header
 	out     []Action
 }
 
 // index records which servers the new config names and which it has as invalid.
 func (p *planner) index(cfg *config.Config) {
+	p.carrier = cfg.Inbound.SecretsHeader
 	p.invalid = make(map[string]bool, len(cfg.Invalid))
 	for _, se := range cfg.Invalid {
 		p.invalid[se.Name] = true
@@ -175,9 +182,9 @@ func (p *planner) server(sc *config.Server) {
 		return
 	}
 	a := Action{Name: sc.Name, Kind: Keep, Prev: prev, Next: sc, Fingerprint: sc.Fingerprint()}
-	a.Headers = HeaderOptions(sc)
+	a.Headers = HeaderOptions(sc, p.carrier)
 	a.HeaderKey = HeaderKey(a.Headers)
-	if running && (p.opts.Fresh || p.running[prev].Fingerprint != a.Fingerprint) {
+	if !running || p.opts.Fresh || p.running[prev].Fingerprint != a.Fingerprint || !slices.Equal(p.running[prev].Server.TaskToolsets, sc.TaskToolsets) {
 		if msg, refused := p.refuse(prev, sc); refused {
 			p.out = append(p.out, Action{Name: sc.Name, Kind: Refuse, Prev: prev, Problem: msg})
 			return
@@ -214,12 +221,17 @@ func (p *planner) leave(i int) {
 	p.out = append(p.out, Action{Name: name, Kind: Drop, Prev: i})
 }
 
-// refuse asks Options.Refuse whether running server i may become next.
+// refuse asks Options.Refuse whether running server i (-1: none, next is
+// added) may become next.
 func (p *planner) refuse(i int, next *config.Server) (string, bool) {
 	if p.opts.Refuse == nil {
 		return "", false
 	}
-	if err := p.opts.Refuse(p.running[i].Server, next); err != nil {
+	var running *config.Server
+	if i >= 0 {
+		running = p.running[i].Server
+	}
+	if err := p.opts.Refuse(running, next); err != nil {
 		return err.Error(), true
 	}
 	return "", false

@@ -45,6 +45,13 @@ func describe(sc *config.Server) *config.Server {
 	return with(sc, func(c *config.Server) { c.Description = "changed" })
 }
 
+// tasks returns sc with a task toolset.
+func tasks(sc *config.Server) *config.Server {
+	return with(sc, func(c *config.Server) {
+		c.TaskToolsets = []config.TaskToolset{{Name: "job", SubmitTool: "submit", StatusTool: "status", CancelTool: "cancel"}}
+	})
+}
+
 // moved returns sc with a new URL (a connection change).
 func moved(sc *config.Server) *config.Server {
 	return with(sc, func(c *config.Server) { c.URL += "/v2" })
@@ -59,7 +66,7 @@ func disabled(sc *config.Server) *config.Server {
 func view(scs ...*config.Server) []Running {
 	out := make([]Running, len(scs))
 	for i, sc := range scs {
-		out[i] = Running{Name: sc.Name, Fingerprint: sc.Fingerprint(), HeaderKey: HeaderKey(HeaderOptions(sc)), Server: sc}
+		out[i] = Running{Name: sc.Name, Fingerprint: sc.Fingerprint(), HeaderKey: HeaderKey(HeaderOptions(sc, "")), Server: sc}
 	}
 	return out
 }
@@ -92,7 +99,13 @@ func TestPlan(t *testing.T) {
 		asked   []string // the Refuse calls, "name→next" ("-" for none)
 	}{
 		{name: "first config starts every server", servers: []*config.Server{a, s},
-			want: []string{"a reconnect new", "s reconnect none"}},
+			want: []string{"a reconnect new", "s reconnect none"}, asked: []string{"-→a", "-→s"}},
+		{name: "refused addition is left out", running: view(a), servers: []*config.Server{a, b}, refuse: []string{"b"},
+			want: []string{"a keep reuse <0", "b refuse: no for b"}, asked: []string{"-→b"}},
+		{name: "task_toolsets change is asked", running: view(a), servers: []*config.Server{tasks(a)}, refuse: []string{"a"},
+			want: []string{"a refuse <0: no for a"}, asked: []string{"a→a"}},
+		{name: "task_toolsets removal is asked", running: view(tasks(a)), servers: []*config.Server{a},
+			want: []string{"a keep reuse <0"}, asked: []string{"a→a"}},
 		{name: "unchanged servers keep upstream and resolver", running: view(a, s), servers: []*config.Server{a, s},
 			want: []string{"a keep reuse <0", "s keep none <1"}},
 		{name: "presentation change keeps", running: view(a), servers: []*config.Server{describe(a)},
@@ -134,7 +147,7 @@ func TestPlan(t *testing.T) {
 			want: []string{"a reconnect new <0"}, asked: []string{"a→a"}},
 		{name: "order: invalid, config order, removed", running: view(a, b, c, s), servers: []*config.Server{describe(c), moved(b), web("d")}, invalid: []string{"s"},
 			want:  []string{"s skip <3: " + invalidKept, "c keep reuse <2", "b reconnect new <1", "d reconnect new", "a drop <0"},
-			asked: []string{"b→b", "a→-"}},
+			asked: []string{"b→b", "-→d", "a→-"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -148,9 +161,13 @@ func TestPlan(t *testing.T) {
 				if next != nil {
 					to = next.Name
 				}
-				asked = append(asked, running.Name+"→"+to)
-				if slices.Contains(tt.refuse, running.Name) {
-					return errors.New("no for " + running.Name)
+				from, name := "-", to
+				if running != nil {
+					from, name = running.Name, running.Name
+				}
+				asked = append(asked, from+"→"+to)
+				if slices.Contains(tt.refuse, name) {
+					return errors.New("no for " + name)
 				}
 				return nil
 			}
@@ -180,14 +197,14 @@ func TestPlanActionSettings(t *testing.T) {
 	if keep.Next.UserAuth == nil || keep.Fingerprint != a.Fingerprint() || keep.Headers == nil || keep.Headers.UserAuth.Users["alice"] != "Bearer a" {
 		t.Errorf("keep action = %+v", keep)
 	}
-	if keep.HeaderKey == "" || keep.HeaderKey == HeaderKey(HeaderOptions(a)) || keep.HeaderKey != HeaderKey(keep.Headers) {
+	if keep.HeaderKey == "" || keep.HeaderKey == HeaderKey(HeaderOptions(a, "")) || keep.HeaderKey != HeaderKey(keep.Headers) {
 		t.Errorf("keep header key %q does not identify the new rules", keep.HeaderKey)
 	}
 	if start.Next != s || start.Headers != nil || start.HeaderKey != "" || start.Fingerprint != s.Fingerprint() {
 		t.Errorf("stdio action = %+v", start)
 	}
 	reuse := Plan(view(a), &config.Config{Servers: []*config.Server{describe(a)}}, Options{})[0]
-	if reuse.Headers != nil || reuse.HeaderKey != HeaderKey(HeaderOptions(a)) || reuse.Next.Description != "changed" {
+	if reuse.Headers != nil || reuse.HeaderKey != HeaderKey(HeaderOptions(a, "")) || reuse.Next.Description != "changed" {
 		t.Errorf("reuse action = %+v", reuse)
 	}
 }
