@@ -199,9 +199,9 @@ func TestGuardrailsProviderForm(t *testing.T) {
 // lists given twice, fail the load with a message naming the field.
 func TestGuardrailsProviderProblems(t *testing.T) {
 	for content, want := range map[string]string{
-		`{"guardrails": {"provider": {"use": "my.module:Custom"}}}`: "guardrails.provider.use: mcp-mux has only the built-in allow/deny lists (deerflow.guardrails.builtin:AllowlistProvider); 'my.module:Custom' is not available",
-		`{"guardrails": {"denied_tools": ["a"], "provider": {"config": {"denied_tools": ["b"]}}}}`: "guardrails.provider.config.denied_tools: denied_tools is also set at guardrails.denied_tools; set it in one place",
-		`{"guardrails": {"provider": {"config": {"max": 1}}}}`:                                     "guardrails.provider.config.max: unknown key",
+		`{"guardrails": {"provider": {"use": "my.module:Custom"}}}`:                                            "guardrails.provider.use: mcp-mux has only the built-in allow/deny lists (deerflow.guardrails.builtin:AllowlistProvider); 'my.module:Custom' is not available",
+		`{"guardrails": {"denied_tools": ["a"], "provider": {"config": {"denied_tools": ["b"]}}}}`:             "guardrails.provider.config.denied_tools: denied_tools is also set at guardrails.denied_tools; set it in one place",
+		`{"guardrails": {"provider": {"config": {"max": 1}}}}`:                                                 "guardrails.provider.config.max: unknown key",
 		`{"guardrails": {"provider": {"use": "deerflow.guardrails.builtin:AllowlistProvider", "kwargs": {}}}}`: "guardrails.provider.kwargs: unknown key",
 	} {
 		_, err := load(t, "c.json", content, nil)

@@ -63,7 +63,7 @@ func TaskStartupError(cfg *config.Config) error {
 type taskBridge struct {
 	svc      *taskpoll.Service // nil: durable tasks off
 	once     sync.Once
-	started  bool // the first Apply is done; under Server.applyMu
+	started  bool   // the first Apply is done; under Server.applyMu
 	cancel   func() // ends the event subscription
 	log      hclog.Logger
 	panics   *panicguard.Guard
