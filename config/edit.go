@@ -39,6 +39,14 @@ var sensitiveKey = regexp.MustCompile(`(^|_)(api_key|apikey|access_key|private_k
 // key in snake case.
 func isSensitive(key string) bool { return sensitiveKey.MatchString(snakeKey(key)) }
 
+// oauthPlain are the oauth fields the sensitive-key rule would take for
+// secrets but that only name things (an endpoint, response fields, a token
+// type): GET shows them, so an operator can see where tokens come from.
+var oauthPlain = map[string]bool{"token_url": true, "token_field": true, "token_type_field": true, "default_token_type": true}
+
+// keepPlain returns n unchanged: the masking of an oauthPlain field.
+func keepPlain(n *rawdoc.Node) *rawdoc.Node { return n }
+
 // snakeKey normalizes a key for sensitiveKey: camelCase → snake_case,
 // lower case, anything not alphanumeric → "_".
 func snakeKey(key string) string {
@@ -117,6 +125,7 @@ func maskServer(n *rawdoc.Node) *rawdoc.Node {
 				"client_secret":      func(*rawdoc.Node) *rawdoc.Node { return &rawdoc.Node{Kind: rawdoc.Null} },
 				"refresh_token":      func(*rawdoc.Node) *rawdoc.Node { return &rawdoc.Node{Kind: rawdoc.Null} },
 				"extra_token_params": maskValues,
+				"token_url":          keepPlain, "token_field": keepPlain, "token_type_field": keepPlain, "default_token_type": keepPlain,
 			})
 		case "user_auth":
 			v = maskObject(v, map[string]func(*rawdoc.Node) *rawdoc.Node{"users": maskValues})
@@ -458,7 +467,7 @@ func mergeOAuthField(k string, v, sv *rawdoc.Node) (_ *rawdoc.Node, keep bool, _
 		v, err := mergeValues(v, sv, false, maskedTokenParam)
 		return v, true, err
 	}
-	v, err := restore(k, v, sv, isSensitive(k))
+	v, err := restore(k, v, sv, !oauthPlain[k] && isSensitive(k))
 	return v, true, err
 }
 

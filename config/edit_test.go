@@ -19,6 +19,7 @@ const editDoc = `{
       "type": "http", "url": "https://h/mcp", "description": "GitHub",
       "headers": {"Authorization": "$GH_TOKEN", "X-Static": "lit-header-secret"},
       "oauth": {"enabled": true, "token_url": "https://h/token", "client_id": "id",
+                "token_field": "access_token", "token_type_field": "token_type", "default_token_type": "Bearer",
                 "client_secret": "lit-client-secret", "refresh_token": "$REFRESH",
                 "extra_token_params": {"resource": "lit-extra-secret"}},
       "user_auth": {"enabled": true, "users": {"alice": "Bearer lit-alice-secret"}},
@@ -81,6 +82,12 @@ func TestMaskedServers(t *testing.T) {
 	}
 	if gh["cwd"] != "/srv" || gh["description"] != "GitHub" || oauth["client_id"] != "id" {
 		t.Errorf("non-secret fields changed: %v", gh)
+	}
+	// The oauth fields that name token things are not secrets.
+	for k, w := range map[string]string{"token_url": "https://h/token", "token_field": "access_token", "token_type_field": "token_type", "default_token_type": "Bearer"} {
+		if oauth[k] != w {
+			t.Errorf("oauth.%s = %v, want %q unmasked", k, oauth[k], w)
+		}
 	}
 	if empty, _ := MaskedServers(nil, "c.json"); string(empty) != `{"mcp_servers":{}}` {
 		t.Errorf("no file = %s", empty)
