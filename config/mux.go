@@ -271,6 +271,19 @@ func (c *Config) parseStore(o *object) {
 // parseAdmin reads the "admin" block.
 func (c *Config) parseAdmin(o *object) {
 	c.Admin.Token = o.secret("token")
+	if n := o.n.Get("token"); n != nil && n.Kind == rawdoc.String && n.Value == "" {
+		// A configured token that is empty would leave the admin API off and
+		// the status page open: fail closed instead.
+		if name, isVar := strings.CutPrefix(n.Text, "$"); isVar {
+			why := "is not set"
+			if n.Unset == "" {
+				why = "is empty"
+			}
+			o.f.problem(o.field("token"), "is empty because the environment variable %s %s; set it, or remove admin.token to turn the admin API off", name, why)
+		} else {
+			o.f.problem(o.field("token"), "must not be empty; set a token, or remove admin.token to turn the admin API off")
+		}
+	}
 	c.Admin.AllowedEnv = o.strList("allowed_env")
 	for i, v := range c.Admin.AllowedEnv {
 		if !isVarName(v) {

@@ -138,6 +138,10 @@ func TestMuxBlockProblems(t *testing.T) {
 			"inbound.max_sessions_per_user: must be between 1 and inbound.max_sessions (10)",
 			"inbound.max_listens_per_user: must be between 1 and inbound.max_sessions (10)",
 			"inbound.max_parked_calls_per_user: must be between 1 and inbound.max_parked_calls (1024)"}},
+		{`{"admin": {"token": "$MUX_ADMIN_TOKEN"}}`, []string{
+			"admin.token: is empty because the environment variable MUX_ADMIN_TOKEN is not set; set it, or remove admin.token to turn the admin API off"}},
+		{`{"admin": {"token": ""}}`, []string{
+			"admin.token: must not be empty; set a token, or remove admin.token to turn the admin API off"}},
 		{`{"admin": {"token": 5, "user": "x"}}`, []string{"admin.token: must be a string, not a number", "admin.user: unknown key"}},
 		{`{"admin": {"allowed_env": ["OK_1", "1BAD", "A-B", ""]}}`, []string{
 			"admin.allowed_env[1]: must be an environment variable name (letters, digits and _, not starting with a digit)",

@@ -347,3 +347,42 @@ func TestValidateNeverPrintsSecrets(t *testing.T) {
 		t.Errorf("validate printed a secret value:\n%s", r.stderr)
 	}
 }
+
+// TestAdminTokenUnsetFailsClosed: an admin.token whose $VAR is unset would
+// turn the admin API off and leave /api/status open; validate and serve
+// both refuse the file, naming the variable.
+func TestAdminTokenUnsetFailsClosed(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "c.json", `{"mcpServers": {}, "admin": {"token": "$MUX_TEST_ADMIN_TOKEN"}}`)
+	for _, args := range [][]string{{"validate", cfg}, {"serve", "--config", cfg, "--listen", "127.0.0.1:0"}} {
+		r := runMux(t, dir, nil, args...)
+		if r.code != 1 {
+			t.Fatalf("%s: code %d, want 1; stderr %q", args[0], r.code, r.stderr)
+		}
+		if want := "admin.token: is empty because the environment variable MUX_TEST_ADMIN_TOKEN is not set"; !strings.Contains(r.stderr, want) {
+			t.Errorf("%s: stderr lacks %q:\n%s", args[0], want, r.stderr)
+		}
+	}
+}
+
+// TestValidateWarnsBesideTopLevelProblems: a failing mux block does not
+// hide the file's warnings (near-miss keys, unset env variables).
+func TestValidateWarnsBesideTopLevelProblems(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "c.json", `{"mcpServers": {"a": {"command": "/bin/true", "enabeld": false, "env": {"T": "$MUX_CLI_UNSET"}}},
+		"mcpServer": {}, "tool_search": {"enabled": "yes"}}`)
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"validate", cfg}, &out, &errOut, noEnv); code != 1 {
+		t.Fatalf("code %d, want 1:\n%s", code, errOut.String())
+	}
+	for _, want := range []string{
+		cfg + ":tool_search.enabled: must be a boolean",
+		`warning: ` + cfg + `:mcpServer: unknown top-level key, kept but not used; did you mean "mcpServers"?`,
+		`a:enabeld: unknown key, kept but not used; did you mean "enabled"?`,
+		`a:env.T: $MUX_CLI_UNSET is not set`,
+	} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("validate output lacks %q:\n%s", want, errOut.String())
+		}
+	}
+}

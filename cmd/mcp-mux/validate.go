@@ -57,8 +57,10 @@ func validate(args []string, stdout, stderr io.Writer, env func(string) (string,
 	if err != nil {
 		printLoadError(stderr, p, err)
 		if cfg != nil {
-			// Top-level problems come with the parsed config: report the
-			// server problems too, so that one run shows every error.
+			// Top-level problems come with the parsed config: report its
+			// warnings and server problems too, so that one run shows
+			// everything.
+			printWarnings(stderr, p, cfg)
 			printServerProblems(stderr, p, cfg)
 		}
 		return 1
@@ -94,17 +96,22 @@ func validatePath(fs *flag.FlagSet, path string, env func(string) (string, bool)
 	return path, nil
 }
 
+// printWarnings prints the warnings of the config loaded from path, and
+// what serve warns about when it applies it (interceptors).
+func printWarnings(stderr io.Writer, path string, cfg *config.Config) {
+	for _, w := range cfg.Warnings {
+		fmt.Fprintln(stderr, "warning: "+w.Format(path))
+	}
+	for _, w := range proxy.ConfigWarnings(cfg) {
+		fmt.Fprintln(stderr, "warning: "+path+": "+w)
+	}
+}
+
 // reportValidation prints the warnings and server problems of the config
 // loaded from path and a verdict, and returns the exit code: 1 when a
 // server is invalid or serve would refuse the task settings.
 func reportValidation(path string, cfg *config.Config, stdout, stderr io.Writer) int {
-	for _, w := range cfg.Warnings {
-		fmt.Fprintln(stderr, "warning: "+w.Format(path))
-	}
-	// What serve warns about when it applies the config (interceptors).
-	for _, w := range proxy.ConfigWarnings(cfg) {
-		fmt.Fprintln(stderr, "warning: "+path+": "+w)
-	}
+	printWarnings(stderr, path, cfg)
 	printServerProblems(stderr, path, cfg)
 	enabled := enabledServers(cfg)
 	if len(cfg.Invalid) > 0 {
