@@ -14,6 +14,9 @@ type Calls struct {
 	active atomic.Int32
 }
 
+// Active returns the number of requests in flight.
+func (c *Calls) Active() int { return int(c.active.Load()) }
+
 // Admit starts one request: it returns the request's context, cancelled
 // when session ends (nil: never; a 2026-07-28 request's session is the
 // request itself), and the function that ends the request. Past limit

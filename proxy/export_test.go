@@ -39,3 +39,6 @@ func PanicsForTest(s *Server) float64 {
 func SetParkTTLForTest(s *Server, d time.Duration) {
 	s.modern.SetParkTTL(d)
 }
+
+// SweepSessions runs the session reaper's sweep as at now.
+func (s *Server) SweepSessions(now time.Time) { s.sessions.sweep(now) }

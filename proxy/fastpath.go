@@ -66,6 +66,11 @@ func (s *Server) mcpHandler() http.Handler {
 			}
 			r.Body = io.NopCloser(bytes.NewReader(slices.Clone(body)))
 			defer s.requests.bind(r)()
+		case http.MethodGet:
+			// An open stream keeps a session's own-thread processes (sweep).
+			if st := s.sessions.byIDGet(r.Header.Get("Mcp-Session-Id")); st != nil && st.User == callpath.User(r.Header) {
+				defer st.OpenStream()()
+			}
 		case http.MethodDelete:
 			// Closing the session waits for its handlers: cancel them first.
 			if st := s.sessions.byIDGet(r.Header.Get("Mcp-Session-Id")); st != nil {

@@ -12,6 +12,7 @@
 package proxy
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"sync"
@@ -70,6 +71,11 @@ type Options struct {
 	// to finish their first discovery before it swaps the new runtime in
 	// (their tools are served from then on); default 5s, negative: no wait.
 	SwapWait time.Duration
+	// ThreadlessIdle is how long a legacy session that names no thread (its
+	// thread is its own session id) may sit with no request in flight and
+	// no open stream before its stdio call sessions are closed, so that
+	// one-shot clients leave no process behind; default 15s.
+	ThreadlessIdle time.Duration
 	// DisableModernFastPath sends every 2026-07-28 request through go-sdk's
 	// stateless handler (package modern): for comparisons, and as an
 	// escape hatch.
@@ -173,7 +179,8 @@ func New(opts Options) *Server {
 	}
 	s.calls = callpath.New(callpath.Options{Log: s.log, MaxSessionCalls: opts.MaxSessionCalls, Tasks: s.tasks, Runtime: &s.rt, Life: &s.gate,
 		PageSize: opts.PageSize, Subs: s.subs, Panics: s.panics})
-	s.sessions = sessionTable{m: make(map[*mcp.ServerSession]*callpath.Session), send: s.send, gate: &s.gate, rt: &s.rt, calls: s.calls, log: s.log}
+	s.sessions = sessionTable{m: make(map[*mcp.ServerSession]*callpath.Session), send: s.send, gate: &s.gate, rt: &s.rt, calls: s.calls, log: s.log,
+		threadless: cmp.Or(opts.ThreadlessIdle, defaultThreadlessIdle)}
 	s.modern = modern.New(modern.Options{Log: s.log, SDK: s.sdk, Send: s.send, Calls: s.calls, Runtime: &s.rt,
 		Gate: &s.gate, Life: s.life, Background: &s.bg, Panics: s.panics, Tasks: s.tasks, States: s.states,
 		Buffers: &s.buffers, PageSize: opts.PageSize, DisableFastPath: opts.DisableModernFastPath})

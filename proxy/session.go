@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/admission"
+	"github.com/mcp-mux/mcp-mux/config"
 	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
@@ -29,6 +30,9 @@ type sessionTable struct {
 	rt    *atomic.Pointer[callpath.Runtime]
 	calls *callpath.Router
 	log   hclog.Logger
+	// threadless is Options.ThreadlessIdle: when an idle session that
+	// names no thread gives up its stdio call sessions.
+	threadless time.Duration
 }
 
 // add registers st, turning the admission slot token (if any) into it, and
@@ -152,8 +156,8 @@ func (t *sessionTable) close(ss *mcp.ServerSession) {
 	_ = ss.Close()
 }
 
-// reap closes downstream sessions idle for longer than
-// inbound.session_idle_timeout_seconds (of the config applied at the time).
+// reap sweeps the sessions at least every second (sweep), so that a
+// reload's new idle timeout applies soon.
 func (t *sessionTable) reap(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -162,20 +166,41 @@ func (t *sessionTable) reap(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-timer.C:
-			timeout := t.rt.Load().Config.Inbound.SessionIdleTimeout
-			if timeout <= 0 {
-				timeout = defaultSessionTimeout
-			}
-			for _, ss := range t.all() {
-				if st := t.get(ss); st != nil && now.Sub(time.Unix(0, st.LastSeen.Load())) > timeout {
-					t.log.Debug("closing idle session", "session", st.ID)
-					t.close(ss)
-				}
-			}
-			// At least every second, so that a reload's new timeout applies soon.
-			timer.Reset(min(max(timeout/8, 10*time.Millisecond), time.Second))
+			timeout := t.sweep(now)
+			timer.Reset(min(max(min(timeout, t.threadless)/8, 10*time.Millisecond), time.Second))
 		}
 	}
+}
+
+// sweep closes the downstream sessions idle for longer than
+// inbound.session_idle_timeout_seconds (of the config applied now), and
+// releases the stdio call sessions of idle sessions that name no thread
+// (Options.ThreadlessIdle). It returns the idle timeout it applied.
+func (t *sessionTable) sweep(now time.Time) time.Duration {
+	rt := t.rt.Load()
+	timeout := rt.Config.Inbound.SessionIdleTimeout
+	if timeout <= 0 {
+		timeout = defaultSessionTimeout
+	}
+	for _, ss := range t.all() {
+		st := t.get(ss)
+		if st == nil {
+			continue
+		}
+		idle := now.Sub(time.Unix(0, st.LastSeen.Load()))
+		switch {
+		case idle > timeout:
+			t.log.Debug("closing idle session", "session", st.ID)
+			t.close(ss)
+		case idle > t.threadless && st.ID != "" && !st.Busy() && st.ReleaseOwnThread():
+			for _, b := range rt.Backends {
+				if b.Config != nil && b.Config.Type == config.TypeStdio {
+					b.Up.ReleaseIdleThread(st.ID)
+				}
+			}
+		}
+	}
+	return timeout
 }
 
 // withKey returns the downstream sessions that called upstreams as key.

@@ -262,12 +262,19 @@ func (p *pool) closeSlot(c *conn) {
 }
 
 // closeWhere closes every ready session whose key matches and waits for them.
-func (p *pool) closeWhere(match func(Key) bool) {
+func (p *pool) closeWhere(match func(Key) bool) { p.close(match, false) }
+
+// closeIdleWhere is closeWhere for the sessions without a call in flight.
+func (p *pool) closeIdleWhere(match func(Key) bool) { p.close(match, true) }
+
+// close closes the ready sessions whose key matches (only those without a
+// call in flight when idleOnly) and waits for them.
+func (p *pool) close(match func(Key) bool, idleOnly bool) {
 	p.mu.Lock()
 	var out []*conn
 	for k, el := range p.entries {
 		e := el.Value.(*entry)
-		if !match(k) {
+		if !match(k) || idleOnly && e.inflight > 0 {
 			continue
 		}
 		select {

@@ -387,6 +387,12 @@ func (u *Upstream) ReleaseThread(thread string) {
 	u.pool.closeWhere(func(k Key) bool { return k.Thread == thread })
 }
 
+// ReleaseIdleThread closes the call sessions of thread that have no call
+// in flight.
+func (u *Upstream) ReleaseIdleThread(thread string) {
+	u.pool.closeIdleWhere(func(k Key) bool { return k.Thread == thread })
+}
+
 // Close ends every session and stops background work. Stdio process groups
 // are gone when it returns.
 func (u *Upstream) Close() error {

@@ -36,6 +36,12 @@ type Session struct {
 
 	reqSeq atomic.Uint64
 
+	// streams counts the session's open GET streams; ownReleased is set
+	// when its own-thread call sessions were released and cleared when it
+	// calls as its own thread again (ReleaseOwnThread).
+	streams     atomic.Int32
+	ownReleased atomic.Bool
+
 	mu      sync.Mutex
 	calls   map[string]context.CancelFunc // in-flight fast-path calls by raw JSON-RPC id
 	pending map[string]chan *wire.Message // fast-path requests to the client, by raw id
@@ -167,8 +173,33 @@ func (st *Session) Resolve(m *wire.Message) bool {
 	return ok
 }
 
+// OpenStream records an open GET stream until the returned function is
+// called.
+func (st *Session) OpenStream() func() {
+	st.streams.Add(1)
+	return func() { st.streams.Add(-1); st.Touch() }
+}
+
+// Busy reports whether the session has a request in flight or an open
+// stream: a client is still there.
+func (st *Session) Busy() bool { return st.streams.Load() > 0 || st.inflight.Active() > 0 }
+
+// ReleaseOwnThread reports whether the session's own-thread call sessions
+// (the thread of a session whose requests name none is its id) should be
+// released now: it has called as its own thread since the last release.
+func (st *Session) ReleaseOwnThread() bool {
+	if st.ownReleased.Load() || !st.HasThread(st.ID) {
+		return false
+	}
+	st.ownReleased.Store(true)
+	return true
+}
+
 // useKey records that the session called upstreams as key.
 func (st *Session) useKey(k upstream.Key) {
+	if k.Thread == st.ID {
+		st.ownReleased.Store(false)
+	}
 	st.mu.Lock()
 	if st.keys == nil {
 		st.keys = make(map[upstream.Key]bool)
