@@ -395,7 +395,10 @@ func (s *runtimeRefs) close(rt *callpath.Runtime) {
 // awaitDiscovery waits, at most Options.SwapWait, for the first discovery
 // attempt of each started backend.
 func (s *Server) awaitDiscovery(started []*callpath.Backend) {
-	if len(started) == 0 {
+	if len(started) == 0 || !s.ready.Load() {
+		// The first Apply has no running servers to keep serving meanwhile:
+		// it swaps at once (serve listens at once) and each server's tools
+		// appear when its discovery ends, with list_changed.
 		return
 	}
 	wait := s.opts.SwapWait

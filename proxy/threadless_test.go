@@ -101,3 +101,31 @@ func others(all, except []int) []int {
 	slices.Sort(out)
 	return out
 }
+
+// TestFirstApplyDoesNotWaitForDiscovery: at startup there is nothing to
+// keep serving while servers are discovered, so the first Apply returns at
+// once even when a stdio server hangs on initialize (serve then listens at
+// once); the hung server's tools simply are not there yet. A later Apply
+// still waits (Options.SwapWait) so that a reload has no gap.
+func TestFirstApplyDoesNotWaitForDiscovery(t *testing.T) {
+	srv := proxy.New(proxy.Options{SwapWait: time.Hour, RetryMin: time.Hour, RetryMax: time.Hour})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Close(ctx)
+	})
+	cfg := parseCfg(t, `{"mcpServers": {`+stdioServerJSON(t, "hung", mcptest.StdioOptions{Hang: true}, `, "session_init_timeout": 3600`)+`}}`)
+	applied := make(chan error, 1)
+	go func() { applied <- srv.Apply(cfg) }()
+	select {
+	case err := <-applied:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first Apply waits for a hung server's discovery")
+	}
+	if st := srv.Status(); !st.Ready || len(st.Servers) != 1 || st.Servers[0].State != "starting" {
+		t.Fatalf("after the first Apply: ready %v, servers %+v; want ready with the hung server starting", st.Ready, st.Servers)
+	}
+}
