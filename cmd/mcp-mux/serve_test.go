@@ -614,3 +614,30 @@ func TestServeNeverLeaksCredentials(t *testing.T) {
 		}
 	}
 }
+
+// TestServeListensBeforeDiscovery: serve listens at once, and servers are
+// discovered in the background after that (as the README says), even when
+// a stdio server hangs on initialize: the "serving" line comes before the
+// hung server's "skipping upstream server", and /healthz answers.
+func TestServeListensBeforeDiscovery(t *testing.T) {
+	dir := t.TempDir()
+	hung := stdioServer("hung", mcptest.StdioOptions{Hang: true})
+	hung["session_init_timeout"] = 1 // the attempt fails well within the 5 s a reload waits
+	cfg := writeFile(t, dir, "c.json", mustJSON(t, map[string]any{"mcpServers": map[string]any{"hung": hung}}))
+	s := startServe(t, dir, nil, "--config", cfg, "--listen", "127.0.0.1:0")
+	if code, _ := httpGet(t, newHTTPClient(t), s.url("/healthz")); code != 200 {
+		t.Fatalf("/healthz: %d", code)
+	}
+	if !s.stderr.waitFor(30*time.Second, s.done, func(out string) bool { return findLog(out, "skipping upstream server") != nil }) {
+		t.Fatalf("the hung server was never skipped:\n%s", s.stderr.String())
+	}
+	var order []string
+	for _, l := range logLines(s.stderr.String()) {
+		if m, _ := l["@message"].(string); m == "serving" || m == "skipping upstream server" {
+			order = append(order, m)
+		}
+	}
+	if len(order) == 0 || order[0] != "serving" {
+		t.Fatalf("log order %q: serve listened only after discovery", order)
+	}
+}
