@@ -20,7 +20,11 @@ import (
 // later processes:
 //
 //   - a result listing 2026-07-28: the session speaks 2026-07-28 on this
-//     process (the SDK's own server/discover, then per-request _meta);
+//     process (the SDK's own server/discover, then per-request _meta). If
+//     the result lists an earlier version too, the server speaks both eras
+//     and a legacy client's session gets a process of its own that
+//     initializes (a go-sdk server takes a probed process as 2026-07-28 and
+//     refuses initialize on it); later sessions start on their client's era;
 //   - a JSON-RPC error (or a result without 2026-07-28): initialize on the
 //     same process;
 //   - the process exits or closes stdout on the probe, or says nothing for
@@ -55,9 +59,8 @@ const probeID = `"mux-discover"`
 type probeResult int
 
 const (
-	probeModern  probeResult = iota // answered with 2026-07-28
-	probeLegacy                     // answered otherwise: initialize on this process
-	probeRestart                    // exited, closed stdout or said nothing: restart, then initialize
+	probeAnswered probeResult = iota // answered: the eras it lists (a JSON-RPC error: 2025-11-25)
+	probeRestart                     // exited, closed stdout or said nothing: restart, then initialize
 )
 
 // stdioVersion returns the protocol version the session of a new stdio
@@ -67,64 +70,67 @@ func (d *dialing) stdioVersion(p *stdioproc.Process) (string, *stdioproc.Process
 	if v := u.opts.ProtocolVersion; v != VersionAuto {
 		return v, p, nil
 	}
-	if v := u.era.Load(); v != nil {
-		return *v, p, nil
+	if s := u.eras.load(); s != nil {
+		return s.pick(d.want()), p, nil
 	}
-	v := VersionModern
-	switch probeStdio(d.connCtx, p.Stdin(), p.Lines(), probeBound(u.opts.InitTimeout)) {
-	case probeLegacy:
-		v = ProtocolVersion
-	case probeRestart:
+	res, s := probeStdio(d.connCtx, p.Stdin(), p.Lines(), probeBound(u.opts.InitTimeout))
+	if res == probeRestart {
+		u.log.Info("stdio server did not answer server/discover (exited, closed stdout or was silent); restarting it for initialize")
+		// The era is remembered once initialize works (dial): a server
+		// that dies at every start is asked again when it next starts.
 		return d.restart(p)
 	}
-	u.era.Store(&v)
-	u.log.Debug("negotiated the protocol era", "version", v)
+	u.eras.learn(s)
+	v := s.pick(d.want())
+	if v < VersionModern && s.modern {
+		// A legacy client's session of a server that speaks both eras: the
+		// probed process took server/discover as 2026-07-28.
+		u.log.Debug("the stdio server speaks both eras; starting a process for this 2025-11-25 session")
+		return d.restart(p)
+	}
 	return v, p, nil
 }
 
-// restart stops a process that did not answer the probe and starts a new
-// one, which initializes.
+// restart stops a probed process that cannot serve the session and starts
+// a new one, which initializes.
 func (d *dialing) restart(p *stdioproc.Process) (string, *stdioproc.Process, error) {
 	u := d.u
 	if err := d.connCtx.Err(); err != nil {
 		return "", p, err
 	}
 	p.Stop()
-	u.log.Info("stdio server did not answer server/discover (exited, closed stdout or was silent); restarting it for initialize")
 	// Its start-up lines were logged for the probed process already:
 	// muted until its session is up (adopt).
 	np, err := stdioproc.Start(&u.proc, u.stderr.Writer(true))
 	if err != nil {
 		return "", nil, fmt.Errorf("restarting after the server/discover probe: %w", err)
 	}
-	// The era is remembered once initialize works (dial): a server that
-	// dies at every start is asked again when it next starts.
 	return ProtocolVersion, np, nil
 }
 
 // probeStdio sends server/discover on the stdin of a fresh process and
-// classifies the answer among its stdout lines. Nothing the server writes
-// is logged.
-func probeStdio(ctx context.Context, stdin io.Writer, lines <-chan []byte, bound time.Duration) probeResult {
+// classifies the answer among its stdout lines, with the eras an answer
+// lists. Nothing the server writes is logged.
+func probeStdio(ctx context.Context, stdin io.Writer, lines <-chan []byte, bound time.Duration) (probeResult, eraSet) {
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	meta := modernreq.New(discoveryCapsJSON(), nil)
 	req := wire.AppendRequest(nil, []byte(probeID), "server/discover", meta.Params(nil))
 	if _, err := stdin.Write(append(req, '\n')); err != nil {
-		return probeRestart
+		return probeRestart, eraSet{}
 	}
 	for range maxProbeLines {
 		line, ok := nextLine(ctx, lines)
 		if !ok {
-			return probeRestart
+			return probeRestart, eraSet{}
 		}
 		var m wire.Message
 		if wire.Decode(line, &m) != nil || !m.IsResponse() || !bytes.Equal(m.ID, []byte(probeID)) {
 			continue
 		}
-		return classifyDiscover(&m)
+		return probeAnswered, classifyDiscover(&m)
 	}
-	return probeRestart
+	return probeRestart, eraSet{}
 }
 
 // nextLine waits for the next stdout line; false when stdout ended or ctx
@@ -138,10 +144,11 @@ func nextLine(ctx context.Context, lines <-chan []byte) ([]byte, bool) {
 	}
 }
 
-// classifyDiscover reads the answer to server/discover.
-func classifyDiscover(m *wire.Message) probeResult {
-	if m.Error == nil && listsModern(m.Result) {
-		return probeModern
+// classifyDiscover reads the answer to server/discover: an error means
+// 2025-11-25 only.
+func classifyDiscover(m *wire.Message) eraSet {
+	if m.Error != nil {
+		return eraSet{legacy: true}
 	}
-	return probeLegacy
+	return discoverEras(m.Result)
 }

@@ -26,13 +26,16 @@ func FuzzStdioProbe(f *testing.F) {
 				}
 			}
 		}()
-		got := probeStdio(context.Background(), io.Discard, lines, stdioProbeTimeout)
+		got, eras := probeStdio(context.Background(), io.Discard, lines, stdioProbeTimeout)
 		for range lines { // let the sender finish
 		}
-		if got == probeModern && !bytes.Contains(out, []byte(`mux-discover`)) && !bytes.Contains(out, []byte(`\u`)) {
+		if eras.modern && !bytes.Contains(out, []byte(`mux-discover`)) && !bytes.Contains(out, []byte(`\u`)) {
 			t.Fatalf("2026-07-28 from an answer to another id: %q", out)
 		}
-		if got != probeModern && got != probeLegacy && got != probeRestart {
+		if got == probeAnswered && !eras.modern && !eras.legacy {
+			t.Fatalf("an answer that speaks no era: %q", out)
+		}
+		if got != probeAnswered && got != probeRestart {
 			t.Fatalf("result %d", got)
 		}
 	})

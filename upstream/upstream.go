@@ -180,8 +180,10 @@ type Tool struct {
 // Key identifies the caller a call session belongs to. Cred distinguishes
 // callers whose per-call credentials differ (a fingerprint, never a secret);
 // Caps is the downstream client's capabilities (see Capabilities), which the
-// session declares to the server.
-type Key struct{ User, Thread, Cred, Caps string }
+// session declares to the server; Era is the client's protocol era
+// (VersionLegacy, VersionModern; "" for no client): a server that speaks
+// both runs the session on the client's (era.go).
+type Key struct{ User, Thread, Cred, Caps, Era string }
 
 type headersKey struct{}
 
@@ -224,9 +226,9 @@ type Upstream struct {
 
 	conns connTable // open sessions
 
-	control    atomic.Pointer[conn]   // the discovery session while it is up
-	reconnects atomic.Int64           // sessions re-established after they ended
-	era        atomic.Pointer[string] // the protocol version sessions negotiated (era.go)
+	control    atomic.Pointer[conn] // the discovery session while it is up
+	reconnects atomic.Int64         // sessions re-established after they ended
+	eras       eraMemory            // the protocol eras the server speaks, once known (era.go)
 	// annotations are the x-mcp-header bindings of the listed tools
 	// (paramheader), built once per discovered list.
 	annotations atomic.Pointer[paramheader.Index]
@@ -251,6 +253,7 @@ func New(opts Options) (*Upstream, error) {
 		refresh:    make(chan struct{}, 1),
 		discovered: make(chan struct{}),
 	}
+	u.eras.log = opts.Logger
 	u.async.ctx, u.async.stop = context.WithCancel(context.Background())
 	u.clients.make = clientMaker(u)
 	u.static = newStaticScrubber(&u.opts)

@@ -74,7 +74,8 @@ type SleepArgs struct {
 // echo(text), add(a,b) with structured output, pid() (the serving process id),
 // headers() (the HTTP request headers it received, sorted "Name: value" lines),
 // sleep(ms) (honours cancellation), fail() (an isError result), count() (a
-// per-session counter), the interactive tools progress, log, sample and elicit
+// per-session counter), version() (the protocol version of the request: its
+// _meta's, or its session's), the interactive tools progress, log, sample and elicit
 // (see addInteractiveTools) and, when extra names are given, one trivial tool per name.
 func NewServer(name string, extra ...string) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: name, Version: "test"}, nil)
@@ -111,6 +112,10 @@ func NewServer(name string, extra ...string) *mcp.Server {
 			case <-ctx.Done():
 				return nil, nil, ctx.Err()
 			}
+		})
+	s.AddTool(&mcp.Tool{Name: "version", Description: "The request's protocol version.", InputSchema: emptySchema()},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return text(req.ProtocolVersion()), nil
 		})
 	s.AddTool(&mcp.Tool{Name: "fail", Description: "Always fails.", InputSchema: emptySchema()},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
