@@ -110,7 +110,7 @@ func (u *Upstream) dialOnce(ctx context.Context, key Key, control bool) (*conn, 
 	if version == "" {
 		version = d.sessionVersion(hdr)
 	}
-	cs, err := u.clients.forKey(key, control).Connect(d.connCtx, transport, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	cs, err := u.clients.forKey(key, control, d.takesLists(version)).Connect(d.connCtx, transport, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if !d.stop() || err != nil {
 		return nil, d.failed(cs, err)
 	}
@@ -164,6 +164,16 @@ func newDialing(ctx context.Context, u *Upstream, key Key, control bool) *dialin
 		d.stop = t.Stop
 	}
 	return d
+}
+
+// takesLists reports whether a session on version handles list changes:
+// the discovery session does (over HTTP, on its stream; on 2026-07-28, on
+// the subscriptions/listen the SDK opens for them). A call session needs
+// none: over HTTP and on 2026-07-28 they would cost the server an idle
+// stream or listen per session. (A legacy stdio call session's process
+// sends them unasked, and they are taken.)
+func (d *dialing) takesLists(version string) bool {
+	return d.control || (d.u.opts.Transport != HTTP && version < VersionModern)
 }
 
 // transport returns the session's transport and, for stdio, the protocol

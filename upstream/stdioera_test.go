@@ -128,3 +128,41 @@ func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
 }
+
+// Only the discovery process of a 2026-07-28 stdio server gets a
+// subscriptions/listen (list changes arrive there); a call session's
+// process gets none.
+func TestStdioModernCallSessionOpensNoListen(t *testing.T) {
+	dir := t.TempDir()
+	u := start(t, stdioOptions("local", mcptest.StdioOptions{MethodsDir: dir}))
+	if u.Era() != upstream.VersionModern {
+		t.Fatalf("era %q", u.Era())
+	}
+	key := upstream.Key{User: "alice", Thread: "t1", Era: upstream.VersionModern}
+	pid, err := strconv.Atoi(callText(t, u, key, "pid", `{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := callText(t, u, key, "echo", `{"text":"again"}`); got != "again" {
+		t.Fatalf("echo = %q", got)
+	}
+	if err := u.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 2 {
+		t.Fatalf("%d server processes noted methods, want 2 (discovery and one call session)", len(ents))
+	}
+	for _, e := range ents {
+		p, _ := strconv.Atoi(e.Name())
+		listened := mcptest.Received(dir, p, "subscriptions/listen")
+		switch {
+		case p == pid && !mcptest.Received(dir, p, "tools/call"):
+			t.Errorf("the call session's process %d got no tools/call", p)
+		case p == pid && listened:
+			t.Errorf("the call session's process %d got a subscriptions/listen", p)
+		case p != pid && !listened:
+			t.Errorf("the discovery process %d got no subscriptions/listen", p)
+		}
+	}
+}

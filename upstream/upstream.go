@@ -323,16 +323,14 @@ func (o *Options) roundTripper() http.RoundTripper {
 }
 
 // clientMaker returns how u makes the SDK client of a capability set
-// (clients.make). A server whose initialize result lacked prompts or
-// resources (it had none yet) still announces them later with list_changed.
-func clientMaker(u *Upstream) func(caps *mcp.ClientCapabilities, control bool) *mcp.Client {
+// (clients.make), with list-change handlers if lists. A server whose
+// initialize result lacked prompts or resources (it had none yet) still
+// announces them later with list_changed.
+func clientMaker(u *Upstream) func(caps *mcp.ClientCapabilities, lists bool) *mcp.Client {
 	refresh := func() { u.requestRefresh() }
-	return func(caps *mcp.ClientCapabilities, control bool) *mcp.Client {
+	return func(caps *mcp.ClientCapabilities, lists bool) *mcp.Client {
 		o := &mcp.ClientOptions{Capabilities: caps}
-		if control || u.opts.Transport != HTTP {
-			// List changes come to the discovery session (over HTTP, on its
-			// stream: a 2026-07-28 client opens subscriptions/listen for
-			// them, which call sessions need not).
+		if lists {
 			o.ToolListChangedHandler = func(context.Context, *mcp.ToolListChangedRequest) { refresh() }
 			o.PromptListChangedHandler = func(context.Context, *mcp.PromptListChangedRequest) { u.hasPrompts.Store(true); refresh() }
 			o.ResourceListChangedHandler = func(context.Context, *mcp.ResourceListChangedRequest) { u.hasResources.Store(true); refresh() }

@@ -213,6 +213,9 @@ type StdioOptions struct {
 	// SubsDir, when set, makes the server one with a single subscribable
 	// resource (SubsResource), noting subscriptions in that directory.
 	SubsDir string
+	// MethodsDir, when set, is a directory where each server process notes
+	// every method it receives (see Received).
+	MethodsDir string
 }
 
 // StdioServer returns the command, args and env that run the test binary as
@@ -243,6 +246,9 @@ func StdioServer(name string, o StdioOptions) (string, []string, map[string]stri
 	}
 	if o.SubsDir != "" {
 		env[envSubsDir] = o.SubsDir
+	}
+	if o.MethodsDir != "" {
+		env[envMethodsDir] = o.MethodsDir
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -290,6 +296,9 @@ func MaybeServeStdio() {
 	}
 	if dir := os.Getenv(envCallsDir); dir != "" {
 		s.AddReceivingMiddleware(noteCalls(dir))
+	}
+	if dir := os.Getenv(envMethodsDir); dir != "" {
+		s.AddReceivingMiddleware(noteMethods(dir))
 	}
 	err := s.Run(context.Background(), t)
 	if err != nil {
