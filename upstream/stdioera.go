@@ -3,6 +3,7 @@ package upstream
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -29,7 +30,10 @@ import (
 //     same process;
 //   - the process exits or closes stdout on the probe, or says nothing for
 //     stdioProbeTimeout: the process is stopped and a new one is started
-//     with initialize, since the server may be gone or in an undefined state.
+//     with initialize, since the server may be gone or in an undefined state;
+//   - the process exits without having read the probe (it is still in its
+//     stdin pipe, or the pipe had no reader left to take it): it failed on
+//     its own, and the session fails without a second start.
 //
 // Some legacy servers exit on any first message but initialize (go-sdk issue
 // 1177 is the SDK client's side of this); the restart is what keeps them
@@ -61,7 +65,19 @@ type probeResult int
 const (
 	probeAnswered probeResult = iota // answered: the eras it lists (a JSON-RPC error: 2025-11-25)
 	probeRestart                     // exited, closed stdout or said nothing: restart, then initialize
+	probeDead                        // exited without reading the probe: the start failed
 )
+
+// errExitedUnread is a server process that exited before it read its
+// first message.
+var errExitedUnread = errors.New("the server process exited before reading its first message")
+
+// probed is the process a probe talks to (a *stdioproc.Process).
+type probed interface {
+	Stdin() io.Writer
+	Lines() <-chan []byte
+	StdinUnread() (int, bool)
+}
 
 // stdioVersion returns the protocol version the session of a new stdio
 // process asks for, and the process to use (p, or a restarted one).
@@ -73,8 +89,12 @@ func (d *dialing) stdioVersion(p *stdioproc.Process) (string, *stdioproc.Process
 	if s := u.eras.load(); s != nil {
 		return s.pick(d.want()), p, nil
 	}
-	res, s := probeStdio(d.connCtx, p.Stdin(), p.Lines(), probeBound(u.opts.InitTimeout))
-	if res == probeRestart {
+	res, s := probeStdio(d.connCtx, p, probeBound(u.opts.InitTimeout))
+	switch res {
+	case probeDead:
+		// The era stays unknown: the next start is probed again.
+		return "", p, errExitedUnread
+	case probeRestart:
 		u.log.Info("stdio server did not answer server/discover (exited, closed stdout or was silent); restarting it for initialize")
 		// The era is remembered once initialize works (dial): a server
 		// that dies at every start is asked again when it next starts.
@@ -111,16 +131,22 @@ func (d *dialing) restart(p *stdioproc.Process) (string, *stdioproc.Process, err
 // probeStdio sends server/discover on the stdin of a fresh process and
 // classifies the answer among its stdout lines, with the eras an answer
 // lists. Nothing the server writes is logged.
-func probeStdio(ctx context.Context, stdin io.Writer, lines <-chan []byte, bound time.Duration) (probeResult, eraSet) {
+func probeStdio(ctx context.Context, p probed, bound time.Duration) (probeResult, eraSet) {
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	meta := modernreq.New(discoveryCapsJSON(), nil)
 	req := wire.AppendRequest(nil, []byte(probeID), "server/discover", meta.Params(nil))
-	if _, err := stdin.Write(append(req, '\n')); err != nil {
-		return probeRestart, eraSet{}
+	if _, err := p.Stdin().Write(append(req, '\n')); err != nil {
+		return probeDead, eraSet{} // no reader left: it exited (or closed stdin) unprompted
 	}
 	for range maxProbeLines {
-		line, ok := nextLine(ctx, lines)
+		line, ok, closed := nextLine(ctx, p.Lines())
+		if closed {
+			if n, known := p.StdinUnread(); known && n > 0 {
+				return probeDead, eraSet{}
+			}
+			return probeRestart, eraSet{}
+		}
 		if !ok {
 			return probeRestart, eraSet{}
 		}
@@ -133,14 +159,14 @@ func probeStdio(ctx context.Context, stdin io.Writer, lines <-chan []byte, bound
 	return probeRestart, eraSet{}
 }
 
-// nextLine waits for the next stdout line; false when stdout ended or ctx
-// is done first.
-func nextLine(ctx context.Context, lines <-chan []byte) ([]byte, bool) {
+// nextLine waits for the next stdout line; ok is false when stdout ended
+// (closed) or ctx is done first.
+func nextLine(ctx context.Context, lines <-chan []byte) (line []byte, ok, closed bool) {
 	select {
 	case <-ctx.Done():
-		return nil, false
+		return nil, false, false
 	case l, ok := <-lines:
-		return l, ok
+		return l, ok, !ok
 	}
 }
 

@@ -26,7 +26,7 @@ func FuzzStdioProbe(f *testing.F) {
 				}
 			}
 		}()
-		got, eras := probeStdio(context.Background(), io.Discard, lines, stdioProbeTimeout)
+		got, eras := probeStdio(context.Background(), fakeProbed{lines}, stdioProbeTimeout)
 		for range lines { // let the sender finish
 		}
 		if eras.modern && !bytes.Contains(out, []byte(`mux-discover`)) && !bytes.Contains(out, []byte(`\u`)) {
@@ -35,11 +35,19 @@ func FuzzStdioProbe(f *testing.F) {
 		if got == probeAnswered && !eras.modern && !eras.legacy {
 			t.Fatalf("an answer that speaks no era: %q", out)
 		}
-		if got != probeAnswered && got != probeRestart {
+		if got != probeAnswered && got != probeRestart && got != probeDead {
 			t.Fatalf("result %d", got)
 		}
 	})
 }
+
+// fakeProbed feeds the probe lines; its stdin takes anything and its
+// unread bytes are unknown.
+type fakeProbed struct{ lines chan []byte }
+
+func (fakeProbed) Stdin() io.Writer         { return io.Discard }
+func (f fakeProbed) Lines() <-chan []byte   { return f.lines }
+func (fakeProbed) StdinUnread() (int, bool) { return 0, false }
 
 func TestProbeBound(t *testing.T) {
 	for _, tc := range []struct{ init, want time.Duration }{

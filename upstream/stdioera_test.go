@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -164,5 +165,37 @@ func TestStdioModernCallSessionOpensNoListen(t *testing.T) {
 		case p != pid && !listened:
 			t.Errorf("the discovery process %d got no subscriptions/listen", p)
 		}
+	}
+}
+
+// A stdio server that fails at every start (it exits without reading its
+// stdin) costs one process start per discovery attempt: the probed process
+// exited before it read server/discover, so no second process is started
+// for initialize.
+func TestStdioFailingServerOneStartPerAttempt(t *testing.T) {
+	starts := filepath.Join(t.TempDir(), "starts")
+	var failed atomic.Int64
+	logs := &mcptest.LogBuffer{}
+	u := startNoWait(t, upstream.Options{Name: "failing", Transport: upstream.Stdio, Command: "/bin/sh",
+		Args: []string{"-c", `echo start >> "$STARTS"; echo no config >&2; exit 1`}, Env: map[string]string{"STARTS": starts},
+		Supervisor: "/proc/self/exe", RetryMin: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond,
+		Logger: newLogger(logs),
+		OnDiscovery: func(_ time.Duration, ok bool) {
+			if !ok {
+				failed.Add(1)
+			}
+		}})
+	waitFor(t, 30*time.Second, "three failed discovery attempts", func() bool { return failed.Load() >= 3 })
+	if err := u.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(starts)
+	n, attempts := strings.Count(string(b), "start"), failed.Load()
+	// An attempt cut short by Close may have started its process unreported.
+	if n < int(attempts) || n > int(attempts)+1 {
+		t.Errorf("%d process starts for %d failed discovery attempts, want one each", n, attempts)
+	}
+	if strings.Contains(logs.String(), "restarting it for initialize") {
+		t.Errorf("a server that exited before reading the probe was restarted:\n%s", logs)
 	}
 }
