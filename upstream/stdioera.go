@@ -28,9 +28,13 @@ import (
 //     refuses initialize on it); later sessions start on their client's era;
 //   - a JSON-RPC error (or a result without 2026-07-28): initialize on the
 //     same process;
-//   - the process exits or closes stdout on the probe, or says nothing for
-//     stdioProbeTimeout: the process is stopped and a new one is started
-//     with initialize, since the server may be gone or in an undefined state;
+//   - the process exits or closes stdout on the probe: it is stopped and a
+//     new one is started with initialize;
+//   - the process read the probe and said nothing for stdioProbeTimeout:
+//     initialize on the same process (a server that ignores an unknown
+//     first message). While the probe is still unread in its stdin the
+//     server has not started reading (npx downloading it, say): the probe
+//     keeps waiting, within InitTimeout, and a slow start costs no restart;
 //   - the process exits without having read the probe (it is still in its
 //     stdin pipe, or the pipe had no reader left to take it): it failed on
 //     its own, and the session fails without a second start.
@@ -44,9 +48,13 @@ import (
 // leave time for the restart and initialize).
 const stdioProbeTimeout = 10 * time.Second
 
-// probeBound is how long the probe waits for an answer.
-func probeBound(initTimeout time.Duration) time.Duration {
-	if initTimeout > 0 {
+// probeBound is how long the probe waits for an answer: o.ProbeTimeout,
+// or by default stdioProbeTimeout or half of InitTimeout.
+func probeBound(o *Options) time.Duration {
+	if o.ProbeTimeout > 0 {
+		return o.ProbeTimeout
+	}
+	if initTimeout := o.InitTimeout; initTimeout > 0 {
 		return min(stdioProbeTimeout, initTimeout/2)
 	}
 	return stdioProbeTimeout
@@ -66,7 +74,12 @@ const (
 	probeAnswered probeResult = iota // answered: the eras it lists (a JSON-RPC error: 2025-11-25)
 	probeRestart                     // exited, closed stdout or said nothing: restart, then initialize
 	probeDead                        // exited without reading the probe: the start failed
+	probeSilent                      // read the probe and said nothing: initialize on this process
 )
+
+// unreadPoll is how often a probe whose bound passed checks whether the
+// server has read it yet.
+const unreadPoll = 50 * time.Millisecond
 
 // errExitedUnread is a server process that exited before it read its
 // first message.
@@ -89,13 +102,16 @@ func (d *dialing) stdioVersion(p *stdioproc.Process) (string, *stdioproc.Process
 	if s := u.eras.load(); s != nil {
 		return s.pick(d.want()), p, nil
 	}
-	res, s := probeStdio(d.connCtx, p, probeBound(u.opts.InitTimeout))
+	res, s := probeStdio(d.connCtx, p, probeBound(&u.opts))
 	switch res {
 	case probeDead:
 		// The era stays unknown: the next start is probed again.
 		return "", p, errExitedUnread
+	case probeSilent:
+		u.log.Info("stdio server did not answer server/discover; sending initialize on the same process")
+		return ProtocolVersion, p, nil
 	case probeRestart:
-		u.log.Info("stdio server did not answer server/discover (exited, closed stdout or was silent); restarting it for initialize")
+		u.log.Info("stdio server exited or closed stdout on server/discover; restarting it for initialize")
 		// The era is remembered once initialize works (dial): a server
 		// that dies at every start is asked again when it next starts.
 		return d.restart(p)
@@ -132,42 +148,70 @@ func (d *dialing) restart(p *stdioproc.Process) (string, *stdioproc.Process, err
 // classifies the answer among its stdout lines, with the eras an answer
 // lists. Nothing the server writes is logged.
 func probeStdio(ctx context.Context, p probed, bound time.Duration) (probeResult, eraSet) {
-	ctx, cancel := context.WithTimeout(ctx, bound)
-	defer cancel()
 	meta := modernreq.New(discoveryCapsJSON(), nil)
 	req := wire.AppendRequest(nil, []byte(probeID), "server/discover", meta.Params(nil))
 	if _, err := p.Stdin().Write(append(req, '\n')); err != nil {
 		return probeDead, eraSet{} // no reader left: it exited (or closed stdin) unprompted
 	}
-	for range maxProbeLines {
-		line, ok, closed := nextLine(ctx, p.Lines())
-		if closed {
-			if n, known := p.StdinUnread(); known && n > 0 {
-				return probeDead, eraSet{}
+	w := probeWait{p: p, bound: bound, timer: time.NewTimer(bound)}
+	defer w.timer.Stop()
+	for other := 0; other < maxProbeLines; {
+		select {
+		case <-ctx.Done():
+			return probeRestart, eraSet{} // the bring-up's end: restart returns its error
+		case <-w.timer.C:
+			if !w.again() {
+				return probeSilent, eraSet{}
 			}
-			return probeRestart, eraSet{}
+		case line, ok := <-p.Lines():
+			if !ok {
+				return w.closed(), eraSet{}
+			}
+			var m wire.Message
+			if wire.Decode(line, &m) != nil || !m.IsResponse() || !bytes.Equal(m.ID, []byte(probeID)) {
+				other++
+				continue
+			}
+			return probeAnswered, classifyDiscover(&m)
 		}
-		if !ok {
-			return probeRestart, eraSet{}
-		}
-		var m wire.Message
-		if wire.Decode(line, &m) != nil || !m.IsResponse() || !bytes.Equal(m.ID, []byte(probeID)) {
-			continue
-		}
-		return probeAnswered, classifyDiscover(&m)
 	}
 	return probeRestart, eraSet{}
 }
 
-// nextLine waits for the next stdout line; ok is false when stdout ended
-// (closed) or ctx is done first.
-func nextLine(ctx context.Context, lines <-chan []byte) (line []byte, ok, closed bool) {
-	select {
-	case <-ctx.Done():
-		return nil, false, false
-	case l, ok := <-lines:
-		return l, ok, !ok
+// probeWait is how long a probe waits: bound for an answer once the server
+// has read the probe, and for as long as the probe lies unread in its stdin
+// (the server is still starting).
+type probeWait struct {
+	p      probed
+	bound  time.Duration
+	timer  *time.Timer
+	unread bool // the probe was unread at the last check
+}
+
+// again is called when the timer fires: it reports whether to keep
+// waiting, and sets the timer for the next check.
+func (w *probeWait) again() bool {
+	n, known := w.p.StdinUnread()
+	switch {
+	case known && n > 0:
+		w.unread = true
+		w.timer.Reset(unreadPoll)
+	case w.unread: // read since the last check: a full bound to answer
+		w.unread = false
+		w.timer.Reset(w.bound)
+	default:
+		return false
 	}
+	return true
+}
+
+// closed classifies a stdout that ended before the answer: a process that
+// never read the probe failed on its own.
+func (w *probeWait) closed() probeResult {
+	if n, known := w.p.StdinUnread(); known && n > 0 {
+		return probeDead
+	}
+	return probeRestart
 }
 
 // classifyDiscover reads the answer to server/discover: an error means

@@ -50,13 +50,14 @@ func (f fakeProbed) Lines() <-chan []byte   { return f.lines }
 func (fakeProbed) StdinUnread() (int, bool) { return 0, false }
 
 func TestProbeBound(t *testing.T) {
-	for _, tc := range []struct{ init, want time.Duration }{
-		{0, stdioProbeTimeout},
-		{60 * time.Second, stdioProbeTimeout},
-		{8 * time.Second, 4 * time.Second},
+	for _, tc := range []struct{ init, probe, want time.Duration }{
+		{0, 0, stdioProbeTimeout},
+		{60 * time.Second, 0, stdioProbeTimeout},
+		{8 * time.Second, 0, 4 * time.Second},
+		{8 * time.Second, time.Second, time.Second},
 	} {
-		if got := probeBound(tc.init); got != tc.want {
-			t.Errorf("probeBound(%s) = %s, want %s", tc.init, got, tc.want)
+		if got := probeBound(&Options{InitTimeout: tc.init, ProbeTimeout: tc.probe}); got != tc.want {
+			t.Errorf("probeBound(init %s, probe %s) = %s, want %s", tc.init, tc.probe, got, tc.want)
 		}
 	}
 }

@@ -15,8 +15,8 @@ import (
 )
 
 // A stdio server is asked for its era with server/discover: a go-sdk server
-// speaks 2026-07-28, one that refuses the probe is initialized on the same
-// process, and one that exits on it is restarted once and initialized; the
+// speaks 2026-07-28, one that refuses or ignores the probe is initialized on
+// the same process, and one that exits on it is restarted once and initialized; the
 // answer holds for the server's later processes. No process outlives Close.
 func TestStdioEraNegotiated(t *testing.T) {
 	for _, tc := range []struct {
@@ -26,8 +26,9 @@ func TestStdioEraNegotiated(t *testing.T) {
 		{"modern", "", upstream.VersionModern, 2},
 		{"refuses-discover", mcptest.FirstRefuse, upstream.VersionLegacy, 2},
 		{"exits-on-discover", mcptest.FirstExit, upstream.VersionLegacy, 3},
-		// Silence is waited out for 10s, then treated as exiting.
-		{"silent-on-discover", mcptest.FirstSilent, upstream.VersionLegacy, 3},
+		// Silence after reading the probe is waited out for 10s, then
+		// initialize goes to the same process.
+		{"silent-on-discover", mcptest.FirstSilent, upstream.VersionLegacy, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -197,5 +198,30 @@ func TestStdioFailingServerOneStartPerAttempt(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "restarting it for initialize") {
 		t.Errorf("a server that exited before reading the probe was restarted:\n%s", logs)
+	}
+}
+
+// A stdio server slow to start (it reads stdin only after longer than the
+// probe's bound, as npx does while npm downloads it) keeps its process: the
+// probe waits while its server/discover is unread, and the session starts
+// on that process, with no restart.
+func TestStdioSlowStartNotRestarted(t *testing.T) {
+	dir := t.TempDir()
+	logs := &mcptest.LogBuffer{}
+	o := stdioOptions("slow", mcptest.StdioOptions{StartsDir: dir, StartDelay: 1500 * time.Millisecond})
+	o.ProbeTimeout = 200 * time.Millisecond
+	o.Logger = newLogger(logs)
+	u := start(t, o)
+	if got := u.Era(); got != upstream.VersionModern {
+		t.Errorf("Era() = %q, want %q", got, upstream.VersionModern)
+	}
+	if got := mcptest.Starts(dir); got != 1 {
+		t.Errorf("%d processes started for discovery, want 1", got)
+	}
+	if got := callText(t, u, alice1, "echo", `{"text":"hi"}`); got != "hi" {
+		t.Errorf("echo = %q", got)
+	}
+	if strings.Contains(logs.String(), "restart") {
+		t.Errorf("a slow start was restarted:\n%s", logs)
 	}
 }

@@ -102,6 +102,10 @@ type Options struct {
 	// (VersionLegacy, VersionModern); VersionAuto negotiates (era.go). SSE
 	// sessions are always VersionLegacy.
 	ProtocolVersion string
+	// ProbeTimeout is how long a stdio server's process may leave the
+	// server/discover probe unanswered (stdioera.go). Zero means 10s, or
+	// half of InitTimeout if that is shorter.
+	ProbeTimeout time.Duration
 	// MaxSessions caps pooled call sessions (for stdio: processes), busy
 	// or not; a caller that needs one more waits, bounded by its context
 	// and CallTimeout. Default DefaultMaxSessions.

@@ -216,6 +216,9 @@ type StdioOptions struct {
 	// MethodsDir, when set, is a directory where each server process notes
 	// every method it receives (see Received).
 	MethodsDir string
+	// StartDelay makes each process wait this long after it starts before
+	// it reads stdin (as npx does while npm downloads the server).
+	StartDelay time.Duration
 }
 
 // StdioServer returns the command, args and env that run the test binary as
@@ -250,6 +253,9 @@ func StdioServer(name string, o StdioOptions) (string, []string, map[string]stri
 	if o.MethodsDir != "" {
 		env[envMethodsDir] = o.MethodsDir
 	}
+	if o.StartDelay > 0 {
+		env[envStartDelay] = o.StartDelay.String()
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		exe = os.Args[0]
@@ -281,6 +287,9 @@ func MaybeServeStdio() {
 	}
 	if os.Getenv(envHang) != "" {
 		time.Sleep(time.Hour)
+	}
+	if d, err := time.ParseDuration(os.Getenv(envStartDelay)); err == nil {
+		time.Sleep(d)
 	}
 	fmt.Fprintln(os.Stderr, "stdio test server ready")
 	var t mcp.Transport = &mcp.StdioTransport{}

@@ -33,6 +33,7 @@ const (
 	envStartsDir  = "MCPTEST_STARTS_DIR"  // note each process start there
 	envSubsDir    = "MCPTEST_SUBS_DIR"    // serve a subscribable resource, noting subscriptions there
 	envMethodsDir = "MCPTEST_METHODS_DIR" // note the methods each process receives there
+	envStartDelay = "MCPTEST_START_DELAY" // wait this long (a time.Duration) before reading stdin
 )
 
 // SubsResource is the URI of the resource a server started with
