@@ -3,6 +3,8 @@ package proxy_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -40,6 +42,38 @@ func resultTextOf(t *testing.T, r rpcReply) string {
 // protocol version of each request it serves.
 func TestDualEraStdioServerFollowsClientEra(t *testing.T) {
 	m := startMux(t, `{"mcpServers": {`+stdioServerJSON(t, "dual", mcptest.StdioOptions{}, "")+`}}`, proxy.Options{})
+	checkFollowsClientEra(t, m)
+}
+
+// The same over HTTP, with a server that serves both eras properly: its
+// 2026-07-28 requests go to a stateless handler, the rest to a stateful
+// one (as go-sdk documents serving both eras).
+func TestDualEraHTTPServerFollowsClientEra(t *testing.T) {
+	s := mcptest.NewServer("dual")
+	stateful := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	stateless := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Protocol-Version") >= "2026-07-28" {
+			stateless.ServeHTTP(w, r)
+			return
+		}
+		stateful.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		ts.Close()
+		for ss := range s.Sessions() {
+			_ = ss.Close()
+		}
+	})
+	m := startMux(t, fmt.Sprintf(`{"mcpServers": {"dual": {"type": "http", "url": %q}}}`, ts.URL+"/mcp"), proxy.Options{})
+	checkFollowsClientEra(t, m)
+}
+
+// checkFollowsClientEra runs a 2025-11-25 and a 2026-07-28 client against
+// m's server "dual" at once and checks that each call reached it on the
+// client's own era.
+func checkFollowsClientEra(t *testing.T, m *mux) {
+	t.Helper()
 	asked := make(chan string, 1)
 	modernDone := make(chan struct{})
 	cs := connect(t, m.ts.URL, &mcp.ClientOptions{
