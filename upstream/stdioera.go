@@ -72,7 +72,7 @@ type probeResult int
 
 const (
 	probeAnswered probeResult = iota // answered: the eras it lists (a JSON-RPC error: 2025-11-25)
-	probeRestart                     // exited, closed stdout or said nothing: restart, then initialize
+	probeRestart                     // exited or closed stdout after reading it (or wrote only other lines): restart, then initialize
 	probeDead                        // exited without reading the probe: the start failed
 	probeSilent                      // read the probe and said nothing: initialize on this process
 )
@@ -111,6 +111,9 @@ func (d *dialing) stdioVersion(p *stdioproc.Process) (string, *stdioproc.Process
 		u.log.Info("stdio server did not answer server/discover; sending initialize on the same process")
 		return ProtocolVersion, p, nil
 	case probeRestart:
+		if err := d.connCtx.Err(); err != nil {
+			return "", p, err // the bring-up ended (InitTimeout) while the probe waited
+		}
 		u.log.Info("stdio server exited or closed stdout on server/discover; restarting it for initialize")
 		// The era is remembered once initialize works (dial): a server
 		// that dies at every start is asked again when it next starts.
