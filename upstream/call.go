@@ -21,9 +21,9 @@ import (
 func (o *Options) scope(k Key) Key {
 	switch o.Scope {
 	case ScopeShared:
-		return Key{Cred: k.Cred, Caps: k.Caps}
+		return Key{Cred: k.Cred, Caps: k.Caps, Era: k.Era}
 	case ScopeUser:
-		return Key{User: k.User, Cred: k.Cred, Caps: k.Caps}
+		return Key{User: k.User, Cred: k.Cred, Caps: k.Caps, Era: k.Era}
 	}
 	return k
 }

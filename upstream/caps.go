@@ -49,20 +49,26 @@ var discoveryCaps = &mcp.ClientCapabilities{
 }
 
 // clients holds one SDK client per capability set (the SDK declares a
-// client's capabilities, not a session's). Capabilities canonicalizes
-// through the SDK's types, so there are few distinct sets.
+// client's capabilities, not a session's) and whether it takes list
+// changes. Capabilities canonicalizes through the SDK's types, so there are
+// few distinct sets.
 type clients struct {
 	mu   sync.Mutex
 	m    map[string]*mcp.Client
-	make func(caps *mcp.ClientCapabilities, control bool) *mcp.Client
+	make func(caps *mcp.ClientCapabilities, lists bool) *mcp.Client
 }
 
 // forKey returns the client for a session: the discovery client for the
-// control session, else the one declaring key.Caps.
-func (cl *clients) forKey(key Key, control bool) *mcp.Client {
+// control session, else the one declaring key.Caps, with list-change
+// handlers if lists (a 2026-07-28 session with them opens a
+// subscriptions/listen).
+func (cl *clients) forKey(key Key, control, lists bool) *mcp.Client {
 	id := key.Caps
-	if control {
-		id = "\x00discovery"
+	switch {
+	case control:
+		id, lists = "\x00discovery", true
+	case !lists:
+		id += "\x00nolists"
 	}
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
@@ -78,7 +84,7 @@ func (cl *clients) forKey(key Key, control bool) *mcp.Client {
 	if cl.m == nil {
 		cl.m = make(map[string]*mcp.Client)
 	}
-	c := cl.make(caps, control)
+	c := cl.make(caps, lists)
 	cl.m[id] = c
 	return c
 }

@@ -82,8 +82,19 @@ func (c *conn) finishServerRequest(id string, r *serverReq) {
 }
 
 // dial starts a session: for stdio a new process, for http/sse a new
-// upstream session. The whole bring-up is bounded by InitTimeout.
+// upstream session. The whole bring-up is bounded by InitTimeout (each
+// attempt: a legacy session that turned out sessionless is dialed again,
+// on 2026-07-28; era.go).
 func (u *Upstream) dial(ctx context.Context, key Key, control bool) (*conn, error) {
+	c, err := u.dialOnce(ctx, key, control)
+	if errors.Is(err, errLegacySessionless) {
+		return u.dialOnce(ctx, key, control)
+	}
+	return c, err
+}
+
+// dialOnce is one attempt of dial.
+func (u *Upstream) dialOnce(ctx context.Context, key Key, control bool) (*conn, error) {
 	d := newDialing(ctx, u, key, control)
 	// The caller's cancellation also aborts the bring-up.
 	unwatch := context.AfterFunc(ctx, d.c.cancel)
@@ -99,9 +110,14 @@ func (u *Upstream) dial(ctx context.Context, key Key, control bool) (*conn, erro
 	if version == "" {
 		version = d.sessionVersion(hdr)
 	}
-	cs, err := u.clients.forKey(key, control).Connect(d.connCtx, transport, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	cs, err := u.clients.forKey(key, control, d.takesLists(version)).Connect(d.connCtx, transport, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if !d.stop() || err != nil {
 		return nil, d.failed(cs, err)
+	}
+	if d.legacySessionless(cs) {
+		_ = cs.Close()
+		d.c.kill()
+		return nil, errLegacySessionless
 	}
 	c := d.adopt(cs, transport, hdr)
 	u.conns.add(cs, c)
@@ -148,6 +164,16 @@ func newDialing(ctx context.Context, u *Upstream, key Key, control bool) *dialin
 		d.stop = t.Stop
 	}
 	return d
+}
+
+// takesLists reports whether a session on version handles list changes:
+// the discovery session does (over HTTP, on its stream; on 2026-07-28, on
+// the subscriptions/listen the SDK opens for them). A call session needs
+// none: over HTTP and on 2026-07-28 they would cost the server an idle
+// stream or listen per session. (A legacy stdio call session's process
+// sends them unasked, and they are taken.)
+func (d *dialing) takesLists(version string) bool {
+	return d.control || (d.u.opts.Transport != HTTP && version < VersionModern)
 }
 
 // transport returns the session's transport and, for stdio, the protocol
@@ -255,13 +281,13 @@ func (d *dialing) adopt(cs *mcp.ClientSession, transport mcp.Transport, hdr http
 	case Stdio:
 		c.proc.UnmuteStderr()
 		v := cs.InitializeResult().ProtocolVersion
-		u.era.Store(&v)
+		u.eras.note(v)
 		if v >= VersionModern {
 			c.modern = modernreq.New(sessionCaps(c.key, d.control), nil)
 		}
 	case HTTP:
 		v := cs.InitializeResult().ProtocolVersion
-		u.era.Store(&v)
+		u.eras.note(v)
 		c.direct = &direct{url: u.opts.URL, client: u.http, header: hdr, sessionID: cs.ID(),
 			protocol: v, maxEvent: stdioproc.MaxFrame, async: &u.async}
 		if v >= VersionModern {

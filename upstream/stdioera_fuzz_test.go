@@ -26,26 +26,38 @@ func FuzzStdioProbe(f *testing.F) {
 				}
 			}
 		}()
-		got := probeStdio(context.Background(), io.Discard, lines, stdioProbeTimeout)
+		got, eras := probeStdio(context.Background(), fakeProbed{lines}, stdioProbeTimeout)
 		for range lines { // let the sender finish
 		}
-		if got == probeModern && !bytes.Contains(out, []byte(`mux-discover`)) && !bytes.Contains(out, []byte(`\u`)) {
+		if eras.modern && !bytes.Contains(out, []byte(`mux-discover`)) && !bytes.Contains(out, []byte(`\u`)) {
 			t.Fatalf("2026-07-28 from an answer to another id: %q", out)
 		}
-		if got != probeModern && got != probeLegacy && got != probeRestart {
+		if got == probeAnswered && !eras.modern && !eras.legacy {
+			t.Fatalf("an answer that speaks no era: %q", out)
+		}
+		if got != probeAnswered && got != probeRestart && got != probeDead {
 			t.Fatalf("result %d", got)
 		}
 	})
 }
 
+// fakeProbed feeds the probe lines; its stdin takes anything and its
+// unread bytes are unknown.
+type fakeProbed struct{ lines chan []byte }
+
+func (fakeProbed) Stdin() io.Writer         { return io.Discard }
+func (f fakeProbed) Lines() <-chan []byte   { return f.lines }
+func (fakeProbed) StdinUnread() (int, bool) { return 0, false }
+
 func TestProbeBound(t *testing.T) {
-	for _, tc := range []struct{ init, want time.Duration }{
-		{0, stdioProbeTimeout},
-		{60 * time.Second, stdioProbeTimeout},
-		{8 * time.Second, 4 * time.Second},
+	for _, tc := range []struct{ init, probe, want time.Duration }{
+		{0, 0, stdioProbeTimeout},
+		{60 * time.Second, 0, stdioProbeTimeout},
+		{8 * time.Second, 0, 4 * time.Second},
+		{8 * time.Second, time.Second, time.Second},
 	} {
-		if got := probeBound(tc.init); got != tc.want {
-			t.Errorf("probeBound(%s) = %s, want %s", tc.init, got, tc.want)
+		if got := probeBound(&Options{InitTimeout: tc.init, ProbeTimeout: tc.probe}); got != tc.want {
+			t.Errorf("probeBound(init %s, probe %s) = %s, want %s", tc.init, tc.probe, got, tc.want)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,8 +15,8 @@ import (
 )
 
 // A stdio server is asked for its era with server/discover: a go-sdk server
-// speaks 2026-07-28, one that refuses the probe is initialized on the same
-// process, and one that exits on it is restarted once and initialized; the
+// speaks 2026-07-28, one that refuses or ignores the probe is initialized on
+// the same process, and one that exits on it is restarted once and initialized; the
 // answer holds for the server's later processes. No process outlives Close.
 func TestStdioEraNegotiated(t *testing.T) {
 	for _, tc := range []struct {
@@ -25,8 +26,9 @@ func TestStdioEraNegotiated(t *testing.T) {
 		{"modern", "", upstream.VersionModern, 2},
 		{"refuses-discover", mcptest.FirstRefuse, upstream.VersionLegacy, 2},
 		{"exits-on-discover", mcptest.FirstExit, upstream.VersionLegacy, 3},
-		// Silence is waited out for 10s, then treated as exiting.
-		{"silent-on-discover", mcptest.FirstSilent, upstream.VersionLegacy, 3},
+		// Silence after reading the probe is waited out for 10s, then
+		// initialize goes to the same process.
+		{"silent-on-discover", mcptest.FirstSilent, upstream.VersionLegacy, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -127,4 +129,99 @@ func TestStdioModernCallCancelled(t *testing.T) {
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// Only the discovery process of a 2026-07-28 stdio server gets a
+// subscriptions/listen (list changes arrive there); a call session's
+// process gets none.
+func TestStdioModernCallSessionOpensNoListen(t *testing.T) {
+	dir := t.TempDir()
+	u := start(t, stdioOptions("local", mcptest.StdioOptions{MethodsDir: dir}))
+	if u.Era() != upstream.VersionModern {
+		t.Fatalf("era %q", u.Era())
+	}
+	key := upstream.Key{User: "alice", Thread: "t1", Era: upstream.VersionModern}
+	pid, err := strconv.Atoi(callText(t, u, key, "pid", `{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := callText(t, u, key, "echo", `{"text":"again"}`); got != "again" {
+		t.Fatalf("echo = %q", got)
+	}
+	if err := u.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 2 {
+		t.Fatalf("%d server processes noted methods, want 2 (discovery and one call session)", len(ents))
+	}
+	for _, e := range ents {
+		p, _ := strconv.Atoi(e.Name())
+		listened := mcptest.Received(dir, p, "subscriptions/listen")
+		switch {
+		case p == pid && !mcptest.Received(dir, p, "tools/call"):
+			t.Errorf("the call session's process %d got no tools/call", p)
+		case p == pid && listened:
+			t.Errorf("the call session's process %d got a subscriptions/listen", p)
+		case p != pid && !listened:
+			t.Errorf("the discovery process %d got no subscriptions/listen", p)
+		}
+	}
+}
+
+// A stdio server that fails at every start (it exits without reading its
+// stdin) costs one process start per discovery attempt: the probed process
+// exited before it read server/discover, so no second process is started
+// for initialize.
+func TestStdioFailingServerOneStartPerAttempt(t *testing.T) {
+	starts := filepath.Join(t.TempDir(), "starts")
+	var failed atomic.Int64
+	logs := &mcptest.LogBuffer{}
+	u := startNoWait(t, upstream.Options{Name: "failing", Transport: upstream.Stdio, Command: "/bin/sh",
+		Args: []string{"-c", `echo start >> "$STARTS"; echo no config >&2; exit 1`}, Env: map[string]string{"STARTS": starts},
+		Supervisor: "/proc/self/exe", RetryMin: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond,
+		Logger: newLogger(logs),
+		OnDiscovery: func(_ time.Duration, ok bool) {
+			if !ok {
+				failed.Add(1)
+			}
+		}})
+	waitFor(t, 30*time.Second, "three failed discovery attempts", func() bool { return failed.Load() >= 3 })
+	if err := u.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(starts)
+	n, attempts := strings.Count(string(b), "start"), failed.Load()
+	// An attempt cut short by Close may have started its process unreported.
+	if n < int(attempts) || n > int(attempts)+1 {
+		t.Errorf("%d process starts for %d failed discovery attempts, want one each", n, attempts)
+	}
+	if strings.Contains(logs.String(), "restarting it for initialize") {
+		t.Errorf("a server that exited before reading the probe was restarted:\n%s", logs)
+	}
+}
+
+// A stdio server slow to start (it reads stdin only after longer than the
+// probe's bound, as npx does while npm downloads it) keeps its process: the
+// probe waits while its server/discover is unread, and the session starts
+// on that process, with no restart.
+func TestStdioSlowStartNotRestarted(t *testing.T) {
+	dir := t.TempDir()
+	logs := &mcptest.LogBuffer{}
+	o := stdioOptions("slow", mcptest.StdioOptions{StartsDir: dir, StartDelay: 1500 * time.Millisecond})
+	o.ProbeTimeout = 200 * time.Millisecond
+	o.Logger = newLogger(logs)
+	u := start(t, o)
+	if got := u.Era(); got != upstream.VersionModern {
+		t.Errorf("Era() = %q, want %q", got, upstream.VersionModern)
+	}
+	if got := mcptest.Starts(dir); got != 1 {
+		t.Errorf("%d processes started for discovery, want 1", got)
+	}
+	if got := callText(t, u, alice1, "echo", `{"text":"hi"}`); got != "hi" {
+		t.Errorf("echo = %q", got)
+	}
+	if strings.Contains(logs.String(), "restart") {
+		t.Errorf("a slow start was restarted:\n%s", logs)
+	}
 }

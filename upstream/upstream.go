@@ -102,6 +102,10 @@ type Options struct {
 	// (VersionLegacy, VersionModern); VersionAuto negotiates (era.go). SSE
 	// sessions are always VersionLegacy.
 	ProtocolVersion string
+	// ProbeTimeout is how long a stdio server's process may leave the
+	// server/discover probe unanswered (stdioera.go). Zero means 10s, or
+	// half of InitTimeout if that is shorter.
+	ProbeTimeout time.Duration
 	// MaxSessions caps pooled call sessions (for stdio: processes), busy
 	// or not; a caller that needs one more waits, bounded by its context
 	// and CallTimeout. Default DefaultMaxSessions.
@@ -180,8 +184,10 @@ type Tool struct {
 // Key identifies the caller a call session belongs to. Cred distinguishes
 // callers whose per-call credentials differ (a fingerprint, never a secret);
 // Caps is the downstream client's capabilities (see Capabilities), which the
-// session declares to the server.
-type Key struct{ User, Thread, Cred, Caps string }
+// session declares to the server; Era is the client's protocol era
+// (VersionLegacy, VersionModern; "" for no client): a server that speaks
+// both runs the session on the client's (era.go).
+type Key struct{ User, Thread, Cred, Caps, Era string }
 
 type headersKey struct{}
 
@@ -224,9 +230,9 @@ type Upstream struct {
 
 	conns connTable // open sessions
 
-	control    atomic.Pointer[conn]   // the discovery session while it is up
-	reconnects atomic.Int64           // sessions re-established after they ended
-	era        atomic.Pointer[string] // the protocol version sessions negotiated (era.go)
+	control    atomic.Pointer[conn] // the discovery session while it is up
+	reconnects atomic.Int64         // sessions re-established after they ended
+	eras       eraMemory            // the protocol eras the server speaks, once known (era.go)
 	// annotations are the x-mcp-header bindings of the listed tools
 	// (paramheader), built once per discovered list.
 	annotations atomic.Pointer[paramheader.Index]
@@ -251,6 +257,7 @@ func New(opts Options) (*Upstream, error) {
 		refresh:    make(chan struct{}, 1),
 		discovered: make(chan struct{}),
 	}
+	u.eras.log = opts.Logger
 	u.async.ctx, u.async.stop = context.WithCancel(context.Background())
 	u.clients.make = clientMaker(u)
 	u.static = newStaticScrubber(&u.opts)
@@ -320,16 +327,14 @@ func (o *Options) roundTripper() http.RoundTripper {
 }
 
 // clientMaker returns how u makes the SDK client of a capability set
-// (clients.make). A server whose initialize result lacked prompts or
-// resources (it had none yet) still announces them later with list_changed.
-func clientMaker(u *Upstream) func(caps *mcp.ClientCapabilities, control bool) *mcp.Client {
+// (clients.make), with list-change handlers if lists. A server whose
+// initialize result lacked prompts or resources (it had none yet) still
+// announces them later with list_changed.
+func clientMaker(u *Upstream) func(caps *mcp.ClientCapabilities, lists bool) *mcp.Client {
 	refresh := func() { u.requestRefresh() }
-	return func(caps *mcp.ClientCapabilities, control bool) *mcp.Client {
+	return func(caps *mcp.ClientCapabilities, lists bool) *mcp.Client {
 		o := &mcp.ClientOptions{Capabilities: caps}
-		if control || u.opts.Transport != HTTP {
-			// List changes come to the discovery session (over HTTP, on its
-			// stream: a 2026-07-28 client opens subscriptions/listen for
-			// them, which call sessions need not).
+		if lists {
 			o.ToolListChangedHandler = func(context.Context, *mcp.ToolListChangedRequest) { refresh() }
 			o.PromptListChangedHandler = func(context.Context, *mcp.PromptListChangedRequest) { u.hasPrompts.Store(true); refresh() }
 			o.ResourceListChangedHandler = func(context.Context, *mcp.ResourceListChangedRequest) { u.hasResources.Store(true); refresh() }

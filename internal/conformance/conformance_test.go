@@ -182,15 +182,16 @@ func TestConformanceThroughMuxHTTP(t *testing.T) {
 	checkSummary(t, "http upstream", runSuite(t, entry, url))
 }
 
-// The stdio everything-server speaks both eras, and mcp-mux would negotiate
-// 2026-07-28 with it (TestModernConformanceModernStdioUpstream), where its
-// sampling and elicitation tools, which send live requests, cannot work
-// (go-sdk refuses them on a 2026-07-28 request): the legacy suite pins the
-// legacy era.
+// The stdio everything-server speaks both eras: with the default config
+// (protocol_version auto) mcp-mux runs the legacy suite's call sessions on
+// 2025-11-25, the suite's own era, where its sampling and elicitation
+// tools' live requests work (go-sdk refuses them on a 2026-07-28 request;
+// TestModernConformanceModernStdioUpstream runs the same server on
+// 2026-07-28 for 2026-07-28 clients).
 func TestConformanceThroughMuxStdio(t *testing.T) {
 	entry := suiteEntry(t)
 	bin := everythingServer(t)
-	url := startMux(t, fmt.Sprintf(`{"type": "stdio", "command": %q, "tool_name_prefix": false, "protocol_version": "2025-11-25"}`, bin))
+	url := startMux(t, fmt.Sprintf(`{"type": "stdio", "command": %q, "tool_name_prefix": false}`, bin))
 	checkSummary(t, "stdio upstream", runSuite(t, entry, url))
 }
 

@@ -74,7 +74,8 @@ type SleepArgs struct {
 // echo(text), add(a,b) with structured output, pid() (the serving process id),
 // headers() (the HTTP request headers it received, sorted "Name: value" lines),
 // sleep(ms) (honours cancellation), fail() (an isError result), count() (a
-// per-session counter), the interactive tools progress, log, sample and elicit
+// per-session counter), version() (the protocol version of the request: its
+// _meta's, or its session's), the interactive tools progress, log, sample and elicit
 // (see addInteractiveTools) and, when extra names are given, one trivial tool per name.
 func NewServer(name string, extra ...string) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: name, Version: "test"}, nil)
@@ -111,6 +112,10 @@ func NewServer(name string, extra ...string) *mcp.Server {
 			case <-ctx.Done():
 				return nil, nil, ctx.Err()
 			}
+		})
+	s.AddTool(&mcp.Tool{Name: "version", Description: "The request's protocol version.", InputSchema: emptySchema()},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return text(req.ProtocolVersion()), nil
 		})
 	s.AddTool(&mcp.Tool{Name: "fail", Description: "Always fails.", InputSchema: emptySchema()},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -208,6 +213,12 @@ type StdioOptions struct {
 	// SubsDir, when set, makes the server one with a single subscribable
 	// resource (SubsResource), noting subscriptions in that directory.
 	SubsDir string
+	// MethodsDir, when set, is a directory where each server process notes
+	// every method it receives (see Received).
+	MethodsDir string
+	// StartDelay makes each process wait this long after it starts before
+	// it reads stdin (as npx does while npm downloads the server).
+	StartDelay time.Duration
 }
 
 // StdioServer returns the command, args and env that run the test binary as
@@ -238,6 +249,12 @@ func StdioServer(name string, o StdioOptions) (string, []string, map[string]stri
 	}
 	if o.SubsDir != "" {
 		env[envSubsDir] = o.SubsDir
+	}
+	if o.MethodsDir != "" {
+		env[envMethodsDir] = o.MethodsDir
+	}
+	if o.StartDelay > 0 {
+		env[envStartDelay] = o.StartDelay.String()
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -271,6 +288,9 @@ func MaybeServeStdio() {
 	if os.Getenv(envHang) != "" {
 		time.Sleep(time.Hour)
 	}
+	if d, err := time.ParseDuration(os.Getenv(envStartDelay)); err == nil {
+		time.Sleep(d)
+	}
 	fmt.Fprintln(os.Stderr, "stdio test server ready")
 	var t mcp.Transport = &mcp.StdioTransport{}
 	if os.Getenv(envGarble) != "" {
@@ -285,6 +305,9 @@ func MaybeServeStdio() {
 	}
 	if dir := os.Getenv(envCallsDir); dir != "" {
 		s.AddReceivingMiddleware(noteCalls(dir))
+	}
+	if dir := os.Getenv(envMethodsDir); dir != "" {
+		s.AddReceivingMiddleware(noteMethods(dir))
 	}
 	err := s.Run(context.Background(), t)
 	if err != nil {

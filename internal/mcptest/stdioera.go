@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -28,9 +29,11 @@ const (
 )
 
 const (
-	envFirst     = "MCPTEST_FIRST"      // a First* behaviour
-	envStartsDir = "MCPTEST_STARTS_DIR" // note each process start there
-	envSubsDir   = "MCPTEST_SUBS_DIR"   // serve a subscribable resource, noting subscriptions there
+	envFirst      = "MCPTEST_FIRST"       // a First* behaviour
+	envStartsDir  = "MCPTEST_STARTS_DIR"  // note each process start there
+	envSubsDir    = "MCPTEST_SUBS_DIR"    // serve a subscribable resource, noting subscriptions there
+	envMethodsDir = "MCPTEST_METHODS_DIR" // note the methods each process receives there
+	envStartDelay = "MCPTEST_START_DELAY" // wait this long (a time.Duration) before reading stdin
 )
 
 // SubsResource is the URI of the resource a server started with
@@ -63,6 +66,26 @@ func subsServer(name, dir string) *mcp.Server {
 // noteStart creates a file named for this process in dir.
 func noteStart(dir string) {
 	_ = os.WriteFile(filepath.Join(dir, strconv.Itoa(os.Getpid())), nil, 0o600)
+}
+
+// noteMethods creates dir/<pid>/<method> (slashes as "_") for every method
+// the process receives.
+func noteMethods(dir string) mcp.Middleware {
+	own := filepath.Join(dir, strconv.Itoa(os.Getpid()))
+	_ = os.MkdirAll(own, 0o700)
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			_ = os.WriteFile(filepath.Join(own, strings.ReplaceAll(method, "/", "_")), nil, 0o600)
+			return next(ctx, method, req)
+		}
+	}
+}
+
+// Received reports whether the process pid of a server started with
+// StdioOptions.MethodsDir = dir received method.
+func Received(dir string, pid int, method string) bool {
+	_, err := os.Stat(filepath.Join(dir, strconv.Itoa(pid), strings.ReplaceAll(method, "/", "_")))
+	return err == nil
 }
 
 // Starts counts the processes started with StdioOptions.StartsDir = dir.

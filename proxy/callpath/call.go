@@ -194,7 +194,7 @@ func (s *Router) rpcError(ctx context.Context, b *Backend, what string, err erro
 
 // CallerKey is the (user, thread) an upstream session is scoped by.
 func (s *Router) CallerKey(st *Session, e Era, h http.Header) upstream.Key {
-	k := upstream.Key{User: st.User, Caps: st.Caps}
+	k := upstream.Key{User: st.User, Caps: st.Caps, Era: e.Version()}
 	if h != nil {
 		if name := s.rt.Load().Config.Inbound.ThreadHeader; name != "" {
 			k.Thread = h.Get(name)

@@ -38,6 +38,10 @@ type Era interface {
 	Promote(st *Session, cat *Catalog, names []string) bool
 	// TasksExt reports whether the request declared the tasks extension.
 	TasksExt() bool
+	// Version is the request's era as an upstream call session is keyed
+	// by it (upstream.Key.Era): a server that speaks both eras serves the
+	// request on its own.
+	Version() string
 }
 
 // SendFunc sends a request's params upstream and returns its raw result.
@@ -82,3 +86,6 @@ func (LegacyEra) Promote(st *Session, cat *Catalog, names []string) bool {
 
 // TasksExt is false: the extension is not part of the legacy era.
 func (LegacyEra) TasksExt() bool { return false }
+
+// Version is 2025-11-25: every legacy session's calls run on it.
+func (LegacyEra) Version() string { return upstream.VersionLegacy }

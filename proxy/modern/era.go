@@ -63,3 +63,6 @@ func (*Era) Promote(*callpath.Session, *callpath.Catalog, []string) bool { retur
 
 // TasksExt reports whether the request declared the tasks extension.
 func (e *Era) TasksExt() bool { return e.tasks }
+
+// Version is 2026-07-28.
+func (*Era) Version() string { return upstream.VersionModern }

@@ -391,7 +391,7 @@ func (s *Handler) modernFastCall(w http.ResponseWriter, r *http.Request, rq mode
 		raw json.RawMessage
 		err error
 	)
-	if rq.caps.inputs && rt.Deny == nil && rt.Server.Up.Era() < modernVersion {
+	if rq.caps.inputs && rt.Deny == nil && rt.Server.Up.EraFor(upstream.VersionModern) < modernVersion {
 		raw, err = s.bridgedFastCall(ctx, cs) // the upstream may ask the client for input mid-call
 	} else {
 		raw, err = s.directFastCall(ctx, cs)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/sys/unix"
 )
 
 // baseEnv lists the host variables a stdio server inherits; everything else
@@ -228,6 +229,26 @@ func (p *Process) ExitedBefore(t time.Time) bool {
 // Stdin is the process's stdin, for what is written before the session
 // starts (a probe).
 func (p *Process) Stdin() io.Writer { return p.stdin }
+
+// StdinUnread reports how many bytes written to the process's stdin no
+// process has read yet; ok is false when that cannot be told (stdin is
+// closed, or not a pipe). A pipe keeps its bytes after its readers are
+// gone, so a process that exited with them unread never saw them.
+func (p *Process) StdinUnread() (n int, ok bool) {
+	sc, isConn := p.stdin.(syscall.Conn)
+	if !isConn {
+		return 0, false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return 0, false
+	}
+	var ierr error
+	if err := rc.Control(func(fd uintptr) { n, ierr = unix.IoctlGetInt(int(fd), unix.TIOCINQ) }); err != nil || ierr != nil {
+		return 0, false
+	}
+	return n, true
+}
 
 // Lines delivers the JSON lines of the process's stdout, for what is read
 // before the session starts; it is closed when stdout ends.
