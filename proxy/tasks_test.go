@@ -330,3 +330,40 @@ func waitUntil(t *testing.T, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestDuplicateRemoteTaskID: an upstream whose submit answers a task id this
+// caller's other task already tracks gets no cancel for it (that would
+// cancel the tracked task), and the caller is told so: the message names
+// the duplicate and never says the task was cancelled.
+func TestDuplicateRemoteTaskID(t *testing.T) {
+	st, _ := taskpoll.OpenBoltStore(taskpoll.BoltOptions{Dir: t.TempDir()})
+	up := &mcptest.TaskServer{PollsToComplete: 1 << 30, SameRemoteID: "job-same"}
+	upTS := mcptest.ServeHTTP(t, up.MCP())
+	_, ts := taskMux(t, `{"mcpServers": {"jobs": `+mcptest.TaskServerJSON(upTS.URL+"/mcp", "")+`}, "mcp_tasks": {"enabled": true}}`, st)
+	rt := &clientRT{static: http.Header{"X-Mux-Thread-Id": {"th"}}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: ts.URL + "/mcp", HTTPClient: &http.Client{Transport: rt}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if text, res := callText(t, cs, "jobs_submit_job", map[string]any{"input": "a"}); res.IsError {
+		t.Fatalf("first submit: %s", text)
+	}
+	text, res := callText(t, cs, "jobs_submit_job", map[string]any{"input": "b"})
+	if !res.IsError || up.Submits() != 2 {
+		t.Fatalf("second submit: error %v, submits %d: %s", res.IsError, up.Submits(), text)
+	}
+	if strings.Contains(text, "was cancelled") || !strings.Contains(text, "'job-same' is already tracked") || !strings.Contains(text, "not cancelled") {
+		t.Fatalf("duplicate message: %q", text)
+	}
+	// The submit's error is returned after every remote call it makes: a
+	// cancel, had one been sent, is counted by now.
+	if c := up.Cancels(); c["job-same"] != 0 {
+		t.Fatalf("cancels sent for the duplicate: %v", c)
+	}
+	text, _ = callText(t, cs, "list_background_tasks", map[string]any{"active_only": true})
+	if !strings.Contains(text, `"count":1`) {
+		t.Fatalf("the first task is no longer tracked: %s", text)
+	}
+}
