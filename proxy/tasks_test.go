@@ -113,7 +113,7 @@ func durableTaskFlow(t *testing.T, st taskpoll.Store) {
 	var names []string
 	for _, tl := range tools.Tools {
 		names = append(names, tl.Name)
-		if tl.Name == "jobs_submit_job" && !strings.HasSuffix(tl.Description, "Start a job.\n\nSubmitted as durable background task 'job'; returns a DeerFlow task ID immediately and status polling is handled automatically.") {
+		if tl.Name == "jobs_submit_job" && !strings.HasSuffix(tl.Description, "Start a job.\n\nSubmitted as durable background task 'job'; returns a task ID immediately and status polling is handled automatically.") {
 			t.Fatalf("submit description %q", tl.Description)
 		}
 	}
@@ -365,5 +365,71 @@ func TestDuplicateRemoteTaskID(t *testing.T) {
 	text, _ = callText(t, cs, "list_background_tasks", map[string]any{"active_only": true})
 	if !strings.Contains(text, `"count":1`) {
 		t.Fatalf("the first task is no longer tracked: %s", text)
+	}
+}
+
+// TestTaskToolTextsNameNoDeerFlow: what the built-in task tools and a
+// submit tool say to a client (descriptions, schemas, results, errors)
+// never names DeerFlow: mcp-mux is not DeerFlow.
+func TestTaskToolTextsNameNoDeerFlow(t *testing.T) {
+	st, _ := taskpoll.OpenBoltStore(taskpoll.BoltOptions{Dir: t.TempDir()})
+	up := &mcptest.TaskServer{PollsToComplete: 1 << 30}
+	upTS := mcptest.ServeHTTP(t, up.MCP())
+	_, ts := taskMux(t, `{"mcpServers": {"jobs": `+mcptest.TaskServerJSON(upTS.URL+"/mcp", "")+`}, "mcp_tasks": {"enabled": true}}`, st)
+	rt := &clientRT{static: http.Header{"X-Mux-Thread-Id": {"th"}}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: ts.URL + "/mcp", HTTPClient: &http.Client{Transport: rt}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	var seen []string // every text a client was shown
+	tools, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	builtins := 0
+	for _, tl := range tools.Tools {
+		if taskpoll.IsBuiltin(tl.Name) || tl.Name == "jobs_submit_job" {
+			builtins++
+			b, _ := json.Marshal(tl)
+			seen = append(seen, string(b))
+		}
+	}
+	if builtins != 4 {
+		t.Fatalf("task tools listed: %d of 4", builtins)
+	}
+	call := func(name string, args any) string {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			t.Fatalf("call %s: %v", name, err)
+		}
+		b, _ := json.Marshal(res)
+		seen = append(seen, string(b))
+		return string(b)
+	}
+	call(taskpoll.ToolCancel, map[string]any{}) // nothing active
+	submitted := call("jobs_submit_job", map[string]any{"input": "x"})
+	call("jobs_submit_job", map[string]any{"input": "y"})
+	call(taskpoll.ToolCancel, map[string]any{})               // ambiguous
+	call(taskpoll.ToolList, map[string]any{"active_only": 7}) // invalid arguments
+	call(taskpoll.ToolList, map[string]any{})
+	call(taskpoll.ToolGet, map[string]any{"task_id": "mcp-task-unknown"})
+	var sub struct {
+		StructuredContent struct {
+			TaskID string `json:"task_id"`
+		} `json:"structuredContent"`
+	}
+	if err := json.Unmarshal([]byte(submitted), &sub); err != nil || sub.StructuredContent.TaskID == "" {
+		t.Fatalf("submit: %v %s", err, submitted)
+	}
+	call(taskpoll.ToolGet, map[string]any{"task_id": sub.StructuredContent.TaskID})
+	if out := call(taskpoll.ToolCancel, map[string]any{"task": sub.StructuredContent.TaskID}); !strings.Contains(out, "Cancellation requested") {
+		t.Fatalf("cancel: %s", out)
+	}
+	for _, s := range seen {
+		if strings.Contains(strings.ToLower(s), "deerflow") {
+			t.Errorf("a task tool text names DeerFlow: %s", s)
+		}
 	}
 }
