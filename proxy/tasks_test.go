@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -431,5 +432,63 @@ func TestTaskToolTextsNameNoDeerFlow(t *testing.T) {
 		if strings.Contains(strings.ToLower(s), "deerflow") {
 			t.Errorf("a task tool text names DeerFlow: %s", s)
 		}
+	}
+}
+
+// TestTaskAPIThreadIsThePath: the task REST API's thread is the path's
+// {thread_id} (DESIGN §2.5), whatever thread header the API request
+// carries, and the README says so.
+func TestTaskAPIThreadIsThePath(t *testing.T) {
+	st, _ := taskpoll.OpenBoltStore(taskpoll.BoltOptions{Dir: t.TempDir()})
+	up := &mcptest.TaskServer{PollsToComplete: 1 << 30}
+	upTS := mcptest.ServeHTTP(t, up.MCP())
+	_, ts := taskMux(t, `{"mcpServers": {"jobs": `+mcptest.TaskServerJSON(upTS.URL+"/mcp", "")+`}, "mcp_tasks": {"enabled": true}}`, st)
+	rt := &clientRT{static: http.Header{"X-Mux-Thread-Id": {"th"}}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: ts.URL + "/mcp", HTTPClient: &http.Client{Transport: rt}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	_, res := callText(t, cs, "jobs_submit_job", map[string]any{"input": "x"})
+	id, _ := res.StructuredContent.(map[string]any)["task_id"].(string)
+	if res.IsError || id == "" {
+		t.Fatalf("submit: %+v", res)
+	}
+	get := func(method, path, threadHeader string) (int, string) {
+		req, _ := http.NewRequest(method, ts.URL+path, nil)
+		req.Header.Set("X-Mux-Thread-Id", threadHeader)
+		resp, err := testHTTP.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, c := range []struct {
+		method, path, header string
+		code                 int
+		has                  string
+	}{
+		{"GET", "/api/threads/th/mcp-tasks", "elsewhere", 200, id},
+		{"GET", "/api/threads/elsewhere/mcp-tasks", "th", 200, "[]"},
+		{"GET", "/api/threads/th/mcp-tasks/" + id, "elsewhere", 200, id},
+		{"GET", "/api/threads/elsewhere/mcp-tasks/" + id, "th", 404, "MCP task not found"},
+		{"POST", "/api/threads/elsewhere/mcp-tasks/" + id + "/cancel", "th", 404, "MCP task not found"},
+		{"POST", "/api/threads/th/mcp-tasks/" + id + "/cancel", "elsewhere", 200, `"cancel_requested":true`},
+	} {
+		if code, body := get(c.method, c.path, c.header); code != c.code || !strings.Contains(body, c.has) {
+			t.Errorf("%s %s (thread header %q) = %d %s, want %d with %s", c.method, c.path, c.header, code, body, c.code, c.has)
+		}
+	}
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := string(readme)[strings.Index(string(readme), "- **REST API**"):]
+	section = section[:strings.Index(section, "\n- **")]
+	if !strings.Contains(section, "The thread is the path's `{thread_id}`") || strings.Contains(section, "The thread is the caller's") {
+		t.Errorf("README's task REST API bullet does not say the path names the thread:\n%s", section)
 	}
 }
