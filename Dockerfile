@@ -14,7 +14,8 @@
 # `docker run IMAGE validate /etc/mcp-mux/extensions_config.json` works too.
 # The config is read from /etc/mcp-mux/extensions_config.json (mount its
 # directory, e.g. from a ConfigMap; a missing file is an error). The embedded
-# task store lives in /var/lib/mcp-mux.
+# task store lives in /var/lib/mcp-mux (MCP_MUX_DATA_DIR), a VOLUME: mount a
+# named volume there to keep tasks across containers.
 #
 # The listen address is the binary's default, 127.0.0.1:8931: right for a
 # sidecar, whose agent shares the pod's loopback. To serve other pods (or
@@ -47,6 +48,7 @@ ENV HOME=/home/node \
     NPM_CONFIG_UPDATE_NOTIFIER=false \
     MCP_MUX_CONFIG=/etc/mcp-mux/extensions_config.json \
     MCP_MUX_DATA_DIR=/var/lib/mcp-mux
+VOLUME ["/var/lib/mcp-mux"]
 USER 1000:1000
 WORKDIR /home/node
 EXPOSE 8931
@@ -59,6 +61,7 @@ COPY --from=build /out/mcp-mux /usr/local/bin/mcp-mux
 COPY --from=build --chown=65532:65532 /out/data /var/lib/mcp-mux
 ENV MCP_MUX_CONFIG=/etc/mcp-mux/extensions_config.json \
     MCP_MUX_DATA_DIR=/var/lib/mcp-mux
+VOLUME ["/var/lib/mcp-mux"]
 USER 65532:65532
 EXPOSE 8931
 ENTRYPOINT ["/usr/local/bin/mcp-mux"]

@@ -458,6 +458,15 @@ func TestRefusedValues(t *testing.T) {
 		want   string
 	}{
 		{"replicas without redis", map[string]any{"replicas": 2, "config": map[string]any{"inbound": map[string]any{"auth": map[string]any{"mode": "trusted_header"}}}}, "config.store.redis_url"},
+		// A null (or emptied) block is a missing one: the same message, never a template error.
+		{"replicas with a null store", map[string]any{"replicas": 2, "config": map[string]any{"store": nil, "inbound": map[string]any{"auth": map[string]any{"mode": "trusted_header"}}}}, "replicas > 1 needs config.store.redis_url"},
+		{"replicas with a null redis_url", map[string]any{"replicas": 2, "config": map[string]any{"store": map[string]any{"redis_url": nil}, "inbound": map[string]any{"auth": map[string]any{"mode": "trusted_header"}}}}, "replicas > 1 needs config.store.redis_url"},
+		{"replicas with a store that is not an object", map[string]any{"replicas": 2, "config": map[string]any{"store": "redis://redis:6379", "inbound": map[string]any{"auth": map[string]any{"mode": "trusted_header"}}}}, "config.store must be an object"},
+		{"a null inbound", map[string]any{"config": map[string]any{"inbound": nil}}, "config.inbound.auth.allow_remote: true"},
+		{"a null auth", map[string]any{"config": map[string]any{"inbound": map[string]any{"auth": nil}}}, "config.inbound.auth.allow_remote: true"},
+		{"a null config", map[string]any{"config": nil}, "config.inbound.auth.allow_remote: true"},
+		{"a config that is not an object", map[string]any{"config": "{}"}, "config must be an object"},
+		{"replicas with the data claim", map[string]any{"replicas": 2, "dataPersistentVolumeClaim": "c", "config": map[string]any{"store": map[string]any{"redis_url": "$REDIS_URL"}, "inbound": map[string]any{"auth": map[string]any{"mode": "trusted_header"}}}}, "dataPersistentVolumeClaim holds the embedded task store of one replica"},
 		{"remote none", map[string]any{}, "config.inbound.auth.allow_remote: true"},
 		{"unknown mode", map[string]any{"mode": "daemonset"}, `mode must be "deployment" or "sidecar"`},
 	} {
@@ -466,8 +475,8 @@ func TestRefusedValues(t *testing.T) {
 			if err == nil {
 				t.Fatalf("rendered:\n%s", out)
 			}
-			if !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error %v does not mention %q", err, tc.want)
+			if !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "error calling") || strings.Contains(err.Error(), "interface conversion") {
+				t.Errorf("error %v does not mention %q (or is a template error, not the chart's message)", err, tc.want)
 			}
 		})
 	}
@@ -610,4 +619,53 @@ func copyDir(t *testing.T, src, dst string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestDataPersistentVolumeClaim: the embedded task store's directory,
+// /var/lib/mcp-mux, is an emptyDir unless dataPersistentVolumeClaim names a
+// claim, which is then mounted there instead.
+func TestDataPersistentVolumeClaim(t *testing.T) {
+	auth := map[string]any{"inbound": map[string]any{"auth": map[string]any{"mode": "trusted_header"}}, "mcp_tasks": map[string]any{"enabled": true}}
+	for _, claim := range []string{"", "mux-tasks"} {
+		out, err := render(t, chartDir(), map[string]any{"config": auth, "dataPersistentVolumeClaim": claim})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dep := decode(t, out).deployments[0]
+		pod := dep.Spec.Template.Spec
+		var vol *corev1.Volume
+		for i := range pod.Volumes {
+			if pod.Volumes[i].Name == "mcp-mux-data" {
+				vol = &pod.Volumes[i]
+			}
+		}
+		mounted := false
+		for _, m := range pod.Containers[0].VolumeMounts {
+			mounted = mounted || m.Name == "mcp-mux-data" && m.MountPath == "/var/lib/mcp-mux" && !m.ReadOnly
+		}
+		switch {
+		case vol == nil || !mounted:
+			t.Errorf("claim %q: volume %+v, mounted at /var/lib/mcp-mux: %v", claim, vol, mounted)
+		case claim == "" && (vol.EmptyDir == nil || vol.PersistentVolumeClaim != nil):
+			t.Errorf("no claim: volume %+v, want an emptyDir", vol.VolumeSource)
+		case claim != "" && (vol.PersistentVolumeClaim == nil || vol.PersistentVolumeClaim.ClaimName != claim || vol.EmptyDir != nil):
+			t.Errorf("claim %q: volume %+v, want that claim", claim, vol.VolumeSource)
+		}
+		if want := map[string]appsv1.DeploymentStrategyType{"": appsv1.RollingUpdateDeploymentStrategyType, "mux-tasks": appsv1.RecreateDeploymentStrategyType}[claim]; dep.Spec.Strategy.Type != want {
+			t.Errorf("claim %q: strategy %q, want %q (one mux holds the store file)", claim, dep.Spec.Strategy.Type, want)
+		}
+	}
+}
+
+// TestNullConfig: a null config renders as {}, a config serve accepts.
+func TestNullConfig(t *testing.T) {
+	out, err := render(t, chartDir(), map[string]any{"mode": "sidecar", "config": nil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := decode(t, out).configMaps[0]
+	if got := strings.TrimSpace(cm.Data["extensions_config.json"]); got != "{}" {
+		t.Errorf("rendered config %q, want {}", got)
+	}
+	checkConfig(t, cm, nil)
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -113,7 +114,7 @@ func durableTaskFlow(t *testing.T, st taskpoll.Store) {
 	var names []string
 	for _, tl := range tools.Tools {
 		names = append(names, tl.Name)
-		if tl.Name == "jobs_submit_job" && !strings.HasSuffix(tl.Description, "Start a job.\n\nSubmitted as durable background task 'job'; returns a DeerFlow task ID immediately and status polling is handled automatically.") {
+		if tl.Name == "jobs_submit_job" && !strings.HasSuffix(tl.Description, "Start a job.\n\nSubmitted as durable background task 'job'; returns a task ID immediately and status polling is handled automatically.") {
 			t.Fatalf("submit description %q", tl.Description)
 		}
 	}
@@ -328,5 +329,166 @@ func waitUntil(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 15s")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestDuplicateRemoteTaskID: an upstream whose submit answers a task id this
+// caller's other task already tracks gets no cancel for it (that would
+// cancel the tracked task), and the caller is told so: the message names
+// the duplicate and never says the task was cancelled.
+func TestDuplicateRemoteTaskID(t *testing.T) {
+	st, _ := taskpoll.OpenBoltStore(taskpoll.BoltOptions{Dir: t.TempDir()})
+	up := &mcptest.TaskServer{PollsToComplete: 1 << 30, SameRemoteID: "job-same"}
+	upTS := mcptest.ServeHTTP(t, up.MCP())
+	_, ts := taskMux(t, `{"mcpServers": {"jobs": `+mcptest.TaskServerJSON(upTS.URL+"/mcp", "")+`}, "mcp_tasks": {"enabled": true}}`, st)
+	rt := &clientRT{static: http.Header{"X-Mux-Thread-Id": {"th"}}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: ts.URL + "/mcp", HTTPClient: &http.Client{Transport: rt}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if text, res := callText(t, cs, "jobs_submit_job", map[string]any{"input": "a"}); res.IsError {
+		t.Fatalf("first submit: %s", text)
+	}
+	text, res := callText(t, cs, "jobs_submit_job", map[string]any{"input": "b"})
+	if !res.IsError || up.Submits() != 2 {
+		t.Fatalf("second submit: error %v, submits %d: %s", res.IsError, up.Submits(), text)
+	}
+	if strings.Contains(text, "was cancelled") || !strings.Contains(text, "'job-same' is already tracked") || !strings.Contains(text, "not cancelled") {
+		t.Fatalf("duplicate message: %q", text)
+	}
+	// The submit's error is returned after every remote call it makes: a
+	// cancel, had one been sent, is counted by now.
+	if c := up.Cancels(); c["job-same"] != 0 {
+		t.Fatalf("cancels sent for the duplicate: %v", c)
+	}
+	text, _ = callText(t, cs, "list_background_tasks", map[string]any{"active_only": true})
+	if !strings.Contains(text, `"count":1`) {
+		t.Fatalf("the first task is no longer tracked: %s", text)
+	}
+}
+
+// TestTaskToolTextsNameNoDeerFlow: what the built-in task tools and a
+// submit tool say to a client (descriptions, schemas, results, errors)
+// never names DeerFlow: mcp-mux is not DeerFlow.
+func TestTaskToolTextsNameNoDeerFlow(t *testing.T) {
+	st, _ := taskpoll.OpenBoltStore(taskpoll.BoltOptions{Dir: t.TempDir()})
+	up := &mcptest.TaskServer{PollsToComplete: 1 << 30}
+	upTS := mcptest.ServeHTTP(t, up.MCP())
+	_, ts := taskMux(t, `{"mcpServers": {"jobs": `+mcptest.TaskServerJSON(upTS.URL+"/mcp", "")+`}, "mcp_tasks": {"enabled": true}}`, st)
+	rt := &clientRT{static: http.Header{"X-Mux-Thread-Id": {"th"}}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: ts.URL + "/mcp", HTTPClient: &http.Client{Transport: rt}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	var seen []string // every text a client was shown
+	tools, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	builtins := 0
+	for _, tl := range tools.Tools {
+		if taskpoll.IsBuiltin(tl.Name) || tl.Name == "jobs_submit_job" {
+			builtins++
+			b, _ := json.Marshal(tl)
+			seen = append(seen, string(b))
+		}
+	}
+	if builtins != 4 {
+		t.Fatalf("task tools listed: %d of 4", builtins)
+	}
+	call := func(name string, args any) string {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			t.Fatalf("call %s: %v", name, err)
+		}
+		b, _ := json.Marshal(res)
+		seen = append(seen, string(b))
+		return string(b)
+	}
+	call(taskpoll.ToolCancel, map[string]any{}) // nothing active
+	submitted := call("jobs_submit_job", map[string]any{"input": "x"})
+	call("jobs_submit_job", map[string]any{"input": "y"})
+	call(taskpoll.ToolCancel, map[string]any{})               // ambiguous
+	call(taskpoll.ToolList, map[string]any{"active_only": 7}) // invalid arguments
+	call(taskpoll.ToolList, map[string]any{})
+	call(taskpoll.ToolGet, map[string]any{"task_id": "mcp-task-unknown"})
+	var sub struct {
+		StructuredContent struct {
+			TaskID string `json:"task_id"`
+		} `json:"structuredContent"`
+	}
+	if err := json.Unmarshal([]byte(submitted), &sub); err != nil || sub.StructuredContent.TaskID == "" {
+		t.Fatalf("submit: %v %s", err, submitted)
+	}
+	call(taskpoll.ToolGet, map[string]any{"task_id": sub.StructuredContent.TaskID})
+	if out := call(taskpoll.ToolCancel, map[string]any{"task": sub.StructuredContent.TaskID}); !strings.Contains(out, "Cancellation requested") {
+		t.Fatalf("cancel: %s", out)
+	}
+	for _, s := range seen {
+		if strings.Contains(strings.ToLower(s), "deerflow") {
+			t.Errorf("a task tool text names DeerFlow: %s", s)
+		}
+	}
+}
+
+// TestTaskAPIThreadIsThePath: the task REST API's thread is the path's
+// {thread_id} (DESIGN §2.5), whatever thread header the API request
+// carries, and the README says so.
+func TestTaskAPIThreadIsThePath(t *testing.T) {
+	st, _ := taskpoll.OpenBoltStore(taskpoll.BoltOptions{Dir: t.TempDir()})
+	up := &mcptest.TaskServer{PollsToComplete: 1 << 30}
+	upTS := mcptest.ServeHTTP(t, up.MCP())
+	_, ts := taskMux(t, `{"mcpServers": {"jobs": `+mcptest.TaskServerJSON(upTS.URL+"/mcp", "")+`}, "mcp_tasks": {"enabled": true}}`, st)
+	rt := &clientRT{static: http.Header{"X-Mux-Thread-Id": {"th"}}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: ts.URL + "/mcp", HTTPClient: &http.Client{Transport: rt}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	_, res := callText(t, cs, "jobs_submit_job", map[string]any{"input": "x"})
+	id, _ := res.StructuredContent.(map[string]any)["task_id"].(string)
+	if res.IsError || id == "" {
+		t.Fatalf("submit: %+v", res)
+	}
+	get := func(method, path, threadHeader string) (int, string) {
+		req, _ := http.NewRequest(method, ts.URL+path, nil)
+		req.Header.Set("X-Mux-Thread-Id", threadHeader)
+		resp, err := testHTTP.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, c := range []struct {
+		method, path, header string
+		code                 int
+		has                  string
+	}{
+		{"GET", "/api/threads/th/mcp-tasks", "elsewhere", 200, id},
+		{"GET", "/api/threads/elsewhere/mcp-tasks", "th", 200, "[]"},
+		{"GET", "/api/threads/th/mcp-tasks/" + id, "elsewhere", 200, id},
+		{"GET", "/api/threads/elsewhere/mcp-tasks/" + id, "th", 404, "MCP task not found"},
+		{"POST", "/api/threads/elsewhere/mcp-tasks/" + id + "/cancel", "th", 404, "MCP task not found"},
+		{"POST", "/api/threads/th/mcp-tasks/" + id + "/cancel", "elsewhere", 200, `"cancel_requested":true`},
+	} {
+		if code, body := get(c.method, c.path, c.header); code != c.code || !strings.Contains(body, c.has) {
+			t.Errorf("%s %s (thread header %q) = %d %s, want %d with %s", c.method, c.path, c.header, code, body, c.code, c.has)
+		}
+	}
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := string(readme)[strings.Index(string(readme), "- **REST API**"):]
+	section = section[:strings.Index(section, "\n- **")]
+	if !strings.Contains(section, "The thread is the path's `{thread_id}`") || strings.Contains(section, "The thread is the caller's") {
+		t.Errorf("README's task REST API bullet does not say the path names the thread:\n%s", section)
 	}
 }

@@ -170,7 +170,9 @@ const SubmitMessage = "Task is running in the background."
 // record is written first (a store that is down fails the call before
 // anything reaches the upstream), then the remote handle. If the handle
 // cannot be recorded after the upstream accepted, the remote task is
-// cancelled and the call fails. It returns the model-visible tool result:
+// cancelled and the call fails; a handle another of the caller's tasks
+// already tracks (the server answered the same id twice) fails the call
+// without a cancel, which would end that task. It returns the model-visible tool result:
 // DeerFlow's {task_id, task_name, status: "submitted", message}, or the
 // upstream's own result when that was an error.
 func (s *Service) Submit(ctx context.Context, r SubmitRequest, call func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
@@ -233,12 +235,13 @@ func (s *Service) SubmitTask(ctx context.Context, r SubmitRequest, call func(con
 		return nil
 	})
 	if err != nil {
-		var dup *DuplicateRemoteError
-		if !errors.As(err, &dup) {
-			s.m.storeErrors.Inc()
-			s.compensate(t, rid)
-		}
 		s.failPending(t.ID, truncateRunes(err.Error(), MaxErrorChars))
+		if _, ok := errors.AsType[*DuplicateRemoteError](err); ok {
+			// Cancelling this remote id would cancel the task that tracks it.
+			return nil, nil, fmt.Errorf("the submitted MCP task was not recorded: %w; it was not cancelled, since that task keeps tracking it", err)
+		}
+		s.m.storeErrors.Inc()
+		s.compensate(t, rid)
 		return nil, nil, fmt.Errorf("recording the submitted MCP task failed, so it was cancelled: %w", err)
 	}
 	s.poke()

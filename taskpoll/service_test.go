@@ -554,7 +554,7 @@ func TestBuiltinTools(t *testing.T) {
 	if _, ok := s.CallBuiltin(ctx, "u", "th", "echo", nil); ok {
 		t.Fatal("echo is not a builtin")
 	}
-	if !strings.HasSuffix(SubmitDescription("Make a report.", "report"), "\n\nSubmitted as durable background task 'report'; returns a DeerFlow task ID immediately and status polling is handled automatically.") {
+	if !strings.HasSuffix(SubmitDescription("Make a report.", "report"), "\n\nSubmitted as durable background task 'report'; returns a task ID immediately and status polling is handled automatically.") {
 		t.Fatal("contract")
 	}
 }

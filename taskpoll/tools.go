@@ -26,9 +26,10 @@ const ResourcePrefix = "mux://tasks/"
 // listToolLimit is how many tasks list_background_tasks shows (DeerFlow: 20).
 const listToolLimit = 20
 
-// SubmitDescription is a submit tool's description with DeerFlow's contract.
+// SubmitDescription is a submit tool's description with the durable-task
+// contract appended (DeerFlow's text, without naming DeerFlow).
 func SubmitDescription(desc, toolset string) string {
-	return desc + "\n\n" + fmt.Sprintf("Submitted as durable background task '%s'; returns a DeerFlow task ID immediately and status polling is handled automatically.", toolset)
+	return desc + "\n\n" + fmt.Sprintf("Submitted as durable background task '%s'; returns a task ID immediately and status polling is handled automatically.", toolset)
 }
 
 // BuiltinTools returns the tool objects of the built-in task tools.
@@ -207,7 +208,7 @@ func (s *Service) listTool(ctx context.Context, user, thread string, activeOnly 
 	return map[string]any{"tasks": items, "count": len(items)}, nil
 }
 
-const cancelMessage = "Cancellation requested. DeerFlow will keep retrying safely if the remote server is temporarily unavailable."
+const cancelMessage = "Cancellation requested. mcp-mux will keep retrying safely if the remote server is temporarily unavailable."
 
 // cancelTool cancels the one active task of (user, thread) that sel names
 // (by id or name, any task when nil), or says why it cannot.

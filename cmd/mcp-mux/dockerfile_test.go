@@ -271,8 +271,8 @@ func TestDockerfileBuild(t *testing.T) {
 
 // TestDockerfileStages checks what the runnable stages declare: the binary
 // from the build stage, a numeric non-root user (so Kubernetes can verify
-// runAsNonRoot), port 8931, the config path, and a listen address that does
-// not open the mux beyond loopback by default.
+// runAsNonRoot), port 8931, the config path, the task store's volume, and a
+// listen address that does not open the mux beyond loopback by default.
 func TestDockerfileStages(t *testing.T) {
 	text, err := os.ReadFile(filepath.Join("..", "..", "Dockerfile"))
 	if err != nil {
@@ -319,6 +319,11 @@ func TestDockerfileStages(t *testing.T) {
 		}
 		if got := decl["CMD"]; len(got) != 1 || got[0] != `["serve"]` {
 			t.Errorf("stage %s: CMD %q", st.name, got)
+		}
+		// The embedded task store: its directory, and a volume there so a
+		// container's tasks outlive its writable layer.
+		if envs["MCP_MUX_DATA_DIR"] != "/var/lib/mcp-mux" || !slices.Contains(decl["VOLUME"], `["/var/lib/mcp-mux"]`) {
+			t.Errorf("stage %s: MCP_MUX_DATA_DIR = %q, VOLUME %q; want /var/lib/mcp-mux for both", st.name, envs["MCP_MUX_DATA_DIR"], decl["VOLUME"])
 		}
 		if envs["MCP_MUX_CONFIG"] != "/etc/mcp-mux/extensions_config.json" {
 			t.Errorf("stage %s: MCP_MUX_CONFIG = %q", st.name, envs["MCP_MUX_CONFIG"])

@@ -153,3 +153,86 @@ func TestExampleEndToEnd(t *testing.T) {
 		time.Sleep(20 * time.Millisecond) // poll interval
 	}
 }
+
+// TestExampleTaskServerEndToEnd runs examples/task-server with mcp-mux on
+// its example config (the server on a free port) and completes a task end
+// to end through the mux: submit, the mux polls, the result is read back.
+func TestExampleTaskServerEndToEnd(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "task-server")
+	if err := goBuild(bin, "../../examples/task-server"); err != nil {
+		t.Fatalf("building the example task server: %v", err)
+	}
+	up := exec.Command(bin, "--listen", "127.0.0.1:0", "--work", "300ms")
+	up.Env = baseEnv()
+	out, err := up.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	up.Stderr = os.Stderr
+	if err := up.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = up.Process.Signal(syscall.SIGTERM)
+		_ = up.Wait()
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	upURL, ok := strings.CutPrefix(strings.TrimSpace(line), "task-server: serving ")
+	if err != nil || !ok {
+		t.Fatalf("task server said %q, %v", line, err)
+	}
+	raw, err := os.ReadFile(filepath.Join(examplesDir, "task-server", "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["mcpServers"].(map[string]any)["reports"].(map[string]any)["url"] = upURL
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "config.json", mustJSON(t, doc))
+	if r := runMux(t, dir, nil, "validate", "--config", cfg); r.code != 0 {
+		t.Fatalf("validate: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	s := startServe(t, dir, nil, "--config", cfg, "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"))
+	cs := connect(t, s.url("/mcp"))
+	waitToolsFor(t, cs, 30*time.Second, "reports_start_report", "get_background_task")
+
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "reports_start_report", Arguments: map[string]any{"topic": "otters"}})
+	if err != nil || res.IsError {
+		t.Fatalf("submit: %v %+v", err, res)
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	var sub struct {
+		TaskID string `json:"task_id"`
+		Status string `json:"status"`
+	}
+	if err := json.Unmarshal(b, &sub); err != nil || !strings.HasPrefix(sub.TaskID, "mcp-task-") || sub.Status != "submitted" {
+		t.Fatalf("submit answered %s", b)
+	}
+	var detail struct {
+		Status string          `json:"status"`
+		Result json.RawMessage `json:"result"`
+		Error  *string         `json:"error"`
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for detail.Status != "completed" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the task did not complete: %+v", detail)
+		}
+		got := callText(t, cs, "get_background_task", map[string]any{"task_id": sub.TaskID})
+		if err := json.Unmarshal([]byte(got), &detail); err != nil {
+			t.Fatalf("get_background_task answered %q: %v", got, err)
+		}
+		if detail.Status == "failed" || detail.Status == "cancelled" {
+			t.Fatalf("the task ended %s: %s", detail.Status, got)
+		}
+		if detail.Status != "completed" {
+			time.Sleep(100 * time.Millisecond) // polling interval, not a proof
+		}
+	}
+	if string(detail.Result) != `{"report":"All about otters.","topic":"otters"}` {
+		t.Errorf("result %s", detail.Result)
+	}
+}

@@ -1,7 +1,7 @@
 // Command mcp-mux runs the mcp-mux MCP proxy.
 //
 //	mcp-mux serve [--config PATH] [--listen ADDR] [--ops-listen ADDR] [--shutdown-delay DURATION] [--data-dir DIR] [--log-format json|text] [--log-level LEVEL]
-//	mcp-mux validate [--config] PATH
+//	mcp-mux validate [--data-dir DIR] [--config] PATH
 //	mcp-mux version
 //	mcp-mux help [COMMAND]
 package main
@@ -36,7 +36,7 @@ MCP server in its config file (DeerFlow's extensions_config.json).
 
 usage:
   mcp-mux serve [--config PATH] [--listen ADDR] [--ops-listen ADDR] [--shutdown-delay DURATION] [--data-dir DIR] [--log-format json|text] [--log-level LEVEL]
-  mcp-mux validate [--config] PATH
+  mcp-mux validate [--data-dir DIR] [--config] PATH
   mcp-mux version
   mcp-mux help [COMMAND]
 

@@ -78,7 +78,7 @@ func (f *serveFlags) flagSet(delay *string, stderr io.Writer) *flag.FlagSet {
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.config, "config", "", "config file (env MCP_MUX_CONFIG; default ./"+defaultConfig+")")
 	fs.StringVar(&f.listen, "listen", "", "listen address (env MCP_MUX_LISTEN; default "+defaultListen+")")
-	fs.StringVar(&f.dataDir, "data-dir", "", "directory for the embedded store (env MCP_MUX_DATA_DIR)")
+	fs.StringVar(&f.dataDir, "data-dir", "", "directory for the embedded task store (env MCP_MUX_DATA_DIR; default $XDG_STATE_HOME/mcp-mux, else ~/.local/state/mcp-mux)")
 	fs.StringVar(&f.opsListen, "ops-listen", "", "a second address serving only /healthz, /readyz and /metrics (env MCP_MUX_OPS_LISTEN; default none)")
 	fs.StringVar(delay, "shutdown-delay", "", "on SIGTERM, answer /readyz 503 this long before closing the listener (env MCP_MUX_SHUTDOWN_DELAY; default 0s)")
 	fs.StringVar(&f.logFormat, "log-format", "", "log format: json or text (default: text when stderr is a terminal, else json)")
@@ -163,7 +163,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, env fun
 		_ = ln.Close()
 		return 1
 	}
-	store, err := openTaskStore(cfg, f.dataDir, log.Named("tasks"))
+	store, err := openTaskStore(cfg, f.dataDir, env, log.Named("tasks"))
 	if err != nil {
 		_ = ln.Close()
 		log.Error("opening the task store", "err", err)

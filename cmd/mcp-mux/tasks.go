@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -14,14 +16,40 @@ import (
 	"github.com/mcp-mux/mcp-mux/taskpoll"
 )
 
+// taskDataDir returns the embedded task store's directory when cfg needs
+// one (durable tasks on, no store.redis_url), "" when it does not: dir
+// (--data-dir, else MCP_MUX_DATA_DIR) when given, else
+// $XDG_STATE_HOME/mcp-mux (an absolute XDG_STATE_HOME), else
+// $HOME/.local/state/mcp-mux. serve and validate resolve it alike.
+func taskDataDir(cfg *config.Config, dir string, env func(string) (string, bool)) (string, error) {
+	switch {
+	case !cfg.Tasks.Enabled || !cfg.Store.RedisURL.IsZero():
+		return "", nil
+	case dir != "":
+		return dir, nil
+	}
+	if state := lookup(env, "XDG_STATE_HOME"); filepath.IsAbs(state) {
+		return filepath.Join(state, "mcp-mux"), nil
+	}
+	if home := lookup(env, "HOME"); filepath.IsAbs(home) {
+		return filepath.Join(home, ".local", "state", "mcp-mux"), nil
+	}
+	return "", errors.New("the embedded task store needs a data directory: give --data-dir (or MCP_MUX_DATA_DIR), set XDG_STATE_HOME or HOME, or use store.redis_url")
+}
+
 // openTaskStore opens the durable task store when mcp_tasks.enabled: Redis
-// at store.redis_url, else the embedded bbolt file in dataDir. nil when
-// tasks are off.
-func openTaskStore(cfg *config.Config, dataDir string, log hclog.Logger) (taskpoll.Store, error) {
+// at store.redis_url, else the embedded bbolt file in the directory
+// taskDataDir resolves from dataDir and env (created 0700). nil when tasks
+// are off.
+func openTaskStore(cfg *config.Config, dataDir string, env func(string) (string, bool), log hclog.Logger) (taskpoll.Store, error) {
 	if !cfg.Tasks.Enabled {
 		return nil, nil
 	}
 	if cfg.Store.RedisURL.IsZero() {
+		dataDir, err := taskDataDir(cfg, dataDir, env)
+		if err != nil {
+			return nil, fmt.Errorf("mcp_tasks: %w", err)
+		}
 		st, err := taskpoll.OpenBoltStore(taskpoll.BoltOptions{Dir: dataDir, MaxActivePerUser: cfg.Tasks.MaxActiveTasksPerUser})
 		if err != nil {
 			return nil, fmt.Errorf("mcp_tasks: %w", err)

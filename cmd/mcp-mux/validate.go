@@ -44,7 +44,7 @@ func wantsHelp(args []string) bool {
 // validate loads the config exactly as serve does, connects to nothing, and
 // prints every problem as file:server:field: message.
 func validate(args []string, stdout, stderr io.Writer, env func(string) (string, bool)) int {
-	fs, path := validateFlagSet(stderr)
+	fs, path, dataDir := validateFlagSet(stderr)
 	if done, code := parseFlags(fs, args, stdout); done {
 		return code
 	}
@@ -65,19 +65,21 @@ func validate(args []string, stdout, stderr io.Writer, env func(string) (string,
 		}
 		return 1
 	}
-	return reportValidation(p, cfg, stdout, stderr)
+	return reportValidation(p, cfg, cmp.Or(*dataDir, lookup(env, "MCP_MUX_DATA_DIR")), env, stdout, stderr)
 }
 
-// validateFlagSet returns validate's flag set and its --config flag.
-func validateFlagSet(stderr io.Writer) (*flag.FlagSet, *string) {
+// validateFlagSet returns validate's flag set and its --config and
+// --data-dir flags.
+func validateFlagSet(stderr io.Writer) (*flag.FlagSet, *string, *string) {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "config file to check (env MCP_MUX_CONFIG); or give it as the argument")
+	dataDir := fs.String("data-dir", "", "the embedded task store's directory, as serve gets it (env MCP_MUX_DATA_DIR)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: mcp-mux validate [--config] PATH\n\nLoads and validates PATH exactly as serve does and connects to nothing:\nprints every error and warning; exit 1 on errors.")
+		fmt.Fprintln(fs.Output(), "usage: mcp-mux validate [--data-dir DIR] [--config] PATH\n\nLoads and validates PATH exactly as serve does and connects to nothing:\nprints every error and warning; exit 1 on errors.")
 		fs.PrintDefaults()
 	}
-	return fs, path
+	return fs, path, dataDir
 }
 
 // validatePath returns the config file to validate: the argument, else
@@ -109,8 +111,9 @@ func printWarnings(stderr io.Writer, path string, cfg *config.Config) {
 
 // reportValidation prints the warnings and server problems of the config
 // loaded from path and a verdict, and returns the exit code: 1 when a
-// server is invalid or serve would refuse the task settings.
-func reportValidation(path string, cfg *config.Config, stdout, stderr io.Writer) int {
+// server is invalid or serve would refuse the task settings (the embedded
+// store's directory resolved from dataDir and env as serve does).
+func reportValidation(path string, cfg *config.Config, dataDir string, env func(string) (string, bool), stdout, stderr io.Writer) int {
 	printWarnings(stderr, path, cfg)
 	printServerProblems(stderr, path, cfg)
 	enabled := enabledServers(cfg)
@@ -120,6 +123,10 @@ func reportValidation(path string, cfg *config.Config, stdout, stderr io.Writer)
 	}
 	// serve refuses to start on this (DeerFlow's startup rule).
 	if err := proxy.TaskStartupError(cfg); err != nil {
+		fmt.Fprintf(stderr, "%s: mcp_tasks: %v\n", path, err)
+		return 1
+	}
+	if _, err := taskDataDir(cfg, dataDir, env); err != nil {
 		fmt.Fprintf(stderr, "%s: mcp_tasks: %v\n", path, err)
 		return 1
 	}

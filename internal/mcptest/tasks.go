@@ -24,6 +24,9 @@ type TaskServer struct {
 	// HangFirst makes the first status call of each job block until its
 	// request is cancelled (the caller was killed or gave up).
 	HangFirst bool
+	// SameRemoteID, when set, is the task id every submit answers (a
+	// server that hands out one id twice).
+	SameRemoteID string
 
 	mu      sync.Mutex
 	stop    chan struct{}
@@ -65,6 +68,9 @@ func (ts *TaskServer) MCP() *mcp.Server {
 			ts.mu.Lock()
 			ts.next++
 			id := fmt.Sprintf("job-%d", ts.next)
+			if ts.SameRemoteID != "" {
+				id = ts.SameRemoteID
+			}
 			ts.mu.Unlock()
 			return nil, TaskState{TaskID: id, Status: "running"}, nil
 		})

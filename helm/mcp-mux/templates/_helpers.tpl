@@ -37,20 +37,54 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{/*
 Refuses value sets that would not work: the mode, several replicas without a
-shared store, and a network-facing Deployment that identifies nobody.
+shared store (or with the one-replica data claim), a config block that is
+not an object, and a network-facing Deployment that identifies nobody. A
+null block counts as an absent one.
 */}}
 {{- define "mcp-mux.validate" -}}
 {{- if not (has .Values.mode (list "deployment" "sidecar")) -}}
 {{- fail (printf "mode must be \"deployment\" or \"sidecar\", not %q" (toString .Values.mode)) -}}
 {{- end -}}
 {{- if not .Values.existingConfigMap -}}
-{{- if and (gt (int .Values.replicas) 1) (not (dig "store" "redis_url" "" .Values.config)) -}}
+{{- $cfg := include "mcp-mux.config" . | fromJson -}}
+{{- $store := include "mcp-mux.block" (list $cfg "store" "config.store" "{redis_url: $REDIS_URL}") | fromJson -}}
+{{- $inbound := include "mcp-mux.block" (list $cfg "inbound" "config.inbound" "{auth: {mode: api_keys, keys: {…}}}") | fromJson -}}
+{{- $auth := include "mcp-mux.block" (list $inbound "auth" "config.inbound.auth" "{mode: api_keys, keys: {…}}") | fromJson -}}
+{{- if and (gt (int .Values.replicas) 1) .Values.dataPersistentVolumeClaim -}}
+{{- fail "dataPersistentVolumeClaim holds the embedded task store of one replica: with replicas > 1 the tasks live in config.store.redis_url; unset it" -}}
+{{- end -}}
+{{- if and (gt (int .Values.replicas) 1) (not (get $store "redis_url")) -}}
 {{- fail "replicas > 1 needs config.store.redis_url: durable tasks and their leases must be shared by the replicas" -}}
 {{- end -}}
-{{- if and (eq .Values.mode "deployment") (eq (dig "inbound" "auth" "mode" "none" .Values.config) "none") (not (dig "inbound" "auth" "allow_remote" false .Values.config)) -}}
+{{- if and (eq .Values.mode "deployment") (eq (get $auth "mode" | default "none") "none") (not (get $auth "allow_remote")) -}}
 {{- fail "mode deployment listens on 0.0.0.0 and config.inbound.auth.mode is \"none\": choose api_keys, jwt or trusted_header, or set config.inbound.auth.allow_remote: true" -}}
 {{- end -}}
 {{- end -}}
+{{- end -}}
+
+{{/*
+The mux config as JSON: .Values.config, a null or absent one as {}; one
+that is not an object is refused.
+*/}}
+{{- define "mcp-mux.config" -}}
+{{- $cfg := .Values.config | default dict -}}
+{{- if not (kindIs "map" $cfg) -}}
+{{- fail (printf "config must be an object (the mcp-mux config file), not %s" (kindOf $cfg)) -}}
+{{- end -}}
+{{- toJson $cfg -}}
+{{- end -}}
+
+{{/*
+One object block of a config object, as JSON: (list parent key path
+example); a null or absent block is {}, one that is not an object is
+refused with its path and an example.
+*/}}
+{{- define "mcp-mux.block" -}}
+{{- $v := get (index . 0) (index . 1) | default dict -}}
+{{- if not (kindIs "map" $v) -}}
+{{- fail (printf "%s must be an object, e.g. %s, not %s" (index . 2) (index . 3) (kindOf $v)) -}}
+{{- end -}}
+{{- toJson $v -}}
 {{- end -}}
 
 {{/* The mcp-mux container (one list item). */}}
@@ -119,8 +153,13 @@ shared store, and a network-facing Deployment that identifies nobody.
   configMap:
     name: {{ include "mcp-mux.configMapName" . }}
 - name: mcp-mux-data
+  {{- if .Values.dataPersistentVolumeClaim }}
+  persistentVolumeClaim:
+    claimName: {{ .Values.dataPersistentVolumeClaim | quote }}
+  {{- else }}
   emptyDir:
     sizeLimit: {{ .Values.dataSizeLimit }}
+  {{- end }}
 - name: mcp-mux-tmp
   emptyDir:
     sizeLimit: {{ .Values.tmpSizeLimit }}
