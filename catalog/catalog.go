@@ -159,6 +159,27 @@ func (c *Catalog[S]) Lookup(name string) *Route[S] { return c.routes[name] }
 // Len is the number of listed tools.
 func (c *Catalog[S]) Len() int { return len(c.order) }
 
+// ToolCount is how many tools of one server a catalog lists and how many
+// it names but the guardrails hide.
+type ToolCount struct{ Listed, Hidden int }
+
+// ToolCounts counts the catalog's tools by server name, the built-in task
+// tools under "". The Listed counts add up to Len; a tool dropped by naming
+// or a collision is in neither count.
+func (c *Catalog[S]) ToolCounts() map[string]ToolCount {
+	out := make(map[string]ToolCount)
+	for _, r := range c.routes {
+		tc := out[r.source]
+		if r.Deny != nil {
+			tc.Hidden++
+		} else {
+			tc.Listed++
+		}
+		out[r.source] = tc
+	}
+	return out
+}
+
 // ListJSON is the tools/list result of a session that promoted nothing:
 // every listed tool, or with tool_search only tool_search.
 func (c *Catalog[S]) ListJSON() json.RawMessage { return c.listJSON }

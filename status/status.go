@@ -47,9 +47,21 @@ type Server struct {
 	// Reason says why the server is not up: the last discovery error (with
 	// the last stderr lines of a stdio server) or the config problems. It
 	// names servers, fields and causes, never a configured secret.
-	Reason                           string
-	Tools, Prompts, Resources        int
-	UpstreamSessions, StdioProcesses int
+	Reason string
+	// Cause is Reason's most specific part, the innermost error ("connection
+	// refused"), when Reason is an error chain; "" otherwise.
+	Cause string
+	// Tools counts the tools of this server the catalog lists (after naming,
+	// collisions and the guardrails), HiddenTools those the guardrails hide;
+	// both are 0 unless the server is Up (see Snapshot.StaleTools).
+	Tools       int
+	HiddenTools int
+	Prompts     int
+	Resources   int
+	// UpstreamSessions are the pooled call sessions, StdioProcesses the
+	// running stdio server processes.
+	UpstreamSessions int
+	StdioProcesses   int
 }
 
 // Snapshot is the state of the running mux at one moment.
@@ -60,8 +72,17 @@ type Snapshot struct {
 	Ready, Draining bool
 	// Servers lists every configured server in config order, then invalid ones.
 	Servers []Server
-	// Tools is the size of the aggregated catalog.
+	// Tools is the size of the aggregated catalog: the Up servers' Tools,
+	// StaleTools and BuiltinTools.
 	Tools int
+	// HiddenTools counts the tools the guardrails hide, across servers.
+	HiddenTools int
+	// StaleTools counts the tools the catalog still lists from the last good
+	// discovery of servers that are not Up (retrying).
+	StaleTools int
+	// BuiltinTools counts mcp-mux's own tools in the catalog (the durable
+	// task tools).
+	BuiltinTools int
 	// Sessions is the number of downstream MCP sessions.
 	Sessions int
 	// StdioProcesses counts every running stdio server process.
