@@ -78,26 +78,10 @@ type StatusReport struct {
 	Tasks   TasksReport    `json:"tasks"`
 }
 
-// ServerReport is one configured server.
-type ServerReport struct {
-	Name      string `json:"name"`
-	Transport string `json:"transport,omitempty"`
-	// State is up, starting, retrying, invalid, skipped or disabled.
-	State string `json:"state"`
-	// Reason says why the server is not up (for retrying: the last error
-	// and the server's last stderr lines).
-	Reason string `json:"reason,omitempty"`
-	// Cause is the reason's most specific part (the innermost error).
-	Cause string `json:"cause,omitempty"`
-	// Tools are the server's tools in the catalog, HiddenTools those the
-	// guardrails hide; both 0 unless the server is up.
-	Tools            int `json:"tools"`
-	HiddenTools      int `json:"hidden_tools"`
-	Prompts          int `json:"prompts"`
-	Resources        int `json:"resources"`
-	UpstreamSessions int `json:"upstream_sessions"`
-	StdioProcesses   int `json:"stdio_processes"`
-}
+// ServerReport is one configured server: the snapshot's own type, so that
+// /api/status and /readyz's detail (which proxy writes) describe a server
+// in the same fields.
+type ServerReport = status.Server
 
 // ReloadReport is one reload attempt.
 type ReloadReport struct {
@@ -175,17 +159,10 @@ func (h *statusAPI) report(ctx context.Context) StatusReport {
 	}
 }
 
-// serverReports are the servers of a snapshot, in its order.
+// serverReports are the servers of a snapshot, in its order ([] when
+// there are none).
 func serverReports(servers []status.Server) []ServerReport {
-	out := make([]ServerReport, 0, len(servers))
-	for _, s := range servers {
-		out = append(out, ServerReport{
-			Name: s.Name, Transport: s.Transport, State: s.State, Reason: s.Reason, Cause: s.Cause,
-			Tools: s.Tools, HiddenTools: s.HiddenTools, Prompts: s.Prompts, Resources: s.Resources,
-			UpstreamSessions: s.UpstreamSessions, StdioProcesses: s.StdioProcesses,
-		})
-	}
-	return out
+	return append(make([]ServerReport, 0, len(servers)), servers...)
 }
 
 // reloadReports are a snapshot's reloads, newest first.

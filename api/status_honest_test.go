@@ -2,9 +2,11 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -48,7 +50,7 @@ func honestMux(t *testing.T, o api.StatusOptions, wrap func(http.Handler) http.H
 	for ss := range fs.Sessions() {
 		_ = ss.Close()
 	}
-	t.Cleanup(flaky.Close) // after the mux's cleanup: its streams end first
+	t.Cleanup(flaky.Close)         // after the mux's cleanup: its streams end first
 	flaky.CloseClientConnections() // the control session ends; its reconnect gets 503
 	deadline := time.Now().Add(20 * time.Second)
 	for serverState(m, "flaky") != status.Retrying {
@@ -164,5 +166,37 @@ func TestStatusPageChromiumCredentials(t *testing.T) {
 	if !regexp.MustCompile(`<b class="cause">connection refused</b>`).MatchString(down) ||
 		!regexp.MustCompile(`<pre class="reason" title="[^"]*dial tcp`).MatchString(down) {
 		t.Errorf("the down server's row does not lead with the cause, full text kept: %s", down)
+	}
+}
+
+// TestReadyzDetailMatchesStatus: /readyz's detail describes each server in
+// the same snake_case fields, with the same values, as /api/status
+// (issue 19).
+func TestReadyzDetailMatchesStatus(t *testing.T) {
+	m := startStatusMuxWith(t, api.StatusOptions{}, statusExtras{edit: func(doc, _ map[string]any) {
+		doc["admin"] = map[string]any{"token": honestToken}
+	}})
+	auth := http.Header{"Authorization": {"Bearer " + honestToken}}
+	_, rb := get(t, m.ts.URL+"/readyz", auth)
+	_, sb := get(t, m.ts.URL+"/api/status", nil)
+	var ready struct {
+		Detail []map[string]any `json:"detail"`
+	}
+	var st struct {
+		Servers []map[string]any `json:"servers"`
+	}
+	if err := json.Unmarshal(rb, &ready); err != nil || len(ready.Detail) == 0 {
+		t.Fatalf("/readyz: %v %s", err, rb)
+	}
+	if err := json.Unmarshal(sb, &st); err != nil {
+		t.Fatalf("/api/status: %v %s", err, sb)
+	}
+	if len(ready.Detail) != len(st.Servers) {
+		t.Fatalf("/readyz lists %d servers, /api/status %d", len(ready.Detail), len(st.Servers))
+	}
+	for i, d := range ready.Detail {
+		if !reflect.DeepEqual(d, st.Servers[i]) {
+			t.Errorf("server %d:\n/readyz     %v\n/api/status %v", i, d, st.Servers[i])
+		}
 	}
 }
