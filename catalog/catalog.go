@@ -107,6 +107,9 @@ type Catalog[S any] struct {
 	res          resourceIndex[S]
 	caps         mcp.ServerCapabilities
 	memo         atomic.Pointer[Memo]
+	// dups are the names and URIs a later server lost to an earlier one,
+	// in build order (logged by LogDuplicates).
+	dups []duplicate
 }
 
 // Build applies naming, the charset rule and first-wins collisions to the
@@ -132,6 +135,7 @@ func Build[S any](sources []Source[S], pol *Policy, log hclog.Logger) *Catalog[S
 	}
 	c.instructions = instructions(c.order, c.search != nil)
 	c.res = buildResources(sources, log)
+	c.dups = append(c.dups, c.res.dups...)
 	c.caps = capabilities(sources, pol)
 	if pol.tasks {
 		c.res.tmplList = append(c.res.tmplList, taskTemplate)
