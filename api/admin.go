@@ -225,11 +225,12 @@ func (a *admin) screenWritten(data []byte, cfg *config.Config, names []string) e
 }
 
 // sameLaunch reports whether a written server starts exactly as the stored
-// one does: same type, command, args and environment, and not newly
-// enabled.
+// one does: same type, command, args and environment. Its enabled flag does
+// not count: enabling a server the file already runs that way launches
+// nothing the file did not say.
 func sameLaunch(old, s *config.Server) bool {
 	return old != nil && old.Type == s.Type && old.Command == s.Command && slices.Equal(old.Args, s.Args) &&
-		(!s.Enabled || old.Enabled) && sameEnv(old.Env, s.Env)
+		sameEnv(old.Env, s.Env)
 }
 
 // sameEnv reports whether two environments hold the same values.
@@ -300,8 +301,9 @@ func (a *admin) patch(w http.ResponseWriter, r *http.Request) {
 	a.setEnabled(w, *req.ServerName, *req.Enabled)
 }
 
-// setEnabled flips one server's enabled flag in the file (nothing else);
-// enabling screens that server's launch settings.
+// setEnabled flips one server's enabled flag in the file (nothing else).
+// Enabling validates the server but does not screen its launch settings:
+// they are the file's, unchanged (see sameLaunch).
 func (a *admin) setEnabled(w http.ResponseWriter, name string, enabled bool) {
 	if !a.writable(w) {
 		return
@@ -322,26 +324,12 @@ func (a *admin) setEnabled(w http.ResponseWriter, name string, enabled bool) {
 		a.editFailed(w, err)
 		return
 	}
-	if enabled && !a.screenEnabled(w, next, name) {
-		return
-	}
-	a.commit(w, next, "Failed to update MCP server state")
-}
-
-// screenEnabled validates the file that enables name and screens that
-// server's launch settings; false when it answered the refusal.
-func (a *admin) screenEnabled(w http.ResponseWriter, next []byte, name string) bool {
-	cfg, ok := a.validate(w, next, []string{name})
-	if !ok {
-		return false
-	}
-	if s := cfg.Server(name); s != nil {
-		if err := a.policy.check(s); err != nil {
-			writeDetail(w, http.StatusBadRequest, err.Error())
-			return false
+	if enabled {
+		if _, ok := a.validate(w, next, []string{name}); !ok {
+			return
 		}
 	}
-	return true
+	a.commit(w, next, "Failed to update MCP server state")
 }
 
 func (a *admin) reset(w http.ResponseWriter, _ *http.Request) {

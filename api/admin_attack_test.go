@@ -74,6 +74,7 @@ func (r *recorder) requests() int {
 // liveAdmin is a running mux serving the admin API over its config file.
 type liveAdmin struct {
 	t    *testing.T
+	srv  *proxy.Server
 	path string
 	url  string
 }
@@ -119,12 +120,19 @@ func startLiveAdmin(t *testing.T, doc string) *liveAdmin {
 		defer cancel()
 		_ = srv.Close(ctx)
 	})
-	return &liveAdmin{t: t, path: path, url: ts.URL}
+	return &liveAdmin{t: t, srv: srv, path: path, url: ts.URL}
 }
 
 func (l *liveAdmin) put(body string) (int, string) {
 	l.t.Helper()
-	req, _ := http.NewRequest(http.MethodPut, l.url+"/api/mcp/config", strings.NewReader(body))
+	return l.do(http.MethodPut, "/api/mcp/config", body)
+}
+
+// do sends an admin request and returns its status and detail (the whole
+// body when it has none), checking that the response carries no secret.
+func (l *liveAdmin) do(method, path, body string) (int, string) {
+	l.t.Helper()
+	req, _ := http.NewRequest(method, l.url+path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+liveToken)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -138,7 +146,9 @@ func (l *liveAdmin) put(body string) (int, string) {
 		}
 	}
 	var d struct{ Detail string }
-	_ = json.Unmarshal(b, &d)
+	if json.Unmarshal(b, &d) != nil || d.Detail == "" {
+		return res.StatusCode, string(b)
+	}
 	return res.StatusCode, d.Detail
 }
 
@@ -280,4 +290,84 @@ func TestAdminLiveWritesStillWork(t *testing.T) {
 	if f := l.file(); !strings.Contains(f, `"gh2"`) || !strings.Contains(f, `"@scope/pkg"`) || strings.Contains(f, liveAPIKey) {
 		t.Errorf("file after PUT:\n%s", f)
 	}
+}
+
+// serverState is the running mux's state of one server ("" when it has none).
+func (l *liveAdmin) serverState(name string) string {
+	for _, s := range l.srv.Status().Servers {
+		if s.Name == name {
+			return s.State
+		}
+	}
+	return ""
+}
+
+// TestAdminUnchangedServersNotRescreened: stdio servers the file runs that
+// the launch policy would refuse from the API (an absolute command path,
+// an interpreter) do not block a PUT of GET's own output or an enable,
+// since neither changes how they start; adding or changing one still goes
+// through the policy (issue 19).
+func TestAdminUnchangedServersNotRescreened(t *testing.T) {
+	exe, args, env := mcptest.StdioServer(fmt.Sprintf("unchanged-%d", os.Getpid()), mcptest.StdioOptions{})
+	doc, _ := json.Marshal(map[string]any{
+		"mcpServers": map[string]any{
+			"local": map[string]any{"type": "stdio", "command": exe, "args": args, "env": env, "enabled": false},
+			"py":    map[string]any{"type": "stdio", "command": "python", "args": []string{"-m", "my_server"}, "enabled": false},
+		},
+		"admin": map[string]any{"token": "$ADMIN_TOKEN"},
+	})
+	l := startLiveAdmin(t, string(doc))
+	code, got := l.do(http.MethodGet, "/api/mcp/config", "")
+	if code != http.StatusOK {
+		t.Fatalf("GET: %d %s", code, got)
+	}
+	if code, d := l.put(got); code != http.StatusOK {
+		t.Fatalf("PUT of GET's output: %d %s", code, d)
+	}
+	// Enabling what the file already runs, through PUT and through POST.
+	if code, d := l.put(strings.Replace(got, `"enabled":false`, `"enabled":true`, 1)); code != http.StatusOK {
+		t.Fatalf("PUT enabling local: %d %s", code, d)
+	}
+	if s := l.serverState("local"); s != "up" {
+		t.Errorf("local after it was enabled: %q, want up", s)
+	}
+	if code, d := l.do(http.MethodPost, "/api/extensions/mcp/py/enable", ""); code != http.StatusOK {
+		t.Fatalf("enable py: %d %s", code, d)
+	}
+	code, got = l.do(http.MethodGet, "/api/mcp/config", "")
+	if code != http.StatusOK || strings.Contains(got, `"enabled":false`) {
+		t.Fatalf("GET after enabling both: %d %s", code, got)
+	}
+
+	// What a write adds or changes is screened as before.
+	var cur struct {
+		Servers map[string]map[string]any `json:"mcp_servers"`
+	}
+	if err := json.Unmarshal([]byte(got), &cur); err != nil {
+		t.Fatal(err)
+	}
+	with := func(name string, edit func(s map[string]any)) string {
+		servers := map[string]any{}
+		for n, s := range cur.Servers {
+			c := map[string]any{}
+			for k, v := range s {
+				c[k] = v
+			}
+			servers[n] = c
+		}
+		if servers[name] == nil {
+			servers[name] = map[string]any{"type": "stdio"}
+		}
+		edit(servers[name].(map[string]any))
+		b, _ := json.Marshal(map[string]any{"mcp_servers": servers})
+		return string(b)
+	}
+	notPath := "command must be a bare executable name on the allowlist, not a path"
+	l.refused(with("added", func(s map[string]any) { s["command"] = exe }), "MCP server 'added' "+notPath)
+	l.refused(with("added", func(s map[string]any) { s["command"] = "python"; s["args"] = []string{"-m", "x"} }),
+		"MCP server 'added' uses disallowed stdio command 'python'")
+	l.refused(with("py", func(s map[string]any) { s["command"] = "/usr/bin/python3" }), "MCP server 'py' "+notPath)
+	l.refused(with("py", func(s map[string]any) { s["args"] = []string{"-c", "print(1)"} }), "MCP server 'py' uses disallowed stdio command 'python'")
+	l.refused(with("local", func(s map[string]any) { s["args"] = []string{"-test.run=^$", "-test.v"}; s["env"] = env }), "MCP server 'local' "+notPath)
+	l.refused(with("local", func(s map[string]any) { s["env"] = map[string]any{"NODE_OPTIONS": "--require=x"} }), "MCP server 'local' "+notPath)
 }

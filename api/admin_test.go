@@ -208,7 +208,9 @@ func TestAdminPutRejects(t *testing.T) {
 		{"disallowed command", `{"mcp_servers": {"sh": {"type": "stdio", "command": "bash", "args": ["x"]}}}`,
 			"MCP server 'sh' uses disallowed stdio command 'bash'. Allowed commands: npx, uvx. Configure MCP_MUX_STDIO_COMMAND_ALLOWLIST to extend this list."},
 		{"path command", `{"mcp_servers": {"sh": {"type": "stdio", "command": "/bin/npx"}}}`,
-			"MCP server 'sh' command must be a single executable name; put parameters in args instead."},
+			"MCP server 'sh' command must be a bare executable name on the allowlist, not a path. Allowed commands: npx, uvx."},
+		{"spaced command", `{"mcp_servers": {"sh": {"type": "stdio", "command": "npx -y pkg"}}}`,
+			"MCP server 'sh' command must be a bare executable name on the allowlist, without spaces or shell syntax; put parameters in args instead."},
 		{"exec flag", `{"mcp_servers": {"n": {"type": "stdio", "command": "npx", "args": ["-c", "rm -rf /"]}}}`,
 			"MCP server 'n' passes '-c' (args[0]) to 'npx', which runs shell text."},
 		{"denied env", `{"mcp_servers": {"n": {"type": "stdio", "command": "uvx", "args": ["pkg"], "env": {"ld_preload": "/x.so"}}}}`,
@@ -340,9 +342,10 @@ func TestAdminPatchEnableDisable(t *testing.T) {
 	if code != http.StatusNotFound || detail(t, body) != "MCP server 'nope' not found" {
 		t.Errorf("missing server: %d %s", code, body)
 	}
-	// The file may run bash; enabling it through the API may not.
+	// The file may run bash; enabling it through the API launches only what
+	// the file says, so it is not screened again (issue 19).
 	code, body = f.do("POST", "/api/extensions/mcp/shell/enable", adminToken, "")
-	if code != http.StatusBadRequest || !strings.Contains(detail(t, body), "disallowed stdio command 'bash'") {
+	if code != http.StatusOK || !f.running.Server("shell").Enabled {
 		t.Errorf("enable bash: %d %s", code, body)
 	}
 	if code, _ := f.do("POST", "/api/extensions/mcp/shell/disable", adminToken, ""); code != http.StatusOK {

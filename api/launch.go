@@ -203,13 +203,17 @@ func (p *launchPolicy) check(s *config.Server) error {
 	return checkEnv(s.Name, s.Env)
 }
 
-// checkCommand requires a single executable name that the policy allows.
+// checkCommand requires a bare executable name that the policy allows: no
+// path, no parameters, no shell syntax.
 func (p *launchPolicy) checkCommand(name, cmd string) error {
 	switch {
 	case cmd == "":
 		return fmt.Errorf("MCP server '%s' with stdio transport requires a command.", name)
-	case cmd != strings.TrimSpace(cmd) || strings.ContainsAny(cmd, "/\\ \t;|&`$<>\n\r"):
-		return fmt.Errorf("MCP server '%s' command must be a single executable name; put parameters in args instead.", name)
+	case strings.ContainsAny(cmd, "/\\"):
+		return fmt.Errorf("MCP server '%s' command must be a bare executable name on the allowlist, not a path. Allowed commands: %s. Configure MCP_MUX_STDIO_COMMAND_ALLOWLIST to extend this list.",
+			name, strings.Join(p.allowed, ", "))
+	case cmd != strings.TrimSpace(cmd) || strings.ContainsAny(cmd, " \t;|&`$<>\n\r"):
+		return fmt.Errorf("MCP server '%s' command must be a bare executable name on the allowlist, without spaces or shell syntax; put parameters in args instead.", name)
 	case !slices.Contains(p.allowed, cmd):
 		return fmt.Errorf("MCP server '%s' uses disallowed stdio command '%s'. Allowed commands: %s. Configure MCP_MUX_STDIO_COMMAND_ALLOWLIST to extend this list.",
 			name, cmd, strings.Join(p.allowed, ", "))

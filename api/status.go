@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
+	"fmt"
 	"html/template"
 	"net/http"
 	"strings"
@@ -63,30 +64,24 @@ type StatusReport struct {
 	Draining bool      `json:"draining"`
 	// Servers lists every configured server, in config order, then the
 	// invalid entries.
-	Servers        []ServerReport `json:"servers"`
-	Tools          int            `json:"tools"`
-	Sessions       int            `json:"sessions"`
-	StdioProcesses int            `json:"stdio_processes"`
+	Servers []ServerReport `json:"servers"`
+	// Tools is the size of the catalog: the up servers' tools, StaleTools
+	// and BuiltinTools. HiddenTools are the tools the guardrails hide.
+	Tools          int `json:"tools"`
+	HiddenTools    int `json:"hidden_tools"`
+	StaleTools     int `json:"stale_tools"`
+	BuiltinTools   int `json:"builtin_tools"`
+	Sessions       int `json:"sessions"`
+	StdioProcesses int `json:"stdio_processes"`
 	// Reloads are the recent reload attempts, newest first.
 	Reloads []ReloadReport `json:"reloads"`
 	Tasks   TasksReport    `json:"tasks"`
 }
 
-// ServerReport is one configured server.
-type ServerReport struct {
-	Name      string `json:"name"`
-	Transport string `json:"transport,omitempty"`
-	// State is up, starting, retrying, invalid, skipped or disabled.
-	State string `json:"state"`
-	// Reason says why the server is not up (for retrying: the last error
-	// and the server's last stderr lines).
-	Reason           string `json:"reason,omitempty"`
-	Tools            int    `json:"tools"`
-	Prompts          int    `json:"prompts"`
-	Resources        int    `json:"resources"`
-	UpstreamSessions int    `json:"upstream_sessions"`
-	StdioProcesses   int    `json:"stdio_processes"`
-}
+// ServerReport is one configured server: the snapshot's own type, so that
+// /api/status and /readyz's detail (which proxy writes) describe a server
+// in the same fields.
+type ServerReport = status.Server
 
 // ReloadReport is one reload attempt.
 type ReloadReport struct {
@@ -123,13 +118,24 @@ func (h *statusAPI) guard(next http.HandlerFunc) http.Handler {
 			token = h.o.AdminToken()
 		}
 		if token != "" && !presentsToken(r, token) {
-			w.Header().Set("WWW-Authenticate", `Basic realm="mcp-mux status", charset="UTF-8"`)
+			if !scriptRequest(r) {
+				w.Header().Set("WWW-Authenticate", `Basic realm="mcp-mux status", charset="UTF-8"`)
+			}
 			w.Header().Add("WWW-Authenticate", `Bearer realm="mcp-mux status"`)
 			writeDetail(w, http.StatusUnauthorized, "the status page needs the admin token (bearer, or as the Basic auth password)")
 			return
 		}
 		next(w, r)
 	})
+}
+
+// scriptRequest reports whether a browser sent r from a script (the page's
+// refresh) rather than to open a page: a Basic challenge there would make
+// the browser prompt for a login on every failed refresh, so the page
+// reports the 401 itself instead.
+func scriptRequest(r *http.Request) bool {
+	mode := r.Header.Get("Sec-Fetch-Mode")
+	return mode != "" && mode != "navigate"
 }
 
 func presentsToken(r *http.Request, token string) bool {
@@ -147,22 +153,16 @@ func (h *statusAPI) report(ctx context.Context) StatusReport {
 	st := h.o.Source.Status()
 	return StatusReport{
 		Version: st.Version, Started: st.Started, Ready: st.Ready, Draining: st.Draining,
-		Tools: st.Tools, Sessions: st.Sessions, StdioProcesses: st.StdioProcesses,
+		Tools: st.Tools, HiddenTools: st.HiddenTools, StaleTools: st.StaleTools, BuiltinTools: st.BuiltinTools,
+		Sessions: st.Sessions, StdioProcesses: st.StdioProcesses,
 		Servers: serverReports(st.Servers), Reloads: reloadReports(st.Reloads), Tasks: h.taskReport(ctx),
 	}
 }
 
-// serverReports are the servers of a snapshot, in its order.
+// serverReports are the servers of a snapshot, in its order ([] when
+// there are none).
 func serverReports(servers []status.Server) []ServerReport {
-	out := make([]ServerReport, 0, len(servers))
-	for _, s := range servers {
-		out = append(out, ServerReport{
-			Name: s.Name, Transport: s.Transport, State: s.State, Reason: s.Reason,
-			Tools: s.Tools, Prompts: s.Prompts, Resources: s.Resources,
-			UpstreamSessions: s.UpstreamSessions, StdioProcesses: s.StdioProcesses,
-		})
-	}
-	return out
+	return append(make([]ServerReport, 0, len(servers)), servers...)
 }
 
 // reloadReports are a snapshot's reloads, newest first.
@@ -224,6 +224,26 @@ func (h *statusAPI) page(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// toolsNote says what the tool total holds besides the up servers' tools:
+// "(2 hidden by guardrails, 4 built-in, 3 last listed by servers not up)",
+// each part only when it is not zero; "" when there is none.
+func toolsNote(r StatusReport) string {
+	var parts []string
+	if r.HiddenTools > 0 {
+		parts = append(parts, fmt.Sprintf("%d hidden by guardrails", r.HiddenTools))
+	}
+	if r.BuiltinTools > 0 {
+		parts = append(parts, fmt.Sprintf("%d built-in", r.BuiltinTools))
+	}
+	if r.StaleTools > 0 {
+		parts = append(parts, fmt.Sprintf("%d last listed by servers not up", r.StaleTools))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "(" + strings.Join(parts, ", ") + ")"
+}
+
 type pageData struct {
 	StatusReport
 	Nonce        string
@@ -236,6 +256,7 @@ var statusPage = template.Must(template.New("status").Funcs(template.FuncMap{
 	"count": func(m map[string]int, s taskpoll.Status) int {
 		return m[string(s)]
 	},
+	"toolsNote": toolsNote,
 }).Parse(statusHTML))
 
 // statusHTML is the page: rendered here, then re-rendered by its script
@@ -263,6 +284,7 @@ td.n, th.n { text-align:right; font-variant-numeric:tabular-nums; }
 .state { display:inline-block; padding:0 .45rem; border-radius:999px; font-size:.8rem; font-weight:600; color:#fff; }
 .state-up { background:var(--up); } .state-starting, .state-retrying { background:var(--warn); }
 .state-invalid, .state-skipped { background:var(--bad); } .state-disabled { background:var(--off); }
+b.cause { display:block; margin-top:.2rem; font-weight:600; color:var(--bad); }
 pre.reason { margin:.25rem 0 0; white-space:pre-wrap; word-break:break-word; font:12px/1.4 ui-monospace, SFMono-Regular, Menlo, monospace; color:#57606a; max-height:12rem; overflow:auto; }
 .totals { display:flex; gap:2rem; flex-wrap:wrap; }
 .totals div b { display:block; font-size:1.4rem; font-variant-numeric:tabular-nums; }
@@ -277,7 +299,7 @@ body.stale #stale { display:inline; }
   <span class="meta">version <span id="version">{{.Version}}</span></span>
   <span class="meta">started <span id="started">{{when .Started}}</span></span>
   <span class="meta">ready: <b id="ready">{{if .Draining}}draining{{else if .Ready}}yes{{else}}no{{end}}</b></span>
-  <span class="meta">updated <span id="updated">now</span></span>
+  <span class="meta">updated <span id="updated">just now</span></span>
   <span id="stale">status refresh failed</span>
 </header>
 <main>
@@ -285,7 +307,7 @@ body.stale #stale { display:inline; }
   <h2>Totals</h2>
   <div class="totals">
     <div><b id="t-servers">{{len .Servers}}</b>servers</div>
-    <div><b id="t-tools">{{.Tools}}</b>tools in the catalog</div>
+    <div><b id="t-tools">{{.Tools}}</b>tools in the catalog <span id="t-tools-note" class="muted">{{toolsNote .StatusReport}}</span></div>
     <div><b id="t-sessions">{{.Sessions}}</b>downstream sessions</div>
     <div><b id="t-procs">{{.StdioProcesses}}</b>stdio processes</div>
   </div>
@@ -296,7 +318,10 @@ body.stale #stale { display:inline; }
     <thead><tr><th>server</th><th>transport</th><th>state</th><th class="n">tools</th><th class="n">prompts</th><th class="n">resources</th><th class="n">upstream sessions</th><th class="n">stdio processes</th></tr></thead>
     <tbody id="servers">
     {{- range .Servers}}
-      <tr data-server="{{.Name}}" data-state="{{.State}}"><td><b>{{.Name}}</b>{{if .Reason}}<pre class="reason">{{.Reason}}</pre>{{end}}</td><td>{{.Transport}}</td><td><span class="state state-{{.State}}">{{.State}}</span></td><td class="n">{{.Tools}}</td><td class="n">{{.Prompts}}</td><td class="n">{{.Resources}}</td><td class="n">{{.UpstreamSessions}}</td><td class="n">{{.StdioProcesses}}</td></tr>
+      <tr data-server="{{.Name}}" data-state="{{.State}}"><td><b>{{.Name}}</b>{{if .Cause}}<b class="cause">{{.Cause}}</b>{{end}}{{if .Reason}}<pre class="reason" title="{{.Reason}}">{{.Reason}}</pre>{{end}}</td><td>{{.Transport}}</td><td><span class="state state-{{.State}}">{{.State}}</span></td>
+        {{- if eq .State "up"}}<td class="n">{{.Tools}}{{if .HiddenTools}} <span class="muted" title="hidden by guardrails">(+{{.HiddenTools}} hidden)</span>{{end}}</td><td class="n">{{.Prompts}}</td><td class="n">{{.Resources}}</td>
+        {{- else}}{{$t := printf "not counted while the server is %s" .State}}<td class="n muted" title="{{$t}}">—</td><td class="n muted" title="{{$t}}">—</td><td class="n muted" title="{{$t}}">—</td>{{end -}}
+        <td class="n">{{.UpstreamSessions}}</td><td class="n">{{.StdioProcesses}}</td></tr>
     {{- else}}
       <tr><td colspan="8" class="muted">no servers configured</td></tr>
     {{- end}}
@@ -341,20 +366,42 @@ body.stale #stale { display:inline; }
   function row(cells) { var tr = el("tr"); cells.forEach(function (c) { tr.appendChild(c); }); return tr; }
   function num(v) { return el("td", "n", v); }
   function empty(cols, text) { var td = el("td", "muted", text); td.colSpan = cols; return row([td]); }
+  // toolsNote says what the tool total holds besides the up servers' tools
+  // (the template's toolsNote, in JavaScript).
+  function toolsNote(s) {
+    var parts = [];
+    if (s.hidden_tools) parts.push(s.hidden_tools + " hidden by guardrails");
+    if (s.builtin_tools) parts.push(s.builtin_tools + " built-in");
+    if (s.stale_tools) parts.push(s.stale_tools + " last listed by servers not up");
+    return parts.length ? "(" + parts.join(", ") + ")" : "";
+  }
+  function countCells(v) {
+    if (v.state !== "up") {
+      var why = "not counted while the server is " + v.state;
+      return [0, 1, 2].map(function () { var td = el("td", "n muted", "\u2014"); td.title = why; return td; });
+    }
+    var tools = num(v.tools);
+    if (v.hidden_tools) {
+      var h = el("span", "muted", " (+" + v.hidden_tools + " hidden)"); h.title = "hidden by guardrails"; tools.appendChild(h);
+    }
+    return [tools, num(v.prompts), num(v.resources)];
+  }
   function render(s) {
     document.getElementById("version").textContent = s.version;
     document.getElementById("ready").textContent = s.draining ? "draining" : (s.ready ? "yes" : "no");
     document.getElementById("t-servers").textContent = s.servers.length;
     document.getElementById("t-tools").textContent = s.tools;
+    document.getElementById("t-tools-note").textContent = toolsNote(s);
     document.getElementById("t-sessions").textContent = s.sessions;
     document.getElementById("t-procs").textContent = s.stdio_processes;
     var servers = document.getElementById("servers");
     servers.replaceChildren();
     s.servers.forEach(function (v) {
       var name = el("td"); name.appendChild(el("b", "", v.name));
-      if (v.reason) name.appendChild(el("pre", "reason", v.reason));
+      if (v.cause) name.appendChild(el("b", "cause", v.cause));
+      if (v.reason) { var pre = el("pre", "reason", v.reason); pre.title = v.reason; name.appendChild(pre); }
       var state = el("td"); state.appendChild(el("span", "state state-" + v.state, v.state));
-      var tr = row([name, el("td", "", v.transport || ""), state, num(v.tools), num(v.prompts), num(v.resources), num(v.upstream_sessions), num(v.stdio_processes)]);
+      var tr = row([name, el("td", "", v.transport || ""), state].concat(countCells(v), [num(v.upstream_sessions), num(v.stdio_processes)]));
       tr.dataset.server = v.name; tr.dataset.state = v.state;
       servers.appendChild(tr);
     });
@@ -381,18 +428,49 @@ body.stale #stale { display:inline; }
     });
     if (!s.reloads.length) reloads.appendChild(empty(4, "no reloads since start"));
   }
+  // The data is as of the page load, then of the last good refresh.
+  var lastOK = Date.now();
+  function tick() {
+    var secs = Math.floor((Date.now() - lastOK) / 1000);
+    document.getElementById("updated").textContent =
+      secs < 1 ? "just now" : secs < 120 ? secs + " s ago" : Math.floor(secs / 60) + " min ago";
+  }
+  function base64(text) {
+    var bin = "";
+    new TextEncoder().encode(text).forEach(function (c) { bin += String.fromCharCode(c); });
+    return btoa(bin);
+  }
+  // status fetches /api/status beside the page. A browser refuses fetch()
+  // of a URL with credentials, and a page opened as
+  // http://user:token@host/ resolves relative URLs to one: the credentials
+  // move into an Authorization header and out of the URL.
+  function status() {
+    var u = new URL("api/status", location.href), headers = {};
+    if (u.username || u.password) {
+      headers.Authorization = "Basic " + base64(decodeURIComponent(u.username) + ":" + decodeURIComponent(u.password));
+      u.username = ""; u.password = "";
+    }
+    return fetch(u.href, {cache: "no-store", credentials: "same-origin", headers: headers});
+  }
   function refresh() {
-    fetch("api/status", {cache: "no-store", credentials: "same-origin"})
-      .then(function (r) { if (!r.ok) throw new Error(r.status); return r.json(); })
+    status()
+      .then(function (r) {
+        if (!r.ok) throw new Error("HTTP " + r.status + (r.statusText ? " " + r.statusText : ""));
+        return r.json();
+      })
       .then(function (s) {
         render(s);
+        lastOK = Date.now();
         body.classList.remove("stale");
         body.dataset.refreshes = String(Number(body.dataset.refreshes) + 1);
-        document.getElementById("updated").textContent = when(new Date().toISOString());
       })
-      .catch(function () { body.classList.add("stale"); })
-      .then(function () { setTimeout(refresh, every); });
+      .catch(function (e) {
+        document.getElementById("stale").textContent = "status refresh failed: " + ((e && e.message) || "no answer");
+        body.classList.add("stale");
+      })
+      .then(function () { tick(); setTimeout(refresh, every); });
   }
+  setInterval(tick, 1000);
   setTimeout(refresh, every);
 })();
 </script>

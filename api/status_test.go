@@ -45,18 +45,35 @@ type statusMux struct {
 // and an invalid entry.
 func startStatusMux(t *testing.T, o api.StatusOptions) *statusMux {
 	t.Helper()
+	return startStatusMuxWith(t, o, statusExtras{})
+}
+
+// statusExtras change startStatusMux's mux: more config, and a wrapper
+// around its routes.
+type statusExtras struct {
+	edit func(doc, servers map[string]any)
+	wrap func(http.Handler) http.Handler
+}
+
+func startStatusMuxWith(t *testing.T, o api.StatusOptions, x statusExtras) *statusMux {
+	t.Helper()
 	web := mcptest.ServeHTTP(t, mcptest.NewServer("web"))
 	dead := httptest.NewServer(http.NotFoundHandler())
 	deadURL := dead.URL + "/mcp"
 	dead.Close()
 	command, args, env := mcptest.StdioServer(fmt.Sprintf("status-%d", os.Getpid()), mcptest.StdioOptions{})
-	cfgJSON, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{
+	servers := map[string]any{
 		"web":    map[string]any{"type": "http", "url": web.URL + "/mcp"},
 		"local":  map[string]any{"type": "stdio", "command": command, "args": args, "env": env},
 		"down":   map[string]any{"type": "http", "url": deadURL, "session_init_timeout": 5},
 		"off":    map[string]any{"type": "http", "url": web.URL + "/mcp", "enabled": false},
 		"broken": map[string]any{"type": "stdio"},
-	}})
+	}
+	doc := map[string]any{"mcpServers": servers}
+	if x.edit != nil {
+		x.edit(doc, servers)
+	}
+	cfgJSON, _ := json.Marshal(doc)
 	cfg, err := config.Parse(cfgJSON, config.LoadOptions{Filename: "extensions_config.json"})
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +91,11 @@ func startStatusMux(t *testing.T, o api.StatusOptions) *statusMux {
 	routes := http.NewServeMux()
 	api.MountStatus(routes, o)
 	routes.Handle("/", srv.Handler())
-	ts := httptest.NewServer(routes)
+	var h http.Handler = routes
+	if x.wrap != nil {
+		h = x.wrap(h)
+	}
+	ts := httptest.NewServer(h)
 	t.Cleanup(func() {
 		ts.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -235,6 +256,12 @@ func TestStatusAdminToken(t *testing.T) {
 				t.Errorf("%s echoes the admin token", path)
 			}
 		}
+	}
+	// The page's own refresh gets no Basic challenge: the browser would
+	// prompt for a login on every failed refresh (issue 19).
+	if resp, _ := get(t, m.ts.URL+"/api/status", http.Header{"Sec-Fetch-Mode": {"cors"}}); resp.StatusCode != http.StatusUnauthorized ||
+		strings.Contains(strings.Join(resp.Header.Values("WWW-Authenticate"), ","), "Basic") {
+		t.Errorf("a script's refresh: %d %v", resp.StatusCode, resp.Header.Values("WWW-Authenticate"))
 	}
 	open := startStatusMux(t, api.StatusOptions{AdminToken: func() string { return "" }})
 	if resp, body := get(t, open.ts.URL+"/api/status", nil); resp.StatusCode != http.StatusOK {

@@ -107,6 +107,9 @@ type Catalog[S any] struct {
 	res          resourceIndex[S]
 	caps         mcp.ServerCapabilities
 	memo         atomic.Pointer[Memo]
+	// dups are the names and URIs a later server lost to an earlier one,
+	// in build order (logged by LogDuplicates).
+	dups []duplicate
 }
 
 // Build applies naming, the charset rule and first-wins collisions to the
@@ -132,6 +135,7 @@ func Build[S any](sources []Source[S], pol *Policy, log hclog.Logger) *Catalog[S
 	}
 	c.instructions = instructions(c.order, c.search != nil)
 	c.res = buildResources(sources, log)
+	c.dups = append(c.dups, c.res.dups...)
 	c.caps = capabilities(sources, pol)
 	if pol.tasks {
 		c.res.tmplList = append(c.res.tmplList, taskTemplate)
@@ -158,6 +162,27 @@ func (c *Catalog[S]) Lookup(name string) *Route[S] { return c.routes[name] }
 
 // Len is the number of listed tools.
 func (c *Catalog[S]) Len() int { return len(c.order) }
+
+// ToolCount is how many tools of one server a catalog lists and how many
+// it names but the guardrails hide.
+type ToolCount struct{ Listed, Hidden int }
+
+// ToolCounts counts the catalog's tools by server name, the built-in task
+// tools under "". The Listed counts add up to Len; a tool dropped by naming
+// or a collision is in neither count.
+func (c *Catalog[S]) ToolCounts() map[string]ToolCount {
+	out := make(map[string]ToolCount)
+	for _, r := range c.routes {
+		tc := out[r.source]
+		if r.Deny != nil {
+			tc.Hidden++
+		} else {
+			tc.Listed++
+		}
+		out[r.source] = tc
+	}
+	return out
+}
 
 // ListJSON is the tools/list result of a session that promoted nothing:
 // every listed tool, or with tool_search only tool_search.

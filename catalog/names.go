@@ -68,8 +68,7 @@ func (c *Catalog[S]) nameFree(server, name string, pol *Policy, log hclog.Logger
 	case prev.Builtin:
 		log.Warn("dropping tool named like an mcp-mux built-in task tool", "server", server, "tool", name)
 	default:
-		log.Warn("duplicate tool name; keeping the first", "tool", name,
-			"kept_server", prev.source, "skipped_server", server)
+		c.dups = append(c.dups, duplicate{what: "tool name", field: "tool", key: name, kept: prev.source, skipped: server})
 	}
 	return false
 }

@@ -45,6 +45,7 @@ type resourceIndex[S any] struct {
 	templates  []templateRoute[S]
 	tmplList   []json.RawMessage
 	withRes    []S // servers that have resources at all
+	dups       []duplicate
 }
 
 // resourceOwner is the server that listed a resource URI.
@@ -62,7 +63,7 @@ func buildResources[S any](sources []Source[S], log hclog.Logger) resourceIndex[
 		if hasResources(&src.Lists) {
 			ix.withRes = append(ix.withRes, src.Server)
 		}
-		ix.addResources(src, log)
+		ix.addResources(src)
 		ix.addTemplates(src, log)
 	}
 	return ix
@@ -82,7 +83,7 @@ func (ix *resourceIndex[S]) addPrompts(src *Source[S], log hclog.Logger) {
 			continue
 		}
 		if prev, dup := ix.prompts[name]; dup {
-			log.Warn("duplicate prompt name; keeping the first", "prompt", name, "kept_server", prev.source, "skipped_server", src.Name)
+			ix.dups = append(ix.dups, duplicate{what: "prompt name", field: "prompt", key: name, kept: prev.source, skipped: src.Name})
 			continue
 		}
 		r := &PromptRoute[S]{Name: name, Raw: p.Key, Server: src.Server, JSON: renameTool(upstream.Tool{Name: p.Key, Raw: p.Raw}, name), source: src.Name}
@@ -92,10 +93,10 @@ func (ix *resourceIndex[S]) addPrompts(src *Source[S], log hclog.Logger) {
 }
 
 // addResources lists one source's resources whose URIs are not taken.
-func (ix *resourceIndex[S]) addResources(src *Source[S], log hclog.Logger) {
+func (ix *resourceIndex[S]) addResources(src *Source[S]) {
 	for _, r := range src.Lists.Resources {
 		if prev, dup := ix.resources[r.Key]; dup {
-			log.Warn("duplicate resource URI; keeping the first", "uri", r.Key, "kept_server", prev.name, "skipped_server", src.Name)
+			ix.dups = append(ix.dups, duplicate{what: "resource URI", field: "uri", key: r.Key, kept: prev.name, skipped: src.Name})
 			continue
 		}
 		ix.resources[r.Key] = resourceOwner[S]{server: src.Server, name: src.Name}

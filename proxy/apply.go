@@ -289,7 +289,9 @@ func (ex *execution) swap() {
 	for _, b := range ex.resolverChanged {
 		b.Base.Set(b.Resolver)
 	}
-	rt.Catalog.Store(callpath.BuildCatalog(rt.Backends, rt.Policy, s.log))
+	next := callpath.BuildCatalog(rt.Backends, rt.Policy, s.log)
+	catalog.LogDuplicates(old.Catalog.Load(), next, s.log)
+	rt.Catalog.Store(next)
 	s.rt.Store(rt)
 	s.ready.Store(true)
 	s.durable.start()
@@ -447,6 +449,7 @@ func (s *Server) refreshCatalog(prev *callpath.Runtime) {
 		before = prev.Catalog.Load()
 	}
 	next := callpath.BuildCatalog(rt.Backends, rt.Policy, s.log)
+	catalog.LogDuplicates(rt.Catalog.Load(), next, s.log)
 	rt.Catalog.Store(next)
 	s.catMu.Unlock()
 	s.notifyChanges(before, next)

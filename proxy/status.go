@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/mcp-mux/mcp-mux/catalog"
 	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/status"
 )
@@ -26,49 +27,123 @@ type ServerStatus = status.Server
 // Status is a snapshot of the running mux.
 type Status = status.Snapshot
 
-// Status returns a snapshot of the running mux.
+// Status returns a snapshot of the running mux. A server's tools are
+// those it adds to the catalog, counted only while it is up: the tools a
+// retrying server's last discovery left in the catalog are StaleTools.
 func (s *Server) Status() Status {
 	rt := s.rt.Load()
+	cat := rt.Catalog.Load()
+	counts := cat.ToolCounts()
 	st := Status{
-		Version:  s.opts.Version,
-		Started:  s.started,
-		Ready:    s.isReady(),
-		Draining: s.draining.Load(),
-		Tools:    rt.Catalog.Load().Len(),
-		Sessions: len(s.sessions.all()),
-		Reloads:  s.Reloads(),
+		Version:      s.opts.Version,
+		Started:      s.started,
+		Ready:        s.isReady(),
+		Draining:     s.draining.Load(),
+		Tools:        cat.Len(),
+		BuiltinTools: counts[""].Listed,
+		Sessions:     len(s.sessions.all()),
+		Reloads:      s.Reloads(),
 	}
 	for _, sc := range rt.Config.Servers {
 		ss := ServerStatus{Name: sc.Name, Transport: sc.Type}
 		b := rt.ByName[sc.Name]
 		switch {
 		case b != nil: // running (possibly on kept settings while disabled in the file)
-			ss.State = b.Up.State()
-			if err := b.Up.Err(); err != nil {
-				ss.Reason = err.Error()
-			}
-			l := b.Up.Lists()
-			ss.Tools, ss.Prompts, ss.Resources = len(l.Tools), len(l.Prompts), len(l.Resources)
-			ss.UpstreamSessions, ss.StdioProcesses = b.Up.Sessions(), b.Up.Processes()
+			runningStatus(&ss, b, "")
 		case !sc.Enabled:
 			ss.State = StateDisabled
 		default:
 			ss.State, ss.Reason = StateSkipped, rt.Skipped[sc.Name]
 		}
-		st.StdioProcesses += ss.StdioProcesses
-		st.Servers = append(st.Servers, ss)
+		addServer(&st, &ss, counts)
 	}
 	for _, se := range rt.Config.Invalid {
 		ss := ServerStatus{Name: se.Name, State: StateInvalid, Reason: se.Error()}
 		if b := rt.ByName[se.Name]; b != nil { // kept on its last good settings
-			ss.State, ss.Transport = b.Up.State(), b.Up.Transport()
-			ss.Tools, ss.UpstreamSessions, ss.StdioProcesses = len(b.Up.Tools()), b.Up.Sessions(), b.Up.Processes()
-			ss.Reason = "the file's entry is invalid, running on the last good settings: " + se.Error()
-			st.StdioProcesses += ss.StdioProcesses
+			ss.Transport = b.Up.Transport()
+			runningStatus(&ss, b, "the file's entry is invalid, running on the last good settings: "+se.Error())
 		}
-		st.Servers = append(st.Servers, ss)
+		addServer(&st, &ss, counts)
 	}
 	return st
+}
+
+// runningStatus fills a running server's state, reason (reason, when set,
+// in place of its discovery error) and counts other than its tools.
+func runningStatus(ss *ServerStatus, b *callpath.Backend, reason string) {
+	ss.State = b.Up.State()
+	if err := b.Up.Err(); err != nil {
+		ss.Reason, ss.Cause = err.Error(), errorCause(err)
+	}
+	if reason != "" {
+		ss.Reason, ss.Cause = reason, ""
+	}
+	if ss.State == StateUp {
+		l := b.Up.Lists()
+		ss.Prompts, ss.Resources = len(l.Prompts), len(l.Resources)
+	}
+	ss.UpstreamSessions, ss.StdioProcesses = b.Up.Sessions(), b.Up.Processes()
+}
+
+// addServer appends a server to the snapshot with its catalog tool counts (only
+// while it is up; a server that is not up adds its listed ones to
+// StaleTools).
+func addServer(st *Status, ss *ServerStatus, counts map[string]catalog.ToolCount) {
+	tc := counts[ss.Name]
+	if ss.State == StateUp {
+		ss.Tools, ss.HiddenTools = tc.Listed, tc.Hidden
+	} else {
+		st.StaleTools += tc.Listed
+	}
+	st.HiddenTools += tc.Hidden
+	st.StdioProcesses += ss.StdioProcesses
+	st.Servers = append(st.Servers, *ss)
+}
+
+// stderrMark starts the stderr lines a stdio server's reason ends with.
+const stderrMark = "; stderr: "
+
+// errorCause is the most specific part of a discovery error: the last
+// ": "-separated part of its text outside quotes ("connection refused" of
+// "…: dial tcp 127.0.0.1:1: connect: connection refused"), followed, for a
+// stdio server, by its last stderr line. It reads the error's text, which
+// is scrubbed of credentials, never the chain beneath it. "" when the text
+// is a single part.
+func errorCause(err error) string {
+	text, stderr, _ := strings.Cut(err.Error(), stderrMark)
+	parts := splitOutsideQuotes(text, ": ")
+	if len(parts) < 2 {
+		return ""
+	}
+	cause := strings.TrimSpace(parts[len(parts)-1])
+	if lines := strings.Split(stderr, " | "); stderr != "" {
+		last := lines[len(lines)-1]
+		if r := []rune(last); len(r) > 200 {
+			last = string(r[:200]) + "…"
+		}
+		cause += " (stderr: " + last + ")"
+	}
+	return cause
+}
+
+// splitOutsideQuotes splits s at each sep that is not inside a
+// double-quoted part (Go's %q quoting: a backslash escapes the next byte).
+func splitOutsideQuotes(s, sep string) []string {
+	var parts []string
+	start, quoted := 0, false
+	for i := 0; i < len(s); i++ {
+		switch {
+		case quoted && s[i] == '\\':
+			i++
+		case s[i] == '"':
+			quoted = !quoted
+		case !quoted && strings.HasPrefix(s[i:], sep):
+			parts = append(parts, s[start:i])
+			start = i + len(sep)
+			i += len(sep) - 1
+		}
+	}
+	return append(parts, s[start:])
 }
 
 // Drain turns readiness false (before a shutdown), so that load balancers

@@ -36,20 +36,34 @@ const (
 	ReloadRejected = "rejected"
 )
 
-// Server is one configured server as the running mux sees it.
+// Server is one configured server as the running mux sees it. Its JSON
+// (snake_case) is a server in /api/status and in /readyz's detail.
 type Server struct {
-	Name string
+	Name string `json:"name"`
 	// Transport is stdio, http or sse ("" for an invalid entry).
-	Transport string
+	Transport string `json:"transport,omitempty"`
 	// State is Starting, Up or Retrying for a server that runs, else
 	// Invalid, Skipped or Disabled.
-	State string
+	State string `json:"state"`
 	// Reason says why the server is not up: the last discovery error (with
 	// the last stderr lines of a stdio server) or the config problems. It
 	// names servers, fields and causes, never a configured secret.
-	Reason                           string
-	Tools, Prompts, Resources        int
-	UpstreamSessions, StdioProcesses int
+	Reason string `json:"reason,omitempty"`
+	// Cause is Reason's most specific part when Reason is an error chain: its
+	// last part ("connection refused"), and a stdio server's last stderr
+	// line; "" otherwise.
+	Cause string `json:"cause,omitempty"`
+	// Tools counts the tools of this server the catalog lists (after naming,
+	// collisions and the guardrails), HiddenTools those the guardrails hide;
+	// both are 0 unless the server is Up (see Snapshot.StaleTools).
+	Tools       int `json:"tools"`
+	HiddenTools int `json:"hidden_tools"`
+	Prompts     int `json:"prompts"`
+	Resources   int `json:"resources"`
+	// UpstreamSessions are the pooled call sessions, StdioProcesses the
+	// running stdio server processes.
+	UpstreamSessions int `json:"upstream_sessions"`
+	StdioProcesses   int `json:"stdio_processes"`
 }
 
 // Snapshot is the state of the running mux at one moment.
@@ -60,8 +74,17 @@ type Snapshot struct {
 	Ready, Draining bool
 	// Servers lists every configured server in config order, then invalid ones.
 	Servers []Server
-	// Tools is the size of the aggregated catalog.
+	// Tools is the size of the aggregated catalog: the Up servers' Tools,
+	// StaleTools and BuiltinTools.
 	Tools int
+	// HiddenTools counts the tools the guardrails hide, across servers.
+	HiddenTools int
+	// StaleTools counts the tools the catalog still lists from the last good
+	// discovery of servers that are not Up (retrying).
+	StaleTools int
+	// BuiltinTools counts mcp-mux's own tools in the catalog (the durable
+	// task tools).
+	BuiltinTools int
 	// Sessions is the number of downstream MCP sessions.
 	Sessions int
 	// StdioProcesses counts every running stdio server process.

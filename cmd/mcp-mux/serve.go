@@ -350,6 +350,9 @@ func logSummary(ctx context.Context, log hclog.Logger, srv *proxy.Server) {
 	for _, s := range st.Servers {
 		counts[s.State]++
 		args := []any{"server", s.Name, "state", s.State, "tools", s.Tools}
+		if s.HiddenTools > 0 {
+			args = append(args, "hidden_tools", s.HiddenTools)
+		}
 		if s.Reason != "" {
 			args = append(args, "reason", s.Reason)
 		}
@@ -360,6 +363,9 @@ func logSummary(ctx context.Context, log hclog.Logger, srv *proxy.Server) {
 		}
 	}
 	args := []any{"servers", len(st.Servers), "tools", st.Tools}
+	if st.HiddenTools > 0 {
+		args = append(args, "hidden_tools", st.HiddenTools)
+	}
 	for _, state := range []string{proxy.StateUp, proxy.StateStarting, proxy.StateRetrying, proxy.StateInvalid, proxy.StateSkipped, proxy.StateDisabled} {
 		args = append(args, state, counts[state])
 	}
