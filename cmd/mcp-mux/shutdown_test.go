@@ -63,8 +63,15 @@ func TestGracefulShutdown(t *testing.T) {
 			t.Fatalf("GET %s before SIGTERM: %d %s", u, code, body)
 		}
 	}
-	if code, body := httpGet(t, hc, s.url("/api/status")); code != http.StatusOK || !strings.Contains(body, `"name":"slow","transport":"http","state":"up"`) {
-		t.Errorf("GET /api/status: %d %s", code, body)
+	// serve listens before discovery ends: wait for the server to be up.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		code, body := httpGet(t, hc, s.url("/api/status"))
+		if code == http.StatusOK && strings.Contains(body, `"name":"slow","transport":"http","state":"up"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET /api/status: %d %s", code, body)
+		}
 	}
 	if code, _ := httpGet(t, hc, "http://"+opsAddr+"/mcp"); code != http.StatusNotFound {
 		t.Errorf("the ops listener serves /mcp (%d)", code)
