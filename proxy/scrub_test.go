@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/proxy"
@@ -62,5 +63,25 @@ func TestEchoedCredentialsAreScrubbed(t *testing.T) {
 				t.Errorf("%q reached %s:\n%.2000s", sec, where, s)
 			}
 		}
+	}
+}
+
+// A stdio server that prints its credential (an env value) on stderr has
+// the line logged with the value scrubbed.
+func TestStdioStderrCredentialIsScrubbed(t *testing.T) {
+	srv := stdioServerJSON(t, "local", mcptest.StdioOptions{EchoEnv: "API_TOKEN"}, "")
+	srv = strings.Replace(srv, `"env": {`, `"env": {"API_TOKEN": "$STDIO_SECRET", `, 1)
+	m, _ := startMuxEnv(t, `{"mcpServers": {`+srv+`}}`, map[string]string{"STDIO_SECRET": "stdio-leak-secret"}, proxy.Options{})
+	deadline := time.Now().Add(20 * time.Second)
+	// The line comes before "ready" (the env variable's name is an env
+	// value as well, so it is scrubbed too).
+	for !strings.Contains(m.logs.String(), "starting with ") || !strings.Contains(m.logs.String(), "stdio test server ready") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server's stderr line never reached the log in 20s:\n%.3000s", m.logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if logs := m.logs.String(); strings.Contains(logs, "stdio-leak-secret") {
+		t.Fatalf("the stdio env value reached the log:\n%.3000s", logs)
 	}
 }

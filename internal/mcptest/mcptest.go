@@ -30,6 +30,7 @@ const (
 	envHang       = "MCPTEST_HANG"         // never answer anything
 	envGarble     = "MCPTEST_GARBLE"       // precede every message with broken lines
 	envCallsDir   = "MCPTEST_CALLS_DIR"    // note each tools/call's arrival there
+	envEchoEnv    = "MCPTEST_ECHO_ENV"     // print this variable's value on stderr first
 )
 
 // GarbleMarker is in the content of the broken lines a Garble server prints.
@@ -208,6 +209,10 @@ type StdioOptions struct {
 	// SubsDir, when set, makes the server one with a single subscribable
 	// resource (SubsResource), noting subscriptions in that directory.
 	SubsDir string
+	// EchoEnv, when set, names an environment variable whose value the
+	// server prints on stderr when it starts (a server quoting its
+	// credential in its stderr, which the mux must scrub from its log).
+	EchoEnv string
 }
 
 // StdioServer returns the command, args and env that run the test binary as
@@ -238,6 +243,9 @@ func StdioServer(name string, o StdioOptions) (string, []string, map[string]stri
 	}
 	if o.SubsDir != "" {
 		env[envSubsDir] = o.SubsDir
+	}
+	if o.EchoEnv != "" {
+		env[envEchoEnv] = o.EchoEnv
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -270,6 +278,9 @@ func MaybeServeStdio() {
 	}
 	if os.Getenv(envHang) != "" {
 		time.Sleep(time.Hour)
+	}
+	if v := os.Getenv(envEchoEnv); v != "" {
+		fmt.Fprintf(os.Stderr, "starting with %s=%s\n", v, os.Getenv(v))
 	}
 	fmt.Fprintln(os.Stderr, "stdio test server ready")
 	var t mcp.Transport = &mcp.StdioTransport{}
