@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -294,8 +295,17 @@ func TestOAuthSingleFlight(t *testing.T) {
 			got[i] = h.Get("Authorization")
 		}()
 	}
-	time.Sleep(50 * time.Millisecond) // let the callers pile up on the one fetch
+	// All 20 wait for the one fetch, which has reached the endpoint, before
+	// it answers.
+	problem := waitWaiting(ts, 20)
+	if problem == "" && ts.hits() != 1 {
+		problem = fmt.Sprintf("20 callers waiting for a token made %d token requests, want 1", ts.hits())
+	}
 	close(release)
+	if problem != "" {
+		wg.Wait()
+		t.Fatal(problem)
+	}
 	wg.Wait()
 	for i, g := range got {
 		if g != "Bearer tok-1" {
@@ -304,6 +314,25 @@ func TestOAuthSingleFlight(t *testing.T) {
 	}
 	if ts.hits() != 1 {
 		t.Fatalf("hits = %d, want 1", ts.hits())
+	}
+}
+
+// waitWaiting waits (10s at most) until n callers wait for a token, in
+// (*tokenSource).token, and the fetch they wait for has reached ts; else it
+// says what it saw.
+func waitWaiting(ts *tokenServer, n int) string {
+	buf := make([]byte, 1<<20)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		waiting := strings.Count(stacks, "headers.(*tokenSource).token(")
+		if waiting == n && ts.hits() > 0 {
+			return ""
+		}
+		if time.Now().After(deadline) {
+			return fmt.Sprintf("after 10s %d callers wait for a token (want %d), %d token requests arrived", waiting, n, ts.hits())
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -502,6 +502,7 @@ func TestInboundSessionBounds(t *testing.T) {
 	m := startMux(t, `{"mcpServers": {}, "inbound": {"max_sessions": 2, "session_idle_timeout_seconds": 1}}`, proxy.Options{})
 	a := rawSession(t, m.ts.URL, "2025-11-25")
 	rawSession(t, m.ts.URL, "2025-11-25")
+	lastTouch := time.Now() // the sessions' last requests were answered by now
 	resp, err := rawPost(context.Background(), m.ts.URL, "", "2025-11-25",
 		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
 	if err != nil {
@@ -511,19 +512,21 @@ func TestInboundSessionBounds(t *testing.T) {
 		!strings.Contains(rs[0].Error.Message, "at most 2 sessions (inbound.max_sessions)") {
 		t.Fatalf("third session: HTTP %d %+v", resp.StatusCode, rs)
 	}
-	// Both sessions go idle and are closed after about a second.
-	waitLong(t, 10*time.Second, "the idle session to be closed", func() bool {
-		resp, err := rawPost(context.Background(), m.ts.URL, a, "2025-11-25", `{"jsonrpc":"2.0","id":2,"method":"ping"}`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusOK {
-			time.Sleep(1500 * time.Millisecond) // stop touching it
-		}
-		return resp.StatusCode == http.StatusNotFound
-	})
+	// Both sessions go idle (nothing touches them now) and are closed after
+	// about a second.
+	waitLong(t, 10*time.Second, "both idle sessions to be closed", func() bool { return m.srv.Status().Sessions == 0 })
+	if idle := time.Since(lastTouch); idle < 900*time.Millisecond {
+		t.Fatalf("the sessions were closed %s after their last request, before the 1s idle timeout", idle)
+	}
+	resp, err = rawPost(context.Background(), m.ts.URL, a, "2025-11-25", `{"jsonrpc":"2.0","id":2,"method":"ping"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("a request of the closed idle session: HTTP %d, want 404", resp.StatusCode)
+	}
 	rawSession(t, m.ts.URL, "2025-11-25") // room again
 }
 

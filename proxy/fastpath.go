@@ -149,7 +149,7 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, st *callpath.S
 		var je *jsonrpc.Error
 		switch {
 		case errors.As(err, &je):
-			b = wire.AppendError((*out)[:0], m.ID, je.Code, je.Message, nil)
+			b = wire.AppendError((*out)[:0], m.ID, je.Code, je.Message, je.Data)
 		case errors.Is(err, context.Canceled):
 			b = wire.AppendError((*out)[:0], m.ID, jsonrpc.CodeInternalError, "request cancelled", nil)
 		default:

@@ -1,7 +1,6 @@
 package proxy_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -36,6 +35,10 @@ func startFastAndSlow(t *testing.T) fastAndSlow {
 	srv.AddTool(&mcp.Tool{Name: "rpcfail", InputSchema: map[string]any{"type": "object"}},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "bad <input> & \"more\"", Data: json.RawMessage(`{"why":"<x>"}`)}
+		})
+	srv.AddTool(&mcp.Tool{Name: "rpcfail200", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { // a code answered with HTTP 200
+			return nil, &jsonrpc.Error{Code: -32001, Message: "server busy", Data: json.RawMessage(`{"retry_after":3,"why":"<x>"}`)}
 		})
 	srv.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "test://t/{id}", Name: "t"},
 		func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
@@ -83,6 +86,7 @@ func TestModernFastPathMatchesSDKPath(t *testing.T) {
 		{"string id", "alpha_echo", strings.Replace(modernCallBody(`{}`, "alpha_echo", `{"text":"s"}`), `"id":7`, `"id":"req-7"`, 1), true},
 		{"modern upstream, no capability", "beta_ask", modernCallBody(`{}`, "beta_ask", `{}`), false},
 		{"upstream JSON-RPC error", "alpha_rpcfail", modernCallBody(`{}`, "alpha_rpcfail", `{}`), false},
+		{"upstream JSON-RPC error, HTTP 200", "alpha_rpcfail200", modernCallBody(`{}`, "alpha_rpcfail200", `{}`), false},
 		{"tools/list", "", modernBody("tools/list", ""), true},
 		{"prompts/list", "", modernBody("prompts/list", ""), true},
 		{"resources/list", "", modernBody("resources/list", ""), true},
@@ -104,8 +108,10 @@ func TestModernFastPathMatchesSDKPath(t *testing.T) {
 				t.Fatalf("HTTP %d (fast) vs %d (SDK): %s | %s", fStatus, sStatus, fBody, sBody)
 			}
 			fr, sr := reply(t, fBody), reply(t, sBody)
-			if !bytes.Equal(fr.ID, sr.ID) || !bytes.Equal(fr.Result, sr.Result) {
-				t.Fatalf("fast path answered\n%s\nthe SDK path\n%s", fBody, sBody)
+			// The whole JSON-RPC messages match (id, result, error with its
+			// code, message and data), member order aside.
+			if f, s := wholeReply(t, fBody), wholeReply(t, sBody); f != s {
+				t.Fatalf("fast path answered\n%s\nthe SDK path\n%s", f, s)
 			}
 			// An error with its own HTTP status is a plain JSON body on both
 			// paths: byte for byte the same.
@@ -121,6 +127,26 @@ func TestModernFastPathMatchesSDKPath(t *testing.T) {
 			}
 		})
 	}
+}
+
+// wholeReply is the JSON-RPC response in body (a JSON body or an event
+// stream), every member kept, re-encoded with its object members sorted.
+func wholeReply(t *testing.T, body string) string {
+	t.Helper()
+	for _, line := range strings.Split(body, "\n") {
+		line = strings.TrimPrefix(strings.TrimSpace(line), "data: ")
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) != nil || m["id"] == nil || (m["result"] == nil && m["error"] == nil) {
+			continue
+		}
+		b, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	t.Fatalf("no JSON-RPC response in %q", body)
+	return ""
 }
 
 // Requests the SDK refuses are refused identically: the fast path leaves

@@ -33,6 +33,11 @@ type sessionTable struct {
 	// threadless is Options.ThreadlessIdle: when an idle session that
 	// names no thread gives up its stdio call sessions.
 	threadless time.Duration
+
+	// beforeOpen, when set (by tests only, export_test.go), runs in open
+	// once it has found ss unregistered, before it registers it: a test
+	// holds opens there to put them in flight together.
+	beforeOpen atomic.Pointer[func(ss *mcp.ServerSession)]
 }
 
 // add registers st, turning the admission slot token (if any) into it, and
@@ -102,6 +107,9 @@ func (t *sessionTable) all() []*mcp.ServerSession {
 func (t *sessionTable) open(ss *mcp.ServerSession, user, token string) *callpath.Session {
 	if st := t.get(ss); st != nil {
 		return st
+	}
+	if hold := t.beforeOpen.Load(); hold != nil {
+		(*hold)(ss)
 	}
 	st := &callpath.Session{SS: ss, ID: ss.ID(), User: user, Send: t.send}
 	if ip := ss.InitializeParams(); ip != nil {

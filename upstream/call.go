@@ -29,7 +29,8 @@ func (o *Options) scope(k Key) Key {
 }
 
 // CallTool calls tools/call with raw params on the session for key and
-// returns the raw CallToolResult, bounded by CallTimeout.
+// returns the raw CallToolResult, bounded by CallTimeout. A tool error
+// result (isError) is scrubbed as errors are (scrub.go).
 func (u *Upstream) CallTool(ctx context.Context, key Key, params json.RawMessage, extra http.Header) (json.RawMessage, error) {
 	if u.opts.CallTimeout > 0 {
 		var cancel context.CancelFunc
@@ -42,9 +43,10 @@ func (u *Upstream) CallTool(ctx context.Context, key Key, params json.RawMessage
 			}
 			return nil, fmt.Errorf("tool call timed out after %s", u.opts.CallTimeout)
 		}
-		return raw, err
+		return u.scrubToolError(raw, extra), err
 	}
-	return u.Request(ctx, key, "tools/call", params, extra)
+	raw, err := u.Request(ctx, key, "tools/call", params, extra)
+	return u.scrubToolError(raw, extra), err
 }
 
 // Request sends method with raw params on the session for key and returns

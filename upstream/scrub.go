@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -33,6 +34,34 @@ func (u *Upstream) scrub(err error, h http.Header) error {
 		return out
 	}
 	return sc.Error(err)
+}
+
+// withheldToolError replaces a tool error result that scrubbing would have
+// turned into invalid JSON.
+var withheldToolError = json.RawMessage(`{"content":[{"type":"text","text":"the MCP server's tool error was withheld: it could not be cleaned of credentials"}],"isError":true}`)
+
+// scrubToolError scrubs a CallToolResult that is a tool error (isError),
+// which is error text as much as a JSON-RPC error is: a server that quotes
+// the request's credentials there reveals nothing either. Other results
+// pass unchanged.
+func (u *Upstream) scrubToolError(raw json.RawMessage, h http.Header) json.RawMessage {
+	if !bytes.Contains(raw, []byte(`"isError"`)) {
+		return raw
+	}
+	var r struct {
+		IsError bool `json:"isError"`
+	}
+	if json.Unmarshal(raw, &r) != nil || !r.IsError {
+		return raw
+	}
+	out := u.scrubber(h).Scrub(string(raw))
+	if out == string(raw) {
+		return raw
+	}
+	if !json.Valid([]byte(out)) {
+		return withheldToolError
+	}
+	return json.RawMessage(out)
 }
 
 // scrubber returns the Scrubber of a request that carried h: the static one

@@ -591,7 +591,7 @@ func TestServeNeverLeaksCredentials(t *testing.T) {
 	}
 	detail, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !strings.Contains(string(detail), `"State":"retrying"`) || !strings.Contains(string(detail), "[REDACTED]") {
+	if !strings.Contains(string(detail), `"state":"retrying"`) || !strings.Contains(string(detail), "[REDACTED]") {
 		t.Errorf("authenticated /readyz lacks the scrubbed reasons: %s", detail)
 	}
 	_, metrics := httpGet(t, hc, s.url("/metrics"))

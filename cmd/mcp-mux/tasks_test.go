@@ -249,6 +249,8 @@ func TestTasksSurviveRedisOutageAndRestart(t *testing.T) {
 	// Redis stops for a while: submits fail cleanly without reaching the
 	// upstream, /readyz says so, and polling pauses.
 	rs.Stop()
+	const claimFailed = "MCP task poll failed; retrying next interval"
+	claimsBefore := strings.Count(m.stderr.String(), claimFailed)
 	jobs := len(up.Polls())
 	if id, msg := submit(t, cs); id != "" || !strings.Contains(msg, "durable task store is unavailable, so the task was not submitted") {
 		t.Fatalf("submit with Redis down: %q %q", id, msg)
@@ -256,7 +258,11 @@ func TestTasksSurviveRedisOutageAndRestart(t *testing.T) {
 	if code, _ := httpGet(t, newHTTPClient(t), m.url("/readyz")); code != 503 {
 		t.Fatalf("/readyz with Redis down: %d", code)
 	}
-	time.Sleep(1500 * time.Millisecond) // the outage lasts a while: nothing is to happen meanwhile
+	// The outage lasts two poll rounds, each finding the store down:
+	// nothing is to happen meanwhile.
+	waitCond(t, 20*time.Second, "two poll rounds failing on the stopped store", func() bool {
+		return strings.Count(m.stderr.String(), claimFailed) >= claimsBefore+2
+	})
 	if got := len(up.Polls()); got != jobs {
 		t.Fatalf("a job appeared upstream while the store was down (%d → %d)", jobs, got)
 	}
@@ -297,7 +303,15 @@ func TestTwoReplicasComplete1000TasksExactlyOnce(t *testing.T) {
 	defer watch.Close()
 	var mu sync.Mutex
 	terminal := map[string]int{}
+	const marker = "mcp-task-00000000000000000000000000000000" // no task's id
+	markerSeen := false
 	defer watch.Subscribe(func(e taskpoll.Event) {
+		if e.TaskID == marker {
+			mu.Lock()
+			markerSeen = true
+			mu.Unlock()
+			return
+		}
 		if e.Status.Terminal() {
 			mu.Lock()
 			terminal[e.TaskID]++
@@ -337,7 +351,17 @@ func TestTwoReplicasComplete1000TasksExactlyOnce(t *testing.T) {
 		defer mu.Unlock()
 		return len(terminal) == n
 	})
-	time.Sleep(500 * time.Millisecond) // a duplicate would arrive now, if there were one
+	// A marker published on the event channel after the 1000th terminal
+	// event arrives after every event published before it: a duplicate
+	// already sent has arrived by then.
+	if err := c.Publish(context.Background(), "faults:events", `{"task_id":"`+marker+`","status":"working"}`).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitCond(t, 10*time.Second, "the marker event", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return markerSeen
+	})
 	mu.Lock()
 	for id, k := range terminal {
 		if k != 1 {

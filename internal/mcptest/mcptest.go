@@ -30,6 +30,7 @@ const (
 	envHang       = "MCPTEST_HANG"         // never answer anything
 	envGarble     = "MCPTEST_GARBLE"       // precede every message with broken lines
 	envCallsDir   = "MCPTEST_CALLS_DIR"    // note each tools/call's arrival there
+	envEchoEnv    = "MCPTEST_ECHO_ENV"     // print this variable's value on stderr first
 )
 
 // GarbleMarker is in the content of the broken lines a Garble server prints.
@@ -219,6 +220,10 @@ type StdioOptions struct {
 	// StartDelay makes each process wait this long after it starts before
 	// it reads stdin (as npx does while npm downloads the server).
 	StartDelay time.Duration
+	// EchoEnv, when set, names an environment variable whose value the
+	// server prints on stderr when it starts (a server quoting its
+	// credential in its stderr, which the mux must scrub from its log).
+	EchoEnv string
 }
 
 // StdioServer returns the command, args and env that run the test binary as
@@ -256,6 +261,9 @@ func StdioServer(name string, o StdioOptions) (string, []string, map[string]stri
 	if o.StartDelay > 0 {
 		env[envStartDelay] = o.StartDelay.String()
 	}
+	if o.EchoEnv != "" {
+		env[envEchoEnv] = o.EchoEnv
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		exe = os.Args[0]
@@ -290,6 +298,9 @@ func MaybeServeStdio() {
 	}
 	if d, err := time.ParseDuration(os.Getenv(envStartDelay)); err == nil {
 		time.Sleep(d)
+	}
+	if v := os.Getenv(envEchoEnv); v != "" {
+		fmt.Fprintf(os.Stderr, "starting with %s=%s\n", v, os.Getenv(v))
 	}
 	fmt.Fprintln(os.Stderr, "stdio test server ready")
 	var t mcp.Transport = &mcp.StdioTransport{}

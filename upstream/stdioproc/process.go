@@ -193,8 +193,10 @@ func processEnv(env map[string]string) []string {
 }
 
 // Stop ends the process: stdin closed, then SIGTERM, then SIGKILL, each to
-// the whole process group.
+// the whole process group. Its stdout lines are no longer delivered: a line
+// nobody will read no longer holds the stdout reader forever.
 func (p *Process) Stop() {
+	p.stopReading()
 	_ = p.stdin.Close()
 	select {
 	case <-p.exited:
