@@ -46,6 +46,7 @@ func SetParkTTLForTest(s *Server, d time.Duration) {
 
 // SweepSessions runs the session reaper's sweep as at now.
 func (s *Server) SweepSessions(now time.Time) { s.sessions.sweep(now) }
+
 // HoldSessionOpensForTest makes every open of a downstream session (after
 // its initialize succeeded, before it is registered and counted) call hold
 // first. Set it before the first initialize.
