@@ -30,7 +30,7 @@ func (o *Options) scope(k Key) Key {
 
 // CallTool calls tools/call with raw params on the session for key and
 // returns the raw CallToolResult, bounded by CallTimeout. A tool error
-// result (isError) is scrubbed as errors are (scrub.go).
+// result (isError) is scrubbed as errors are (package credscrub).
 func (u *Upstream) CallTool(ctx context.Context, key Key, params json.RawMessage, extra http.Header) (json.RawMessage, error) {
 	if u.opts.CallTimeout > 0 {
 		var cancel context.CancelFunc
@@ -43,10 +43,10 @@ func (u *Upstream) CallTool(ctx context.Context, key Key, params json.RawMessage
 			}
 			return nil, fmt.Errorf("tool call timed out after %s", u.opts.CallTimeout)
 		}
-		return u.scrubToolError(raw, extra), err
+		return u.scrubs.ToolError(raw, extra), err
 	}
 	raw, err := u.Request(ctx, key, "tools/call", params, extra)
-	return u.scrubToolError(raw, extra), err
+	return u.scrubs.ToolError(raw, extra), err
 }
 
 // Request sends method with raw params on the session for key and returns
@@ -82,7 +82,7 @@ func (u *Upstream) Request(ctx context.Context, key Key, method string, params j
 func (u *Upstream) attempt(ctx context.Context, key Key, method string, params json.RawMessage, extra http.Header) (_ json.RawMessage, notRun bool, _ error) {
 	c, err := u.pool.get(ctx, key)
 	if err != nil {
-		return nil, false, u.scrub(err, extra)
+		return nil, false, u.scrubs.Error(err, extra)
 	}
 	start := time.Now()
 	raw, err := c.request(ctx, u, method, params, extra)
@@ -93,7 +93,7 @@ func (u *Upstream) attempt(ctx context.Context, key Key, method string, params j
 	var rpcErr *wire.Error
 	if errors.As(err, &rpcErr) {
 		u.pool.release(key, c)
-		return nil, false, u.scrub(err, extra)
+		return nil, false, u.scrubs.Error(err, extra)
 	}
 	if ctx.Err() != nil {
 		u.pool.release(key, c)
@@ -105,7 +105,7 @@ func (u *Upstream) attempt(ctx context.Context, key Key, method string, params j
 	} else {
 		u.pool.release(key, c)
 	}
-	return nil, notRun, u.scrub(err, extra)
+	return nil, notRun, u.scrubs.Error(err, extra)
 }
 
 // logFor is the logger for a line about a call made with ctx: it names the

@@ -147,7 +147,7 @@ func (r *rediscovery) discover() (_ *conn, err error) {
 	}
 	start := time.Now()
 	ctx, sent := r.withBaseHeaders(ctx)
-	defer func() { err = u.scrub(err, sent) }()
+	defer func() { err = u.scrubs.Error(err, sent) }()
 	c, err := u.dial(ctx, Key{}, true)
 	if err != nil {
 		r.unauthorized(err, sent)
@@ -177,7 +177,7 @@ func (r *rediscovery) withBaseHeaders(ctx context.Context) (context.Context, htt
 	}
 	h, err := u.opts.BaseHeaders(ctx)
 	if err != nil {
-		u.log.Warn("discovering without credentials", "reason", u.scrub(err, nil))
+		u.log.Warn("discovering without credentials", "reason", u.scrubs.Error(err, nil))
 		h = u.opts.Header
 	}
 	return withHeaders(ctx, h), h
@@ -209,7 +209,7 @@ func (u *Upstream) watch(c *conn) bool {
 			lists, err := (&lister{u: u, ctx: ctx, c: c}).lists()
 			cancel()
 			if err != nil {
-				u.log.Warn("refreshing lists failed", "err", u.scrub(err, headersFrom(ctx)))
+				u.log.Warn("refreshing lists failed", "err", u.scrubs.Error(err, headersFrom(ctx)))
 				continue
 			}
 			u.publish(lists)

@@ -34,7 +34,7 @@ func (u *Upstream) Subscribe(ctx context.Context, uri string, on bool) error {
 	if err != nil && on && !held {
 		u.subs.forget(uri) // refused: it holds no place
 	}
-	return u.scrub(err, nil)
+	return u.scrubs.Error(err, nil)
 }
 
 func (u *Upstream) sendSubscribe(ctx context.Context, c *conn, uri string, on bool) error {
@@ -55,7 +55,7 @@ func (u *Upstream) resubscribe(c *conn) {
 	for _, uri := range u.subs.list() {
 		ctx, cancel := context.WithTimeout(u.ctx, 10*time.Second)
 		if err := u.sendSubscribe(ctx, c, uri, true); err != nil {
-			u.log.Warn("renewing a resource subscription failed", "err", u.scrub(err, nil))
+			u.log.Warn("renewing a resource subscription failed", "err", u.scrubs.Error(err, nil))
 		}
 		cancel()
 	}

@@ -28,7 +28,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/via"
-	"github.com/mcp-mux/mcp-mux/secret"
+	"github.com/mcp-mux/mcp-mux/upstream/credscrub"
 	"github.com/mcp-mux/mcp-mux/upstream/paramheader"
 	"github.com/mcp-mux/mcp-mux/upstream/stdioproc"
 )
@@ -210,9 +210,9 @@ type Upstream struct {
 	// retrying is set while discovery keeps failing after its first
 	// failure: stderr is then not logged again.
 	retrying atomic.Bool
-	http     *http.Client     // fast path
-	sdkHTTP  *http.Client     // SDK transports (static headers added)
-	static   *secret.Scrubber // the credentials of every request (see scrub)
+	http     *http.Client        // fast path
+	sdkHTTP  *http.Client        // SDK transports (static headers added)
+	scrubs   *credscrub.Scrubber // the credentials of every request, out of its errors
 	pool     *pool
 
 	ctx    context.Context
@@ -260,10 +260,10 @@ func New(opts Options) (*Upstream, error) {
 	u.eras.log = opts.Logger
 	u.async.ctx, u.async.stop = context.WithCancel(context.Background())
 	u.clients.make = clientMaker(u)
-	u.static = newStaticScrubber(&u.opts)
+	u.scrubs = credscrub.New(u.opts.URL, u.opts.Header, u.opts.Env)
 	u.proc = stdioproc.Options{Command: opts.Command, Args: opts.Args, Env: opts.Env, Dir: opts.Dir,
 		Supervisor: opts.Supervisor, Logger: opts.Logger}
-	u.stderr = stdioproc.NewStderrLog(opts.Logger.Named("stderr"), u.retrying.Load, func(s string) string { return u.scrubber(nil).Scrub(s) })
+	u.stderr = stdioproc.NewStderrLog(opts.Logger.Named("stderr"), u.retrying.Load, func(s string) string { return u.scrubs.For(nil).Scrub(s) })
 	u.pool = newPool(u, opts.MaxSessions, opts.IdleTimeout)
 	return u, nil
 }
