@@ -44,8 +44,8 @@ func SetParkTTLForTest(s *Server, d time.Duration) {
 	s.modern.SetParkTTL(d)
 }
 
-// SweepSessions runs the session reaper's sweep as at now.
-func (s *Server) SweepSessions(now time.Time) { s.sessions.sweep(now) }
+// SweepSessionsForTest runs the session reaper's sweep as at now.
+func SweepSessionsForTest(s *Server, now time.Time) { s.sessions.sweep(now) }
 
 // HoldSessionOpensForTest makes every open of a downstream session (after
 // its initialize succeeded, before it is registered and counted) call hold

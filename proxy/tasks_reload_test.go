@@ -6,7 +6,6 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/proxy"
-	"github.com/mcp-mux/mcp-mux/taskpoll"
 )
 
 // TestReloadRefusesTaskToolsetsRemoval: task_toolsets are startup-only, as
@@ -15,10 +14,7 @@ import (
 // tasks still poll them: it is refused for that server, which keeps its
 // task toolsets, and the log says a restart is needed.
 func TestReloadRefusesTaskToolsetsRemoval(t *testing.T) {
-	st, err := taskpoll.OpenBoltStore(taskpoll.BoltOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := boltStore(t)
 	t.Cleanup(func() { _ = st.Close() })
 	up := &mcptest.TaskServer{}
 	upTS := mcptest.ServeHTTP(t, up.MCP())
@@ -77,10 +73,7 @@ func TestReloadRefusesTaskToolsetsWhenStartedWithoutTasks(t *testing.T) {
 // reload is not started (its tasks would poll settings the startup
 // snapshot does not hold); the log says a restart is needed.
 func TestReloadRefusesNewTaskServer(t *testing.T) {
-	st, err := taskpoll.OpenBoltStore(taskpoll.BoltOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := boltStore(t)
 	t.Cleanup(func() { _ = st.Close() })
 	up := &mcptest.TaskServer{}
 	upTS := mcptest.ServeHTTP(t, up.MCP())

@@ -369,21 +369,40 @@ func TestDuplicateRemoteTaskID(t *testing.T) {
 	}
 }
 
-// TestTaskToolTextsNameNoDeerFlow: what the built-in task tools and a
-// submit tool say to a client (descriptions, schemas, results, errors)
-// never names DeerFlow: mcp-mux is not DeerFlow.
-func TestTaskToolTextsNameNoDeerFlow(t *testing.T) {
-	st, _ := taskpoll.OpenBoltStore(taskpoll.BoltOptions{Dir: t.TempDir()})
+// pendingJobsMux runs mcp-mux with durable tasks on bolt in front of a
+// task server whose jobs never complete, and connects a client calling as
+// thread "th".
+func pendingJobsMux(t *testing.T) (*httptest.Server, *mcp.ClientSession) {
+	t.Helper()
 	up := &mcptest.TaskServer{PollsToComplete: 1 << 30}
 	upTS := mcptest.ServeHTTP(t, up.MCP())
-	_, ts := taskMux(t, `{"mcpServers": {"jobs": `+mcptest.TaskServerJSON(upTS.URL+"/mcp", "")+`}, "mcp_tasks": {"enabled": true}}`, st)
+	_, ts := taskMux(t, `{"mcpServers": {"jobs": `+mcptest.TaskServerJSON(upTS.URL+"/mcp", "")+`}, "mcp_tasks": {"enabled": true}}`, boltStore(t))
 	rt := &clientRT{static: http.Header{"X-Mux-Thread-Id": {"th"}}}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil).Connect(context.Background(),
 		&mcp.StreamableClientTransport{Endpoint: ts.URL + "/mcp", HTTPClient: &http.Client{Transport: rt}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cs.Close()
+	t.Cleanup(func() { _ = cs.Close() })
+	return ts, cs
+}
+
+// boltStore opens a bolt task store in a temporary directory (taskMux
+// closes it; other callers close it themselves).
+func boltStore(t *testing.T) taskpoll.Store {
+	t.Helper()
+	st, err := taskpoll.OpenBoltStore(taskpoll.BoltOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// TestTaskToolTextsNameNoDeerFlow: what the built-in task tools and a
+// submit tool say to a client (descriptions, schemas, results, errors)
+// never names DeerFlow: mcp-mux is not DeerFlow.
+func TestTaskToolTextsNameNoDeerFlow(t *testing.T) {
+	_, cs := pendingJobsMux(t)
 	var seen []string // every text a client was shown
 	tools, err := cs.ListTools(context.Background(), nil)
 	if err != nil {
@@ -439,17 +458,7 @@ func TestTaskToolTextsNameNoDeerFlow(t *testing.T) {
 // {thread_id} (DESIGN §2.5), whatever thread header the API request
 // carries, and the README says so.
 func TestTaskAPIThreadIsThePath(t *testing.T) {
-	st, _ := taskpoll.OpenBoltStore(taskpoll.BoltOptions{Dir: t.TempDir()})
-	up := &mcptest.TaskServer{PollsToComplete: 1 << 30}
-	upTS := mcptest.ServeHTTP(t, up.MCP())
-	_, ts := taskMux(t, `{"mcpServers": {"jobs": `+mcptest.TaskServerJSON(upTS.URL+"/mcp", "")+`}, "mcp_tasks": {"enabled": true}}`, st)
-	rt := &clientRT{static: http.Header{"X-Mux-Thread-Id": {"th"}}}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: ts.URL + "/mcp", HTTPClient: &http.Client{Transport: rt}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	ts, cs := pendingJobsMux(t)
 	_, res := callText(t, cs, "jobs_submit_job", map[string]any{"input": "x"})
 	id, _ := res.StructuredContent.(map[string]any)["task_id"].(string)
 	if res.IsError || id == "" {

@@ -70,7 +70,7 @@ func TestThreadlessSessionLeavesNoProcess(t *testing.T) {
 	}
 	// A sweep far in the future still keeps the held session's process:
 	// its stream is open.
-	m.srv.SweepSessions(time.Now().Add(10 * time.Minute)) // past ThreadlessIdle, within the session idle timeout
+	proxy.SweepSessionsForTest(m.srv, time.Now().Add(10*time.Minute)) // past ThreadlessIdle, within the session idle timeout
 	if left := others(mcptest.StdioServers(name), discovery); !slices.Equal(left, heldProcs) {
 		t.Fatalf("the process of a session holding its stream was released: %v, want %v", left, heldProcs)
 	}
