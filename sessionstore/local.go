@@ -1,0 +1,266 @@
+package sessionstore
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+)
+
+// Local is the Store of one replica: records and logs in process memory.
+// A record expires TTL after its last Touch; Sweep removes expired ones.
+type Local struct {
+	replica string
+	follow  followers
+
+	mu      sync.Mutex
+	ttl     time.Duration
+	m       map[string]*localEntry
+	byUser  map[string]int
+	logs    map[string]*localLog
+	seq     uint64
+	onMsg   func(Message)
+	nowFunc func() time.Time
+}
+
+type localEntry struct {
+	rec     []byte // the record as Redis would hold it: no sharing with callers
+	user    string
+	expires time.Time
+}
+
+// localLog is a session's bounded event log.
+type localLog struct {
+	events []Event
+}
+
+var _ Store = (*Local)(nil)
+
+// NewLocal returns an empty Local store.
+func NewLocal(o Options) *Local {
+	if o.Replica == "" {
+		o.Replica = NewReplica()
+	}
+	return &Local{replica: o.Replica, ttl: o.TTL, m: map[string]*localEntry{}, byUser: map[string]int{},
+		logs: map[string]*localLog{}, onMsg: o.OnMessage, nowFunc: time.Now}
+}
+
+// Replica names this process.
+func (s *Local) Replica() string { return s.replica }
+
+// SetTTL changes how long an unused record lives.
+func (s *Local) SetTTL(d time.Duration) {
+	s.mu.Lock()
+	s.ttl = d
+	s.mu.Unlock()
+}
+
+func (s *Local) expiry() time.Time {
+	if s.ttl <= 0 {
+		return time.Time{}
+	}
+	return s.nowFunc().Add(s.ttl)
+}
+
+// liveLocked returns the entry of id unless it expired; s.mu is held.
+func (s *Local) liveLocked(id string) *localEntry {
+	e := s.m[id]
+	if e == nil {
+		return nil
+	}
+	if !e.expires.IsZero() && s.nowFunc().After(e.expires) {
+		s.dropLocked(id, e)
+		return nil
+	}
+	return e
+}
+
+func (s *Local) dropLocked(id string, e *localEntry) {
+	delete(s.m, id)
+	delete(s.logs, id)
+	if n := s.byUser[e.user]; n > 1 {
+		s.byUser[e.user] = n - 1
+	} else {
+		delete(s.byUser, e.user)
+	}
+}
+
+// Create stores r unless the sessions, in all or of r.User, are at b.
+func (s *Local) Create(_ context.Context, r *Record, b Bounds) error {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sweepLocked()
+	switch {
+	case b.Limit > 0 && len(s.m) >= b.Limit:
+		return &LimitError{}
+	case b.Share > 0 && s.byUser[r.User] >= b.Share:
+		return &LimitError{Share: true}
+	}
+	s.m[r.ID] = &localEntry{rec: data, user: r.User, expires: s.expiry()}
+	s.byUser[r.User]++
+	return nil
+}
+
+// Get returns the record of id.
+func (s *Local) Get(_ context.Context, id string) (*Record, error) {
+	s.mu.Lock()
+	e := s.liveLocked(id)
+	s.mu.Unlock()
+	if e == nil {
+		return nil, ErrNotFound
+	}
+	return decode(id, e.rec)
+}
+
+func decode(id string, data []byte) (*Record, error) {
+	r := &Record{}
+	if err := json.Unmarshal(data, r); err != nil {
+		return nil, err
+	}
+	r.ID = id
+	return r, nil
+}
+
+// Update applies fn to the record of id.
+func (s *Local) Update(_ context.Context, id string, fn func(*Record) bool) (*Record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.liveLocked(id)
+	if e == nil {
+		return nil, ErrNotFound
+	}
+	r, err := decode(id, e.rec)
+	if err != nil {
+		return nil, err
+	}
+	if !fn(r) {
+		return r, nil
+	}
+	r.Rev++
+	data, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	e.rec = data
+	return r, nil
+}
+
+// Delete removes the record and log of id and ends its followers.
+func (s *Local) Delete(_ context.Context, id string) error {
+	s.mu.Lock()
+	if e := s.m[id]; e != nil {
+		s.dropLocked(id, e)
+	}
+	s.mu.Unlock()
+	s.follow.end(id)
+	return nil
+}
+
+// Touch restarts the TTL of id.
+func (s *Local) Touch(id, _ string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.liveLocked(id); e != nil {
+		e.expires = s.expiry()
+	}
+}
+
+// Count returns the number of live sessions.
+func (s *Local) Count(context.Context) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sweepLocked()
+	return len(s.m), nil
+}
+
+// Sweep removes expired records and returns their ids.
+func (s *Local) Sweep() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sweepLocked()
+}
+
+func (s *Local) sweepLocked() []string {
+	var gone []string
+	now := s.nowFunc()
+	for id, e := range s.m {
+		if !e.expires.IsZero() && now.After(e.expires) {
+			s.dropLocked(id, e)
+			gone = append(gone, id)
+		}
+	}
+	return gone
+}
+
+// Append adds msg to the log of id and hands it to its followers.
+func (s *Local) Append(_ context.Context, id string, msg json.RawMessage) error {
+	s.mu.Lock()
+	if s.liveLocked(id) == nil {
+		s.mu.Unlock()
+		return ErrNotFound
+	}
+	l := s.logs[id]
+	if l == nil {
+		l = &localLog{}
+		s.logs[id] = l
+	}
+	s.seq++
+	e := Event{ID: position{seq: s.seq}.String(), Data: append(json.RawMessage(nil), msg...)}
+	if len(l.events) >= MaxLogSize {
+		l.events = append(l.events[:0], l.events[1:]...)
+	}
+	l.events = append(l.events, e)
+	s.mu.Unlock()
+	s.follow.deliver(id, e)
+	return nil
+}
+
+// Follow returns a follower of id's log from after.
+func (s *Local) Follow(_ context.Context, id, after string) (*Follower, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.liveLocked(id) == nil {
+		return nil, ErrNotFound
+	}
+	var start position
+	var replay []Event
+	if p, ok := parsePosition(after); ok {
+		start = p
+		if l := s.logs[id]; l != nil {
+			for _, e := range l.events {
+				if q, _ := parsePosition(e.ID); q.after(p) {
+					replay = append(replay, e)
+				}
+			}
+		}
+	} else {
+		start = position{seq: s.seq}
+	}
+	var f *Follower
+	f = newFollower(func() { s.follow.remove(id, f) })
+	f.begin(start)
+	s.follow.add(id, f)
+	f.replayed(replay)
+	return f, nil
+}
+
+// Send delivers m to this replica: the only one there is.
+func (s *Local) Send(_ context.Context, replica string, m Message) error {
+	if replica != s.replica || s.onMsg == nil {
+		return ErrNoReplica
+	}
+	s.onMsg(m)
+	return nil
+}
+
+// Close ends every follower.
+func (s *Local) Close() error {
+	for f := range s.follow.all() {
+		f.Close()
+	}
+	return nil
+}

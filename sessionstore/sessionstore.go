@@ -1,0 +1,293 @@
+// Package sessionstore keeps mcp-mux's 2025-11-25 downstream sessions as
+// small records that any replica can load, and carries what one replica
+// must tell another about them.
+//
+// A session is a Record (its caller, protocol version, initialize params,
+// log level, tool_search promotions, resource subscriptions, threads, the
+// replica holding its GET stream) plus a bounded event log: every message
+// mcp-mux sends a session outside a request's own stream (list_changed,
+// resource updates, task events, out-of-band logs and requests) is
+// appended to the log, and a replica serving the session's GET stream
+// follows the log (Follow), so Last-Event-ID resumes on any replica.
+// Replicas also send each other addressed messages (Send: a client's
+// answer to a request another replica made, a forwarded 2026-07-28 retry)
+// and learn of records changed or ended elsewhere (Options.OnChange).
+//
+// Local keeps all of it in process (one replica, no Redis); Redis shares
+// it between replicas with at most one round trip per forwarded message.
+package sessionstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Record is one downstream session as every replica sees it.
+type Record struct {
+	ID string `json:"-"`
+	// User is the caller the session belongs to: any other caller is refused.
+	User string `json:"u"`
+	// Protocol is the negotiated protocol version.
+	Protocol string `json:"v"`
+	// Init is the client's initialize params as it sent them.
+	Init json.RawMessage `json:"i,omitempty"`
+	// Level is the logging level the client set ("" for none).
+	Level string `json:"l,omitempty"`
+	// Promoted are the tools tool_search promoted for the session.
+	Promoted []string `json:"p,omitempty"`
+	// Subs are the resource URIs the session subscribed to.
+	Subs []string `json:"s,omitempty"`
+	// Threads are the threads (other than its own id) the session called
+	// upstreams as: task events of those threads reach it.
+	Threads []string `json:"t,omitempty"`
+	// Holder is the replica serving the session's GET stream, if any: it
+	// holds the session's upstream resource subscriptions.
+	Holder string `json:"h,omitempty"`
+	// Rev counts the record's updates.
+	Rev uint64 `json:"n,omitempty"`
+}
+
+// Bounds on what one record may hold: a client controls all of it.
+const (
+	MaxInit    = 16 << 10 // bytes of initialize params
+	MaxList    = 256      // promotions, subscriptions, threads
+	MaxLogSize = 256      // events kept per session for Last-Event-ID
+)
+
+// Clone returns a deep copy of r.
+func (r *Record) Clone() *Record {
+	c := *r
+	c.Init = append(json.RawMessage(nil), r.Init...)
+	c.Promoted = append([]string(nil), r.Promoted...)
+	c.Subs = append([]string(nil), r.Subs...)
+	c.Threads = append([]string(nil), r.Threads...)
+	return &c
+}
+
+// Event is one message of a session's event log.
+type Event struct {
+	ID   string          // position in the log: "<ms>-<seq>", increasing
+	Data json.RawMessage // one JSON-RPC message
+}
+
+// Message is what one replica sends another (Send).
+type Message struct {
+	Kind    string          `json:"k"`
+	Session string          `json:"s,omitempty"`
+	From    string          `json:"f,omitempty"` // the sending replica, for an answer
+	Corr    string          `json:"c,omitempty"` // correlates an answer with its request
+	Body    json.RawMessage `json:"b,omitempty"`
+}
+
+// Change tells a replica that a record changed or ended elsewhere.
+type Change struct {
+	ID    string `json:"s"`
+	Rev   uint64 `json:"n,omitempty"`
+	Ended bool   `json:"e,omitempty"`
+	From  string `json:"f,omitempty"`
+}
+
+// Options configure a store.
+type Options struct {
+	// Replica names this process among the replicas; random when empty.
+	Replica string
+	// TTL is how long a record and its log live after their last use
+	// (inbound.session_idle_timeout_seconds); SetTTL changes it.
+	TTL time.Duration
+	// OnMessage receives the messages other replicas Send this one.
+	OnMessage func(Message)
+	// OnChange learns of records another replica updated or deleted.
+	OnChange func(Change)
+}
+
+// Errors of a store.
+var (
+	// ErrNotFound: no session has the id (never had, ended or expired).
+	ErrNotFound = errors.New("session not found")
+	// ErrConflict: the record changed since it was read (Update retries).
+	ErrConflict = errors.New("session record changed concurrently")
+)
+
+// LimitError refuses a new session past a bound.
+type LimitError struct {
+	Share bool // the caller's share refused it, not the cap
+}
+
+func (e *LimitError) Error() string {
+	if e.Share {
+		return "the caller's share of sessions is full"
+	}
+	return "the session cap is full"
+}
+
+// Bounds are the caps Create keeps: all sessions, and one caller's.
+type Bounds struct{ Limit, Share int }
+
+// Store keeps session records and their event logs.
+type Store interface {
+	// Replica is this process's name among the replicas.
+	Replica() string
+	// Create stores a new record, unless it would pass b (*LimitError).
+	Create(ctx context.Context, r *Record, b Bounds) error
+	// Get returns the record of id, or ErrNotFound.
+	Get(ctx context.Context, id string) (*Record, error)
+	// Update applies fn to the record of id and stores the result when fn
+	// reports a change; it returns the record as stored (fn may run more
+	// than once when another replica updates it meanwhile).
+	Update(ctx context.Context, id string, fn func(*Record) bool) (*Record, error)
+	// Delete removes a record and its log, and tells every replica.
+	Delete(ctx context.Context, id string) error
+	// Touch records use of id: its TTL restarts (in batches, off the
+	// request path).
+	Touch(id, user string)
+	// Count returns the number of sessions.
+	Count(ctx context.Context) (int, error)
+	// Append adds a message to id's log, where its followers get it.
+	Append(ctx context.Context, id string, msg json.RawMessage) error
+	// Follow returns a follower of id's log: events after after (none
+	// when ""), then each new one.
+	Follow(ctx context.Context, id, after string) (*Follower, error)
+	// Send delivers m to replica's Options.OnMessage.
+	Send(ctx context.Context, replica string, m Message) error
+	// SetTTL changes Options.TTL.
+	SetTTL(d time.Duration)
+	// Close stops the store.
+	Close() error
+}
+
+// NewID returns a new unguessable session id (128 bits and more).
+func NewID() string { return rand.Text() }
+
+// NewReplica returns a new replica name.
+func NewReplica() string { return strings.ToLower(rand.Text()[:12]) }
+
+// ValidID reports whether id could be a session id: bounded, and of the
+// alphabet NewID uses (ids become keys and channel names).
+func ValidID(id string) bool {
+	if len(id) < 16 || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// position is an event id split into its two numbers.
+type position struct{ ms, seq uint64 }
+
+// parsePosition reads "<ms>-<seq>"; ok is false for anything else.
+func parsePosition(id string) (position, bool) {
+	a, b, found := strings.Cut(id, "-")
+	if !found {
+		return position{}, false
+	}
+	ms, err1 := strconv.ParseUint(a, 10, 64)
+	seq, err2 := strconv.ParseUint(b, 10, 64)
+	return position{ms, seq}, err1 == nil && err2 == nil
+}
+
+func (p position) after(q position) bool {
+	return p.ms > q.ms || p.ms == q.ms && p.seq > q.seq
+}
+
+func (p position) String() string {
+	return strconv.FormatUint(p.ms, 10) + "-" + strconv.FormatUint(p.seq, 10)
+}
+
+// LastEventID reads the log position out of a Last-Event-ID a GET stream
+// handed out (Follower.Prime or an event's id): "" and false when it is
+// not one.
+func LastEventID(h string) (string, bool) {
+	id, _, _ := strings.Cut(h, "_") // a priming event's id carries a suffix
+	p, ok := parsePosition(id)
+	if !ok {
+		return "", false
+	}
+	return p.String(), true
+}
+
+// addUnique appends v to list unless present or the list is full, and
+// reports whether it did.
+func addUnique(list *[]string, v string) bool {
+	for _, x := range *list {
+		if x == v {
+			return false
+		}
+	}
+	if len(*list) >= MaxList {
+		return false
+	}
+	*list = append(*list, v)
+	return true
+}
+
+// AddPromoted, AddSub, AddThread and RemoveSub are the Update functions
+// of the record's lists.
+func AddPromoted(names ...string) func(*Record) bool {
+	return func(r *Record) bool {
+		changed := false
+		for _, n := range names {
+			changed = addUnique(&r.Promoted, n) || changed
+		}
+		return changed
+	}
+}
+
+// AddSub adds a subscribed URI.
+func AddSub(uri string) func(*Record) bool {
+	return func(r *Record) bool { return addUnique(&r.Subs, uri) }
+}
+
+// RemoveSub removes a subscribed URI.
+func RemoveSub(uri string) func(*Record) bool {
+	return func(r *Record) bool {
+		for i, x := range r.Subs {
+			if x == uri {
+				r.Subs = append(r.Subs[:i], r.Subs[i+1:]...)
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// AddThread records a thread the session called as.
+func AddThread(thread string) func(*Record) bool {
+	return func(r *Record) bool { return addUnique(&r.Threads, thread) }
+}
+
+// SetLevel records the logging level.
+func SetLevel(level string) func(*Record) bool {
+	return func(r *Record) bool {
+		if r.Level == level {
+			return false
+		}
+		r.Level = level
+		return true
+	}
+}
+
+// SetHolder makes replica the holder of the session's GET stream (on), or
+// stops it being the holder if it still is (off).
+func SetHolder(replica string, on bool) func(*Record) bool {
+	return func(r *Record) bool {
+		switch {
+		case on && r.Holder != replica:
+			r.Holder = replica
+			return true
+		case !on && r.Holder == replica:
+			r.Holder = ""
+			return true
+		}
+		return false
+	}
+}

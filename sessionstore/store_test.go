@@ -1,0 +1,442 @@
+package sessionstore_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mcp-mux/mcp-mux/internal/mcptest"
+	"github.com/mcp-mux/mcp-mux/sessionstore"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if code == 0 {
+		if err := mcptest.LeakCheck(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// stores runs fn against a Local store and a Redis store on a private
+// redis-server.
+func stores(t *testing.T, fn func(t *testing.T, open func(o sessionstore.Options) sessionstore.Store)) {
+	t.Run("local", func(t *testing.T) {
+		fn(t, func(o sessionstore.Options) sessionstore.Store {
+			s := sessionstore.NewLocal(o)
+			t.Cleanup(func() { _ = s.Close() })
+			return s
+		})
+	})
+	t.Run("redis", func(t *testing.T) {
+		rs := mcptest.StartRedis(t, false)
+		fn(t, func(o sessionstore.Options) sessionstore.Store { return openRedis(t, rs, o) })
+	})
+}
+
+func openRedis(t *testing.T, rs *mcptest.Redis, o sessionstore.Options) *sessionstore.Redis {
+	t.Helper()
+	s := sessionstore.NewRedis(sessionstore.RedisOptions{Options: o, Client: redis.NewClient(&redis.Options{Addr: rs.Addr}), KeyPrefix: "test:"})
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func record(user string) *sessionstore.Record {
+	return &sessionstore.Record{ID: sessionstore.NewID(), User: user, Protocol: "2025-11-25", Init: json.RawMessage(`{"protocolVersion":"2025-11-25"}`)}
+}
+
+func TestRecordLifecycle(t *testing.T) {
+	stores(t, func(t *testing.T, open func(sessionstore.Options) sessionstore.Store) {
+		ctx := context.Background()
+		s := open(sessionstore.Options{TTL: time.Minute})
+		r := record("alice")
+		if err := s.Create(ctx, r, sessionstore.Bounds{}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Get(ctx, r.ID)
+		if err != nil || got.User != "alice" || got.Protocol != "2025-11-25" || string(got.Init) != string(r.Init) || got.ID != r.ID {
+			t.Fatalf("Get = %+v, %v", got, err)
+		}
+		up, err := s.Update(ctx, r.ID, sessionstore.AddPromoted("a_x", "b_y"))
+		if err != nil || len(up.Promoted) != 2 || up.Rev != 1 {
+			t.Fatalf("Update = %+v, %v", up, err)
+		}
+		// An update that changes nothing writes nothing.
+		if up, err = s.Update(ctx, r.ID, sessionstore.AddPromoted("a_x")); err != nil || up.Rev != 1 {
+			t.Fatalf("no-op Update = %+v, %v", up, err)
+		}
+		if _, err := s.Update(ctx, r.ID, sessionstore.SetLevel("debug")); err != nil {
+			t.Fatal(err)
+		}
+		got, _ = s.Get(ctx, r.ID)
+		if got.Level != "debug" || len(got.Promoted) != 2 || got.Rev != 2 {
+			t.Fatalf("after updates: %+v", got)
+		}
+		if n, _ := s.Count(ctx); n != 1 {
+			t.Fatalf("Count = %d", n)
+		}
+		if err := s.Delete(ctx, r.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Get(ctx, r.ID); !errors.Is(err, sessionstore.ErrNotFound) {
+			t.Fatalf("Get after Delete: %v", err)
+		}
+		if _, err := s.Update(ctx, r.ID, sessionstore.SetLevel("info")); !errors.Is(err, sessionstore.ErrNotFound) {
+			t.Fatalf("Update after Delete: %v", err)
+		}
+		if err := s.Append(ctx, r.ID, json.RawMessage(`{}`)); !errors.Is(err, sessionstore.ErrNotFound) {
+			t.Fatalf("Append after Delete: %v", err)
+		}
+		if n, _ := s.Count(ctx); n != 0 {
+			t.Fatalf("Count after Delete = %d", n)
+		}
+	})
+}
+
+func TestCreateKeepsBounds(t *testing.T) {
+	stores(t, func(t *testing.T, open func(sessionstore.Options) sessionstore.Store) {
+		ctx := context.Background()
+		s := open(sessionstore.Options{TTL: time.Minute})
+		b := sessionstore.Bounds{Limit: 3, Share: 2}
+		var alice []*sessionstore.Record
+		for range 2 {
+			r := record("alice")
+			if err := s.Create(ctx, r, b); err != nil {
+				t.Fatal(err)
+			}
+			alice = append(alice, r)
+		}
+		var le *sessionstore.LimitError
+		if err := s.Create(ctx, record("alice"), b); !errors.As(err, &le) || !le.Share {
+			t.Fatalf("third of alice's: %v, want the share refusal", err)
+		}
+		if err := s.Create(ctx, record("bob"), b); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Create(ctx, record("carol"), b); !errors.As(err, &le) || le.Share {
+			t.Fatalf("fourth session: %v, want the cap refusal", err)
+		}
+		// A deleted session frees its place at once.
+		if err := s.Delete(ctx, alice[0].ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Create(ctx, record("alice"), b); err != nil {
+			t.Fatalf("after a delete: %v", err)
+		}
+	})
+}
+
+// recv returns the next event of f within 10 s.
+func recv(t *testing.T, f *sessionstore.Follower) sessionstore.Event {
+	t.Helper()
+	select {
+	case e := <-f.Events():
+		return e
+	case <-f.Done():
+		t.Fatal("follower ended")
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event within 10s")
+	}
+	return sessionstore.Event{}
+}
+
+func TestFollowReplaysAndDelivers(t *testing.T) {
+	stores(t, func(t *testing.T, open func(sessionstore.Options) sessionstore.Store) {
+		ctx := context.Background()
+		s := open(sessionstore.Options{TTL: time.Minute})
+		r := record("alice")
+		if err := s.Create(ctx, r, sessionstore.Bounds{}); err != nil {
+			t.Fatal(err)
+		}
+		live, err := s.Follow(ctx, r.ID, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer live.Close()
+		prime := live.Prime()
+		for i := range 3 {
+			if err := s.Append(ctx, r.ID, json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var ids []string
+		for i := range 3 {
+			e := recv(t, live)
+			if string(e.Data) != fmt.Sprintf(`{"n":%d}`, i) {
+				t.Fatalf("event %d = %s", i, e.Data)
+			}
+			ids = append(ids, e.ID)
+		}
+		// Resuming after the first event replays the other two, in order,
+		// then goes on live.
+		after, ok := sessionstore.LastEventID(ids[0])
+		if !ok {
+			t.Fatalf("LastEventID(%q) not ok", ids[0])
+		}
+		resumed, err := s.Follow(ctx, r.ID, after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resumed.Close()
+		for i := 1; i < 3; i++ {
+			if e := recv(t, resumed); e.ID != ids[i] {
+				t.Fatalf("replayed %s, want %s", e.ID, ids[i])
+			}
+		}
+		// The priming id resumes everything logged after the follower began.
+		from, ok := sessionstore.LastEventID(prime)
+		if !ok {
+			t.Fatalf("LastEventID(%q) not ok", prime)
+		}
+		primed, err := s.Follow(ctx, r.ID, from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer primed.Close()
+		if e := recv(t, primed); e.ID != ids[0] {
+			t.Fatalf("from the prime: %s, want %s", e.ID, ids[0])
+		}
+		if err := s.Append(ctx, r.ID, json.RawMessage(`{"n":3}`)); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []*sessionstore.Follower{live, resumed} {
+			if e := recv(t, f); string(e.Data) != `{"n":3}` {
+				t.Fatalf("live after replay: %s", e.Data)
+			}
+		}
+		// Deleting the session ends its followers.
+		if err := s.Delete(ctx, r.ID); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-live.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatal("follower not ended by Delete")
+		}
+	})
+}
+
+func TestLogIsBounded(t *testing.T) {
+	stores(t, func(t *testing.T, open func(sessionstore.Options) sessionstore.Store) {
+		ctx := context.Background()
+		s := open(sessionstore.Options{TTL: time.Minute})
+		r := record("alice")
+		if err := s.Create(ctx, r, sessionstore.Bounds{}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 * sessionstore.MaxLogSize {
+			if err := s.Append(ctx, r.ID, json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f, err := s.Follow(ctx, r.ID, "0-0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		n := 0
+		for {
+			select {
+			case <-f.Events():
+				n++
+				continue
+			case <-time.After(200 * time.Millisecond):
+			}
+			break
+		}
+		if n < sessionstore.MaxLogSize || n > 2*sessionstore.MaxLogSize {
+			t.Fatalf("replayed %d events of %d, want about %d", n, 3*sessionstore.MaxLogSize, sessionstore.MaxLogSize)
+		}
+	})
+}
+
+// TestReplicasShareSessions: what one replica writes, another sees: the
+// record, log events at its followers, changes, and addressed messages.
+func TestReplicasShareSessions(t *testing.T) {
+	rs := mcptest.StartRedis(t, false)
+	ctx := context.Background()
+	var mu sync.Mutex
+	var changes []sessionstore.Change
+	var msgs []sessionstore.Message
+	changed := make(chan struct{}, 16)
+	a := openRedis(t, rs, sessionstore.Options{Replica: "a", TTL: time.Minute})
+	b := openRedis(t, rs, sessionstore.Options{Replica: "b", TTL: time.Minute,
+		OnChange: func(c sessionstore.Change) {
+			mu.Lock()
+			changes = append(changes, c)
+			mu.Unlock()
+			changed <- struct{}{}
+		},
+		OnMessage: func(m sessionstore.Message) {
+			mu.Lock()
+			msgs = append(msgs, m)
+			mu.Unlock()
+			changed <- struct{}{}
+		}})
+	r := record("alice")
+	if err := a.Create(ctx, r, sessionstore.Bounds{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.Get(ctx, r.ID); err != nil || got.User != "alice" {
+		t.Fatalf("b.Get = %+v, %v", got, err)
+	}
+	f, err := b.Follow(ctx, r.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := a.Append(ctx, r.ID, json.RawMessage(`{"method":"x"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if e := recv(t, f); string(e.Data) != `{"method":"x"}` {
+		t.Fatalf("b's follower got %s", e.Data)
+	}
+	wait := func() {
+		t.Helper()
+		select {
+		case <-changed:
+		case <-time.After(10 * time.Second):
+			t.Fatal("nothing reached b")
+		}
+	}
+	if _, err := a.Update(ctx, r.ID, sessionstore.AddSub("file:///x")); err != nil {
+		t.Fatal(err)
+	}
+	wait()
+	if err := a.Send(ctx, "b", sessionstore.Message{Kind: "answer", Session: r.ID, Body: json.RawMessage(`{"id":"x"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	wait()
+	if err := a.Send(ctx, "nobody", sessionstore.Message{Kind: "answer"}); !errors.Is(err, sessionstore.ErrNoReplica) {
+		t.Fatalf("Send to a missing replica: %v", err)
+	}
+	if err := a.Delete(ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	wait()
+	<-f.Done()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(changes) != 2 || changes[0].ID != r.ID || changes[0].Rev != 1 || changes[0].From != "a" || !changes[1].Ended {
+		t.Fatalf("changes = %+v", changes)
+	}
+	if len(msgs) != 1 || msgs[0].Kind != "answer" || string(msgs[0].Body) != `{"id":"x"}` {
+		t.Fatalf("messages = %+v", msgs)
+	}
+}
+
+// TestConcurrentUpdatesAllLand: updates racing on two replicas all land.
+func TestConcurrentUpdatesAllLand(t *testing.T) {
+	rs := mcptest.StartRedis(t, false)
+	ctx := context.Background()
+	a := openRedis(t, rs, sessionstore.Options{Replica: "a", TTL: time.Minute})
+	b := openRedis(t, rs, sessionstore.Options{Replica: "b", TTL: time.Minute})
+	r := record("alice")
+	if err := a.Create(ctx, r, sessionstore.Bounds{}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 20 {
+		s := sessionstore.Store(a)
+		if i%2 == 1 {
+			s = b
+		}
+		wg.Go(func() {
+			if _, err := s.Update(ctx, r.ID, sessionstore.AddPromoted(fmt.Sprintf("t%d", i))); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	got, err := a.Get(ctx, r.ID)
+	if err != nil || len(got.Promoted) != 20 || got.Rev != 20 {
+		t.Fatalf("after 20 concurrent updates: %d promoted, rev %d, %v", len(got.Promoted), got.Rev, err)
+	}
+}
+
+// TestTouchKeepsSessionsAlive: a record lives TTL after its last Touch.
+func TestTouchKeepsSessionsAlive(t *testing.T) {
+	stores(t, func(t *testing.T, open func(sessionstore.Options) sessionstore.Store) {
+		ctx := context.Background()
+		s := open(sessionstore.Options{TTL: 600 * time.Millisecond})
+		kept, dropped := record("alice"), record("alice")
+		for _, r := range []*sessionstore.Record{kept, dropped} {
+			if err := s.Create(ctx, r, sessionstore.Bounds{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			s.Touch(kept.ID, kept.User)
+			if _, err := s.Get(ctx, dropped.ID); errors.Is(err, sessionstore.ErrNotFound) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("an untouched session did not expire")
+			}
+			time.Sleep(50 * time.Millisecond) // keep touching, as requests would
+		}
+		if _, err := s.Get(ctx, kept.ID); err != nil {
+			t.Fatalf("a touched session expired: %v", err)
+		}
+	})
+}
+
+// TestFollowerCatchesUpAfterRedisRestart: events appended while a
+// replica's subscription was reconnecting reach its followers.
+func TestFollowerCatchesUpAfterRedisRestart(t *testing.T) {
+	rs := mcptest.StartRedis(t, true)
+	ctx := context.Background()
+	a := openRedis(t, rs, sessionstore.Options{Replica: "a", TTL: time.Minute})
+	b := openRedis(t, rs, sessionstore.Options{Replica: "b", TTL: time.Minute})
+	r := record("alice")
+	if err := a.Create(ctx, r, sessionstore.Bounds{}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := b.Follow(ctx, r.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rs.Stop()
+	rs.Start()
+	deadline := time.Now().Add(20 * time.Second)
+	for a.Append(ctx, r.ID, json.RawMessage(`{"after":"restart"}`)) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("Redis did not come back")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if e := recv(t, f); string(e.Data) != `{"after":"restart"}` {
+		t.Fatalf("after the restart: %s", e.Data)
+	}
+}
+
+func TestLastEventID(t *testing.T) {
+	for in, want := range map[string]string{"1-2": "1-2", "17-0_ab": "17-0", "x": "", "": "", "1-": "", "-1": "", "abc_1": ""} {
+		got, ok := sessionstore.LastEventID(in)
+		if got != want || ok != (want != "") {
+			t.Errorf("LastEventID(%q) = %q, %v; want %q", in, got, ok, want)
+		}
+	}
+}
+
+func TestValidID(t *testing.T) {
+	if !sessionstore.ValidID(sessionstore.NewID()) {
+		t.Fatal("NewID is not ValidID")
+	}
+	for _, bad := range []string{"", "short", "ABCDEFGHIJKLMNOP}", "ABCDEFGHIJKLMNOP QR", string(make([]byte, 65))} {
+		if sessionstore.ValidID(bad) {
+			t.Errorf("ValidID(%q) = true", bad)
+		}
+	}
+}
