@@ -33,12 +33,12 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/catalog"
 	"github.com/mcp-mux/mcp-mux/config"
@@ -464,27 +464,27 @@ func (s *Server) notifyChanges(before, next *callpath.Catalog) {
 	}
 	s.modern.ListsChanged(tools, prompts, resources)
 	searching := before.Searching() || next.Searching()
-	for _, ss := range s.sessions.all() {
-		if tools && (!searching || s.sessionToolsChanged(ss, before, next)) {
-			s.sessions.notify(context.Background(), ss, "notifications/tools/list_changed", nil)
+	// Every replica sees the change: a session hears of it from its holder.
+	for _, st := range s.sessions.heldSessions() {
+		if tools && (!searching || sessionToolsChanged(st, before, next)) {
+			s.sessions.notify(st, "notifications/tools/list_changed", emptyParams)
 		}
 		if prompts {
-			s.sessions.notify(context.Background(), ss, "notifications/prompts/list_changed", nil)
+			s.sessions.notify(st, "notifications/prompts/list_changed", emptyParams)
 		}
 		if resources {
-			s.sessions.notify(context.Background(), ss, "notifications/resources/list_changed", nil)
+			s.sessions.notify(st, "notifications/resources/list_changed", emptyParams)
 		}
 	}
 }
 
+// emptyParams are the params of a notification that has none.
+var emptyParams = json.RawMessage(`{}`)
+
 // sessionToolsChanged reports whether the tools/list one session sees
 // differs between two catalogs (with tool_search, sessions see different
 // lists: what they promoted).
-func (s *Server) sessionToolsChanged(ss *mcp.ServerSession, before, next *callpath.Catalog) bool {
-	st := s.sessions.get(ss)
-	if st == nil {
-		return true
-	}
+func sessionToolsChanged(st *callpath.Session, before, next *callpath.Catalog) bool {
 	return string(st.Promo.ListFor(before)) != string(st.Promo.ToolsList(next))
 }
 

@@ -18,7 +18,8 @@ import (
 
 // authenticate guards /mcp: it identifies the caller (401 with a challenge
 // on failure), rejects a malformed secrets carrier (400, naming the header,
-// never its content), and refuses a session to anyone but its owner (403).
+// never its content). A session is refused to anyone but its owner (403)
+// where it is looked up (host.go).
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del(callpath.UserHeader)
@@ -33,12 +34,6 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		if name := rt.Config.Inbound.SecretsHeader; name != "" && r.Header.Get(name) != "" {
 			if _, err := headers.ParseSecrets(name, r.Header.Get(name)); err != nil {
 				mcpwire.WriteError(w, http.StatusBadRequest, requestID(r), -32602, err.Error(), nil)
-				return
-			}
-		}
-		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
-			if st := s.sessions.byIDGet(sid); st != nil && st.User != user {
-				mcpwire.WriteError(w, http.StatusForbidden, requestID(r), -32600, "this session belongs to another user", nil)
 				return
 			}
 		}

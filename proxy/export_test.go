@@ -1,14 +1,10 @@
 package proxy
 
 import (
-	"net/http"
 	"slices"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/mcp-mux/mcp-mux/interceptor"
-	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 )
 
 // AddInterceptorForTest appends ic to the running runtime's interceptors,
@@ -47,16 +43,9 @@ func SetParkTTLForTest(s *Server, d time.Duration) {
 // SweepSessionsForTest runs the session reaper's sweep as at now.
 func SweepSessionsForTest(s *Server, now time.Time) { s.sessions.sweep(now) }
 
-// HoldSessionOpensForTest makes every open of a downstream session (after
-// its initialize succeeded, before it is registered and counted) call hold
-// first. Set it before the first initialize.
-func HoldSessionOpensForTest(s *Server, hold func(ss *mcp.ServerSession)) {
-	s.sessions.beforeOpen.Store(&hold)
-}
-
-// OpenSessionForTest opens ss for the caller of auth mode none, as a
-// successful initialize would, without an admission slot: a second open of
-// a session.
-func OpenSessionForTest(s *Server, ss *mcp.ServerSession) {
-	s.sessions.open(ss, callpath.User(http.Header{}), "")
+// HoldSessionCreatesForTest makes every new session's creation (its
+// initialize admitted past the body checks, before its record is admitted
+// by the store) call hold first. Set it before the first initialize.
+func HoldSessionCreatesForTest(s *Server, hold func()) {
+	s.sessions.beforeCreate.Store(&hold)
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"slices"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -34,10 +33,6 @@ import (
 // cancels its call; notifications/cancelled for a fast-path call cancels it
 // too.
 
-// supportedVersions are the protocol versions the fast path serves; a
-// request with any other Mcp-Protocol-Version header goes to the SDK.
-var supportedVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26"}
-
 func (s *Server) mcpHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del(requestHeader)
@@ -56,75 +51,31 @@ func (s *Server) mcpHandler() http.Handler {
 				s.modern.Serve(w, r, body, sh)
 				return
 			}
-			release, ok := s.sessions.slots.Admit(w, r, body, &s.rt.Load().Config.Inbound, callpath.User(r.Header), s.log)
-			if !ok {
-				return
-			}
-			defer release()
-			if st := s.fastSession(r); st != nil && !sh.Batch && s.serveFast(w, r, st, body) {
-				return
-			}
-			r.Body = io.NopCloser(bytes.NewReader(slices.Clone(body)))
-			defer s.requests.bind(r)()
+			s.serveSession(w, r, body, sh.Batch) // host.go
 		case http.MethodGet:
-			// An open stream keeps a session's own-thread processes (sweep).
-			if st := s.sessions.byIDGet(r.Header.Get("Mcp-Session-Id")); st != nil && st.User == callpath.User(r.Header) {
-				defer st.OpenStream()()
-			}
+			s.sessions.serveStream(w, r) // host.go
 		case http.MethodDelete:
-			// Closing the session waits for its handlers: cancel them first.
-			if st := s.sessions.byIDGet(r.Header.Get("Mcp-Session-Id")); st != nil {
-				st.Cancel()
-			}
+			s.sessions.serveDelete(w, r)
+		default:
+			w.Header().Set("Allow", "GET, POST, DELETE")
+			http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
 		}
-		s.mcp.ServeHTTP(w, r)
 	})
 }
 
-// fastSession returns the session a POST may use the fast path for.
-func (s *Server) fastSession(r *http.Request) *callpath.Session {
-	sid := r.Header.Get("Mcp-Session-Id")
-	if sid == "" {
-		return nil
-	}
-	st := s.sessions.byIDGet(sid)
-	if st == nil {
-		return nil
-	}
-	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !slices.Contains(supportedVersions, v) {
-		return nil
-	}
-	if ct := r.Header.Get("Content-Type"); ct != "application/json" && !strings.HasPrefix(ct, "application/json;") {
-		return nil
-	}
-	if !callpath.AcceptsBoth(r.Header.Values("Accept")) {
-		return nil
-	}
-	return st
-}
-
-// serveFast handles the message body if it is a fast-path message and
+// serveFast handles the message m if it is a fast-path message and
 // reports whether it did.
-func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, st *callpath.Session, body []byte) bool {
-	var m wire.Message
-	if wire.Decode(body, &m) != nil {
-		return false
-	}
-	st.Touch()
+func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, st *callpath.Session, m *wire.Message) bool {
 	switch {
 	case m.Method == "tools/call" && m.IsCall():
 		var p wire.CallParams
 		if wire.DecodeCallParams(m.Params, &p) != nil {
 			return false
 		}
-		s.fastCall(w, r, st, &m, &p)
+		s.fastCall(w, r, st, m, &p)
 		return true
 	case m.Method == "tools/list" && m.IsCall():
-		s.fastList(w, st, &m)
-		return true
-	case m.IsResponse() && st.Resolve(&m):
-		// The client's answer to a request sent on a fast-path stream.
-		w.WriteHeader(http.StatusAccepted)
+		s.fastList(w, st, m)
 		return true
 	case m.Method == "notifications/cancelled":
 		st.CancelCall(m.Params)

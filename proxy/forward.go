@@ -36,7 +36,7 @@ func (s *forwarder) ServerNotification(ctx context.Context, key upstream.Key, me
 			return
 		}
 		for _, st := range s.sessions.withKey(key) {
-			callpath.DeliverNotification(context.Background(), st, method, params)
+			s.sessions.notify(st, method, params)
 		}
 	case "notifications/resources/updated":
 		var p mcp.ResourceUpdatedNotificationParams
@@ -44,10 +44,10 @@ func (s *forwarder) ServerNotification(ctx context.Context, key upstream.Key, me
 			return
 		}
 		// Subscriptions live on the owner's discovery session (Upstream.Subscribe):
-		// every session that subscribed to the URI gets the update.
-		for _, ss := range s.sessions.all() {
-			if st := s.sessions.get(ss); st != nil && st.Subs.Has(p.URI) {
-				s.sessions.notify(context.Background(), ss, method, &p)
+		// every session that subscribed to the URI here gets the update.
+		for _, st := range s.sessions.all() {
+			if st.Subs.Has(p.URI) {
+				s.sessions.notify(st, method, params)
 			}
 		}
 		s.modern.ResourceUpdated(&p)

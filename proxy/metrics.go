@@ -108,6 +108,6 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(procsDesc, prometheus.GaugeValue, float64(b.Up.Processes()), b.Name)
 		ch <- prometheus.MustNewConstMetric(reconnDesc, prometheus.CounterValue, float64(b.Up.Reconnects()), b.Name)
 	}
-	ch <- prometheus.MustNewConstMetric(sessionsDesc, prometheus.GaugeValue, float64(len(c.s.sessions.all())))
+	ch <- prometheus.MustNewConstMetric(sessionsDesc, prometheus.GaugeValue, float64(c.s.sessions.count()))
 	ch <- prometheus.MustNewConstMetric(catalogDesc, prometheus.GaugeValue, float64(rt.Catalog.Load().Len()))
 }

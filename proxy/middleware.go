@@ -5,13 +5,14 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcp-mux/mcp-mux/admission"
 	"github.com/mcp-mux/mcp-mux/internal/reqid"
 	"github.com/mcp-mux/mcp-mux/internal/via"
 	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/proxy/modern"
+	"github.com/mcp-mux/mcp-mux/sessionstore"
 )
 
 // receiver is the SDK's receiving middleware, the era router of the SDK
@@ -57,7 +58,10 @@ func (m *receiver) route(ctx context.Context, method string, req mcp.Request, ne
 	if method == "initialize" {
 		return m.initialize(ctx, ss, req, next)
 	}
-	st := m.sessions.get(ss)
+	var st *callpath.Session
+	if ss != nil && ss.ID() != "" {
+		st = m.sessions.get(ss.ID())
+	}
 	if st == nil {
 		if method == "server/discover" || modern.IsSession(ss) {
 			return m.modern.Receive(ctx, ss, method, req, next)
@@ -65,18 +69,45 @@ func (m *receiver) route(ctx context.Context, method string, req mcp.Request, ne
 		return next(ctx, method, req)
 	}
 	st.Touch()
+	switch method {
+	case "resources/subscribe", "resources/unsubscribe":
+		// Recorded, and held by the session's holder (holder.go).
+		if uri := subscribedURI(req); uri != "" {
+			return m.sessions.subscription(ctx, st, uri, method == "resources/subscribe")
+		}
+	case "logging/setLevel":
+		// Recorded before the answer: the next request may reach any replica.
+		if p, ok := req.GetParams().(*mcp.SetLoggingLevelParams); ok {
+			if err := m.sessions.record(ctx, st, sessionstore.SetLevel(string(p.Level))); err != nil {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "recording the logging level failed (the session store is unreachable); retry"}
+			}
+		}
+	}
 	return m.calls.Dispatch(ctx, st, callpath.LegacyEra{}, method, req, next)
 }
 
-// initialize lets the SDK answer initialize, then opens the session and
-// puts the catalog's instructions and capabilities into the result.
+// subscribedURI returns the URI of a resources/subscribe or unsubscribe.
+func subscribedURI(req mcp.Request) string {
+	switch p := req.GetParams().(type) {
+	case *mcp.SubscribeParams:
+		return p.URI
+	case *mcp.UnsubscribeParams:
+		return p.URI
+	}
+	return ""
+}
+
+// initialize lets the SDK answer the initialize of a session opened for
+// it (host.go), and puts the catalog's instructions and capabilities into
+// the result.
 func (m *receiver) initialize(ctx context.Context, ss *mcp.ServerSession, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
 	res, err := next(ctx, "initialize", req)
 	if err != nil || ss == nil {
 		return res, err
 	}
-	h := callpath.HeaderOf(req)
-	m.sessions.open(ss, callpath.User(h), h.Get(admission.Header))
+	if st := m.sessions.get(ss.ID()); st != nil {
+		m.sessions.negotiated(st, res)
+	}
 	cat := m.rt.Load().Catalog.Load()
 	setInstructions(cat, res)
 	callpath.SetCapabilities(cat, res)

@@ -31,7 +31,9 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/proxy/modern"
+	"github.com/mcp-mux/mcp-mux/proxy/sessionhost"
 	"github.com/mcp-mux/mcp-mux/seal"
+	"github.com/mcp-mux/mcp-mux/sessionstore"
 	"github.com/mcp-mux/mcp-mux/subscriptions"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
 )
@@ -80,6 +82,18 @@ type Options struct {
 	// stateless handler (package modern): for comparisons, and as an
 	// escape hatch.
 	DisableModernFastPath bool
+	// SessionStore opens where 2025-11-25 sessions live, given the
+	// Server's handlers: nil keeps them in this process (one replica); a
+	// sessionstore.Redis shares them with every replica on that Redis. The
+	// Server closes the store on Close.
+	SessionStore func(sessionstore.Options) sessionstore.Store
+	// ResidentIdle is how long a session's SDK side stays in memory with
+	// no request (package sessionhost); default sessionhost.DefaultResidentIdle.
+	ResidentIdle time.Duration
+	// StateKey seals requestStates when the config names no
+	// inbound.request_state_key: replicas that share it open each other's
+	// (sessionstore.SharedKey); empty, each process makes its own.
+	StateKey string
 }
 
 // Server is the mcp-mux MCP server.
@@ -92,8 +106,7 @@ type Server struct {
 	catMu   sync.Mutex
 
 	sdk      *mcp.Server
-	send     mcp.MethodHandler // captured sending handler: per-session notifications
-	mcp      http.Handler      // legacy: stateful Streamable HTTP
+	send     mcp.MethodHandler // captured sending handler: in-request notifications
 	modern   *modern.Handler   // the 2026-07-28 era (package modern)
 	via      *via.Marker       // this process in the requests it sends upstream (internal/via)
 	states   *seal.Sealer      // requestState key without inbound.request_state_key
@@ -111,6 +124,8 @@ type Server struct {
 	ready    atomic.Bool             // a config has been applied
 	life     context.Context         // ends when Close starts
 	draining atomic.Bool             // Drain was called: not ready
+	stopOnce sync.Once               // closes sessions.streamStop
+	retry    retrier                 // retries of calls parked on other replicas (retry.go)
 	started  time.Time
 	stop     context.CancelFunc
 	bg       sync.WaitGroup
@@ -158,14 +173,10 @@ func New(opts Options) *Server {
 	s.sdk.AddReceivingMiddleware(s.recv.middleware)
 	// Added last, so outermost: a handler's panic is its request's error (internal/panicguard).
 	s.sdk.AddReceivingMiddleware(s.panics.Middleware)
-	// Idle sessions are closed by sessionTable.reap, which also sees fast-path calls.
-	// Host checks happen in authenticate (originPolicy), for every path.
-	s.mcp = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.sdk },
-		&mcp.StreamableHTTPOptions{DisableLocalhostProtection: true})
 	var ctx context.Context
 	ctx, s.stop = context.WithCancel(context.Background())
 	s.life = ctx
-	s.states = seal.New("")
+	s.states = seal.New(opts.StateKey)
 	if opts.TaskStore != nil {
 		svc, err := taskpoll.New(taskpoll.Options{Store: opts.TaskStore, Caller: &taskCaller{rt: &s.rt, panics: s.panics}, Config: opts.TaskConfig,
 			Logger: s.log.Named("tasks"), Registerer: s.metrics.reg})
@@ -179,10 +190,9 @@ func New(opts Options) *Server {
 	}
 	s.calls = callpath.New(callpath.Options{Log: s.log, MaxSessionCalls: opts.MaxSessionCalls, Tasks: s.tasks, Runtime: &s.rt, Life: &s.gate,
 		PageSize: opts.PageSize, Subs: s.subs, Panics: s.panics})
-	s.sessions = sessionTable{m: make(map[*mcp.ServerSession]*callpath.Session), send: s.send, gate: &s.gate, rt: &s.rt, calls: s.calls, log: s.log,
-		threadless: cmp.Or(opts.ThreadlessIdle, defaultThreadlessIdle)}
+	s.openSessions(opts)
 	s.modern = modern.New(modern.Options{Log: s.log, SDK: s.sdk, Send: s.send, Calls: s.calls, Runtime: &s.rt,
-		Gate: &s.gate, Life: s.life, Background: &s.bg, Panics: s.panics, Tasks: s.tasks, States: s.states,
+		Gate: &s.gate, Life: s.life, Background: &s.bg, Panics: s.panics, Tasks: s.tasks, States: s.states, Replica: s.sessions.replica, Elsewhere: s.retry.elsewhere,
 		Buffers: &s.buffers, PageSize: opts.PageSize, DisableFastPath: opts.DisableModernFastPath})
 	s.durable.log, s.durable.panics, s.durable.sessions, s.durable.modern, s.durable.bg = s.log, s.panics, &s.sessions, s.modern, &s.bg
 	s.recv = receiver{rt: &s.rt, via: s.via, requests: &s.requests, sessions: &s.sessions, calls: s.calls, modern: s.modern}
@@ -195,6 +205,27 @@ func New(opts Options) *Server {
 	s.rt.Store(empty)
 	s.bg.Go(func() { s.sessions.reap(ctx) })
 	return s
+}
+
+// openSessions sets up the 2025-11-25 session table: its store (opts'
+// or one in process), its host of resident SDK sessions, and the idle sweep.
+func (s *Server) openSessions(opts Options) {
+	t := &s.sessions
+	*t = sessionTable{replica: sessionstore.NewReplica(), send: s.send, gate: &s.gate, rt: &s.rt, calls: s.calls, log: s.log,
+		threadless: cmp.Or(opts.ThreadlessIdle, defaultThreadlessIdle)}
+	s.retry = retrier{sessions: t, serve: s.mcpHandler(), log: s.log}
+	so := sessionstore.Options{Replica: t.replica, OnMessage: s.retry.message, OnChange: t.changed}
+	if opts.SessionStore != nil {
+		so.TTL = defaultSessionTimeout
+		t.store = opts.SessionStore(so)
+	} else {
+		t.store = sessionstore.NewLocal(so) // no TTL: the idle sweep ends sessions
+	}
+	// Handlers of a resident session write mcp-mux's requests to the client
+	// on its connection (callpath.SessionRequest).
+	t.host = sessionhost.New(sessionhost.Options{SDK: s.sdk, Log: s.log, ResidentIdle: opts.ResidentIdle,
+		Context: func(w sessionhost.Writer) context.Context { return callpath.WithClientWriter(context.Background(), w) }})
+	t.streamStop = make(chan struct{})
 }
 
 // Handler returns the HTTP handler: /mcp, /healthz, /readyz and /metrics,
@@ -245,9 +276,13 @@ func (s *Server) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		s.log.Warn("shutdown: abandoning in-flight calls")
 	}
-	for _, ss := range s.sessions.all() {
-		s.sessions.close(ss)
+	s.stopStreams()
+	// What this replica holds for each session goes; the sessions live on
+	// in their records (for other replicas, or none).
+	for _, st := range s.sessions.all() {
+		s.sessions.forget(st.ID)
 	}
+	s.sessions.host.Close()
 	// Each session's cleanup releases its upstream sessions; let it finish
 	// before the upstreams go, so no stdio process outlives Close.
 	cleaned := make(chan struct{})
@@ -256,9 +291,16 @@ func (s *Server) Close(ctx context.Context) error {
 	case <-cleaned:
 	case <-ctx.Done():
 	}
+	if err := s.sessions.store.Close(); err != nil {
+		s.log.Warn("shutdown: closing the session store", "err", err)
+	}
 	// Runtimes replaced by reloads close now, then the current one.
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	s.refs.close(s.rt.Load())
 	return nil
 }
+
+// stopStreams ends every GET stream: its client reconnects, with its
+// Last-Event-ID, to whichever replica the load balancer picks.
+func (s *Server) stopStreams() { s.stopOnce.Do(func() { close(s.sessions.streamStop) }) }

@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,22 +13,40 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/admission"
 	"github.com/mcp-mux/mcp-mux/config"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/proxy/callpath"
+	"github.com/mcp-mux/mcp-mux/proxy/sessionhost"
+	"github.com/mcp-mux/mcp-mux/sessionstore"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
-// sessionTable holds the downstream sessions of the legacy era: it opens
-// them after initialize, notifies them, closes them (idle ones too) and
-// releases what they held when they end.
+// sessionTable is this replica's view of the 2025-11-25 sessions. A
+// session is its record in the store (package sessionstore: in process, or
+// in Redis shared by every replica); a replica that serves a request of a
+// session it has not seen loads the record once and keeps a
+// callpath.Session built from it (the cache, kept fresh by the store's
+// change notices) for as long as the session is used here. What the
+// session holds on this replica (calls in flight, upstream call sessions,
+// subscriptions, the SDK's resident session) is released when the session
+// ends (DELETE, on any replica), or when it was idle here for the idle
+// timeout.
 type sessionTable struct {
-	mu    sync.RWMutex
-	m     map[*mcp.ServerSession]*callpath.Session
-	byID  map[string]*callpath.Session
-	slots admission.Sessions // open sessions and admission slots, in all and by user (limits.go)
+	store   sessionstore.Store
+	x       sessionstore.Exchange // requests to other replicas (holder.go)
+	host    *sessionhost.Host
+	replica string
 
-	send  mcp.MethodHandler // the SDK's sending handler: notifications
+	mu    sync.RWMutex
+	byID  map[string]*callpath.Session
+	loads map[string]*recordLoad // record reads in flight, one per id
+	held  map[string]bool        // sessions this replica holds (holder.go)
+	// streamStop is closed by Drain or Close: GET streams end, their
+	// clients resume on another replica.
+	streamStop chan struct{}
+
+	send  mcp.MethodHandler // the SDK's sending handler (in-request notifications)
 	gate  *callpath.Life    // orders registration against Close
-	wg    sync.WaitGroup    // session cleanup goroutines (end)
+	wg    sync.WaitGroup    // session cleanups and background record writes
 	rt    *atomic.Pointer[callpath.Runtime]
 	calls *callpath.Router
 	log   hclog.Logger
@@ -34,134 +54,307 @@ type sessionTable struct {
 	// names no thread gives up its stdio call sessions.
 	threadless time.Duration
 
-	// beforeOpen, when set (by tests only, export_test.go), runs in open
-	// once it has found ss unregistered, before it registers it: a test
-	// holds opens there to put them in flight together.
-	beforeOpen atomic.Pointer[func(ss *mcp.ServerSession)]
+	// beforeCreate, when set (by tests only, export_test.go), runs in
+	// create before the store admits the record: a test holds creates
+	// there to put them in flight together.
+	beforeCreate atomic.Pointer[func()]
 }
 
-// add registers st, turning the admission slot token (if any) into it, and
-// reports whether it did (false: another open of the same SDK session did).
-func (t *sessionTable) add(st *callpath.Session, token string) bool {
+// recordLoad is one read of a record that concurrent requests share.
+type recordLoad struct {
+	done chan struct{}
+	st   *callpath.Session
+	err  error
+}
+
+// storeTimeout bounds one store operation on a request's path.
+const storeTimeout = 5 * time.Second
+
+// Session lookup errors (host.go answers each with its status).
+var (
+	errSessionForbidden = errors.New("this session belongs to another user")
+	errSessionClosing   = errors.New("mcp-mux is shutting down")
+)
+
+// lookup returns the session id for user: this replica's, or one built
+// from its record (one store round trip, shared by concurrent requests).
+// It fails with sessionstore.ErrNotFound, errSessionForbidden, or a store
+// error (the store is unreachable: retryable).
+func (t *sessionTable) lookup(ctx context.Context, id, user string) (*callpath.Session, error) {
+	st, err := t.find(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return owned(st, user)
+}
+
+// find returns the session id, whoever it belongs to.
+func (t *sessionTable) find(ctx context.Context, id string) (*callpath.Session, error) {
+	if st := t.get(id); st != nil {
+		return st, nil
+	}
+	if !sessionstore.ValidID(id) {
+		return nil, sessionstore.ErrNotFound
+	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.m[st.SS] != nil {
-		return false // a concurrent open of the same session won: count it once
+	if st := t.byID[id]; st != nil {
+		t.mu.Unlock()
+		return st, nil
 	}
-	t.slots.Open(st.User, token)
-	if t.byID == nil {
-		t.byID = make(map[string]*callpath.Session)
+	if t.loads == nil {
+		t.loads = make(map[string]*recordLoad)
 	}
-	t.m[st.SS] = st
-	if st.ID != "" {
-		t.byID[st.ID] = st
+	l := t.loads[id]
+	if l == nil {
+		l = &recordLoad{done: make(chan struct{})}
+		t.loads[id] = l
+		t.mu.Unlock()
+		l.st, l.err = t.load(id)
+		t.mu.Lock()
+		delete(t.loads, id)
+		t.mu.Unlock()
+		close(l.done)
+	} else {
+		t.mu.Unlock()
+		select {
+		case <-l.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
-	return true
+	return l.st, l.err
 }
 
-func (t *sessionTable) get(ss *mcp.ServerSession) *callpath.Session {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return t.m[ss]
+func owned(st *callpath.Session, user string) (*callpath.Session, error) {
+	if st.User != user {
+		return nil, errSessionForbidden
+	}
+	return st, nil
 }
 
-func (t *sessionTable) byIDGet(id string) *callpath.Session {
+// load reads the record of id and registers the session built from it.
+func (t *sessionTable) load(id string) (*callpath.Session, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	rec, err := t.store.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	st := t.build(rec)
+	if !t.add(st) {
+		return nil, errSessionClosing
+	}
+	return t.get(id), nil
+}
+
+// create opens a new session of user whose initialize carries params:
+// its record is admitted within inbound.max_sessions and the caller's
+// share (a *sessionstore.LimitError past either), stored, and registered here.
+func (t *sessionTable) create(ctx context.Context, user string, params json.RawMessage) (*callpath.Session, error) {
+	if len(params) > sessionstore.MaxInit {
+		return nil, &wire.Error{Code: -32602, Message: "initialize params are too large"}
+	}
+	var ip struct {
+		ProtocolVersion string `json:"protocolVersion"`
+	}
+	_ = json.Unmarshal(params, &ip)
+	rec := &sessionstore.Record{ID: sessionstore.NewID(), User: user, Protocol: sessionhost.Negotiate(ip.ProtocolVersion), Init: params}
+	b := admission.Of(&t.rt.Load().Config.Inbound).Sessions
+	if hold := t.beforeCreate.Load(); hold != nil {
+		(*hold)()
+	}
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	if err := t.store.Create(ctx, rec, sessionstore.Bounds{Limit: b.Limit, Share: b.Share}); err != nil {
+		return nil, err
+	}
+	st := t.build(rec)
+	if !t.add(st) {
+		t.forget(rec.ID)
+		return nil, errSessionClosing
+	}
+	return st, nil
+}
+
+// negotiated records the version the SDK's initialize result res names,
+// when it is not the one create assumed.
+func (t *sessionTable) negotiated(st *callpath.Session, res mcp.Result) {
+	ir, ok := res.(*mcp.InitializeResult)
+	if !ok || ir.ProtocolVersion == "" || ir.ProtocolVersion == st.Protocol {
+		return
+	}
+	st.Protocol = ir.ProtocolVersion
+	t.background(st.ID, sessionstore.SetProtocol(ir.ProtocolVersion))
+}
+
+// build returns the session of rec as this replica serves it.
+func (t *sessionTable) build(rec *sessionstore.Record) *callpath.Session {
+	st := &callpath.Session{ID: rec.ID, User: rec.User, Send: t.send, Replica: t.replica}
+	id := rec.ID
+	st.Outbox = func(ctx context.Context, msg json.RawMessage) error { return t.store.Append(ctx, id, msg) }
+	st.OnThread = func(thread string) { t.background(id, sessionstore.AddThread(thread)) }
+	st.OnPromote = func(ctx context.Context, names []string) error {
+		return t.record(ctx, st, sessionstore.AddPromoted(names...))
+	}
+	st.Protocol, st.Init = rec.Protocol, decodeInit(rec.Init)
+	if st.Init.Capabilities != nil {
+		st.Caps, st.ClientCaps = upstream.Capabilities(st.Init.Capabilities), st.Init.Capabilities
+	}
+	t.apply(st, rec)
+	st.Start()
+	st.Touch()
+	return st
+}
+
+// apply brings st up to date with its record.
+func (t *sessionTable) apply(st *callpath.Session, rec *sessionstore.Record) {
+	if rec.Level != "" {
+		st.SetLevel(rec.Level)
+	}
+	st.AddThreads(rec.Threads)
+	t.applyHolder(st, rec)
+	if len(rec.Promoted) > 0 {
+		st.Promo.Add(t.rt.Load().Catalog.Load(), rec.Promoted)
+	}
+}
+
+// decodeInit decodes initialize params as go-sdk does: its
+// ClientCapabilities keep the roots capability in RootsV2, which
+// encoding/json alone leaves empty (go-sdk #607).
+func decodeInit(raw json.RawMessage) *mcp.InitializeParams {
+	ip := &mcp.InitializeParams{}
+	_ = json.Unmarshal(raw, ip)
+	var v2 struct {
+		Capabilities struct {
+			Roots *mcp.RootCapabilities `json:"roots"`
+		} `json:"capabilities"`
+	}
+	if json.Unmarshal(raw, &v2) == nil && ip.Capabilities != nil && v2.Capabilities.Roots != nil {
+		ip.Capabilities.RootsV2 = v2.Capabilities.Roots
+		ip.Capabilities.Roots = *v2.Capabilities.Roots
+	}
+	return ip
+}
+
+// state is the SDK session state of st, to rebuild its resident session
+// from: initialized, on its negotiated version and logging level.
+func state(st *callpath.Session) *mcp.ServerSessionState {
+	return &mcp.ServerSessionState{InitializeParams: st.Init, InitializedParams: &mcp.InitializedParams{},
+		NegotiatedProtocolVersion: st.Protocol, LogLevel: mcp.LoggingLevel(st.LogLevel())}
+}
+
+// background applies fn to the record of id off the request's path.
+func (t *sessionTable) background(id string, fn func(*sessionstore.Record) bool) {
+	t.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		defer cancel()
+		if _, err := t.store.Update(ctx, id, fn); err != nil && !errors.Is(err, sessionstore.ErrNotFound) {
+			t.log.Warn("recording a session change failed", "err", err)
+		}
+	})
+}
+
+// add registers st unless Close has begun or another request registered
+// it first (then that one stays); it reports whether the table is open.
+func (t *sessionTable) add(st *callpath.Session) bool {
+	return t.gate.Exclusive(func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if t.byID == nil {
+			t.byID = make(map[string]*callpath.Session)
+		}
+		if t.byID[st.ID] == nil {
+			t.byID[st.ID] = st
+		}
+	})
+}
+
+func (t *sessionTable) get(id string) *callpath.Session {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return t.byID[id]
 }
 
-func (t *sessionTable) remove(ss *mcp.ServerSession) *callpath.Session {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	st := t.m[ss]
-	if st == nil {
-		return nil
-	}
-	delete(t.m, ss)
-	t.slots.Close(st.User)
-	if t.byID[st.ID] == st {
-		delete(t.byID, st.ID)
-	}
-	return st
-}
-
 func (t *sessionTable) count() int {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	return len(t.m)
+	return len(t.byID)
 }
 
-func (t *sessionTable) all() []*mcp.ServerSession {
+// total returns the number of sessions of every replica (this replica's
+// when the store does not answer).
+func (t *sessionTable) total() int {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if n, err := t.store.Count(ctx); err == nil {
+		return n
+	}
+	return t.count()
+}
+
+func (t *sessionTable) all() []*callpath.Session {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	out := make([]*mcp.ServerSession, 0, len(t.m))
-	for ss := range t.m {
-		out = append(out, ss)
+	out := make([]*callpath.Session, 0, len(t.byID))
+	for _, st := range t.byID {
+		out = append(out, st)
 	}
 	return out
 }
 
-// open registers a downstream session after a successful initialize
-// and releases its upstream sessions when it ends.
-func (t *sessionTable) open(ss *mcp.ServerSession, user, token string) *callpath.Session {
-	if st := t.get(ss); st != nil {
-		return st
-	}
-	if hold := t.beforeOpen.Load(); hold != nil {
-		(*hold)(ss)
-	}
-	st := &callpath.Session{SS: ss, ID: ss.ID(), User: user, Send: t.send}
-	if ip := ss.InitializeParams(); ip != nil {
-		st.Caps, st.ClientCaps = upstream.Capabilities(ip.Capabilities), ip.Capabilities
-	}
-	st.Start()
+// touch records a request of st: for the idle timeout here, and for its
+// record's TTL (the store batches those).
+func (t *sessionTable) touch(st *callpath.Session) {
 	st.Touch()
-	added := false
-	opened := t.gate.Exclusive(func() {
-		if added = t.add(st, token); added {
-			t.wg.Go(func() { t.end(ss, st) })
-		}
-	})
-	if opened && !added { // the admission slot is released when the request is served
-		st.Cancel()
-		return t.get(ss)
-	}
-	if !opened {
-		st.Cancel()
-		_ = ss.Close()
-	}
-	return st
+	t.store.Touch(st.ID, st.User)
 }
 
-// end waits for the session ss to end, then forgets it and releases
-// its subscriptions and upstream sessions.
-func (t *sessionTable) end(ss *mcp.ServerSession, st *callpath.Session) {
-	_ = ss.Wait()
-	st.Cancel()
-	t.remove(ss)
-	t.calls.DropSubscriptions(st)
-	if st.ID == "" {
+// remove ends the session id everywhere (DELETE): its record goes, every
+// replica releases what it held for it.
+func (t *sessionTable) remove(ctx context.Context, id string) error {
+	if st := t.get(id); st != nil {
+		st.Cancel() // its requests in flight end first
+	}
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	err := t.store.Delete(ctx, id)
+	t.forget(id)
+	return err
+}
+
+// forget releases what this replica holds for the session id: its
+// requests in flight are cancelled, its resident SDK session closed, its
+// subscriptions and upstream call sessions released (in the background).
+func (t *sessionTable) forget(id string) {
+	t.mu.Lock()
+	st := t.byID[id]
+	delete(t.byID, id)
+	delete(t.held, id)
+	t.mu.Unlock()
+	t.host.End(id)
+	if st == nil {
 		return
 	}
-	for _, b := range t.rt.Load().Backends {
-		b.Up.ReleaseThread(st.ID)
-	}
+	st.Cancel()
+	t.wg.Go(func() {
+		t.calls.DropSubscriptions(st)
+		for _, b := range t.rt.Load().Backends {
+			b.Up.ReleaseThread(st.ID)
+		}
+	})
 }
 
-// notify sends one notification to one session: on the stream of the
-// request whose handler context ctx is, else on the standalone stream.
-func (t *sessionTable) notify(ctx context.Context, ss *mcp.ServerSession, method string, params mcp.Params) {
-	callpath.Notify(ctx, t.send, ss, method, params, t.log)
-}
-
-// close ends a downstream session: its requests in flight are
-// cancelled first, so that closing it (which waits for its handlers) is prompt.
-func (t *sessionTable) close(ss *mcp.ServerSession) {
-	if st := t.get(ss); st != nil {
-		st.Cancel()
+// notify sends st a notification outside any request: through its event
+// log, to its GET stream on whichever replica.
+func (t *sessionTable) notify(st *callpath.Session, method string, params json.RawMessage) {
+	if method == "notifications/message" && !st.WantsLog(params) {
+		return
 	}
-	_ = ss.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), callpath.NotifyTimeout)
+	defer cancel()
+	if err := st.Outbox(ctx, wire.AppendNotification(nil, method, params)); err != nil {
+		t.log.Debug("notification not delivered", "method", method, "session", st.ID, "err", err)
+	}
 }
 
 // reap sweeps the sessions at least every second (sweep), so that a
@@ -180,27 +373,34 @@ func (t *sessionTable) reap(ctx context.Context) {
 	}
 }
 
-// sweep closes the downstream sessions idle for longer than
-// inbound.session_idle_timeout_seconds (of the config applied now), and
-// releases the stdio call sessions of idle sessions that name no thread
-// (Options.ThreadlessIdle). It returns the idle timeout it applied.
+// sweep lets go of the sessions idle here for longer than
+// inbound.session_idle_timeout_seconds (of the config applied now; by
+// then their records have expired too, unless another replica kept them
+// in use), and releases the stdio call sessions of idle sessions that name
+// no thread (Options.ThreadlessIdle). It returns the idle timeout it applied.
 func (t *sessionTable) sweep(now time.Time) time.Duration {
 	rt := t.rt.Load()
 	timeout := rt.Config.Inbound.SessionIdleTimeout
 	if timeout <= 0 {
 		timeout = defaultSessionTimeout
 	}
-	for _, ss := range t.all() {
-		st := t.get(ss)
-		if st == nil {
-			continue
-		}
+	// In process, the sessions of the only replica end here (their records
+	// do not expire on their own); shared, their records expire TTL after
+	// their last use on any replica.
+	local, _ := t.store.(*sessionstore.Local)
+	if local == nil {
+		t.store.SetTTL(timeout)
+	}
+	for _, st := range t.all() {
 		idle := now.Sub(time.Unix(0, st.LastSeen.Load()))
 		switch {
 		case idle > timeout:
 			t.log.Debug("closing idle session", "session", st.ID)
-			t.close(ss)
-		case idle > t.threadless && st.ID != "" && !st.Busy() && st.ReleaseOwnThread():
+			if local != nil {
+				_ = local.Delete(context.Background(), st.ID)
+			}
+			t.forget(st.ID)
+		case idle > t.threadless && !st.Busy() && st.ReleaseOwnThread():
 			for _, b := range rt.Backends {
 				if b.Config != nil && b.Config.Type == config.TypeStdio {
 					b.Up.ReleaseIdleThread(st.ID)
@@ -211,13 +411,90 @@ func (t *sessionTable) sweep(now time.Time) time.Duration {
 	return timeout
 }
 
-// withKey returns the downstream sessions that called upstreams as key.
+// withKey returns the sessions that called upstreams as key here.
 func (t *sessionTable) withKey(key upstream.Key) []*callpath.Session {
 	var out []*callpath.Session
-	for _, ss := range t.all() {
-		if st := t.get(ss); st != nil && st.HasKey(key) {
+	for _, st := range t.all() {
+		if st.HasKey(key) {
 			out = append(out, st)
 		}
 	}
 	return out
 }
+
+// changed applies a record change another replica made: the session
+// ended, or its record changed (the change carries it; without, it is read
+// again in the background).
+func (t *sessionTable) changed(c sessionstore.Change) {
+	if c.Ended {
+		t.forget(c.ID)
+		return
+	}
+	st := t.get(c.ID)
+	switch {
+	case st == nil:
+	case c.Record != nil:
+		t.apply(st, c.Record)
+	default:
+		t.wg.Go(func() { t.reload(c.ID) })
+	}
+}
+
+// record applies fn to st's record now (a change other replicas must see
+// before this request is answered), and to st.
+func (t *sessionTable) record(ctx context.Context, st *callpath.Session, fn func(*sessionstore.Record) bool) error {
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	rec, err := t.store.Update(ctx, st.ID, fn)
+	if err != nil {
+		return err
+	}
+	t.apply(st, rec)
+	return nil
+}
+
+// reload reads the record of id again and applies it to this replica's
+// session; it reports whether the session is still there.
+func (t *sessionTable) reload(id string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	rec, err := t.store.Get(ctx, id)
+	if errors.Is(err, sessionstore.ErrNotFound) {
+		t.forget(id)
+		return false
+	}
+	st := t.get(id)
+	if err != nil || st == nil {
+		return st != nil
+	}
+	t.apply(st, rec)
+	return true
+}
+
+// message takes what another replica sent this one: a reply to its own
+// request, a request to run here (holder.go), or a client's answer to a
+// request this replica sent (its id names it).
+func (t *sessionTable) message(m sessionstore.Message) {
+	if t.x.Take(m) {
+		return
+	}
+	switch m.Kind {
+	case msgSubscribe:
+		t.subscribeHere(m)
+		return
+	case msgAnswer:
+	default:
+		return
+	}
+	st := t.get(m.Session)
+	if st == nil {
+		return
+	}
+	var msg wire.Message
+	if wire.Decode(m.Body, &msg) == nil && msg.IsResponse() {
+		st.Resolve(&msg)
+	}
+}
+
+// Kinds of sessionstore.Message.
+const msgAnswer = "answer"

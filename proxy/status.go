@@ -41,7 +41,7 @@ func (s *Server) Status() Status {
 		Draining:     s.draining.Load(),
 		Tools:        cat.Len(),
 		BuiltinTools: counts[""].Listed,
-		Sessions:     len(s.sessions.all()),
+		Sessions:     s.sessions.total(),
 		Reloads:      s.Reloads(),
 	}
 	for _, sc := range rt.Config.Servers {
@@ -147,8 +147,12 @@ func splitOutsideQuotes(s, sep string) []string {
 }
 
 // Drain turns readiness false (before a shutdown), so that load balancers
-// stop sending new requests while in-flight ones finish.
-func (s *Server) Drain() { s.draining.Store(true) }
+// stop sending new requests while in-flight ones finish, and ends the GET
+// streams, whose clients resume on another replica.
+func (s *Server) Drain() {
+	s.draining.Store(true)
+	s.stopStreams()
+}
 
 func (s *Server) isReady() bool { return s.ready.Load() && !s.draining.Load() }
 

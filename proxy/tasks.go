@@ -116,9 +116,9 @@ func (s *taskBridge) event(e taskpoll.Event) {
 	uri := taskpoll.ResourcePrefix + e.TaskID
 	data, _ := json.Marshal(map[string]any{"task_id": e.TaskID, "task_name": e.Name, "status": e.Status, "tracking_degraded": e.Degraded, "resource": uri})
 	msg, _ := json.Marshal(&mcp.LoggingMessageParams{Level: "info", Logger: "mcp-mux.tasks", Data: json.RawMessage(data)})
-	for _, ss := range s.sessions.all() {
-		st := s.sessions.get(ss)
-		if st == nil || st.User != e.User {
+	// Every replica hears of the event: a session hears of it from its holder.
+	for _, st := range s.sessions.heldSessions() {
+		if st.User != e.User {
 			continue
 		}
 		owner := st.ID == e.Thread || st.HasThread(e.Thread)
@@ -127,12 +127,11 @@ func (s *taskBridge) event(e taskpoll.Event) {
 		}
 		s.bg.Go(func() {
 			defer s.panics.Catch(panicguard.Task, nil)
-			ctx, cancel := context.WithTimeout(context.Background(), callpath.NotifyTimeout)
-			defer cancel()
 			if owner {
-				callpath.DeliverNotification(ctx, st, "notifications/message", msg)
+				s.sessions.notify(st, "notifications/message", msg)
 			}
-			s.sessions.notify(ctx, ss, "notifications/resources/updated", &mcp.ResourceUpdatedNotificationParams{URI: uri})
+			updated, _ := json.Marshal(&mcp.ResourceUpdatedNotificationParams{URI: uri})
+			s.sessions.notify(st, "notifications/resources/updated", updated)
 		})
 	}
 }

@@ -175,6 +175,21 @@ func (s *Sealer) OpenState(state, caller, server, target string) (*State, error)
 	return e, nil
 }
 
+// ParkedAt returns the parked call a requestState continues and the
+// replica holding it ("" and false for a state that does not open or
+// names none), checking nothing else: the replica that holds the call
+// opens the state with OpenState.
+func (s *Sealer) ParkedAt(state string) (park, replica string, ok bool) {
+	if len(state) > MaxStateLen {
+		return "", "", false
+	}
+	e, err := s.unsealState(state)
+	if err != nil || e.Park == "" {
+		return "", "", false
+	}
+	return e.Park, e.Replica, true
+}
+
 // unsealState decrypts a requestState of the current version, checking
 // nothing of its content.
 func (s *Sealer) unsealState(state string) (*State, error) {

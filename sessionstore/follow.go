@@ -18,7 +18,6 @@ type Follower struct {
 	done  chan struct{}
 	once  sync.Once
 	close func()
-	start position // the log position the follower started at
 	nonce string
 
 	mu        sync.Mutex
@@ -40,7 +39,7 @@ func newFollower(close func()) *Follower {
 // begin sets the position the follower starts after.
 func (f *Follower) begin(p position) {
 	f.mu.Lock()
-	f.start, f.last = p, p
+	f.last = p
 	f.mu.Unlock()
 }
 
@@ -51,13 +50,14 @@ func (f *Follower) Events() <-chan Event { return f.c }
 func (f *Follower) Done() <-chan struct{} { return f.done }
 
 // Prime is the id of a priming event for a GET stream: a client that
-// resumes with it misses nothing logged after the follower started.
+// resumes with it misses nothing logged after the last event delivered
+// (or, before any, after the follower started).
 func (f *Follower) Prime() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	// The priming id differs at every open (the nonce), so a client counts
 	// a reconnection as progress (go-sdk gives up after retries without).
-	return f.start.String() + "_" + f.nonce
+	return f.last.String() + "_" + f.nonce
 }
 
 // Overflowed reports whether the follower ended because its reader fell

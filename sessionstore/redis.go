@@ -198,7 +198,7 @@ func (s *Redis) Update(ctx context.Context, id string, fn func(*Record) bool) (*
 		if err != nil {
 			return nil, err
 		}
-		change, _ := json.Marshal(busMessage{Kind: "ch", Session: id, Rev: r.Rev, From: s.replica})
+		change, _ := json.Marshal(busMessage{Kind: "ch", Session: id, Rev: r.Rev, From: s.replica, Data: data})
 		res, err := updateScript.Run(ctx, s.c, []string{s.recordKey(id)}, old, data, s.busChannel(), change).Result()
 		switch {
 		case errors.Is(err, redis.Nil):
@@ -384,24 +384,25 @@ func (s *Redis) Send(ctx context.Context, replica string, m Message) error {
 	return nil
 }
 
-// SharedKey returns the secret every replica on this Redis shares for
-// sealing requestStates, creating it once.
-func (s *Redis) SharedKey(ctx context.Context) (string, error) {
+// SharedKey returns the secret every replica on c shares for sealing
+// requestStates when the config names none (<prefix>seal-key), creating it
+// once.
+func SharedKey(ctx context.Context, c redis.UniversalClient, prefix string) (string, error) {
 	var b [32]byte
 	_, _ = rand.Read(b[:])
-	key := s.prefix + "seal-key"
-	if err := s.c.SetNX(ctx, key, hex.EncodeToString(b[:]), 0).Err(); err != nil {
+	key := prefix + "seal-key"
+	if err := c.SetNX(ctx, key, hex.EncodeToString(b[:]), 0).Err(); err != nil {
 		return "", fmt.Errorf("sessions: creating the shared requestState key in Redis: %w", err)
 	}
-	v, err := s.c.Get(ctx, key).Result()
+	v, err := c.Get(ctx, key).Result()
 	if err != nil {
 		return "", fmt.Errorf("sessions: reading the shared requestState key from Redis: %w", err)
 	}
 	return v, nil
 }
 
-// busMessage is what the bus carries: a log event (ev), a changed record
-// (ch) or an ended one (end).
+// busMessage is what the bus carries: a log event (ev, Data the message),
+// a changed record (ch, Data the record as changed) or an ended one (end).
 type busMessage struct {
 	Kind    string          `json:"k"`
 	Session string          `json:"s"`
@@ -462,7 +463,9 @@ func (s *Redis) dispatch(m *redis.Message) {
 		s.follow.deliver(b.Session, Event{ID: b.ID, Data: b.Data})
 	case "ch":
 		if s.onChg != nil && b.From != s.replica {
-			s.onChg(Change{ID: b.Session, Rev: b.Rev, From: b.From})
+			c := Change{ID: b.Session, Rev: b.Rev, From: b.From}
+			c.Record, _ = decode(b.Session, b.Data)
+			s.onChg(c)
 		}
 	case "end":
 		s.follow.end(b.Session)

@@ -86,10 +86,12 @@ type Message struct {
 
 // Change tells a replica that a record changed or ended elsewhere.
 type Change struct {
-	ID    string `json:"s"`
-	Rev   uint64 `json:"n,omitempty"`
-	Ended bool   `json:"e,omitempty"`
-	From  string `json:"f,omitempty"`
+	ID    string
+	Rev   uint64
+	Ended bool
+	From  string
+	// Record is the record as changed (nil when it ended).
+	Record *Record
 }
 
 // Options configure a store.
@@ -272,6 +274,17 @@ func SetLevel(level string) func(*Record) bool {
 			return false
 		}
 		r.Level = level
+		return true
+	}
+}
+
+// SetProtocol records the negotiated protocol version.
+func SetProtocol(v string) func(*Record) bool {
+	return func(r *Record) bool {
+		if r.Protocol == v {
+			return false
+		}
+		r.Protocol = v
 		return true
 	}
 }

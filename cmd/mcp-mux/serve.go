@@ -172,7 +172,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, env fun
 	if store != nil {
 		defer store.Close()
 	}
-	srv := proxy.New(proxy.Options{Logger: log, Version: version, StdioSupervisor: selfExe, TaskStore: store, TaskConfig: taskConfig(cfg.Tasks)})
+	sessions, stateKey, err := sessionStore(cfg, log)
+	if err != nil {
+		_ = ln.Close()
+		log.Error("opening the session store", "err", err)
+		return 1
+	}
+	srv := proxy.New(proxy.Options{Logger: log, Version: version, StdioSupervisor: selfExe, TaskStore: store, TaskConfig: taskConfig(cfg.Tasks),
+		SessionStore: sessions, StateKey: stateKey})
 	if err := srv.Apply(cfg); err != nil {
 		_ = ln.Close()
 		_ = srv.Close(context.Background())

@@ -127,6 +127,9 @@ func (s *Router) getPrompt(ctx context.Context, r request) (mcp.Result, error) {
 // task's resource here, any other at the server that owns the URI.
 func (s *Router) resource(ctx context.Context, r request) (mcp.Result, error) {
 	uri := uriOf(r.req.GetParams())
+	if r.method != "resources/read" {
+		return s.SubscribeURI(ctx, r.st, uri, r.method == "resources/subscribe")
+	}
 	if s.tasks != nil && strings.HasPrefix(uri, taskpoll.ResourcePrefix) {
 		return s.taskResource(ctx, r.st, r.method, uri) // tasks.go
 	}
@@ -134,11 +137,26 @@ func (s *Router) resource(ctx context.Context, r request) (mcp.Result, error) {
 	if b == nil {
 		return nil, &jsonrpc.Error{Code: -32002, Message: fmt.Sprintf("resource not found: %q", uri)}
 	}
-	if r.method == "resources/read" {
-		return s.Forward(ctx, r.st, r.e, HeaderOf(r.req), b, r.method, r.req.GetParams())
+	return s.Forward(ctx, r.st, r.e, HeaderOf(r.req), b, r.method, r.req.GetParams())
+}
+
+// SubscribeURI subscribes st to uri (on) or unsubscribes it where the
+// resource lives: a durable task's here, any other at the server that
+// owns the URI.
+func (s *Router) SubscribeURI(ctx context.Context, st *Session, uri string, on bool) (mcp.Result, error) {
+	method := "resources/unsubscribe"
+	if on {
+		method = "resources/subscribe"
 	}
-	if err := s.Subscribe(ctx, r.st, b, uri, r.method == "resources/subscribe"); err != nil {
-		return nil, s.rpcError(ctx, b, r.method, err)
+	if s.tasks != nil && strings.HasPrefix(uri, taskpoll.ResourcePrefix) {
+		return s.taskResource(ctx, st, method, uri) // tasks.go
+	}
+	b := s.rt.Load().Catalog.Load().ResourceOwner(uri)
+	if b == nil {
+		return nil, &jsonrpc.Error{Code: -32002, Message: fmt.Sprintf("resource not found: %q", uri)}
+	}
+	if err := s.Subscribe(ctx, st, b, uri, on); err != nil {
+		return nil, s.rpcError(ctx, b, method, err)
 	}
 	return &mcpwire.RawResult{Raw: json.RawMessage(`{}`)}, nil
 }

@@ -15,7 +15,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -92,23 +91,3 @@ func (s *Router) GuardedCall(ctx context.Context, st *Session, e Era, k Sink, ke
 
 // MaxBody bounds a /mcp request body, as the SDK's default MaxRequestBodyBytes.
 const MaxBody = 4 << 20
-
-// AcceptsBoth mirrors the SDK's Accept check for POSTs: the client takes
-// both JSON and event streams.
-func AcceptsBoth(values []string) bool {
-	var jsonOK, streamOK bool
-	for _, v := range values {
-		for _, raw := range strings.Split(v, ",") {
-			base, _, _ := strings.Cut(strings.TrimSpace(raw), ";")
-			switch strings.ToLower(strings.TrimSpace(base)) {
-			case "application/json", "application/*":
-				jsonOK = true
-			case "text/event-stream", "text/*":
-				streamOK = true
-			case "*/*":
-				jsonOK, streamOK = true, true
-			}
-		}
-	}
-	return jsonOK && streamOK
-}

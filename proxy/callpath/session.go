@@ -16,17 +16,35 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Session is mcp-mux's state for one downstream MCP session.
+// Session is mcp-mux's state for one downstream MCP session on this
+// replica: for a 2025-11-25 session, its record (package sessionstore) as
+// last read here, and what this replica does for it.
 type Session struct {
-	SS       *mcp.ServerSession // the SDK's session (a throwaway one, or none, for a 2026-07-28 request)
-	ID       string             // Mcp-Session-Id; "" for a 2026-07-28 request
-	User     string             // the authenticated caller
-	Caps     string             // upstream.Capabilities of the client: call sessions declare them
-	Send     mcp.MethodHandler  // the SDK's sending handler (server-to-client requests)
-	LastSeen atomic.Int64       // unix nanos of the last message
+	ID       string            // Mcp-Session-Id; "" for a 2026-07-28 request
+	User     string            // the authenticated caller
+	Caps     string            // upstream.Capabilities of the client: call sessions declare them
+	Send     mcp.MethodHandler // the SDK's sending handler (a 2026-07-28 request's server-to-client requests)
+	LastSeen atomic.Int64      // unix nanos of the last message
+	// Replica names this process in the ids of its requests to the
+	// client, so that an answer reaching another replica comes back here.
+	Replica string
+	// Outbox sends a message to the session outside any request's stream:
+	// its event log, which its GET stream follows on whichever replica.
+	Outbox func(ctx context.Context, msg json.RawMessage) error
+	// OnThread learns of a thread (other than its id) the session calls
+	// as for the first time, to record it.
+	OnThread func(thread string)
+	// OnPromote records tools tool_search promoted for the session before
+	// the call that promoted them answers (its next request may reach any
+	// replica).
+	OnPromote func(ctx context.Context, names []string) error
 	// ClientCaps are the capabilities the client declared: at initialize
 	// for a session, in _meta for a 2026-07-28 request.
 	ClientCaps *mcp.ClientCapabilities
+	// Init and Protocol are a session's initialize params and negotiated
+	// version: what its SDK session is rebuilt from.
+	Init     *mcp.InitializeParams
+	Protocol string
 
 	// ctx ends with the session (end); every request admitted on the
 	// session (Router.Admit) is cancelled with it. inflight counts those requests.
@@ -42,15 +60,24 @@ type Session struct {
 	streams     atomic.Int32
 	ownReleased atomic.Bool
 
+	ss atomic.Pointer[mcp.ServerSession] // the SDK's session, while one serves it
+
 	mu      sync.Mutex
 	calls   map[string]context.CancelFunc // in-flight fast-path calls by raw JSON-RPC id
 	pending map[string]chan *wire.Message // fast-path requests to the client, by raw id
 	Level   string                        // logging/setLevel (under mu); "" = none
-	keys    map[upstream.Key]bool         // (user, thread) scopes this session called with
+	keys    map[upstream.Key]bool         // (user, thread) scopes this session called with here
+	threads map[string]bool               // threads it called as anywhere (its record)
 	Subs    subscriptions.Holder          // subscribed resource URIs
 
 	Promo Promotions // tool_search promotions (package catalog)
 }
+
+// Server returns the SDK session serving the session now, or nil.
+func (st *Session) Server() *mcp.ServerSession { return st.ss.Load() }
+
+// SetServer records the SDK session serving the session now.
+func (st *Session) SetServer(ss *mcp.ServerSession) { st.ss.Store(ss) }
 
 // Touch records activity for the idle timeout.
 func (st *Session) Touch() { st.LastSeen.Store(time.Now().UnixNano()) }
@@ -93,6 +120,13 @@ func (st *Session) Cancel() {
 	if st.end != nil {
 		st.end()
 	}
+}
+
+// LogLevel returns the level the client set ("" for none).
+func (st *Session) LogLevel() string {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.Level
 }
 
 // logSeverity orders MCP logging levels.
@@ -140,10 +174,14 @@ func (st *Session) Supports(method string) bool {
 	return true
 }
 
-// expect allocates an id for a request mcp-mux sends the client on a
-// fast-path stream. The SDK numbers its own requests, so string ids never clash.
+// RequestPrefix starts the id of every request mcp-mux sends a client;
+// the replica's name and a number follow ("mux-s-<replica>-<n>"). The SDK
+// numbers its own requests, so string ids never clash.
+const RequestPrefix = "mux-s-"
+
+// expect allocates an id (raw JSON) for a request mcp-mux sends the client.
 func (st *Session) expect() (string, chan *wire.Message) {
-	id := `"mux-s-` + strconv.FormatUint(st.reqSeq.Add(1), 10) + `"`
+	id := `"` + RequestPrefix + st.Replica + "-" + strconv.FormatUint(st.reqSeq.Add(1), 10) + `"`
 	ch := make(chan *wire.Message, 1)
 	st.mu.Lock()
 	if st.pending == nil {
@@ -205,7 +243,17 @@ func (st *Session) useKey(k upstream.Key) {
 		st.keys = make(map[upstream.Key]bool)
 	}
 	st.keys[k] = true
+	fresh := k.Thread != st.ID && !st.threads[k.Thread]
+	if fresh {
+		if st.threads == nil {
+			st.threads = make(map[string]bool)
+		}
+		st.threads[k.Thread] = true
+	}
 	st.mu.Unlock()
+	if fresh && st.OnThread != nil {
+		st.OnThread(k.Thread)
+	}
 }
 
 // UsedKeys returns the (user, thread) scopes the session called with.
@@ -219,10 +267,26 @@ func (st *Session) UsedKeys() []upstream.Key {
 	return out
 }
 
-// HasThread reports whether the session called upstreams as thread.
+// AddThreads records threads the session called as on any replica.
+func (st *Session) AddThreads(threads []string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.threads == nil {
+		st.threads = make(map[string]bool, len(threads))
+	}
+	for _, t := range threads {
+		st.threads[t] = true
+	}
+}
+
+// HasThread reports whether the session called upstreams as thread, here
+// or (by its record) on another replica.
 func (st *Session) HasThread(thread string) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	if st.threads[thread] {
+		return true
+	}
 	for k := range st.keys {
 		if k.Thread == thread {
 			return true

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	sse "github.com/tmaxmax/go-sse"
 
@@ -64,29 +65,56 @@ func (k *SDKSink) Request(ctx context.Context, method string, params json.RawMes
 	return SessionRequest(rctx, k.st, method, params)
 }
 
-// DeliverNotification sends progress or a log message through the SDK
-// session; with a handler context it rides that request's stream, otherwise
-// the session's standalone stream.
+// DeliverNotification sends progress or a log message (past the
+// session's level) on the stream of the SDK-path request whose handler
+// context ctx is.
 func DeliverNotification(ctx context.Context, st *Session, method string, params json.RawMessage) {
+	if method == "notifications/message" && !st.WantsLog(params) {
+		return
+	}
+	if w, ok := ctx.Value(writerKey{}).(ClientWriter); ok {
+		_ = w.Write(ctx, &jsonrpc.Request{Method: method, Params: params})
+		return
+	}
+	ss := st.Server()
+	if ss == nil {
+		return
+	}
 	switch method {
 	case "notifications/progress":
 		var p mcp.ProgressNotificationParams
 		if json.Unmarshal(params, &p) == nil {
-			_ = st.SS.NotifyProgress(ctx, &p)
+			_ = ss.NotifyProgress(ctx, &p)
 		}
 	case "notifications/message":
 		var p mcp.LoggingMessageParams
 		if json.Unmarshal(params, &p) == nil {
-			_ = st.SS.Log(ctx, &p)
+			_ = ss.Log(ctx, &p)
 		}
 	}
 }
 
-// SessionRequest sends a server-to-client request through the SDK session:
-// on the stream of the request whose handler context ctx is, else on the
-// session's standalone stream. The params go out as the upstream sent them
-// (rawParams); the client's result comes back through the SDK's result type
-// for the method, re-encoded.
+// ClientWriter writes a message on a session's SDK connection (package
+// sessionhost): with a request handler's context, on that request's stream.
+type ClientWriter interface {
+	Write(ctx context.Context, msg jsonrpc.Message) error
+}
+
+type writerKey struct{}
+
+// WithClientWriter returns ctx carrying w: the base context of a resident
+// session's handlers, so that a handler's requests to the client go out
+// on its own stream with mcp-mux's ids.
+func WithClientWriter(ctx context.Context, w ClientWriter) context.Context {
+	return context.WithValue(ctx, writerKey{}, w)
+}
+
+// SessionRequest sends a server-to-client request of a session: on the
+// stream of the SDK-path request whose handler context ctx is, else
+// through the session's Outbox (its GET stream, on whichever replica), else
+// (a 2026-07-28 request's throwaway session) through the SDK. The params
+// go out as the upstream sent them; the client's answer may come back to
+// any replica (the id names this one).
 func SessionRequest(ctx context.Context, st *Session, method string, params json.RawMessage) (json.RawMessage, error) {
 	if method == "ping" {
 		return json.RawMessage(`{}`), nil
@@ -97,10 +125,24 @@ func SessionRequest(ctx context.Context, st *Session, method string, params json
 	if !st.Supports(method) {
 		return nil, &wire.Error{Code: -32601, Message: fmt.Sprintf("client does not support %s: %v", method, errNoCapability)}
 	}
+	if w, ok := ctx.Value(writerKey{}).(ClientWriter); ok {
+		return st.ask(ctx, func(id string) error {
+			rid, err := jsonrpc.MakeID(id[1 : len(id)-1])
+			if err != nil {
+				return err
+			}
+			return w.Write(ctx, &jsonrpc.Request{ID: rid, Method: method, Params: params})
+		}, nil)
+	}
+	if st.Outbox != nil {
+		return st.ask(ctx, func(id string) error {
+			return st.Outbox(ctx, wire.AppendRequest(nil, json.RawMessage(id), method, params))
+		}, nil)
+	}
 	if st.Send == nil {
 		return nil, errors.New("the session cannot send requests")
 	}
-	res, err := st.Send(ctx, method, &mcp.ServerRequest[*rawParams]{Session: st.SS, Params: &rawParams{raw: params}})
+	res, err := st.Send(ctx, method, &mcp.ServerRequest[*rawParams]{Session: st.Server(), Params: &rawParams{raw: params}})
 	if err != nil {
 		return nil, err
 	}
@@ -203,18 +245,26 @@ func (f *FastSink) Request(ctx context.Context, method string, params json.RawMe
 	if !f.st.Supports(method) {
 		return nil, &wire.Error{Code: -32601, Message: fmt.Sprintf("client does not support %s: %v", method, errNoCapability)}
 	}
-	id, ch := f.st.expect()
-	defer f.st.forget(id)
-	msg := wire.AppendRequest(nil, json.RawMessage(id), method, params)
-	f.mu.Lock()
-	var err error
-	if f.done {
-		err = errors.New("the request that caused this has already completed")
-	} else {
-		err = f.writeLocked(msg)
-	}
-	f.mu.Unlock()
-	if err != nil {
+	return f.st.ask(ctx, func(id string) error {
+		msg := wire.AppendRequest(nil, json.RawMessage(id), method, params)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.done {
+			return errors.New("the request that caused this has already completed")
+		}
+		return f.writeLocked(msg)
+	}, func(id string) {
+		f.Notify("notifications/cancelled", json.RawMessage(`{"requestId":`+id+`,"reason":"cancelled upstream"}`))
+	})
+}
+
+// ask sends a request to the client with send (given its id, raw JSON)
+// and waits for the answer, which Resolve hands over; when ctx ends first,
+// cancelled (if set) tells the client.
+func (st *Session) ask(ctx context.Context, send func(id string) error, cancelled func(id string)) (json.RawMessage, error) {
+	id, ch := st.expect()
+	defer st.forget(id)
+	if err := send(id); err != nil {
 		return nil, err
 	}
 	select {
@@ -224,7 +274,9 @@ func (f *FastSink) Request(ctx context.Context, method string, params json.RawMe
 		}
 		return m.Result, nil
 	case <-ctx.Done():
-		f.Notify("notifications/cancelled", json.RawMessage(`{"requestId":`+id+`,"reason":"cancelled upstream"}`))
+		if cancelled != nil {
+			cancelled(id)
+		}
 		return nil, ctx.Err()
 	}
 }

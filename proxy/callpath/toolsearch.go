@@ -18,6 +18,11 @@ import (
 func (s *Router) toolSearch(ctx context.Context, st *Session, e Era, k Sink, cat *Catalog, args json.RawMessage) json.RawMessage {
 	res, names := cat.ToolSearch(args)
 	if len(names) > 0 && e.Promote(st, cat, names) {
+		if st.OnPromote != nil {
+			if err := st.OnPromote(ctx, names); err != nil {
+				s.logFor(ctx).Warn("recording tool_search promotions failed: other replicas do not see them", "err", err)
+			}
+		}
 		notifyToolsChanged(ctx, s, st, k)
 	}
 	return res
@@ -31,7 +36,7 @@ func notifyToolsChanged(ctx context.Context, s *Router, st *Session, k Sink) {
 		f.Notify(method, json.RawMessage(`{}`))
 		return
 	}
-	Notify(ctx, st.Send, st.SS, method, nil, s.log)
+	Notify(ctx, st.Send, st.Server(), method, nil, s.log)
 }
 
 // Notify sends one notification to one SDK session through send (the SDK's

@@ -161,7 +161,7 @@ func modernContentHeaders(h http.Header) bool {
 	if ct := h.Get("Content-Type"); ct != "application/json" && !(len(ct) > 17 && ct[:17] == "application/json;") {
 		return false
 	}
-	return callpath.AcceptsBoth(h.Values("Accept"))
+	return mcpwire.AcceptsBoth(h.Values("Accept"))
 }
 
 // plainID reports whether id is one the SDK echoes byte for byte: an

@@ -189,7 +189,7 @@ func (s *listens) listen(ctx context.Context, st *callpath.Session, req mcp.Requ
 	}
 	defer s.listeners.leave(st.User)
 	want := p.Notifications
-	l := &listener{ctx: ctx, ss: st.SS, id: id, tools: want.ToolsListChanged, prompts: want.PromptsListChanged,
+	l := &listener{ctx: ctx, ss: st.Server(), id: id, tools: want.ToolsListChanged, prompts: want.PromptsListChanged,
 		resources: want.ResourcesListChanged, uris: map[string]bool{}}
 	uris, owners := s.subscribeSDKListener(ctx, st, l, want.ResourceSubscriptions)
 	defer s.unsubscribeSDKListener(ctx, st, uris, owners)
@@ -201,7 +201,7 @@ func (s *listens) listen(ctx context.Context, st *callpath.Session, req mcp.Requ
 	}
 	s.listeners.add(l)
 	defer s.listeners.remove(l)
-	ack := &mcp.ServerRequest[*mcp.SubscriptionsAcknowledgedParams]{Session: st.SS,
+	ack := &mcp.ServerRequest[*mcp.SubscriptionsAcknowledgedParams]{Session: st.Server(),
 		Params: &mcp.SubscriptionsAcknowledgedParams{Meta: mcp.Meta{metaSubscriptionID: id}, Notifications: agreed}}
 	if _, err := s.send(ctx, "notifications/subscriptions/acknowledged", ack); err != nil {
 		return nil, fmt.Errorf("sending notifications/subscriptions/acknowledged: %w", err)

@@ -127,6 +127,9 @@ func (s *Handler) answerEarly(w http.ResponseWriter, r *http.Request, body []byt
 	if s.refuseCallHeaders(w, r, &m) {
 		return true
 	}
+	if s.bridge.forwardRetry(w, r, body, &m) { // mrtr.go
+		return true
+	}
 	r.Header.Set(requestIDHeader, string(m.ID))
 	if raw := rawInputResponses(m.Params); raw != nil {
 		r.Header.Set(inputResponsesHeader, string(raw)) // mrtr.go
@@ -190,8 +193,9 @@ func (s *Handler) Receive(ctx context.Context, ss *mcp.ServerSession, method str
 // its user, declared capabilities (the tasks extension included) and log
 // level.
 func newRequestState(ctx context.Context, ss *mcp.ServerSession, req mcp.Request) *modernRequestState {
-	rs := &modernRequestState{st: callpath.Session{SS: ss, User: callpath.User(callpath.HeaderOf(req))}}
+	rs := &modernRequestState{st: callpath.Session{User: callpath.User(callpath.HeaderOf(req))}}
 	st := &rs.st
+	st.SetServer(ss)
 	rs.round.Bind(ctx, st)
 	if ip := ss.InitializeParams(); ip != nil {
 		st.Caps, st.ClientCaps = upstream.Capabilities(ip.Capabilities), ip.Capabilities

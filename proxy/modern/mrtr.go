@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -104,6 +105,9 @@ type bridges struct {
 	panics  *panicguard.Guard
 	parked  parkTable // calls parked between rounds
 	replica string    // this process, in requestStates of parked calls
+	// elsewhere serves a retry of a call parked on another replica there
+	// (Options.Elsewhere); nil: such a retry is refused.
+	elsewhere func(w http.ResponseWriter, r *http.Request, body []byte, replica string)
 }
 
 // bounds returns the caps and shares of the config applied now.
@@ -485,6 +489,32 @@ func (s *bridges) modernCall(ctx context.Context, st *callpath.Session, e *Era, 
 		return s.calls.Dispatch(ctx, st, e, method, req, next)
 	})
 	return s.await(ctx, round, pc)
+}
+
+// forwardRetry sends a retry whose requestState names a call parked on
+// another replica to that replica (Options.Elsewhere), and reports
+// whether it did.
+func (s *bridges) forwardRetry(w http.ResponseWriter, r *http.Request, body []byte, m *wire.Message) bool {
+	if s.elsewhere == nil {
+		return false
+	}
+	switch m.Method {
+	case "tools/call", "prompts/get", "resources/read":
+	default:
+		return false
+	}
+	var p struct {
+		RequestState string `json:"requestState"`
+	}
+	if !bytes.Contains(m.Params, []byte(`"requestState"`)) || json.Unmarshal(m.Params, &p) != nil || p.RequestState == "" {
+		return false
+	}
+	_, replica, ok := s.rt.Load().States.ParkedAt(p.RequestState)
+	if !ok || replica == "" || replica == s.replica {
+		return false
+	}
+	s.elsewhere(w, r, body, replica)
+	return true
 }
 
 // inputResponsesHeader carries a 2026-07-28 request's inputResponses, as

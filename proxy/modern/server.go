@@ -9,7 +9,6 @@ package modern
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -42,8 +41,13 @@ type Options struct {
 	Panics     *panicguard.Guard
 	// Tasks is the durable task service; nil when durable tasks are off.
 	Tasks *taskpoll.Service
-	// States names this process (the replica of parked calls).
+	// States seals requestStates when the config names no key.
 	States *seal.Sealer
+	// Replica names this process in the requestStates of parked calls.
+	Replica string
+	// Elsewhere serves a retry of a call parked on another replica there;
+	// nil: such a retry is refused with an error that says so.
+	Elsewhere func(w http.ResponseWriter, r *http.Request, body []byte, replica string)
 	// Buffers are the response buffers the fast path writes with.
 	Buffers *wire.Buffers
 	// PageSize bounds prompts/list and resources/*list pages; 0 = one page.
@@ -83,7 +87,7 @@ func New(opts Options) *Handler {
 	s.listens = listens{log: s.log, rt: s.rt, calls: s.calls, send: s.send, gate: s.gate, life: s.life, bg: s.bg,
 		panics: s.panics, tasks: s.tasks, capsCache: &s.capsCache}
 	s.bridge = bridges{log: s.log, rt: s.rt, calls: s.calls, panics: s.panics,
-		replica: fmt.Sprintf("%x", opts.States.MAC("replica")[:8])}
+		replica: opts.Replica, elsewhere: opts.Elsewhere}
 	s.stateless = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.sdk },
 		&mcp.StreamableHTTPOptions{Stateless: true, DisableLocalhostProtection: true, PropagateRequestCancellation: true})
 	s.registerTaskMethods()

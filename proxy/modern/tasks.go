@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -86,15 +87,27 @@ type taskParams struct {
 	InputResponses json.RawMessage `json:"inputResponses,omitempty"`
 }
 
+// taskMethods are the extension's methods.
+var taskMethods = []string{"tasks/get", "tasks/update", "tasks/cancel"}
+
 // registerTaskMethods makes the SDK accept the extension's methods; their
 // handler only answers a legacy session (a 2026-07-28 request is served in
 // Receive): the extension is not part of the legacy era.
 func (s *Handler) registerTaskMethods() {
-	for _, m := range []string{"tasks/get", "tasks/update", "tasks/cancel"} {
+	for _, m := range taskMethods {
 		_ = mcp.AddReceivingCustomMethod(s.sdk, m, func(context.Context, *mcp.ServerSession, *taskParams) (*mcpwire.RawResult, error) {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: m + " is a 2026-07-28 method (the " + tasksExtension + " extension)"}
+			return nil, LegacyRefusal(m)
 		})
 	}
+}
+
+// LegacyRefusal is the error a 2025-11-25 session gets for a method of
+// the 2026-07-28 era (the tasks extension's), nil for any other method.
+func LegacyRefusal(method string) *jsonrpc.Error {
+	if !slices.Contains(taskMethods, method) {
+		return nil
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: method + " is a 2026-07-28 method (the " + tasksExtension + " extension)"}
 }
 
 // declareTasks notes whether a 2026-07-28 request declared the extension.

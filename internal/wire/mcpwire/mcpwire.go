@@ -1,12 +1,13 @@
 // Package mcpwire is the half of mcp-mux's JSON-RPC output layer that needs
-// net/http or go-sdk: RawResult for SDK handlers and WriteError for HTTP
-// handlers. Every envelope is built by package wire, which stays a leaf that
+// net/http or go-sdk: RawResult for SDK handlers, WriteError for HTTP
+// handlers, and AcceptsBoth, the Accept rule of a POST. Every envelope is built by package wire, which stays a leaf that
 // imports neither (config reads it).
 package mcpwire
 
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -28,4 +29,24 @@ func WriteError(w http.ResponseWriter, status int, id json.RawMessage, code int6
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(wire.AppendError(nil, id, code, msg, data))
+}
+
+// AcceptsBoth mirrors go-sdk's Accept check for POSTs: the client takes
+// both JSON and event streams.
+func AcceptsBoth(values []string) bool {
+	var jsonOK, streamOK bool
+	for _, v := range values {
+		for _, raw := range strings.Split(v, ",") {
+			base, _, _ := strings.Cut(strings.TrimSpace(raw), ";")
+			switch strings.ToLower(strings.TrimSpace(base)) {
+			case "application/json", "application/*":
+				jsonOK = true
+			case "text/event-stream", "text/*":
+				streamOK = true
+			case "*/*":
+				jsonOK, streamOK = true, true
+			}
+		}
+	}
+	return jsonOK && streamOK
 }

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mcp-mux/mcp-mux/config"
+	"github.com/mcp-mux/mcp-mux/sessionstore"
+	"github.com/mcp-mux/mcp-mux/taskpoll"
+)
+
+// sessionStore returns where 2025-11-25 sessions live: with
+// store.redis_url, a Redis store every replica shares (so any replica
+// serves any session) and the requestState key those replicas share;
+// without, nil (sessions in process) and "".
+func sessionStore(cfg *config.Config, log hclog.Logger) (func(sessionstore.Options) sessionstore.Store, string, error) {
+	if cfg.Store.RedisURL.IsZero() {
+		return nil, "", nil
+	}
+	redis.SetLogger(redisLogger{log.Named("redis")})
+	// Parsed once here so a bad URL stops serve; each store dials its own client.
+	if _, err := taskpoll.DialRedis(cfg.Store.RedisURL.Reveal()); err != nil {
+		return nil, "", err
+	}
+	url, prefix := cfg.Store.RedisURL.Reveal(), cfg.Store.KeyPrefix
+	key := ""
+	if cfg.Inbound.RequestStateKey.IsZero() {
+		c, _ := taskpoll.DialRedis(url)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		k, err := sessionstore.SharedKey(ctx, c, prefix)
+		cancel()
+		_ = c.Close()
+		if err != nil {
+			// Not fatal: sessions work; a 2026-07-28 retry of a parked
+			// call then works only on the replica that parked it.
+			log.Warn("sessions: no shared requestState key (Redis is not reachable yet); set inbound.request_state_key", "err", err)
+		}
+		key = k
+	}
+	log.Info("sessions: shared through Redis", "key_prefix", prefix)
+	return func(o sessionstore.Options) sessionstore.Store {
+		c, _ := taskpoll.DialRedis(url)
+		return sessionstore.NewRedis(sessionstore.RedisOptions{Options: o, Client: c, KeyPrefix: prefix, Logger: log.Named("sessions")})
+	}, key, nil
+}
