@@ -7,7 +7,7 @@ BIN     := bin
 
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: help run test check bench bench-tasks build soak shape
+.PHONY: help run test check bench sessionmem bench-tasks build soak shape
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-6s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -25,6 +25,9 @@ check: ## gofmt check, go vet, then the test suite
 
 bench: ## measure what the mux adds to a tools/call
 	$(GO) run ./bench/mcpbench
+
+sessionmem: ## memory per idle 2025-11-25 session: mux RSS and Redis bytes (needs redis-server)
+	$(GO) run ./bench/sessionmem
 
 shape: ## the code's shape: lines per package, methods per type, cyclomatic complexity (targets in ARCHITECTURE.md)
 	$(GO) run ./bench/shape

@@ -1,5 +1,6 @@
 // Package procstat reads what mcp-mux needs of a process from Linux's
-// /proc/PID/stat: its state, parent and process group.
+// /proc/PID/stat (its state, parent and process group) and, for the
+// benchmarks, its resident set size from /proc/PID/status.
 package procstat
 
 import (
@@ -67,4 +68,36 @@ func PIDs() []int {
 		}
 	}
 	return out
+}
+
+// RSS returns the resident set size of pid in bytes: VmRSS of
+// /proc/PID/status.
+func RSS(pid int) (int64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	return parseRSS(b)
+}
+
+var errNoRSS = errors.New("no VmRSS line in /proc status")
+
+// parseRSS reads the "VmRSS:   1234 kB" line of a /proc status file.
+func parseRSS(b []byte) (int64, error) {
+	for line := range bytes.SplitSeq(b, []byte{'\n'}) {
+		v, ok := bytes.CutPrefix(line, []byte("VmRSS:"))
+		if !ok {
+			continue
+		}
+		f := bytes.Fields(v)
+		if len(f) != 2 || string(f[1]) != "kB" {
+			return 0, errNoRSS
+		}
+		kib, err := strconv.ParseInt(string(f[0]), 10, 64)
+		if err != nil || kib < 0 {
+			return 0, errNoRSS
+		}
+		return kib << 10, nil
+	}
+	return 0, errNoRSS
 }

@@ -62,3 +62,28 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestRSS(t *testing.T) {
+	for _, c := range []struct {
+		status string
+		want   int64
+		ok     bool
+	}{
+		{"Name:\tx\nVmPeak:\t  9 kB\nVmRSS:\t    1234 kB\nRssAnon:\t 1 kB\n", 1234 << 10, true},
+		{"VmRSS: 0 kB", 0, true},
+		{"Name:\tkernel thread\n", 0, false}, // no VmRSS line
+		{"VmRSS:\t12 MB\n", 0, false},
+		{"VmRSS:\t-1 kB\n", 0, false},
+	} {
+		got, err := parseRSS([]byte(c.status))
+		if (err == nil) != c.ok || got != c.want {
+			t.Errorf("parseRSS(%q) = %d, %v; want %d, ok %v", c.status, got, err, c.want, c.ok)
+		}
+	}
+	if n, err := RSS(os.Getpid()); err != nil || n <= 0 {
+		t.Errorf("RSS(self) = %d, %v", n, err)
+	}
+	if _, err := RSS(-1); err == nil {
+		t.Error("RSS(-1) succeeded")
+	}
+}
