@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -69,98 +68,39 @@ func TestRefusalAndCounts(t *testing.T) {
 	}
 }
 
-// N concurrent admissions against a cap of K admit exactly K; slots turn
-// into sessions, and a closed session or a released slot frees its place.
-func TestSessionsAdmitExactly(t *testing.T) {
-	var a Sessions
-	in := &config.Inbound{MaxSessions: 3}
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		admitted []*http.Request
-		refused  []*httptest.ResponseRecorder
-	)
-	for range 16 {
-		wg.Go(func() {
-			r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
-			w := httptest.NewRecorder()
-			_, ok := a.Admit(w, r, []byte(`{"jsonrpc":"2.0","id":4,"method":"initialize"}`), in, "u", hclog.NewNullLogger())
-			mu.Lock()
-			defer mu.Unlock()
-			if ok {
-				admitted = append(admitted, r)
-			} else {
-				refused = append(refused, w)
-			}
-		})
-	}
-	wg.Wait()
-	if len(admitted) != 3 || len(refused) != 13 {
-		t.Fatalf("%d admitted, %d refused, want 3 and 13", len(admitted), len(refused))
-	}
-	w := refused[0]
-	want := `{"jsonrpc":"2.0","id":4,"error":{"code":-32000,"message":"mcp-mux serves at most 3 sessions (inbound.max_sessions); try again later"}}`
-	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != "1" || w.Body.String() != want {
-		t.Errorf("refusal: HTTP %d, Retry-After %q, %s", w.Code, w.Header().Get("Retry-After"), w.Body)
-	}
-	a.Open("u", admitted[0].Header.Get(Header)) // a slot becomes a session
-	a.Release(admitted[1].Header.Get(Header))   // a request that opened none
-	if _, refused := a.Reserve(Of(in).Sessions, "v"); refused != "" {
-		t.Fatalf("a released slot was not freed: %s", refused)
-	}
-	if _, refused := a.Reserve(Of(in).Sessions, "v"); refused != "inbound.max_sessions" {
-		t.Fatalf("past the cap: %q", refused)
-	}
-	a.Close("u")
-	if _, refused := a.Reserve(Of(in).Sessions, "v"); refused != "" {
-		t.Fatalf("a closed session was not freed: %s", refused)
-	}
-	release, ok := a.Admit(httptest.NewRecorder(), &http.Request{Header: http.Header{"Mcp-Session-Id": {"s1"}}}, nil, in, "u", hclog.NewNullLogger())
-	if !ok || release == nil {
-		t.Fatal("a request of an open session took a slot")
-	}
-	release()
-}
-
-// A caller past its share is refused with the share's text.
-func TestSessionsShare(t *testing.T) {
-	var a Sessions
-	in := &config.Inbound{Auth: config.InboundAuth{Mode: "api_keys"}, MaxSessions: 8, MaxSessionsPerUser: 1}
-	if _, ok := a.Admit(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/mcp", nil), nil, in, "u", hclog.NewNullLogger()); !ok {
-		t.Fatal("first session refused")
-	}
-	w := httptest.NewRecorder()
-	if _, ok := a.Admit(w, httptest.NewRequest(http.MethodPost, "/mcp", nil), nil, in, "u", hclog.NewNullLogger()); ok {
-		t.Fatal("second session of the caller admitted")
-	}
-	if !strings.Contains(w.Body.String(), "this caller already has 1 sessions, the most one caller may open (inbound.max_sessions_per_user); close one or try again later") {
-		t.Errorf("refusal: %s", w.Body)
-	}
-}
-
-// Calls admits at most limit requests at once, each cancelled with its
-// session.
+// Calls admits at most limit requests at once, each cancelled when its
+// session ends (and so is every later one), and holds nothing when idle.
 func TestCalls(t *testing.T) {
 	var c Calls
-	session, end := context.WithCancel(context.Background())
-	ctx, done, err := c.Admit(context.Background(), session, 1)
+	ctx, done, err := c.Admit(context.Background(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := c.Admit(context.Background(), nil, 1); err == nil || !strings.Contains(err.Error(), "this session already has 1 requests in flight") {
+	if _, _, err := c.Admit(context.Background(), 1); err == nil || !strings.Contains(err.Error(), "this session already has 1 requests in flight") {
 		t.Fatalf("past the limit: %v", err)
 	}
-	end()
+	done()
+	if c.calls != nil || c.Active() != 0 {
+		t.Fatalf("an idle Calls holds %d calls, %d active", len(c.calls), c.Active())
+	}
+	ctx, done, err = c.Admit(context.Background(), 1)
+	if err != nil {
+		t.Fatalf("after the first ended: %v", err)
+	}
+	c.End()
 	select {
 	case <-ctx.Done():
 	case <-time.After(5 * time.Second):
 		t.Fatal("the request outlived its session")
 	}
 	done()
-	if _, done, err := c.Admit(context.Background(), nil, 1); err != nil {
-		t.Fatalf("after the first ended: %v", err)
-	} else {
-		done()
+	later, done, err := c.Admit(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	if later.Err() == nil {
+		t.Fatal("a request admitted after the session ended is not cancelled")
 	}
 }
 

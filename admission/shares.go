@@ -1,8 +1,9 @@
 // Package admission decides what one client may make mcp-mux hold: the
 // global caps on sessions, listen streams and parked calls and each
-// caller's share of them (Bounds, Counts), exact admission of new sessions
-// (Sessions), the requests in flight per session (Calls), and the size and
-// read deadline of request bodies (Bodies). Refusals are JSON-RPC errors
+// caller's share of them (Bounds, Counts; the session store admits new
+// sessions within them, package sessionstore), the requests in flight per
+// session (Calls), and the size and read deadline of request bodies
+// (Bodies). Refusals are JSON-RPC errors
 // that name the bound and the config key that sets it.
 package admission
 

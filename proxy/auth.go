@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/mcp-mux/mcp-mux/admission"
 	"github.com/mcp-mux/mcp-mux/headers"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
@@ -23,8 +22,7 @@ import (
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del(callpath.UserHeader)
-		r.Header.Del(admission.Header) // package admission
-		rt := s.rt.Load()              // Host and Origin were checked by GuardHosts
+		rt := s.rt.Load() // Host and Origin were checked by GuardHosts
 		user, err := rt.Auth.Authenticate(r)
 		if err != nil {
 			s.logFor(r.Context()).Debug("unauthenticated request", "reason", err)

@@ -98,7 +98,6 @@ func (s *Server) serveInitialize(w http.ResponseWriter, r *http.Request, body []
 		return
 	}
 	defer lease.Release()
-	st.SetServer(lease.Session())
 	r.Body = io.NopCloser(bytes.NewReader(slices.Clone(body)))
 	defer s.requests.bind(r)()
 	lease.Serve(w, r)
@@ -116,7 +115,6 @@ func (s *Server) serveSDK(w http.ResponseWriter, r *http.Request, st *callpath.S
 		return
 	}
 	defer lease.Release()
-	st.SetServer(lease.Session())
 	r.Body = io.NopCloser(bytes.NewReader(slices.Clone(body)))
 	defer s.requests.bind(r)()
 	lease.Serve(w, r)

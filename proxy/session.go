@@ -201,7 +201,6 @@ func (t *sessionTable) build(rec *sessionstore.Record) *callpath.Session {
 		st.Caps, st.ClientCaps = upstream.Capabilities(st.Init.Capabilities), st.Init.Capabilities
 	}
 	t.apply(st, rec)
-	st.Start()
 	st.Touch()
 	return st
 }

@@ -239,5 +239,5 @@ func (r running) end() {
 
 // Admit starts one request of the session st (admission.Calls.Admit).
 func (s *Router) Admit(ctx context.Context, st *Session) (context.Context, func(), error) {
-	return st.inflight.Admit(ctx, st.ctx, s.maxCalls)
+	return st.inflight.Admit(ctx, s.maxCalls)
 }

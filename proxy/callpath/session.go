@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -46,10 +47,8 @@ type Session struct {
 	Init     *mcp.InitializeParams
 	Protocol string
 
-	// ctx ends with the session (end); every request admitted on the
-	// session (Router.Admit) is cancelled with it. inflight counts those requests.
-	ctx      context.Context
-	end      context.CancelFunc
+	// inflight counts the requests admitted on the session (Router.Admit)
+	// and cancels them when it ends (Cancel).
 	inflight admission.Calls
 
 	reqSeq atomic.Uint64
@@ -66,7 +65,7 @@ type Session struct {
 	calls   map[string]context.CancelFunc // in-flight fast-path calls by raw JSON-RPC id
 	pending map[string]chan *wire.Message // fast-path requests to the client, by raw id
 	Level   string                        // logging/setLevel (under mu); "" = none
-	keys    map[upstream.Key]bool         // (user, thread) scopes this session called with here
+	keys    []upstream.Key                // (user, thread) scopes this session called with here (few)
 	threads map[string]bool               // threads it called as anywhere (its record)
 	Subs    subscriptions.Holder          // subscribed resource URIs
 
@@ -92,10 +91,14 @@ func (st *Session) Track(id string, cancel context.CancelFunc) {
 	st.mu.Unlock()
 }
 
-// Untrack forgets a fast-path call that has finished.
+// Untrack forgets a fast-path call that has finished (an idle session
+// keeps no map).
 func (st *Session) Untrack(id string) {
 	st.mu.Lock()
 	delete(st.calls, id)
+	if len(st.calls) == 0 {
+		st.calls = nil
+	}
 	st.mu.Unlock()
 }
 
@@ -115,12 +118,9 @@ func (st *Session) CancelCall(params json.RawMessage) {
 	}
 }
 
-// Cancel cancels every request admitted on the session.
-func (st *Session) Cancel() {
-	if st.end != nil {
-		st.end()
-	}
-}
+// Cancel cancels every request admitted on the session, and every later
+// one: the session ended.
+func (st *Session) Cancel() { st.inflight.End() }
 
 // LogLevel returns the level the client set ("" for none).
 func (st *Session) LogLevel() string {
@@ -195,6 +195,9 @@ func (st *Session) expect() (string, chan *wire.Message) {
 func (st *Session) forget(id string) {
 	st.mu.Lock()
 	delete(st.pending, id)
+	if len(st.pending) == 0 {
+		st.pending = nil
+	}
 	st.mu.Unlock()
 }
 
@@ -239,10 +242,9 @@ func (st *Session) useKey(k upstream.Key) {
 		st.ownReleased.Store(false)
 	}
 	st.mu.Lock()
-	if st.keys == nil {
-		st.keys = make(map[upstream.Key]bool)
+	if !slices.Contains(st.keys, k) {
+		st.keys = append(st.keys, k)
 	}
-	st.keys[k] = true
 	fresh := k.Thread != st.ID && !st.threads[k.Thread]
 	if fresh {
 		if st.threads == nil {
@@ -260,15 +262,14 @@ func (st *Session) useKey(k upstream.Key) {
 func (st *Session) UsedKeys() []upstream.Key {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	out := make([]upstream.Key, 0, len(st.keys))
-	for k := range st.keys {
-		out = append(out, k)
-	}
-	return out
+	return slices.Clone(st.keys)
 }
 
 // AddThreads records threads the session called as on any replica.
 func (st *Session) AddThreads(threads []string) {
+	if len(threads) == 0 {
+		return
+	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.threads == nil {
@@ -287,7 +288,7 @@ func (st *Session) HasThread(thread string) bool {
 	if st.threads[thread] {
 		return true
 	}
-	for k := range st.keys {
+	for _, k := range st.keys {
 		if k.Thread == thread {
 			return true
 		}
@@ -299,13 +300,7 @@ func (st *Session) HasThread(thread string) bool {
 func (st *Session) HasKey(k upstream.Key) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return st.keys[k]
-}
-
-// Start gives the session its context: every request admitted on it is
-// cancelled when the session ends (Cancel).
-func (st *Session) Start() {
-	st.ctx, st.end = context.WithCancel(context.Background())
+	return slices.Contains(st.keys, k)
 }
 
 // UserHeader carries the authenticated user id from the HTTP layer to MCP

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -34,6 +35,10 @@ func notifyToolsChanged(ctx context.Context, s *Router, st *Session, k Sink) {
 	const method = "notifications/tools/list_changed"
 	if f, ok := k.(*FastSink); ok {
 		f.Notify(method, json.RawMessage(`{}`))
+		return
+	}
+	if w, ok := ctx.Value(writerKey{}).(ClientWriter); ok { // a session's SDK-path request
+		_ = w.Write(ctx, &jsonrpc.Request{Method: method, Params: json.RawMessage(`{}`)})
 		return
 	}
 	Notify(ctx, st.Send, st.Server(), method, nil, s.log)
