@@ -91,6 +91,7 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, st *callpath.S
 	defer st.Untrack(idKey)
 
 	k := callpath.NewFastSink(st, w)
+	k.Resumable(m.ID)
 	raw, err := s.calls.GuardedCall(ctx, st, callpath.LegacyEra{}, k, s.calls.CallerKey(st, callpath.LegacyEra{}, r.Header), r.Header, p.Name, p.Arguments, p.Meta)
 
 	out := s.buffers.Get()

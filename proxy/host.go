@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -175,6 +176,10 @@ func (t *sessionTable) serveStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	after := ""
+	if id, ok := callpath.CallStreamID(r.Header.Get("Last-Event-ID")); ok {
+		interrupted(w, id)
+		return
+	}
 	if h := r.Header.Get("Last-Event-ID"); h != "" {
 		var ok bool
 		if after, ok = sessionstore.LastEventID(h); !ok {
@@ -195,6 +200,22 @@ func (t *sessionTable) serveStream(w http.ResponseWriter, r *http.Request) {
 	t.hold(st)
 	sessionhost.ServeStream(r.Context(), w, f, sessionhost.StreamOptions{Stop: t.streamStop, Retry: streamRetry,
 		Sent: func() { t.touch(st) }})
+}
+
+// interruptedCall is the answer to a tools/call whose response stream
+// broke and was resumed: mcp-mux cannot tell whether the call ran.
+const interruptedCall = `{"content":[{"type":"text","text":"mcp-mux: this call was interrupted before it answered (the mcp-mux replica serving it stopped, or its stream broke); it may or may not have run, so check before you retry it"}],"isError":true}`
+
+// interrupted answers the resumption of a tools/call's broken response
+// stream: its replica is gone (or it broke on the way), so the call
+// answers here, as a tool error that says so, rather than never.
+func interrupted(w http.ResponseWriter, id json.RawMessage) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache, no-transform")
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.WriteString(w, "event: message\ndata: ")
+	_, _ = w.Write(wire.AppendResult(nil, id, json.RawMessage(interruptedCall)))
+	_, _ = io.WriteString(w, "\n\n")
 }
 
 // acceptsStream reports whether an Accept header takes event streams.

@@ -3,10 +3,13 @@ package callpath
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -170,12 +173,47 @@ func (p *rawParams) MarshalJSON() ([]byte, error) {
 // JSON; the first related message upgrades it to an event stream, exactly as
 // a server answering on the POST's own stream does.
 type FastSink struct {
-	st *Session
-	w  http.ResponseWriter
+	st    *Session
+	w     http.ResponseWriter
+	prime string // the id of the event stream's priming event ("" for none)
 
 	mu        sync.Mutex
 	streaming bool
 	done      bool
+}
+
+// CallStreamPrefix starts the id of a tools/call event stream's priming
+// event: base64url of the call's JSON-RPC id follows. A client whose
+// stream breaks resumes with it (GET, Last-Event-ID) on any replica, and
+// learns there that the call was interrupted (CallStreamID).
+const CallStreamPrefix = "call."
+
+// Resumable makes the response stream, if it becomes one, start with a
+// priming event naming the call id: a client whose stream breaks (its
+// replica stopped) resumes and gets an answer instead of waiting forever.
+func (f *FastSink) Resumable(id json.RawMessage) {
+	f.prime = CallStreamPrefix + base64.RawURLEncoding.EncodeToString(id)
+}
+
+// CallStreamID returns the JSON-RPC id a call stream's priming id names.
+func CallStreamID(lastEventID string) (json.RawMessage, bool) {
+	rest, ok := strings.CutPrefix(lastEventID, CallStreamPrefix)
+	if !ok || len(rest) > 1024 {
+		return nil, false
+	}
+	id, err := base64.RawURLEncoding.DecodeString(rest)
+	if err != nil {
+		return nil, false
+	}
+	var v any
+	if json.Unmarshal(id, &v) != nil {
+		return nil, false
+	}
+	switch v.(type) {
+	case string, float64: // what a JSON-RPC id may be
+		return id, true
+	}
+	return nil, false
 }
 
 // Session returns the session the request belongs to.
@@ -193,6 +231,11 @@ func (f *FastSink) writeLocked(msg []byte) error {
 		h.Set("Cache-Control", "no-cache, no-transform")
 		f.w.WriteHeader(http.StatusOK)
 		f.streaming = true
+		if f.prime != "" {
+			if _, err := io.WriteString(f.w, "id: "+f.prime+"\ndata: \n\n"); err != nil {
+				return err
+			}
+		}
 	}
 	m := sse.Message{Type: eventType}
 	m.AppendData(string(msg))
