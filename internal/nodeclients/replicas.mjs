@@ -142,8 +142,10 @@ async function until(what, fn, ms = 20000) {
 const flows = {
   async progress({ client, seen }) {
     await expectText(call(client, "inter_progress", { tag: "tsp" }, { onprogress: seen.progressed }), "progress done tsp");
-    await seen.waitFor("three progress notifications", () => seen.progress.filter((m) => m.startsWith("tsp ")).length === 3);
-    return seen.progress.join(", ");
+    const got = () => seen.progress.filter((m) => m.startsWith("tsp "));
+    await seen.waitFor("three progress notifications", () => got().length >= 3);
+    if (got().join(",") !== "tsp 1,tsp 2,tsp 3") throw new Error(`progress messages ${JSON.stringify(got())}, want tsp 1, 2, 3 once each in order`);
+    return got().join(", ");
   },
   async logging({ client, seen }) {
     await client.setLoggingLevel("info");
@@ -225,35 +227,49 @@ async function runFlows() {
 }
 
 // runLoop calls tools (plain and interactive) until the test says stop,
-// then reports what happened to them.
+// printing a "tick" line every five answered calls, then makes one last
+// call and reports what happened to them all: calls, ok, failed,
+// session_not_found, unanswered (timed out), final_ok (the session still
+// works) and the first errors.
 async function runLoop() {
-  const counts = { calls: 0, ok: 0, failed: 0, session_not_found: 0, unanswered: 0, errors: [] };
+  const counts = { calls: 0, ok: 0, failed: 0, session_not_found: 0, unanswered: 0, final_ok: false, errors: [] };
+  const fail = (e, prefix = "") => {
+    counts.failed++;
+    const msg = prefix + String(e?.message ?? e);
+    if (/session not found/i.test(msg) || /\b404\b/.test(msg)) counts.session_not_found++;
+    if (/timed out/i.test(msg)) counts.unanswered++;
+    if (counts.errors.length < 10) counts.errors.push(msg);
+  };
   let c;
   try {
     c = await connect("ts-loop");
   } catch (e) {
-    report("loop", false, `connect: ${e?.stack ?? e}`);
+    fail(e, "connect: ");
+    report("loop", false, JSON.stringify(counts));
     return;
   }
   let stop = false;
   nextLine().then(() => (stop = true));
-  report("loop_started", true, "");
-  for (let i = 0; !stop; i++) {
+  const once = async (i) => {
+    if (i % 3 === 2) await expectText(call(c.client, "inter_sample", { tag: `ts${i}` }), `ts-sampled: sample ts${i}`);
+    else await expectText(call(c.client, "inter_echo", { text: `ts${i}` }), `ts${i}`);
+  };
+  // Five failures in a row: the session is gone (final_ok tells).
+  for (let i = 0, failing = 0; !stop && failing < 5; i++) {
     counts.calls++;
     try {
-      if (i % 3 === 2) await expectText(call(c.client, "inter_sample", { tag: `ts${i}` }), `ts-sampled: sample ts${i}`);
-      else await expectText(call(c.client, "inter_echo", { text: `ts${i}` }), `ts${i}`);
+      await once(i);
+      failing = 0;
       counts.ok++;
+      if (counts.ok % 5 === 0) report("tick", true, counts.ok);
     } catch (e) {
-      counts.failed++;
-      const msg = String(e?.message ?? e);
-      if (/session not found/i.test(msg) || /\b404\b/.test(msg)) counts.session_not_found++;
-      if (/timed out/i.test(msg)) counts.unanswered++;
-      if (counts.errors.length < 10) counts.errors.push(msg);
+      failing++;
+      fail(e);
     }
   }
+  counts.final_ok = await once(2).then(() => true, (e) => (counts.errors.push(`final: ${e?.message ?? e}`), false));
   await c.client.close().catch(() => {});
-  report("loop", counts.failed === 0, JSON.stringify(counts));
+  report("loop", counts.failed === 0 && counts.final_ok, JSON.stringify(counts));
 }
 
 if (mode === "flows") await runFlows();

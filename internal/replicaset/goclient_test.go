@@ -148,13 +148,13 @@ var goFlows = []goFlow{
 	{"progress", goProgress},
 	{"logging", goLogging},
 	{"sampling", func(ctx context.Context, _ *fixture, c *goClient) error {
-		return expectText(c.call(ctx, "inter_sample", map[string]any{"tag": "go"}, nil))("sampled go-sampled: sample go")
+		return c.expect(ctx, "inter_sample", map[string]any{"tag": "go"}, "sampled go-sampled: sample go")
 	}},
 	{"elicitation", func(ctx context.Context, _ *fixture, c *goClient) error {
-		return expectText(c.call(ctx, "inter_elicit", map[string]any{"tag": "go"}, nil))("elicited accept go-answer")
+		return c.expect(ctx, "inter_elicit", map[string]any{"tag": "go"}, "elicited accept go-answer")
 	}},
 	{"roots", func(ctx context.Context, _ *fixture, c *goClient) error {
-		return expectText(c.call(ctx, "inter_roots", nil, nil))("roots " + goRoot)
+		return c.expect(ctx, "inter_roots", nil, "roots "+goRoot)
 	}},
 	{"subscription", goSubscription},
 	{"list_changed", goListChanged},
@@ -162,41 +162,45 @@ var goFlows = []goFlow{
 	{"tasks", goTasks},
 }
 
-// expectText checks a call's text for want.
-func expectText(_ *mcp.CallToolResult, text string, err error) func(want string) error {
-	return func(want string) error {
-		if err != nil {
-			return err
-		}
-		if !strings.Contains(text, want) {
-			return fmt.Errorf("result %q, want %q in it", text, want)
-		}
-		return nil
+// expect calls a tool and checks its text for want.
+func (c *goClient) expect(ctx context.Context, name string, args map[string]any, want string) error {
+	_, text, err := c.call(ctx, name, args, nil)
+	return wantText(text, err, want)
+}
+
+func wantText(text string, err error, want string) error {
+	if err != nil {
+		return err
 	}
+	if !strings.Contains(text, want) {
+		return fmt.Errorf("result %q, want %q in it", text, want)
+	}
+	return nil
 }
 
 func goProgress(ctx context.Context, _ *fixture, c *goClient) error {
-	if err := expectText(c.call(ctx, "inter_progress", map[string]any{"tag": "gop"}, mcp.Meta{"progressToken": "go-progress"}))("progress done gop"); err != nil {
+	_, text, err := c.call(ctx, "inter_progress", map[string]any{"tag": "gop"}, mcp.Meta{"progressToken": "go-progress"})
+	if err := wantText(text, err, "progress done gop"); err != nil {
 		return err
 	}
 	// Progress rides the call's stream before its result, but the client
 	// may run its handler after CallTool returned.
-	return c.ev.wait(ctx, "three progress notifications", func(e *events) bool {
-		n := 0
-		for _, m := range e.progress {
-			if strings.HasPrefix(m, "gop ") {
-				n++
-			}
-		}
-		return n == 3
+	var got []string
+	err = c.ev.wait(ctx, "three progress notifications", func(e *events) bool {
+		got = slices.DeleteFunc(slices.Clone(e.progress), func(m string) bool { return !strings.HasPrefix(m, "gop ") })
+		return len(got) >= 3
 	})
+	if err == nil && !slices.Equal(got, []string{"gop 1", "gop 2", "gop 3"}) {
+		err = fmt.Errorf("progress messages %q, want gop 1, 2, 3 once each in order", got)
+	}
+	return err
 }
 
 func goLogging(ctx context.Context, _ *fixture, c *goClient) error {
 	if err := c.cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
 		return fmt.Errorf("logging/setLevel: %w", err)
 	}
-	if err := expectText(c.call(ctx, "inter_log", map[string]any{"tag": "gol"}, nil))("logged gol"); err != nil {
+	if err := c.expect(ctx, "inter_log", map[string]any{"tag": "gol"}, "logged gol"); err != nil {
 		return err
 	}
 	return c.ev.wait(ctx, "the log message", func(e *events) bool { return slices.Contains(e.logs, "log gol") })
@@ -206,7 +210,7 @@ func goSubscription(ctx context.Context, _ *fixture, c *goClient) error {
 	if err := c.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: mcptest.FlowResource}); err != nil {
 		return fmt.Errorf("subscribe: %w", err)
 	}
-	if err := expectText(c.call(ctx, "inter_touch", map[string]any{"uri": mcptest.FlowResource}, nil))("touched"); err != nil {
+	if err := c.expect(ctx, "inter_touch", map[string]any{"uri": mcptest.FlowResource}, "touched"); err != nil {
 		return err
 	}
 	if err := c.ev.wait(ctx, "notifications/resources/updated", func(e *events) bool {
@@ -250,11 +254,11 @@ func goListChanged(ctx context.Context, fx *fixture, c *goClient) error {
 // goToolSearch: with tool_search on, a new session lists tool_search
 // alone, cannot call a deferred tool, promotes it with a query (and gets
 // tools/list_changed), then lists and calls it.
-func goToolSearch(ctx context.Context, fx *fixture, _ *goClient) error {
+func goToolSearch(ctx context.Context, fx *fixture, _ *goClient) (err error) {
 	if err := fx.set.WriteConfig(fx.config(cfgOpts{toolSearch: true})); err != nil {
 		return err
 	}
-	defer func() { _ = fx.set.WriteConfig(fx.config(cfgOpts{})) }()
+	defer func() { err = errors.Join(err, fx.set.WriteConfig(fx.config(cfgOpts{}))) }()
 	s, err := connectGo(ctx, fx.set.URL(), "go-tool-search")
 	if err != nil {
 		return err
@@ -270,7 +274,7 @@ func goToolSearch(ctx context.Context, fx *fixture, _ *goClient) error {
 	if _, text, err := s.call(ctx, "inter_echo", map[string]any{"text": "x"}, nil); err == nil || !strings.Contains(text, "deferred") {
 		return fmt.Errorf("calling a deferred tool: %q %v, want the deferred error", text, err)
 	}
-	if err := expectText(s.call(ctx, "tool_search", map[string]any{"query": "select:inter_echo"}, nil))("inter_echo"); err != nil {
+	if err := s.expect(ctx, "tool_search", map[string]any{"query": "select:inter_echo"}, "inter_echo"); err != nil {
 		return err
 	}
 	if err := s.ev.wait(ctx, "tools/list_changed", func(e *events) bool { return e.toolsChanged > 0 }); err != nil {
@@ -279,7 +283,7 @@ func goToolSearch(ctx context.Context, fx *fixture, _ *goClient) error {
 	if names, err = s.tools(ctx); err != nil || !slices.Contains(names, "inter_echo") {
 		return fmt.Errorf("tools after the search: %v %v, want inter_echo", names, err)
 	}
-	return expectText(s.call(ctx, "inter_echo", map[string]any{"text": "promoted"}, nil))("promoted")
+	return s.expect(ctx, "inter_echo", map[string]any{"text": "promoted"}, "promoted")
 }
 
 // goTasks: a durable task submitted, seen running, released, seen
@@ -310,7 +314,7 @@ func goTasks(ctx context.Context, fx *fixture, c *goClient) error {
 	if err := waitTaskStatus(ctx, c, sub.TaskID, "completed"); err != nil {
 		return err
 	}
-	return expectText(c.call(ctx, "list_background_tasks", map[string]any{}, nil))(sub.TaskID)
+	return c.expect(ctx, "list_background_tasks", map[string]any{}, sub.TaskID)
 }
 
 func taskStatus(ctx context.Context, c *goClient, id string) (string, error) {

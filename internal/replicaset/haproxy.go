@@ -43,7 +43,11 @@ type balancer struct {
 // SIGTERM on) leaves rotation within a check interval; a request whose
 // connection is refused (it never reached a replica) is redispatched to
 // another, as most production balancers do.
-func haproxyConfig(addr, statsAddr string, addrs []string) string {
+//
+// With sticky, a session's requests go to the replica that answered its
+// initialize (matched on Mcp-Session-Id), as a deployment whose sessions
+// live in one replica's memory needs.
+func haproxyConfig(addr, statsAddr string, addrs []string, sticky bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `global
     maxconn 4096
@@ -76,6 +80,12 @@ backend %s
     http-check expect status 200
     default-server check inter 200ms fall 1 rise 1
 `, addr, backendName, statsAddr, backendName)
+	if sticky {
+		b.WriteString(`    stick-table type string len 128 size 100k expire 30m
+    stick match req.hdr(mcp-session-id)
+    stick store-response res.hdr(mcp-session-id)
+`)
+	}
 	for i, a := range addrs {
 		fmt.Fprintf(&b, "    server r%d %s\n", i, a)
 	}
@@ -84,7 +94,7 @@ backend %s
 
 // startBalancer writes the config into dir and runs haproxy in the
 // foreground until stop.
-func startBalancer(dir string, addrs []string) (*balancer, error) {
+func startBalancer(dir string, addrs []string, sticky bool) (*balancer, error) {
 	ports, err := freeAddrs(2)
 	if err != nil {
 		return nil, err
@@ -92,7 +102,7 @@ func startBalancer(dir string, addrs []string) (*balancer, error) {
 	lb := &balancer{addr: ports[0], statsAddr: ports[1], stderr: newLogBuf(), done: make(chan struct{}),
 		http: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}}
 	cfg := filepath.Join(dir, "haproxy.cfg")
-	if err := os.WriteFile(cfg, []byte(haproxyConfig(lb.addr, lb.statsAddr, addrs)), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(haproxyConfig(lb.addr, lb.statsAddr, addrs, sticky)), 0o600); err != nil {
 		return nil, err
 	}
 	lb.cmd = exec.Command(HAProxyBin, "-db", "-f", cfg)
@@ -115,7 +125,8 @@ func (lb *balancer) stop() {
 // serverStat is one replica's line of the stats page.
 type serverStat struct {
 	status   string // UP, DOWN, MAINT, … (with a transition suffix)
-	requests int
+	requests int    // HTTP requests served
+	current  int    // connections open now: requests in flight, streams
 }
 
 // stats reads the backend's servers from the CSV stats page.
@@ -163,7 +174,8 @@ func parseStats(r io.Reader) (map[string]serverStat, error) {
 		if err != nil {
 			n, _ = strconv.Atoi(field(row, "stot"))
 		}
-		out[sv] = serverStat{status: field(row, "status"), requests: n}
+		cur, _ := strconv.Atoi(field(row, "scur"))
+		out[sv] = serverStat{status: field(row, "status"), requests: n, current: cur}
 	}
 	return out, nil
 }

@@ -1,10 +1,14 @@
 package replicaset_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/internal/replicaset"
@@ -41,6 +45,11 @@ func testMain(m *testing.M) int {
 // Redis they fail with "session not found".
 const envThreeReplicas = "MCP_MUX_REPLICAS_3"
 
+// envSticky runs the fixtures behind a balancer with sticky sessions: a
+// diagnostic, to see what the product does when each session stays on
+// the replica that created it.
+const envSticky = "MCP_MUX_REPLICAS_STICKY"
+
 func needSharedSessions(t *testing.T) {
 	t.Helper()
 	if os.Getenv(envThreeReplicas) != "1" {
@@ -56,6 +65,7 @@ type fixture struct {
 	set                         *replicaset.Set
 	jobs                        *mcptest.TaskServer
 	interURL, jobsURL, extraURL string
+	sleeping                    atomic.Int64 // inter's sleep calls running now
 }
 
 // config options: the extra server, tool_search.
@@ -64,11 +74,36 @@ type cfgOpts struct{ extra, toolSearch bool }
 func newFixture(t *testing.T, replicas int) *fixture {
 	t.Helper()
 	fx := &fixture{jobs: &mcptest.TaskServer{Held: true, UntypedSubmit: true}}
-	fx.interURL = mcptest.ServeHTTP(t, mcptest.NewFlowServer("inter")).URL + "/mcp"
+	inter := mcptest.NewFlowServer("inter")
+	stop, stopHandlers := context.WithCancel(context.Background())
+	inter.AddReceivingMiddleware(upstreamMiddleware(stop, &fx.sleeping))
+	fx.interURL = mcptest.ServeHTTP(t, inter).URL + "/mcp"
+	// A tool waiting on a client whose replica was killed waits for ever
+	// (its session does not end with the replica's connection): cancel it
+	// before the server's Close waits for it.
+	t.Cleanup(stopHandlers)
 	fx.jobsURL = mcptest.ServeHTTP(t, fx.jobs.MCP()).URL + "/mcp"
 	fx.extraURL = mcptest.ServeHTTP(t, mcptest.NewServer("extra", "ping")).URL + "/mcp"
-	fx.set = replicaset.Start(t, replicaset.Options{Binary: muxBin, Replicas: replicas, Config: fx.config(cfgOpts{})})
+	fx.set = replicaset.Start(t, replicaset.Options{Binary: muxBin, Replicas: replicas, Config: fx.config(cfgOpts{}),
+		StickySessions: os.Getenv(envSticky) == "1"})
 	return fx
+}
+
+// upstreamMiddleware cancels every request the server handles when stop
+// is done, and counts the sleep calls running in sleeping.
+func upstreamMiddleware(stop context.Context, sleeping *atomic.Int64) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			defer context.AfterFunc(stop, cancel)()
+			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok && method == "tools/call" && p.Name == "sleep" {
+				sleeping.Add(1)
+				defer sleeping.Add(-1)
+			}
+			return next(ctx, method, req)
+		}
+	}
 }
 
 // config is the shared config: inter and jobs, durable tasks polled every

@@ -135,12 +135,3 @@ func (r *Replica) signal(sig syscall.Signal, timeout time.Duration) (int, error)
 		return 0, fmt.Errorf("replica %d did not exit within %s of %s", r.index, timeout, sig)
 	}
 }
-
-// countLogs counts the current process's log lines with message msg.
-func (r *Replica) countLogs(msg string) int {
-	p := r.current()
-	if p == nil {
-		return 0
-	}
-	return len(findLogs(p.logs.String(), msg))
-}

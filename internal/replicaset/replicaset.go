@@ -14,6 +14,7 @@
 package replicaset
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -58,6 +59,11 @@ type Options struct {
 	// answers 503 after SIGTERM before the listener closes. Zero means
 	// one second, five health-check intervals; negative means none.
 	ShutdownDelay time.Duration
+	// StickySessions makes the balancer send a session's requests to the
+	// replica that created it (by Mcp-Session-Id), as deployments must
+	// while sessions live in one replica's memory. For comparison only:
+	// the point of the set is that any replica serves any request.
+	StickySessions bool
 }
 
 // Set is a running replica set.
@@ -95,12 +101,16 @@ func Start(t testing.TB, opts Options) *Set {
 		s.replicas = append(s.replicas, &Replica{index: i, addr: a})
 	}
 	t.Cleanup(func() { s.close(t) })
-	for i := range s.replicas {
-		if err := s.replicas[i].start(opts.Binary, s.args(i), s.env(), startTimeout); err != nil {
-			t.Fatal(err)
-		}
+	errs := make([]error, len(s.replicas))
+	var wg sync.WaitGroup
+	for i, r := range s.replicas {
+		wg.Go(func() { errs[i] = r.start(opts.Binary, s.args(i), s.env(), startTimeout) })
 	}
-	if s.lb, err = startBalancer(s.dir, addrs); err != nil {
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if s.lb, err = startBalancer(s.dir, addrs, opts.StickySessions); err != nil {
 		t.Fatal(err)
 	}
 	for i := range s.replicas {
@@ -140,6 +150,20 @@ func (s *Set) Spread() ([]int, error) {
 	return out, nil
 }
 
+// InFlight returns how many requests each replica is serving now (as the
+// balancer counts them: open server connections, streams included).
+func (s *Set) InFlight() ([]int, error) {
+	st, err := s.lb.stats()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int, len(s.replicas))
+	for i := range out {
+		out[i] = st["r"+strconv.Itoa(i)].current
+	}
+	return out, nil
+}
+
 // Stop sends replica i SIGTERM and waits until it has exited (code 0) and
 // the balancer has taken it out of rotation.
 func (s *Set) Stop(i int) error {
@@ -162,9 +186,9 @@ func (s *Set) Kill(i int) error {
 	return s.waitLB(i, "DOWN")
 }
 
-// StartReplica starts replica i again on its address and waits until it
-// has finished its first discovery and the balancer has it in rotation.
-func (s *Set) StartReplica(i int) error {
+// Start starts replica i again on its address and waits until it has
+// finished its first discovery and the balancer has it in rotation.
+func (s *Set) Start(i int) error {
 	if err := s.replicas[i].start(s.opts.Binary, s.args(i), s.env(), startTimeout); err != nil {
 		return err
 	}
@@ -177,7 +201,7 @@ func (s *Set) Restart(i int) error {
 	if err := s.Stop(i); err != nil {
 		return err
 	}
-	return s.StartReplica(i)
+	return s.Start(i)
 }
 
 // RollingRestart restarts every replica in turn, as a rolling deployment
@@ -196,47 +220,72 @@ func (s *Set) RollingRestart(ctx context.Context) error {
 
 // WriteConfig replaces the shared config file atomically (a rename, as
 // the kubelet's ConfigMap update does) and waits until every running
-// replica has applied it. cfg is completed as Options.Config is.
+// replica has applied it; a replica that reports a problem with it is an
+// error. cfg is completed as Options.Config is; writing the running
+// config again changes nothing.
 func (s *Set) WriteConfig(cfg string) error {
 	s.cfgMu.Lock()
 	defer s.cfgMu.Unlock()
-	var running []*Replica
-	before := map[*Replica]int{}
-	for _, r := range s.replicas {
-		if r.Running() {
-			running = append(running, r)
-			before[r] = r.countLogs("config reloaded") + r.countLogs("reload problem")
-		}
-	}
-	if err := s.writeConfig(cfg); err != nil {
+	b, err := completeConfig(cfg, s.redis.URL())
+	if err != nil {
 		return err
 	}
-	for _, r := range running {
-		p := r.current()
-		ok := p.logs.waitFor(reloadTimeout, p.done, func(out string) bool {
-			return len(findLogs(out, "config reloaded"))+len(findLogs(out, "reload problem")) > before[r]
-		})
-		if !ok {
-			return fmt.Errorf("replica %d did not reload within %s", r.index, reloadTimeout)
+	if old, err := os.ReadFile(s.cfgPath); err == nil && bytes.Equal(old, b) {
+		return nil // the replicas ignore a rewrite that changes nothing
+	}
+	type mark struct {
+		index, reloaded, problems int
+		p                         *proc
+	}
+	var running []mark
+	for _, r := range s.replicas {
+		if r.Running() {
+			p := r.current()
+			out := p.logs.String()
+			running = append(running, mark{r.index, len(findLogs(out, msgReloaded)), len(findLogs(out, msgReloadProblem)), p})
 		}
-		if n := len(findLogs(p.logs.String(), "reload problem")); n > 0 {
-			return fmt.Errorf("replica %d logged %d reload problem(s)", r.index, n)
+	}
+	if err := writeAtomic(s.cfgPath, b); err != nil {
+		return err
+	}
+	for _, m := range running {
+		var problems []map[string]any
+		ok := m.p.logs.waitFor(reloadTimeout, m.p.done, func(out string) bool {
+			problems = findLogs(out, msgReloadProblem)[m.problems:]
+			return len(findLogs(out, msgReloaded)) > m.reloaded || len(problems) > 0
+		})
+		switch {
+		case len(problems) > 0:
+			return fmt.Errorf("replica %d: reload problem: %v", m.index, problems[0]["problem"])
+		case !ok:
+			return fmt.Errorf("replica %d did not reload within %s", m.index, reloadTimeout)
 		}
 	}
 	return nil
 }
 
-// writeConfig completes cfg and writes it to the config path atomically.
+// The log messages of a reload: one per applied reload, one per problem.
+const (
+	msgReloaded      = "config reloaded"
+	msgReloadProblem = "reload problem"
+)
+
+// writeConfig completes cfg and writes it to the config path.
 func (s *Set) writeConfig(cfg string) error {
 	b, err := completeConfig(cfg, s.redis.URL())
 	if err != nil {
 		return err
 	}
-	tmp := s.cfgPath + ".tmp"
+	return writeAtomic(s.cfgPath, b)
+}
+
+// writeAtomic replaces path with b through a rename.
+func writeAtomic(path string, b []byte) error {
+	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
 		return fmt.Errorf("writing config: %w", err)
 	}
-	if err := os.Rename(tmp, s.cfgPath); err != nil {
+	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("writing config: %w", err)
 	}
 	return nil
@@ -282,7 +331,7 @@ func (s *Set) args(i int) []string {
 		delay = 0
 	}
 	return []string{"serve", "--config", s.cfgPath, "--listen", s.replicas[i].addr,
-		"--log-format", "json", "--shutdown-delay", delay.String(), "--data-dir", filepath.Join(s.dir, "data"+strconv.Itoa(i))}
+		"--log-format", "json", "--shutdown-delay", delay.String()}
 }
 
 func (s *Set) env() []string { return append(baseEnv(), s.opts.Env...) }
@@ -298,7 +347,8 @@ func (s *Set) waitLB(i int, want string) error {
 }
 
 // close stops every replica (SIGTERM, all at once; SIGKILL for those that
-// hang) and the balancer, and logs everything when t failed.
+// hang) and the balancer, and logs everything when t failed. A replica
+// must exit 0 on SIGTERM.
 func (s *Set) close(t testing.TB) {
 	var wg sync.WaitGroup
 	errs := make([]error, len(s.replicas))
@@ -307,8 +357,13 @@ func (s *Set) close(t testing.TB) {
 			continue
 		}
 		wg.Go(func() {
-			if _, errs[i] = r.signal(syscall.SIGTERM, stopTimeout); errs[i] != nil {
+			code, err := r.signal(syscall.SIGTERM, stopTimeout)
+			switch {
+			case err != nil:
+				errs[i] = err
 				_, _ = r.signal(syscall.SIGKILL, stopTimeout)
+			case code != 0:
+				errs[i] = fmt.Errorf("replica %d exited with code %d after SIGTERM", i, code)
 			}
 		})
 	}
