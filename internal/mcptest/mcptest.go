@@ -79,7 +79,12 @@ type SleepArgs struct {
 // _meta's, or its session's), the interactive tools progress, log, sample and elicit
 // (see addInteractiveTools) and, when extra names are given, one trivial tool per name.
 func NewServer(name string, extra ...string) *mcp.Server {
-	s := mcp.NewServer(&mcp.Implementation{Name: name, Version: "test"}, nil)
+	return newServer(name, nil, extra...)
+}
+
+// newServer is NewServer with the SDK's server options.
+func newServer(name string, opts *mcp.ServerOptions, extra ...string) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: name, Version: "test"}, opts)
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echo text back."},
 		func(_ context.Context, _ *mcp.CallToolRequest, in EchoArgs) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil

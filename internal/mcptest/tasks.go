@@ -27,6 +27,15 @@ type TaskServer struct {
 	// SameRemoteID, when set, is the task id every submit answers (a
 	// server that hands out one id twice).
 	SameRemoteID string
+	// Held makes each job answer "running" until Release names the input
+	// it was submitted with (a job the test finishes when it chooses).
+	Held bool
+	// UntypedSubmit makes the submit tool declare no outputSchema.
+	// mcp-mux lists a submit tool with its server's outputSchema but
+	// answers it with its own task shape, which clients that validate
+	// structuredContent against the listed schema (the TypeScript SDK)
+	// refuse.
+	UntypedSubmit bool
 
 	mu      sync.Mutex
 	stop    chan struct{}
@@ -35,6 +44,8 @@ type TaskServer struct {
 	polls   map[string][]time.Time
 	hdrs    []http.Header
 	cancel  map[string]int
+	inputs  map[string]string // job id → submit input
+	freed   map[string]bool   // inputs Release named
 }
 
 // StatusArgs are the status and cancel tools' arguments.
@@ -59,21 +70,32 @@ func (ts *TaskServer) MCP() *mcp.Server {
 	ts.mu.Lock()
 	if ts.polls == nil {
 		ts.polls, ts.cancel, ts.stop = map[string][]time.Time{}, map[string]int{}, make(chan struct{})
+		ts.inputs = map[string]string{}
 	}
 	stop := ts.stop
 	ts.mu.Unlock()
 	s := mcp.NewServer(&mcp.Implementation{Name: "jobs", Version: "test"}, nil)
-	mcp.AddTool(s, &mcp.Tool{Name: "submit_job", Description: "Start a job."},
-		func(_ context.Context, _ *mcp.CallToolRequest, a SubmitArgs) (*mcp.CallToolResult, TaskState, error) {
-			ts.mu.Lock()
-			ts.next++
-			id := fmt.Sprintf("job-%d", ts.next)
-			if ts.SameRemoteID != "" {
-				id = ts.SameRemoteID
-			}
-			ts.mu.Unlock()
-			return nil, TaskState{TaskID: id, Status: "running"}, nil
+	submit := func(a SubmitArgs) TaskState {
+		ts.mu.Lock()
+		defer ts.mu.Unlock()
+		ts.next++
+		id := fmt.Sprintf("job-%d", ts.next)
+		if ts.SameRemoteID != "" {
+			id = ts.SameRemoteID
+		}
+		ts.inputs[id] = a.Input
+		return TaskState{TaskID: id, Status: "running"}
+	}
+	submitTool := &mcp.Tool{Name: "submit_job", Description: "Start a job."}
+	if ts.UntypedSubmit {
+		mcp.AddTool(s, submitTool, func(_ context.Context, _ *mcp.CallToolRequest, a SubmitArgs) (*mcp.CallToolResult, any, error) {
+			return nil, submit(a), nil
 		})
+	} else {
+		mcp.AddTool(s, submitTool, func(_ context.Context, _ *mcp.CallToolRequest, a SubmitArgs) (*mcp.CallToolResult, TaskState, error) {
+			return nil, submit(a), nil
+		})
+	}
 	mcp.AddTool(s, &mcp.Tool{Name: "job_status", Description: "A job's status."},
 		func(ctx context.Context, req *mcp.CallToolRequest, a StatusArgs) (*mcp.CallToolResult, TaskState, error) {
 			ts.mu.Lock()
@@ -82,6 +104,7 @@ func (ts *TaskServer) MCP() *mcp.Server {
 			if req.Extra != nil {
 				ts.hdrs = append(ts.hdrs, req.Extra.Header.Clone())
 			}
+			held := ts.Held && !ts.freed[ts.inputs[a.TaskID]]
 			ts.mu.Unlock()
 			if ts.HangFirst && n == 0 {
 				// A killed caller does not cancel the request: Unblock ends it.
@@ -94,7 +117,7 @@ func (ts *TaskServer) MCP() *mcp.Server {
 			if n < ts.ErrorsFirst {
 				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "backend busy"}}}, TaskState{}, nil
 			}
-			if n < ts.ErrorsFirst+ts.PollsToComplete {
+			if held || n < ts.ErrorsFirst+ts.PollsToComplete {
 				return nil, TaskState{TaskID: a.TaskID, Status: "running"}, nil
 			}
 			return nil, TaskState{TaskID: a.TaskID, Status: "completed", Result: map[string]any{"ok": true, "polls": n + 1}}, nil
@@ -118,6 +141,17 @@ func (ts *TaskServer) Unblock() {
 		ts.stopped = true
 		close(ts.stop)
 	}
+}
+
+// Release lets the held jobs submitted with input complete at their next
+// status call.
+func (ts *TaskServer) Release(input string) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.freed == nil {
+		ts.freed = map[string]bool{}
+	}
+	ts.freed[input] = true
 }
 
 // Polls returns the times of each job's status calls.

@@ -1,0 +1,6 @@
+//go:build !race
+
+package replicaset
+
+// raceEnabled: the binary Build makes is race-enabled like the test binary.
+const raceEnabled = false
