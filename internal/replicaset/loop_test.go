@@ -191,7 +191,6 @@ func (l *clientLoops) finish(t *testing.T, maxOtherFailures int) {
 // every replica in turn is stopped with SIGTERM and started again; no
 // session is lost, no call meets "session not found" or goes unanswered.
 func TestRollingRestart(t *testing.T) {
-	needSharedSessions(t)
 	fx := newFixture(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -216,7 +215,6 @@ func TestRollingRestart(t *testing.T) {
 // flight on the dead replica fail, with a clear error (not a timeout, not
 // "session not found"); the sessions carry on through the others.
 func TestReplicaKilled(t *testing.T) {
-	needSharedSessions(t)
 	fx := newFixture(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

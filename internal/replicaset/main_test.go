@@ -40,22 +40,10 @@ func testMain(m *testing.M) int {
 	return code
 }
 
-// envThreeReplicas turns on the tests that need sessions shared across
-// replicas (issue 20): until mcp-mux shares 2025-11-25 sessions through
-// Redis they fail with "session not found".
-const envThreeReplicas = "MCP_MUX_REPLICAS_3"
-
 // envSticky runs the fixtures behind a balancer with sticky sessions: a
 // diagnostic, to see what the product does when each session stays on
 // the replica that created it.
 const envSticky = "MCP_MUX_REPLICAS_STICKY"
-
-func needSharedSessions(t *testing.T) {
-	t.Helper()
-	if os.Getenv(envThreeReplicas) != "1" {
-		t.Skipf("needs sessions shared across replicas (issue 20); set %s=1 to run", envThreeReplicas)
-	}
-}
 
 // fixture is a replica set in front of three real upstreams: inter (the
 // interactive tools, roots, a subscribable resource), jobs (durable
