@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/catalog"
 	"github.com/mcp-mux/mcp-mux/config"
+	"github.com/mcp-mux/mcp-mux/taskpoll"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
@@ -433,6 +434,14 @@ func TestTaskToolsets(t *testing.T) {
 	}
 	if !strings.Contains(string(r.JSON), "durable background task 'job'") {
 		t.Errorf("submit tool without the contract: %s", r.JSON)
+	}
+	// It answers with the task's handle: its outputSchema says so, whatever
+	// the server's own was (the TypeScript client checks results against it).
+	var tool struct {
+		OutputSchema json.RawMessage `json:"outputSchema"`
+	}
+	if json.Unmarshal(r.JSON, &tool) != nil || string(tool.OutputSchema) != string(taskpoll.SubmitOutputSchema) {
+		t.Errorf("submit tool's outputSchema %s, want the task handle's", tool.OutputSchema)
 	}
 	if b := on.Lookup("get_background_task"); b == nil || !b.Builtin || b.Server != "" {
 		t.Errorf("built-in route %+v", b)

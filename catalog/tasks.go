@@ -63,7 +63,8 @@ func (c *Catalog[S]) reserveBuiltins(pol *Policy) []*Route[S] {
 }
 
 // withContract returns a submit tool object with the contract appended to
-// its description.
+// its description, and the outputSchema of what it answers with (the
+// task's handle, not the server's own result).
 func withContract(tool json.RawMessage, toolset string) json.RawMessage {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(tool, &obj); err != nil {
@@ -72,6 +73,7 @@ func withContract(tool json.RawMessage, toolset string) json.RawMessage {
 	var desc string
 	_ = json.Unmarshal(obj["description"], &desc)
 	obj["description"], _ = json.Marshal(taskpoll.SubmitDescription(desc, toolset))
+	obj["outputSchema"] = taskpoll.SubmitOutputSchema
 	b, err := json.Marshal(obj)
 	if err != nil {
 		return tool

@@ -435,6 +435,10 @@ func TestDeploymentReplicasWithRedis(t *testing.T) {
 	if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 1 || !matches(pdb.Spec.Selector.MatchLabels, dep.Spec.Template.Labels) {
 		t.Errorf("PDB %+v", pdb.Spec)
 	}
+	// Sessions shared through Redis: no affinity (any replica serves any session).
+	if svc.Spec.SessionAffinity != corev1.ServiceAffinityNone || svc.Spec.SessionAffinityConfig != nil {
+		t.Errorf("session affinity %q %+v with config.store.redis_url, want None", svc.Spec.SessionAffinity, svc.Spec.SessionAffinityConfig)
+	}
 	if !matches(sm.Spec.Selector.MatchLabels, svc.Labels) || sm.Metadata.Labels["release"] != "prom" {
 		t.Errorf("ServiceMonitor selector %v, labels %v; Service labels %v", sm.Spec.Selector.MatchLabels, sm.Metadata.Labels, svc.Labels)
 	}
@@ -668,4 +672,32 @@ func TestNullConfig(t *testing.T) {
 		t.Errorf("rendered config %q, want {}", got)
 	}
 	checkConfig(t, cm, nil)
+}
+
+// TestSessionAffinityOverride: an explicit service.sessionAffinity wins
+// over the automatic choice (ClientIP kept with Redis, None without).
+func TestSessionAffinityOverride(t *testing.T) {
+	for _, tc := range []struct {
+		affinity string
+		redis    bool
+		want     corev1.ServiceAffinity
+	}{
+		{"ClientIP", true, corev1.ServiceAffinityClientIP},
+		{"None", false, corev1.ServiceAffinityNone},
+		{"", false, corev1.ServiceAffinityClientIP},
+		{"", true, corev1.ServiceAffinityNone},
+	} {
+		cfg := map[string]any{"inbound": map[string]any{"auth": map[string]any{"mode": "trusted_header"}}}
+		if tc.redis {
+			cfg["store"] = map[string]any{"redis_url": "$REDIS_URL"}
+		}
+		out, err := render(t, chartDir(), map[string]any{"config": cfg, "service": map[string]any{"sessionAffinity": tc.affinity}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc := decode(t, out).services[0]
+		if svc.Spec.SessionAffinity != tc.want || (tc.want == corev1.ServiceAffinityClientIP) != (svc.Spec.SessionAffinityConfig != nil) {
+			t.Errorf("sessionAffinity %q, redis %v: %q %+v, want %q", tc.affinity, tc.redis, svc.Spec.SessionAffinity, svc.Spec.SessionAffinityConfig, tc.want)
+		}
+	}
 }

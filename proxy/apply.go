@@ -285,7 +285,10 @@ func (ex *execution) swap() {
 	for _, b := range ex.started {
 		b.Up.Start()
 	}
-	s.awaitDiscovery(ex.started)
+	first := !s.applied.Load()
+	if !first {
+		s.awaitDiscovery(ex.started)
+	}
 	for _, b := range ex.resolverChanged {
 		b.Base.Set(b.Resolver)
 	}
@@ -293,7 +296,10 @@ func (ex *execution) swap() {
 	catalog.LogDuplicates(old.Catalog.Load(), next, s.log)
 	rt.Catalog.Store(next)
 	s.rt.Store(rt)
-	s.ready.Store(true)
+	if first {
+		s.applied.Store(true)
+		s.bg.Go(func() { s.becomeReady(ex.started) })
+	}
 	s.durable.start()
 	ex.forgetRemoved()
 	s.refs.retire(old)
@@ -395,19 +401,16 @@ func (s *runtimeRefs) close(rt *callpath.Runtime) {
 }
 
 // awaitDiscovery waits, at most Options.SwapWait, for the first discovery
-// attempt of each started backend.
+// attempt of each started backend. The first Apply does not wait (it has
+// no running servers to keep serving meanwhile: serve listens at once and
+// each server's tools appear when its discovery ends, with list_changed);
+// readiness waits instead (becomeReady).
 func (s *Server) awaitDiscovery(started []*callpath.Backend) {
-	if len(started) == 0 || !s.ready.Load() {
-		// The first Apply has no running servers to keep serving meanwhile:
-		// it swaps at once (serve listens at once) and each server's tools
-		// appear when its discovery ends, with list_changed.
-		return
-	}
 	wait := s.opts.SwapWait
 	if wait == 0 {
 		wait = defaultSwapWait
 	}
-	if wait < 0 {
+	if len(started) == 0 || wait < 0 {
 		return
 	}
 	t := time.NewTimer(wait)
@@ -417,8 +420,19 @@ func (s *Server) awaitDiscovery(started []*callpath.Backend) {
 		case <-b.Up.Discovered():
 		case <-t.C:
 			return
+		case <-s.life.Done():
+			return
 		}
 	}
+}
+
+// becomeReady turns readiness on after the first Apply once its servers'
+// first discovery attempts ended, or Options.SwapWait passed: a replica
+// that load balancers send traffic to knows its tools (a hung server
+// does not hold it back for longer).
+func (s *Server) becomeReady(started []*callpath.Backend) {
+	s.awaitDiscovery(started)
+	s.ready.Store(true)
 }
 
 // upstreamOptions returns sc's upstream options (reload.UpstreamOptions)

@@ -121,7 +121,8 @@ type Server struct {
 	bodies   *admission.Bodies       // request body bounds (limits.go)
 	calls    *callpath.Router        // the call path both eras share (package callpath)
 	gate     callpath.Life           // orders session registration and calls against Close
-	ready    atomic.Bool             // a config has been applied
+	applied  atomic.Bool             // a config has been applied
+	ready    atomic.Bool             // …and its servers discovered (becomeReady)
 	life     context.Context         // ends when Close starts
 	draining atomic.Bool             // Drain was called: not ready
 	stopOnce sync.Once               // closes sessions.streamStop

@@ -105,10 +105,11 @@ func others(all, except []int) []int {
 // TestFirstApplyDoesNotWaitForDiscovery: at startup there is nothing to
 // keep serving while servers are discovered, so the first Apply returns at
 // once even when a stdio server hangs on initialize (serve then listens at
-// once); the hung server's tools simply are not there yet. A later Apply
-// still waits (Options.SwapWait) so that a reload has no gap.
+// once); the hung server's tools simply are not there yet. Readiness waits
+// for the first discovery, at most Options.SwapWait, so that a load
+// balancer does not send calls to a replica that does not know its tools.
 func TestFirstApplyDoesNotWaitForDiscovery(t *testing.T) {
-	srv := proxy.New(proxy.Options{SwapWait: time.Hour, RetryMin: time.Hour, RetryMax: time.Hour})
+	srv := proxy.New(proxy.Options{SwapWait: 300 * time.Millisecond, RetryMin: time.Hour, RetryMax: time.Hour})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -125,7 +126,15 @@ func TestFirstApplyDoesNotWaitForDiscovery(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the first Apply waits for a hung server's discovery")
 	}
-	if st := srv.Status(); !st.Ready || len(st.Servers) != 1 || st.Servers[0].State != "starting" {
-		t.Fatalf("after the first Apply: ready %v, servers %+v; want ready with the hung server starting", st.Ready, st.Servers)
+	appliedAt := time.Now()
+	if st := srv.Status(); st.Ready || len(st.Servers) != 1 || st.Servers[0].State != "starting" {
+		t.Fatalf("after the first Apply: ready %v, servers %+v; want not ready yet, the hung server starting", st.Ready, st.Servers)
+	}
+	waitLong(t, 10*time.Second, "readiness after SwapWait", func() bool { return srv.Status().Ready })
+	if waited := time.Since(appliedAt); waited < 250*time.Millisecond {
+		t.Fatalf("ready %s after the first Apply, before its hung server's discovery or SwapWait", waited)
+	}
+	if st := srv.Status(); st.Servers[0].State != "starting" {
+		t.Fatalf("the hung server is %q", st.Servers[0].State)
 	}
 }

@@ -44,6 +44,11 @@ func BuiltinTools() []json.RawMessage {
 // IsBuiltin reports whether name is a built-in task tool.
 func IsBuiltin(name string) bool { return name == ToolList || name == ToolCancel || name == ToolGet }
 
+// SubmitOutputSchema is a submit tool's outputSchema as mcp-mux lists
+// it: the tool answers with the task's handle (SubmitResult), whatever the
+// server's own submit returns, so the server's schema would not match it.
+var SubmitOutputSchema = json.RawMessage(`{"type":"object","properties":{"task_id":{"type":"string"},"task_name":{"type":"string"},"status":{"type":"string"},"message":{"type":"string"}},"required":["task_id","task_name","status","message"]}`)
+
 // SubmitResult is the submit wrapper's tool result for a submitted task.
 func SubmitResult(t *Task) json.RawMessage {
 	return structuredResult(map[string]string{"task_id": t.ID, "task_name": t.Name, "status": string(StatusSubmitted), "message": SubmitMessage}, false)

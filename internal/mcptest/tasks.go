@@ -30,12 +30,6 @@ type TaskServer struct {
 	// Held makes each job answer "running" until Release names the input
 	// it was submitted with (a job the test finishes when it chooses).
 	Held bool
-	// UntypedSubmit makes the submit tool declare no outputSchema.
-	// mcp-mux lists a submit tool with its server's outputSchema but
-	// answers it with its own task shape, which clients that validate
-	// structuredContent against the listed schema (the TypeScript SDK)
-	// refuse.
-	UntypedSubmit bool
 
 	mu      sync.Mutex
 	stop    chan struct{}
@@ -86,16 +80,11 @@ func (ts *TaskServer) MCP() *mcp.Server {
 		ts.inputs[id] = a.Input
 		return TaskState{TaskID: id, Status: "running"}
 	}
-	submitTool := &mcp.Tool{Name: "submit_job", Description: "Start a job."}
-	if ts.UntypedSubmit {
-		mcp.AddTool(s, submitTool, func(_ context.Context, _ *mcp.CallToolRequest, a SubmitArgs) (*mcp.CallToolResult, any, error) {
-			return nil, submit(a), nil
-		})
-	} else {
-		mcp.AddTool(s, submitTool, func(_ context.Context, _ *mcp.CallToolRequest, a SubmitArgs) (*mcp.CallToolResult, TaskState, error) {
-			return nil, submit(a), nil
-		})
-	}
+	// Typed: its outputSchema is the server's task state, which mcp-mux's
+	// submit answer (the task handle) does not match; mcp-mux lists its own.
+	mcp.AddTool(s, &mcp.Tool{Name: "submit_job", Description: "Start a job."}, func(_ context.Context, _ *mcp.CallToolRequest, a SubmitArgs) (*mcp.CallToolResult, TaskState, error) {
+		return nil, submit(a), nil
+	})
 	mcp.AddTool(s, &mcp.Tool{Name: "job_status", Description: "A job's status."},
 		func(ctx context.Context, req *mcp.CallToolRequest, a StatusArgs) (*mcp.CallToolResult, TaskState, error) {
 			ts.mu.Lock()

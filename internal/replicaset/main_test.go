@@ -61,7 +61,7 @@ type cfgOpts struct{ extra, toolSearch bool }
 
 func newFixture(t *testing.T, replicas int) *fixture {
 	t.Helper()
-	fx := &fixture{jobs: &mcptest.TaskServer{Held: true, UntypedSubmit: true}}
+	fx := &fixture{jobs: &mcptest.TaskServer{Held: true}}
 	inter := mcptest.NewFlowServer("inter")
 	stop, stopHandlers := context.WithCancel(context.Background())
 	inter.AddReceivingMiddleware(upstreamMiddleware(stop, &fx.sleeping))

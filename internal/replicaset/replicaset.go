@@ -74,7 +74,10 @@ type Set struct {
 	redis    *mcptest.Redis
 	lb       *balancer
 	replicas []*Replica
-	cfgMu    sync.Mutex
+	// cfgMu orders config writes against replicas starting and stopping:
+	// a replica reloads a written config only while it runs, so a write
+	// waits for a restart to end.
+	cfgMu sync.Mutex
 }
 
 // Start starts Redis, the replicas and the balancer, and waits until
@@ -167,6 +170,14 @@ func (s *Set) InFlight() ([]int, error) {
 // Stop sends replica i SIGTERM and waits until it has exited (code 0) and
 // the balancer has taken it out of rotation.
 func (s *Set) Stop(i int) error {
+	s.cfgMu.Lock()
+	defer s.cfgMu.Unlock()
+	return s.stop(i)
+}
+
+// stop is Stop with s.cfgMu held: a replica that is stopping reloads no
+// config (it drains), so WriteConfig waits until it is down or up again.
+func (s *Set) stop(i int) error {
 	code, err := s.replicas[i].signal(syscall.SIGTERM, stopTimeout)
 	if err != nil {
 		return err
@@ -180,6 +191,8 @@ func (s *Set) Stop(i int) error {
 // Kill sends replica i SIGKILL and waits until it is gone and the balancer
 // has taken it out of rotation.
 func (s *Set) Kill(i int) error {
+	s.cfgMu.Lock()
+	defer s.cfgMu.Unlock()
 	if _, err := s.replicas[i].signal(syscall.SIGKILL, stopTimeout); err != nil {
 		return err
 	}
@@ -189,6 +202,14 @@ func (s *Set) Kill(i int) error {
 // Start starts replica i again on its address and waits until it has
 // finished its first discovery and the balancer has it in rotation.
 func (s *Set) Start(i int) error {
+	s.cfgMu.Lock()
+	defer s.cfgMu.Unlock()
+	return s.start(i)
+}
+
+// start is Start with s.cfgMu held: a replica that is starting reads the
+// config it finds, so WriteConfig waits until it is up.
+func (s *Set) start(i int) error {
 	if err := s.replicas[i].start(s.opts.Binary, s.args(i), s.env(), startTimeout); err != nil {
 		return err
 	}
@@ -198,10 +219,12 @@ func (s *Set) Start(i int) error {
 // Restart stops replica i (SIGTERM) and starts it again on the same
 // address.
 func (s *Set) Restart(i int) error {
-	if err := s.Stop(i); err != nil {
+	s.cfgMu.Lock()
+	defer s.cfgMu.Unlock()
+	if err := s.stop(i); err != nil {
 		return err
 	}
-	return s.Start(i)
+	return s.start(i)
 }
 
 // RollingRestart restarts every replica in turn, as a rolling deployment

@@ -164,3 +164,23 @@ refused with its path and an example.
   emptyDir:
     sizeLimit: {{ .Values.tmpSizeLimit }}
 {{- end -}}
+
+{{/*
+The Service's session affinity: service.sessionAffinity when set; else
+None when config.store.redis_url shares the sessions (any replica serves
+any session), ClientIP when it does not (a 2025-era session lives in one
+replica's memory).
+*/}}
+{{- define "mcp-mux.sessionAffinity" -}}
+{{- if .Values.service.sessionAffinity -}}
+{{- .Values.service.sessionAffinity -}}
+{{- else -}}
+{{- $redis := "" -}}
+{{- if not .Values.existingConfigMap -}}
+{{- $cfg := include "mcp-mux.config" . | fromJson -}}
+{{- $store := include "mcp-mux.block" (list $cfg "store" "config.store" "{redis_url: $REDIS_URL}") | fromJson -}}
+{{- $redis = get $store "redis_url" -}}
+{{- end -}}
+{{- if $redis -}}None{{- else -}}ClientIP{{- end -}}
+{{- end -}}
+{{- end -}}
