@@ -298,7 +298,11 @@ func (ex *execution) swap() {
 	s.rt.Store(rt)
 	if first {
 		s.applied.Store(true)
-		s.bg.Go(func() { s.becomeReady(ex.started) })
+		if len(ex.started) == 0 {
+			s.ready.Store(true)
+		} else {
+			s.bg.Go(func() { s.becomeReady(ex.started) })
+		}
 	}
 	s.durable.start()
 	ex.forgetRemoved()

@@ -82,6 +82,30 @@ func (t *sessionTable) hold(st *callpath.Session) {
 	})
 }
 
+// stream makes f the GET stream of session id on this replica, ending the
+// one it replaces: one stream per session and replica, as go-sdk allows,
+// but a client that reconnects before the old stream's end was noticed
+// is served, not refused. Call the returned function when f ends.
+func (t *sessionTable) stream(id string, f *sessionstore.Follower) func() {
+	t.mu.Lock()
+	if t.streams == nil {
+		t.streams = make(map[string]*sessionstore.Follower)
+	}
+	old := t.streams[id]
+	t.streams[id] = f
+	t.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+	return func() {
+		t.mu.Lock()
+		if t.streams[id] == f {
+			delete(t.streams, id)
+		}
+		t.mu.Unlock()
+	}
+}
+
 // heldSessions returns the sessions this replica holds.
 func (t *sessionTable) heldSessions() []*callpath.Session {
 	t.mu.RLock()

@@ -151,7 +151,7 @@ func requestReplica(id []byte) (string, bool) {
 	}
 	rest := string(id[len(prefix):])
 	i := strings.LastIndexByte(rest, '-')
-	if i <= 0 {
+	if i <= 0 || !sessionstore.ValidReplica(rest[:i]) {
 		return "", false
 	}
 	return rest[:i], true
@@ -195,6 +195,7 @@ func (t *sessionTable) serveStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer f.Close()
+	defer t.stream(sid, f)()
 	// An open stream keeps a session's own-thread processes (sweep).
 	defer st.OpenStream()()
 	t.hold(st)

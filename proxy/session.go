@@ -36,10 +36,11 @@ type sessionTable struct {
 	host    *sessionhost.Host
 	replica string
 
-	mu    sync.RWMutex
-	byID  map[string]*callpath.Session
-	loads map[string]*recordLoad // record reads in flight, one per id
-	held  map[string]bool        // sessions this replica holds (holder.go)
+	mu      sync.RWMutex
+	byID    map[string]*callpath.Session
+	loads   map[string]*recordLoad            // record reads in flight, one per id
+	held    map[string]bool                   // sessions this replica holds (holder.go)
+	streams map[string]*sessionstore.Follower // the GET stream of each session here
 	// streamStop is closed by Drain or Close: GET streams end, their
 	// clients resume on another replica.
 	streamStop chan struct{}

@@ -198,6 +198,9 @@ func (s *Local) sweepLocked() []string {
 
 // Append adds msg to the log of id and hands it to its followers.
 func (s *Local) Append(_ context.Context, id string, msg json.RawMessage) error {
+	if len(msg) > MaxEvent {
+		return ErrTooLarge
+	}
 	s.mu.Lock()
 	if s.liveLocked(id) == nil {
 		s.mu.Unlock()

@@ -309,6 +309,9 @@ func (s *Redis) Count(ctx context.Context) (int, error) {
 
 // Append adds msg to id's log and publishes it (one script, one round trip).
 func (s *Redis) Append(ctx context.Context, id string, msg json.RawMessage) error {
+	if len(msg) > MaxEvent {
+		return ErrTooLarge
+	}
 	err := appendScript.Run(ctx, s.c, []string{s.recordKey(id), s.logKey(id)},
 		[]byte(msg), s.ttlMS(), MaxLogSize, s.busChannel(), id).Err()
 	switch {
@@ -370,6 +373,9 @@ func (s *Redis) readLog(ctx context.Context, id string, start position, resume b
 
 // Send publishes m on replica's channel (one round trip).
 func (s *Redis) Send(ctx context.Context, replica string, m Message) error {
+	if !ValidReplica(replica) {
+		return ErrNoReplica
+	}
 	data, err := json.Marshal(m)
 	if err != nil {
 		return err

@@ -54,9 +54,10 @@ type Record struct {
 
 // Bounds on what one record may hold: a client controls all of it.
 const (
-	MaxInit    = 16 << 10 // bytes of initialize params
-	MaxList    = 256      // promotions, subscriptions, threads
-	MaxLogSize = 256      // events kept per session for Last-Event-ID
+	MaxInit    = 16 << 10  // bytes of initialize params
+	MaxList    = 256       // promotions, subscriptions, threads
+	MaxLogSize = 256       // events kept per session for Last-Event-ID
+	MaxEvent   = 256 << 10 // bytes of one event (ErrTooLarge past it)
 )
 
 // Clone returns a deep copy of r.
@@ -113,7 +114,23 @@ var (
 	ErrNotFound = errors.New("session not found")
 	// ErrConflict: the record changed since it was read (Update retries).
 	ErrConflict = errors.New("session record changed concurrently")
+	// ErrTooLarge: an event past MaxEvent is not logged.
+	ErrTooLarge = errors.New("message too large for a session's event log")
 )
+
+// ValidReplica reports whether r could be a replica's name (NewReplica's
+// alphabet, bounded): names become channel names.
+func ValidReplica(r string) bool {
+	if r == "" || len(r) > 32 {
+		return false
+	}
+	for i := 0; i < len(r); i++ {
+		if c := r[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
 
 // LimitError refuses a new session past a bound.
 type LimitError struct {

@@ -440,3 +440,24 @@ func TestValidID(t *testing.T) {
 		}
 	}
 }
+
+// FuzzLastEventID: a Last-Event-ID is client input; whatever it is, it
+// parses to a log position that prints back as itself, or to nothing.
+func FuzzLastEventID(f *testing.F) {
+	for _, s := range []string{"1-2", "17-0_ab", "", "_", "-", "1-", "18446744073709551615-18446744073709551615", "call.ImEi"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, h string) {
+		pos, ok := sessionstore.LastEventID(h)
+		if !ok {
+			if pos != "" {
+				t.Fatalf("LastEventID(%q) = %q but not ok", h, pos)
+			}
+			return
+		}
+		again, ok2 := sessionstore.LastEventID(pos)
+		if !ok2 || again != pos {
+			t.Fatalf("LastEventID(%q) = %q, which parses to %q, %v", h, pos, again, ok2)
+		}
+	})
+}

@@ -58,12 +58,8 @@ func TestGracefulShutdown(t *testing.T) {
 		t.Fatalf("no ops listener logged:\n%s", s.stderr.String())
 	}
 	hc := newHTTPClient(t)
-	for _, u := range []string{s.url("/readyz"), "http://" + opsAddr + "/readyz", "http://" + opsAddr + "/healthz"} {
-		if code, body := httpGet(t, hc, u); code != http.StatusOK {
-			t.Fatalf("GET %s before SIGTERM: %d %s", u, code, body)
-		}
-	}
-	// serve listens before discovery ends: wait for the server to be up.
+	// serve listens before discovery ends (and is ready once it ended):
+	// wait for the server to be up.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		code, body := httpGet(t, hc, s.url("/api/status"))
 		if code == http.StatusOK && strings.Contains(body, `"name":"slow","transport":"http","state":"up"`) {
@@ -71,6 +67,17 @@ func TestGracefulShutdown(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("GET /api/status: %d %s", code, body)
+		}
+	}
+	for _, u := range []string{s.url("/readyz"), "http://" + opsAddr + "/readyz", "http://" + opsAddr + "/healthz"} {
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			code, body := httpGet(t, hc, u)
+			if code == http.StatusOK {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("GET %s before SIGTERM: %d %s", u, code, body)
+			}
 		}
 	}
 	if code, _ := httpGet(t, hc, "http://"+opsAddr+"/mcp"); code != http.StatusNotFound {
