@@ -31,7 +31,7 @@ func TestServeTextLogsEscapeControls(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	const escaped = `\x1b[31mred\x1b]0;title\x07`
-	ok := stderr.waitFor(30*time.Second, nil, func(out string) bool { return strings.Contains(out, escaped) })
+	ok := stderr.WaitFor(30*time.Second, nil, func(out string) bool { return strings.Contains(out, escaped) })
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case err := <-done:

@@ -5,7 +5,6 @@ package main
 // stderr logs). A few tests call run in-process where that is simpler.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -16,10 +15,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -71,38 +68,11 @@ func buildMux(out string) error {
 
 // goBuild builds the package pkg into out with the go command that runs the tests.
 func goBuild(out, pkg string, flags ...string) error {
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goBin); err != nil {
-		goBin = "go"
-	}
-	args := append([]string{"build", "-o", out}, flags...)
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	cmd := exec.Command(goBin, append(args, pkg)...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	return cmd.Run()
+	return mcptest.GoBuild(out, pkg, raceEnabled, flags...)
 }
-
-// noExitSleep stops race-enabled binaries from sleeping a second at exit.
-const noExitSleep = "atexit_sleep_ms=0"
 
 // baseEnv is the test process environment without the mux's own variables.
-func baseEnv() []string {
-	var out []string
-	gorace := noExitSleep
-	for _, kv := range os.Environ() {
-		switch {
-		case strings.HasPrefix(kv, "MCP_MUX_"):
-			continue
-		case strings.HasPrefix(kv, "GORACE="):
-			gorace = strings.TrimPrefix(kv, "GORACE=") + " " + noExitSleep
-			continue
-		}
-		out = append(out, kv)
-	}
-	return append(out, "GORACE="+gorace)
-}
+func baseEnv() []string { return mcptest.BaseEnv() }
 
 // result is a finished mcp-mux run.
 type result struct {
@@ -132,64 +102,13 @@ func runMux(t *testing.T, dir string, env []string, args ...string) result {
 	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
 }
 
-// logBuf is a concurrency-safe buffer that wakes waiters on every write.
-type logBuf struct {
-	mu      sync.Mutex
-	buf     bytes.Buffer
-	changed chan struct{}
-}
+// logBuf is a started mux's stderr (package mcptest).
+type logBuf = mcptest.LogWaiter
 
-func newLogBuf() *logBuf { return &logBuf{changed: make(chan struct{})} }
-
-func (b *logBuf) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	close(b.changed)
-	b.changed = make(chan struct{})
-	return b.buf.Write(p)
-}
-
-func (b *logBuf) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// waitFor blocks until pred holds for the buffer's contents, done is closed,
-// or the timeout passes; it returns pred's last result.
-func (b *logBuf) waitFor(timeout time.Duration, done <-chan struct{}, pred func(string) bool) bool {
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for {
-		b.mu.Lock()
-		s, changed := b.buf.String(), b.changed
-		b.mu.Unlock()
-		if pred(s) {
-			return true
-		}
-		select {
-		case <-changed:
-		case <-done:
-			return pred(b.String())
-		case <-deadline.C:
-			return false
-		}
-	}
-}
+func newLogBuf() *logBuf { return mcptest.NewLogWaiter() }
 
 // logLines decodes the JSON log lines in s, skipping anything else.
-func logLines(s string) []map[string]any {
-	var out []map[string]any
-	sc := bufio.NewScanner(strings.NewReader(s))
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		var m map[string]any
-		if json.Unmarshal(sc.Bytes(), &m) == nil {
-			out = append(out, m)
-		}
-	}
-	return out
-}
+func logLines(s string) []map[string]any { return mcptest.LogLines(s) }
 
 // findLog returns the first JSON log line with the given message.
 func findLog(s, msg string) map[string]any {
@@ -250,7 +169,7 @@ func startServe(t *testing.T, dir string, env []string, args ...string) *server 
 			t.Logf("mcp-mux stderr:\n%s", s.stderr.String())
 		}
 	})
-	ok := s.stderr.waitFor(60*time.Second, s.done, func(out string) bool {
+	ok := s.stderr.WaitFor(60*time.Second, s.done, func(out string) bool {
 		l := findLog(out, "serving")
 		if l == nil {
 			return false
@@ -331,7 +250,7 @@ func mustJSON(t *testing.T, v any) string {
 // binary re-executed as an MCP server named name.
 func stdioServer(name string, o mcptest.StdioOptions) map[string]any {
 	command, args, env := mcptest.StdioServer(name, o)
-	env["GORACE"] = noExitSleep
+	env["GORACE"] = mcptest.NoExitSleep
 	return map[string]any{"type": "stdio", "command": command, "args": args, "env": env}
 }
 

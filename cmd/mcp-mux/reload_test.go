@@ -95,7 +95,7 @@ func TestConfigMapHotReload(t *testing.T) {
 
 	// A broken update is logged and ignored; the running config serves on.
 	cm.Update(`{"mcpServers": {`)
-	if !s.stderr.waitFor(30*time.Second, s.done, func(out string) bool { return findLog(out, "reload problem") != nil }) {
+	if !s.stderr.WaitFor(30*time.Second, s.done, func(out string) bool { return findLog(out, "reload problem") != nil }) {
 		t.Fatalf("no reload problem logged for a broken update; stderr:\n%s", s.stderr.String())
 	}
 	if got := callText(t, cs, "fresh_echo", map[string]any{"text": "still"}); got != "still" {
@@ -106,7 +106,7 @@ func TestConfigMapHotReload(t *testing.T) {
 	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	if !s.stderr.waitFor(30*time.Second, s.done, func(out string) bool {
+	if !s.stderr.WaitFor(30*time.Second, s.done, func(out string) bool {
 		for _, l := range logLines(out) {
 			if l["@message"] == "reload problem" && l["trigger"] == "signal" {
 				return true

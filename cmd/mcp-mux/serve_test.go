@@ -138,7 +138,7 @@ func TestServeInProcess(t *testing.T) {
 			envMap(map[string]string{"MCP_MUX_CONFIG": cfg}))
 	}()
 	var addr string
-	if !stderr.waitFor(30*time.Second, nil, func(s string) bool {
+	if !stderr.WaitFor(30*time.Second, nil, func(s string) bool {
 		l := findLog(s, "serving")
 		if l != nil {
 			addr, _ = l["addr"].(string)
@@ -349,7 +349,7 @@ func TestServeSkipsBrokenServers(t *testing.T) {
 	s := startServe(t, dir, nil, "--config", cfg, "--listen", "127.0.0.1:0")
 	cs := connect(t, s.url("/mcp"))
 	waitTools(t, cs, "web_echo")
-	if !s.stderr.waitFor(30*time.Second, s.done, func(out string) bool {
+	if !s.stderr.WaitFor(30*time.Second, s.done, func(out string) bool {
 		var invalid, missing, hung bool
 		for _, l := range logLines(out) {
 			switch {
@@ -407,7 +407,7 @@ func TestServeNeverLogsSecrets(t *testing.T) {
 	if got := callText(t, cs, "web_headers", nil); !strings.Contains(got, "X-Api-Key: "+secret) {
 		t.Errorf("the upstream did not receive the header; it saw:\n%s", got)
 	}
-	if !s.stderr.waitFor(30*time.Second, s.done, func(out string) bool {
+	if !s.stderr.WaitFor(30*time.Second, s.done, func(out string) bool {
 		n := 0
 		for _, l := range logLines(out) {
 			if l["@message"] == "skipping upstream server" && (l["server"] == "denied" || l["server"] == "sse") {
@@ -573,7 +573,7 @@ func TestServeNeverLeaksCredentials(t *testing.T) {
 	}
 	hc := newHTTPClient(t)
 	var bodies []string
-	if !s.stderr.waitFor(30*time.Second, s.done, func(string) bool {
+	if !s.stderr.WaitFor(30*time.Second, s.done, func(string) bool {
 		_, body := httpGet(t, hc, s.url("/readyz"))
 		return strings.Contains(body, `"retrying":2`)
 	}) {
@@ -628,7 +628,7 @@ func TestServeListensBeforeDiscovery(t *testing.T) {
 	if code, _ := httpGet(t, newHTTPClient(t), s.url("/healthz")); code != 200 {
 		t.Fatalf("/healthz: %d", code)
 	}
-	if !s.stderr.waitFor(30*time.Second, s.done, func(out string) bool { return findLog(out, "skipping upstream server") != nil }) {
+	if !s.stderr.WaitFor(30*time.Second, s.done, func(out string) bool { return findLog(out, "skipping upstream server") != nil }) {
 		t.Fatalf("the hung server was never skipped:\n%s", s.stderr.String())
 	}
 	var order []string

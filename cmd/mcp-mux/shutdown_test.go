@@ -48,7 +48,7 @@ func TestGracefulShutdown(t *testing.T) {
 	s := startServe(t, dir, []string{"MCP_MUX_OPS_LISTEN=127.0.0.1:0", "MCP_MUX_SHUTDOWN_DELAY=1500ms"},
 		"--config", cfg, "--listen", "127.0.0.1:0")
 	var opsAddr string
-	if !s.stderr.waitFor(10*time.Second, s.done, func(out string) bool {
+	if !s.stderr.WaitFor(10*time.Second, s.done, func(out string) bool {
 		l := findLog(out, "serving health and metrics")
 		if l != nil {
 			opsAddr, _ = l["addr"].(string)
@@ -125,7 +125,7 @@ func TestGracefulShutdown(t *testing.T) {
 	default:
 	}
 	// Then the listener closes while the call is still running …
-	if !s.stderr.waitFor(10*time.Second, s.done, func(out string) bool {
+	if !s.stderr.WaitFor(10*time.Second, s.done, func(out string) bool {
 		return findLog(out, "closed the listener; draining in-flight calls") != nil
 	}) {
 		t.Fatalf("the listener did not close after the delay:\n%s", s.stderr.String())

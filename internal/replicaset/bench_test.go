@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/internal/replicaset"
@@ -93,7 +94,9 @@ func benchCalls(b *testing.B, set *replicaset.Set) {
 
 // redisCommands is the set's Redis's commands processed so far.
 func redisCommands(b *testing.B, set *replicaset.Set) int64 {
-	info, err := set.Redis().Do("INFO", "stats")
+	c := redis.NewClient(&redis.Options{Addr: set.Redis().Addr})
+	defer c.Close()
+	info, err := c.Info(context.Background(), "stats").Result()
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 )
 
 // HAProxyBin is where Debian's haproxy package installs the binary.
@@ -28,7 +30,7 @@ const backendName = "mux"
 type balancer struct {
 	addr, statsAddr string
 	cmd             *exec.Cmd
-	stderr          *logBuf
+	stderr          *mcptest.LogWaiter
 	done            chan struct{}
 	http            *http.Client
 }
@@ -99,7 +101,7 @@ func startBalancer(dir string, addrs []string, sticky bool) (*balancer, error) {
 	if err != nil {
 		return nil, err
 	}
-	lb := &balancer{addr: ports[0], statsAddr: ports[1], stderr: newLogBuf(), done: make(chan struct{}),
+	lb := &balancer{addr: ports[0], statsAddr: ports[1], stderr: mcptest.NewLogWaiter(), done: make(chan struct{}),
 		http: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}}
 	cfg := filepath.Join(dir, "haproxy.cfg")
 	if err := os.WriteFile(cfg, []byte(haproxyConfig(lb.addr, lb.statsAddr, addrs, sticky)), 0o600); err != nil {

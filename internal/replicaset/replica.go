@@ -8,6 +8,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 )
 
 // Replica is one replica's slot: a fixed address on which its `mcp-mux
@@ -23,7 +25,7 @@ type Replica struct {
 // proc is one mcp-mux process.
 type proc struct {
 	cmd  *exec.Cmd
-	logs *logBuf
+	logs *mcptest.LogWaiter
 	done chan struct{}
 	code int // exit code (negative: killed by that signal); set before done closes
 }
@@ -79,7 +81,7 @@ func (r *Replica) start(bin string, args, env []string, timeout time.Duration) e
 	cmd.Env = env
 	// Its own process group; a test binary killed by its timeout takes it with it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	p := &proc{cmd: cmd, logs: newLogBuf(), done: make(chan struct{})}
+	p := &proc{cmd: cmd, logs: mcptest.NewLogWaiter(), done: make(chan struct{})}
 	cmd.Stderr = p.logs
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting replica %d: %w", r.index, err)
@@ -88,8 +90,8 @@ func (r *Replica) start(bin string, args, env []string, timeout time.Duration) e
 	r.runs = append(r.runs, p)
 	r.mu.Unlock()
 	go p.wait()
-	ok := p.logs.waitFor(timeout, p.done, func(s string) bool {
-		return len(findLogs(s, "serving")) > 0 && len(findLogs(s, "startup summary")) > 0
+	ok := p.logs.WaitFor(timeout, p.done, func(s string) bool {
+		return len(mcptest.FindLogs(s, "serving")) > 0 && len(mcptest.FindLogs(s, "startup summary")) > 0
 	})
 	if !ok {
 		select {

@@ -265,7 +265,7 @@ func (s *Set) WriteConfig(cfg string) error {
 		if r.Running() {
 			p := r.current()
 			out := p.logs.String()
-			running = append(running, mark{r.index, len(findLogs(out, msgReloaded)), len(findLogs(out, msgReloadProblem)), p})
+			running = append(running, mark{r.index, len(mcptest.FindLogs(out, msgReloaded)), len(mcptest.FindLogs(out, msgReloadProblem)), p})
 		}
 	}
 	if err := writeAtomic(s.cfgPath, b); err != nil {
@@ -273,9 +273,9 @@ func (s *Set) WriteConfig(cfg string) error {
 	}
 	for _, m := range running {
 		var problems []map[string]any
-		ok := m.p.logs.waitFor(reloadTimeout, m.p.done, func(out string) bool {
-			problems = findLogs(out, msgReloadProblem)[m.problems:]
-			return len(findLogs(out, msgReloaded)) > m.reloaded || len(problems) > 0
+		ok := m.p.logs.WaitFor(reloadTimeout, m.p.done, func(out string) bool {
+			problems = mcptest.FindLogs(out, msgReloadProblem)[m.problems:]
+			return len(mcptest.FindLogs(out, msgReloaded)) > m.reloaded || len(problems) > 0
 		})
 		switch {
 		case len(problems) > 0:
@@ -357,7 +357,7 @@ func (s *Set) args(i int) []string {
 		"--log-format", "json", "--shutdown-delay", delay.String()}
 }
 
-func (s *Set) env() []string { return append(baseEnv(), s.opts.Env...) }
+func (s *Set) env() []string { return append(mcptest.BaseEnv(), s.opts.Env...) }
 
 // waitLB waits until the balancer reports replica i's status as want.
 func (s *Set) waitLB(i int, want string) error {
