@@ -390,6 +390,22 @@ func (s *Redis) Send(ctx context.Context, replica string, m Message) error {
 	return nil
 }
 
+// Dial parses a redis://, rediss:// or unix:// URL into a client sized for
+// sessions: small records and events, so small buffers (go-redis's 32 KiB
+// per connection, 128 KiB per pipeline connection, would cost more than
+// the sessions), and pipelines on the main pool. Errors never repeat the
+// URL, which usually carries a password.
+func Dial(url string) (*redis.Client, error) {
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, errors.New("store.redis_url is not a valid Redis URL")
+	}
+	opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = 5*time.Second, 5*time.Second, 5*time.Second
+	opts.ReadBufferSize, opts.WriteBufferSize = 8<<10, 8<<10
+	opts.PipelinePoolSize = -1
+	return redis.NewClient(opts), nil
+}
+
 // SharedKey returns the secret every replica on c shares for sealing
 // requestStates when the config names none (<prefix>seal-key), creating it
 // once.

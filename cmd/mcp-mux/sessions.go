@@ -9,7 +9,6 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/config"
 	"github.com/mcp-mux/mcp-mux/sessionstore"
-	"github.com/mcp-mux/mcp-mux/taskpoll"
 )
 
 // sessionStore returns where 2025-11-25 sessions live: with
@@ -22,13 +21,15 @@ func sessionStore(cfg *config.Config, log hclog.Logger) (func(sessionstore.Optio
 	}
 	redis.SetLogger(redisLogger{log.Named("redis")})
 	// Parsed once here so a bad URL stops serve; each store dials its own client.
-	if _, err := taskpoll.DialRedis(cfg.Store.RedisURL.Reveal()); err != nil {
+	probe, err := sessionstore.Dial(cfg.Store.RedisURL.Reveal())
+	if err != nil {
 		return nil, "", err
 	}
+	_ = probe.Close()
 	url, prefix := cfg.Store.RedisURL.Reveal(), cfg.Store.KeyPrefix
 	key := ""
 	if cfg.Inbound.RequestStateKey.IsZero() {
-		c, _ := taskpoll.DialRedis(url)
+		c, _ := sessionstore.Dial(url)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		k, err := sessionstore.SharedKey(ctx, c, prefix)
 		cancel()
@@ -42,7 +43,7 @@ func sessionStore(cfg *config.Config, log hclog.Logger) (func(sessionstore.Optio
 	}
 	log.Info("sessions: shared through Redis", "key_prefix", prefix)
 	return func(o sessionstore.Options) sessionstore.Store {
-		c, _ := taskpoll.DialRedis(url)
+		c, _ := sessionstore.Dial(url)
 		return sessionstore.NewRedis(sessionstore.RedisOptions{Options: o, Client: c, KeyPrefix: prefix, Logger: log.Named("sessions")})
 	}, key, nil
 }
