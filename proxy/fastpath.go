@@ -117,7 +117,7 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, st *callpath.S
 // fastList answers tools/list with the session's cached list bytes, as one
 // event on the POST's own stream like the SDK answers it.
 func (s *Server) fastList(w http.ResponseWriter, st *callpath.Session, m *wire.Message) {
-	raw := st.Promo.ToolsList(s.rt.Load().Catalog.Load())
+	raw := st.ToolsList(s.rt.Load().Catalog.Load())
 	out := s.buffers.Get()
 	defer s.buffers.Put(out)
 	b := wire.AppendResult((*out)[:0], m.ID, raw)

@@ -37,9 +37,19 @@ const testStateKey = "0123456789abcdef0123456789abcdef-replicas"
 
 func startReplicas(t *testing.T, n int, cfg string) *replicaSet {
 	t.Helper()
+	return startReplicasWith(t, n, cfg, nil)
+}
+
+// startReplicasWith is startReplicas with each replica's store options
+// passed through edit (nil: unchanged).
+func startReplicasWith(t *testing.T, n int, cfg string, edit func(i int, o *sessionstore.Options)) *replicaSet {
+	t.Helper()
 	rs := &replicaSet{redis: mcptest.StartRedis(t, false), hits: make([]atomic.Int64, n), trips: make([]atomic.Int64, n)}
 	for i := range n {
 		opts := proxy.Options{StateKey: testStateKey, SessionStore: func(o sessionstore.Options) sessionstore.Store {
+			if edit != nil {
+				edit(i, &o)
+			}
 			c := redis.NewClient(&redis.Options{Addr: rs.redis.Addr})
 			c.AddHook(tripCounter{&rs.trips[i]})
 			return sessionstore.NewRedis(sessionstore.RedisOptions{Options: o, Client: c, KeyPrefix: "test:"})
@@ -419,5 +429,42 @@ func TestReplicasForwardParkedRetry(t *testing.T) {
 		`"name":"web_elicit","arguments":{"tag":"r"},`+answer+`,"requestState":`+mustQuote(state))
 	if r.Error != nil || !strings.Contains(string(r.Result), "elicited accept yes") {
 		t.Fatalf("the retry on the other replica: %s %+v", r.Result, r.Error)
+	}
+}
+
+// TestReplicasSeePromotionsAtOnce: a tool_search promotion answered by
+// one replica is in the next tools/list and call on another, even before
+// the change notice reaches it (here it never does: the other replicas
+// hear of no change, and must read the record).
+func TestReplicasSeePromotionsAtOnce(t *testing.T) {
+	rs := startReplicasWith(t, 2, searchConfig(t, ""), func(i int, o *sessionstore.Options) {
+		if i == 1 {
+			o.OnChange = func(sessionstore.Change) {} // deaf to change notices
+		}
+	})
+	a, b := rs.muxes[0].ts.URL, rs.muxes[1].ts.URL
+	sid := rawInit(t, testHTTP, a, `{}`)
+	listOn := func(base string) string {
+		t.Helper()
+		resp := rawDo(t, testHTTP, base, sid, `{"jsonrpc":"2.0","id":5,"method":"tools/list"}`)
+		defer resp.Body.Close()
+		rep := readReplies(t, resp)
+		if len(rep) != 1 || rep[0].Error != nil {
+			t.Fatalf("tools/list: %+v", rep)
+		}
+		return string(rep[0].Result)
+	}
+	if l := listOn(b); strings.Contains(l, "pg_query") { // b has seen the session now
+		t.Fatalf("listed before any search: %s", l)
+	}
+	resp := rawDo(t, testHTTP, a, sid, `{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"tool_search","arguments":{"query":"select:pg_query"}}}`)
+	resp.Body.Close()
+	if l := listOn(b); !strings.Contains(l, `"pg_query"`) {
+		t.Fatalf("tools/list on the other replica after the promotion: %s", l)
+	}
+	resp = rawDo(t, testHTTP, b, sid, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"pg_query","arguments":{}}}`)
+	defer resp.Body.Close()
+	if rep := readReplies(t, resp); len(rep) != 1 || strings.Contains(string(rep[0].Result), "deferred") {
+		t.Fatalf("calling the promoted tool on the other replica: %+v", rep)
 	}
 }

@@ -66,6 +66,9 @@ type recordLoad struct {
 	done chan struct{}
 	st   *callpath.Session
 	err  error
+	// latest is the newest change another replica announced while the
+	// record was being read (under sessionTable.mu): applied after.
+	latest *sessionstore.Record
 }
 
 // storeTimeout bounds one store operation on a request's path.
@@ -110,10 +113,7 @@ func (t *sessionTable) find(ctx context.Context, id string) (*callpath.Session, 
 		l = &recordLoad{done: make(chan struct{})}
 		t.loads[id] = l
 		t.mu.Unlock()
-		l.st, l.err = t.load(id)
-		t.mu.Lock()
-		delete(t.loads, id)
-		t.mu.Unlock()
+		l.st, l.err = t.load(id, l)
 		close(l.done)
 	} else {
 		t.mu.Unlock()
@@ -133,19 +133,33 @@ func owned(st *callpath.Session, user string) (*callpath.Session, error) {
 	return st, nil
 }
 
-// load reads the record of id and registers the session built from it.
-func (t *sessionTable) load(id string) (*callpath.Session, error) {
+// load reads the record of id and registers the session built from it;
+// a change announced meanwhile (changed) is applied, so the session is
+// never older than what the replica that changed it answered with.
+func (t *sessionTable) load(id string, l *recordLoad) (*callpath.Session, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
 	rec, err := t.store.Get(ctx, id)
 	if err != nil {
+		t.mu.Lock()
+		delete(t.loads, id)
+		t.mu.Unlock()
 		return nil, err
 	}
 	st := t.build(rec)
-	if !t.add(st) {
+	added := t.add(st)
+	t.mu.Lock()
+	delete(t.loads, id)
+	latest := l.latest
+	st = t.byID[id]
+	t.mu.Unlock()
+	if !added || st == nil {
 		return nil, errSessionClosing
 	}
-	return t.get(id), nil
+	if latest != nil {
+		t.apply(st, latest) // unless older than what st has
+	}
+	return st, nil
 }
 
 // create opens a new session of user whose initialize carries params:
@@ -194,6 +208,7 @@ func (t *sessionTable) build(rec *sessionstore.Record) *callpath.Session {
 	id := rec.ID
 	st.Outbox = func(ctx context.Context, msg json.RawMessage) error { return t.store.Append(ctx, id, msg) }
 	st.OnThread = func(thread string) { t.background(id, sessionstore.AddThread(thread)) }
+	st.Refresh = func() bool { return t.refresh(st) }
 	st.OnPromote = func(ctx context.Context, names []string) error {
 		return t.record(ctx, st, sessionstore.AddPromoted(names...))
 	}
@@ -206,8 +221,18 @@ func (t *sessionTable) build(rec *sessionstore.Record) *callpath.Session {
 	return st
 }
 
-// apply brings st up to date with its record.
+// apply brings st up to date with its record, unless st has seen a newer
+// revision of it.
 func (t *sessionTable) apply(st *callpath.Session, rec *sessionstore.Record) {
+	for {
+		cur := st.Rev.Load()
+		if rec.Rev < cur {
+			return
+		}
+		if st.Rev.CompareAndSwap(cur, rec.Rev) {
+			break
+		}
+	}
 	if rec.Level != "" {
 		st.SetLevel(rec.Level)
 	}
@@ -430,7 +455,12 @@ func (t *sessionTable) changed(c sessionstore.Change) {
 		t.forget(c.ID)
 		return
 	}
-	st := t.get(c.ID)
+	t.mu.Lock()
+	st := t.byID[c.ID]
+	if l := t.loads[c.ID]; st == nil && l != nil && c.Record != nil && (l.latest == nil || c.Record.Rev > l.latest.Rev) {
+		l.latest = c.Record // being read: applied once it is (load)
+	}
+	t.mu.Unlock()
 	switch {
 	case st == nil:
 	case c.Record != nil:
@@ -451,6 +481,22 @@ func (t *sessionTable) record(ctx context.Context, st *callpath.Session, fn func
 	}
 	t.apply(st, rec)
 	return nil
+}
+
+// refresh reads st's record again and applies it; it reports whether the
+// record was newer than what st had. In process there is nothing to read.
+func (t *sessionTable) refresh(st *callpath.Session) bool {
+	if _, local := t.store.(*sessionstore.Local); local {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	rec, err := t.store.Get(ctx, st.ID)
+	if err != nil || rec.Rev <= st.Rev.Load() {
+		return false
+	}
+	t.apply(st, rec)
+	return true
 }
 
 // reload reads the record of id again and applies it to this replica's

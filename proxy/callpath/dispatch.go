@@ -75,7 +75,7 @@ func (s *Router) setLevel(ctx context.Context, r request) (mcp.Result, error) {
 
 // listTools answers the session's tools/list (its promotions included).
 func (s *Router) listTools(_ context.Context, r request) (mcp.Result, error) {
-	return &mcpwire.RawResult{Raw: r.st.Promo.ToolsList(r.cat)}, nil
+	return &mcpwire.RawResult{Raw: r.st.ToolsList(r.cat)}, nil
 }
 
 // callTool routes a tools/call (CallTool).

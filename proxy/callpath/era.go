@@ -74,9 +74,13 @@ func (LegacyEra) PassTask(_ *seal.Sealer, _ string, _ *Route, raw json.RawMessag
 	return raw, nil
 }
 
-// Promoted reports whether the session promoted name with tool_search.
+// Promoted reports whether the session promoted name with tool_search
+// (on any replica: one not promoted here is checked in the record).
 func (LegacyEra) Promoted(st *Session, cat *Catalog, name string) bool {
-	return st.Promo.Has(cat, name)
+	if st.Promo.Has(cat, name) {
+		return true
+	}
+	return st.Refresh != nil && st.Refresh() && st.Promo.Has(cat, name)
 }
 
 // Promote adds names to the session's promotions.

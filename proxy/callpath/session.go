@@ -35,6 +35,11 @@ type Session struct {
 	// OnThread learns of a thread (other than its id) the session calls
 	// as for the first time, to record it.
 	OnThread func(thread string)
+	// Refresh reads the session's record again (one store round trip)
+	// and reports whether it is newer than what this replica had: under
+	// tool_search a list or a deferred tool's call checks that another
+	// replica's promotion, just answered, is not still on its way here.
+	Refresh func() bool
 	// OnPromote records tools tool_search promoted for the session before
 	// the call that promoted them answers (its next request may reach any
 	// replica).
@@ -42,6 +47,9 @@ type Session struct {
 	// ClientCaps are the capabilities the client declared: at initialize
 	// for a session, in _meta for a 2026-07-28 request.
 	ClientCaps *mcp.ClientCapabilities
+	// Rev is the revision of the session's record this replica applied
+	// last (a change older than it is not applied).
+	Rev atomic.Uint64
 	// Init and Protocol are a session's initialize params and negotiated
 	// version: what its SDK session is rebuilt from.
 	Init     *mcp.InitializeParams
@@ -77,6 +85,16 @@ func (st *Session) Server() *mcp.ServerSession { return st.ss.Load() }
 
 // SetServer records the SDK session serving the session now.
 func (st *Session) SetServer(ss *mcp.ServerSession) { st.ss.Store(ss) }
+
+// ToolsList is the session's tools/list result under cat; under
+// tool_search its record is read again first (Refresh), so a promotion
+// another replica just answered is in it.
+func (st *Session) ToolsList(cat *Catalog) json.RawMessage {
+	if cat.Searching() && st.Refresh != nil {
+		st.Refresh()
+	}
+	return st.Promo.ToolsList(cat)
+}
 
 // Touch records activity for the idle timeout.
 func (st *Session) Touch() { st.LastSeen.Store(time.Now().UnixNano()) }
