@@ -40,10 +40,11 @@ type Config struct {
 	Guardrails   Guardrails
 	ToolSearch   ToolSearch
 	// Tasks is the "mcp_tasks" block.
-	Tasks   Tasks
-	Store   Store
-	Inbound Inbound
-	Admin   Admin
+	Tasks     Tasks
+	Store     Store
+	Inbound   Inbound
+	Admin     Admin
+	Telemetry Telemetry
 	// Extra holds the unknown top-level keys (DeerFlow's "middlewares",
 	// "skills", …) verbatim, as written before $VAR expansion.
 	Extra map[string]json.RawMessage

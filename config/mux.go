@@ -57,6 +57,23 @@ type Store struct {
 	KeyPrefix string // default "mcp-mux:"
 }
 
+// Telemetry is the "telemetry" block: OpenTelemetry traces over OTLP, off
+// by default. The standard OTEL_* variables win over it. Read at startup.
+type Telemetry struct {
+	Enabled bool
+	// Endpoint is the OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT wins); a
+	// secret, since a URL may carry credentials.
+	Endpoint secret.Value
+	// Protocol is "http/protobuf" (default) or "grpc"
+	// (OTEL_EXPORTER_OTLP_PROTOCOL wins).
+	Protocol string
+	// SampleRatio samples new traces, (0, 1] (default 1; OTEL_TRACES_SAMPLER wins).
+	SampleRatio float64
+	// UserID is how a caller's id appears in spans: "hashed" (default,
+	// sha256), "plain" or "none".
+	UserID string
+}
+
 // Inbound is the "inbound" block: how downstream requests are authenticated
 // and where the caller's context is carried.
 type Inbound struct {
@@ -161,6 +178,7 @@ var muxBlocks = []struct {
 	{"store", (*Config).parseStore},
 	{"inbound", (*Config).parseInbound},
 	{"admin", (*Config).parseAdmin},
+	{"telemetry", (*Config).parseTelemetry},
 }
 
 // parseMuxBlocks fills the mux-specific blocks. They are strict: unknown keys
@@ -168,6 +186,7 @@ var muxBlocks = []struct {
 func (c *Config) parseMuxBlocks(root *rawdoc.Node) []Problem {
 	f := &findings{}
 	c.Guardrails, c.ToolSearch, c.Tasks, c.Store, c.Inbound = defaultBlocks()
+	c.Telemetry = Telemetry{Protocol: "http/protobuf", SampleRatio: 1, UserID: "hashed"}
 	for _, b := range muxBlocks {
 		if o := objectAt(root.Get(b.key), b.key, f); o != nil {
 			b.read(c, o)
@@ -289,6 +308,34 @@ func (c *Config) parseAdmin(o *object) {
 		if !isVarName(v) {
 			o.f.problem(fmt.Sprintf("%s[%d]", o.field("allowed_env"), i), "must be an environment variable name (letters, digits and _, not starting with a digit)")
 		}
+	}
+}
+
+// parseTelemetry reads the "telemetry" block.
+func (c *Config) parseTelemetry(o *object) {
+	t := &c.Telemetry
+	t.Enabled = o.boolean("enabled", false)
+	t.Endpoint = o.secret("endpoint")
+	if !t.Endpoint.IsZero() {
+		// Never echoed: a URL may carry credentials.
+		if u, err := url.Parse(t.Endpoint.Reveal()); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			o.f.problem(o.field("endpoint"), "must be an http:// or https:// URL")
+		}
+	}
+	t.Protocol = o.str("protocol", t.Protocol)
+	if t.Protocol != "http/protobuf" && t.Protocol != "grpc" {
+		o.f.problem(o.field("protocol"), "must be \"http/protobuf\" or \"grpc\"")
+	}
+	if v, ok := o.number("sample_ratio"); ok {
+		if v <= 0 || v > 1 {
+			o.f.problem(o.field("sample_ratio"), "must be more than 0 and at most 1 (to trace nothing, leave telemetry off)")
+		} else {
+			t.SampleRatio = v
+		}
+	}
+	t.UserID = o.str("user_id", t.UserID)
+	if t.UserID != "hashed" && t.UserID != "plain" && t.UserID != "none" {
+		o.f.problem(o.field("user_id"), "must be \"hashed\", \"plain\" or \"none\"")
 	}
 }
 

@@ -445,6 +445,7 @@ func (s *Server) becomeReady(started []*callpath.Backend) {
 func (s *Server) upstreamOptions(sc *config.Server, ref *callpath.ResolverRef) upstream.Options {
 	o := reload.UpstreamOptions(sc)
 	o.Supervisor, o.RetryMin, o.RetryMax = s.opts.StdioSupervisor, s.opts.RetryMin, s.opts.RetryMax
+	o.Telemetry = s.tel
 	o.Logger = s.log.Named("upstream").With("server", sc.Name)
 	o.OnChange = func() { s.refreshCatalog(nil) }
 	o.OnDiscovery = s.metrics.observeDiscovery(sc.Name)

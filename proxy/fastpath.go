@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/proxy/modern"
+	"github.com/mcp-mux/mcp-mux/telemetry"
 )
 
 // The tools/call fast path.
@@ -75,7 +77,7 @@ func (s *Server) serveFast(w http.ResponseWriter, r *http.Request, st *callpath.
 		s.fastCall(w, r, st, m, &p)
 		return true
 	case m.Method == "tools/list" && m.IsCall():
-		s.fastList(w, st, m)
+		s.fastList(w, r, st, m)
 		return true
 	case m.Method == "notifications/cancelled":
 		st.CancelCall(m.Params)
@@ -92,7 +94,10 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, st *callpath.S
 
 	k := callpath.NewFastSink(st, w)
 	k.Resumable(m.ID)
+	ctx, span := s.tel.Server(ctx, telemetry.Op{Method: "tools/call", Tool: p.Name, RequestID: string(m.ID), Session: st.ID,
+		Protocol: st.Protocol, Transport: "tcp", User: st.User}, p.Meta, r.Header)
 	raw, err := s.calls.GuardedCall(ctx, st, callpath.LegacyEra{}, k, s.calls.CallerKey(st, callpath.LegacyEra{}, r.Header), r.Header, p.Name, p.Arguments, p.Meta)
+	span.End(err, err == nil && bytes.Contains(raw, toolErrorMark))
 
 	out := s.buffers.Get()
 	defer s.buffers.Put(out)
@@ -114,9 +119,21 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, st *callpath.S
 	k.Finish(b)
 }
 
+// toolErrorMark is how a tool error result (isError) reads.
+var toolErrorMark = []byte(`"isError":true`)
+
 // fastList answers tools/list with the session's cached list bytes, as one
 // event on the POST's own stream like the SDK answers it.
-func (s *Server) fastList(w http.ResponseWriter, st *callpath.Session, m *wire.Message) {
+func (s *Server) fastList(w http.ResponseWriter, r *http.Request, st *callpath.Session, m *wire.Message) {
+	if t := s.tel; t.Enabled() {
+		var meta json.RawMessage
+		if t.Tracing() {
+			meta = wire.MetaOf(m.Params)
+		}
+		_, span := t.Server(r.Context(), telemetry.Op{Method: "tools/list", RequestID: string(m.ID), Session: st.ID,
+			Protocol: st.Protocol, Transport: "tcp", User: st.User}, meta, r.Header)
+		defer span.End(nil, false)
+	}
 	raw := st.ToolsList(s.rt.Load().Catalog.Load())
 	out := s.buffers.Get()
 	defer s.buffers.Put(out)

@@ -67,19 +67,30 @@ func (t *sessionTable) hold(st *callpath.Session) {
 	t.wg.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 		defer cancel()
+		// Subscribe first, then take over: the replica that held the
+		// subscriptions drops them when it sees the new holder, and by then
+		// they are held here (but for one made in between, taken up after).
+		if rec, err := t.store.Get(ctx, st.ID); err == nil {
+			t.adopt(ctx, st, rec.Subs)
+		}
 		rec, err := t.store.Update(ctx, st.ID, sessionstore.SetHolder(t.replica, true))
 		if err != nil {
 			t.log.Debug("taking over a session's stream", "session", st.ID, "err", err)
 			return
 		}
-		for _, uri := range rec.Subs {
-			if !st.Subs.Has(uri) {
-				if _, err := t.calls.SubscribeURI(ctx, st, uri, true); err != nil {
-					t.log.Debug("resubscribing a session taken over", "session", st.ID, "err", err)
-				}
+		t.adopt(ctx, st, rec.Subs)
+	})
+}
+
+// adopt subscribes st here to the URIs it does not hold yet.
+func (t *sessionTable) adopt(ctx context.Context, st *callpath.Session, uris []string) {
+	for _, uri := range uris {
+		if !st.Subs.Has(uri) {
+			if _, err := t.calls.SubscribeURI(ctx, st, uri, true); err != nil {
+				t.log.Debug("resubscribing a session taken over", "session", st.ID, "err", err)
 			}
 		}
-	})
+	}
 }
 
 // stream makes f the GET stream of session id on this replica, ending the

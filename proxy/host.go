@@ -48,6 +48,7 @@ func (s *Server) serveSession(w http.ResponseWriter, r *http.Request, body []byt
 	user := callpath.User(r.Header)
 	var m wire.Message
 	single := !batch && wire.Decode(body, &m) == nil
+	r.Header.Del(callpath.RequestIDHeader)
 	sid := r.Header.Get("Mcp-Session-Id")
 	if sid == "" {
 		if single && m.Method == "initialize" && m.IsCall() {
@@ -75,6 +76,9 @@ func (s *Server) serveSession(w http.ResponseWriter, r *http.Request, body []byt
 		}
 		if slices.Contains(fastVersions, r.Header.Get("Mcp-Protocol-Version")) && s.serveFast(w, r, st, &m) {
 			return
+		}
+		if m.IsCall() {
+			r.Header.Set(callpath.RequestIDHeader, string(m.ID)) // its SERVER span's (middleware.go)
 		}
 	}
 	s.serveSDK(w, r, st, body)

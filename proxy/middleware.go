@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"strings"
 	"sync/atomic"
@@ -10,9 +11,11 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/internal/reqid"
 	"github.com/mcp-mux/mcp-mux/internal/via"
+	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/proxy/modern"
 	"github.com/mcp-mux/mcp-mux/sessionstore"
+	"github.com/mcp-mux/mcp-mux/telemetry"
 )
 
 // receiver is the SDK's receiving middleware, the era router of the SDK
@@ -27,6 +30,7 @@ type receiver struct {
 	sessions *sessionTable
 	calls    *callpath.Router
 	modern   *modern.Handler
+	tel      *telemetry.Telemetry // SERVER spans (nil: off)
 }
 
 // middleware is the mcp.Middleware.
@@ -34,8 +38,54 @@ func (m *receiver) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		ctx, stop := m.scope(ctx, method, req)
 		defer stop()
-		return m.route(ctx, method, req, next)
+		if !m.tel.Enabled() {
+			return m.route(ctx, method, req, next)
+		}
+		var meta map[string]any
+		if p := req.GetParams(); p != nil {
+			meta = p.GetMeta()
+		}
+		ctx, span := m.tel.ServerMeta(ctx, sdkOp(method, req), meta, callpath.HeaderOf(req))
+		res, err := m.route(ctx, method, req, next)
+		span.End(err, isToolError(res))
+		return res, err
 	}
+}
+
+// sdkOp describes an SDK-path request for its SERVER span.
+func sdkOp(method string, req mcp.Request) telemetry.Op {
+	op := telemetry.Op{Method: method, Transport: "tcp"}
+	h := callpath.HeaderOf(req)
+	op.RequestID = h.Get(callpath.RequestIDHeader)
+	op.User = callpath.User(h)
+	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {
+		op.Session = ss.ID()
+	}
+	op.Protocol = h.Get("Mcp-Protocol-Version")
+	switch p := req.GetParams().(type) {
+	case *mcp.CallToolParamsRaw:
+		op.Tool = p.Name
+	case *mcp.GetPromptParams:
+		op.Prompt = p.Name
+	case *mcp.ReadResourceParams:
+		op.URI = p.URI
+	case *mcp.SubscribeParams:
+		op.URI = p.URI
+	case *mcp.UnsubscribeParams:
+		op.URI = p.URI
+	}
+	return op
+}
+
+// isToolError reports whether res is a tool error result.
+func isToolError(res mcp.Result) bool {
+	switch r := res.(type) {
+	case *mcp.CallToolResult:
+		return r.IsError
+	case *mcpwire.RawResult:
+		return bytes.Contains(r.Raw, toolErrorMark)
+	}
+	return false
 }
 
 // scope tags ctx with the request's id (internal/reqid) and loop marker

@@ -21,6 +21,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcp-mux/mcp-mux/admission"
 	"github.com/mcp-mux/mcp-mux/config"
@@ -36,6 +37,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/sessionstore"
 	"github.com/mcp-mux/mcp-mux/subscriptions"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
+	"github.com/mcp-mux/mcp-mux/telemetry"
 )
 
 // Options configure a Server.
@@ -90,6 +92,10 @@ type Options struct {
 	// ResidentIdle is how long a session's SDK side stays in memory with
 	// no request (package sessionhost); default sessionhost.DefaultResidentIdle.
 	ResidentIdle time.Duration
+	// Telemetry configures OpenTelemetry (package telemetry): the MCP
+	// metrics are served on /metrics always, spans and OTLP export when it
+	// is enabled. Its Registerer is the Server's.
+	Telemetry telemetry.Options
 	// StateKey seals requestStates when the config names no
 	// inbound.request_state_key: replicas that share it open each other's
 	// (sessionstore.SharedKey); empty, each process makes its own.
@@ -135,7 +141,8 @@ type Server struct {
 	reloads reloadLog
 
 	tasks   *taskpoll.Service // nil: durable tasks off (tasks.go)
-	durable taskBridge        // the task service's lifecycle and events (tasks.go)
+	tel     *telemetry.Telemetry
+	durable taskBridge // the task service's lifecycle and events (tasks.go)
 }
 
 // New returns a Server with no upstreams; call Apply to configure it.
@@ -159,6 +166,7 @@ func New(opts Options) *Server {
 	s.subs = subscriptions.New(subscriptions.Options{UnsubscribeTimeout: callpath.NotifyTimeout})
 	s.bodies = admission.NewBodies(admission.BodyOptions{Max: callpath.MaxBody, Timeout: opts.BodyTimeout, Buffers: &s.buffers, Log: s.log})
 	s.reloads.register(s.metrics.reg)
+	s.tel = newTelemetry(opts.Telemetry, s.metrics.reg, s.log)
 	// The SDK's capabilities gate nothing mcp-mux relies on: initialize and
 	// discover results get the catalog's (middleware.go, package modern).
 	s.sdk = mcp.NewServer(&mcp.Implementation{Name: "mcp-mux", Version: opts.Version}, &mcp.ServerOptions{
@@ -193,10 +201,10 @@ func New(opts Options) *Server {
 		PageSize: opts.PageSize, Subs: s.subs, Panics: s.panics})
 	s.openSessions(opts)
 	s.modern = modern.New(modern.Options{Log: s.log, SDK: s.sdk, Send: s.send, Calls: s.calls, Runtime: &s.rt,
-		Gate: &s.gate, Life: s.life, Background: &s.bg, Panics: s.panics, Tasks: s.tasks, States: s.states, Replica: s.sessions.replica, Elsewhere: s.retry.elsewhere,
+		Gate: &s.gate, Life: s.life, Background: &s.bg, Panics: s.panics, Tasks: s.tasks, States: s.states, Replica: s.sessions.replica, Elsewhere: s.retry.elsewhere, Telemetry: s.tel,
 		Buffers: &s.buffers, PageSize: opts.PageSize, DisableFastPath: opts.DisableModernFastPath})
 	s.durable.log, s.durable.panics, s.durable.sessions, s.durable.modern, s.durable.bg = s.log, s.panics, &s.sessions, s.modern, &s.bg
-	s.recv = receiver{rt: &s.rt, via: s.via, requests: &s.requests, sessions: &s.sessions, calls: s.calls, modern: s.modern}
+	s.recv = receiver{rt: &s.rt, via: s.via, requests: &s.requests, sessions: &s.sessions, calls: s.calls, modern: s.modern, tel: s.tel}
 	s.fwd = forwarder{sessions: &s.sessions, modern: s.modern}
 	none, _ := inbound.New(inbound.Options{Mode: inbound.ModeNone})
 	origins, _ := newOriginPolicy(nil, nil)
@@ -206,6 +214,26 @@ func New(opts Options) *Server {
 	s.rt.Store(empty)
 	s.bg.Go(func() { s.sessions.reap(ctx) })
 	return s
+}
+
+// newTelemetry starts telemetry on o with the Server's registry; when
+// its export cannot start, the metrics still do (and the reason is logged).
+func newTelemetry(o telemetry.Options, reg *prometheus.Registry, log hclog.Logger) *telemetry.Telemetry {
+	o.Registerer = reg
+	if o.Log == nil {
+		o.Log = log.Named("telemetry")
+	}
+	t, err := telemetry.New(context.Background(), o)
+	if err == nil {
+		return t
+	}
+	log.Error("telemetry: export is off", "err", err)
+	t, err = telemetry.New(context.Background(), telemetry.Options{Registerer: reg})
+	if err != nil {
+		log.Error("telemetry: the MCP metrics are off", "err", err)
+		return nil
+	}
+	return t
 }
 
 // openSessions sets up the 2025-11-25 session table: its store (opts'
@@ -294,6 +322,9 @@ func (s *Server) Close(ctx context.Context) error {
 	}
 	if err := s.sessions.store.Close(); err != nil {
 		s.log.Warn("shutdown: closing the session store", "err", err)
+	}
+	if err := s.tel.Shutdown(ctx); err != nil {
+		s.log.Warn("shutdown: telemetry", "err", err)
 	}
 	// Runtimes replaced by reloads close now, then the current one.
 	s.applyMu.Lock()

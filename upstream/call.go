@@ -85,7 +85,10 @@ func (u *Upstream) attempt(ctx context.Context, key Key, method string, params j
 		return nil, false, u.scrubs.Error(err, extra)
 	}
 	start := time.Now()
+	ctx, span := u.clientSpan(ctx, c, method, params) // trace.go
+	params = u.opts.Telemetry.InjectMeta(ctx, params)
 	raw, err := c.request(ctx, u, method, params, extra)
+	span.End(err, err == nil && method == "tools/call" && isToolError(raw))
 	if err == nil {
 		u.pool.release(key, c)
 		return raw, false, nil

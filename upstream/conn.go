@@ -289,7 +289,7 @@ func (d *dialing) adopt(cs *mcp.ClientSession, transport mcp.Transport, hdr http
 		v := cs.InitializeResult().ProtocolVersion
 		u.eras.note(v)
 		c.direct = &direct{url: u.opts.URL, client: u.http, header: hdr, sessionID: cs.ID(),
-			protocol: v, maxEvent: stdioproc.MaxFrame, async: &u.async}
+			protocol: v, maxEvent: stdioproc.MaxFrame, async: &u.async, tel: u.opts.Telemetry}
 		if v >= VersionModern {
 			c.direct.modern = modernreq.New(sessionCaps(c.key, d.control), &u.annotations)
 		}

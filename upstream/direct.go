@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/telemetry"
 	"github.com/mcp-mux/mcp-mux/upstream/eventstream"
 	"github.com/mcp-mux/mcp-mux/upstream/modernreq"
 	"github.com/mcp-mux/mcp-mux/upstream/rawconn"
@@ -37,7 +38,8 @@ type direct struct {
 	modern    *modernreq.Request // a 2026-07-28 server: per-request _meta and headers
 	seq       atomic.Uint64
 	maxEvent  int
-	async     *background // background posts; the Upstream cuts them short and waits for them on Close
+	tel       *telemetry.Telemetry // the call's trace context goes in its headers too
+	async     *background          // background posts; the Upstream cuts them short and waits for them on Close
 	// latest is the header set of the newest call: background posts (cancel
 	// notifications, replies to server requests) carry it rather than the
 	// opening headers, whose OAuth token may have been refreshed since.
@@ -71,6 +73,7 @@ func (d *direct) call(ctx context.Context, method string, params []byte, extra h
 		return nil, err
 	}
 	req.Header = h
+	d.tel.InjectHeader(ctx, req.Header)
 	resp, err := d.send(ctx, req, id)
 	if err != nil {
 		return nil, err

@@ -28,6 +28,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/via"
+	"github.com/mcp-mux/mcp-mux/telemetry"
 	"github.com/mcp-mux/mcp-mux/upstream/credscrub"
 	"github.com/mcp-mux/mcp-mux/upstream/paramheader"
 	"github.com/mcp-mux/mcp-mux/upstream/stdioproc"
@@ -119,7 +120,10 @@ type Options struct {
 
 	// Transport for HTTP and SSE; nil uses a dedicated keep-alive transport.
 	RoundTripper http.RoundTripper
-	Logger       hclog.Logger
+	// Telemetry starts a CLIENT span per request and carries its trace
+	// context upstream (params._meta, and HTTP headers); nil: off.
+	Telemetry *telemetry.Telemetry
+	Logger    hclog.Logger
 	// OnChange is called after any list (tools, prompts, resources,
 	// resource templates) was discovered or refreshed.
 	OnChange func()

@@ -178,8 +178,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, env fun
 		log.Error("opening the session store", "err", err)
 		return 1
 	}
+	routeOTelErrors(cfg.Telemetry, env, log.Named("telemetry"))
 	srv := proxy.New(proxy.Options{Logger: log, Version: version, StdioSupervisor: selfExe, TaskStore: store, TaskConfig: taskConfig(cfg.Tasks),
-		SessionStore: sessions, StateKey: stateKey})
+		SessionStore: sessions, StateKey: stateKey, Telemetry: telemetryOptions(cfg.Telemetry, env, log)})
 	if err := srv.Apply(cfg); err != nil {
 		_ = ln.Close()
 		_ = srv.Close(context.Background())

@@ -49,3 +49,17 @@ func FuzzDropMeta(f *testing.F) {
 		}
 	})
 }
+
+func TestSetMeta(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`{"name":"x"}`, `{"_meta":{"traceparent":"00-a-b-01"},"name":"x"}`},
+		{`{"name":"x","_meta":{"traceparent":"old","progressToken":7,"tracestate":"s"}}`, `{"_meta":{"progressToken":7,"traceparent":"00-a-b-01"},"name":"x"}`},
+		{``, `{"_meta":{"traceparent":"00-a-b-01"}}`},
+		{`{"_meta":"nope"}`, `{"_meta":{"traceparent":"00-a-b-01"}}`},
+	} {
+		got := string(SetMeta(json.RawMessage(tc.in), map[string]string{"traceparent": "00-a-b-01"}, []string{"traceparent", "tracestate", "baggage"}))
+		if got != tc.want {
+			t.Errorf("SetMeta(%s) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}

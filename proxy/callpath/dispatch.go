@@ -192,6 +192,11 @@ func completionOwner(cat *Catalog, ref *mcp.CompleteReference) *Backend {
 	return nil
 }
 
+// RequestIDHeader carries the JSON-RPC id of an SDK-path request from
+// the HTTP handler that decoded it to the SDK's handlers (which the SDK does
+// not give it). Set by mcp-mux only: a client's copy is removed.
+const RequestIDHeader = "Mcp-Mux-Internal-Request-Id"
+
 // HeaderOf returns the HTTP headers an SDK request arrived with, or nil.
 func HeaderOf(req mcp.Request) http.Header {
 	if ex := req.GetExtra(); ex != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 	"github.com/mcp-mux/mcp-mux/proxy/callpath"
+	"github.com/mcp-mux/mcp-mux/telemetry"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
@@ -140,6 +141,11 @@ func (s *Handler) fastList(w http.ResponseWriter, r *http.Request, m *wire.Messa
 	rq, ok := s.capsCache.request(r.Header, p.Meta)
 	if !ok {
 		return false
+	}
+	if s.tel.Enabled() {
+		_, span := s.tel.Server(r.Context(), telemetry.Op{Method: m.Method, RequestID: string(m.ID), Protocol: modernVersion, Transport: "tcp",
+			User: callpath.User(r.Header)}, p.Meta, r.Header)
+		defer span.End(nil, false)
 	}
 	s.modernFastList(w, rq, m, cursor)
 	return true
@@ -391,6 +397,9 @@ func (s *Handler) modernFastCall(w http.ResponseWriter, r *http.Request, rq mode
 		raw json.RawMessage
 		err error
 	)
+	ctx, span := s.tel.Server(ctx, telemetry.Op{Method: "tools/call", Tool: p.Name, RequestID: string(m.ID), Protocol: modernVersion,
+		Transport: "tcp", User: cs.st.User}, p.Meta, r.Header)
+	defer func() { span.End(err, err == nil && bytes.Contains(raw, []byte(`"isError":true`))) }()
 	if rq.caps.inputs && rt.Deny == nil && rt.Server.Up.EraFor(upstream.VersionModern) < modernVersion {
 		raw, err = s.bridgedFastCall(ctx, cs) // the upstream may ask the client for input mid-call
 	} else {

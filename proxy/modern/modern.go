@@ -41,7 +41,7 @@ const modernVersion = "2026-07-28"
 // requestIDHeader carries a modern request's JSON-RPC id from the router to
 // the middleware, which the SDK does not expose (subscriptions/listen names
 // its notifications by it). Like userHeader it is set by mcp-mux only.
-const requestIDHeader = "Mcp-Mux-Internal-Request-Id"
+const requestIDHeader = callpath.RequestIDHeader
 
 const metaSubscriptionID = "io.modelcontextprotocol/subscriptionId"
 

@@ -22,6 +22,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/seal"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
+	"github.com/mcp-mux/mcp-mux/telemetry"
 )
 
 // Options configure a Handler.
@@ -54,6 +55,8 @@ type Options struct {
 	PageSize int
 	// DisableFastPath sends every request through go-sdk's stateless handler.
 	DisableFastPath bool
+	// Telemetry starts the fast path's SERVER spans; nil: off.
+	Telemetry *telemetry.Telemetry
 }
 
 // Handler serves the 2026-07-28 era.
@@ -72,6 +75,7 @@ type Handler struct {
 	buffers   *wire.Buffers
 	pageSize  int
 	noFast    bool
+	tel       *telemetry.Telemetry
 
 	listens   listens   // subscriptions/listen streams (listen.go)
 	bridge    bridges   // calls that need client input (mrtr.go)
@@ -83,7 +87,7 @@ type Handler struct {
 func New(opts Options) *Handler {
 	s := &Handler{log: opts.Log, calls: opts.Calls, rt: opts.Runtime, sdk: opts.SDK, send: opts.Send,
 		gate: opts.Gate, life: opts.Life, bg: opts.Background, panics: opts.Panics, tasks: opts.Tasks,
-		buffers: opts.Buffers, pageSize: opts.PageSize, noFast: opts.DisableFastPath}
+		buffers: opts.Buffers, pageSize: opts.PageSize, noFast: opts.DisableFastPath, tel: opts.Telemetry}
 	s.listens = listens{log: s.log, rt: s.rt, calls: s.calls, send: s.send, gate: s.gate, life: s.life, bg: s.bg,
 		panics: s.panics, tasks: s.tasks, capsCache: &s.capsCache}
 	s.bridge = bridges{log: s.log, rt: s.rt, calls: s.calls, panics: s.panics,

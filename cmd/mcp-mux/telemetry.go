@@ -1,0 +1,34 @@
+package main
+
+import (
+	"github.com/hashicorp/go-hclog"
+	"go.opentelemetry.io/otel"
+
+	"github.com/mcp-mux/mcp-mux/config"
+	"github.com/mcp-mux/mcp-mux/secret"
+	"github.com/mcp-mux/mcp-mux/telemetry"
+)
+
+// routeOTelErrors sends OpenTelemetry's export errors (its global error
+// handler) to log, with the endpoint's credentials scrubbed: left alone,
+// the SDK prints them in plain text on stderr, in the middle of JSON logs.
+func routeOTelErrors(t config.Telemetry, env func(string) (string, bool), log hclog.Logger) {
+	var s secret.Scrubber
+	s.AddURL(t.Endpoint.Reveal())
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"} {
+		if v, ok := env(name); ok {
+			s.AddURL(v)
+			s.Add(v)
+		}
+	}
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		log.Warn("telemetry: export failed", "err", s.Scrub(err.Error()))
+	}))
+}
+
+// telemetryOptions maps the telemetry block to package telemetry's
+// options (the OTEL_* variables, read through env, win over it).
+func telemetryOptions(t config.Telemetry, env func(string) (string, bool), log hclog.Logger) telemetry.Options {
+	return telemetry.Options{Enabled: t.Enabled, Endpoint: t.Endpoint.Reveal(), Protocol: t.Protocol, SampleRatio: t.SampleRatio,
+		UserID: t.UserID, Version: version, Env: env, Log: log.Named("telemetry")}
+}
