@@ -1,6 +1,8 @@
 // Package mcptest provides real MCP servers for mcp-mux's tests: a go-sdk
 // server with a fixed set of tools, served over Streamable HTTP, legacy SSE,
-// or stdio (the test binary re-executes itself as the server process).
+// or stdio (the test binary re-executes itself as the server process),
+// optionally traced (Trace: a SERVER span per request, continuing the
+// caller's trace context, exported over OTLP).
 package mcptest
 
 import (
@@ -165,6 +167,27 @@ func ServeHTTP(t testing.TB, s *mcp.Server) *httptest.Server {
 	return ts
 }
 
+// ServeHTTPBothEras serves s over Streamable HTTP in both eras, as go-sdk
+// documents it: requests of 2026-07-28 or later (by their
+// Mcp-Protocol-Version header) go to a stateless handler, the others to a
+// stateful one. The endpoint is URL + "/mcp".
+func ServeHTTPBothEras(t testing.TB, s *mcp.Server) *httptest.Server {
+	t.Helper()
+	stateful := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	stateless := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true})
+	mux := http.NewServeMux()
+	mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Protocol-Version") >= "2026-07-28" {
+			stateless.ServeHTTP(w, r)
+			return
+		}
+		stateful.ServeHTTP(w, r)
+	})
+	ts := httptest.NewServer(mux)
+	t.Cleanup(func() { ts.Close(); closeSessions(s) })
+	return ts
+}
+
 // closeSessions ends what a stopped server process would take with it:
 // sessions whose clients never said goodbye (an initialize abandoned by a
 // client that gave up, say).
@@ -229,6 +252,10 @@ type StdioOptions struct {
 	// server prints on stderr when it starts (a server quoting its
 	// credential in its stderr, which the mux must scrub from its log).
 	EchoEnv string
+	// TraceEndpoint, when set, makes the server a traced one (see Trace):
+	// each request's SERVER span is exported to the OTLP/HTTP receiver at
+	// this base URL before the request is answered.
+	TraceEndpoint string
 }
 
 // StdioServer returns the command, args and env that run the test binary as
@@ -268,6 +295,9 @@ func StdioServer(name string, o StdioOptions) (string, []string, map[string]stri
 	}
 	if o.EchoEnv != "" {
 		env[envEchoEnv] = o.EchoEnv
+	}
+	if o.TraceEndpoint != "" {
+		env[envTraceEndpoint] = o.TraceEndpoint
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -325,7 +355,18 @@ func MaybeServeStdio() {
 	if dir := os.Getenv(envMethodsDir); dir != "" {
 		s.AddReceivingMiddleware(noteMethods(dir))
 	}
+	stopTracing := func() {}
+	if ep := os.Getenv(envTraceEndpoint); ep != "" {
+		tp, err := tracerProvider(name, ep)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "tracing:", err)
+			os.Exit(1)
+		}
+		s.AddReceivingMiddleware(traceRequests(tp))
+		stopTracing = func() { _ = tp.Shutdown(context.Background()) }
+	}
 	err := s.Run(context.Background(), t)
+	stopTracing()
 	if err != nil {
 		os.Exit(1)
 	}
