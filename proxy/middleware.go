@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"reflect"
 	"strings"
 	"sync/atomic"
 
@@ -42,7 +43,7 @@ func (m *receiver) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			return m.route(ctx, method, req, next)
 		}
 		var meta map[string]any
-		if p := req.GetParams(); p != nil {
+		if p := req.GetParams(); p != nil && m.tel.Tracing() && !reflect.ValueOf(p).IsNil() { // params may be a typed nil
 			meta = p.GetMeta()
 		}
 		ctx, span := m.tel.ServerMeta(ctx, sdkOp(method, req), meta, callpath.HeaderOf(req))
@@ -62,17 +63,27 @@ func sdkOp(method string, req mcp.Request) telemetry.Op {
 		op.Session = ss.ID()
 	}
 	op.Protocol = h.Get("Mcp-Protocol-Version")
-	switch p := req.GetParams().(type) {
+	switch p := req.GetParams().(type) { // each may be a typed nil
 	case *mcp.CallToolParamsRaw:
-		op.Tool = p.Name
+		if p != nil {
+			op.Tool = p.Name
+		}
 	case *mcp.GetPromptParams:
-		op.Prompt = p.Name
+		if p != nil {
+			op.Prompt = p.Name
+		}
 	case *mcp.ReadResourceParams:
-		op.URI = p.URI
+		if p != nil {
+			op.URI = p.URI
+		}
 	case *mcp.SubscribeParams:
-		op.URI = p.URI
+		if p != nil {
+			op.URI = p.URI
+		}
 	case *mcp.UnsubscribeParams:
-		op.URI = p.URI
+		if p != nil {
+			op.URI = p.URI
+		}
 	}
 	return op
 }

@@ -240,7 +240,7 @@ func newTelemetry(o telemetry.Options, reg *prometheus.Registry, log hclog.Logge
 // or one in process), its host of resident SDK sessions, and the idle sweep.
 func (s *Server) openSessions(opts Options) {
 	t := &s.sessions
-	*t = sessionTable{replica: sessionstore.NewReplica(), send: s.send, gate: &s.gate, rt: &s.rt, calls: s.calls, log: s.log,
+	*t = sessionTable{replica: sessionstore.NewReplica(), send: s.send, gate: &s.gate, rt: &s.rt, calls: s.calls, log: s.log, tel: s.tel,
 		threadless: cmp.Or(opts.ThreadlessIdle, defaultThreadlessIdle)}
 	s.retry = retrier{sessions: t, serve: s.mcpHandler(), log: s.log}
 	so := sessionstore.Options{Replica: t.replica, OnMessage: s.retry.message, OnChange: t.changed}

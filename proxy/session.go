@@ -17,6 +17,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/proxy/sessionhost"
 	"github.com/mcp-mux/mcp-mux/sessionstore"
+	"github.com/mcp-mux/mcp-mux/telemetry"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
@@ -51,6 +52,7 @@ type sessionTable struct {
 	rt    *atomic.Pointer[callpath.Runtime]
 	calls *callpath.Router
 	log   hclog.Logger
+	tel   *telemetry.Telemetry // the session duration metric
 	// threadless is Options.ThreadlessIdle: when an idle session that
 	// names no thread gives up its stdio call sessions.
 	threadless time.Duration
@@ -217,6 +219,7 @@ func (t *sessionTable) build(rec *sessionstore.Record) *callpath.Session {
 		st.Caps, st.ClientCaps = upstream.Capabilities(st.Init.Capabilities), st.Init.Capabilities
 	}
 	t.apply(st, rec)
+	st.Started = time.Now()
 	st.Touch()
 	return st
 }
@@ -343,6 +346,9 @@ func (t *sessionTable) remove(ctx context.Context, id string) error {
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
 	err := t.store.Delete(ctx, id)
+	if st := t.get(id); st != nil {
+		t.tel.SessionEnded(st.Started, st.Protocol)
+	}
 	t.forget(id)
 	return err
 }
@@ -423,6 +429,7 @@ func (t *sessionTable) sweep(now time.Time) time.Duration {
 			t.log.Debug("closing idle session", "session", st.ID)
 			if local != nil {
 				_ = local.Delete(context.Background(), st.ID)
+				t.tel.SessionEnded(st.Started, st.Protocol)
 			}
 			t.forget(st.ID)
 		case idle > t.threadless && !st.Busy() && st.ReleaseOwnThread():

@@ -136,9 +136,8 @@ func (t *Telemetry) record(s Span, errorType string) {
 	}
 	method := mcpconv.MethodNameAttr(op.Method)
 	if s.kind == trace.SpanKindClient {
-		if op.Server != "" {
-			attrs = append(attrs, ServerAttr.String(op.Server))
-		}
+		// No server name: the OTel SDK cannot delete a removed server's
+		// series (mcp_mux_tool_call_duration_seconds has them by server).
 		t.m.client.Record(ctx, d, method, attrs...)
 		return
 	}

@@ -88,7 +88,9 @@ func New(ctx context.Context, o Options) (*Telemetry, error) {
 	}
 	t := &Telemetry{prop: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}), userID: o.UserID}
 	on := o.Enabled && !envIs(env, "OTEL_SDK_DISABLED", "true")
-	res, err := resource.Merge(resource.Default(), resource.NewWithAttributes(semconv.SchemaURL,
+	// Schemaless: the SDK's default resource follows a newer schema than
+	// the conventions pinned here, and two schemas do not merge.
+	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(
 		semconv.ServiceName("mcp-mux"), semconv.ServiceVersion(o.Version)))
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: resource: %w", err)

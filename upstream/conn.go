@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/telemetry"
 	"github.com/mcp-mux/mcp-mux/upstream/modernreq"
 	"github.com/mcp-mux/mcp-mux/upstream/rawconn"
 	"github.com/mcp-mux/mcp-mux/upstream/stdioproc"
@@ -85,9 +86,13 @@ func (c *conn) finishServerRequest(id string, r *serverReq) {
 // upstream session. The whole bring-up is bounded by InitTimeout (each
 // attempt: a legacy session that turned out sessionless is dialed again,
 // on 2026-07-28; era.go).
-func (u *Upstream) dial(ctx context.Context, key Key, control bool) (*conn, error) {
+func (u *Upstream) dial(ctx context.Context, key Key, control bool) (_ *conn, err error) {
+	// A session opened for a call is a step of its trace (package telemetry).
+	ctx, span := u.opts.Telemetry.Internal(ctx, "connect "+u.opts.Name, nil, telemetry.ServerAttr.String(u.opts.Name))
+	defer func() { span.End(err, false) }()
 	c, err := u.dialOnce(ctx, key, control)
 	if errors.Is(err, errLegacySessionless) {
+		span.Event("reconnect: the server is sessionless; dialing it on 2026-07-28")
 		return u.dialOnce(ctx, key, control)
 	}
 	return c, err

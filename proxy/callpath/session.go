@@ -26,6 +26,7 @@ type Session struct {
 	Caps     string            // upstream.Capabilities of the client: call sessions declare them
 	Send     mcp.MethodHandler // the SDK's sending handler (a 2026-07-28 request's server-to-client requests)
 	LastSeen atomic.Int64      // unix nanos of the last message
+	Started  time.Time         // when this replica built it
 	// Replica names this process in the ids of its requests to the
 	// client, so that an answer reaching another replica comes back here.
 	Replica string

@@ -1,0 +1,168 @@
+package proxy_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mcp-mux/mcp-mux/internal/mcptest"
+	"github.com/mcp-mux/mcp-mux/internal/otlptest"
+	"github.com/mcp-mux/mcp-mux/proxy"
+	"github.com/mcp-mux/mcp-mux/telemetry"
+)
+
+// callerTrace starts the caller's own span, exported to r, and returns its
+// context as _meta's trace members.
+func callerTrace(t *testing.T, r *otlptest.Receiver) (trace.Span, map[string]string) {
+	t.Helper()
+	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(r.Endpoint()+"/v1/traces"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithResource(resource.NewSchemaless()))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	_, span := tp.Tracer("caller").Start(context.Background(), "agent turn")
+	c := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(trace.ContextWithSpan(context.Background(), span), c)
+	return span, c
+}
+
+// tracedMux runs a mux exporting its spans to r, in front of a traced HTTP
+// upstream (both eras) and a traced stdio one.
+func tracedMux(t *testing.T, r *otlptest.Receiver) *mux {
+	t.Helper()
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "20") // the batch processor exports within 20 ms
+	up := mcptest.ServeHTTPBothEras(t, mcptest.TracedServer(t, r.Endpoint(), "web"))
+	cfg := fmt.Sprintf(`{"mcpServers": {"web": {"type": "http", "url": %q}, %s}}`, up.URL+"/mcp",
+		stdioServerJSON(t, "local", mcptest.StdioOptions{TraceEndpoint: r.Endpoint()}, ""))
+	return startMux(t, cfg, proxy.Options{Telemetry: telemetry.Options{Enabled: true, Endpoint: r.Endpoint(), Version: "test",
+		Env: func(string) (string, bool) { return "", false }}})
+}
+
+// TestTraceEndToEnd: a call made inside a caller's trace reaches the OTLP
+// receiver as one trace — the caller's span, the mux's SERVER span, its
+// CLIENT span and the upstream's own span, each the child of the one
+// before — through an HTTP and a stdio upstream, from a client of each era.
+func TestTraceEndToEnd(t *testing.T) {
+	r := otlptest.Start(t)
+	m := tracedMux(t, r)
+	for _, tc := range []struct {
+		era, tool, transport string
+	}{
+		{"2025-11-25", "web_echo", "tcp"}, {"2025-11-25", "local_echo", "pipe"},
+		{"2026-07-28", "web_echo", "tcp"}, {"2026-07-28", "local_echo", "pipe"},
+	} {
+		t.Run(tc.era+" "+tc.tool, func(t *testing.T) {
+			caller, meta := callerTrace(t, r)
+			traceID := caller.SpanContext().TraceID().String()
+			callTraced(t, m, tc.era, tc.tool, meta)
+			caller.End()
+			spans := r.WaitSpans(t, 20*time.Second, func(all []otlptest.Span) bool {
+				return len(otlptest.InTrace(all, traceID)) >= 4
+			})
+			in := otlptest.InTrace(spans, traceID)
+			server := oneSpan(t, in, "SERVER", "mcp-mux")
+			client := oneSpan(t, in, "CLIENT", "mcp-mux")
+			upstream := namedSpan(t, in, "SERVER", strings.TrimSuffix(tc.tool, "_echo"), "tools/call echo")
+			if server.ParentSpanID != caller.SpanContext().SpanID().String() || client.ParentSpanID != server.SpanID || upstream.ParentSpanID != client.SpanID {
+				t.Fatalf("not one chain caller → mux server → mux client → upstream:\n%s", otlptest.Dump(in))
+			}
+			if server.Name != "tools/call "+tc.tool || client.Name != "tools/call echo" {
+				t.Errorf("span names %q, %q", server.Name, client.Name)
+			}
+			wantAttrs(t, server, map[string]any{"mcp.method.name": "tools/call", "gen_ai.tool.name": tc.tool, "gen_ai.operation.name": "execute_tool",
+				"mcp.protocol.version": tc.era, "network.transport": "tcp"})
+			wantAttrs(t, client, map[string]any{"mcp.method.name": "tools/call", "gen_ai.tool.name": "echo", "gen_ai.operation.name": "execute_tool",
+				"network.transport": tc.transport, "mcp_mux.server": strings.TrimSuffix(tc.tool, "_echo")})
+			for _, k := range []string{"jsonrpc.request.id", "user.id"} {
+				if server.Attrs[k] == nil {
+					t.Errorf("the SERVER span has no %s: %v", k, server.Attrs)
+				}
+			}
+			if tc.era == "2025-11-25" && server.Attrs["mcp.session.id"] == nil {
+				t.Errorf("the SERVER span of a session has no mcp.session.id: %v", server.Attrs)
+			}
+			if tc.transport == "tcp" && client.Attrs["server.address"] != "127.0.0.1" {
+				t.Errorf("the CLIENT span of an HTTP upstream: server.address %v", client.Attrs["server.address"])
+			}
+			if tc.transport == "tcp" && upstream.Attrs[mcptest.AttrHeaderTraceparent] != upstream.Attrs[mcptest.AttrMetaTraceparent] {
+				t.Errorf("over HTTP the trace context goes in _meta and in the headers alike: %v", upstream.Attrs)
+			}
+		})
+	}
+}
+
+// callTraced calls tool with the trace context meta in its _meta, as a
+// client of era.
+func callTraced(t *testing.T, m *mux, era, tool string, meta map[string]string) {
+	t.Helper()
+	if era == "2026-07-28" {
+		var b strings.Builder
+		for k, v := range meta {
+			fmt.Fprintf(&b, `,%q:%q`, k, v)
+		}
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + tool + `","arguments":{"text":"x"},` +
+			strings.TrimSuffix(modernMeta("{}"), "}") + b.String() + `}}}`
+		h := modernHeaders("tools/call", tool)
+		status, _, out := rawRequest(t, "POST", m.ts.URL+"/mcp", h, body)
+		if rep := reply(t, out); status != 200 || rep.Error != nil {
+			t.Fatalf("modern call: HTTP %d %s", status, out)
+		}
+		return
+	}
+	cs := connect(t, m.ts.URL, nil)
+	mm := mcp.Meta{}
+	for k, v := range meta {
+		mm[k] = v
+	}
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"text": "x"}, Meta: mm})
+	if err != nil || res.IsError {
+		t.Fatalf("call %s: %v %+v", tool, err, res)
+	}
+}
+
+// oneSpan returns the one span of kind whose service is service.
+func oneSpan(t *testing.T, spans []otlptest.Span, kind, service string) otlptest.Span {
+	t.Helper()
+	var found []otlptest.Span
+	for _, s := range spans {
+		if s.Kind == kind && s.Service() == service {
+			found = append(found, s)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%d %s spans of %s in the trace:\n%s", len(found), kind, service, otlptest.Dump(spans))
+	}
+	return found[0]
+}
+
+// namedSpan returns the one span of kind, service and name.
+func namedSpan(t *testing.T, spans []otlptest.Span, kind, service, name string) otlptest.Span {
+	t.Helper()
+	var named []otlptest.Span
+	for _, s := range spans {
+		if s.Name == name {
+			named = append(named, s)
+		}
+	}
+	return oneSpan(t, named, kind, service)
+}
+
+// wantAttrs checks attributes by name.
+func wantAttrs(t *testing.T, s otlptest.Span, want map[string]any) {
+	t.Helper()
+	for k, v := range want {
+		if got := s.Attrs[k]; got != v {
+			t.Errorf("%s span %q: %s = %v, want %v", s.Kind, s.Name, k, got, v)
+		}
+	}
+}
