@@ -97,7 +97,7 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, st *callpath.S
 	ctx, span := s.tel.Server(ctx, telemetry.Op{Method: "tools/call", Tool: p.Name, RequestID: string(m.ID), Session: st.ID,
 		Protocol: st.Protocol, Transport: "tcp", User: st.User}, p.Meta, r.Header)
 	raw, err := s.calls.GuardedCall(ctx, st, callpath.LegacyEra{}, k, s.calls.CallerKey(st, callpath.LegacyEra{}, r.Header), r.Header, p.Name, p.Arguments, p.Meta)
-	span.End(err, err == nil && bytes.Contains(raw, toolErrorMark))
+	span.End(err, err == nil && telemetry.IsToolError(raw))
 
 	out := s.buffers.Get()
 	defer s.buffers.Put(out)
@@ -118,9 +118,6 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, st *callpath.S
 	*out = b[:0]
 	k.Finish(b)
 }
-
-// toolErrorMark is how a tool error result (isError) reads.
-var toolErrorMark = []byte(`"isError":true`)
 
 // fastList answers tools/list with the session's cached list bytes, as one
 // event on the POST's own stream like the SDK answers it.

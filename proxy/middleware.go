@@ -1,9 +1,7 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
-	"reflect"
 	"strings"
 	"sync/atomic"
 
@@ -12,7 +10,6 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/internal/reqid"
 	"github.com/mcp-mux/mcp-mux/internal/via"
-	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/proxy/modern"
 	"github.com/mcp-mux/mcp-mux/sessionstore"
@@ -42,61 +39,18 @@ func (m *receiver) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if !m.tel.Enabled() {
 			return m.route(ctx, method, req, next)
 		}
+		h := callpath.HeaderOf(req)
+		op := telemetry.OfRequest(method, req, h)
+		op.RequestID, op.User = h.Get(callpath.RequestIDHeader), callpath.User(h)
 		var meta map[string]any
-		if p := req.GetParams(); p != nil && m.tel.Tracing() && !reflect.ValueOf(p).IsNil() { // params may be a typed nil
-			meta = p.GetMeta()
+		if m.tel.Tracing() {
+			meta = telemetry.MetaOf(req)
 		}
-		ctx, span := m.tel.ServerMeta(ctx, sdkOp(method, req), meta, callpath.HeaderOf(req))
+		ctx, span := m.tel.ServerMeta(ctx, op, meta, h)
 		res, err := m.route(ctx, method, req, next)
-		span.End(err, isToolError(res))
+		span.End(err, telemetry.ToolError(res))
 		return res, err
 	}
-}
-
-// sdkOp describes an SDK-path request for its SERVER span.
-func sdkOp(method string, req mcp.Request) telemetry.Op {
-	op := telemetry.Op{Method: method, Transport: "tcp"}
-	h := callpath.HeaderOf(req)
-	op.RequestID = h.Get(callpath.RequestIDHeader)
-	op.User = callpath.User(h)
-	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {
-		op.Session = ss.ID()
-	}
-	op.Protocol = h.Get("Mcp-Protocol-Version")
-	switch p := req.GetParams().(type) { // each may be a typed nil
-	case *mcp.CallToolParamsRaw:
-		if p != nil {
-			op.Tool = p.Name
-		}
-	case *mcp.GetPromptParams:
-		if p != nil {
-			op.Prompt = p.Name
-		}
-	case *mcp.ReadResourceParams:
-		if p != nil {
-			op.URI = p.URI
-		}
-	case *mcp.SubscribeParams:
-		if p != nil {
-			op.URI = p.URI
-		}
-	case *mcp.UnsubscribeParams:
-		if p != nil {
-			op.URI = p.URI
-		}
-	}
-	return op
-}
-
-// isToolError reports whether res is a tool error result.
-func isToolError(res mcp.Result) bool {
-	switch r := res.(type) {
-	case *mcp.CallToolResult:
-		return r.IsError
-	case *mcpwire.RawResult:
-		return bytes.Contains(r.Raw, toolErrorMark)
-	}
-	return false
 }
 
 // scope tags ctx with the request's id (internal/reqid) and loop marker

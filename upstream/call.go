@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/internal/reqid"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/telemetry"
 )
 
 // scope reduces a caller key to the configured session scope.
@@ -88,7 +89,7 @@ func (u *Upstream) attempt(ctx context.Context, key Key, method string, params j
 	ctx, span := u.clientSpan(ctx, c, method, params) // trace.go
 	params = u.opts.Telemetry.InjectMeta(ctx, params)
 	raw, err := c.request(ctx, u, method, params, extra)
-	span.End(err, err == nil && method == "tools/call" && isToolError(raw))
+	span.End(err, err == nil && method == "tools/call" && telemetry.IsToolError(raw))
 	if err == nil {
 		u.pool.release(key, c)
 		return raw, false, nil
