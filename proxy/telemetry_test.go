@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -67,7 +68,8 @@ func TestTraceEndToEnd(t *testing.T) {
 			callTraced(t, m, tc.era, tc.tool, meta)
 			caller.End()
 			spans := r.WaitSpans(t, 20*time.Second, func(all []otlptest.Span) bool {
-				return len(otlptest.InTrace(all, traceID)) >= 4
+				in := otlptest.InTrace(all, traceID)
+				return count(in, "SERVER", "mcp-mux", "") == 1 && count(in, "CLIENT", "mcp-mux", "") == 1 && count(in, "SERVER", "", "tools/call echo") == 1
 			})
 			in := otlptest.InTrace(spans, traceID)
 			server := oneSpan(t, in, "SERVER", "mcp-mux")
@@ -145,6 +147,17 @@ func oneSpan(t *testing.T, spans []otlptest.Span, kind, service string) otlptest
 	return found[0]
 }
 
+// count counts the spans of kind, of service and named name ("": any).
+func count(spans []otlptest.Span, kind, service, name string) int {
+	n := 0
+	for _, s := range spans {
+		if s.Kind == kind && (service == "" || s.Service() == service) && (name == "" || s.Name == name) {
+			n++
+		}
+	}
+	return n
+}
+
 // namedSpan returns the one span of kind, service and name.
 func namedSpan(t *testing.T, spans []otlptest.Span, kind, service, name string) otlptest.Span {
 	t.Helper()
@@ -165,4 +178,81 @@ func wantAttrs(t *testing.T, s otlptest.Span, want map[string]any) {
 			t.Errorf("%s span %q: %s = %v, want %v", s.Kind, s.Name, k, got, v)
 		}
 	}
+}
+
+// TestTelemetryKeepsSecrets: no credential, argument or result reaches a
+// span (name, attribute, event, status) or a metric label, and a caller's
+// id appears only hashed. The call carries a static header credential, a
+// secrets-carrier credential and an API key, an argument and a result
+// (echo answers it back) that each hold a marker.
+func TestTelemetryKeepsSecrets(t *testing.T) {
+	r := otlptest.Start(t)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "20")
+	up := mcptest.ServeHTTPBothEras(t, mcptest.TracedServer(t, r.Endpoint(), "web"))
+	const (
+		static  = "static-cred-7f3a91"
+		carried = "carried-cred-2b8e44"
+		apiKey  = "api-key-6c1d07-0123456789"
+		arg     = "argument-marker-93d1"
+	)
+	cfg := fmt.Sprintf(`{"mcpServers": {"web": {"type": "http", "url": %q, "headers": {"X-Static": %q},
+		"headers_from_context": {"headers": {"X-Carried": "tok"}}}},
+		"inbound": {"auth": {"mode": "api_keys", "keys": {"alice-the-user": %q}}}}`, up.URL+"/mcp", static, apiKey)
+	m := startMux(t, cfg, proxy.Options{Telemetry: telemetry.Options{Enabled: true, Endpoint: r.Endpoint(), UserID: "hashed",
+		Env: func(string) (string, bool) { return "", false }}})
+	caller, meta := callerTrace(t, r)
+	c := mcp.NewClient(&mcp.Implementation{Name: "secrets", Version: "1"}, nil)
+	hc := &http.Client{Transport: headerRT{"Authorization": "Bearer " + apiKey, "X-Mux-Secrets": `{"tok":"` + carried + `"}`}}
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: m.ts.URL + "/mcp", HTTPClient: hc},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	mm := mcp.Meta{}
+	for k, v := range meta {
+		mm[k] = v
+	}
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "web_headers", Meta: mm})
+	if err != nil || !strings.Contains(fmt.Sprint(res.Content[0]), carried) {
+		t.Fatalf("the call did not carry the credentials it is meant to (so the test proves nothing): %v %+v", err, res)
+	}
+	if res, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "web_echo", Arguments: map[string]any{"text": arg}, Meta: mm}); err != nil || res.IsError {
+		t.Fatalf("echo: %v %+v", err, res)
+	}
+	caller.End()
+	traceID := caller.SpanContext().TraceID().String()
+	spans := r.WaitSpans(t, 20*time.Second, func(all []otlptest.Span) bool {
+		in := otlptest.InTrace(all, traceID)
+		return count(in, "SERVER", "mcp-mux", "") == 2 && count(in, "CLIENT", "mcp-mux", "") == 2
+	})
+	var mux []otlptest.Span
+	for _, s := range spans {
+		if s.Service() == "mcp-mux" {
+			mux = append(mux, s)
+		}
+	}
+	if len(mux) < 4 {
+		t.Fatalf("%d mux spans:\n%s", len(mux), otlptest.Dump(spans))
+	}
+	dump := otlptest.Dump(mux) + scrape(t, m.ts.URL)
+	for _, secret := range []string{static, carried, apiKey, arg, "alice-the-user"} {
+		if strings.Contains(dump, secret) {
+			t.Errorf("%q reached a mux span or a metric:\n%s", secret, grepLines(dump, secret))
+		}
+	}
+	if !strings.Contains(otlptest.Dump(mux), "user.id=sha256:") {
+		t.Errorf("no hashed user.id on the mux's spans:\n%s", otlptest.Dump(mux))
+	}
+}
+
+// headerRT adds headers to every request (on the tests' transport).
+type headerRT map[string]string
+
+func (h headerRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range h {
+		r.Header.Set(k, v)
+	}
+	return testHTTP.Transport.RoundTrip(r)
 }

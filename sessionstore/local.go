@@ -108,12 +108,15 @@ func (s *Local) Create(_ context.Context, r *Record, b Bounds) error {
 // Get returns the record of id.
 func (s *Local) Get(_ context.Context, id string) (*Record, error) {
 	s.mu.Lock()
-	e := s.liveLocked(id)
+	var data []byte
+	if e := s.liveLocked(id); e != nil {
+		data = e.rec // replaced, never changed in place (Update)
+	}
 	s.mu.Unlock()
-	if e == nil {
+	if data == nil {
 		return nil, ErrNotFound
 	}
-	return decode(id, e.rec)
+	return decode(id, data)
 }
 
 func decode(id string, data []byte) (*Record, error) {
