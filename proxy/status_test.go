@@ -98,11 +98,13 @@ func TestReadyzCountsAndDetail(t *testing.T) {
 		Detail  []proxy.ServerStatus
 	}
 	var r ready
-	waitFor(t, "web up and hung retrying", func() bool {
+	// Readiness turns on once every first discovery attempt has ended,
+	// a moment after the states show it.
+	waitFor(t, "web up, hung retrying and ready", func() bool {
 		_, body := get(t, m.ts.URL+"/readyz", "", "")
 		r = ready{}
 		_ = json.Unmarshal([]byte(body), &r)
-		return r.Servers["up"] == 1 && r.Servers["retrying"] == 1
+		return r.Servers["up"] == 1 && r.Servers["retrying"] == 1 && r.Ready
 	})
 	want := map[string]int{"up": 1, "retrying": 1, "starting": 0, "disabled": 1, "invalid": 2, "skipped": 0}
 	if !r.Ready || r.Tools == 0 || len(r.Servers) != len(want) || r.Detail != nil {
