@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -72,6 +73,25 @@ type Telemetry struct {
 	// UserID is how a caller's id appears in spans: "hashed" (default,
 	// sha256), "plain" or "none".
 	UserID string
+	// Audit is the "audit" sub-block.
+	Audit Audit
+}
+
+// Audit is telemetry.audit: one JSON record per tools/call, prompts/get
+// and resources/read. Read at startup.
+type Audit struct {
+	Enabled bool
+	// Output is "stderr" (default), "stdout" or an absolute file path.
+	Output string
+	// MaxFileMB rotates a file output past this size (default 100).
+	MaxFileMB int
+	// Detail is "minimal", "standard" (default) or "full".
+	Detail string
+	// UserID is how callers appear: "hashed" (default), "plain" or "none".
+	UserID string
+	// SlowCall is the duration from which the status page lists a call as
+	// slow (default 1 s).
+	SlowCall time.Duration
 }
 
 // Inbound is the "inbound" block: how downstream requests are authenticated
@@ -186,7 +206,8 @@ var muxBlocks = []struct {
 func (c *Config) parseMuxBlocks(root *rawdoc.Node) []Problem {
 	f := &findings{}
 	c.Guardrails, c.ToolSearch, c.Tasks, c.Store, c.Inbound = defaultBlocks()
-	c.Telemetry = Telemetry{Protocol: "http/protobuf", SampleRatio: 1, UserID: "hashed"}
+	c.Telemetry = Telemetry{Protocol: "http/protobuf", SampleRatio: 1, UserID: "hashed",
+		Audit: Audit{Output: "stderr", MaxFileMB: 100, Detail: "standard", UserID: "hashed", SlowCall: time.Second}}
 	for _, b := range muxBlocks {
 		if o := objectAt(root.Get(b.key), b.key, f); o != nil {
 			b.read(c, o)
@@ -333,10 +354,24 @@ func (c *Config) parseTelemetry(o *object) {
 			t.SampleRatio = v
 		}
 	}
-	t.UserID = o.str("user_id", t.UserID)
-	if t.UserID != "hashed" && t.UserID != "plain" && t.UserID != "none" {
-		o.f.problem(o.field("user_id"), "must be \"hashed\", \"plain\" or \"none\"")
+	t.UserID = o.oneOf("user_id", t.UserID, "hashed", "plain", "none")
+	if a := objectAt(o.take("audit"), o.field("audit"), o.f); a != nil {
+		t.Audit.parse(a)
+		a.rejectUnknown()
 	}
+}
+
+// parse reads the telemetry.audit block.
+func (au *Audit) parse(o *object) {
+	au.Enabled = o.boolean("enabled", false)
+	au.Output = o.str("output", au.Output)
+	if au.Output != "stderr" && au.Output != "stdout" && !filepath.IsAbs(au.Output) {
+		o.f.problem(o.field("output"), "must be \"stderr\", \"stdout\" or an absolute file path")
+	}
+	au.MaxFileMB = o.intInRange("max_file_mb", au.MaxFileMB, 1, 1<<20)
+	au.Detail = o.oneOf("detail", au.Detail, "minimal", "standard", "full")
+	au.UserID = o.oneOf("user_id", au.UserID, "hashed", "plain", "none")
+	au.SlowCall = o.secondsInRange("slow_call_seconds", au.SlowCall, 0.001, 3600)
 }
 
 // share reads one caller's share of the cap named capKey: 1..limit,

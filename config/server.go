@@ -90,6 +90,9 @@ type Server struct {
 	// IdleTimeout closes a pooled session unused this long; default 300s
 	// for stdio, 600s for http and sse.
 	IdleTimeout time.Duration
+	// Telemetry is what the server lets spans and audit records carry of
+	// its calls (its "telemetry" object; nothing by default).
+	Telemetry ServerTelemetry
 
 	// Extra holds unknown server keys (e.g. DeerFlow's "cwd") verbatim, as
 	// written before $VAR expansion.
@@ -97,6 +100,24 @@ type Server struct {
 	// Raw is the server's object as written in the file, before $VAR
 	// expansion (compact JSON, keys in file order), for round-tripping.
 	Raw json.RawMessage
+}
+
+// ServerTelemetry is a server's opt-in to recording call content, always
+// redacted (secret.RedactJSON) and size-bounded.
+type ServerTelemetry struct {
+	// Arguments: tool arguments in audit records (detail "full") and as
+	// the gen_ai.tool.call.arguments span attribute.
+	Arguments bool
+	// Results: tool results as the gen_ai.tool.call.result span attribute.
+	Results bool
+}
+
+// readTelemetry reads the server's "telemetry" object.
+func (s *Server) readTelemetry(o *object) {
+	if t := objectAt(o.take("telemetry"), "telemetry", o.f); t != nil {
+		s.Telemetry = ServerTelemetry{Arguments: t.boolean("arguments", false), Results: t.boolean("results", false)}
+		t.rejectUnknown()
+	}
 }
 
 // Routing is routing metadata for a server or tool: hints that steer an agent
@@ -244,6 +265,7 @@ func parseServer(name string, n *rawdoc.Node) (*Server, serverResult) {
 	s.UserAuth = parseUserAuth(o.take("user_auth"), f)
 	s.HeadersFromContext = parseHeadersFromContext(o.take("headers_from_context"), f)
 	s.readRouting(o)
+	s.readTelemetry(o)
 	s.Extra = o.extras()
 	warnNearMisses(n.Keys, s.Extra, f)
 	s.crossCheck(f)

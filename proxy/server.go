@@ -14,6 +14,7 @@ package proxy
 import (
 	"cmp"
 	"context"
+	"github.com/mcp-mux/mcp-mux/audit"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -21,7 +22,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcp-mux/mcp-mux/admission"
 	"github.com/mcp-mux/mcp-mux/config"
@@ -96,6 +96,9 @@ type Options struct {
 	// metrics are served on /metrics always, spans and OTLP export when it
 	// is enabled. Its Registerer is the Server's.
 	Telemetry telemetry.Options
+	// Audit records each tools/call, prompts/get and resources/read and
+	// keeps the recent slow and failed ones (nil: none); its owner closes it.
+	Audit *audit.Auditor
 	// StateKey seals requestStates when the config names no
 	// inbound.request_state_key: replicas that share it open each other's
 	// (sessionstore.SharedKey); empty, each process makes its own.
@@ -166,7 +169,11 @@ func New(opts Options) *Server {
 	s.subs = subscriptions.New(subscriptions.Options{UnsubscribeTimeout: callpath.NotifyTimeout})
 	s.bodies = admission.NewBodies(admission.BodyOptions{Max: callpath.MaxBody, Timeout: opts.BodyTimeout, Buffers: &s.buffers, Log: s.log})
 	s.reloads.register(s.metrics.reg)
-	s.tel = newTelemetry(opts.Telemetry, s.metrics.reg, s.log)
+	opts.Telemetry.Registerer = s.metrics.reg
+	s.tel = telemetry.Start(opts.Telemetry, s.log)
+	if err := opts.Audit.Register(s.metrics.reg); err != nil {
+		s.log.Error("audit: the record counters are off", "err", err)
+	}
 	// The SDK's capabilities gate nothing mcp-mux relies on: initialize and
 	// discover results get the catalog's (middleware.go, package modern).
 	s.sdk = mcp.NewServer(&mcp.Implementation{Name: "mcp-mux", Version: opts.Version}, &mcp.ServerOptions{
@@ -198,7 +205,7 @@ func New(opts Options) *Server {
 		}
 	}
 	s.calls = callpath.New(callpath.Options{Log: s.log, MaxSessionCalls: opts.MaxSessionCalls, Tasks: s.tasks, Runtime: &s.rt, Life: &s.gate,
-		PageSize: opts.PageSize, Subs: s.subs, Panics: s.panics})
+		PageSize: opts.PageSize, Subs: s.subs, Panics: s.panics, Audit: opts.Audit})
 	s.openSessions(opts)
 	s.modern = modern.New(modern.Options{Log: s.log, SDK: s.sdk, Send: s.send, Calls: s.calls, Runtime: &s.rt,
 		Gate: &s.gate, Life: s.life, Background: &s.bg, Panics: s.panics, Tasks: s.tasks, States: s.states, Replica: s.sessions.replica, Elsewhere: s.retry.elsewhere, Telemetry: s.tel,
@@ -214,26 +221,6 @@ func New(opts Options) *Server {
 	s.rt.Store(empty)
 	s.bg.Go(func() { s.sessions.reap(ctx) })
 	return s
-}
-
-// newTelemetry starts telemetry on o with the Server's registry; when
-// its export cannot start, the metrics still do (and the reason is logged).
-func newTelemetry(o telemetry.Options, reg *prometheus.Registry, log hclog.Logger) *telemetry.Telemetry {
-	o.Registerer = reg
-	if o.Log == nil {
-		o.Log = log.Named("telemetry")
-	}
-	t, err := telemetry.New(context.Background(), o)
-	if err == nil {
-		return t
-	}
-	log.Error("telemetry: export is off", "err", err)
-	t, err = telemetry.New(context.Background(), telemetry.Options{Registerer: reg})
-	if err != nil {
-		log.Error("telemetry: the MCP metrics are off", "err", err)
-		return nil
-	}
-	return t
 }
 
 // openSessions sets up the 2025-11-25 session table: its store (opts'

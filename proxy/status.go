@@ -44,6 +44,7 @@ func (s *Server) Status() Status {
 		Sessions:     s.sessions.total(),
 		Reloads:      s.Reloads(),
 	}
+	st.SlowCalls, st.FailedCalls = s.opts.Audit.Recent()
 	for _, sc := range rt.Config.Servers {
 		ss := ServerStatus{Name: sc.Name, Transport: sc.Type}
 		b := rt.ByName[sc.Name]

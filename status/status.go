@@ -91,6 +91,29 @@ type Snapshot struct {
 	StdioProcesses int
 	// Reloads are the recent reload attempts, oldest first.
 	Reloads []ReloadEvent
+	// SlowCalls and FailedCalls are the recent slow and failed requests
+	// (tool calls, prompt gets, resource reads), newest first.
+	SlowCalls, FailedCalls []Call
+}
+
+// Call is one recent request, as its audit record (package audit) has it.
+type Call struct {
+	Time time.Time `json:"time"`
+	// Kind is the method: tools/call, prompts/get or resources/read.
+	Kind   string `json:"kind"`
+	Server string `json:"server,omitempty"`
+	// Target is the tool, prompt or resource URI.
+	Target string `json:"target"`
+	// Caller is the caller's id as audit records show it (hashed by default).
+	Caller string `json:"caller,omitempty"`
+	// Outcome is ok, tool_error, error or denied; Denial says why a
+	// request was denied, ErrorType what kind of error ended it.
+	Outcome    string  `json:"outcome"`
+	Denial     string  `json:"denial_reason,omitempty"`
+	ErrorType  string  `json:"error_type,omitempty"`
+	DurationMS float64 `json:"duration_ms"`
+	TraceID    string  `json:"trace_id,omitempty"`
+	RequestID  string  `json:"request_id,omitempty"`
 }
 
 // ReloadEvent is one reload attempt.

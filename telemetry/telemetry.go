@@ -216,3 +216,22 @@ func (t *Telemetry) userAttr(user string) (attribute.KeyValue, bool) {
 	h := sha256.Sum256([]byte(user))
 	return semconv.UserID("sha256:" + hex.EncodeToString(h[:12])), true
 }
+
+// Start is New for a Server: when export cannot start, the metrics still
+// do (the reason is logged); nil when not even they can.
+func Start(o Options, log hclog.Logger) *Telemetry {
+	if o.Log == nil {
+		o.Log = log.Named("telemetry")
+	}
+	t, err := New(context.Background(), o)
+	if err == nil {
+		return t
+	}
+	log.Error("telemetry: export is off", "err", err)
+	t, err = New(context.Background(), Options{Registerer: o.Registerer})
+	if err != nil {
+		log.Error("telemetry: the MCP metrics are off", "err", err)
+		return nil
+	}
+	return t
+}

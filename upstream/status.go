@@ -1,5 +1,11 @@
 package upstream
 
+import (
+	"net/http"
+
+	"github.com/mcp-mux/mcp-mux/secret"
+)
+
 // Upstream states, as State reports them.
 const (
 	// StateStarting: the first discovery has not finished yet.
@@ -35,3 +41,7 @@ func (u *Upstream) Processes() int { return u.conns.liveProcesses() }
 // re-established after it ended: the discovery session, and call sessions
 // retried because the request provably did not run.
 func (u *Upstream) Reconnects() int64 { return u.reconnects.Load() }
+
+// Scrubber removes the upstream's credentials, and the values of h, from
+// text (for call content recorded by telemetry and audit).
+func (u *Upstream) Scrubber(h http.Header) *secret.Scrubber { return u.scrubs.For(h) }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/hashicorp/go-hclog"
+	"github.com/mcp-mux/mcp-mux/audit"
 	"go.opentelemetry.io/otel"
 
 	"github.com/mcp-mux/mcp-mux/config"
@@ -31,4 +32,18 @@ func routeOTelErrors(t config.Telemetry, env func(string) (string, bool), log hc
 func telemetryOptions(t config.Telemetry, env func(string) (string, bool), log hclog.Logger) telemetry.Options {
 	return telemetry.Options{Enabled: t.Enabled, Endpoint: t.Endpoint.Reveal(), Protocol: t.Protocol, SampleRatio: t.SampleRatio,
 		UserID: t.UserID, Version: version, Env: env, Log: log.Named("telemetry")}
+}
+
+// openAudit starts the audit records the telemetry.audit block asks for
+// (the recent slow and failed calls are kept even with records off).
+func openAudit(a config.Audit, log hclog.Logger) (*audit.Auditor, error) {
+	return audit.New(audit.Options{Enabled: a.Enabled, Output: a.Output, MaxFileBytes: int64(a.MaxFileMB) << 20, Detail: a.Detail,
+		UserID: a.UserID, Slow: a.SlowCall, Log: log.Named("audit")})
+}
+
+// closeAudit writes the records still queued.
+func closeAudit(a *audit.Auditor, log hclog.Logger) {
+	if err := a.Close(); err != nil {
+		log.Warn("closing the audit output", "err", err)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/mcp-mux/mcp-mux/audit"
 	"github.com/mcp-mux/mcp-mux/headers"
 	"github.com/mcp-mux/mcp-mux/interceptor"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
@@ -30,7 +31,19 @@ func errUnknownTool(name string) *jsonrpc.Error {
 // error; an upstream that fails to answer is a tool error result naming it.
 // Messages the upstream sends while serving the call go to k.
 // h is the HTTP request's headers (the secrets carrier).
+// Each call is audited (package audit) and, for a server that opts in,
+// its arguments and result set on ctx's span (content.go).
 func (s *Router) CallTool(ctx context.Context, st *Session, e Era, k Sink, key upstream.Key, h http.Header, name string, args, meta json.RawMessage) (json.RawMessage, error) {
+	rec := s.audit.Start(audit.ToolCall)
+	rec.Tool, rec.BytesIn = name, len(args)
+	raw, err := s.routeCall(ctx, st, e, k, key, h, name, args, meta, &rec)
+	s.audit.Finish(ctx, &rec, audit.Caller{User: st.User, Thread: key.Thread, Session: st.ID, Protocol: e.Version()}, raw, err)
+	return raw, err
+}
+
+// routeCall is CallTool; it notes in rec where the call went and why it
+// was denied.
+func (s *Router) routeCall(ctx context.Context, st *Session, e Era, k Sink, key upstream.Key, h http.Header, name string, args, meta json.RawMessage, rec *audit.Entry) (json.RawMessage, error) {
 	ctx, run, err := s.begin(ctx, st)
 	if err != nil {
 		return nil, err
@@ -41,11 +54,17 @@ func (s *Router) CallTool(ctx context.Context, st *Session, e Era, k Sink, key u
 	r := cat.Lookup(name)
 	// tool_search, guardrails and deferred tools (policy.go).
 	if res, done := s.policy(ctx, st, e, k, cat, r, name, args); done {
+		if r != nil {
+			rec.Server, rec.RawTool = r.Server.Name, r.Raw
+			rec.Deny(denial(r))
+		}
 		return res, nil
 	}
 	if r == nil {
 		return nil, errUnknownTool(name)
 	}
+	rec.Server, rec.RawTool = r.Server.Name, r.Raw
+	s.content(ctx, r.Server, rec, h, args)
 	if r.Builtin { // list/get/cancel_background_task (tasks.go)
 		return s.builtinTask(ctx, st, key, name, args), nil
 	}
@@ -59,6 +78,7 @@ func (s *Router) CallTool(ctx context.Context, st *Session, e Era, k Sink, key u
 		var deny *headers.DenyError
 		if errors.As(err, &deny) {
 			// A credential denial is the caller's tool error; interceptors see it so too.
+			rec.Deny("credentials: " + deny.Msg)
 			return wire.ToolError(deny.Msg), nil
 		}
 		return raw, err
@@ -88,6 +108,7 @@ func (s *Router) CallTool(ctx context.Context, st *Session, e Era, k Sink, key u
 		}
 	}
 	if err == nil {
+		s.result(ctx, r.Server, h, raw)
 		return raw, nil
 	}
 	var rpcErr *wire.Error

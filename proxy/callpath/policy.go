@@ -27,3 +27,12 @@ func (s *Router) policy(ctx context.Context, st *Session, e Era, k Sink, cat *Ca
 	}
 	return nil, false
 }
+
+// denial names why policy refused a call of r: "guardrail" or, for a
+// deferred tool not yet promoted, "tool_search".
+func denial(r *Route) string {
+	if r.Deny != nil {
+		return "guardrail"
+	}
+	return "tool_search: not promoted"
+}

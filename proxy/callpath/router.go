@@ -20,6 +20,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/mcp-mux/mcp-mux/audit"
 	"github.com/mcp-mux/mcp-mux/internal/panicguard"
 	"github.com/mcp-mux/mcp-mux/internal/reqid"
 	"github.com/mcp-mux/mcp-mux/subscriptions"
@@ -47,6 +48,8 @@ type Options struct {
 	Subs *subscriptions.Registry
 	// Panics recovers a fast path's call (GuardedCall).
 	Panics *panicguard.Guard
+	// Audit records each tools/call, prompts/get and resources/read (nil: none).
+	Audit *audit.Auditor
 }
 
 // Router routes the calls of both eras to their backends.
@@ -59,12 +62,13 @@ type Router struct {
 	pageSize int
 	subs     *subscriptions.Registry
 	panics   *panicguard.Guard
+	audit    *audit.Auditor
 }
 
 // New returns a Router with opts.
 func New(opts Options) *Router {
 	return &Router{log: opts.Log, maxCalls: opts.MaxSessionCalls, tasks: opts.Tasks, rt: opts.Runtime, life: opts.Life,
-		pageSize: opts.PageSize, subs: opts.Subs, panics: opts.Panics}
+		pageSize: opts.PageSize, subs: opts.Subs, panics: opts.Panics, audit: opts.Audit}
 }
 
 // logFor is the logger for a line about the request ctx belongs to
