@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -220,6 +221,9 @@ func (a *Auditor) Finish(ctx context.Context, e *Entry, c Caller, res json.RawMe
 		e.TraceID = sc.TraceID().String()
 	}
 	e.Caller, e.Thread, e.Session, e.Protocol = a.user(c.User), c.Thread, c.Session, c.Protocol
+	if strings.ContainsAny(e.URI, "?@#") {
+		e.URI = secret.RedactURL(e.URI) // a resource URI may carry a token
+	}
 	if slow || failed {
 		a.keep(&e.Record, slow, failed)
 	}

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -100,17 +101,29 @@ func (w *writer) put(r Record) {
 
 // run writes queued records, flushing whenever the queue is empty (a
 // file) or after each record (stderr, stdout: a line is one write there,
-// between the log's lines).
+// between the log's lines). A file that would grow past its bound with the
+// next record is rotated first.
 func (w *writer) run() {
 	defer close(w.done)
-	bw := bufio.NewWriterSize(w, 64<<10)
-	enc := json.NewEncoder(bw)
+	bw := bufio.NewWriterSize(w.out, 64<<10)
+	var line bytes.Buffer
+	enc := json.NewEncoder(&line)
 	enc.SetEscapeHTML(false)
 	for r := range w.queue {
+		line.Reset()
 		if err := enc.Encode(r); err != nil {
 			w.fail(err)
 			continue
 		}
+		if w.file != nil && w.size > 0 && w.size+int64(line.Len()) > w.max {
+			if err := bw.Flush(); err != nil {
+				w.fail(err)
+			}
+			w.rotate()
+			bw.Reset(w.out)
+		}
+		n, _ := bw.Write(line.Bytes())
+		w.size += int64(n)
 		w.written.Inc()
 		if w.file == nil || len(w.queue) == 0 {
 			if err := bw.Flush(); err != nil {
@@ -121,17 +134,6 @@ func (w *writer) run() {
 	if err := bw.Flush(); err != nil {
 		w.fail(err)
 	}
-}
-
-// Write writes p to the output, rotating a file that grew past its bound
-// first (bufio calls it with whole buffers of records).
-func (w *writer) Write(p []byte) (int, error) {
-	if w.file != nil && w.size > 0 && w.size+int64(len(p)) > w.max {
-		w.rotate()
-	}
-	n, err := w.out.Write(p)
-	w.size += int64(n)
-	return n, err
 }
 
 // rotate moves the file output to path.1 and starts a new one.

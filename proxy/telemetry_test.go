@@ -2,8 +2,10 @@ package proxy_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mcp-mux/mcp-mux/audit"
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/internal/otlptest"
 	"github.com/mcp-mux/mcp-mux/proxy"
@@ -198,8 +201,13 @@ func TestTelemetryKeepsSecrets(t *testing.T) {
 	cfg := fmt.Sprintf(`{"mcpServers": {"web": {"type": "http", "url": %q, "headers": {"X-Static": %q},
 		"headers_from_context": {"headers": {"X-Carried": "tok"}}}},
 		"inbound": {"auth": {"mode": "api_keys", "keys": {"alice-the-user": %q}}}}`, up.URL+"/mcp", static, apiKey)
+	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
+	a, err := audit.New(audit.Options{Enabled: true, Output: auditPath, Detail: audit.DetailFull})
+	if err != nil {
+		t.Fatal(err)
+	}
 	m := startMux(t, cfg, proxy.Options{Telemetry: telemetry.Options{Enabled: true, Endpoint: r.Endpoint(), UserID: "hashed",
-		Env: func(string) (string, bool) { return "", false }}})
+		Env: func(string) (string, bool) { return "", false }}, Audit: a})
 	caller, meta := callerTrace(t, r)
 	c := mcp.NewClient(&mcp.Implementation{Name: "secrets", Version: "1"}, nil)
 	hc := &http.Client{Transport: headerRT{"Authorization": "Bearer " + apiKey, "X-Mux-Secrets": `{"tok":"` + carried + `"}`}}
@@ -235,10 +243,14 @@ func TestTelemetryKeepsSecrets(t *testing.T) {
 	if len(mux) < 4 {
 		t.Fatalf("%d mux spans:\n%s", len(mux), otlptest.Dump(spans))
 	}
-	dump := otlptest.Dump(mux) + scrape(t, m.ts.URL)
+	recs, records := auditRecords(t, a, auditPath)
+	if len(recs) != 2 || recs[0].TraceID != traceID || recs[1].TraceID != traceID {
+		t.Errorf("audit records %+v, want two in trace %s", recs, traceID)
+	}
+	dump := otlptest.Dump(mux) + scrape(t, m.ts.URL) + records
 	for _, secret := range []string{static, carried, apiKey, arg, "alice-the-user"} {
 		if strings.Contains(dump, secret) {
-			t.Errorf("%q reached a mux span or a metric:\n%s", secret, grepLines(dump, secret))
+			t.Errorf("%q reached a mux span, a metric or an audit record:\n%s", secret, grepLines(dump, secret))
 		}
 	}
 	if !strings.Contains(otlptest.Dump(mux), "user.id=sha256:") {
@@ -255,4 +267,55 @@ func (h headerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 		r.Header.Set(k, v)
 	}
 	return testHTTP.Transport.RoundTrip(r)
+}
+
+// A server that opts in ("telemetry": {"arguments": true, "results":
+// true}) has its calls' arguments and results on the mux's SERVER span as
+// gen_ai.tool.call.arguments and .result, with the credentials the mux
+// knows scrubbed; a server that does not, has neither.
+func TestSpanContentOptIn(t *testing.T) {
+	r := otlptest.Start(t)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "20")
+	up := mcptest.ServeHTTP(t, mcptest.NewServer("web"))
+	const static = "static-cred-content-9a7b"
+	cfg := fmt.Sprintf(`{"mcpServers": {
+		"open": {"type": "http", "url": %q, "headers": {"X-Static": %q}, "telemetry": {"arguments": true, "results": true}},
+		"closed": {"type": "http", "url": %q}}}`, up.URL+"/mcp", static, up.URL+"/mcp")
+	m := startMux(t, cfg, proxy.Options{Telemetry: telemetry.Options{Enabled: true, Endpoint: r.Endpoint(),
+		Env: func(string) (string, bool) { return "", false }}})
+	caller, meta := callerTrace(t, r)
+	callTracedArgs(t, m, "open_echo", meta, "says "+static)
+	callTracedArgs(t, m, "closed_echo", meta, "closed-text-31f0")
+	caller.End()
+	traceID := caller.SpanContext().TraceID().String()
+	spans := r.WaitSpans(t, 20*time.Second, func(all []otlptest.Span) bool {
+		return count(otlptest.InTrace(all, traceID), "SERVER", "mcp-mux", "") == 2
+	})
+	in := otlptest.InTrace(spans, traceID)
+	open := namedSpan(t, in, "SERVER", "mcp-mux", "tools/call open_echo")
+	args, _ := open.Attrs["gen_ai.tool.call.arguments"].(string)
+	res, _ := open.Attrs["gen_ai.tool.call.result"].(string)
+	if !sameJSON(json.RawMessage(args), `{"text":"says [REDACTED]"}`) || !strings.Contains(res, "says [REDACTED]") {
+		t.Errorf("opted-in span: arguments %q, result %q", args, res)
+	}
+	closed := namedSpan(t, in, "SERVER", "mcp-mux", "tools/call closed_echo")
+	if _, ok := closed.Attrs["gen_ai.tool.call.arguments"]; ok || strings.Contains(otlptest.Dump(spans), "closed-text-31f0") {
+		t.Errorf("a server that did not opt in has its content on a span: %v", closed.Attrs)
+	}
+	if strings.Contains(otlptest.Dump(spans), static) {
+		t.Errorf("the static credential reached a span")
+	}
+}
+
+// callTracedArgs calls tool with text as its argument, in the trace meta.
+func callTracedArgs(t *testing.T, m *mux, tool string, meta map[string]string, text string) {
+	t.Helper()
+	cs := connect(t, m.ts.URL, nil)
+	mm := mcp.Meta{}
+	for k, v := range meta {
+		mm[k] = v
+	}
+	if res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"text": text}, Meta: mm}); err != nil || res.IsError {
+		t.Fatalf("call %s: %v %+v", tool, err, res)
+	}
 }

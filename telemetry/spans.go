@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/secret"
 )
 
 // Op is one MCP request as its span describes it.
@@ -64,7 +65,7 @@ func (o *Op) attrs(t *Telemetry) []attribute.KeyValue {
 		a = append(a, semconv.GenAIPromptName(o.Prompt))
 	}
 	if o.URI != "" {
-		a = append(a, semconv.McpResourceURI(o.URI))
+		a = append(a, semconv.McpResourceURI(redactURI(o.URI)))
 	}
 	if o.RequestID != "" {
 		a = append(a, semconv.JSONRPCRequestID(strings.Trim(o.RequestID, `"`)))
@@ -306,3 +307,12 @@ func (t *Telemetry) InjectHeader(ctx context.Context, h http.Header) {
 
 // SpanContext is the span context ctx carries (for a link).
 func SpanContext(ctx context.Context) trace.SpanContext { return trace.SpanContextFromContext(ctx) }
+
+// redactURI is a resource URI without the credentials its user info,
+// query or fragment may carry.
+func redactURI(uri string) string {
+	if strings.ContainsAny(uri, "?@#") {
+		return secret.RedactURL(uri)
+	}
+	return uri
+}
