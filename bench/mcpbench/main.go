@@ -7,7 +7,14 @@
 // (the client's included: a 2026-07-28 client does more per call) and the
 // heap allocations per call of the process in the middle.
 //
-//	go run ./bench/mcpbench [-duration 5s] [-sessions 1,16]
+// Each -telemetry variant is a mux process of its own: "off" (no export),
+// or a percentage of new traces sampled with spans exported over OTLP/HTTP
+// to a receiver process that decodes and counts them. The client sends no
+// traceparent, so the mux's root sampler decides. The CPU per call of a
+// process in the middle includes what it did between its own turns (span
+// batches exported late), shared among its paths by their calls.
+//
+//	go run ./bench/mcpbench [-duration 5s] [-sessions 1,16] [-telemetry off,100,1]
 package main
 
 import (
@@ -38,16 +45,20 @@ import (
 	"github.com/mcp-mux/mcp-mux/config"
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/proxy"
+	"github.com/mcp-mux/mcp-mux/telemetry"
 )
 
 func main() {
-	role := flag.String("role", "", "internal: upstream, mux or revproxy")
+	role := flag.String("role", "", "internal: upstream, mux, revproxy or otlp")
 	upstreamURL := flag.String("upstream", "", "internal: upstream URL for -role mux and revproxy")
+	otlp := flag.String("otlp", "", "internal: OTLP/HTTP endpoint for -role mux (empty: telemetry off)")
+	ratio := flag.Float64("ratio", 1, "internal: share of new traces sampled for -role mux with -otlp")
 	duration := flag.Duration("duration", 5*time.Second, "measuring time per run")
 	warmup := flag.Duration("warmup", time.Second, "warm-up time per run")
 	sessions := flag.String("sessions", "1,16", "comma-separated concurrent session counts")
+	variants := flag.String("telemetry", "off,100,1", "comma-separated mux telemetry variants: off, or a percentage of traces sampled with OTLP export on")
 	rounds := flag.Int("rounds", 5, "alternating direct/mux rounds the measuring time is split into")
-	profile := flag.String("muxprofile", "", "write the mux process's CPU profile to this file")
+	profile := flag.String("muxprofile", "", "write the mux process's CPU profile to this file (FILE.telN for a telemetry variant's mux)")
 	flag.Parse()
 	if *role != "" && *profile != "" {
 		f, err := os.Create(*profile)
@@ -61,7 +72,7 @@ func main() {
 		serveChild(mcpHandler(mcptest.NewServer("bench")))
 		return
 	case "mux":
-		serveMux(*upstreamURL)
+		serveMux(*upstreamURL, *otlp, *ratio)
 		return
 	case "revproxy":
 		target, err := url.Parse(*upstreamURL)
@@ -74,8 +85,19 @@ func main() {
 		rp.ErrorLog = log.New(io.Discard, "", 0) // clients closing their sessions are not news
 		serveChild(withMallocs(rp))
 		return
+	case "otlp":
+		serveChild(otlpHandler())
+		return
 	}
-	if err := bench(*duration, *warmup, max(*rounds, 1), *sessions, *profile); err != nil {
+	o := options{duration: *duration, warmup: *warmup, rounds: max(*rounds, 1), profile: *profile}
+	var err error
+	if o.sessions, err = parseSessions(*sessions); err == nil {
+		o.variants, err = parseVariants(*variants)
+	}
+	if err == nil {
+		err = bench(o)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "mcpbench:", err)
 		os.Exit(1)
 	}
@@ -103,14 +125,22 @@ func serveChild(h http.Handler) {
 	<-ctx.Done()
 }
 
-func serveMux(up string) {
+// serveMux serves a mux in front of up; with otlp set it exports its spans
+// there, sampling ratio of new traces.
+func serveMux(up, otlp string, ratio float64) {
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`{"mcpServers": {"bench": {"type": "http", "url": %q}}}`, up)),
 		config.LoadOptions{Filename: "bench.json"})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	srv := proxy.New(proxy.Options{})
+	var opts proxy.Options
+	if otlp != "" {
+		// No OTEL_* variable from the caller's environment changes what is measured.
+		noEnv := func(string) (string, bool) { return "", false }
+		opts.Telemetry = telemetry.Options{Enabled: true, Endpoint: otlp, Protocol: "http/protobuf", SampleRatio: ratio, Env: noEnv}
+	}
+	srv := proxy.New(opts)
 	if err := srv.Apply(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -227,7 +257,9 @@ type path struct {
 	elapsed time.Duration
 	cpu     map[string]time.Duration
 	middle  string // address of the process between client and upstream ("" for direct)
+	proc    string // its name in the processes measured
 	allocs  uint64 // its heap allocations while recording
+	sent    int    // successful calls, warm-up included
 }
 
 func openPath(url, middle, tool string, n int, version string) (*path, error) {
@@ -292,6 +324,7 @@ func (p *path) drive(d time.Duration, record bool, procs map[string]int) {
 		})
 	}
 	wg.Wait()
+	p.sent += len(lat)
 	if !record {
 		return
 	}
@@ -321,97 +354,6 @@ func (p *path) result() (result, error) {
 	}
 	r.allocs = float64(p.allocs) / float64(r.calls)
 	return r, nil
-}
-
-func bench(d, warm time.Duration, rounds int, sessionList, profile string) error {
-	up, err := startChild("-role", "upstream")
-	if err != nil {
-		return err
-	}
-	defer up.stop()
-	upURL := "http://" + up.addr + "/mcp"
-	mx, err := startChild("-role", "mux", "-upstream", upURL, "-muxprofile", profile)
-	if err != nil {
-		return err
-	}
-	defer mx.stop()
-	rp, err := startChild("-role", "revproxy", "-upstream", upURL)
-	if err != nil {
-		return err
-	}
-	defer rp.stop()
-	muxURL := "http://" + mx.addr + "/mcp"
-
-	fmt.Printf("mcpbench: echo tool, %s per path in %d alternating rounds after %s warm-up, %d CPUs\n",
-		d, rounds, warm, numCPU())
-	fmt.Printf("%-9s %-9s %9s %9s %10s %7s %15s %17s %15s %12s\n", "sessions", "path", "p50", "p99", "calls/s", "errors",
-		"client cpu/call", "upstream cpu/call", "middle cpu/call", "allocs/call")
-	for _, s := range strings.Split(sessionList, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 {
-			return fmt.Errorf("bad session count %q", s)
-		}
-		procs := map[string]int{"upstream": up.cmd.Process.Pid, "mux": mx.cmd.Process.Pid, "revproxy": rp.cmd.Process.Pid,
-			"client": os.Getpid()}
-		legs := []struct {
-			name, url, middle, proc, tool, version string
-		}{
-			{"direct", upURL, "", "", "echo", "2025-11-25"},
-			{"revproxy", "http://" + rp.addr + "/mcp", rp.addr, "revproxy", "echo", "2025-11-25"},
-			{"mux", muxURL, mx.addr, "mux", "bench_echo", "2025-11-25"},
-			// The same mux over the sessionless 2026-07-28 leg.
-			{"mux-2026", muxURL, mx.addr, "mux", "bench_echo", "2026-07-28"},
-		}
-		paths := make([]*path, 0, len(legs))
-		closeAll := func() {
-			for _, p := range paths {
-				p.close()
-			}
-		}
-		for _, l := range legs {
-			p, err := openPath(l.url, l.middle, l.tool, n, l.version)
-			if err != nil {
-				closeAll()
-				return fmt.Errorf("%s: %w", l.name, err)
-			}
-			paths = append(paths, p)
-		}
-		for _, p := range paths {
-			p.drive(warm, false, procs)
-		}
-		// Alternate short rounds so that drift on a shared machine hits every path alike.
-		for range rounds {
-			for _, p := range paths {
-				p.drive(d/time.Duration(rounds), true, procs)
-			}
-		}
-		closeAll()
-		results := make([]result, len(paths))
-		for i, p := range paths {
-			if results[i], err = p.result(); err != nil {
-				return fmt.Errorf("%s: %w", legs[i].name, err)
-			}
-		}
-		for i, l := range legs {
-			r := results[i]
-			mid, allocs := "-", "-"
-			if l.proc != "" {
-				mid = r.cpu[l.proc].Round(100 * time.Nanosecond).String()
-				allocs = strconv.FormatFloat(r.allocs, 'f', 1, 64)
-			}
-			fmt.Printf("%-9d %-9s %9s %9s %10.0f %7d %15s %17s %15s %12s\n", n, l.name,
-				r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.rate, r.errors,
-				r.cpu["client"].Round(100*time.Nanosecond), r.cpu["upstream"].Round(100*time.Nanosecond), mid, allocs)
-		}
-		direct := results[0]
-		for i, l := range legs[1:] {
-			r := results[i+1]
-			fmt.Printf("%-8s at %d session(s): p50 %.2fx direct, p99 %.2fx direct, throughput %.2fx direct, cpu/call %.2fx upstream cpu/call\n",
-				l.name, n, float64(r.p50)/float64(direct.p50), float64(r.p99)/float64(direct.p99), r.rate/direct.rate,
-				float64(r.cpu[l.proc])/float64(r.cpu["upstream"]))
-		}
-	}
-	return nil
 }
 
 func numCPU() int {
