@@ -73,7 +73,9 @@ func (m *metrics) forget(name string) {
 }
 
 func (m *metrics) handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	// OpenMetrics when asked for (Accept): the latency histograms'
+	// exemplars carry the trace ids of sampled calls.
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{EnableOpenMetrics: true})
 }
 
 // stateCollector reports the current runtime at scrape time.

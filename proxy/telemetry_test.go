@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -317,5 +318,42 @@ func callTracedArgs(t *testing.T, m *mux, tool string, meta map[string]string, t
 	}
 	if res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"text": text}, Meta: mm}); err != nil || res.IsError {
 		t.Fatalf("call %s: %v %+v", tool, err, res)
+	}
+}
+
+// /metrics in OpenMetrics (asked for with Accept) carries the trace id of
+// a sampled call as the exemplar of its latency buckets: mcp-mux's own
+// histogram and the convention's.
+func TestMetricsExemplars(t *testing.T) {
+	r := otlptest.Start(t)
+	m := tracedMux(t, r)
+	caller, meta := callerTrace(t, r)
+	callTraced(t, m, "2025-11-25", "web_echo", meta)
+	caller.End()
+	traceID := caller.SpanContext().TraceID().String()
+	req, _ := http.NewRequest(http.MethodGet, m.ts.URL+"/metrics", nil)
+	req.Header.Set("Accept", "application/openmetrics-text; version=1.0.0")
+	res, err := testHTTP.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	if !strings.HasPrefix(res.Header.Get("Content-Type"), "application/openmetrics-text") {
+		t.Fatalf("Content-Type %q, want OpenMetrics", res.Header.Get("Content-Type"))
+	}
+	for _, series := range []string{`mcp_mux_tool_call_duration_seconds_bucket{outcome="ok",server="web"`, `mcp_server_operation_duration_seconds_bucket{`} {
+		found := false
+		for _, line := range strings.Split(string(body), "\n") {
+			if strings.HasPrefix(line, series) && strings.Contains(line, `trace_id="`+traceID+`"`) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no exemplar with trace %s on %s:\n%s", traceID, series, grepLines(string(body), strings.SplitN(series, "{", 2)[0]))
+		}
+	}
+	if plain := scrape(t, m.ts.URL); strings.Contains(plain, "trace_id") {
+		t.Errorf("the plain text format carries exemplars (it cannot): %s", grepLines(plain, "trace_id"))
 	}
 }

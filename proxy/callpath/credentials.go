@@ -64,7 +64,7 @@ func fingerprint(user string, h http.Header) string {
 func (s *Router) forwardCall(ctx context.Context, st *Session, k Sink, key upstream.Key, h http.Header, r *Route, params json.RawMessage) (raw json.RawMessage, err error) {
 	b := r.Server
 	start := time.Now()
-	defer func() { b.Metrics.record(start, err) }()
+	defer func() { b.Metrics.record(ctx, start, err) }()
 	for attempt := 0; ; attempt++ {
 		hdr, cred, herr := s.callHeaders(ctx, b, st.User, h)
 		if herr != nil {

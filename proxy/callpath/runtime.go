@@ -17,6 +17,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/upstream"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Runtime is everything built from one config.
@@ -148,16 +149,22 @@ type CallMetrics struct {
 	OKDur, FailedDur prometheus.Observer
 }
 
-// record counts one call that started at start and ended with err.
-func (c *CallMetrics) record(start time.Time, err error) {
+// record counts one call that started at start and ended with err; the
+// trace of ctx's sampled span is the duration's exemplar.
+func (c *CallMetrics) record(ctx context.Context, start time.Time, err error) {
 	d := time.Since(start).Seconds()
+	obs, count := c.OKDur, c.OK
 	if err != nil {
-		c.Failed.Inc()
-		c.FailedDur.Observe(d)
-	} else {
-		c.OK.Inc()
-		c.OKDur.Observe(d)
+		obs, count = c.FailedDur, c.Failed
 	}
+	count.Inc()
+	if sc := trace.SpanContextFromContext(ctx); sc.IsSampled() {
+		if eo, ok := obs.(prometheus.ExemplarObserver); ok {
+			eo.ObserveWithExemplar(d, prometheus.Labels{"trace_id": sc.TraceID().String(), "span_id": sc.SpanID().String()})
+			return
+		}
+	}
+	obs.Observe(d)
 }
 
 // Retire marks rt as replaced and returns a channel closed once the calls
