@@ -76,7 +76,15 @@ type StatusReport struct {
 	// Reloads are the recent reload attempts, newest first.
 	Reloads []ReloadReport `json:"reloads"`
 	Tasks   TasksReport    `json:"tasks"`
+	// SlowCalls and FailedCalls are the recent slow and failed tool calls,
+	// prompt gets and resource reads (package audit), newest first, each
+	// with its trace id when it was traced.
+	SlowCalls   []CallReport `json:"slow_calls"`
+	FailedCalls []CallReport `json:"failed_calls"`
 }
+
+// CallReport is one recent call: the snapshot's own type.
+type CallReport = status.Call
 
 // ServerReport is one configured server: the snapshot's own type, so that
 // /api/status and /readyz's detail (which proxy writes) describe a server
@@ -156,6 +164,7 @@ func (h *statusAPI) report(ctx context.Context) StatusReport {
 		Tools: st.Tools, HiddenTools: st.HiddenTools, StaleTools: st.StaleTools, BuiltinTools: st.BuiltinTools,
 		Sessions: st.Sessions, StdioProcesses: st.StdioProcesses,
 		Servers: serverReports(st.Servers), Reloads: reloadReports(st.Reloads), Tasks: h.taskReport(ctx),
+		SlowCalls: append([]CallReport{}, st.SlowCalls...), FailedCalls: append([]CallReport{}, st.FailedCalls...),
 	}
 }
 
@@ -257,7 +266,14 @@ var statusPage = template.Must(template.New("status").Funcs(template.FuncMap{
 		return m[string(s)]
 	},
 	"toolsNote": toolsNote,
-}).Parse(statusHTML))
+}).Parse(statusHTML + callHTML))
+
+// callHTML renders a recent call (the script's calls(), in HTML).
+const callHTML = `{{define "callHead"}}<tr><th>time</th><th>method</th><th>target</th><th>caller</th><th>outcome</th><th class="n">ms</th><th>trace id</th></tr>{{end}}` +
+	`{{define "call"}}<tr data-target="{{.Target}}" data-outcome="{{.Outcome}}"><td>{{when .Time}}</td><td>{{.Kind}}</td>` +
+	`<td>{{if .Server}}{{.Server}} · {{end}}{{.Target}}</td><td>{{.Caller}}</td>` +
+	`<td>{{.Outcome}}{{if .Denial}}: {{.Denial}}{{end}}{{if and .ErrorType (ne .ErrorType .Outcome)}} ({{.ErrorType}}){{end}}</td>` +
+	`<td class="n">{{printf "%.1f" .DurationMS}}</td><td class="trace">{{.TraceID}}</td></tr>{{end}}`
 
 // statusHTML is the page: rendered here, then re-rendered by its script
 // from /api/status every RefreshMS. No external assets.
@@ -289,6 +305,7 @@ pre.reason { margin:.25rem 0 0; white-space:pre-wrap; word-break:break-word; fon
 .totals { display:flex; gap:2rem; flex-wrap:wrap; }
 .totals div b { display:block; font-size:1.4rem; font-variant-numeric:tabular-nums; }
 .muted { color:var(--muted); }
+td.trace { font:12px ui-monospace, SFMono-Regular, Menlo, monospace; }
 #stale { display:none; color:var(--bad); font-weight:600; }
 body.stale #stale { display:inline; }
 </style>
@@ -336,6 +353,20 @@ body.stale #stale { display:inline; }
   {{- else}}<table><thead><tr>{{range .TaskStatuses}}<th class="n">{{.}}</th>{{end}}</tr></thead><tbody><tr>{{$t := .Tasks.ByStatus}}{{range .TaskStatuses}}<td class="n" data-status="{{.}}">{{count $t .}}</td>{{end}}</tr></tbody></table>
   {{- end}}
   </div>
+</section>
+<section>
+  <h2>Recent failed calls</h2>
+  <table>
+    <thead>{{template "callHead"}}</thead>
+    <tbody id="failed-calls">{{range .FailedCalls}}{{template "call" .}}{{else}}<tr><td colspan="7" class="muted">no failed calls since start</td></tr>{{end}}</tbody>
+  </table>
+</section>
+<section>
+  <h2>Recent slow calls</h2>
+  <table>
+    <thead>{{template "callHead"}}</thead>
+    <tbody id="slow-calls">{{range .SlowCalls}}{{template "call" .}}{{else}}<tr><td colspan="7" class="muted">no slow calls since start</td></tr>{{end}}</tbody>
+  </table>
 </section>
 <section>
   <h2>Recent reloads</h2>
@@ -427,6 +458,21 @@ body.stale #stale { display:inline; }
       reloads.appendChild(row([el("td", "", when(r.time)), el("td", "", r.trigger), el("td", "", r.outcome), probs]));
     });
     if (!s.reloads.length) reloads.appendChild(empty(4, "no reloads since start"));
+    calls("failed-calls", s.failed_calls, "no failed calls since start");
+    calls("slow-calls", s.slow_calls, "no slow calls since start");
+  }
+  // calls renders recent calls (the template's "call" rows).
+  function calls(id, list, none) {
+    var tb = document.getElementById(id);
+    tb.replaceChildren();
+    list.forEach(function (c) {
+      var outcome = el("td", "", c.outcome + (c.denial_reason ? ": " + c.denial_reason : "") + (c.error_type && c.error_type !== c.outcome ? " (" + c.error_type + ")" : ""));
+      var tr = row([el("td", "", when(c.time)), el("td", "", c.kind), el("td", "", (c.server ? c.server + " \u00b7 " : "") + c.target),
+        el("td", "", c.caller || ""), outcome, num(c.duration_ms.toFixed(1)), el("td", "trace", c.trace_id || "")]);
+      tr.dataset.target = c.target; tr.dataset.outcome = c.outcome;
+      tb.appendChild(tr);
+    });
+    if (!list.length) tb.appendChild(empty(7, none));
   }
   // The data is as of the page load, then of the last good refresh.
   var lastOK = Date.now();

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/mcp-mux/mcp-mux/api"
+	"github.com/mcp-mux/mcp-mux/audit"
 	"github.com/mcp-mux/mcp-mux/config"
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/proxy"
@@ -51,8 +52,9 @@ func startStatusMux(t *testing.T, o api.StatusOptions) *statusMux {
 // statusExtras change startStatusMux's mux: more config, and a wrapper
 // around its routes.
 type statusExtras struct {
-	edit func(doc, servers map[string]any)
-	wrap func(http.Handler) http.Handler
+	edit  func(doc, servers map[string]any)
+	wrap  func(http.Handler) http.Handler
+	audit *audit.Auditor
 }
 
 func startStatusMuxWith(t *testing.T, o api.StatusOptions, x statusExtras) *statusMux {
@@ -78,7 +80,7 @@ func startStatusMuxWith(t *testing.T, o api.StatusOptions, x statusExtras) *stat
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := proxy.New(proxy.Options{Version: "v1.2.3-status", RetryMin: time.Minute})
+	srv := proxy.New(proxy.Options{Version: "v1.2.3-status", RetryMin: time.Minute, Audit: x.audit})
 	if err := srv.Apply(cfg); err != nil {
 		t.Fatal(err)
 	}

@@ -55,7 +55,7 @@ func (s *Router) routeCall(ctx context.Context, st *Session, e Era, k Sink, key 
 	// tool_search, guardrails and deferred tools (policy.go).
 	if res, done := s.policy(ctx, st, e, k, cat, r, name, args); done {
 		if r != nil {
-			rec.Server, rec.RawTool = r.Server.Name, r.Raw
+			noteRoute(rec, r)
 			rec.Deny(denial(r))
 		}
 		return res, nil
@@ -63,11 +63,11 @@ func (s *Router) routeCall(ctx context.Context, st *Session, e Era, k Sink, key 
 	if r == nil {
 		return nil, errUnknownTool(name)
 	}
-	rec.Server, rec.RawTool = r.Server.Name, r.Raw
-	s.content(ctx, r.Server, rec, h, args)
 	if r.Builtin { // list/get/cancel_background_task (tasks.go)
 		return s.builtinTask(ctx, st, key, name, args), nil
 	}
+	noteRoute(rec, r)
+	s.content(ctx, r.Server, rec, h, args)
 	fwd, progress := forwardMeta(meta, k)
 	if progress != nil {
 		ctx = withProgress(ctx, progress) // sink.go
@@ -120,6 +120,14 @@ func (s *Router) routeCall(ctx context.Context, st *Session, e Era, k Sink, key 
 	}
 	s.logFor(ctx).Warn("tool call failed", "server", r.Server.Name, "tool", r.Raw, "err", err)
 	return wire.ToolError(fmt.Sprintf("Error: MCP server %q failed to run tool %q: %v", r.Server.Name, r.Raw, err)), nil
+}
+
+// noteRoute records in rec the server and raw name a call goes to (none
+// for mcp-mux's own tools).
+func noteRoute(rec *audit.Entry, r *Route) {
+	if r.Server != nil {
+		rec.Server, rec.RawTool = r.Server.Name, r.Raw
+	}
 }
 
 // forwardMeta prepares a call's _meta for the upstream: the protocol's own
