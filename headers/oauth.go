@@ -3,6 +3,8 @@ package headers
 import (
 	"context"
 	"fmt"
+	"github.com/mcp-mux/mcp-mux/telemetry"
+	"go.opentelemetry.io/otel/attribute"
 	"net/http"
 	"net/url"
 	"slices"
@@ -164,6 +166,7 @@ func (s *tokenSource) token(ctx context.Context) (*token, error) {
 	})
 	select {
 	case r := <-ch:
+		telemetry.Event(ctx, "mcp_mux.oauth.token", telemetry.ServerAttr.String(s.server), attribute.Bool("mcp_mux.ok", r.Err == nil))
 		if r.Err != nil {
 			return nil, r.Err
 		}

@@ -357,3 +357,87 @@ func TestMetricsExemplars(t *testing.T) {
 		t.Errorf("the plain text format carries exemplars (it cannot): %s", grepLines(plain, "trace_id"))
 	}
 }
+
+// hasEvent reports whether a span has an event named name.
+func hasEvent(s otlptest.Span, name string) bool {
+	for _, e := range s.Events {
+		if e.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// The steps of a call besides its requests show in its trace: a
+// discovery is an INTERNAL span of its own; an OAuth token fetched for a
+// call, an input round a legacy client answers live, and a 2026-07-28
+// call parked for the client's retry (and resumed by it) are events on
+// the mux's SERVER span.
+func TestTraceSteps(t *testing.T) {
+	r := otlptest.Start(t)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "20")
+	legacy := mcptest.ServeHTTP(t, mcptest.NewServer("alpha"))
+	// Tokens that expire at once: each call fetches one.
+	tok := startTokenServer(t, "trace-tok", func(n int, _ *http.Request) (int, string, string) { return tokenJSON(fmt.Sprint("trace-tok-", n), 1) })
+	cfg := fmt.Sprintf(`{"mcpServers": {"alpha": {"type": "http", "url": %q}, "beta": {"type": "http", "url": %q},
+		"guarded": {"type": "http", "url": %q, "oauth": {"token_url": %q, "client_id": "mux", "client_secret": "s3cr3t-client"}}}}`,
+		legacy.URL+"/mcp", mrtrServer(t), legacy.URL+"/mcp", tok.URL)
+	m := startMux(t, cfg, proxy.Options{Telemetry: telemetry.Options{Enabled: true, Endpoint: r.Endpoint(),
+		Env: func(string) (string, bool) { return "", false }}})
+	url := m.ts.URL + "/mcp"
+
+	caller, meta := callerTrace(t, r)
+	traceID := caller.SpanContext().TraceID().String()
+	cs := connect(t, m.ts.URL, &mcp.ClientOptions{
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada"}}, nil
+		}})
+	mm := mcp.Meta{"traceparent": meta["traceparent"]}
+	for _, tool := range []string{"beta_ask", "guarded_echo"} {
+		if res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"text": "x"}, Meta: mm}); err != nil || res.IsError {
+			t.Fatalf("%s: %v %+v", tool, err, res)
+		}
+	}
+	// A 2026-07-28 client of a legacy upstream that elicits: parked, then resumed.
+	const caps = `{"elicitation":{}}`
+	traced := `,"_meta":{"traceparent":` + mustQuote(meta["traceparent"]) + `}`
+	_, first := modernCall(t, url, nil, caps, "tools/call", "alpha_elicit", `"name":"alpha_elicit","arguments":{"tag":"t1"}`+traced)
+	reqs, state := inputRequiredOf(t, first)
+	var key string
+	for k := range reqs {
+		key = k
+	}
+	_, done := modernCall(t, url, nil, caps, "tools/call", "alpha_elicit", `"name":"alpha_elicit","arguments":{"tag":"t1"},"inputResponses":{"`+key+
+		`":{"action":"accept","content":{"answer":"42"}}},"requestState":`+mustQuote(state)+traced)
+	if done.Error != nil || !strings.Contains(string(done.Result), "elicited accept 42") {
+		t.Fatalf("resumed call: %s %+v", done.Result, done.Error)
+	}
+	caller.End()
+
+	spans := r.WaitSpans(t, 20*time.Second, func(all []otlptest.Span) bool {
+		return count(otlptest.InTrace(all, traceID), "SERVER", "mcp-mux", "") >= 4 && count(all, "INTERNAL", "mcp-mux", "discover guarded") > 0
+	})
+	if s := namedSpan(t, spans, "INTERNAL", "mcp-mux", "discover guarded"); s.Attrs["mcp_mux.server"] != "guarded" || s.ParentSpanID != "" || !hasEvent(s, "mcp_mux.oauth.token") {
+		t.Errorf("discovery span %s: want a root span naming its server, with its token fetch", s)
+	}
+	in := otlptest.InTrace(spans, traceID)
+	want := map[string]string{"tools/call beta_ask": "mcp_mux.input_required", "tools/call guarded_echo": "mcp_mux.oauth.token"}
+	for name, event := range want {
+		if s := namedSpan(t, in, "SERVER", "mcp-mux", name); !hasEvent(s, event) {
+			t.Errorf("%s has no %s event: %s", name, event, s)
+		}
+	}
+	var parked, resumed bool
+	for _, s := range in {
+		if s.Kind == "SERVER" && s.Name == "tools/call alpha_elicit" {
+			parked = parked || hasEvent(s, "mcp_mux.call.parked")
+			resumed = resumed || hasEvent(s, "mcp_mux.call.resumed")
+		}
+	}
+	if !parked || !resumed {
+		t.Errorf("parked %v, resumed %v:\n%s", parked, resumed, otlptest.Dump(in))
+	}
+	if strings.Contains(otlptest.Dump(spans), "s3cr3t-client") || strings.Contains(otlptest.Dump(spans), "trace-tok-") {
+		t.Error("an OAuth secret or token reached a span")
+	}
+}

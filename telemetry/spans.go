@@ -316,3 +316,11 @@ func redactURI(uri string) string {
 	}
 	return uri
 }
+
+// Event adds a named event to ctx's span when it records (a reconnect, a
+// token fetch, an input round, a parked call); it costs nothing otherwise.
+func Event(ctx context.Context, name string, attrs ...attribute.KeyValue) {
+	if s := trace.SpanFromContext(ctx); s.IsRecording() {
+		s.AddEvent(name, trace.WithAttributes(attrs...))
+	}
+}

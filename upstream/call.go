@@ -72,6 +72,7 @@ func (u *Upstream) Request(ctx context.Context, key Key, method string, params j
 			return raw, err
 		}
 		u.reconnects.Add(1)
+		telemetry.Event(ctx, "mcp_mux.upstream.reconnect", telemetry.ServerAttr.String(u.opts.Name))
 		u.logFor(ctx).Debug("upstream session gone before the request; reconnecting", "reason", err)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/mcp-mux/mcp-mux/telemetry"
+	"github.com/mcp-mux/mcp-mux/upstream/listcap"
 	"math/rand/v2"
 	"net/http"
 	"sync"
@@ -146,6 +148,8 @@ func (r *rediscovery) discover() (_ *conn, err error) {
 		defer cancel()
 	}
 	start := time.Now()
+	ctx, span := u.opts.Telemetry.Internal(ctx, "discover "+u.opts.Name, nil, telemetry.ServerAttr.String(u.opts.Name))
+	defer func() { span.End(err, false) }() // err unscrubbed: End records its class only
 	ctx, sent := r.withBaseHeaders(ctx)
 	defer func() { err = u.scrubs.Error(err, sent) }()
 	c, err := u.dial(ctx, Key{}, true)
@@ -300,8 +304,8 @@ func (l *lister) optional(method, field, key string) ([]Item, error) {
 func (l *lister) items(method, field, keyField string) ([]Item, error) {
 	var items []Item
 	var cursor string
-	budget := listBudget{method: method}
-	for range maxListPages {
+	budget := listcap.Budget{Method: method}
+	for range listcap.MaxPages {
 		raw, err := l.c.request(l.ctx, l.u, method, cursorParams(cursor), nil)
 		if err != nil {
 			return nil, err
@@ -310,7 +314,7 @@ func (l *lister) items(method, field, keyField string) ([]Item, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := budget.spend(len(raw), len(list)); err != nil {
+		if err := budget.Spend(len(raw), len(list)); err != nil {
 			return nil, err
 		}
 		items = l.keyed(items, list, method, keyField)
@@ -319,10 +323,8 @@ func (l *lister) items(method, field, keyField string) ([]Item, error) {
 		}
 		cursor = next
 	}
-	return nil, fmt.Errorf("%s did not end after %d pages", method, maxListPages)
+	return nil, listcap.Unended(method)
 }
-
-const maxListPages = 1000
 
 // cursorParams are the params of a list request for the page at cursor
 // (none for the first).
@@ -367,8 +369,8 @@ func (l *lister) keyed(items []Item, list []json.RawMessage, method, keyField st
 func (l *lister) tools() ([]Tool, error) {
 	var tools []Tool
 	var cursor string
-	budget := listBudget{method: "tools/list"}
-	for range maxListPages {
+	budget := listcap.Budget{Method: "tools/list"}
+	for range listcap.MaxPages {
 		raw, err := l.c.request(l.ctx, l.u, "tools/list", cursorParams(cursor), nil)
 		if err != nil {
 			return nil, err
@@ -380,7 +382,7 @@ func (l *lister) tools() ([]Tool, error) {
 		if err := json.Unmarshal(raw, &page); err != nil {
 			return nil, fmt.Errorf("decoding tools/list result: %w", err)
 		}
-		if err := budget.spend(len(raw), len(page.Tools)); err != nil {
+		if err := budget.Spend(len(raw), len(page.Tools)); err != nil {
 			return nil, err
 		}
 		tools = l.named(tools, page.Tools)
@@ -389,7 +391,7 @@ func (l *lister) tools() ([]Tool, error) {
 		}
 		cursor = page.NextCursor
 	}
-	return nil, fmt.Errorf("tools/list did not end after %d pages", maxListPages)
+	return nil, listcap.Unended("tools/list")
 }
 
 // named appends the tools of a page to tools; a tool without a name is

@@ -9,6 +9,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/mcp-mux/mcp-mux/telemetry"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -83,6 +85,7 @@ func fulfil(ctx context.Context, k Sink, params, raw json.RawMessage, send SendF
 		if len(ir.InputRequests) > MaxInputs {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the server asked for more than %d inputs at once", MaxInputs)}
 		}
+		telemetry.Event(ctx, "mcp_mux.input_required", attribute.Int("mcp_mux.round", round+1), attribute.Int("mcp_mux.inputs", len(ir.InputRequests)))
 		responses := make(map[string]json.RawMessage, len(ir.InputRequests))
 		for key, rr := range ir.InputRequests {
 			var req InputRequest

@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/mcp-mux/mcp-mux/telemetry"
+	"go.opentelemetry.io/otel/attribute"
 	"net/http"
 	"strconv"
 	"sync"
@@ -252,6 +254,9 @@ func (s *bridges) startParked(ctx context.Context, round callpath.Sink, e *Era, 
 // input_required result.
 func (s *bridges) await(ctx context.Context, round callpath.Sink, pc *parkedCall) (mcp.Result, error) {
 	st := round.Session()
+	if pc.id != "" {
+		telemetry.Event(ctx, "mcp_mux.call.resumed", telemetry.ServerAttr.String(pc.server))
+	}
 	if pc.attach(ctx, round) {
 		pc.poke()
 	}
@@ -272,6 +277,7 @@ func (s *bridges) await(ctx context.Context, round callpath.Sink, pc *parkedCall
 		if len(reqs) == 0 {
 			continue // answered or withdrawn meanwhile
 		}
+		telemetry.Event(ctx, "mcp_mux.call.parked", telemetry.ServerAttr.String(pc.server), attribute.Int("mcp_mux.inputs", len(reqs)))
 		return s.parkRound(pc, reqs)
 	}
 }
