@@ -24,6 +24,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/reqid"
 	"github.com/mcp-mux/mcp-mux/subscriptions"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
+	"github.com/mcp-mux/mcp-mux/telemetry"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
@@ -47,6 +48,8 @@ type Options struct {
 	Subs *subscriptions.Registry
 	// Panics recovers a fast path's call (GuardedCall).
 	Panics *panicguard.Guard
+	// Telemetry gives a durable task its submit's trace context (nil: none).
+	Telemetry *telemetry.Telemetry
 }
 
 // Router routes the calls of both eras to their backends.
@@ -59,12 +62,13 @@ type Router struct {
 	pageSize int
 	subs     *subscriptions.Registry
 	panics   *panicguard.Guard
+	tel      *telemetry.Telemetry
 }
 
 // New returns a Router with opts.
 func New(opts Options) *Router {
 	return &Router{log: opts.Log, maxCalls: opts.MaxSessionCalls, tasks: opts.Tasks, rt: opts.Runtime, life: opts.Life,
-		pageSize: opts.PageSize, subs: opts.Subs, panics: opts.Panics}
+		pageSize: opts.PageSize, subs: opts.Subs, panics: opts.Panics, tel: opts.Telemetry}
 }
 
 // logFor is the logger for a line about the request ctx belongs to
