@@ -194,7 +194,7 @@ func New(opts Options) *Server {
 	s.life = ctx
 	s.states = seal.New(opts.StateKey)
 	if opts.TaskStore != nil {
-		svc, err := taskpoll.New(taskpoll.Options{Store: opts.TaskStore, Caller: &taskCaller{rt: &s.rt, panics: s.panics}, Config: opts.TaskConfig,
+		svc, err := taskpoll.New(taskpoll.Options{Store: opts.TaskStore, Caller: &callpath.TaskCaller{Runtime: &s.rt, Panics: s.panics, Telemetry: s.tel}, Config: opts.TaskConfig,
 			Logger: s.log.Named("tasks"), Registerer: s.metrics.reg})
 		if err != nil {
 			s.log.Error("durable tasks are off", "err", err)
@@ -205,7 +205,7 @@ func New(opts Options) *Server {
 		}
 	}
 	s.calls = callpath.New(callpath.Options{Log: s.log, MaxSessionCalls: opts.MaxSessionCalls, Tasks: s.tasks, Runtime: &s.rt, Life: &s.gate,
-		PageSize: opts.PageSize, Subs: s.subs, Panics: s.panics, Audit: opts.Audit})
+		PageSize: opts.PageSize, Subs: s.subs, Panics: s.panics, Audit: opts.Audit, Telemetry: s.tel})
 	s.openSessions(opts)
 	s.modern = modern.New(modern.Options{Log: s.log, SDK: s.sdk, Send: s.send, Calls: s.calls, Runtime: &s.rt,
 		Gate: &s.gate, Life: s.life, Background: &s.bg, Panics: s.panics, Tasks: s.tasks, States: s.states, Replica: s.sessions.replica, Elsewhere: s.retry.elsewhere, Telemetry: s.tel,

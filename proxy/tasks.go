@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -16,11 +15,8 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/config"
 	"github.com/mcp-mux/mcp-mux/internal/panicguard"
-	"github.com/mcp-mux/mcp-mux/internal/wire"
-	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/proxy/modern"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
-	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
 // Durable tasks (taskpoll) as the MCP surface sees them.
@@ -133,43 +129,6 @@ func (s *taskBridge) event(e taskpoll.Event) {
 			updated, _ := json.Marshal(&mcp.ResourceUpdatedNotificationParams{URI: uri})
 			s.sessions.notify(st, "notifications/resources/updated", updated)
 		})
-	}
-}
-
-// taskCaller is the poller's taskpoll.Caller: it calls a task's server
-// on the runtime running now.
-type taskCaller struct {
-	rt     *atomic.Pointer[callpath.Runtime]
-	panics *panicguard.Guard
-}
-
-// CallTool runs a task tool with the server's own credentials only (static
-// headers and OAuth, never a request's secrets), on the task's (user,
-// thread) scope, retrying once after a 401 with a refreshed token.
-func (s *taskCaller) CallTool(ctx context.Context, call taskpoll.Call) (_ json.RawMessage, err error) {
-	defer s.panics.Catch(panicguard.Task, &err) // the poller's goroutine (internal/panicguard)
-	b := s.rt.Load().ByName[call.Server]
-	if b == nil {
-		return nil, fmt.Errorf("MCP task server %q is missing or disabled in the running configuration", call.Server)
-	}
-	params := wire.AppendCallParams(nil, call.Tool, call.Args, nil)
-	key := upstream.Key{User: call.User, Thread: call.Thread}
-	for attempt := 0; ; attempt++ {
-		var hdr http.Header
-		if b.Resolver != nil {
-			h, err := b.Resolver.Base(ctx)
-			if err != nil {
-				return nil, fmt.Errorf("MCP task server %q credentials: %w", call.Server, err)
-			}
-			hdr = h
-		}
-		raw, err := b.Up.CallTool(ctx, key, params, hdr)
-		var se *upstream.StatusError
-		if attempt == 0 && errors.As(err, &se) && se.Code == http.StatusUnauthorized && b.Resolver != nil {
-			b.Resolver.UnauthorizedHeader(hdr)
-			continue
-		}
-		return raw, err
 	}
 }
 

@@ -26,15 +26,25 @@ import (
 // mounted as cmd mounts it.
 func taskMux(t *testing.T, cfgJSON string, store taskpoll.Store) (*proxy.Server, *httptest.Server) {
 	t.Helper()
+	return taskMuxWith(t, cfgJSON, store, nil)
+}
+
+// taskMuxWith is taskMux with its options passed through edit (nil: unchanged).
+func taskMuxWith(t *testing.T, cfgJSON string, store taskpoll.Store, edit func(*proxy.Options)) (*proxy.Server, *httptest.Server) {
+	t.Helper()
 	cfg, err := config.Parse([]byte(cfgJSON), config.LoadOptions{Filename: "test.json", LookupEnv: func(string) (string, bool) { return "", false }})
 	if err != nil || len(cfg.Invalid) > 0 {
 		t.Fatalf("config: %v %+v", err, cfg.Invalid)
 	}
-	srv := proxy.New(proxy.Options{
+	opts := proxy.Options{
 		Logger:    hclog.New(&hclog.LoggerOptions{Output: &mcptest.LogBuffer{}, Level: hclog.Trace}),
 		TaskStore: store, TaskConfig: taskpoll.Config{PollInterval: 20 * time.Millisecond, Lease: 10 * time.Second},
 		RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond,
-	})
+	}
+	if edit != nil {
+		edit(&opts)
+	}
+	srv := proxy.New(opts)
 	if err := srv.Apply(cfg); err != nil {
 		t.Fatal(err)
 	}

@@ -322,7 +322,7 @@ func (s *BoltStore) Create(_ context.Context, t *Task) error {
 
 // Get returns a copy of the task.
 func (s *BoltStore) Get(_ context.Context, id string) (*Task, error) {
-	if !validID(id) {
+	if !ValidID(id) {
 		return nil, ErrNotFound
 	}
 	var t *Task
@@ -338,7 +338,7 @@ func (s *BoltStore) Get(_ context.Context, id string) (*Task, error) {
 
 // Update applies fn in one transaction; it supersedes any lease.
 func (s *BoltStore) Update(_ context.Context, id string, fn func(*Task) error) (*Task, error) {
-	if !validID(id) {
+	if !ValidID(id) {
 		return nil, ErrNotFound
 	}
 	var out *Task

@@ -213,7 +213,7 @@ func (s *Service) callTask(ctx context.Context, l *Lease, tool string) (json.Raw
 	ctx, cancel := context.WithDeadline(ctx, l.Expires)
 	defer cancel()
 	args, _ := json.Marshal(map[string]string{"task_id": l.Task.RemoteID})
-	return s.caller.CallTool(ctx, Call{Server: l.Task.Server, User: l.Task.User, Thread: l.Task.Thread, Tool: tool, Args: args})
+	return s.caller.CallTool(ctx, Call{Server: l.Task.Server, User: l.Task.User, Thread: l.Task.Thread, Tool: tool, Args: args, Task: l.Task})
 }
 
 // pollOnce calls the status tool and returns the record to apply (nil when

@@ -316,7 +316,7 @@ func (s *RedisStore) memberStatuses(ctx context.Context, members []redis.Z) ([]*
 	sts := make([]*redis.StringCmd, len(members))
 	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, m := range members {
-			if id, _ := m.Member.(string); validID(id) {
+			if id, _ := m.Member.(string); ValidID(id) {
 				sts[i] = p.HGet(ctx, s.taskKey(id), "st")
 			}
 		}
@@ -368,7 +368,7 @@ func (s *RedisStore) getRaw(ctx context.Context, id string) (string, error) {
 
 // Get returns a copy of the task.
 func (s *RedisStore) Get(ctx context.Context, id string) (*Task, error) {
-	if !validID(id) {
+	if !ValidID(id) {
 		return nil, ErrNotFound
 	}
 	d, err := s.getRaw(ctx, id)
@@ -381,7 +381,7 @@ func (s *RedisStore) Get(ctx context.Context, id string) (*Task, error) {
 // Update is an optimistic read-modify-write: the write script compares the
 // record it replaces.
 func (s *RedisStore) Update(ctx context.Context, id string, fn func(*Task) error) (*Task, error) {
-	if !validID(id) {
+	if !ValidID(id) {
 		return nil, ErrNotFound
 	}
 	for range maxUpdateRetries {
@@ -718,7 +718,7 @@ func (s *RedisStore) sweepRecords(ctx context.Context, tag string, ids []string)
 // missing, undecodable or not id's.
 func sweptTask(g *redis.StringCmd, id string) *Task {
 	d, err := g.Result()
-	if err != nil || !validID(id) {
+	if err != nil || !ValidID(id) {
 		return nil
 	}
 	t, err := decodeTask(d)
@@ -816,7 +816,7 @@ func (s *RedisStore) readEvents(ps *redis.PubSub, done chan struct{}) {
 	defer close(done)
 	for m := range ps.Channel(redis.WithChannelSize(1024)) {
 		var e Event
-		if err := json.Unmarshal([]byte(m.Payload), &e); err != nil || !validID(e.TaskID) {
+		if err := json.Unmarshal([]byte(m.Payload), &e); err != nil || !ValidID(e.TaskID) {
 			continue
 		}
 		s.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -63,6 +64,7 @@ type Call struct {
 	Server, User, Thread string
 	Tool                 string // raw tool name
 	Args                 json.RawMessage
+	Task                 *Task // the task called for, read-only (nil: none)
 }
 
 // Caller runs a raw tool on a server with server-level credentials only
@@ -161,6 +163,7 @@ type Toolset struct {
 type SubmitRequest struct {
 	User, Thread, Server string
 	Toolset              Toolset
+	Trace                string // Task.Trace: kept if printable ASCII of at most MaxTraceLen bytes
 }
 
 // SubmitMessage is the message of a submit's result.
@@ -192,7 +195,7 @@ func (s *Service) SubmitTask(ctx context.Context, r SubmitRequest, call func(con
 	now := s.now()
 	t := &Task{
 		ID: NewID(), User: r.User, Thread: r.Thread, Server: r.Server, Name: r.Toolset.Name,
-		SubmitTool: r.Toolset.SubmitTool, StatusTool: r.Toolset.StatusTool, CancelTool: r.Toolset.CancelTool,
+		SubmitTool: r.Toolset.SubmitTool, StatusTool: r.Toolset.StatusTool, CancelTool: r.Toolset.CancelTool, Trace: traceOf(r.Trace),
 		Status: StatusPending, CreatedAt: now, UpdatedAt: now, TTL: s.cfg.Retention,
 		// A submit the mux never saw through is failed by a poller after this.
 		NextPollAt: now.Add(2 * s.cfg.Lease),
@@ -248,6 +251,14 @@ func (s *Service) SubmitTask(ctx context.Context, r SubmitRequest, call func(con
 	return rec, nil, nil
 }
 
+// traceOf is trace if it is printable ASCII of at most MaxTraceLen bytes, else "".
+func traceOf(trace string) string {
+	if len(trace) > MaxTraceLen || strings.ContainsFunc(trace, func(c rune) bool { return c < ' ' || c > '~' }) {
+		return ""
+	}
+	return trace
+}
+
 // callHeld runs a submit's call while holding its pending record: every
 // half lease the record's deadline moves two leases out, as a poll lease is
 // held, so it is not failed as "mcp-mux stopped while submitting" while the
@@ -299,7 +310,7 @@ func (s *Service) compensate(t *Task, rid string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	args, _ := json.Marshal(map[string]string{"task_id": rid})
-	if _, err := s.caller.CallTool(ctx, Call{Server: t.Server, User: t.User, Thread: t.Thread, Tool: t.CancelTool, Args: args}); err != nil {
+	if _, err := s.caller.CallTool(ctx, Call{Server: t.Server, User: t.User, Thread: t.Thread, Tool: t.CancelTool, Args: args, Task: t}); err != nil {
 		s.log.Warn("cancelling an unrecorded remote MCP task failed", "server", t.Server, "task_id", t.ID, "err", err)
 	}
 }

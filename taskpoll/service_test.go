@@ -88,7 +88,7 @@ func submitted(t *testing.T, raw json.RawMessage) string {
 		} `json:"structuredContent"`
 		IsError bool `json:"isError"`
 	}
-	if err := json.Unmarshal(raw, &r); err != nil || r.IsError || r.SC.Status != "submitted" || r.SC.TaskName != "report" || r.SC.Message != SubmitMessage || !validID(r.SC.TaskID) {
+	if err := json.Unmarshal(raw, &r); err != nil || r.IsError || r.SC.Status != "submitted" || r.SC.TaskName != "report" || r.SC.Message != SubmitMessage || !ValidID(r.SC.TaskID) {
 		t.Fatalf("submit result %s", raw)
 	}
 	if strings.Contains(string(raw), "r-") {
@@ -603,4 +603,39 @@ func TestPanickingSubmitReleasesItsRecord(t *testing.T) {
 		ts, _ := st.List(context.Background(), Query{User: "u"})
 		return len(ts) == 1 && ts[0].Status == StatusFailed && strings.Contains(ts[0].Error, "submit did not complete")
 	})
+}
+
+// TestSubmitKeepsTrace: a submit's trace context is stored with the task
+// when it is short printable ASCII (dropped otherwise) and reaches the
+// Caller with each poll, through the store.
+func TestSubmitKeepsTrace(t *testing.T) {
+	const tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	for _, tc := range []struct{ name, trace, want string }{
+		{"traceparent", tp, tp},
+		{"control character", tp + "\n", ""},
+		{"not ASCII", tp + "é", ""},
+		{"too long", tp + strings.Repeat("x", MaxTraceLen), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := boltStore(t)
+			r := &remote{answer: completeAfter(0)}
+			s := newService(t, st, r, Config{PollInterval: 10 * time.Millisecond})
+			s.Start()
+			defer func() { _ = s.Stop(context.Background()) }()
+			raw, err := s.Submit(context.Background(), SubmitRequest{User: "u", Thread: "th", Server: "jobs", Toolset: triple, Trace: tc.trace}, submitOK("r-1"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := submitted(t, raw)
+			waitFor(t, func() bool { tk, _ := st.Get(context.Background(), id); return tk.Status == StatusCompleted })
+			if tk, _ := st.Get(context.Background(), id); tk.Trace != tc.want {
+				t.Fatalf("stored trace %q, want %q", tk.Trace, tc.want)
+			}
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if c := r.calls[0]; c.Task == nil || c.Task.ID != id || c.Task.Trace != tc.want {
+				t.Fatalf("the poll's Call carries task %+v, want id %s and trace %q", c.Task, id, tc.want)
+			}
+		})
+	}
 }

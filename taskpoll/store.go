@@ -129,7 +129,7 @@ func applyUpdate(old *Task, fn func(*Task) error) (t *Task, rebind bool, err err
 // checkTask validates what a store will write.
 func checkTask(t *Task) error {
 	switch {
-	case !validID(t.ID):
+	case !ValidID(t.ID):
 		return fmt.Errorf("invalid MCP task id %q", t.ID)
 	case t.User == "" || len(t.User) > MaxUserLen:
 		return fmt.Errorf("MCP task user must contain 1 to %d bytes", MaxUserLen)

@@ -61,6 +61,7 @@ const (
 	// String(64) columns do (a thread id may be an MCP session id).
 	MaxUserLen   = 128
 	MaxThreadLen = 255
+	MaxTraceLen  = 256 // Task.Trace
 )
 
 // Task is one durable task record. The remote id and server name are the
@@ -77,6 +78,7 @@ type Task struct {
 	StatusTool string `json:"status_tool"`
 	CancelTool string `json:"cancel_tool"`
 	RemoteID   string `json:"remote_id,omitempty"`
+	Trace      string `json:"trace,omitempty"` // the submit's W3C traceparent: its polls' spans link to it
 
 	Status        Status `json:"status"`
 	StatusMessage string `json:"status_message,omitempty"`
@@ -150,9 +152,7 @@ func NewID() string {
 
 // ValidID reports whether id has NewID's form, so that no hostile id
 // reaches a store key.
-func ValidID(id string) bool { return validID(id) }
-
-func validID(id string) bool {
+func ValidID(id string) bool {
 	const p = "mcp-task-"
 	if len(id) != len(p)+32 || id[:len(p)] != p {
 		return false

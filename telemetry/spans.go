@@ -238,8 +238,8 @@ func (t *Telemetry) Client(ctx context.Context, op Op) (context.Context, Span) {
 	return ctx, Span{s: s, t: t, op: &op, start: time.Now(), kind: trace.SpanKindClient, ctx: ctx}
 }
 
-// Internal starts an INTERNAL span under ctx's (discovery, a token fetch,
-// a durable task's poll), linked to links' span contexts.
+// Internal starts an INTERNAL span under ctx's (discovery, a token
+// fetch), linked to links' span contexts.
 func (t *Telemetry) Internal(ctx context.Context, name string, links []trace.SpanContext, attrs ...attribute.KeyValue) (context.Context, Span) {
 	if t == nil || !t.tracing {
 		return ctx, Span{}

@@ -25,6 +25,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/reqid"
 	"github.com/mcp-mux/mcp-mux/subscriptions"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
+	"github.com/mcp-mux/mcp-mux/telemetry"
 	"github.com/mcp-mux/mcp-mux/upstream"
 )
 
@@ -50,6 +51,8 @@ type Options struct {
 	Panics *panicguard.Guard
 	// Audit records each tools/call, prompts/get and resources/read (nil: none).
 	Audit *audit.Auditor
+	// Telemetry gives a durable task its submit's trace context (nil: none).
+	Telemetry *telemetry.Telemetry
 }
 
 // Router routes the calls of both eras to their backends.
@@ -63,12 +66,13 @@ type Router struct {
 	subs     *subscriptions.Registry
 	panics   *panicguard.Guard
 	audit    *audit.Auditor
+	tel      *telemetry.Telemetry
 }
 
 // New returns a Router with opts.
 func New(opts Options) *Router {
 	return &Router{log: opts.Log, maxCalls: opts.MaxSessionCalls, tasks: opts.Tasks, rt: opts.Runtime, life: opts.Life,
-		pageSize: opts.PageSize, subs: opts.Subs, panics: opts.Panics, audit: opts.Audit}
+		pageSize: opts.PageSize, subs: opts.Subs, panics: opts.Panics, audit: opts.Audit, tel: opts.Telemetry}
 }
 
 // logFor is the logger for a line about the request ctx belongs to

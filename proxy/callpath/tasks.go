@@ -5,11 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
+	"sync/atomic"
 
+	"github.com/mcp-mux/mcp-mux/internal/panicguard"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
+	"github.com/mcp-mux/mcp-mux/telemetry"
 	"github.com/mcp-mux/mcp-mux/upstream"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -20,7 +24,8 @@ import (
 // tool result, or for a caller with the tasks extension CreateTaskResult.
 func (s *Router) submitTask(ctx context.Context, st *Session, e Era, key upstream.Key, r *Route, run func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
 	var upErr error
-	t, raw, err := s.tasks.SubmitTask(ctx, taskpoll.SubmitRequest{User: st.User, Thread: key.Thread, Server: r.Server.Name, Toolset: *r.Task},
+	t, raw, err := s.tasks.SubmitTask(ctx, taskpoll.SubmitRequest{User: st.User, Thread: key.Thread, Server: r.Server.Name, Toolset: *r.Task,
+		Trace: s.tel.Traceparent(ctx)}, // the polls' spans link to the submit's
 		func(ctx context.Context) (json.RawMessage, error) {
 			raw, err := run(ctx)
 			upErr = err
@@ -79,4 +84,60 @@ func (s *Router) taskResource(ctx context.Context, st *Session, method, uri stri
 		st.Subs.Mark(uri, false)
 	}
 	return &mcpwire.RawResult{Raw: json.RawMessage(`{}`)}, nil
+}
+
+// TaskCaller is the poller's taskpoll.Caller: it calls a task's server on
+// the runtime running now. Each call is an INTERNAL span, "poll task
+// {name}" or "cancel task {name}", the root of a new trace linked to the
+// task's submit (package telemetry), whichever replica makes it.
+type TaskCaller struct {
+	Runtime   *atomic.Pointer[Runtime] // where the running runtime is published
+	Panics    *panicguard.Guard        // recovers a call (the poller's goroutine)
+	Telemetry *telemetry.Telemetry     // nil: no spans
+}
+
+// CallTool runs a task tool with the server's own credentials only (static
+// headers and OAuth, never a request's secrets), on the task's (user,
+// thread) scope, retrying once after a 401 with a refreshed token.
+func (s *TaskCaller) CallTool(ctx context.Context, call taskpoll.Call) (_ json.RawMessage, err error) {
+	ctx, span := s.span(ctx, call)
+	defer func() { span.End(err, false) }()     // runs after Catch: a panic ends the span as an error
+	defer s.Panics.Catch(panicguard.Task, &err) // the poller's goroutine (internal/panicguard)
+	b := s.Runtime.Load().ByName[call.Server]
+	if b == nil {
+		return nil, fmt.Errorf("MCP task server %q is missing or disabled in the running configuration", call.Server)
+	}
+	params := wire.AppendCallParams(nil, call.Tool, call.Args, nil)
+	key := upstream.Key{User: call.User, Thread: call.Thread}
+	for attempt := 0; ; attempt++ {
+		var hdr http.Header
+		if b.Resolver != nil {
+			h, err := b.Resolver.Base(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("MCP task server %q credentials: %w", call.Server, err)
+			}
+			hdr = h
+		}
+		raw, err := b.Up.CallTool(ctx, key, params, hdr)
+		var se *upstream.StatusError
+		if attempt == 0 && errors.As(err, &se) && se.Code == http.StatusUnauthorized && b.Resolver != nil {
+			b.Resolver.UnauthorizedHeader(hdr)
+			continue
+		}
+		return raw, err
+	}
+}
+
+// span starts a task call's span, linked to the task's submit; the
+// upstream call's CLIENT span is its child.
+func (s *TaskCaller) span(ctx context.Context, call taskpoll.Call) (context.Context, telemetry.Span) {
+	t := call.Task
+	if t == nil {
+		return ctx, telemetry.Span{}
+	}
+	verb := "poll task "
+	if call.Tool == t.CancelTool {
+		verb = "cancel task "
+	}
+	return s.Telemetry.Linked(ctx, verb+t.Name, t.Trace, telemetry.TaskAttrs(t.ID, call.Server, call.Tool)...)
 }
