@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/mcp-mux/mcp-mux/config"
+	"github.com/mcp-mux/mcp-mux/config/edit"
 	"github.com/mcp-mux/mcp-mux/secret"
 )
 
@@ -134,7 +135,7 @@ func (a *admin) get(w http.ResponseWriter, _ *http.Request) {
 
 // respond writes the masked servers of data.
 func (a *admin) respond(w http.ResponseWriter, data []byte) {
-	out, err := config.MaskedServers(data, a.o.Load.Filename)
+	out, err := edit.MaskedServers(data, a.o.Load.Filename)
 	if err != nil {
 		writeDetail(w, http.StatusBadRequest, "Invalid MCP configuration: "+loadText(err))
 		return
@@ -190,7 +191,7 @@ func (a *admin) replace(w http.ResponseWriter, body []byte) {
 		a.fail(w, "Failed to update MCP configuration", err)
 		return
 	}
-	next, names, err := config.ReplaceServers(data, a.o.Load.Filename, body)
+	next, names, err := edit.ReplaceServers(data, a.o.Load.Filename, body)
 	if err != nil {
 		a.editFailed(w, err)
 		return
@@ -315,8 +316,8 @@ func (a *admin) setEnabled(w http.ResponseWriter, name string, enabled bool) {
 		a.fail(w, "Failed to update MCP server state", err)
 		return
 	}
-	next, err := config.SetEnabled(data, a.o.Load.Filename, name, enabled)
-	if errors.Is(err, config.ErrNoServer) {
+	next, err := edit.SetEnabled(data, a.o.Load.Filename, name, enabled)
+	if errors.Is(err, edit.ErrNoServer) {
 		writeDetail(w, http.StatusNotFound, fmt.Sprintf("MCP server '%s' not found", name))
 		return
 	}
@@ -339,7 +340,7 @@ func (a *admin) reset(w http.ResponseWriter, _ *http.Request) {
 
 // editFailed answers an edit of the request (400) or of an unreadable file.
 func (a *admin) editFailed(w http.ResponseWriter, err error) {
-	var ee *config.EditError
+	var ee *edit.EditError
 	if errors.As(err, &ee) {
 		writeDetail(w, http.StatusBadRequest, ee.Msg)
 		return

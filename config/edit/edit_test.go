@@ -1,4 +1,4 @@
-package config
+package edit
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mcp-mux/mcp-mux/config"
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 )
 
@@ -206,7 +207,7 @@ func TestSetEnabled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := Parse(out, LoadOptions{Filename: "c.json", LookupEnv: envOf(nil)})
+	cfg, err := config.Parse(out, config.LoadOptions{Filename: "c.json", LookupEnv: func(string) (string, bool) { return "", false }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +232,7 @@ func TestWriteFile(t *testing.T) {
 	if err := os.Symlink("real.json", link); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteFile(link, []byte(`{"a": 1}`)); err != nil {
+	if err := config.WriteFile(link, []byte(`{"a": 1}`)); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := os.ReadFile(real); string(got) != `{"a": 1}` {
@@ -248,8 +249,8 @@ func TestWriteFile(t *testing.T) {
 	}
 
 	cm := mcptest.NewConfigMap(t, "c.json", "{}")
-	err := WriteFile(cm.Path, []byte(`{"a": 2}`))
-	if !errors.Is(err, ErrReadOnly) || !strings.Contains(err.Error(), "ConfigMap") {
+	err := config.WriteFile(cm.Path, []byte(`{"a": 2}`))
+	if !errors.Is(err, config.ErrReadOnly) || !strings.Contains(err.Error(), "ConfigMap") {
 		t.Errorf("ConfigMap write: %v", err)
 	}
 	if got, _ := os.ReadFile(cm.Path); string(got) != "{}" {
@@ -347,5 +348,13 @@ func TestReplaceServersMaskUnderEmptyKey(t *testing.T) {
 	var ee *EditError
 	if !errors.As(err, &ee) || !strings.Contains(ee.Msg, "Cannot persist masked secret placeholder for mcp_servers.s.headers_from_context.") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// An admin PUT decodes its body with the bounded decoder of config files.
+func TestReplaceServersDepthBound(t *testing.T) {
+	body := `{"mcp_servers": {"x": {"command": "echo", "extra": ` + strings.Repeat(`[`, 9_990) + strings.Repeat(`]`, 9_990) + `}}}`
+	if _, _, err := ReplaceServers([]byte(`{"mcpServers": {}}`), "c.json", []byte(body)); err == nil || !strings.Contains(err.Error(), "deeper than 64 levels") {
+		t.Errorf("ReplaceServers: %v", err)
 	}
 }

@@ -1,9 +1,9 @@
-package config
-
-// Masking and admin edits of the raw file (DeerFlow's gateway, research
-// deerflow.md §5.5). Everything here works on the document as written,
-// before $VAR expansion, so a "$TOKEN" placeholder stays a placeholder on a
-// round trip and an expanded secret is never written back.
+// Package edit masks and edits the config file as written, for the admin
+// API (DeerFlow's gateway): secrets shown as Masked, servers replaced,
+// merged or toggled. Everything here works on the document before $VAR
+// expansion, so a "$TOKEN" placeholder stays a placeholder on a round trip
+// and an expanded secret is never written back.
+package edit
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/mcp-mux/mcp-mux/config"
 	"github.com/mcp-mux/mcp-mux/config/internal/rawdoc"
 )
 
@@ -83,7 +84,7 @@ func decodeRaw(data []byte, filename string) (*rawdoc.Node, error) {
 		return nil, err
 	}
 	if root.Kind != rawdoc.Object {
-		return nil, errors.Join(Problem{Message: "the config file must contain an object at the top level"})
+		return nil, errors.Join(config.Problem{Message: "the config file must contain an object at the top level"})
 	}
 	return root, nil
 }
@@ -747,7 +748,7 @@ func serverKind(n *rawdoc.Node) string {
 			return v.Text
 		}
 	}
-	return TypeStdio
+	return config.TypeStdio
 }
 
 // sameValue reports whether a and b are equal as written, taking every
