@@ -44,6 +44,8 @@ type Source[S any] struct {
 type Options struct {
 	Guardrails config.Guardrails
 	ToolSearch config.ToolSearch
+	// Profiles are the named views each catalog carries (profiles.go).
+	Profiles map[string]*config.Profile
 	// Tasks is whether durable tasks are on: submit tools are wrapped and
 	// the built-in task tools listed.
 	Tasks bool
@@ -56,11 +58,14 @@ type Policy struct {
 	search bool
 	topK   int
 	tasks  bool
+	// profiles are the compiled profiles; nil when there are none.
+	profiles map[string]*profileFilter
 }
 
 // NewPolicy compiles o.
 func NewPolicy(o Options) *Policy {
-	return &Policy{guard: newGuard(o.Guardrails), search: o.ToolSearch.Enabled, topK: o.ToolSearch.AutoPromoteTopK, tasks: o.Tasks}
+	return &Policy{guard: newGuard(o.Guardrails), search: o.ToolSearch.Enabled, topK: o.ToolSearch.AutoPromoteTopK, tasks: o.Tasks,
+		profiles: newProfiles(o.Profiles)}
 }
 
 // Route is one visible tool and where calls to it go.
@@ -110,19 +115,33 @@ type Catalog[S any] struct {
 	// dups are the names and URIs a later server lost to an earlier one,
 	// in build order (logged by LogDuplicates).
 	dups []duplicate
+	// views are the profiles' catalogs by name (profiles.go); nil in a
+	// view and without profiles.
+	views map[string]*Catalog[S]
 }
 
 // Build applies naming, the charset rule and first-wins collisions to the
 // sources' tool lists, in source order then each server's list order, then
 // the guardrails, routing metadata and tool_search; prompts and resources
-// are aggregated alongside.
+// are aggregated alongside. Each profile of pol gets its view (For).
 func Build[S any](sources []Source[S], pol *Policy, log hclog.Logger) *Catalog[S] {
+	c := build(sources, pol, nil, log)
+	c.buildViews(sources, pol)
+	return c
+}
+
+// build is Build of one catalog: the full one (f nil) or a profile's view.
+func build[S any](sources []Source[S], pol *Policy, f *profileFilter, log hclog.Logger) *Catalog[S] {
 	c := &Catalog[S]{routes: make(map[string]*Route[S])}
 	builtins := c.reserveBuiltins(pol)
 	for i := range sources {
-		c.addTools(&sources[i], pol, log)
+		c.addTools(&sources[i], pol, f, log)
 	}
 	for _, r := range builtins {
+		if !f.allows(r.Name) {
+			delete(c.routes, r.Name)
+			continue
+		}
 		if c.guarded(r, pol, log) {
 			c.list(r)
 		}
@@ -234,16 +253,18 @@ func SameTools[S any](a, b *Catalog[S]) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	return string(a.fullJSON) == string(b.fullJSON) && string(a.listJSON) == string(b.listJSON)
+	return string(a.fullJSON) == string(b.fullJSON) && string(a.listJSON) == string(b.listJSON) && sameViews(a, b, SameTools[S])
 }
 
 // SamePrompts reports whether two catalogs list the same prompts.
-func SamePrompts[S any](a, b *Catalog[S]) bool { return sameRaw(a.res.promptList, b.res.promptList) }
+func SamePrompts[S any](a, b *Catalog[S]) bool {
+	return sameRaw(a.res.promptList, b.res.promptList) && sameViews(a, b, SamePrompts[S])
+}
 
 // SameResources reports whether two catalogs list the same resources and
 // resource templates.
 func SameResources[S any](a, b *Catalog[S]) bool {
-	return sameRaw(a.res.resList, b.res.resList) && sameRaw(a.res.tmplList, b.res.tmplList)
+	return sameRaw(a.res.resList, b.res.resList) && sameRaw(a.res.tmplList, b.res.tmplList) && sameViews(a, b, SameResources[S])
 }
 
 // sameRaw reports whether two lists hold the same bytes.

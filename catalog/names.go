@@ -29,20 +29,22 @@ func visibleName[S any](src *Source[S], raw string) string {
 }
 
 // addTools names, admits and lists one source's tools.
-func (c *Catalog[S]) addTools(src *Source[S], pol *Policy, log hclog.Logger) {
+// f, when set, is the profile whose view c is: only the tools it allows
+// are named, with its routing overrides.
+func (c *Catalog[S]) addTools(src *Source[S], pol *Policy, f *profileFilter, log hclog.Logger) {
 	roles := taskRolesOf(src.Config, pol.tasks)
 	for _, t := range src.Lists.Tools {
 		if roles.hidden[t.Name] {
 			continue // a task tool only the poller calls
 		}
 		name := visibleName(src, t.Name)
-		if !c.nameFree(src.Name, name, pol, log) {
+		if !c.nameFree(src.Name, name, pol, log) || !f.allows(name) {
 			continue
 		}
 		r := &Route[S]{Name: name, Raw: t.Name, Server: src.Server, Task: roles.submit[t.Name], source: src.Name}
 		c.routes[name] = r
 		if c.guarded(r, pol, log) {
-			r.describe(src.Config, t)
+			r.describe(src.Config, t, f.routingOf(src.Name))
 			c.list(r)
 		}
 	}
@@ -76,9 +78,12 @@ func (c *Catalog[S]) nameFree(server, name string, pol *Policy, log hclog.Logger
 // describe sets a listed route's effective routing and its tool object: the
 // upstream's, renamed, with mux _meta, and for a submit tool the durable
 // task contract.
-func (r *Route[S]) describe(sc *config.Server, t upstream.Tool) {
+func (r *Route[S]) describe(sc *config.Server, t upstream.Tool, ov *config.RoutingOverride) {
 	if sc != nil {
 		r.routing = sc.ToolRouting(t.Name)
+	}
+	if ov != nil { // a profile's override of the server's routing
+		r.routing = ov.Apply(r.routing)
 	}
 	r.JSON = toolJSON(t, r.Name, toolMeta(sc, r.routing))
 	if r.Task != nil {

@@ -45,6 +45,8 @@ type Config struct {
 	Inbound   Inbound
 	Admin     Admin
 	Telemetry Telemetry
+	// Profiles is the "profiles" block by name; nil when there is none.
+	Profiles map[string]*Profile
 	// Extra holds the unknown top-level keys (DeerFlow's "middlewares",
 	// "skills", …) verbatim, as written before $VAR expansion.
 	Extra map[string]json.RawMessage

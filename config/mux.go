@@ -125,6 +125,11 @@ type Inbound struct {
 	// and passed-through task ids are derived from;
 	// replicas behind one load balancer share it. Empty: a key per process.
 	RequestStateKey secret.Value
+	// ProfileBy is how a caller's identity selects its profile.
+	ProfileBy ProfileBy
+	// DefaultProfile is the profile of a caller no ProfileBy selects;
+	// "": every tool (and /mcp/{profile} may pick any profile).
+	DefaultProfile string
 }
 
 // Inbound auth modes.
@@ -199,6 +204,7 @@ var muxBlocks = []struct {
 	{"inbound", (*Config).parseInbound},
 	{"admin", (*Config).parseAdmin},
 	{"telemetry", (*Config).parseTelemetry},
+	{"profiles", (*Config).parseProfiles},
 }
 
 // parseMuxBlocks fills the mux-specific blocks. They are strict: unknown keys
@@ -214,6 +220,7 @@ func (c *Config) parseMuxBlocks(root *rawdoc.Node) []Problem {
 			o.rejectUnknown()
 		}
 	}
+	c.checkProfiles(f)
 	c.Warnings = append(c.Warnings, f.warnings...)
 	return f.problems
 }
@@ -413,6 +420,7 @@ func (c *Config) parseInbound(o *object) {
 		parseInboundAuth(a, &in.Auth)
 		a.rejectUnknown()
 	}
+	in.parseProfileBy(o)
 }
 
 // headerName reads an optional header name into dst (which holds the

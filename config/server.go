@@ -366,7 +366,7 @@ func (s *Server) checkHeader(e entry, f *findings) {
 func (s *Server) readRouting(o *object) {
 	s.Routing = Routing{Mode: RoutingOff}
 	if r := parseRouting(o.take("routing"), "routing", o.f); r != nil {
-		s.Routing = r.apply(s.Routing)
+		s.Routing = r.Apply(s.Routing)
 	}
 	s.Tools = parseTools(o.take("tools"), o.f)
 	s.TaskToolsets = parseTaskToolsets(o.take("task_toolsets"), o.f)
@@ -615,8 +615,8 @@ func contextHeaderOK(name string, v *rawdoc.Node, path string, f *findings) bool
 	return true
 }
 
-// apply returns base updated with the explicitly set fields.
-func (r *RoutingOverride) apply(base Routing) Routing {
+// Apply returns base updated with the explicitly set fields.
+func (r *RoutingOverride) Apply(base Routing) Routing {
 	if r.Mode != nil {
 		base.Mode = *r.Mode
 	}

@@ -41,6 +41,9 @@ type Options struct {
 	Issuer     string            // jwt
 	Audience   string            // jwt
 	UserClaim  string            // jwt; default "sub"
+	// ProfileClaim names the JWT claim whose string value names the
+	// caller's profile (Identity.Claim); "" reads none.
+	ProfileClaim string
 	// ResourceURL is the public URL of the /mcp endpoint, announced in the
 	// protected-resource metadata (jwt). Empty: derived from each request.
 	ResourceURL string
@@ -139,17 +142,34 @@ func (a *Authenticator) configureJWT() error {
 // Mode returns the configured mode.
 func (a *Authenticator) Mode() string { return a.opts.Mode }
 
+// Identity is who a request's caller is.
+type Identity struct {
+	User string
+	// Claim is the value of the ProfileClaim of its JWT, or "".
+	Claim string
+}
+
 // Authenticate returns the user id of r's caller.
 func (a *Authenticator) Authenticate(r *http.Request) (string, error) {
+	id, err := a.Identify(r)
+	return id.User, err
+}
+
+// Identify returns r's caller.
+func (a *Authenticator) Identify(r *http.Request) (Identity, error) {
+	var user string
+	var err error
 	switch a.opts.Mode {
 	case ModeTrustedHeader:
-		return a.headerUser(r)
+		user, err = a.headerUser(r)
 	case ModeAPIKeys:
-		return a.apiKeyUser(r)
+		user, err = a.apiKeyUser(r)
 	case ModeJWT:
 		return a.jwtUser(r)
+	default:
+		user = DefaultUser
 	}
-	return DefaultUser, nil
+	return Identity{User: user}, err
 }
 
 // headerUser returns the user the trusted header names.
@@ -186,11 +206,11 @@ func (a *Authenticator) keyUser(tok string) string {
 	return user
 }
 
-// jwtUser returns the user of the JWT r carries as its bearer token.
-func (a *Authenticator) jwtUser(r *http.Request) (string, error) {
+// jwtUser returns the caller of the JWT r carries as its bearer token.
+func (a *Authenticator) jwtUser(r *http.Request) (Identity, error) {
 	tok, ok := bearer(r)
 	if !ok {
-		return "", fmt.Errorf("%w: missing bearer token", ErrUnauthenticated)
+		return Identity{}, fmt.Errorf("%w: missing bearer token", ErrUnauthenticated)
 	}
 	return a.verifyJWT(r.Context(), tok)
 }

@@ -23,24 +23,28 @@ var jwtAlgs = []jose.SignatureAlgorithm{jose.RS256, jose.RS384, jose.RS512, jose
 const clockSkew = time.Minute
 
 // verifyJWT checks the signature, expiry, issuer and audience of the token
-// raw and returns its user claim.
-func (a *Authenticator) verifyJWT(ctx context.Context, raw string) (string, error) {
+// raw and returns its user claim (and profile claim, if configured).
+func (a *Authenticator) verifyJWT(ctx context.Context, raw string) (Identity, error) {
 	std, all, err := a.claims(ctx, raw)
 	if err != nil {
-		return "", err
+		return Identity{}, err
 	}
 	if std.Expiry == nil {
-		return "", fmt.Errorf("%w: token has no expiry", ErrUnauthenticated)
+		return Identity{}, fmt.Errorf("%w: token has no expiry", ErrUnauthenticated)
 	}
 	exp := jwt.Expected{Issuer: a.opts.Issuer, AnyAudience: jwt.Audience{a.opts.Audience}, Time: a.opts.Now()}
 	if err := std.ValidateWithLeeway(exp, clockSkew); err != nil {
-		return "", fmt.Errorf("%w: %v", ErrUnauthenticated, err)
+		return Identity{}, fmt.Errorf("%w: %v", ErrUnauthenticated, err)
 	}
 	user, _ := all[a.opts.UserClaim].(string)
 	if user == "" {
-		return "", fmt.Errorf("%w: token has no %q claim", ErrUnauthenticated, a.opts.UserClaim)
+		return Identity{}, fmt.Errorf("%w: token has no %q claim", ErrUnauthenticated, a.opts.UserClaim)
 	}
-	return user, nil
+	id := Identity{User: user}
+	if a.opts.ProfileClaim != "" {
+		id.Claim, _ = all[a.opts.ProfileClaim].(string)
+	}
+	return id, nil
 }
 
 // claims parses the token raw, checks its one signature with the issuer's

@@ -45,6 +45,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/headers"
 	"github.com/mcp-mux/mcp-mux/inbound"
 	"github.com/mcp-mux/mcp-mux/interceptor"
+	"github.com/mcp-mux/mcp-mux/profile"
 	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/proxy/reload"
 	"github.com/mcp-mux/mcp-mux/seal"
@@ -135,6 +136,7 @@ func (ex *execution) build(cfg *config.Config) error {
 	}
 	rt := callpath.NewRuntime(cfg)
 	rt.Policy, rt.Auth, rt.Interceptors, rt.Origins = callpath.NewCatalogPolicy(cfg, s.tasks != nil), auth, icepts, origins
+	rt.Profiles = profile.New(cfg)
 	s.durable.warnSettings(ex.old.Config, cfg)
 	rt.States = s.states
 	if k := cfg.Inbound.RequestStateKey; !k.IsZero() {
@@ -504,7 +506,7 @@ var emptyParams = json.RawMessage(`{}`)
 // differs between two catalogs (with tool_search, sessions see different
 // lists: what they promoted).
 func sessionToolsChanged(st *callpath.Session, before, next *callpath.Catalog) bool {
-	return string(st.Promo.ListFor(before)) != string(st.Promo.ToolsList(next))
+	return string(st.Promo.ListFor(before.For(st.Profile))) != string(st.Promo.ToolsList(next.For(st.Profile)))
 }
 
 // newAuthenticator builds caller identification from inbound.auth.

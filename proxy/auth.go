@@ -12,18 +12,22 @@ import (
 	"github.com/mcp-mux/mcp-mux/headers"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
+	"github.com/mcp-mux/mcp-mux/profile"
 	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 )
 
-// authenticate guards /mcp: it identifies the caller (401 with a challenge
-// on failure), rejects a malformed secrets carrier (400, naming the header,
-// never its content). A session is refused to anyone but its owner (403)
-// where it is looked up (host.go).
+// authenticate guards /mcp and /mcp/{profile}: it identifies the caller
+// (401 with a challenge on failure), selects its profile (package profile:
+// 404 for a path naming none, 403 for one the caller is not bound to),
+// rejects a malformed secrets carrier (400, naming the header, never its
+// content). A session is refused to anyone but its owner, under the
+// profile it was opened with (403), where it is looked up (host.go).
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del(callpath.UserHeader)
+		r.Header.Del(callpath.ProfileHeader)
 		rt := s.rt.Load() // Host and Origin were checked by GuardHosts
-		user, err := rt.Auth.Authenticate(r)
+		id, err := rt.Auth.Identify(r)
 		if err != nil {
 			s.logFor(r.Context()).Debug("unauthenticated request", "reason", err)
 			rt.Auth.Challenge(w, r, err)
@@ -35,7 +39,16 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 				return
 			}
 		}
-		r.Header.Set(callpath.UserHeader, user)
+		prof, err := rt.Profiles.Select(id, r.Header, r.PathValue("profile"))
+		if err != nil {
+			s.logFor(r.Context()).Debug("profile refused", "reason", err)
+			mcpwire.WriteError(w, profile.Status(err), requestID(r), -32600, err.Error(), nil)
+			return
+		}
+		r.Header.Set(callpath.UserHeader, id.User)
+		if prof != "" {
+			r.Header.Set(callpath.ProfileHeader, prof)
+		}
 		next.ServeHTTP(w, r)
 	})
 }

@@ -131,7 +131,7 @@ func (s *Server) fastList(w http.ResponseWriter, r *http.Request, st *callpath.S
 			Protocol: st.Protocol, Transport: "tcp", User: st.User}, meta, r.Header)
 		defer span.End(nil, false)
 	}
-	raw := st.ToolsList(s.rt.Load().Catalog.Load())
+	raw := st.ToolsList(s.rt.Load().Catalog.Load()) // the session's profile's view
 	out := s.buffers.Get()
 	defer s.buffers.Put(out)
 	b := wire.AppendResult((*out)[:0], m.ID, raw)

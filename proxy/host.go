@@ -59,7 +59,7 @@ func (s *Server) serveSession(w http.ResponseWriter, r *http.Request, body []byt
 		s.sessions.host.Ephemeral(w, r)
 		return
 	}
-	st, err := s.sessions.lookup(r.Context(), sid, user)
+	st, err := s.sessions.lookup(r.Context(), sid, r.Header)
 	if err != nil {
 		s.sessions.refuse(w, r, body, err)
 		return
@@ -91,7 +91,7 @@ var fastVersions = []string{"", "2025-11-25", "2025-06-18", "2025-03-26"}
 // serveInitialize opens a session: its record (refused past the caps),
 // then its resident SDK session, which answers the initialize.
 func (s *Server) serveInitialize(w http.ResponseWriter, r *http.Request, body []byte, user string, m *wire.Message) {
-	st, err := s.sessions.create(r.Context(), user, m.Params)
+	st, err := s.sessions.create(r.Context(), user, callpath.Profile(r.Header), m.Params)
 	if err != nil {
 		s.sessions.refuse(w, r, body, err)
 		return
@@ -174,7 +174,7 @@ func (t *sessionTable) serveStream(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Bad Request: GET requires an Mcp-Session-Id header", http.StatusBadRequest)
 		return
 	}
-	st, err := t.lookup(r.Context(), sid, callpath.User(r.Header))
+	st, err := t.lookup(r.Context(), sid, r.Header)
 	if err != nil {
 		t.refuse(w, r, nil, err)
 		return
@@ -244,7 +244,7 @@ func (t *sessionTable) serveDelete(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Bad Request: DELETE requires an Mcp-Session-Id header", http.StatusBadRequest)
 		return
 	}
-	if _, err := t.lookup(r.Context(), sid, callpath.User(r.Header)); err != nil {
+	if _, err := t.lookup(r.Context(), sid, r.Header); err != nil {
 		t.refuse(w, r, nil, err)
 		return
 	}
@@ -263,7 +263,7 @@ func (t *sessionTable) refuse(w http.ResponseWriter, r *http.Request, body []byt
 	switch {
 	case errors.Is(err, sessionstore.ErrNotFound):
 		http.Error(w, "session not found", http.StatusNotFound)
-	case errors.Is(err, errSessionForbidden):
+	case errors.Is(err, errSessionForbidden), errors.Is(err, errSessionProfile):
 		mcpwire.WriteError(w, http.StatusForbidden, id, -32600, err.Error(), nil)
 	case errors.As(err, &le):
 		b := admission.Of(&t.rt.Load().Config.Inbound).Sessions

@@ -123,7 +123,7 @@ func (m *receiver) initialize(ctx context.Context, ss *mcp.ServerSession, req mc
 	if st := m.sessions.get(ss.ID()); st != nil {
 		m.sessions.negotiated(st, res)
 	}
-	cat := m.rt.Load().Catalog.Load()
+	cat := m.rt.Load().Catalog.Load().For(callpath.Profile(callpath.HeaderOf(req)))
 	setInstructions(cat, res)
 	callpath.SetCapabilities(cat, res)
 	return res, err

@@ -36,9 +36,10 @@ const retryTimeout = 10 * time.Minute
 
 // retryRequest is a forwarded retry.
 type retryRequest struct {
-	User   string      `json:"u"`
-	Header http.Header `json:"h"`
-	Body   []byte      `json:"b"`
+	User    string      `json:"u"`
+	Profile string      `json:"p,omitempty"`
+	Header  http.Header `json:"h"`
+	Body    []byte      `json:"b"`
 }
 
 // retryAnswer is what serving it answered.
@@ -69,7 +70,7 @@ type retrier struct {
 // elsewhere serves a retry of a call parked on replica there, and writes
 // its answer.
 func (s *retrier) elsewhere(w http.ResponseWriter, r *http.Request, body []byte, replica string) {
-	req := retryRequest{User: callpath.User(r.Header), Header: http.Header{}, Body: body}
+	req := retryRequest{User: callpath.User(r.Header), Profile: callpath.Profile(r.Header), Header: http.Header{}, Body: body}
 	for name, v := range r.Header {
 		if retryHeader(name) {
 			req.Header[name] = v
@@ -138,6 +139,9 @@ func (s *retrier) serveRetry(ctx context.Context, req *retryRequest) retryAnswer
 		}
 	}
 	r.Header.Set(callpath.UserHeader, req.User)
+	if req.Profile != "" {
+		r.Header.Set(callpath.ProfileHeader, req.Profile)
+	}
 	rec := &recorder{h: http.Header{}, limit: 2 * callpath.MaxBody}
 	s.serve.ServeHTTP(rec, r)
 	if rec.over {

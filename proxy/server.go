@@ -248,7 +248,9 @@ func (s *Server) openSessions(opts Options) {
 // all behind the Host and Origin checks (GuardHosts).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", reqid.Tag(s.via.Guard(s.authenticate(s.mcpHandler()), via.GuardOptions{Log: s.log, RequestID: requestID})))
+	mcpH := reqid.Tag(s.via.Guard(s.authenticate(s.mcpHandler()), via.GuardOptions{Log: s.log, RequestID: requestID}))
+	mux.Handle("/mcp", mcpH)
+	mux.Handle("/mcp/{profile}", mcpH) // a profile's view (package profile)
 	meta := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h := s.rt.Load().Auth.MetadataHandler(); h != nil {
 			h.ServeHTTP(w, r)

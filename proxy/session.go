@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,19 +80,25 @@ const storeTimeout = 5 * time.Second
 // Session lookup errors (host.go answers each with its status).
 var (
 	errSessionForbidden = errors.New("this session belongs to another user")
+	errSessionProfile   = errors.New("this session serves another profile")
 	errSessionClosing   = errors.New("mcp-mux is shutting down")
 )
 
-// lookup returns the session id for user: this replica's, or one built
-// from its record (one store round trip, shared by concurrent requests).
-// It fails with sessionstore.ErrNotFound, errSessionForbidden, or a store
-// error (the store is unreachable: retryable).
-func (t *sessionTable) lookup(ctx context.Context, id, user string) (*callpath.Session, error) {
+// lookup returns the session id for the caller of h (its user and
+// profile): this replica's, or one built from its record (one store round
+// trip, shared by concurrent requests). It fails with
+// sessionstore.ErrNotFound, errSessionForbidden (another user's, or one
+// opened under another profile), or a store error (the store is
+// unreachable: retryable).
+func (t *sessionTable) lookup(ctx context.Context, id string, h http.Header) (*callpath.Session, error) {
 	st, err := t.find(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	return owned(st, user)
+	if st, err = owned(st, callpath.User(h)); err == nil && st.Profile != callpath.Profile(h) {
+		return nil, errSessionProfile
+	}
+	return st, err
 }
 
 // find returns the session id, whoever it belongs to.
@@ -167,7 +174,7 @@ func (t *sessionTable) load(id string, l *recordLoad) (*callpath.Session, error)
 // create opens a new session of user whose initialize carries params:
 // its record is admitted within inbound.max_sessions and the caller's
 // share (a *sessionstore.LimitError past either), stored, and registered here.
-func (t *sessionTable) create(ctx context.Context, user string, params json.RawMessage) (*callpath.Session, error) {
+func (t *sessionTable) create(ctx context.Context, user, profile string, params json.RawMessage) (*callpath.Session, error) {
 	if len(params) > sessionstore.MaxInit {
 		return nil, &wire.Error{Code: -32602, Message: "initialize params are too large"}
 	}
@@ -175,7 +182,7 @@ func (t *sessionTable) create(ctx context.Context, user string, params json.RawM
 		ProtocolVersion string `json:"protocolVersion"`
 	}
 	_ = json.Unmarshal(params, &ip)
-	rec := &sessionstore.Record{ID: sessionstore.NewID(), User: user, Protocol: sessionhost.Negotiate(ip.ProtocolVersion), Init: params}
+	rec := &sessionstore.Record{ID: sessionstore.NewID(), User: user, Profile: profile, Protocol: sessionhost.Negotiate(ip.ProtocolVersion), Init: params}
 	b := admission.Of(&t.rt.Load().Config.Inbound).Sessions
 	if hold := t.beforeCreate.Load(); hold != nil {
 		(*hold)()
@@ -206,7 +213,7 @@ func (t *sessionTable) negotiated(st *callpath.Session, res mcp.Result) {
 
 // build returns the session of rec as this replica serves it.
 func (t *sessionTable) build(rec *sessionstore.Record) *callpath.Session {
-	st := &callpath.Session{ID: rec.ID, User: rec.User, Send: t.send, Replica: t.replica}
+	st := &callpath.Session{ID: rec.ID, User: rec.User, Profile: rec.Profile, Send: t.send, Replica: t.replica}
 	id := rec.ID
 	st.Outbox = func(ctx context.Context, msg json.RawMessage) error { return t.store.Append(ctx, id, msg) }
 	st.OnThread = func(thread string) { t.background(id, sessionstore.AddThread(thread)) }
@@ -242,7 +249,7 @@ func (t *sessionTable) apply(st *callpath.Session, rec *sessionstore.Record) {
 	st.AddThreads(rec.Threads)
 	t.applyHolder(st, rec)
 	if len(rec.Promoted) > 0 {
-		st.Promo.Add(t.rt.Load().Catalog.Load(), rec.Promoted)
+		st.Promo.Add(t.rt.Load().Catalog.Load().For(st.Profile), rec.Promoted)
 	}
 }
 

@@ -32,6 +32,9 @@ type Record struct {
 	ID string `json:"-"`
 	// User is the caller the session belongs to: any other caller is refused.
 	User string `json:"u"`
+	// Profile is the caller's profile the session serves ("" = every
+	// tool): fixed at initialize, on every replica.
+	Profile string `json:"pf,omitempty"`
 	// Protocol is the negotiated protocol version.
 	Protocol string `json:"v"`
 	// Init is the client's initialize params as it sent them.

@@ -13,6 +13,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/headers"
 	"github.com/mcp-mux/mcp-mux/inbound"
 	"github.com/mcp-mux/mcp-mux/interceptor"
+	"github.com/mcp-mux/mcp-mux/profile"
 	"github.com/mcp-mux/mcp-mux/seal"
 	"github.com/mcp-mux/mcp-mux/upstream"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -28,6 +29,7 @@ type Runtime struct {
 	Policy       *CatalogPolicy      // what the catalogs take from Config
 	Catalog      atomic.Pointer[Catalog]
 	Auth         *inbound.Authenticator // caller identity (inbound.auth)
+	Profiles     *profile.Selector      // the caller's profile (config "profiles"); nil: none
 	Origins      OriginCheck            // Host and Origin checks
 	Interceptors []interceptor.Interceptor
 	States       *seal.Sealer      // seals 2026-07-28 requestStates and task ids
@@ -127,10 +129,10 @@ type (
 )
 
 // NewCatalogPolicy compiles what a catalog takes from cfg besides each
-// backend's own *config.Server: guardrails and tool_search; tasks is
+// backend's own *config.Server: guardrails, tool_search and profiles; tasks is
 // whether durable tasks are on.
 func NewCatalogPolicy(cfg *config.Config, tasks bool) *CatalogPolicy {
-	return catalog.NewPolicy(catalog.Options{Guardrails: cfg.Guardrails, ToolSearch: cfg.ToolSearch, Tasks: tasks})
+	return catalog.NewPolicy(catalog.Options{Guardrails: cfg.Guardrails, ToolSearch: cfg.ToolSearch, Tasks: tasks, Profiles: cfg.Profiles})
 }
 
 // BuildCatalog builds the catalog of the backends' last discoveries.

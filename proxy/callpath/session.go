@@ -23,6 +23,7 @@ import (
 type Session struct {
 	ID       string            // Mcp-Session-Id; "" for a 2026-07-28 request
 	User     string            // the authenticated caller
+	Profile  string            // the caller's profile ("" = every tool): the catalog view it sees
 	Caps     string            // upstream.Capabilities of the client: call sessions declare them
 	Send     mcp.MethodHandler // the SDK's sending handler (a 2026-07-28 request's server-to-client requests)
 	LastSeen atomic.Int64      // unix nanos of the last message
@@ -91,6 +92,7 @@ func (st *Session) SetServer(ss *mcp.ServerSession) { st.ss.Store(ss) }
 // tool_search its record is read again first (Refresh), so a promotion
 // another replica just answered is in it.
 func (st *Session) ToolsList(cat *Catalog) json.RawMessage {
+	cat = cat.For(st.Profile)
 	if cat.Searching() && st.Refresh != nil {
 		st.Refresh()
 	}
@@ -327,6 +329,14 @@ func (st *Session) HasKey(k upstream.Key) bool {
 // context). mcp-mux sets it after authentication and removes any copy a
 // client sent.
 const UserHeader = "Mcp-Mux-Internal-User"
+
+// ProfileHeader carries the caller's profile (config "profiles") from the
+// HTTP layer to MCP handlers, as UserHeader does the user; "" or absent
+// is no profile. mcp-mux sets it and removes any copy a client sent.
+const ProfileHeader = "Mcp-Mux-Internal-Profile"
+
+// Profile returns the profile of a request's headers ("" for none).
+func Profile(h http.Header) string { return h.Get(ProfileHeader) }
 
 // defaultUser is the user of a request no authentication named.
 const defaultUser = "default"

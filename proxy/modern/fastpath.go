@@ -117,7 +117,7 @@ func (s *Handler) fastCall(w http.ResponseWriter, r *http.Request, m *wire.Messa
 	if !ok {
 		return false
 	}
-	rt := s.rt.Load().Catalog.Load().Lookup(p.Name)
+	rt := s.rt.Load().Catalog.Load().For(rq.profile).Lookup(p.Name)
 	if rt == nil || rt.Builtin || rt.Task != nil || rt.Server == nil {
 		return false // tool_search, unknown, a built-in task tool or a task submit
 	}
@@ -239,9 +239,10 @@ type modernMeta struct {
 
 // modernReq is what the fast path knows of a request's caller.
 type modernReq struct {
-	user  string
-	level string
-	caps  *clientCaps
+	user    string
+	profile string // the caller's profile (callpath.Profile)
+	level   string
+	caps    *clientCaps
 }
 
 // request validates a request's _meta as the SDK does (a false
@@ -261,7 +262,7 @@ func (c *capsCache) request(h http.Header, meta json.RawMessage) (modernReq, boo
 	if e == nil {
 		return modernReq{}, false
 	}
-	rq := modernReq{user: callpath.User(h), caps: e}
+	rq := modernReq{user: callpath.User(h), profile: callpath.Profile(h), caps: e}
 	if len(mm.Level) > 0 && mm.Level[0] == '"' {
 		_ = json.Unmarshal(mm.Level, &rq.level)
 	}
@@ -271,7 +272,7 @@ func (c *capsCache) request(h http.Header, meta json.RawMessage) (modernReq, boo
 // init makes st the throwaway session of one fast-path request, as
 // Receive builds it for the SDK path.
 func (rq modernReq) init(st *callpath.Session) {
-	st.User, st.Caps, st.ClientCaps, st.Level = rq.user, rq.caps.key, rq.caps.v1, rq.level
+	st.User, st.Profile, st.Caps, st.ClientCaps, st.Level = rq.user, rq.profile, rq.caps.key, rq.caps.v1, rq.level
 }
 
 // clientCaps is a validated pair of clientCapabilities and clientInfo.
@@ -451,7 +452,7 @@ func (s *Handler) bridgedFastCall(ctx context.Context, cs *modernCallState) (jso
 // modernFastList answers a list as Receive does: the catalog's, with
 // resultType, ttlMs and cacheScope.
 func (s *Handler) modernFastList(w http.ResponseWriter, rq modernReq, m *wire.Message, cursor string) {
-	raw, err := s.fastListResult(s.rt.Load().Catalog.Load(), rq, m.Method, cursor)
+	raw, err := s.fastListResult(s.rt.Load().Catalog.Load().For(rq.profile), rq, m.Method, cursor)
 	s.modernFinish(callpath.NewFastSink(nil, w), m.ID, raw, err)
 }
 

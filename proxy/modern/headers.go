@@ -8,6 +8,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
+	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 )
 
 // The 2026-07-28 protocol headers a caller sends.
@@ -77,7 +78,7 @@ func (s *Handler) refuseParamMismatch(w http.ResponseWriter, r *http.Request, id
 	if !hasParamHeaders(r.Header) {
 		return false
 	}
-	rt := s.rt.Load().Catalog.Load().Lookup(name)
+	rt := s.rt.Load().Catalog.Load().For(callpath.Profile(r.Header)).Lookup(name)
 	if rt == nil {
 		return false
 	}

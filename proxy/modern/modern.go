@@ -193,7 +193,8 @@ func (s *Handler) Receive(ctx context.Context, ss *mcp.ServerSession, method str
 // its user, declared capabilities (the tasks extension included) and log
 // level.
 func newRequestState(ctx context.Context, ss *mcp.ServerSession, req mcp.Request) *modernRequestState {
-	rs := &modernRequestState{st: callpath.Session{User: callpath.User(callpath.HeaderOf(req))}}
+	h := callpath.HeaderOf(req)
+	rs := &modernRequestState{st: callpath.Session{User: callpath.User(h), Profile: callpath.Profile(h)}}
 	st := &rs.st
 	st.SetServer(ss)
 	rs.round.Bind(ctx, st)
@@ -227,7 +228,7 @@ func (s *Handler) discover(ctx context.Context, method string, req mcp.Request, 
 	if !ok || err != nil {
 		return res, err
 	}
-	cat := s.rt.Load().Catalog.Load()
+	cat := s.rt.Load().Catalog.Load().For(callpath.Profile(callpath.HeaderOf(req)))
 	if text := cat.Instructions(); text != "" {
 		dr.Instructions = text
 	}
@@ -251,7 +252,7 @@ func (s *Handler) cacheable() mcp.Cacheable {
 
 func (s *Handler) cacheScope() string {
 	rt := s.rt.Load()
-	if rt.Config.Inbound.Auth.Mode != "" && rt.Config.Inbound.Auth.Mode != "none" {
+	if (rt.Config.Inbound.Auth.Mode != "" && rt.Config.Inbound.Auth.Mode != "none") || len(rt.Config.Profiles) > 0 {
 		return "private"
 	}
 	for _, b := range rt.Backends {

@@ -131,6 +131,7 @@ func InboundOptions(in *config.Inbound) inbound.Options {
 	return inbound.Options{
 		Mode: a.Mode, UserHeader: in.UserHeader, Keys: revealAll(a.Keys),
 		JWKSURL: a.JWKSURL, Issuer: a.Issuer, Audience: a.Audience, UserClaim: a.UserClaim,
+		ProfileClaim: in.ProfileBy.JWTClaim,
 	}
 }
 
