@@ -49,7 +49,7 @@ func (s *Router) routeCall(ctx context.Context, st *Session, e Era, k Sink, key 
 		return nil, err
 	}
 	defer run.end()
-	rt := run.rt // the call finishes on this runtime, whatever Apply does meanwhile
+	rt := run.rt                             // the call finishes on this runtime, whatever Apply does meanwhile
 	cat := rt.Catalog.Load().For(st.Profile) // the caller's profile's view
 	r := cat.Lookup(name)
 	// tool_search, guardrails and deferred tools (policy.go).
