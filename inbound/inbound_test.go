@@ -215,3 +215,26 @@ func TestJWTMetadataAndChallenge(t *testing.T) {
 		t.Errorf("challenge: %d %q", rec.Code, rec.Header().Get("WWW-Authenticate"))
 	}
 }
+
+// TestJWTProfileClaim: the profile claim's string value is the
+// identity's Claim; a missing or non-string claim is "".
+func TestJWTProfileClaim(t *testing.T) {
+	is := newIssuer(t)
+	a, err := inbound.New(inbound.Options{Mode: "jwt", JWKSURL: is.ts.URL, Issuer: "https://idp.example", Audience: "mcp-mux", ProfileClaim: "mux_profile"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jwt.Claims{Issuer: "https://idp.example", Audience: jwt.Audience{"mcp-mux"}, Subject: "u1", Expiry: jwt.NewNumericDate(time.Now().Add(time.Hour))}
+	for extra, want := range map[string]string{"support": "support", "": ""} {
+		claims := map[string]any{}
+		if extra != "" {
+			claims["mux_profile"] = extra
+		} else {
+			claims["mux_profile"] = 7
+		}
+		id, err := a.Identify(request(map[string]string{"Authorization": "Bearer " + is.token(t, "k1", c, claims)}))
+		if err != nil || id.User != "u1" || id.Claim != want {
+			t.Errorf("identity %+v %v, want claim %q", id, err, want)
+		}
+	}
+}
