@@ -28,6 +28,13 @@ const (
 // top-level object.
 func profileMux(t *testing.T, extra string) *mux {
 	t.Helper()
+	m, _ := startMuxEnv(t, profileConfig(t, extra), map[string]string{"ALICE_KEY": aliceKey, "BOB_KEY": bobKey, "CAROL_KEY": carolKey}, proxy.Options{})
+	return m
+}
+
+// profileConfig is profileMux's config, with two fresh upstreams.
+func profileConfig(t *testing.T, extra string) string {
+	t.Helper()
 	server := func(name string) string {
 		s := mcptest.NewServer(name)
 		s.AddResource(&mcp.Resource{URI: "res://" + name, Name: name + "-doc"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
@@ -44,8 +51,7 @@ func profileMux(t *testing.T, extra string) *mux {
 	    "b": {"servers": ["beta"], "include_tools": ["beta_e*", "beta_add"]}},
 	  "inbound": {"auth": {"mode": "api_keys", "keys": {"alice": "$ALICE_KEY", "bob": "$BOB_KEY", "carol": "$CAROL_KEY"}},
 	    "profile_by": {"api_keys": {"alice": "a", "bob": "b"}}} %s}`, server("alpha"), server("beta"), extra)
-	m, _ := startMuxEnv(t, cfg, map[string]string{"ALICE_KEY": aliceKey, "BOB_KEY": bobKey, "CAROL_KEY": carolKey}, proxy.Options{})
-	return m
+	return cfg
 }
 
 // connectProfile opens a 2025-11-25 session at endpoint with an api key.
@@ -284,5 +290,32 @@ func TestProfilesToolSearch(t *testing.T) {
 	_, r, body := modernAs(t, m.ts.URL+"/mcp", bobKey, "tools/call", "tool_search", `"name":"tool_search","arguments":{"query":"echo"}`)
 	if r.Error != nil || !strings.Contains(string(r.Result), "beta_echo") || strings.Contains(string(r.Result), "alpha_") {
 		t.Errorf("bob's modern tool_search: %s", body)
+	}
+}
+
+// TestProfilesSessionOnAnyReplica: a session's profile is in its record,
+// so another replica serves it under that profile, and refuses it under
+// another.
+func TestProfilesSessionOnAnyReplica(t *testing.T) {
+	cfg := profileConfig(t, "")
+	for env, key := range map[string]string{"$ALICE_KEY": aliceKey, "$BOB_KEY": bobKey, "$CAROL_KEY": carolKey} {
+		cfg = strings.ReplaceAll(cfg, `"`+env+`"`, `"`+key+`"`)
+	}
+	rs := startReplicas(t, 2, cfg)
+	cs, err := connectProfile(t, rs.muxes[0].ts.URL+"/mcp/a", carolKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := func(endpoint string) (int, string) {
+		status, _, body := rawRequest(t, http.MethodPost, rs.muxes[1].ts.URL+endpoint,
+			map[string]string{"Authorization": "Bearer " + carolKey, "Mcp-Session-Id": cs.ID(), "Mcp-Protocol-Version": "2025-11-25"},
+			`{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{}}`)
+		return status, body
+	}
+	if status, body := list("/mcp/a"); status != http.StatusOK || !strings.Contains(body, "alpha_echo") || strings.Contains(body, "beta_") {
+		t.Errorf("replica 1 at /mcp/a: HTTP %d %s", status, body)
+	}
+	if status, body := list("/mcp"); status != http.StatusForbidden {
+		t.Errorf("replica 1 at /mcp: HTTP %d %s", status, body)
 	}
 }
