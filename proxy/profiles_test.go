@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-mux/mcp-mux/config"
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/proxy"
 )
@@ -57,8 +58,14 @@ func profileConfig(t *testing.T, extra string) string {
 // connectProfile opens a 2025-11-25 session at endpoint with an api key.
 func connectProfile(t *testing.T, endpoint, key string) (*mcp.ClientSession, error) {
 	t.Helper()
+	return connectProfileOpts(t, endpoint, key, nil)
+}
+
+// connectProfileOpts is connectProfile with client options.
+func connectProfileOpts(t *testing.T, endpoint, key string, opts *mcp.ClientOptions) (*mcp.ClientSession, error) {
+	t.Helper()
 	rt := &clientRT{static: http.Header{"Authorization": {"Bearer " + key}}}
-	c := mcp.NewClient(&mcp.Implementation{Name: "profile-client", Version: "1"}, nil)
+	c := mcp.NewClient(&mcp.Implementation{Name: "profile-client", Version: "1"}, opts)
 	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: rt}},
 		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err == nil {
@@ -297,11 +304,7 @@ func TestProfilesToolSearch(t *testing.T) {
 // so another replica serves it under that profile, and refuses it under
 // another.
 func TestProfilesSessionOnAnyReplica(t *testing.T) {
-	cfg := profileConfig(t, "")
-	for env, key := range map[string]string{"$ALICE_KEY": aliceKey, "$BOB_KEY": bobKey, "$CAROL_KEY": carolKey} {
-		cfg = strings.ReplaceAll(cfg, `"`+env+`"`, `"`+key+`"`)
-	}
-	rs := startReplicas(t, 2, cfg)
+	rs := startReplicas(t, 2, literalKeys(profileConfig(t, "")))
 	cs, err := connectProfile(t, rs.muxes[0].ts.URL+"/mcp/a", carolKey)
 	if err != nil {
 		t.Fatal(err)
@@ -317,5 +320,43 @@ func TestProfilesSessionOnAnyReplica(t *testing.T) {
 	}
 	if status, body := list("/mcp"); status != http.StatusForbidden {
 		t.Errorf("replica 1 at /mcp: HTTP %d %s", status, body)
+	}
+}
+
+// literalKeys writes the test keys into a profile config in place of
+// their $VARs.
+func literalKeys(cfg string) string {
+	for env, key := range map[string]string{"$ALICE_KEY": aliceKey, "$BOB_KEY": bobKey, "$CAROL_KEY": carolKey} {
+		cfg = strings.ReplaceAll(cfg, `"`+env+`"`, `"`+key+`"`)
+	}
+	return cfg
+}
+
+// TestProfilesReloadChangesView: a reload that edits only a profile
+// changes its callers' view, and tells their sessions.
+func TestProfilesReloadChangesView(t *testing.T) {
+	cfg := literalKeys(profileConfig(t, ""))
+	m := startMux(t, cfg, proxy.Options{})
+	opts, changed := listChanged()
+	alice, err := connectProfileOpts(t, m.ts.URL+"/mcp", aliceKey, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sessionTools(t, alice); got != profileA {
+		t.Fatalf("alice's tools %q", got)
+	}
+	next, err := config.Parse([]byte(strings.Replace(cfg, `"exclude_tools": ["alpha_sl*"]`, `"exclude_tools": ["alpha_sl*", "alpha_echo"]`, 1)), config.LoadOptions{Filename: "t.json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.srv.Apply(next); err != nil {
+		t.Fatal(err)
+	}
+	waitSignal(t, changed, "tools/list_changed after the profile changed")
+	if got := sessionTools(t, alice); strings.Contains(got, "alpha_echo") || !strings.Contains(got, "alpha_add") {
+		t.Errorf("alice's tools after the reload: %q", got)
+	}
+	if _, _, err := call(context.Background(), alice, "alpha_echo", map[string]any{"text": "x"}); err == nil || !strings.Contains(err.Error(), unknownTool("alpha_echo")) {
+		t.Errorf("alpha_echo after the reload: %v", err)
 	}
 }
