@@ -35,7 +35,7 @@ func (c *Catalog[S]) addTools(src *Source[S], pol *Policy, log hclog.Logger) {
 		if roles.hidden[t.Name] {
 			continue // a task tool only the poller calls
 		}
-		name := visibleName(src, t.Name)
+		name := visibleName(src, exposedName(src.Config, t.Name)) // overrides.go
 		if !c.nameFree(src.Name, name, pol, log) {
 			continue
 		}
@@ -73,14 +73,16 @@ func (c *Catalog[S]) nameFree(server, name string, pol *Policy, log hclog.Logger
 	return false
 }
 
-// describe sets a listed route's effective routing and its tool object: the
-// upstream's, renamed, with mux _meta, and for a submit tool the durable
-// task contract.
+// describe sets a listed route's effective routing, fixed arguments and
+// its tool object: the upstream's, renamed, with mux _meta and the tool's
+// override (overrides.go), and for a submit tool the durable task contract.
 func (r *Route[S]) describe(sc *config.Server, t upstream.Tool) {
 	if sc != nil {
 		r.routing = sc.ToolRouting(t.Name)
 	}
-	r.JSON = toolJSON(t, r.Name, toolMeta(sc, r.routing))
+	p := presentationOf(sc, t.Name)
+	r.fixed = p.FixedArguments
+	r.JSON = overridden(toolJSON(t, r.Name, toolMeta(sc, r.routing)), p)
 	if r.Task != nil {
 		r.JSON = withContract(r.JSON, r.Task.Name)
 	}
