@@ -15,9 +15,9 @@ import (
 // call). Every key is checked strictly; the entry's other keys are kept in
 // ToolOverride.Extra as before, so a DeerFlow file loads unchanged.
 
-// ExposedNameRE is the charset and length of an override's name, the
+// exposedNameRE is the charset and length of an override's name, the
 // catalog's rule for visible tool names.
-var ExposedNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+var exposedNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 
 // Presentation is what a tool override changes of how its tool is shown,
 // and the arguments the mux fills in. The zero value changes nothing.
@@ -58,7 +58,7 @@ func parsePresentation(o *object) Presentation {
 		switch {
 		case n.Kind != rawdoc.String:
 			o.f.problem(o.field("name"), "must be a string, not %s", kindName(n.Kind))
-		case !ExposedNameRE.MatchString(n.Value):
+		case !exposedNameRE.MatchString(n.Value):
 			o.f.problem(o.field("name"), "MCP tool name must match ^[A-Za-z0-9_-]{1,128}$")
 		default:
 			p.Name = n.Value

@@ -2,8 +2,10 @@ package config
 
 import (
 	"encoding/json"
+	"os"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -100,7 +102,7 @@ func FuzzToolOverride(f *testing.F) {
 			return
 		}
 		for raw, ov := range s.Tools {
-			if ov.Name != "" && !ExposedNameRE.MatchString(ov.Name) {
+			if ov.Name != "" && !exposedNameRE.MatchString(ov.Name) {
 				t.Fatalf("tools.%s exposed as %q", raw, ov.Name)
 			}
 			for k, v := range ov.FixedArguments {
@@ -110,4 +112,25 @@ func FuzzToolOverride(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestReadmeToolOverrideExample: the README's tool override example loads
+// and means what the README says.
+func TestReadmeToolOverrideExample(t *testing.T) {
+	doc, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, block := range configBlocks(string(doc)) {
+		if !strings.Contains(block, `"fixed_arguments"`) {
+			continue
+		}
+		cfg := mustLoad(t, block, map[string]string{"CRM_ACCOUNT": "acme"})
+		ov := cfg.Server("crm").Tools["lookup"]
+		if ov.Name != "find_customer" || *ov.Description != "Finds a customer by name." || string(ov.FixedArguments["account"]) != `"acme"` {
+			t.Errorf("README example override %+v", ov)
+		}
+		return
+	}
+	t.Fatal("the README has no tool override example")
 }
