@@ -70,8 +70,8 @@ func NewPolicy(o Options) *Policy {
 
 // Route is one visible tool and where calls to it go.
 type Route[S any] struct {
-	Name   string // visible name
-	Raw    string // the upstream's tool name
+	Name   string // visible name (the override's name, prefixed)
+	Raw    string // the upstream's tool name, which calls reach
 	Server S      // the owning backend; the zero S for a built-in tool
 	// JSON is the upstream's tool object with the visible name and mux
 	// _meta, as listed.
@@ -88,6 +88,9 @@ type Route[S any] struct {
 	routing config.Routing // effective routing (server routing + tool override)
 	idx     int            // position in Catalog.order
 	params  paramSpec      // x-mcp-header bindings of JSON, read on demand
+	// fixed are the arguments the tool's override sets in every call
+	// (Arguments, overrides.go); nil for none.
+	fixed map[string]json.RawMessage
 }
 
 // Memo is a result a server derives from a catalog's tools/list (such as

@@ -37,7 +37,7 @@ func (c *Catalog[S]) addTools(src *Source[S], pol *Policy, f *profileFilter, log
 		if roles.hidden[t.Name] {
 			continue // a task tool only the poller calls
 		}
-		name := visibleName(src, t.Name)
+		name := visibleName(src, exposedName(src.Config, t.Name)) // overrides.go
 		if !c.nameFree(src.Name, name, pol, log) || !f.allows(name) {
 			continue
 		}
@@ -75,17 +75,20 @@ func (c *Catalog[S]) nameFree(server, name string, pol *Policy, log hclog.Logger
 	return false
 }
 
-// describe sets a listed route's effective routing and its tool object: the
-// upstream's, renamed, with mux _meta, and for a submit tool the durable
-// task contract.
+// describe sets a listed route's effective routing, fixed arguments and
+// its tool object: the upstream's, renamed, with mux _meta and the tool's
+// override (overrides.go), and for a submit tool the durable task contract.
+// ov is a profile's override of the server's routing.
 func (r *Route[S]) describe(sc *config.Server, t upstream.Tool, ov *config.RoutingOverride) {
 	if sc != nil {
 		r.routing = sc.ToolRouting(t.Name)
 	}
-	if ov != nil { // a profile's override of the server's routing
+	if ov != nil {
 		r.routing = ov.Apply(r.routing)
 	}
-	r.JSON = toolJSON(t, r.Name, toolMeta(sc, r.routing))
+	p := presentationOf(sc, t.Name)
+	r.fixed = p.FixedArguments
+	r.JSON = overridden(toolJSON(t, r.Name, toolMeta(sc, r.routing)), p)
 	if r.Task != nil {
 		r.JSON = withContract(r.JSON, r.Task.Name)
 	}

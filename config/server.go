@@ -134,6 +134,9 @@ type Routing struct {
 type ToolOverride struct {
 	// Routing holds the explicitly set routing fields, or nil.
 	Routing *RoutingOverride
+	// Presentation is how the tool is shown and what the mux fills in
+	// (tooloverride.go).
+	Presentation
 	// Extra holds the entry's other keys verbatim.
 	Extra map[string]json.RawMessage
 }
@@ -684,10 +687,12 @@ func parseTools(n *rawdoc.Node, f *findings) map[string]ToolOverride {
 			continue
 		}
 		out[raw] = ToolOverride{
-			Routing: parseRouting(o.take("routing"), o.field("routing"), f),
-			Extra:   o.extras(),
+			Routing:      parseRouting(o.take("routing"), o.field("routing"), f),
+			Presentation: parsePresentation(o),
+			Extra:        o.extras(),
 		}
 	}
+	uniqueExposedNames(n.Keys, out, f)
 	return out
 }
 

@@ -68,11 +68,17 @@ func (s *Router) routeCall(ctx context.Context, st *Session, e Era, k Sink, key 
 	}
 	noteRoute(rec, r)
 	s.content(ctx, r.Server, rec, h, args)
+	// The override's fixed arguments over the caller's (catalog/overrides.go);
+	// the audit and span just above keep what the caller sent.
+	upArgs, err := r.Arguments(args)
+	if err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("tool %q: %v", name, err)}
+	}
 	fwd, progress := forwardMeta(meta, k)
 	if progress != nil {
 		ctx = withProgress(ctx, progress) // sink.go
 	}
-	params := e.Retry(wire.AppendCallParams(make([]byte, 0, len(args)+len(r.Raw)+len(fwd)+64), r.Raw, args, fwd))
+	params := e.Retry(wire.AppendCallParams(make([]byte, 0, len(upArgs)+len(r.Raw)+len(fwd)+64), r.Raw, upArgs, fwd))
 	send := func(ctx context.Context, params json.RawMessage) (json.RawMessage, error) {
 		raw, err := s.forwardCall(ctx, st, k, key, h, r, params)
 		var deny *headers.DenyError
