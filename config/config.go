@@ -45,6 +45,8 @@ type Config struct {
 	Inbound   Inbound
 	Admin     Admin
 	Telemetry Telemetry
+	// Limits is the "limits" block (config/limits.go).
+	Limits Limits
 	// Extra holds the unknown top-level keys (DeerFlow's "middlewares",
 	// "skills", …) verbatim, as written before $VAR expansion.
 	Extra map[string]json.RawMessage

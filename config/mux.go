@@ -199,6 +199,7 @@ var muxBlocks = []struct {
 	{"inbound", (*Config).parseInbound},
 	{"admin", (*Config).parseAdmin},
 	{"telemetry", (*Config).parseTelemetry},
+	{"limits", (*Config).parseLimits},
 }
 
 // parseMuxBlocks fills the mux-specific blocks. They are strict: unknown keys
