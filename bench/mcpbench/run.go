@@ -15,6 +15,7 @@ type options struct {
 	sessions         []int
 	variants         []variant
 	profile          string
+	redis            string // the limits variants' Redis URL
 }
 
 // parseSessions reads the -sessions list.
@@ -68,6 +69,9 @@ func (f *fleet) start(o options) (err error) {
 			}
 		}
 		args := []string{"-role", "mux", "-upstream", f.upURL(), "-muxprofile", profileFor(o.profile, v)}
+		if v.limits != "" {
+			args = append(args, "-limits", v.limits, "-redis", o.redis)
+		}
 		if v.ratio > 0 {
 			args = append(args, "-otlp", "http://"+f.otlp.addr+"/"+v.name, "-ratio", strconv.FormatFloat(v.ratio, 'g', -1, 64))
 		}
@@ -83,7 +87,7 @@ func (f *fleet) start(o options) (err error) {
 // profileFor names the CPU profile file of v's mux: file itself for off,
 // file.<variant> for the others.
 func profileFor(file string, v variant) string {
-	if file == "" || v.ratio == 0 {
+	if file == "" || (v.ratio == 0 && v.limits == "") {
 		return file
 	}
 	return file + "." + v.name
