@@ -50,7 +50,7 @@ func (t *leaseTable) init() {
 
 // acquireShared takes a slot of the sorted set key, capped at limit.
 func (l *Limiter) acquireShared(ctx context.Context, key string, limit int) (slot, bool, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opts.StoreTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
 	defer cancel()
 	s := slot{key: key, member: l.leases.id + ":" + strconv.FormatUint(l.leases.seq.Add(1), 36)}
 	now := time.Now()
@@ -94,7 +94,7 @@ func (l *Limiter) release(s slot) {
 // dropLease removes lease s from its set; one that cannot be removed now
 // expires.
 func (l *Limiter) dropLease(s slot) {
-	ctx, cancel := context.WithTimeout(context.Background(), l.opts.StoreTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
 	defer cancel()
 	if err := l.rdb.ZRem(ctx, s.key, s.member).Err(); err != nil {
 		l.log.Debug("limits: a lease is left to expire", "err", err)
@@ -128,7 +128,7 @@ func (l *Limiter) renewOnce() {
 	if len(held) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), l.opts.StoreTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
 	defer cancel()
 	score := float64(time.Now().Add(l.opts.LeaseTTL).UnixMilli())
 	pipe := l.rdb.Pipeline()

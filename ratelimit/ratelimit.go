@@ -46,6 +46,9 @@ type Store struct {
 	// KeyPrefix is store.key_prefix; the keys are <prefix>limit:… (rates,
 	// under redis_rate's own "rate:" prefix) and <prefix>limit-inflight:….
 	KeyPrefix string
+	// Timeout bounds one round trip; default 1s. One that takes longer
+	// counts as the store being unreachable (on_store_error decides).
+	Timeout time.Duration
 }
 
 // Options configure a Limiter.
@@ -59,8 +62,6 @@ type Options struct {
 	// LeaseTTL is how long a shared call-in-flight slot outlives a replica
 	// that stopped renewing it (killed); default 2m, renewed every third.
 	LeaseTTL time.Duration
-	// StoreTimeout bounds one round trip to the store; default 1s.
-	StoreTimeout time.Duration
 }
 
 // Call is what a rule matches: who calls which server's tool. Tool is
@@ -129,6 +130,7 @@ type Limiter struct {
 	rdb     redis.UniversalClient // nil: in process
 	rate    *redis_rate.Limiter
 	prefix  string
+	timeout time.Duration // one store round trip
 	refused *prometheus.CounterVec
 	leases  leaseTable
 	down    atomic.Bool // the last store round trip failed
@@ -150,10 +152,7 @@ func New(opts Options) (*Limiter, error) {
 	if opts.LeaseTTL <= 0 {
 		opts.LeaseTTL = 2 * time.Minute
 	}
-	if opts.StoreTimeout <= 0 {
-		opts.StoreTimeout = time.Second
-	}
-	l := &Limiter{opts: opts, log: opts.Log, buckets: map[string]*bucket{}, inflight: map[string]int{},
+	l := &Limiter{opts: opts, timeout: time.Second, log: opts.Log, buckets: map[string]*bucket{}, inflight: map[string]int{},
 		stop: make(chan struct{}), done: make(chan struct{}), lastSweep: time.Now()}
 	l.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mcp_mux_limit_rejections_total",
 		Help: "Calls refused by a limits rule, by rule and kind (rate, in_flight, store_unreachable)."}, []string{"limit", "kind"})
@@ -165,6 +164,9 @@ func New(opts Options) (*Limiter, error) {
 	l.rules.Store(&ruleSet{})
 	if opts.Store != nil && opts.Store.Client != nil {
 		l.rdb, l.prefix = opts.Store.Client, opts.Store.KeyPrefix
+		if opts.Store.Timeout > 0 {
+			l.timeout = opts.Store.Timeout
+		}
 		l.rate = redis_rate.NewLimiter(l.rdb)
 		l.leases.init()
 		go l.renew()
@@ -191,6 +193,9 @@ func (l *Limiter) Close() error {
 // flight are kept by rule name and subject, so a call admitted under the
 // old rules still counts against a rule of the same name.
 func (l *Limiter) SetRules(lim config.Limits) {
+	if l == nil {
+		return
+	}
 	rs := &ruleSet{failClosed: lim.FailClosed, rules: make([]Rule, len(lim.Rules))}
 	for i, r := range lim.Rules {
 		rs.rules[i] = Rule{LimitRule: r}
@@ -302,7 +307,7 @@ func (l *Limiter) allow(ctx context.Context, rs *ruleSet, r *Rule, subject strin
 		}
 		return Decision{}, true
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opts.StoreTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
 	defer cancel()
 	res, err := l.rate.Allow(ctx, l.prefix+"limit:"+key, redis_rate.Limit{Rate: r.Calls, Burst: r.Calls, Period: r.Per})
 	if err != nil {
@@ -361,7 +366,7 @@ func (l *Limiter) Health(ctx context.Context) string {
 	if l.rdb == nil {
 		return "ok (in process)"
 	}
-	ctx, cancel := context.WithTimeout(ctx, l.opts.StoreTimeout)
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
 	if err := l.rdb.Ping(ctx).Err(); err != nil {
 		l.down.Store(true)
