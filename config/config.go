@@ -47,6 +47,8 @@ type Config struct {
 	Telemetry Telemetry
 	// Profiles is the "profiles" block by name; nil when there is none.
 	Profiles map[string]*Profile
+	// Limits is the "limits" block (config/limits.go).
+	Limits Limits
 	// Extra holds the unknown top-level keys (DeerFlow's "middlewares",
 	// "skills", …) verbatim, as written before $VAR expansion.
 	Extra map[string]json.RawMessage

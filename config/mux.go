@@ -205,6 +205,7 @@ var muxBlocks = []struct {
 	{"admin", (*Config).parseAdmin},
 	{"telemetry", (*Config).parseTelemetry},
 	{"profiles", (*Config).parseProfiles},
+	{"limits", (*Config).parseLimits},
 }
 
 // parseMuxBlocks fills the mux-specific blocks. They are strict: unknown keys

@@ -297,6 +297,7 @@ func (ex *execution) swap() {
 	next := callpath.BuildCatalog(rt.Backends, rt.Policy, s.log)
 	catalog.LogDuplicates(old.Catalog.Load(), next, s.log)
 	rt.Catalog.Store(next)
+	s.limits.SetRules(rt.Config.Limits)
 	s.rt.Store(rt)
 	if first {
 		s.applied.Store(true)

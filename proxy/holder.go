@@ -64,7 +64,7 @@ func (t *sessionTable) hold(st *callpath.Session) {
 	if was {
 		return
 	}
-	t.wg.Go(func() {
+	t.goBackground(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 		defer cancel()
 		// Subscribe first, then take over: the replica that held the
@@ -140,7 +140,7 @@ func (t *sessionTable) applyHolder(st *callpath.Session, rec *sessionstore.Recor
 	delete(t.held, rec.ID)
 	t.mu.Unlock()
 	if len(st.Subs.URIs()) > 0 {
-		t.wg.Go(func() { t.calls.DropSubscriptions(st) })
+		t.goBackground(func() { t.calls.DropSubscriptions(st) })
 	}
 }
 
@@ -180,7 +180,7 @@ func (t *sessionTable) subscription(ctx context.Context, st *callpath.Session, u
 // subscribeHere runs another replica's msgSubscribe for a session this one
 // holds, and replies.
 func (t *sessionTable) subscribeHere(m sessionstore.Message) {
-	t.wg.Go(func() {
+	t.goBackground(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)
 		defer cancel()
 		var rb replyBody

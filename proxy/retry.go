@@ -111,7 +111,7 @@ func (s *retrier) message(m sessionstore.Message) {
 
 // here serves a retry another replica forwarded, and replies.
 func (s *retrier) here(m sessionstore.Message) {
-	s.sessions.wg.Go(func() {
+	s.sessions.goBackground(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), retryTimeout)
 		defer cancel()
 		var req retryRequest

@@ -33,6 +33,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/proxy/modern"
 	"github.com/mcp-mux/mcp-mux/proxy/sessionhost"
+	"github.com/mcp-mux/mcp-mux/ratelimit"
 	"github.com/mcp-mux/mcp-mux/seal"
 	"github.com/mcp-mux/mcp-mux/sessionstore"
 	"github.com/mcp-mux/mcp-mux/subscriptions"
@@ -103,6 +104,10 @@ type Options struct {
 	// inbound.request_state_key: replicas that share it open each other's
 	// (sessionstore.SharedKey); empty, each process makes its own.
 	StateKey string
+	// LimitStore shares the limits rules' budgets with every replica on
+	// that Redis (package ratelimit); nil keeps them in this process. The
+	// Server closes its client on Close.
+	LimitStore *ratelimit.Store
 }
 
 // Server is the mcp-mux MCP server.
@@ -145,7 +150,8 @@ type Server struct {
 
 	tasks   *taskpoll.Service // nil: durable tasks off (tasks.go)
 	tel     *telemetry.Telemetry
-	durable taskBridge // the task service's lifecycle and events (tasks.go)
+	durable taskBridge         // the task service's lifecycle and events (tasks.go)
+	limits  *ratelimit.Limiter // the limits rules (package ratelimit)
 }
 
 // New returns a Server with no upstreams; call Apply to configure it.
@@ -204,8 +210,9 @@ func New(opts Options) *Server {
 			s.durable.cancel = svc.Subscribe(s.durable.event)
 		}
 	}
+	s.limits = s.newLimiter(opts)
 	s.calls = callpath.New(callpath.Options{Log: s.log, MaxSessionCalls: opts.MaxSessionCalls, Tasks: s.tasks, Runtime: &s.rt, Life: &s.gate,
-		PageSize: opts.PageSize, Subs: s.subs, Panics: s.panics, Audit: opts.Audit, Telemetry: s.tel})
+		PageSize: opts.PageSize, Subs: s.subs, Panics: s.panics, Audit: opts.Audit, Telemetry: s.tel, Limits: s.limits})
 	s.openSessions(opts)
 	s.modern = modern.New(modern.Options{Log: s.log, SDK: s.sdk, Send: s.send, Calls: s.calls, Runtime: &s.rt,
 		Gate: &s.gate, Life: s.life, Background: &s.bg, Panics: s.panics, Tasks: s.tasks, States: s.states, Replica: s.sessions.replica, Elsewhere: s.retry.elsewhere, Telemetry: s.tel,
@@ -304,13 +311,16 @@ func (s *Server) Close(ctx context.Context) error {
 	// Each session's cleanup releases its upstream sessions; let it finish
 	// before the upstreams go, so no stdio process outlives Close.
 	cleaned := make(chan struct{})
-	go func() { s.sessions.wg.Wait(); close(cleaned) }()
+	go func() { s.sessions.waitBackground(); close(cleaned) }()
 	select {
 	case <-cleaned:
 	case <-ctx.Done():
 	}
 	if err := s.sessions.store.Close(); err != nil {
 		s.log.Warn("shutdown: closing the session store", "err", err)
+	}
+	if err := s.limits.Close(); err != nil {
+		s.log.Warn("shutdown: limits", "err", err)
 	}
 	if err := s.tel.Shutdown(ctx); err != nil {
 		s.log.Warn("shutdown: telemetry", "err", err)
@@ -325,3 +335,13 @@ func (s *Server) Close(ctx context.Context) error {
 // stopStreams ends every GET stream: its client reconnects, with its
 // Last-Event-ID, to whichever replica the load balancer picks.
 func (s *Server) stopStreams() { s.stopOnce.Do(func() { close(s.sessions.streamStop) }) }
+
+// newLimiter returns the limiter of the limits rules (none until Apply),
+// shared through opts.LimitStore when set.
+func (s *Server) newLimiter(opts Options) *ratelimit.Limiter {
+	l, err := ratelimit.New(ratelimit.Options{Store: opts.LimitStore, Registerer: s.metrics.reg, Log: s.log.Named("limits")})
+	if err != nil {
+		s.log.Error("limits are off", "err", err)
+	}
+	return l
+}

@@ -49,7 +49,9 @@ type sessionTable struct {
 
 	send  mcp.MethodHandler // the SDK's sending handler (in-request notifications)
 	gate  *callpath.Life    // orders registration against Close
-	wg    sync.WaitGroup    // session cleanups and background record writes
+	wg    sync.WaitGroup    // session cleanups and background record writes (goBackground)
+	bgMu  sync.Mutex        // orders goBackground against waitBackground
+	bgEnd bool              // waitBackground has begun
 	rt    *atomic.Pointer[callpath.Runtime]
 	calls *callpath.Router
 	log   hclog.Logger
@@ -278,9 +280,28 @@ func state(st *callpath.Session) *mcp.ServerSessionState {
 		NegotiatedProtocolVersion: st.Protocol, LogLevel: mcp.LoggingLevel(st.LogLevel())}
 }
 
+// goBackground runs fn on the table's background group, unless Close is
+// already waiting for it (a change notice can arrive meanwhile: its work
+// is moot then, and starting it would race the wait).
+func (t *sessionTable) goBackground(fn func()) {
+	t.bgMu.Lock()
+	defer t.bgMu.Unlock()
+	if !t.bgEnd {
+		t.wg.Go(fn)
+	}
+}
+
+// waitBackground stops new background work and waits for what runs.
+func (t *sessionTable) waitBackground() {
+	t.bgMu.Lock()
+	t.bgEnd = true
+	t.bgMu.Unlock()
+	t.wg.Wait()
+}
+
 // background applies fn to the record of id off the request's path.
 func (t *sessionTable) background(id string, fn func(*sessionstore.Record) bool) {
-	t.wg.Go(func() {
+	t.goBackground(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 		defer cancel()
 		if _, err := t.store.Update(ctx, id, fn); err != nil && !errors.Is(err, sessionstore.ErrNotFound) {
@@ -374,7 +395,7 @@ func (t *sessionTable) forget(id string) {
 		return
 	}
 	st.Cancel()
-	t.wg.Go(func() {
+	t.goBackground(func() {
 		t.calls.DropSubscriptions(st)
 		for _, b := range t.rt.Load().Backends {
 			b.Up.ReleaseThread(st.ID)
@@ -480,7 +501,7 @@ func (t *sessionTable) changed(c sessionstore.Change) {
 	case c.Record != nil:
 		t.apply(st, c.Record)
 	default:
-		t.wg.Go(func() { t.reload(c.ID) })
+		t.goBackground(func() { t.reload(c.ID) })
 	}
 }
 

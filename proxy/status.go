@@ -174,8 +174,9 @@ func serveHealth(w http.ResponseWriter, _ *http.Request) {
 }
 
 // serveReady answers /readyz: readiness (a config applied, not draining and,
-// with durable tasks on, the task store reachable), the catalog size and how
-// many configured servers are in each state. It is unauthenticated, so it
+// with durable tasks on, the task store reachable), the catalog size, how
+// many configured servers are in each state and, with limits rules, their
+// state ("degraded: store unreachable, failing open" while Redis is down). It is unauthenticated, so it
 // carries counts only, never names or error text; with a valid admin token
 // (Authorization: Bearer <admin.token>) it adds each server's status.
 func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
@@ -190,8 +191,9 @@ func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
 		Tools   int            `json:"tools"`
 		Servers map[string]int `json:"servers"`
 		Store   *bool          `json:"task_store_reachable,omitempty"`
+		Limits  string         `json:"limits,omitempty"`
 		Detail  []ServerStatus `json:"detail,omitempty"`
-	}{Ready: st.Ready, Tools: st.Tools, Servers: counts}
+	}{Ready: st.Ready, Tools: st.Tools, Servers: counts, Limits: s.limits.Health(r.Context())}
 	if s.tasks != nil {
 		storeOK := s.durable.ready(r.Context())
 		out.Ready = out.Ready && storeOK

@@ -45,6 +45,8 @@ import (
 	"github.com/mcp-mux/mcp-mux/config"
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/proxy"
+	"github.com/mcp-mux/mcp-mux/ratelimit"
+	"github.com/mcp-mux/mcp-mux/sessionstore"
 	"github.com/mcp-mux/mcp-mux/telemetry"
 )
 
@@ -53,10 +55,12 @@ func main() {
 	upstreamURL := flag.String("upstream", "", "internal: upstream URL for -role mux and revproxy")
 	otlp := flag.String("otlp", "", "internal: OTLP/HTTP endpoint for -role mux (empty: telemetry off)")
 	ratio := flag.Float64("ratio", 1, "internal: share of new traces sampled for -role mux with -otlp")
+	limits := flag.String("limits", "", "internal: the limits rule of -role mux, shared through -redis")
+	redisURL := flag.String("redis", "redis://127.0.0.1:6379", "Redis of the limits variants")
 	duration := flag.Duration("duration", 5*time.Second, "measuring time per run")
 	warmup := flag.Duration("warmup", time.Second, "warm-up time per run")
 	sessions := flag.String("sessions", "1,16", "comma-separated concurrent session counts")
-	variants := flag.String("telemetry", "off,100,1", "comma-separated mux telemetry variants: off, or a percentage of traces sampled with OTLP export on")
+	variants := flag.String("telemetry", "off,100,1", "comma-separated mux variants: off, a percentage of traces sampled with OTLP export on, limits (a Redis-shared rate on the call path) or limits-inflight (a rate and calls in flight)")
 	rounds := flag.Int("rounds", 5, "alternating direct/mux rounds the measuring time is split into")
 	profile := flag.String("muxprofile", "", "write the mux process's CPU profile to this file (FILE.telN for a telemetry variant's mux)")
 	flag.Parse()
@@ -72,7 +76,7 @@ func main() {
 		serveChild(mcpHandler(mcptest.NewServer("bench")))
 		return
 	case "mux":
-		serveMux(*upstreamURL, *otlp, *ratio)
+		serveMux(*upstreamURL, *otlp, *ratio, *limits, *redisURL)
 		return
 	case "revproxy":
 		target, err := url.Parse(*upstreamURL)
@@ -89,7 +93,7 @@ func main() {
 		serveChild(otlpHandler())
 		return
 	}
-	o := options{duration: *duration, warmup: *warmup, rounds: max(*rounds, 1), profile: *profile}
+	o := options{duration: *duration, warmup: *warmup, rounds: max(*rounds, 1), profile: *profile, redis: *redisURL}
 	var err error
 	if o.sessions, err = parseSessions(*sessions); err == nil {
 		o.variants, err = parseVariants(*variants)
@@ -126,15 +130,28 @@ func serveChild(h http.Handler) {
 }
 
 // serveMux serves a mux in front of up; with otlp set it exports its spans
-// there, sampling ratio of new traces.
-func serveMux(up, otlp string, ratio float64) {
-	cfg, err := config.Parse([]byte(fmt.Sprintf(`{"mcpServers": {"bench": {"type": "http", "url": %q}}}`, up)),
+// there, sampling ratio of new traces; with limits, that rule is on the
+// call path, its budget shared through the Redis at redisURL.
+func serveMux(up, otlp string, ratio float64, limits, redisURL string) {
+	rules := ""
+	if limits != "" {
+		rules = `, "limits": {"rules": [` + limits + `]}`
+	}
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`{"mcpServers": {"bench": {"type": "http", "url": %q}}%s}`, up, rules)),
 		config.LoadOptions{Filename: "bench.json"})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	var opts proxy.Options
+	if limits != "" {
+		c, err := sessionstore.Dial(redisURL)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		opts.LimitStore = &ratelimit.Store{Client: c, KeyPrefix: fmt.Sprintf("mcpbench:%d:", os.Getpid())}
+	}
 	if otlp != "" {
 		// No OTEL_* variable from the caller's environment changes what is measured.
 		noEnv := func(string) (string, bool) { return "", false }

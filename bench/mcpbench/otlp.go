@@ -16,8 +16,19 @@ import (
 
 // variant is one telemetry setting of a mux process.
 type variant struct {
-	name  string  // "off", or "tel" and the sampled percentage
+	name  string  // "off", "tel" and the sampled percentage, or a limits variant
 	ratio float64 // share of new traces sampled; 0: export off
+	// limits is the limits rule of a limits variant (telemetry off): a
+	// budget shared through Redis (-redis) that never refuses.
+	limits string
+}
+
+// limitVariants are the mux variants with a Redis-shared limit on the
+// call path: a rate (one round trip), and a rate with calls in flight
+// (three: the lease taken, the rate, the lease returned).
+var limitVariants = map[string]string{
+	"limits":          `{"name": "bench", "scope": "caller_tool", "calls": 1000000, "per_seconds": 1}`,
+	"limits-inflight": `{"name": "bench", "scope": "caller_tool", "calls": 1000000, "per_seconds": 1, "in_flight": 100000}`,
 }
 
 // parseVariants reads the -telemetry list: "off", or a percentage of new
@@ -31,9 +42,13 @@ func parseVariants(s string) ([]variant, error) {
 			vs = append(vs, variant{name: "off"})
 			continue
 		}
+		if rule, ok := limitVariants[f]; ok {
+			vs = append(vs, variant{name: f, limits: rule})
+			continue
+		}
 		pct, err := strconv.ParseFloat(f, 64)
 		if err != nil || pct <= 0 || pct > 100 {
-			return nil, fmt.Errorf("bad telemetry variant %q: want off or a percentage in (0, 100]", f)
+			return nil, fmt.Errorf("bad variant %q: want off, limits, limits-inflight or a percentage in (0, 100]", f)
 		}
 		vs = append(vs, variant{name: "tel" + f, ratio: pct / 100})
 	}
@@ -43,7 +58,7 @@ func parseVariants(s string) ([]variant, error) {
 // suffix is what the variant adds to a leg's name ("" for off, so that the
 // off rows keep today's names).
 func (v variant) suffix() string {
-	if v.ratio == 0 {
+	if v.ratio == 0 && v.limits == "" {
 		return ""
 	}
 	return "/" + v.name

@@ -11,11 +11,12 @@ import (
 )
 
 func TestParseVariants(t *testing.T) {
-	vs, err := parseVariants("off, 100,1%,0.5")
+	vs, err := parseVariants("off, 100,1%,0.5,limits")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []variant{{"off", 0}, {"tel100", 1}, {"tel1", 0.01}, {"tel0.5", 0.005}}
+	want := []variant{{name: "off"}, {name: "tel100", ratio: 1}, {name: "tel1", ratio: 0.01}, {name: "tel0.5", ratio: 0.005},
+		{name: "limits", limits: limitVariants["limits"]}}
 	if len(vs) != len(want) {
 		t.Fatalf("got %v, want %v", vs, want)
 	}

@@ -15,6 +15,7 @@ type options struct {
 	sessions         []int
 	variants         []variant
 	profile          string
+	redis            string // the limits variants' Redis URL
 }
 
 // parseSessions reads the -sessions list.
@@ -68,6 +69,9 @@ func (f *fleet) start(o options) (err error) {
 			}
 		}
 		args := []string{"-role", "mux", "-upstream", f.upURL(), "-muxprofile", profileFor(o.profile, v)}
+		if v.limits != "" {
+			args = append(args, "-limits", v.limits, "-redis", o.redis)
+		}
 		if v.ratio > 0 {
 			args = append(args, "-otlp", "http://"+f.otlp.addr+"/"+v.name, "-ratio", strconv.FormatFloat(v.ratio, 'g', -1, 64))
 		}
@@ -83,7 +87,7 @@ func (f *fleet) start(o options) (err error) {
 // profileFor names the CPU profile file of v's mux: file itself for off,
 // file.<variant> for the others.
 func profileFor(file string, v variant) string {
-	if file == "" || v.ratio == 0 {
+	if file == "" || (v.ratio == 0 && v.limits == "") {
 		return file
 	}
 	return file + "." + v.name
@@ -132,7 +136,7 @@ func (f *fleet) legs() []leg {
 		for _, era := range []struct{ name, version string }{{"mux", "2025-11-25"}, {"mux-2026", "2026-07-28"}} {
 			l := leg{name: era.name + v.suffix(), url: "http://" + mx.addr + "/mcp", middle: mx.addr, proc: "mux" + v.suffix(),
 				tool: "bench_echo", version: era.version, variant: v.name, base: -1}
-			if v.ratio == 0 {
+			if v.name == "off" {
 				off[era.version] = len(ls)
 			}
 			ls = append(ls, l)
@@ -245,7 +249,7 @@ func settle(paths []*path, procs map[string]int, before map[string]time.Duration
 }
 
 // report prints the legs' rows and their ratios to direct (and, for a
-// telemetry variant, what it adds to the same era's mux with telemetry off).
+// telemetry or limits variant, what it adds to the same era's mux with both off).
 func report(n int, legs []leg, results []result) {
 	const us = 100 * time.Nanosecond
 	for i, l := range legs {
@@ -267,7 +271,7 @@ func report(n int, legs []leg, results []result) {
 			float64(r.cpu[l.proc])/float64(r.cpu["upstream"]))
 		if l.base >= 0 {
 			b := results[l.base]
-			line += fmt.Sprintf("; vs telemetry off: p50 %+.0f%%, mux cpu/call %+.1f µs", 100*(float64(r.p50)/float64(b.p50)-1),
+			line += fmt.Sprintf("; vs off: p50 %+.0f%%, mux cpu/call %+.1f µs", 100*(float64(r.p50)/float64(b.p50)-1),
 				float64(r.cpu[l.proc]-b.cpu[legs[l.base].proc])/float64(time.Microsecond))
 		}
 		fmt.Println(line)

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mcp-mux/mcp-mux/config"
+	"github.com/mcp-mux/mcp-mux/ratelimit"
 	"github.com/mcp-mux/mcp-mux/sessionstore"
 )
 
@@ -46,4 +47,18 @@ func sessionStore(cfg *config.Config, log hclog.Logger) (func(sessionstore.Optio
 		c, _ := sessionstore.Dial(url)
 		return sessionstore.NewRedis(sessionstore.RedisOptions{Options: o, Client: c, KeyPrefix: prefix, Logger: log.Named("sessions")})
 	}, key, nil
+}
+
+// limitStore returns where the limits rules' budgets live: with
+// store.redis_url, that Redis (every replica shares them); without, nil
+// (in process). The URL was checked by sessionStore.
+func limitStore(cfg *config.Config) *ratelimit.Store {
+	if cfg.Store.RedisURL.IsZero() {
+		return nil
+	}
+	c, err := sessionstore.Dial(cfg.Store.RedisURL.Reveal())
+	if err != nil {
+		return nil
+	}
+	return &ratelimit.Store{Client: c, KeyPrefix: cfg.Store.KeyPrefix}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/interceptor"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
+	"github.com/mcp-mux/mcp-mux/ratelimit"
 	"github.com/mcp-mux/mcp-mux/upstream"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -67,6 +68,13 @@ func (s *Router) routeCall(ctx context.Context, st *Session, e Era, k Sink, key 
 		return s.builtinTask(ctx, st, key, name, args), nil
 	}
 	noteRoute(rec, r)
+	// Rate and concurrency limits, before anything is forwarded (limits.go).
+	lim := s.limits.Admit(ctx, ratelimit.Call{Caller: st.User, Server: r.Server.Name, Tool: r.Name})
+	if !lim.Allowed {
+		rec.Deny("limit: " + lim.Message)
+		return wire.ToolError(lim.Message), nil
+	}
+	defer lim.Release()
 	s.content(ctx, r.Server, rec, h, args)
 	// The override's fixed arguments over the caller's (catalog/overrides.go);
 	// the audit and span just above keep what the caller sent.
@@ -186,6 +194,13 @@ func (s *Router) Forward(ctx context.Context, st *Session, e Era, h http.Header,
 		b = cur // b came from an older catalog: use the runtime this request runs on
 	} else {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("MCP server %q is no longer configured", b.Name)}
+	}
+	if limited(method) {
+		lim := s.limits.Admit(ctx, ratelimit.Call{Caller: st.User, Server: b.Name})
+		if !lim.Allowed {
+			return nil, limitError(&lim)
+		}
+		defer lim.Release()
 	}
 	raw, err := json.Marshal(params)
 	if err != nil {

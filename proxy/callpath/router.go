@@ -23,6 +23,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/audit"
 	"github.com/mcp-mux/mcp-mux/internal/panicguard"
 	"github.com/mcp-mux/mcp-mux/internal/reqid"
+	"github.com/mcp-mux/mcp-mux/ratelimit"
 	"github.com/mcp-mux/mcp-mux/subscriptions"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
 	"github.com/mcp-mux/mcp-mux/telemetry"
@@ -53,6 +54,8 @@ type Options struct {
 	Audit *audit.Auditor
 	// Telemetry gives a durable task its submit's trace context (nil: none).
 	Telemetry *telemetry.Telemetry
+	// Limits checks calls against the limits rules (nil: none).
+	Limits *ratelimit.Limiter
 }
 
 // Router routes the calls of both eras to their backends.
@@ -67,12 +70,13 @@ type Router struct {
 	panics   *panicguard.Guard
 	audit    *audit.Auditor
 	tel      *telemetry.Telemetry
+	limits   *ratelimit.Limiter
 }
 
 // New returns a Router with opts.
 func New(opts Options) *Router {
 	return &Router{log: opts.Log, maxCalls: opts.MaxSessionCalls, tasks: opts.Tasks, rt: opts.Runtime, life: opts.Life,
-		pageSize: opts.PageSize, subs: opts.Subs, panics: opts.Panics, audit: opts.Audit, tel: opts.Telemetry}
+		pageSize: opts.PageSize, subs: opts.Subs, panics: opts.Panics, audit: opts.Audit, tel: opts.Telemetry, limits: opts.Limits}
 }
 
 // logFor is the logger for a line about the request ctx belongs to

@@ -1,0 +1,383 @@
+// Package ratelimit enforces the "limits" block: calls per interval and
+// calls in flight, per tool, per server, per caller and per (caller,
+// tool), checked on the call path before anything is forwarded.
+//
+// Without a Store every budget lives in this process: rates in
+// golang.org/x/time/rate token buckets, calls in flight in counters. With
+// a Store (store.redis_url) every replica on that Redis shares them:
+// rates through github.com/go-redis/redis_rate (GCRA, one round trip per
+// check), calls in flight as leases in a sorted set per budget (lease.go).
+// While the store is unreachable a Limiter fails open or closed as the
+// config says, and Health reports it.
+//
+// A Limiter lives as long as the server; SetRules swaps in the rules of a
+// reloaded config, keeping the counts of calls in flight (by rule name and
+// subject) and the rate state of rules whose rate did not change.
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"path"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mcp-mux/mcp-mux/config"
+)
+
+// Kinds of refusal, as the rejections metric labels them.
+const (
+	KindRate     = "rate"
+	KindInFlight = "in_flight"
+	KindStore    = "store_unreachable" // failing closed while the store is down
+)
+
+// Store is the Redis the budgets are shared through.
+type Store struct {
+	Client redis.UniversalClient
+	// KeyPrefix is store.key_prefix; the keys are <prefix>limit:… (rates,
+	// under redis_rate's own "rate:" prefix) and <prefix>limit-inflight:….
+	KeyPrefix string
+	// Timeout bounds one round trip; default 1s. One that takes longer
+	// counts as the store being unreachable (on_store_error decides).
+	Timeout time.Duration
+}
+
+// Options configure a Limiter.
+type Options struct {
+	// Store shares the budgets with other replicas; nil keeps them here.
+	// The Limiter closes its client on Close.
+	Store *Store
+	// Registerer gets mcp_mux_limit_rejections_total (nil: not registered).
+	Registerer prometheus.Registerer
+	Log        hclog.Logger
+	// LeaseTTL is how long a shared call-in-flight slot outlives a replica
+	// that stopped renewing it (killed); default 2m, renewed every third.
+	LeaseTTL time.Duration
+}
+
+// Call is what a rule matches: who calls which server's tool. Tool is
+// empty for a prompts/get, resources/read or completion request.
+type Call struct {
+	Caller, Server, Tool string
+}
+
+// Rule is one compiled limits rule.
+type Rule struct {
+	config.LimitRule
+}
+
+// matches reports whether r applies to c.
+func (r *Rule) matches(c Call) bool {
+	if r.Server != "" && r.Server != c.Server {
+		return false
+	}
+	if r.Tool == "" {
+		return true
+	}
+	if c.Tool == "" {
+		return false
+	}
+	ok, _ := path.Match(r.Tool, c.Tool)
+	return ok
+}
+
+// subject is the budget of r that c counts against.
+func (r *Rule) subject(c Call) string {
+	switch r.Scope {
+	case config.LimitScopeTool:
+		return c.Tool
+	case config.LimitScopeServer:
+		return c.Server
+	case config.LimitScopeCaller:
+		return c.Caller
+	}
+	return strconv.Itoa(len(c.Caller)) + ":" + c.Caller + ":" + c.Tool
+}
+
+// scopeText is how a refusal names r's scope.
+func (r *Rule) scopeText() string {
+	switch r.Scope {
+	case config.LimitScopeTool:
+		return "tool"
+	case config.LimitScopeServer:
+		return "server"
+	case config.LimitScopeCaller:
+		return "caller"
+	}
+	return "(caller, tool)"
+}
+
+// ruleSet is the rules of one config.
+type ruleSet struct {
+	rules      []Rule
+	failClosed bool
+}
+
+// Limiter checks calls against the rules of the current config.
+type Limiter struct {
+	opts    Options
+	log     hclog.Logger
+	rules   atomic.Pointer[ruleSet]
+	rdb     redis.UniversalClient // nil: in process
+	rate    *redis_rate.Limiter
+	prefix  string
+	timeout time.Duration // one store round trip
+	refused *prometheus.CounterVec
+	leases  leaseTable
+	down    atomic.Bool // the last store round trip failed
+
+	mu        sync.Mutex
+	buckets   map[string]*bucket // in-process rates
+	inflight  map[string]int     // in-process calls in flight
+	lastSweep time.Time
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// New returns a Limiter with no rules; Close stops it.
+func New(opts Options) (*Limiter, error) {
+	if opts.Log == nil {
+		opts.Log = hclog.NewNullLogger()
+	}
+	if opts.LeaseTTL <= 0 {
+		opts.LeaseTTL = 2 * time.Minute
+	}
+	l := &Limiter{opts: opts, timeout: time.Second, log: opts.Log, buckets: map[string]*bucket{}, inflight: map[string]int{},
+		stop: make(chan struct{}), done: make(chan struct{}), lastSweep: time.Now()}
+	l.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mcp_mux_limit_rejections_total",
+		Help: "Calls refused by a limits rule, by rule and kind (rate, in_flight, store_unreachable)."}, []string{"limit", "kind"})
+	if opts.Registerer != nil {
+		if err := opts.Registerer.Register(l.refused); err != nil {
+			return nil, fmt.Errorf("ratelimit: registering the rejections counter: %w", err)
+		}
+	}
+	l.rules.Store(&ruleSet{})
+	if opts.Store != nil && opts.Store.Client != nil {
+		l.rdb, l.prefix = opts.Store.Client, opts.Store.KeyPrefix
+		if opts.Store.Timeout > 0 {
+			l.timeout = opts.Store.Timeout
+		}
+		l.rate = redis_rate.NewLimiter(l.rdb)
+		l.leases.init()
+		go l.renew()
+	} else {
+		close(l.done)
+	}
+	return l, nil
+}
+
+// Close stops renewing leases and closes the store's client.
+func (l *Limiter) Close() error {
+	if l == nil || l.rdb == nil {
+		return nil
+	}
+	close(l.stop)
+	<-l.done
+	if err := l.rdb.Close(); err != nil {
+		return fmt.Errorf("ratelimit: closing the store client: %w", err)
+	}
+	return nil
+}
+
+// SetRules replaces the rules with lim's (a reload). Counts of calls in
+// flight are kept by rule name and subject, so a call admitted under the
+// old rules still counts against a rule of the same name.
+func (l *Limiter) SetRules(lim config.Limits) {
+	if l == nil {
+		return
+	}
+	rs := &ruleSet{failClosed: lim.FailClosed, rules: make([]Rule, len(lim.Rules))}
+	for i, r := range lim.Rules {
+		rs.rules[i] = Rule{LimitRule: r}
+	}
+	l.rules.Store(rs)
+}
+
+// Active reports whether any rule is configured.
+func (l *Limiter) Active() bool { return l != nil && len(l.rules.Load().rules) > 0 }
+
+// Decision is the outcome of Admit: admitted (call Release when the call
+// has finished) or refused by one rule.
+type Decision struct {
+	Allowed bool
+	// Rule, Kind and RetryAfter describe a refusal.
+	Rule       string
+	Kind       string
+	RetryAfter time.Duration
+	// Message is a refusal's text for the caller: the rule, its limit and
+	// when to retry.
+	Message string
+
+	l    *Limiter
+	held []slot // calls-in-flight slots taken
+}
+
+// RetryAfterSeconds is RetryAfter in whole seconds, rounded up (at least 1).
+func (d *Decision) RetryAfterSeconds() int {
+	return max(int(math.Ceil(d.RetryAfter.Seconds())), 1)
+}
+
+// Release returns the calls-in-flight slots an admitted call holds.
+func (d *Decision) Release() {
+	if len(d.held) == 0 {
+		return
+	}
+	for _, s := range d.held {
+		d.l.release(s)
+	}
+	d.held = nil
+}
+
+// Admit checks c against every rule that matches it: first the calls in
+// flight (taking a slot of each), then the rates (taking a call from
+// each). A refusal releases what was taken; a rate checked before the one
+// that refused keeps the call counted. With no rule matching, Admit
+// allocates nothing.
+func (l *Limiter) Admit(ctx context.Context, c Call) Decision {
+	if l == nil {
+		return Decision{Allowed: true}
+	}
+	rs := l.rules.Load()
+	d := Decision{Allowed: true, l: l}
+	for i := range rs.rules {
+		r := &rs.rules[i]
+		if r.InFlight == 0 || !r.matches(c) {
+			continue
+		}
+		if ref, ok := l.acquire(ctx, rs, r, r.subject(c), &d); !ok {
+			d.Release()
+			return ref
+		}
+	}
+	for i := range rs.rules {
+		r := &rs.rules[i]
+		if r.Calls == 0 || !r.matches(c) {
+			continue
+		}
+		if ref, ok := l.allow(ctx, rs, r, r.subject(c)); !ok {
+			d.Release()
+			return ref
+		}
+	}
+	return d
+}
+
+// acquire takes a calls-in-flight slot of r's budget for subject into d.
+func (l *Limiter) acquire(ctx context.Context, rs *ruleSet, r *Rule, subject string, d *Decision) (Decision, bool) {
+	key := r.Name + ":" + subject
+	if l.rdb == nil {
+		l.mu.Lock()
+		n := l.inflight[key]
+		if n >= r.InFlight {
+			l.mu.Unlock()
+			return l.refuse(r, KindInFlight, time.Second), false
+		}
+		l.inflight[key] = n + 1
+		l.mu.Unlock()
+		d.held = append(d.held, slot{key: key})
+		return Decision{}, true
+	}
+	s, ok, err := l.acquireShared(ctx, l.prefix+"limit-inflight:"+key, r.InFlight)
+	if err != nil {
+		return l.storeFailed(rs, r, err)
+	}
+	if !ok {
+		return l.refuse(r, KindInFlight, time.Second), false
+	}
+	d.held = append(d.held, s)
+	return Decision{}, true
+}
+
+// allow takes one call from r's rate budget for subject.
+func (l *Limiter) allow(ctx context.Context, rs *ruleSet, r *Rule, subject string) (Decision, bool) {
+	key := r.Name + ":" + subject
+	if l.rdb == nil {
+		if ok, retry := l.allowLocal(key, r); !ok {
+			return l.refuse(r, KindRate, retry), false
+		}
+		return Decision{}, true
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
+	defer cancel()
+	res, err := l.rate.Allow(ctx, l.prefix+"limit:"+key, redis_rate.Limit{Rate: r.Calls, Burst: r.Calls, Period: r.Per})
+	if err != nil {
+		return l.storeFailed(rs, r, fmt.Errorf("rate of %q: %w", r.Name, err))
+	}
+	l.storeOK()
+	if res.Allowed == 0 {
+		return l.refuse(r, KindRate, res.RetryAfter), false
+	}
+	return Decision{}, true
+}
+
+// refuse is r's refusal of kind, counted.
+func (l *Limiter) refuse(r *Rule, kind string, retry time.Duration) Decision {
+	l.refused.WithLabelValues(r.Name, kind).Inc()
+	d := Decision{Rule: r.Name, Kind: kind, RetryAfter: retry}
+	switch kind {
+	case KindRate:
+		d.Message = fmt.Sprintf("rate limit %q exceeded: %d calls per %s for each %s; retry after %ds",
+			r.Name, r.Calls, r.Per, r.scopeText(), d.RetryAfterSeconds())
+	case KindInFlight:
+		d.Message = fmt.Sprintf("concurrency limit %q exceeded: %d calls in flight for each %s; retry after %ds (or when one of them finishes)",
+			r.Name, r.InFlight, r.scopeText(), d.RetryAfterSeconds())
+	default:
+		d.Message = fmt.Sprintf("limit %q cannot be checked: the limit store is unreachable (limits fail closed); retry after %ds",
+			r.Name, d.RetryAfterSeconds())
+	}
+	return d
+}
+
+// storeFailed answers a failed store round trip for r: a refusal when
+// failing closed, else admitted (ok) without this rule.
+func (l *Limiter) storeFailed(rs *ruleSet, r *Rule, err error) (Decision, bool) {
+	if !l.down.Swap(true) {
+		l.log.Warn("limits: the store is unreachable", "fail_closed", rs.failClosed, "err", err)
+	}
+	if rs.failClosed {
+		return l.refuse(r, KindStore, time.Second), false
+	}
+	return Decision{}, true
+}
+
+// storeOK notes a store round trip that worked.
+func (l *Limiter) storeOK() {
+	if l.down.Swap(false) {
+		l.log.Info("limits: the store is reachable again")
+	}
+}
+
+// Health is the limits' state for /readyz: "" without rules, "ok",
+// or "degraded: …" while the store is unreachable (pinged now).
+func (l *Limiter) Health(ctx context.Context) string {
+	if !l.Active() {
+		return ""
+	}
+	if l.rdb == nil {
+		return "ok (in process)"
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	if err := l.rdb.Ping(ctx).Err(); err != nil {
+		l.down.Store(true)
+	} else {
+		l.storeOK()
+	}
+	if !l.down.Load() {
+		return "ok (shared)"
+	}
+	if l.rules.Load().failClosed {
+		return "degraded: store unreachable, failing closed"
+	}
+	return "degraded: store unreachable, failing open"
+}
