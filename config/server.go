@@ -64,6 +64,7 @@ type Server struct {
 	OAuth              *OAuth
 	UserAuth           *UserAuth
 	HeadersFromContext *HeadersFromContext
+	TokenExchange      *TokenExchange
 
 	Description string
 	// Routing is the server's effective routing (default mode "off", priority 0).
@@ -267,6 +268,7 @@ func parseServer(name string, n *rawdoc.Node) (*Server, serverResult) {
 	s.OAuth = parseOAuth(o.take("oauth"), f)
 	s.UserAuth = parseUserAuth(o.take("user_auth"), f)
 	s.HeadersFromContext = parseHeadersFromContext(o.take("headers_from_context"), f)
+	s.TokenExchange = parseTokenExchange(o.take("token_exchange"), f)
 	s.readRouting(o)
 	s.readTelemetry(o)
 	s.Extra = o.extras()
@@ -403,6 +405,9 @@ func (s *Server) crossCheck(f *findings) {
 	} else if s.sendsContextHeaders() && len(s.TaskToolsets) > 0 {
 		f.warn("headers_from_context", "headers_from_context headers are sent with task submit calls only; status and cancel polls use the static and OAuth credentials")
 	}
+	if s.Type != TypeStdio && s.TokenExchange != nil && s.TokenExchange.Enabled && len(s.TaskToolsets) > 0 {
+		f.warn("token_exchange", "exchanged tokens are sent with task submit calls only; status and cancel polls use the static and OAuth credentials")
+	}
 	if s.ToolNamePrefix && s.Name != "" && !isToolNameSafe(s.Name) {
 		f.warn("", "server name has characters outside [A-Za-z0-9_-], so its prefixed tool names are invalid and its tools will be dropped; rename it or set tool_name_prefix to false")
 	}
@@ -422,6 +427,12 @@ func (s *Server) ignoreRemoteBlocks(f *findings) {
 		s.UserAuth.Ignored = true
 		if s.UserAuth.Enabled {
 			f.warn("user_auth", "user-scoped credentials only apply to 'sse'/'http' servers; user_auth is ignored for this stdio server")
+		}
+	}
+	if s.TokenExchange != nil {
+		s.TokenExchange.Ignored = true
+		if s.TokenExchange.Enabled {
+			f.warn("token_exchange", "token exchange only applies to 'sse'/'http' servers; token_exchange is ignored for this stdio server")
 		}
 	}
 	if s.HeadersFromContext != nil {

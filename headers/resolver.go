@@ -33,6 +33,10 @@ type Options struct {
 	OAuth       *OAuthOptions     // nil = none
 	UserAuth    *UserAuthOptions  // nil = none (pass nil for stdio servers)
 	FromContext *FromContextOptions
+	// TokenExchange exchanges the caller's inbound token for the upstream
+	// one (RFC 8693); nil = none. Its header is set after OAuth, before
+	// user_auth.
+	TokenExchange *ExchangeOptions
 	// HTTPClient makes the token, probe and metadata requests; nil = a client
 	// with a 15 s timeout over http.DefaultTransport. Its Transport should be
 	// nil or an *http.Transport for metadata discovery to keep go-sdk's
@@ -73,6 +77,7 @@ type Resolver struct {
 	server   string
 	static   []field // sorted by name
 	oauth    *tokenSource
+	exchange *exchanger
 	userAuth *userAuth
 	fromCtx  *fromContext
 }
@@ -127,6 +132,12 @@ func build(opts Options) (*Resolver, error) {
 	}
 	if r.oauth, err = newOAuth(opts, static); err != nil {
 		return nil, err
+	}
+	if opts.TokenExchange != nil {
+		client, log := clientAndLogger(opts)
+		if r.exchange, err = newExchanger(opts.Server, *opts.TokenExchange, client, log); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }
@@ -235,6 +246,12 @@ func newOAuth(opts Options, static []field) (*tokenSource, error) {
 	if opts.OAuth == nil {
 		return nil, nil
 	}
+	client, log := clientAndLogger(opts)
+	return newTokenSource(opts.Server, *opts.OAuth, static, client, log)
+}
+
+// clientAndLogger returns opts' token HTTP client and logger, or their defaults.
+func clientAndLogger(opts Options) (*http.Client, hclog.Logger) {
 	client := opts.HTTPClient
 	if client == nil {
 		client = &http.Client{Timeout: tokenTimeout}
@@ -243,7 +260,7 @@ func newOAuth(opts Options, static []field) (*tokenSource, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	return newTokenSource(opts.Server, *opts.OAuth, static, client, log)
+	return client, log
 }
 
 // onMissing reports whether the on_missing policy v denies a call.
@@ -257,10 +274,12 @@ func onMissing(v string) (deny bool, err error) {
 	return false, fmt.Errorf("on_missing must be '%s' or '%s'", OnMissingDeny, OnMissingPassthrough)
 }
 
-// PerCaller reports whether ForCall depends on the caller (user_auth or
-// headers_from_context is configured). Sessions opened with such headers must
-// never be shared across users.
-func (r *Resolver) PerCaller() bool { return r.userAuth != nil || r.fromCtx != nil }
+// PerCaller reports whether ForCall depends on the caller (token_exchange,
+// user_auth or headers_from_context is configured). Sessions opened with
+// such headers must never be shared across users.
+func (r *Resolver) PerCaller() bool {
+	return r.exchange != nil || r.userAuth != nil || r.fromCtx != nil
+}
 
 // Base returns the headers of requests that have no caller (discovery,
 // control sessions): static < OAuth. When the OAuth token cannot be had, it
@@ -281,8 +300,18 @@ func (r *Resolver) Base(ctx context.Context) (http.Header, error) {
 // spelling is ever returned. A refusal is a *DenyError with DeerFlow's
 // message; an OAuth failure is returned as is.
 func (r *Resolver) ForCall(ctx context.Context, user string, secrets map[string]string) (http.Header, error) {
+	return r.ForRequest(ctx, user, secrets, nil)
+}
+
+// ForRequest is ForCall for a request whose inbound headers are in, where
+// token_exchange finds the caller's token: static < OAuth < token_exchange <
+// user_auth < headers_from_context. A failed exchange is a *DenyError.
+func (r *Resolver) ForRequest(ctx context.Context, user string, secrets map[string]string, in http.Header) (http.Header, error) {
 	s := r.start()
 	if err := r.addOAuth(ctx, s); err != nil {
+		return nil, err
+	}
+	if err := r.addExchange(ctx, s, user, in); err != nil {
 		return nil, err
 	}
 	if err := r.addUserAuth(s, user); err != nil {
@@ -303,22 +332,30 @@ func (r *Resolver) Unauthorized(token string) {
 	if r.oauth != nil && token != "" {
 		r.oauth.invalidate(token)
 	}
+	if r.exchange != nil && token != "" {
+		r.exchange.invalidate(token)
+	}
 }
 
 // UnauthorizedHeader is Unauthorized for the headers a refused request
-// carried: it looks up Authorization in any spelling.
+// carried: it looks up Authorization, and token_exchange's header, in any
+// spelling.
 func (r *Resolver) UnauthorizedHeader(sent http.Header) {
 	for k, v := range sent {
-		if strings.EqualFold(k, "Authorization") && len(v) > 0 {
+		if len(v) > 0 && (strings.EqualFold(k, "Authorization") || r.exchange != nil && strings.EqualFold(k, r.exchange.opts.Header)) {
 			r.Unauthorized(v[0])
 		}
 	}
 }
 
-// Close stops an OAuth fetch in flight; later calls needing a token fail.
+// Close stops an OAuth fetch or token exchange in flight; later calls
+// needing a token fail.
 func (r *Resolver) Close() {
 	if r.oauth != nil {
 		r.oauth.close()
+	}
+	if r.exchange != nil {
+		r.exchange.close()
 	}
 }
 
@@ -346,6 +383,20 @@ func (r *Resolver) addOAuth(ctx context.Context, s *headerSet) error {
 		return err
 	}
 	s.set("Authorization", t.value)
+	return nil
+}
+
+// addExchange sets the token_exchange header to user's exchanged token,
+// the caller's token taken from the inbound headers in.
+func (r *Resolver) addExchange(ctx context.Context, s *headerSet, user string, in http.Header) error {
+	if r.exchange == nil {
+		return nil
+	}
+	v, err := r.exchange.value(ctx, user, in)
+	if err != nil {
+		return err
+	}
+	s.set(r.exchange.opts.Header, v)
 	return nil
 }
 

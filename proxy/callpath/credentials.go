@@ -15,7 +15,8 @@ import (
 )
 
 // callHeaders resolves the upstream headers of one call to b by user, with
-// the secrets carried on the request's headers h, and a fingerprint of them
+// the secrets and the token for token_exchange carried on the request's
+// headers h, and a fingerprint of them
 // for the session key when they depend on the caller (sessions opened with
 // one caller's credentials are never used for another).
 func (s *Router) callHeaders(ctx context.Context, b *Backend, user string, h http.Header) (http.Header, string, error) {
@@ -31,7 +32,7 @@ func (s *Router) callHeaders(ctx context.Context, b *Backend, user string, h htt
 			}
 		}
 	}
-	out, err := b.Resolver.ForCall(ctx, user, secrets)
+	out, err := b.Resolver.ForRequest(ctx, user, secrets, h)
 	if err != nil || !b.Resolver.PerCaller() {
 		return out, "", err
 	}

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"time"
 
 	"github.com/mcp-mux/mcp-mux/config"
 	"github.com/mcp-mux/mcp-mux/headers"
@@ -60,7 +61,7 @@ func eraOf(v string) string {
 }
 
 // HeaderOptions returns a server's header rules (static headers, oauth,
-// user_auth, headers_from_context); nil when it has none. Stdio servers have
+// user_auth, headers_from_context, token_exchange); nil when it has none. Stdio servers have
 // none (user_auth and headers_from_context are ignored there with a config
 // warning). carrier is inbound.secrets_header, named in denials. The caller
 // adds the logger.
@@ -69,8 +70,9 @@ func HeaderOptions(sc *config.Server, carrier string) *headers.Options {
 		return nil
 	}
 	o := headers.Options{Server: sc.Name, Static: reveal(sc.Headers), OAuth: oauthOptions(sc),
-		UserAuth: userAuthOptions(sc.UserAuth), FromContext: fromContextOptions(sc.HeadersFromContext, carrier)}
-	if o.Static == nil && o.OAuth == nil && o.UserAuth == nil && o.FromContext == nil {
+		UserAuth: userAuthOptions(sc.UserAuth), FromContext: fromContextOptions(sc.HeadersFromContext, carrier),
+		TokenExchange: exchangeOptions(sc.TokenExchange)}
+	if o.Static == nil && o.OAuth == nil && o.UserAuth == nil && o.FromContext == nil && o.TokenExchange == nil {
 		return nil
 	}
 	return &o
@@ -91,6 +93,30 @@ func oauthOptions(sc *config.Server) *headers.OAuthOptions {
 		DefaultTokenType: a.DefaultTokenType, RefreshSkew: a.RefreshSkew, AuthStyle: a.AuthStyle,
 		ExtraParams: reveal(a.ExtraTokenParams),
 	}
+}
+
+// exchangeOptions returns an enabled token_exchange block as the
+// resolver's options; nil when there is none or it is ignored.
+func exchangeOptions(x *config.TokenExchange) *headers.ExchangeOptions {
+	if x == nil || !x.Enabled || x.Ignored {
+		return nil
+	}
+	return &headers.ExchangeOptions{
+		TokenURL: x.TokenURL, ClientID: x.ClientID, ClientSecret: x.ClientSecret.Reveal(), AuthStyle: x.AuthStyle,
+		SubjectHeader: x.SubjectHeader, SubjectTokenType: x.SubjectTokenType,
+		Audience: x.Audience, Resource: x.Resource, Scope: x.Scope, RequestedTokenType: x.RequestedTokenType,
+		ActorToken: x.ActorToken.Reveal(), ActorTokenType: x.ActorTokenType,
+		Header: x.Header, TokenPrefix: x.TokenPrefix, RefreshSkew: exchangeSkew(x.RefreshSkew),
+	}
+}
+
+// exchangeSkew maps refresh_skew_seconds to ExchangeOptions.RefreshSkew,
+// where 0 means the default: a configured 0 is no skew.
+func exchangeSkew(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // userAuthOptions returns an enabled user_auth block as the resolver's
