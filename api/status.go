@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"sort"
 	"strings"
 	"time"
 
@@ -81,6 +82,10 @@ type StatusReport struct {
 	// with its trace id when it was traced.
 	SlowCalls   []CallReport `json:"slow_calls"`
 	FailedCalls []CallReport `json:"failed_calls"`
+	// Profiles are the configured profiles with their tool counts; Limits
+	// the limits rules with their use on this replica.
+	Profiles []status.Profile `json:"profiles"`
+	Limits   []status.Limit   `json:"limits"`
 }
 
 // CallReport is one recent call: the snapshot's own type.
@@ -165,6 +170,7 @@ func (h *statusAPI) report(ctx context.Context) StatusReport {
 		Sessions: st.Sessions, StdioProcesses: st.StdioProcesses,
 		Servers: serverReports(st.Servers), Reloads: reloadReports(st.Reloads), Tasks: h.taskReport(ctx),
 		SlowCalls: append([]CallReport{}, st.SlowCalls...), FailedCalls: append([]CallReport{}, st.FailedCalls...),
+		Profiles: append([]status.Profile{}, st.Profiles...), Limits: append([]status.Limit{}, st.Limits...),
 	}
 }
 
@@ -266,7 +272,31 @@ var statusPage = template.Must(template.New("status").Funcs(template.FuncMap{
 		return m[string(s)]
 	},
 	"toolsNote": toolsNote,
-}).Parse(statusHTML + callHTML))
+	"refused":   refusedText,
+}).Parse(statusHTML + callHTML + limitHTML))
+
+// refusedText is a limit's refusals by kind: "in_flight 2, rate 5"; "0".
+func refusedText(m map[string]int64) string {
+	kinds := make([]string, 0, len(m))
+	for k := range m {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	parts := make([]string, len(kinds))
+	for i, k := range kinds {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	if len(parts) == 0 {
+		return "0"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// limitHTML renders a limits rule (the script's limits rows, in HTML).
+const limitHTML = `{{define "limit"}}<tr data-limit="{{.Name}}"><td>{{.Name}}</td><td>{{.Scope}}</td>` +
+	`<td>{{if or .Server .Tool}}{{.Server}}{{if and .Server .Tool}} · {{end}}{{.Tool}}{{else}}any{{end}}</td>` +
+	`<td class="n">{{if .Calls}}{{.Calls}} / {{.PerSeconds}} s{{else}}—{{end}}</td>` +
+	`<td class="n">{{if .InFlight}}{{.Running}} ({{.InFlight}}){{else}}—{{end}}</td><td class="n">{{refused .Refused}}</td></tr>{{end}}`
 
 // callHTML renders a recent call (the script's calls(), in HTML).
 const callHTML = `{{define "callHead"}}<tr><th>time</th><th>method</th><th>target</th><th>caller</th><th>outcome</th><th class="n">ms</th><th>trace id</th></tr>{{end}}` +
@@ -353,6 +383,17 @@ body.stale #stale { display:inline; }
   {{- else}}<table><thead><tr>{{range .TaskStatuses}}<th class="n">{{.}}</th>{{end}}</tr></thead><tbody><tr>{{$t := .Tasks.ByStatus}}{{range .TaskStatuses}}<td class="n" data-status="{{.}}">{{count $t .}}</td>{{end}}</tr></tbody></table>
   {{- end}}
   </div>
+</section>
+<section>
+  <h2>Profiles and limits</h2>
+  <table>
+    <thead><tr><th>profile</th><th class="n">tools</th></tr></thead>
+    <tbody id="profiles">{{range .Profiles}}<tr data-profile="{{.Name}}"><td>{{.Name}}</td><td class="n">{{.Tools}}</td></tr>{{else}}<tr><td colspan="2" class="muted">no profiles configured: every caller sees every tool</td></tr>{{end}}</tbody>
+  </table>
+  <table>
+    <thead><tr><th>limit</th><th>for each</th><th>applies to</th><th class="n">calls / period</th><th class="n">in flight (cap)</th><th class="n">refused here</th></tr></thead>
+    <tbody id="limits">{{range .Limits}}{{template "limit" .}}{{else}}<tr><td colspan="6" class="muted">no limits configured</td></tr>{{end}}</tbody>
+  </table>
 </section>
 <section>
   <h2>Recent failed calls</h2>
@@ -458,6 +499,20 @@ body.stale #stale { display:inline; }
       reloads.appendChild(row([el("td", "", when(r.time)), el("td", "", r.trigger), el("td", "", r.outcome), probs]));
     });
     if (!s.reloads.length) reloads.appendChild(empty(4, "no reloads since start"));
+    var profiles = document.getElementById("profiles");
+    profiles.replaceChildren();
+    s.profiles.forEach(function (p) { var tr = row([el("td", "", p.name), num(p.tools)]); tr.dataset.profile = p.name; profiles.appendChild(tr); });
+    if (!s.profiles.length) profiles.appendChild(empty(2, "no profiles configured: every caller sees every tool"));
+    var limits = document.getElementById("limits");
+    limits.replaceChildren();
+    s.limits.forEach(function (l) {
+      var refused = Object.keys(l.refused).sort().map(function (k) { return k + " " + l.refused[k]; }).join(", ");
+      var tr = row([el("td", "", l.name), el("td", "", l.scope), el("td", "", [l.server, l.tool].filter(Boolean).join(" \u00b7 ") || "any"),
+        num(l.calls ? l.calls + " / " + l.per_seconds + " s" : "\u2014"), num(l.in_flight ? l.running + " (" + l.in_flight + ")" : "\u2014"), num(refused || "0")]);
+      tr.dataset.limit = l.name;
+      limits.appendChild(tr);
+    });
+    if (!s.limits.length) limits.appendChild(empty(6, "no limits configured"));
     calls("failed-calls", s.failed_calls, "no failed calls since start");
     calls("slow-calls", s.slow_calls, "no slow calls since start");
   }

@@ -61,3 +61,54 @@ func grepAround(text, s string) string {
 	}
 	return text[max(i-200, 0):min(i+800, len(text))]
 }
+
+// The status page shows the profiles with their tool counts and each
+// limits rule with its use here: its refusals by kind.
+func TestStatusProfilesAndLimits(t *testing.T) {
+	m := startStatusMuxWith(t, api.StatusOptions{Refresh: 300 * time.Millisecond}, statusExtras{edit: func(doc, _ map[string]any) {
+		doc["profiles"] = map[string]any{"narrow": map[string]any{"servers": []string{"web"}, "include_tools": []string{"web_echo"}}}
+		doc["limits"] = map[string]any{"rules": []any{
+			map[string]any{"name": "echo-rate", "scope": "tool", "tool": "web_echo", "calls": 1, "per_seconds": 60},
+			map[string]any{"name": "sleep-cap", "scope": "caller", "server": "web", "tool": "web_sleep", "in_flight": 2},
+		}}
+	}})
+	c := mcp.NewClient(&mcp.Implementation{Name: "status-limits", Version: "1"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: m.ts.URL + "/mcp"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	var refused int
+	for range 3 {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "web_echo", Arguments: map[string]any{"text": "x"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.IsError {
+			refused++
+		}
+	}
+	if refused != 2 {
+		t.Fatalf("%d of 3 calls refused by a limit of 1 per minute", refused)
+	}
+	_, body := get(t, m.ts.URL+"/api/status", nil)
+	rep := decodeStatus(t, body)
+	if len(rep.Profiles) != 1 || rep.Profiles[0].Name != "narrow" || rep.Profiles[0].Tools != 1 {
+		t.Errorf("profiles = %+v", rep.Profiles)
+	}
+	if len(rep.Limits) != 2 || rep.Limits[0].Name != "echo-rate" || rep.Limits[0].Refused["rate"] != 2 || rep.Limits[1].InFlight != 2 || rep.Limits[1].Running != 0 {
+		t.Errorf("limits = %+v", rep.Limits)
+	}
+	row := regexp.MustCompile(`<tr data-limit="echo-rate"><td>echo-rate</td><td>tool</td><td>web_echo</td><td class="n">1 / 60 s</td><td class="n">—</td><td class="n">rate 2</td></tr>`)
+	if _, page := get(t, m.ts.URL+"/", nil); !row.Match(page) || !strings.Contains(string(page), `<tr data-profile="narrow"><td>narrow</td><td class="n">1</td></tr>`) {
+		t.Errorf("the page lacks the profile or the limit:\n%s", grepAround(string(page), `id="profiles"`))
+	}
+	dom := runChromium(t, "--virtual-time-budget=3000", "--dump-dom", m.ts.URL+"/")
+	if n := regexp.MustCompile(`data-refreshes="(\d+)"`).FindStringSubmatch(dom); n == nil || n[1] == "0" {
+		t.Fatalf("the page's script did not refresh: %v", n)
+	}
+	if !row.MatchString(dom) || !strings.Contains(dom, `<tr data-profile="narrow"><td>narrow</td><td class="n">1</td></tr>`) ||
+		!strings.Contains(dom, `<tr data-limit="sleep-cap"><td>sleep-cap</td><td>caller</td><td>web · web_sleep</td><td class="n">—</td><td class="n">0 (2)</td><td class="n">0</td></tr>`) {
+		t.Errorf("the re-rendered page lacks the profile or the limits:\n%s", grepAround(dom, `id="profiles"`))
+	}
+}

@@ -140,3 +140,12 @@ func sameViews[S any](a, b *Catalog[S], same func(v, w *Catalog[S]) bool) bool {
 	}
 	return true
 }
+
+// ProfileSizes is how many tools each profile's view lists, by name.
+func (c *Catalog[S]) ProfileSizes() map[string]int {
+	out := make(map[string]int, len(c.views))
+	for name, v := range c.views {
+		out[name] = v.Len()
+	}
+	return out
+}

@@ -45,6 +45,7 @@ func (s *Server) Status() Status {
 		Reloads:      s.Reloads(),
 	}
 	st.SlowCalls, st.FailedCalls = s.opts.Audit.Recent()
+	st.Profiles, st.Limits = status.Profiles(cat.ProfileSizes()), s.limits.Usage()
 	for _, sc := range rt.Config.Servers {
 		ss := ServerStatus{Name: sc.Name, Transport: sc.Type}
 		b := rt.ByName[sc.Name]

@@ -136,8 +136,9 @@ type Limiter struct {
 	down    atomic.Bool // the last store round trip failed
 
 	mu        sync.Mutex
-	buckets   map[string]*bucket // in-process rates
-	inflight  map[string]int     // in-process calls in flight
+	buckets   map[string]*bucket          // in-process rates
+	inflight  map[string]int              // in-process calls in flight
+	refusals  map[string]map[string]int64 // by rule and kind (usage.go)
 	lastSweep time.Time
 
 	stop chan struct{}
@@ -323,6 +324,7 @@ func (l *Limiter) allow(ctx context.Context, rs *ruleSet, r *Rule, subject strin
 // refuse is r's refusal of kind, counted.
 func (l *Limiter) refuse(r *Rule, kind string, retry time.Duration) Decision {
 	l.refused.WithLabelValues(r.Name, kind).Inc()
+	l.noteRefusal(r.Name, kind)
 	d := Decision{Rule: r.Name, Kind: kind, RetryAfter: retry}
 	switch kind {
 	case KindRate:

@@ -4,7 +4,10 @@
 // imports nothing of mcp-mux, so readers need not import proxy.
 package status
 
-import "time"
+import (
+	"sort"
+	"time"
+)
 
 // Server states in a Snapshot. Starting, Up and Retrying are the states
 // package upstream reports for a running server.
@@ -91,6 +94,10 @@ type Snapshot struct {
 	StdioProcesses int
 	// Reloads are the recent reload attempts, oldest first.
 	Reloads []ReloadEvent
+	// Profiles are the configured profiles with their tool counts.
+	Profiles []Profile
+	// Limits are the limits rules with their use on this replica.
+	Limits []Limit
 	// SlowCalls and FailedCalls are the recent slow and failed requests
 	// (tool calls, prompt gets, resource reads), newest first.
 	SlowCalls, FailedCalls []Call
@@ -127,4 +134,37 @@ type ReloadEvent struct {
 	// servers skipped as invalid, each safe to show (they name files,
 	// servers and fields, never a configured value).
 	Problems []string
+}
+
+// Profile is one configured profile: how many tools its callers see.
+type Profile struct {
+	Name  string `json:"name"`
+	Tools int    `json:"tools"`
+}
+
+// Profiles are the profiles of tool counts by name, in name order.
+func Profiles(sizes map[string]int) []Profile {
+	out := make([]Profile, 0, len(sizes))
+	for name, n := range sizes {
+		out = append(out, Profile{Name: name, Tools: n})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Limit is one limits rule and its use on this replica.
+type Limit struct {
+	Name  string `json:"name"`
+	Scope string `json:"scope"` // tool, server, caller or (caller, tool)
+	// Server and Tool narrow the rule (a tool glob); empty: any.
+	Server     string  `json:"server,omitempty"`
+	Tool       string  `json:"tool,omitempty"`
+	Calls      int     `json:"calls,omitempty"`
+	PerSeconds float64 `json:"per_seconds,omitempty"`
+	InFlight   int     `json:"in_flight,omitempty"`
+	// Running counts this replica's calls holding one of the rule's
+	// in-flight slots now; Refused its refusals since start, by kind
+	// (rate, in_flight, store_unreachable).
+	Running int              `json:"running"`
+	Refused map[string]int64 `json:"refused"`
 }

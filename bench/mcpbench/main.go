@@ -131,11 +131,13 @@ func serveChild(h http.Handler) {
 
 // serveMux serves a mux in front of up; with otlp set it exports its spans
 // there, sampling ratio of new traces; with limits, that rule is on the
-// call path, its budget shared through the Redis at redisURL.
+// call path, its budget shared through the Redis at redisURL, and every
+// caller is served under a profile (the policy path of issue 22).
 func serveMux(up, otlp string, ratio float64, limits, redisURL string) {
 	rules := ""
 	if limits != "" {
-		rules = `, "limits": {"rules": [` + limits + `]}`
+		rules = `, "limits": {"rules": [` + limits + `]}` +
+			`, "profiles": {"bench": {"include_tools": ["bench_*"], "exclude_tools": ["bench_fail"]}}, "inbound": {"default_profile": "bench"}`
 	}
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`{"mcpServers": {"bench": {"type": "http", "url": %q}}%s}`, up, rules)),
 		config.LoadOptions{Filename: "bench.json"})
