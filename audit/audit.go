@@ -14,12 +14,10 @@
 package audit
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -29,6 +27,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcp-mux/mcp-mux/internal/reqid"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/secret"
 )
 
@@ -221,9 +220,7 @@ func (a *Auditor) Finish(ctx context.Context, e *Entry, c Caller, res json.RawMe
 		e.TraceID = sc.TraceID().String()
 	}
 	e.Caller, e.Thread, e.Session, e.Protocol = a.user(c.User), c.Thread, c.Session, c.Protocol
-	if strings.ContainsAny(e.URI, "?@#") {
-		e.URI = secret.RedactURL(e.URI) // a resource URI may carry a token
-	}
+	e.URI = secret.RedactURI(e.URI)
 	if slow || failed {
 		a.keep(&e.Record, slow, failed)
 	}
@@ -277,14 +274,8 @@ func outcomeOf(e *Entry, res json.RawMessage, err error) (string, string) {
 		return Error, fmt.Sprint(rpc.Code)
 	case err != nil:
 		return Error, "error"
-	case e.Kind == ToolCall && isToolError(res):
+	case e.Kind == ToolCall && wire.IsToolError(res):
 		return ToolError, "tool_error"
 	}
 	return OK, ""
 }
-
-// isToolError reports whether a raw CallToolResult has isError set (as
-// the upstream wrote it: a result's own text holds it only escaped).
-func isToolError(res json.RawMessage) bool { return bytes.Contains(res, toolErrorMark) }
-
-var toolErrorMark = []byte(`"isError":true`)

@@ -113,12 +113,14 @@ type ServerTelemetry struct {
 	Results bool
 }
 
-// readTelemetry reads the server's "telemetry" object.
-func (s *Server) readTelemetry(o *object) {
+// parseServerTelemetry reads a server's "telemetry" object.
+func parseServerTelemetry(o *object) ServerTelemetry {
+	var st ServerTelemetry
 	if t := objectAt(o.take("telemetry"), "telemetry", o.f); t != nil {
-		s.Telemetry = ServerTelemetry{Arguments: t.boolean("arguments", false), Results: t.boolean("results", false)}
+		st = ServerTelemetry{Arguments: t.boolean("arguments", false), Results: t.boolean("results", false)}
 		t.rejectUnknown()
 	}
+	return st
 }
 
 // Routing is routing metadata for a server or tool: hints that steer an agent
@@ -270,7 +272,7 @@ func parseServer(name string, n *rawdoc.Node) (*Server, serverResult) {
 	s.HeadersFromContext = parseHeadersFromContext(o.take("headers_from_context"), f)
 	s.TokenExchange = parseTokenExchange(o.take("token_exchange"), f)
 	s.readRouting(o)
-	s.readTelemetry(o)
+	s.Telemetry = parseServerTelemetry(o)
 	s.Extra = o.extras()
 	warnNearMisses(n.Keys, s.Extra, f)
 	s.crossCheck(f)

@@ -97,7 +97,7 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, st *callpath.S
 	ctx, span := s.tel.Server(ctx, telemetry.Op{Method: "tools/call", Tool: p.Name, RequestID: string(m.ID), Session: st.ID,
 		Protocol: st.Protocol, Transport: "tcp", User: st.User}, p.Meta, r.Header)
 	raw, err := s.calls.GuardedCall(ctx, st, callpath.LegacyEra{}, k, s.calls.CallerKey(st, callpath.LegacyEra{}, r.Header), r.Header, p.Name, p.Arguments, p.Meta)
-	span.End(err, err == nil && telemetry.IsToolError(raw))
+	span.End(err, err == nil && wire.IsToolError(raw))
 
 	out := s.buffers.Get()
 	defer s.buffers.Put(out)

@@ -210,7 +210,11 @@ func New(opts Options) *Server {
 			s.durable.cancel = svc.Subscribe(s.durable.event)
 		}
 	}
-	s.limits = s.newLimiter(opts)
+	// The limits rules arrive with Apply; a limiter that cannot start leaves them off.
+	var err error
+	if s.limits, err = ratelimit.New(ratelimit.Options{Store: opts.LimitStore, Registerer: s.metrics.reg, Log: s.log.Named("limits")}); err != nil {
+		s.log.Error("limits are off", "err", err)
+	}
 	s.calls = callpath.New(callpath.Options{Log: s.log, MaxSessionCalls: opts.MaxSessionCalls, Tasks: s.tasks, Runtime: &s.rt, Life: &s.gate,
 		PageSize: opts.PageSize, Subs: s.subs, Panics: s.panics, Audit: opts.Audit, Telemetry: s.tel, Limits: s.limits})
 	s.openSessions(opts)
@@ -335,13 +339,3 @@ func (s *Server) Close(ctx context.Context) error {
 // stopStreams ends every GET stream: its client reconnects, with its
 // Last-Event-ID, to whichever replica the load balancer picks.
 func (s *Server) stopStreams() { s.stopOnce.Do(func() { close(s.sessions.streamStop) }) }
-
-// newLimiter returns the limiter of the limits rules (none until Apply),
-// shared through opts.LimitStore when set.
-func (s *Server) newLimiter(opts Options) *ratelimit.Limiter {
-	l, err := ratelimit.New(ratelimit.Options{Store: opts.LimitStore, Registerer: s.metrics.reg, Log: s.log.Named("limits")})
-	if err != nil {
-		s.log.Error("limits are off", "err", err)
-	}
-	return l
-}

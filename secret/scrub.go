@@ -50,6 +50,16 @@ func RedactURL(raw string) string {
 	return text
 }
 
+// RedactURI returns a resource URI fit to record: RedactURL's form when it
+// has user info, a query or a fragment (which may carry a token), else
+// the URI unchanged.
+func RedactURI(uri string) string {
+	if strings.ContainsAny(uri, "?@#") {
+		return RedactURL(uri)
+	}
+	return uri
+}
+
 // Scrubber removes known credential values from text: the values a call
 // sends (header values, tokens), and the user info and query values of the
 // URLs it uses. Build one from everything mcp-mux holds for a call and run

@@ -124,3 +124,16 @@ func FuzzRedactURL(f *testing.F) {
 		}
 	})
 }
+
+func TestRedactURI(t *testing.T) {
+	for in, want := range map[string]string{
+		"file:///srv/doc.md":              "file:///srv/doc.md",
+		"test://doc?token=abc123":         "test://doc?token=" + Redacted,
+		"https://u:pw@host/x":             "https://" + RedactedUserinfo + "@host/x",
+		"https://host/x#access_token=abc": "https://host/x",
+	} {
+		if got := RedactURI(in); got != want {
+			t.Errorf("RedactURI(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

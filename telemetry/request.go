@@ -1,7 +1,6 @@
 package telemetry
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 )
 
@@ -94,12 +94,7 @@ func ToolError(res mcp.Result) bool {
 	case *mcp.CallToolResult:
 		return r != nil && r.IsError
 	case *mcpwire.RawResult:
-		return r != nil && IsToolError(r.Raw)
+		return r != nil && wire.IsToolError(r.Raw)
 	}
 	return false
 }
-
-// IsToolError reports whether a raw tools/call result is a tool error.
-func IsToolError(raw json.RawMessage) bool { return bytes.Contains(raw, toolErrorMark) }
-
-var toolErrorMark = []byte(`"isError":true`)

@@ -65,7 +65,7 @@ func (o *Op) attrs(t *Telemetry) []attribute.KeyValue {
 		a = append(a, semconv.GenAIPromptName(o.Prompt))
 	}
 	if o.URI != "" {
-		a = append(a, semconv.McpResourceURI(redactURI(o.URI)))
+		a = append(a, semconv.McpResourceURI(secret.RedactURI(o.URI)))
 	}
 	if o.RequestID != "" {
 		a = append(a, semconv.JSONRPCRequestID(strings.Trim(o.RequestID, `"`)))
@@ -307,15 +307,6 @@ func (t *Telemetry) InjectHeader(ctx context.Context, h http.Header) {
 
 // SpanContext is the span context ctx carries (for a link).
 func SpanContext(ctx context.Context) trace.SpanContext { return trace.SpanContextFromContext(ctx) }
-
-// redactURI is a resource URI without the credentials its user info,
-// query or fragment may carry.
-func redactURI(uri string) string {
-	if strings.ContainsAny(uri, "?@#") {
-		return secret.RedactURL(uri)
-	}
-	return uri
-}
 
 // Event adds a named event to ctx's span when it records (a reconnect, a
 // token fetch, an input round, a parked call); it costs nothing otherwise.

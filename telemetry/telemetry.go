@@ -19,8 +19,6 @@ package telemetry
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -37,6 +35,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mcp-mux/mcp-mux/secret"
 )
 
 // SchemaURL is the semantic conventions version the attributes follow.
@@ -213,8 +213,7 @@ func (t *Telemetry) userAttr(user string) (attribute.KeyValue, bool) {
 	case "plain":
 		return semconv.UserID(user), true
 	}
-	h := sha256.Sum256([]byte(user))
-	return semconv.UserID("sha256:" + hex.EncodeToString(h[:12])), true
+	return semconv.UserID(secret.HashID(user)), true
 }
 
 // Start is New for a Server: when export cannot start, the metrics still

@@ -90,7 +90,7 @@ func (u *Upstream) attempt(ctx context.Context, key Key, method string, params j
 	ctx, span := u.clientSpan(ctx, c, method, params) // trace.go
 	params = u.opts.Telemetry.InjectMeta(ctx, params)
 	raw, err := c.request(ctx, u, method, params, extra)
-	span.End(err, err == nil && method == "tools/call" && telemetry.IsToolError(raw))
+	span.End(err, err == nil && method == "tools/call" && wire.IsToolError(raw))
 	if err == nil {
 		u.pool.release(key, c)
 		return raw, false, nil

@@ -163,6 +163,13 @@ func ToolError(text string) json.RawMessage {
 	return append(b, `}],"isError":true}`...)
 }
 
+// IsToolError reports whether a raw CallToolResult is a tool error
+// (isError), as an upstream or ToolError wrote it: a result's own text
+// holds the mark only escaped.
+func IsToolError(raw []byte) bool { return bytes.Contains(raw, toolErrorMark) }
+
+var toolErrorMark = []byte(`"isError":true`)
+
 // AppendNotification appends an encoded notification.
 func AppendNotification(dst []byte, method string, params []byte) []byte {
 	dst = append(dst, `{"jsonrpc":"2.0","method":`...)

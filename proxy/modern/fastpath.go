@@ -400,7 +400,7 @@ func (s *Handler) modernFastCall(w http.ResponseWriter, r *http.Request, rq mode
 	)
 	ctx, span := s.tel.Server(ctx, telemetry.Op{Method: "tools/call", Tool: p.Name, RequestID: string(m.ID), Protocol: modernVersion,
 		Transport: "tcp", User: cs.st.User}, p.Meta, r.Header)
-	defer func() { span.End(err, err == nil && telemetry.IsToolError(raw)) }()
+	defer func() { span.End(err, err == nil && wire.IsToolError(raw)) }()
 	if rq.caps.inputs && rt.Deny == nil && rt.Server.Up.EraFor(upstream.VersionModern) < modernVersion {
 		raw, err = s.bridgedFastCall(ctx, cs) // the upstream may ask the client for input mid-call
 	} else {
