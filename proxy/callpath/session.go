@@ -27,7 +27,9 @@ type Session struct {
 	Caps     string            // upstream.Capabilities of the client: call sessions declare them
 	Send     mcp.MethodHandler // the SDK's sending handler (a 2026-07-28 request's server-to-client requests)
 	LastSeen atomic.Int64      // unix nanos of the last message
-	Started  time.Time         // when this replica built it
+	// logRefresh is when WantsLog last read the record again (unix nanos).
+	logRefresh atomic.Int64
+	Started    time.Time // when this replica built it
 	// Replica names this process in the ids of its requests to the
 	// client, so that an answer reaching another replica comes back here.
 	Replica string
@@ -162,19 +164,41 @@ func (st *Session) SetLevel(level string) {
 
 // WantsLog reports whether a notifications/message passes the session's
 // level. Like the SDK, nothing is sent before the client sets a level.
+// A message the level here drops is checked once more against the
+// session's record (Refresh, at most once a second): the client may have
+// just set its level on another replica, whose change notice is still on
+// its way here.
 func (st *Session) WantsLog(params json.RawMessage) bool {
-	st.mu.Lock()
-	level := st.Level
-	st.mu.Unlock()
-	if level == "" {
-		return false
-	}
 	var p struct {
 		Level string `json:"level"`
 	}
 	_ = json.Unmarshal(params, &p)
-	sev, ok := logSeverity[p.Level]
-	return !ok || sev >= logSeverity[level]
+	if passes(p.Level, st.LogLevel()) {
+		return true
+	}
+	if st.Refresh == nil || !st.logRefreshDue() {
+		return false
+	}
+	st.Refresh()
+	return passes(p.Level, st.LogLevel())
+}
+
+// passes reports whether a message of level msg passes the session level
+// set ("" for none: nothing passes).
+func passes(msg, set string) bool {
+	if set == "" {
+		return false
+	}
+	sev, ok := logSeverity[msg]
+	return !ok || sev >= logSeverity[set]
+}
+
+// logRefreshDue reports whether WantsLog may read the record again now
+// (once a second at most, so a chatty upstream costs no store load).
+func (st *Session) logRefreshDue() bool {
+	now := time.Now().UnixNano()
+	last := st.logRefresh.Load()
+	return now-last >= int64(time.Second) && st.logRefresh.CompareAndSwap(last, now)
 }
 
 // Supports reports whether the client declared the capability a
