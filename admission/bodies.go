@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/mcp-mux/mcp-mux/internal/bounds"
 	"github.com/mcp-mux/mcp-mux/internal/reqid"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
@@ -82,21 +83,39 @@ func (b *Bodies) received(w http.ResponseWriter, r *http.Request, n int64, err e
 	return false
 }
 
-// scan checks the shape of body (wire.Scan, wire.MaxBatch); else it
-// answers the request.
+// scan checks the shape of body (wire.Scan, wire.MaxBatch) and its
+// caller-chosen values (CheckValues); else it answers the request.
 func scan(w http.ResponseWriter, body []byte) (wire.Shape, bool) {
 	sh, err := wire.Scan(body)
 	switch {
 	case err != nil:
-		mcpwire.WriteError(w, http.StatusBadRequest, wire.TopLevelID(body), jsonrpc.CodeInvalidRequest,
+		mcpwire.WriteError(w, http.StatusBadRequest, boundedID(body), jsonrpc.CodeInvalidRequest,
 			fmt.Sprintf("request refused: %v", err), nil)
 	case sh.Batch && sh.Len > wire.MaxBatch:
 		mcpwire.WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
 			fmt.Sprintf("batch of %d messages exceeds the limit of %d", sh.Len, wire.MaxBatch), nil)
 	default:
+		if verr := CheckValues(body, sh); verr != nil {
+			// The id is answered only when it is not what is refused.
+			var id []byte
+			if !sh.Batch {
+				id = boundedID(body)
+			}
+			mcpwire.WriteError(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidRequest, "request refused: "+verr.Error(), nil)
+			return sh, false
+		}
 		return sh, true
 	}
 	return sh, false
+}
+
+// boundedID is the top-level id of body to answer a refusal with: none
+// when it is past its bound.
+func boundedID(body []byte) []byte {
+	if id := wire.TopLevelID(body); len(id) <= bounds.ID {
+		return id
+	}
+	return nil
 }
 
 // Limit gives the body of r the body deadline (Timeout): reading it fails

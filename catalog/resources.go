@@ -1,6 +1,8 @@
 package catalog
 
 import (
+	"github.com/mcp-mux/mcp-mux/internal/bounds"
+
 	"encoding/json"
 	"fmt"
 
@@ -150,4 +152,17 @@ func (c *Catalog[S]) ResourceOwner(uri string) S {
 	}
 	var none S
 	return none
+}
+
+// Label is what a tools/call or prompts/get of name is called in metrics
+// and spans: the name when this view has it, else bounds.Unknown, so the
+// names callers invent make one series, not one each.
+func (c *Catalog[S]) Label(method, name string) string {
+	switch method {
+	case "tools/call":
+		return bounds.Label(name, c.Lookup(name) != nil || (c.Searching() && name == ToolSearchName))
+	case "prompts/get":
+		return bounds.Label(name, c.Prompt(name) != nil)
+	}
+	return name
 }

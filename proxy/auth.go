@@ -9,7 +9,9 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/mcp-mux/mcp-mux/config"
 	"github.com/mcp-mux/mcp-mux/headers"
+	"github.com/mcp-mux/mcp-mux/internal/bounds"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 	"github.com/mcp-mux/mcp-mux/profile"
@@ -33,6 +35,10 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			rt.Auth.Challenge(w, r, err)
 			return
 		}
+		if err := checkHeaders(r.Header, &rt.Config.Inbound); err != nil {
+			mcpwire.WriteError(w, http.StatusBadRequest, requestID(r), -32600, "request refused: "+err.Error(), nil)
+			return
+		}
 		if name := rt.Config.Inbound.SecretsHeader; name != "" && r.Header.Get(name) != "" {
 			if _, err := headers.ParseSecrets(name, r.Header.Get(name)); err != nil {
 				mcpwire.WriteError(w, http.StatusBadRequest, requestID(r), -32602, err.Error(), nil)
@@ -53,6 +59,26 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 	})
 }
 
+// checkHeaders checks the caller-chosen headers mcp-mux keeps, counts or
+// forwards against their bounds (package bounds): the thread, the session
+// id and Last-Event-ID. Every value of a repeated header is checked.
+func checkHeaders(h http.Header, in *config.Inbound) error {
+	for _, c := range []struct {
+		name string
+		max  int
+	}{{in.ThreadHeader, bounds.Thread}, {"Mcp-Session-Id", bounds.Session}, {"Last-Event-ID", bounds.LastEventID}} {
+		if c.name == "" {
+			continue
+		}
+		for _, v := range h.Values(c.name) {
+			if err := bounds.Text(c.name, v, c.max); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // requestID returns the id of the JSON-RPC request a refused POST carried, or
 // nil. Clients (the go-sdk among them) only surface an error response that
 // answers their request's id; one with a null id is reported as a bare HTTP
@@ -67,6 +93,8 @@ func requestID(r *http.Request) json.RawMessage {
 	}
 	switch id := wire.TopLevelID(b); {
 	case len(id) == 0, id[0] == 'n', id[0] == 't', id[0] == 'f': // none, null, true, false
+		return nil
+	case len(id) > bounds.ID: // never echoed past its bound
 		return nil
 	default:
 		return id

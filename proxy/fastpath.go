@@ -94,7 +94,11 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, st *callpath.S
 
 	k := callpath.NewFastSink(st, w)
 	k.Resumable(m.ID)
-	ctx, span := s.tel.Server(ctx, telemetry.Op{Method: "tools/call", Tool: p.Name, RequestID: string(m.ID), Session: st.ID,
+	var label string // the name in spans and metrics: _unknown for one not in the caller's view
+	if s.tel.Enabled() {
+		label = s.rt.Load().Catalog.Load().For(st.Profile).Label("tools/call", p.Name)
+	}
+	ctx, span := s.tel.Server(ctx, telemetry.Op{Method: "tools/call", Tool: label, RequestID: string(m.ID), Session: st.ID,
 		Protocol: st.Protocol, Transport: "tcp", User: st.User}, p.Meta, r.Header)
 	raw, err := s.calls.GuardedCall(ctx, st, callpath.LegacyEra{}, k, s.calls.CallerKey(st, callpath.LegacyEra{}, r.Header), r.Header, p.Name, p.Arguments, p.Meta)
 	span.End(err, err == nil && wire.IsToolError(raw))

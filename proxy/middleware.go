@@ -41,6 +41,14 @@ func (m *receiver) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		h := callpath.HeaderOf(req)
 		op := telemetry.OfRequest(method, req, h)
+		// Names callers invent are one label (catalog.Label), in the caller's view.
+		cat := m.rt.Load().Catalog.Load().For(callpath.Profile(h))
+		if op.Tool != "" {
+			op.Tool = cat.Label("tools/call", op.Tool)
+		}
+		if op.Prompt != "" {
+			op.Prompt = cat.Label("prompts/get", op.Prompt)
+		}
 		op.RequestID, op.User = h.Get(callpath.RequestIDHeader), callpath.User(h)
 		var meta map[string]any
 		if m.tel.Tracing() {

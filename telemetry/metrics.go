@@ -27,6 +27,10 @@ import (
 // durationBuckets are the operation histograms' bounds, in seconds.
 var durationBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 
+// maxSeries bounds the label sets of one instrument (the OTel SDK's
+// overflow series takes the rest).
+const maxSeries = 2000
+
 // meters are the MCP instruments.
 type meters struct {
 	mp         *sdkmetric.MeterProvider
@@ -39,7 +43,10 @@ type meters struct {
 // newMeters starts the meter provider: its Prometheus reader registers
 // with reg (nil: none), its OTLP reader exports when otlp is set.
 func newMeters(ctx context.Context, reg prometheus.Registerer, res *resource.Resource, otlp bool, o Options, env func(string) (string, bool)) (*meters, error) {
-	opts := []sdkmetric.Option{sdkmetric.WithResource(res), sdkmetric.WithView(sdkmetric.NewView(
+	// Every label value is bounded at the edge (names not in the caller's
+	// view are "_unknown"); the cardinality limit bounds each instrument's
+	// label sets all the same (past it, one overflow series).
+	opts := []sdkmetric.Option{sdkmetric.WithResource(res), sdkmetric.WithCardinalityLimit(maxSeries), sdkmetric.WithView(sdkmetric.NewView(
 		sdkmetric.Instrument{Kind: sdkmetric.InstrumentKindHistogram},
 		sdkmetric.Stream{Aggregation: sdkmetric.AggregationExplicitBucketHistogram{Boundaries: durationBuckets}},
 	))}

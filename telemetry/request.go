@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-mux/mcp-mux/internal/bounds"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 )
@@ -56,7 +57,7 @@ func (o *Op) SetURL(raw string) {
 // OfRequest describes a request the SDK decoded (method, its params and
 // h, the headers it came with) for its SERVER span.
 func OfRequest(method string, req mcp.Request, h http.Header) Op {
-	op := Op{Method: method, Transport: "tcp", Protocol: h.Get("Mcp-Protocol-Version")}
+	op := Op{Method: method, Transport: "tcp", Protocol: protocolLabel(h.Get("Mcp-Protocol-Version"))}
 	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {
 		op.Session = ss.ID()
 	}
@@ -97,4 +98,14 @@ func ToolError(res mcp.Result) bool {
 		return r != nil && wire.IsToolError(r.Raw)
 	}
 	return false
+}
+
+// protocolLabel is a protocol version header as a label: a version of
+// MCP's, else bounds.Unknown (the header is the caller's to choose).
+func protocolLabel(v string) string {
+	switch v {
+	case "", "2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28":
+		return v
+	}
+	return bounds.Unknown
 }
