@@ -45,6 +45,11 @@ func attackLabels(bin, dir string) error {
 	}
 	fmt.Printf("labels: 200 calls with 1 MB names, %d refused at the edge: %s; /metrics %s; /api/status %s; / %s\n",
 		refused, m.stats(), m.scrape("/metrics"), m.scrape("/api/status"), m.scrape("/"))
+	for i := 0; i < 1000; i++ {
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"invented_%04d_%s","arguments":{}}}`, i, i, strings.Repeat("z", 100))
+		_, _, _ = m.post(context.Background(), sid, "2025-11-25", body)
+	}
+	fmt.Printf("labels: 1,000 calls of invented 110-byte names: %s; /metrics %s\n", m.stats(), m.scrape("/metrics"))
 	refused = 0
 	for i := 0; i < 400; i++ {
 		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":"%s%d","method":"tools/call","params":{"name":"up_echo","arguments":{}}}`, huge, i)
