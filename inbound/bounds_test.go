@@ -283,13 +283,20 @@ func TestUserBounded(t *testing.T) {
 	if err := mustErr(hdr.Authenticate(request(map[string]string{"X-Remote-User": long}))); !strings.Contains(err.Error(), "256") {
 		t.Error("the error of a long user does not name the bound")
 	}
+	twice := request(nil)
+	twice.Header.Add("X-Remote-User", "alice")
+	twice.Header.Add("X-Remote-User", "admin")
+	if u, err := hdr.Authenticate(twice); !errors.Is(err, inbound.ErrUnauthenticated) || !strings.Contains(err.Error(), "X-Remote-User") {
+		t.Errorf("the user header sent twice: %q %v, want unauthenticated naming it", u, err)
+	}
 	if u, err := hdr.Authenticate(request(map[string]string{"X-Remote-User": strings.Repeat("é", 128)})); err != nil || len(u) != 256 {
 		t.Errorf("a 256-byte user: %q %v", u, err)
 	}
 
 	is := newIssuer(t)
 	a := jwtAuth(t, is, func(o *inbound.Options) { o.UserClaim = "email" })
-	for name, v := range map[string]any{"long": long, "control": "a\x00b", "number": 7, "array": []string{"alice"}, "object": map[string]any{"a": "b"}, "empty": ""} {
+	for name, v := range map[string]any{"long": long, "control": "a\x00b", "number": 7, "array": []string{"alice"}, "object": map[string]any{"a": "b"},
+		"null": nil, "empty": ""} {
 		_, err := identify(context.Background(), a, is.token(t, "k1", validClaims(), map[string]any{"email": v}))
 		if !errors.Is(err, inbound.ErrUnauthenticated) || !strings.Contains(err.Error(), `"email"`) || strings.Contains(err.Error(), "xxxx") {
 			t.Errorf("%s user claim: %v; want unauthenticated naming the claim, without the value", name, err)
