@@ -161,7 +161,8 @@ func (a *Authenticator) Mode() string { return a.opts.Mode }
 
 // Identity is who a request's caller is.
 type Identity struct {
-	// User is the caller's user id: printable, at most bounds.User bytes.
+	// User is the caller's user id; one the caller sends (trusted
+	// header, JWT claim) is printable and at most bounds.User bytes.
 	User string
 	// Claim is the value of the ProfileClaim of its JWT when that is a
 	// string. ClaimType is the claim's JSON type — "" when the token has
