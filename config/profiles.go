@@ -144,6 +144,9 @@ func (c *Config) checkProfiles(f *findings) {
 	pb := &in.ProfileBy
 	for user, p := range pb.APIKeys {
 		field := "inbound.profile_by.api_keys." + user
+		if p == "" {
+			f.problem(field, "must name a profile (leave out a key whose caller may see every tool)")
+		}
 		c.knownProfile(f, field, p)
 		if _, ok := in.Auth.Keys[user]; !ok {
 			f.problem(field, "%q is not a key name in inbound.auth.keys", user)

@@ -10,13 +10,13 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"go.opentelemetry.io/otel/attribute"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/mcp-mux/mcp-mux/headercheck"
 	"github.com/mcp-mux/mcp-mux/secret"
@@ -30,11 +30,18 @@ const (
 	TokenTypeJWT       = "urn:ietf:params:oauth:token-type:jwt"
 )
 
-// Bounds of a token exchange cache.
+// Bounds of a server's token exchanges and their cache.
 const (
 	exchangeCacheSize   = 4096 // exchanged tokens kept per server
 	exchangePerCaller   = 8    // of which one caller (user id) may hold
 	exchangeDefaultLife = 300  // seconds, when the response has no expires_in
+	// exchangeConcurrency bounds the exchanges in flight per server; more
+	// wait their turn (as long as a caller waits for them).
+	exchangeConcurrency = 32
+	// exchangeFlightsPerCaller bounds the exchanges in flight (or waiting
+	// their turn) for one user id, one per subject token; past it a call
+	// is denied at once.
+	exchangeFlightsPerCaller = 4
 )
 
 // ExchangeOptions is a server's token_exchange block: the caller's inbound
@@ -100,7 +107,9 @@ func (o *ExchangeOptions) check() error {
 
 // exchanger exchanges callers' tokens for one server and caches the results
 // per caller, subject token and audience. At most one exchange per key is in
-// flight; it runs detached from the caller that started it.
+// flight, shared by the callers that wait for it and cancelled when the
+// last of them leaves; at most exchangeConcurrency run at once, and one
+// user id has at most exchangeFlightsPerCaller in flight.
 type exchanger struct {
 	server     string
 	opts       ExchangeOptions // secrets zeroed; they live below
@@ -111,8 +120,23 @@ type exchanger struct {
 	cancelLife context.CancelFunc
 
 	clientSecret, actorToken secret.Value
-	flight                   singleflight.Group
 	cache                    *exchangeCache
+	slots                    chan struct{} // one per exchange running
+
+	mu      sync.Mutex
+	flights map[string]*flight // by exchangeKey
+	callers map[string]int     // user id → flights
+}
+
+// flight is one exchange in flight. done is closed when it ends, with val
+// or err set; waiters (under the exchanger's mu) counts the callers
+// waiting for it, and the last to leave cancels it.
+type flight struct {
+	done    chan struct{}
+	val     secret.Value
+	err     error
+	waiters int
+	cancel  context.CancelFunc
 }
 
 // newExchanger checks o and builds the exchanger of one server. It does no I/O.
@@ -131,6 +155,9 @@ func newExchanger(server string, o ExchangeOptions, client *http.Client, log hcl
 		clientSecret: secret.Value(o.ClientSecret),
 		actorToken:   secret.Value(o.ActorToken),
 		cache:        newExchangeCache(exchangeCacheSize, exchangePerCaller),
+		slots:        make(chan struct{}, exchangeConcurrency),
+		flights:      map[string]*flight{},
+		callers:      map[string]int{},
 	}
 	o.ClientSecret, o.ActorToken = "", ""
 	x.opts = o
@@ -163,22 +190,86 @@ func (x *exchanger) value(ctx context.Context, user string, in http.Header) (sec
 	if v, ok := x.cache.get(key, time.Now()); ok {
 		return v, nil
 	}
-	ch := x.flight.DoChan(key, func() (any, error) {
-		if v, ok := x.cache.get(key, time.Now()); ok {
-			return v, nil // an exchange that finished just before this one was started
-		}
-		return x.exchange(key, user, subject)
-	})
+	f, err := x.join(key, user, subject)
+	if err != nil {
+		return "", err
+	}
 	select {
-	case r := <-ch:
-		telemetry.Event(ctx, "mcp_mux.token_exchange", telemetry.ServerAttr.String(x.server), attribute.Bool("mcp_mux.ok", r.Err == nil))
-		if r.Err != nil {
-			return "", r.Err
-		}
-		return r.Val.(secret.Value), nil
+	case <-f.done:
+		telemetry.Event(ctx, "mcp_mux.token_exchange", telemetry.ServerAttr.String(x.server), attribute.Bool("mcp_mux.ok", f.err == nil))
+		return f.val, f.err
 	case <-ctx.Done():
+		x.leave(key, f)
 		return "", fmt.Errorf("MCP server '%s': waiting for a token exchange: %w", x.server, ctx.Err())
 	}
+}
+
+// join returns the exchange in flight for key, or starts one for user
+// unless user has exchangeFlightsPerCaller in flight already.
+func (x *exchanger) join(key, user, subject string) (*flight, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if f := x.flights[key]; f != nil {
+		f.waiters++
+		return f, nil
+	}
+	if x.callers[user] >= exchangeFlightsPerCaller {
+		return nil, &DenyError{Msg: fmt.Sprintf("MCP server '%s': %d token exchanges for your account (one per access token) are in flight already; "+
+			"retry when they have finished.", x.server, exchangeFlightsPerCaller)}
+	}
+	x.callers[user]++
+	ctx, cancel := context.WithCancel(x.life)
+	f := &flight{done: make(chan struct{}), waiters: 1, cancel: cancel}
+	x.flights[key] = f
+	go x.fly(ctx, f, key, user, subject)
+	return f, nil
+}
+
+// leave is a caller of f giving up; the last one cancels f, and a later
+// caller for key starts a new exchange.
+func (x *exchanger) leave(key string, f *flight) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if f.waiters--; f.waiters > 0 {
+		return
+	}
+	f.cancel()
+	if x.flights[key] == f {
+		delete(x.flights, key)
+	}
+}
+
+// fly runs the exchange of f, in its turn, then ends it.
+func (x *exchanger) fly(ctx context.Context, f *flight, key, user, subject string) {
+	defer f.cancel()
+	f.val, f.err = x.inTurn(ctx, key, user, subject)
+	x.mu.Lock()
+	if x.flights[key] == f {
+		delete(x.flights, key)
+	}
+	if x.callers[user]--; x.callers[user] <= 0 {
+		delete(x.callers, user)
+	}
+	x.mu.Unlock()
+	close(f.done)
+}
+
+// inTurn waits for one of the server's exchange slots (as long as ctx
+// lasts), then returns the cached token or exchanges subject.
+func (x *exchanger) inTurn(ctx context.Context, key, user, subject string) (secret.Value, error) {
+	if err := ctx.Err(); err != nil {
+		return "", &DenyError{Msg: tokenError(x.server, "token exchange", x.opts.TokenURL, err).Error()}
+	}
+	select {
+	case x.slots <- struct{}{}:
+		defer func() { <-x.slots }()
+	case <-ctx.Done():
+		return "", &DenyError{Msg: tokenError(x.server, "token exchange", x.opts.TokenURL, ctx.Err()).Error()}
+	}
+	if v, ok := x.cache.get(key, time.Now()); ok {
+		return v, nil // an exchange that finished just before this one was started
+	}
+	return x.exchange(ctx, key, user, subject)
 }
 
 // exchangeKey identifies one cache entry; it hashes the subject token, so
@@ -192,11 +283,12 @@ func exchangeKey(user, subject, audience string) string {
 	return hex.EncodeToString(d.Sum(nil))
 }
 
-// exchange does one token exchange for subject and caches its result under
-// key; only one runs per key at a time (singleflight).
-func (x *exchanger) exchange(key, user, subject string) (secret.Value, error) {
+// exchange does one token exchange for subject, within ctx and
+// tokenTimeout, and caches its result under key; only one runs per key at
+// a time.
+func (x *exchanger) exchange(ctx context.Context, key, user, subject string) (secret.Value, error) {
 	conf := x.config(subject)
-	ctx, cancel := context.WithTimeout(x.life, tokenTimeout)
+	ctx, cancel := context.WithTimeout(ctx, tokenTimeout)
 	defer cancel()
 	start := time.Now()
 	tok, err := conf.Token(context.WithValue(ctx, oauth2.HTTPClient, x.tokenHTTP))

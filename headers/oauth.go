@@ -79,7 +79,7 @@ type tokenSource struct {
 	skew       time.Duration
 	fields     responseFields
 	static     []field
-	client     *http.Client // probe and metadata requests
+	client     *http.Client // probe and metadata requests; no redirects
 	tokenHTTP  *http.Client // token requests, with the response-normalizing transport
 	log        hclog.Logger
 	life       context.Context
@@ -114,7 +114,7 @@ func newTokenSource(server string, o OAuthOptions, static []field, client *http.
 		skew:         refreshSkew(o.RefreshSkew),
 		fields:       newResponseFields(o.TokenField, o.TokenTypeField, o.ExpiresInField),
 		static:       static,
-		client:       client,
+		client:       withoutRedirects(client),
 		log:          log,
 		life:         ctx,
 		cancelLife:   cancel,
@@ -128,14 +128,30 @@ func newTokenSource(server string, o OAuthOptions, static []field, client *http.
 }
 
 // tokenClient returns a copy of client whose transport normalizes token
-// responses to fields.
+// responses to fields and which follows no redirect.
 func tokenClient(client *http.Client, fields responseFields) *http.Client {
-	return &http.Client{
-		Transport:     &normalizingTransport{base: client.Transport, fields: fields},
-		CheckRedirect: client.CheckRedirect,
-		Jar:           client.Jar,
-		Timeout:       client.Timeout,
+	c := withoutRedirects(client)
+	c.Transport = &normalizingTransport{base: client.Transport, fields: fields}
+	return c
+}
+
+// withoutRedirects returns a copy of client that follows no redirect:
+// every credential request (token, refresh, exchange, discovery) goes
+// where it was configured or discovered, or fails, so that no client
+// secret, refresh token or caller's token is ever re-sent to a URL an
+// endpoint names.
+func withoutRedirects(client *http.Client) *http.Client {
+	return &http.Client{Transport: client.Transport, Jar: client.Jar, Timeout: client.Timeout, CheckRedirect: refuseRedirect}
+}
+
+// refuseRedirect is the CheckRedirect of credential requests; its error
+// names the status, never the redirect's target or body.
+func refuseRedirect(req *http.Request, _ []*http.Request) error {
+	status := 0
+	if req.Response != nil {
+		status = req.Response.StatusCode
 	}
+	return fmt.Errorf("it answered HTTP %d, a redirect, and mcp-mux follows no redirect on a credential request", status)
 }
 
 // close stops a fetch in flight; later fetches fail.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/mcp-mux/mcp-mux/internal/bounds"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 )
 
@@ -47,8 +48,10 @@ type Options struct {
 	// ResourceURL is the public URL of the /mcp endpoint, announced in the
 	// protected-resource metadata (jwt). Empty: derived from each request.
 	ResourceURL string
-	HTTPClient  *http.Client // JWKS fetches; nil = 10 s timeout client
-	Logger      hclog.Logger
+	// HTTPClient makes the JWKS fetches (nil = a client with a 10 s
+	// timeout); they follow no redirect, whatever its CheckRedirect.
+	HTTPClient *http.Client
+	Logger     hclog.Logger
 	// Now is the clock for token validation; nil = time.Now.
 	Now func() time.Time
 }
@@ -131,12 +134,26 @@ func (a *Authenticator) configureJWT() error {
 		return errors.New("jwt mode needs jwks_url, issuer and audience")
 	}
 	o.UserClaim = cmp.Or(o.UserClaim, "sub")
-	hc := o.HTTPClient
-	if hc == nil {
-		hc = &http.Client{Timeout: 10 * time.Second}
-	}
-	a.jwks = &keyCache{url: o.JWKSURL, client: hc, now: o.Now}
+	a.jwks = newKeyCache(o.JWKSURL, noRedirects(o.HTTPClient), o.Now, a.log)
 	return nil
+}
+
+// noRedirects returns a copy of c (nil: a client with fetchTimeout) that
+// follows no redirect: a JWKS URL that answers with one is an error, so
+// the key set comes from the configured URL or from nowhere.
+func noRedirects(c *http.Client) *http.Client {
+	out := &http.Client{Timeout: fetchTimeout}
+	if c != nil {
+		out.Transport, out.Jar, out.Timeout = c.Transport, c.Jar, c.Timeout
+	}
+	out.CheckRedirect = func(req *http.Request, _ []*http.Request) error {
+		status := 0
+		if req.Response != nil {
+			status = req.Response.StatusCode
+		}
+		return fmt.Errorf("it answered HTTP %d, a redirect, and mcp-mux follows no redirect on a credential request", status)
+	}
+	return out
 }
 
 // Mode returns the configured mode.
@@ -144,9 +161,15 @@ func (a *Authenticator) Mode() string { return a.opts.Mode }
 
 // Identity is who a request's caller is.
 type Identity struct {
+	// User is the caller's user id; one the caller sends (trusted
+	// header, JWT claim) is printable and at most bounds.User bytes.
 	User string
-	// Claim is the value of the ProfileClaim of its JWT, or "".
-	Claim string
+	// Claim is the value of the ProfileClaim of its JWT when that is a
+	// string. ClaimType is the claim's JSON type — "" when the token has
+	// none, else "string", "number", "boolean", "array", "object" or
+	// "null" — so that profile selection refuses a claim it cannot read
+	// instead of taking it for no claim.
+	Claim, ClaimType string
 }
 
 // Authenticate returns the user id of r's caller.
@@ -172,11 +195,23 @@ func (a *Authenticator) Identify(r *http.Request) (Identity, error) {
 	return Identity{User: user}, err
 }
 
-// headerUser returns the user the trusted header names.
+// headerUser returns the user the trusted header names: sent once, at
+// most bounds.User bytes of printable text.
 func (a *Authenticator) headerUser(r *http.Request) (string, error) {
-	u := strings.TrimSpace(r.Header.Get(a.opts.UserHeader))
+	name := a.opts.UserHeader
+	vs := r.Header.Values(name)
+	if len(vs) > 1 {
+		return "", fmt.Errorf("%w: the %s header is sent %d times; send it once", ErrUnauthenticated, name, len(vs))
+	}
+	u := ""
+	if len(vs) == 1 {
+		u = strings.Trim(vs[0], " \t") // HTTP's optional whitespace
+	}
 	if u == "" {
-		return "", fmt.Errorf("%w: missing %s header", ErrUnauthenticated, a.opts.UserHeader)
+		return "", fmt.Errorf("%w: missing %s header", ErrUnauthenticated, name)
+	}
+	if err := bounds.Printable(name, u, bounds.User); err != nil {
+		return "", fmt.Errorf("%w: %v", ErrUnauthenticated, err)
 	}
 	return u, nil
 }

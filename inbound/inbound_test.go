@@ -5,10 +5,10 @@ import (
 	"crypto/rsa"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -79,24 +79,49 @@ func TestAPIKeys(t *testing.T) {
 	}
 }
 
-// issuer is a real JWKS endpoint with a rotating RSA key.
+// issuer is a real JWKS endpoint with a rotating RSA key. While held
+// (hold), its requests wait until released or until their client hangs up.
 type issuer struct {
-	ts    *httptest.Server
-	keys  atomic.Pointer[jose.JSONWebKeySet]
-	hits  atomic.Int32
-	signs map[string]*rsa.PrivateKey
+	ts       *httptest.Server
+	keys     atomic.Pointer[jose.JSONWebKeySet]
+	hits     atomic.Int32
+	inflight atomic.Int32
+	gate     atomic.Pointer[chan struct{}]
+	entered  chan struct{} // one value per held request
+	signs    map[string]*rsa.PrivateKey
 }
 
 func newIssuer(t *testing.T) *issuer {
 	t.Helper()
-	is := &issuer{signs: map[string]*rsa.PrivateKey{}}
-	is.ts = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	is := &issuer{signs: map[string]*rsa.PrivateKey{}, entered: make(chan struct{}, 1024)}
+	is.ts = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		is.hits.Add(1)
+		is.inflight.Add(1)
+		defer is.inflight.Add(-1)
+		if g := is.gate.Load(); g != nil {
+			is.entered <- struct{}{}
+			select {
+			case <-*g:
+			case <-r.Context().Done():
+				return
+			}
+		}
 		_ = json.NewEncoder(w).Encode(is.keys.Load())
 	}))
 	t.Cleanup(is.ts.Close)
 	is.rotate(t, "k1")
 	return is
+}
+
+// hold makes JWKS requests wait; the returned func releases them (and
+// every later one).
+func (is *issuer) hold(t *testing.T) func() {
+	g := make(chan struct{})
+	is.gate.Store(&g)
+	var once sync.Once
+	release := func() { once.Do(func() { close(g) }) }
+	t.Cleanup(release)
+	return release
 }
 
 // rotate publishes a new key kid (only that key).
@@ -174,23 +199,24 @@ func TestJWT(t *testing.T) {
 	if is.hits.Load() != before+1 {
 		t.Errorf("JWKS fetched %d times for one rotation", is.hits.Load()-before)
 	}
-	// Tokens naming unknown key ids (validly signed, so only the kid is
-	// wrong) refetch the JWKS at most once per 30 s, however many arrive.
+	// A token naming an unknown key id (validly signed, so only the kid is
+	// wrong) refetches the JWKS at most once per 30 s, however often it
+	// arrives (TestJWKSRefetchesBounded: many kids at once).
 	before = is.hits.Load()
-	for i := range 5 {
-		if _, err := auth(is.tokenAs(t, "k2", fmt.Sprintf("unknown-%d", i), good, map[string]any{"email": "m@example.com"})); err == nil {
+	for range 5 {
+		if _, err := auth(is.tokenAs(t, "k2", "unknown", good, map[string]any{"email": "m@example.com"})); err == nil {
 			t.Fatal("a token with an unknown kid was accepted")
 		}
 	}
-	if n := is.hits.Load() - before; n != 0 {
-		t.Errorf("unknown kids within 30 s of the last fetch caused %d JWKS fetches, want 0", n)
+	if n := is.hits.Load() - before; n != 1 {
+		t.Errorf("one unknown kid within 30 s caused %d JWKS fetches, want 1", n)
 	}
 	clock.Add(int64(31 * time.Second))
-	for i := range 5 {
-		_, _ = auth(is.tokenAs(t, "k2", fmt.Sprintf("later-%d", i), good, map[string]any{"email": "m@example.com"}))
+	for range 5 {
+		_, _ = auth(is.tokenAs(t, "k2", "unknown", good, map[string]any{"email": "m@example.com"}))
 	}
-	if n := is.hits.Load() - before; n != 1 {
-		t.Errorf("unknown kids 31 s later caused %d JWKS fetches, want 1", n)
+	if n := is.hits.Load() - before; n != 2 {
+		t.Errorf("the unknown kid 31 s later caused %d JWKS fetches in all, want 2", n)
 	}
 }
 
@@ -217,7 +243,8 @@ func TestJWTMetadataAndChallenge(t *testing.T) {
 }
 
 // TestJWTProfileClaim: the profile claim's string value is the
-// identity's Claim; a missing or non-string claim is "".
+// identity's Claim, and its JSON type its ClaimType ("" when absent), so
+// that profile selection can refuse a claim that is not a string.
 func TestJWTProfileClaim(t *testing.T) {
 	is := newIssuer(t)
 	a, err := inbound.New(inbound.Options{Mode: "jwt", JWKSURL: is.ts.URL, Issuer: "https://idp.example", Audience: "mcp-mux", ProfileClaim: "mux_profile"})
@@ -225,16 +252,20 @@ func TestJWTProfileClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := jwt.Claims{Issuer: "https://idp.example", Audience: jwt.Audience{"mcp-mux"}, Subject: "u1", Expiry: jwt.NewNumericDate(time.Now().Add(time.Hour))}
-	for extra, want := range map[string]string{"support": "support", "": ""} {
-		claims := map[string]any{}
-		if extra != "" {
-			claims["mux_profile"] = extra
-		} else {
-			claims["mux_profile"] = 7
+	for _, tc := range []struct {
+		v           any
+		claim, kind string
+	}{
+		{"support", "support", "string"}, {"", "", "string"}, {7, "", "number"}, {[]string{"a"}, "", "array"},
+		{map[string]any{"a": 1}, "", "object"}, {true, "", "boolean"}, {nil, "", "null"},
+	} {
+		id, err := a.Identify(request(map[string]string{"Authorization": "Bearer " + is.token(t, "k1", c, map[string]any{"mux_profile": tc.v})}))
+		if err != nil || id.User != "u1" || id.Claim != tc.claim || id.ClaimType != tc.kind {
+			t.Errorf("claim %v: identity %+v %v, want %q of type %s", tc.v, id, err, tc.claim, tc.kind)
 		}
-		id, err := a.Identify(request(map[string]string{"Authorization": "Bearer " + is.token(t, "k1", c, claims)}))
-		if err != nil || id.User != "u1" || id.Claim != want {
-			t.Errorf("identity %+v %v, want claim %q", id, err, want)
-		}
+	}
+	id, err := a.Identify(request(map[string]string{"Authorization": "Bearer " + is.token(t, "k1", c, nil)}))
+	if err != nil || id.Claim != "" || id.ClaimType != "" {
+		t.Errorf("no claim: identity %+v %v", id, err)
 	}
 }

@@ -2,16 +2,16 @@ package inbound
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"github.com/mcp-mux/mcp-mux/internal/bounds"
 )
 
 // jwtAlgs are the signature algorithms a token may use: asymmetric ones
@@ -36,15 +36,63 @@ func (a *Authenticator) verifyJWT(ctx context.Context, raw string) (Identity, er
 	if err := std.ValidateWithLeeway(exp, clockSkew); err != nil {
 		return Identity{}, fmt.Errorf("%w: %v", ErrUnauthenticated, err)
 	}
-	user, _ := all[a.opts.UserClaim].(string)
-	if user == "" {
-		return Identity{}, fmt.Errorf("%w: token has no %q claim", ErrUnauthenticated, a.opts.UserClaim)
+	return a.identity(all)
+}
+
+// identity reads the caller from the claims of a verified token: the user
+// claim, a string of at most bounds.User printable bytes, and the profile
+// claim as it is (profile selection judges it).
+func (a *Authenticator) identity(all map[string]any) (Identity, error) {
+	name := a.opts.UserClaim
+	v, ok := all[name]
+	user, isString := v.(string)
+	switch {
+	case !ok:
+		return Identity{}, fmt.Errorf("%w: token has no %q claim", ErrUnauthenticated, name)
+	case !isString:
+		return Identity{}, fmt.Errorf("%w: the token's %q claim is %s, not a string", ErrUnauthenticated, name, withArticle(jsonType(v)))
+	case user == "":
+		return Identity{}, fmt.Errorf("%w: the token's %q claim is empty", ErrUnauthenticated, name)
+	}
+	if err := bounds.Printable(fmt.Sprintf("the token's %q claim", name), user, bounds.User); err != nil {
+		return Identity{}, fmt.Errorf("%w: %v", ErrUnauthenticated, err)
 	}
 	id := Identity{User: user}
-	if a.opts.ProfileClaim != "" {
-		id.Claim, _ = all[a.opts.ProfileClaim].(string)
+	if p := a.opts.ProfileClaim; p != "" {
+		if v, ok := all[p]; ok {
+			id.Claim, _ = v.(string)
+			id.ClaimType = jsonType(v)
+		}
 	}
 	return id, nil
+}
+
+// jsonType names the JSON type of a decoded claim value.
+func jsonType(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "string"
+	case bool:
+		return "boolean"
+	case []any:
+		return "array"
+	case map[string]any:
+		return "object"
+	}
+	return "number"
+}
+
+// withArticle is a JSON type name with its indefinite article.
+func withArticle(typ string) string {
+	switch typ {
+	case "array", "object":
+		return "an " + typ
+	case "null":
+		return typ
+	}
+	return "a " + typ
 }
 
 // claims parses the token raw, checks its one signature with the issuer's
@@ -60,112 +108,13 @@ func (a *Authenticator) claims(ctx context.Context, raw string) (jwt.Claims, map
 	}
 	key, err := a.jwks.key(ctx, tok.Headers[0].KeyID)
 	if err != nil {
-		return std, nil, fmt.Errorf("%w: %v", ErrUnauthenticated, err)
+		return std, nil, fmt.Errorf("%w: %w", ErrUnauthenticated, err)
 	}
 	var all map[string]any
 	if err := tok.Claims(key, &std, &all); err != nil {
 		return std, nil, fmt.Errorf("%w: bad signature", ErrUnauthenticated)
 	}
 	return std, all, nil
-}
-
-// keyCache holds a JWKS, refetched after keyTTL and on an unknown key id
-// (at most once per refetchGap, so bad tokens cannot hammer the issuer).
-type keyCache struct {
-	url    string
-	client *http.Client
-	now    func() time.Time
-
-	mu      sync.Mutex
-	set     *jose.JSONWebKeySet
-	fetched time.Time
-	tried   time.Time
-}
-
-// How long a key set is used, and how often an unknown key id may make the
-// cache refetch it.
-const (
-	keyTTL     = 10 * time.Minute
-	refetchGap = 30 * time.Second
-)
-
-// key returns the signing key kid names (the only key, for no kid),
-// refetching the set when it is stale or, at most once per refetchGap,
-// when it lacks the key.
-func (c *keyCache) key(ctx context.Context, kid string) (*jose.JSONWebKey, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := c.now()
-	if err := c.freshLocked(ctx, now); err != nil {
-		return nil, err
-	}
-	k := pick(c.set, kid)
-	if k == nil && now.Sub(c.tried) >= refetchGap {
-		if err := c.fetchLocked(ctx, now); err != nil {
-			return nil, err
-		}
-		k = pick(c.set, kid)
-	}
-	if k == nil {
-		return nil, fmt.Errorf("no signing key %q", kid)
-	}
-	return k, nil
-}
-
-// freshLocked refetches the set when there is none or it is older than
-// keyTTL; a failed refetch is an error only when there is no set to keep
-// using.
-func (c *keyCache) freshLocked(ctx context.Context, now time.Time) error {
-	if c.set != nil && now.Sub(c.fetched) <= keyTTL {
-		return nil
-	}
-	if err := c.fetchLocked(ctx, now); err != nil && c.set == nil {
-		return err
-	}
-	return nil
-}
-
-// pick returns the key of set that kid names, or its only key when kid is
-// empty; nil when there is none.
-func pick(set *jose.JSONWebKeySet, kid string) *jose.JSONWebKey {
-	if set == nil {
-		return nil
-	}
-	if kid != "" {
-		if ks := set.Key(kid); len(ks) > 0 {
-			return &ks[0]
-		}
-		return nil
-	}
-	if len(set.Keys) == 1 {
-		return &set.Keys[0]
-	}
-	return nil
-}
-
-// fetchLocked fetches the key set; c.mu is held.
-func (c *keyCache) fetchLocked(ctx context.Context, now time.Time) error {
-	c.tried = now
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
-	if err != nil {
-		return fmt.Errorf("jwks url: %w", err)
-	}
-	resp, err := c.client.Do(req)
-	if err != nil {
-		return fmt.Errorf("fetching jwks: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("fetching jwks: HTTP %d", resp.StatusCode)
-	}
-	var set jose.JSONWebKeySet
-	if err := json.NewDecoder(http.MaxBytesReader(nil, resp.Body, 1<<20)).Decode(&set); err != nil {
-		return fmt.Errorf("decoding jwks: %w", err)
-	}
-	c.set, c.fetched = &set, now
-	return nil
 }
 
 // MetadataPath is where the protected-resource metadata is served (jwt mode).

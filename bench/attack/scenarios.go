@@ -30,6 +30,8 @@ func scenarios(idleWait time.Duration) []scenario {
 		{"a17-headers", attackHeaders},
 		{"a17-subs", attackSubs},
 		{"a32-labels", attackLabels},
+		{"a32-jwks", attackJWKSRefetch},
+		{"a32-exchange", attackExchange},
 	}
 }
 
