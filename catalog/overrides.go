@@ -221,9 +221,9 @@ func argumentsError(err error) error {
 	var dup *wire.DuplicateNameError
 	switch {
 	case errors.As(err, &dup):
-		return fmt.Errorf("tool arguments repeat the member name %q", bounds.Clip(dup.Name, bounds.Name))
+		return fmt.Errorf("arguments repeat the member name %q", bounds.Clip(dup.Name, bounds.Name))
 	case errors.Is(err, wire.ErrTooDeep):
-		return fmt.Errorf("tool arguments: %w", err)
+		return fmt.Errorf("arguments: %w", err)
 	}
-	return errors.New("tool arguments must be valid JSON")
+	return errors.New("arguments must be valid JSON")
 }

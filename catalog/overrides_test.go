@@ -172,14 +172,14 @@ func TestFixedArgumentsFolded(t *testing.T) {
 	}
 	long := strings.Repeat("é", 4096)
 	for args, want := range map[string]string{
-		`{"q":1,"q":2}`:                         `tool arguments repeat the member name "q"`,
-		`{"q":{"a":1,"\u0061":2}}`:              `tool arguments repeat the member name "a"`,
-		`{"` + long + `":1,"` + long + `":2}`:   `tool arguments repeat the member name "` + strings.Repeat("é", 64) + `…(8192 bytes)"`,
-		`{"q":1,`:                               `tool arguments must be valid JSON`,
+		`{"q":1,"q":2}`:                         `arguments repeat the member name "q"`,
+		`{"q":{"a":1,"\u0061":2}}`:              `arguments repeat the member name "a"`,
+		`{"` + long + `":1,"` + long + `":2}`:   `arguments repeat the member name "` + strings.Repeat("é", 64) + `…(8192 bytes)"`,
+		`{"q":1,`:                               `arguments must be valid JSON`,
 		`"text"`:                                `tool arguments must be a JSON object`,
-		`[{"x":[{"y":0,"y":0}]}]`:               `tool arguments repeat the member name "y"`,
-		"{\"a\xff\":1,\"a\xfe\":2}":             "tool arguments repeat the member name \"a\ufffd\"",
-		`{"account":1,"account":2,"ACCOUNT":3}`: `tool arguments repeat the member name "account"`,
+		`[{"x":[{"y":0,"y":0}]}]`:               `arguments repeat the member name "y"`,
+		"{\"a\xff\":1,\"a\xfe\":2}":             "arguments repeat the member name \"a\ufffd\"",
+		`{"account":1,"account":2,"ACCOUNT":3}`: `arguments repeat the member name "account"`,
 	} {
 		if _, err := r.Arguments(json.RawMessage(args)); err == nil || err.Error() != want {
 			t.Errorf("Arguments(%.60s) = %v; want %s", args, err, want)
