@@ -96,7 +96,9 @@ func scanNames(data []byte, keep bool) ([]Member, error) {
 	if !json.Valid(data) {
 		return nil, ErrNotJSON
 	}
-	s := nameScan{keep: keep, member: -1}
+	var frames [16]nameFrame // most arguments nest less and name fewer: no allocation
+	var names [32][]byte
+	s := nameScan{frames: frames[:0], names: names[:0], keep: keep, member: -1}
 	for i := 0; i < len(data); i++ {
 		switch c := data[i]; c {
 		case '"':
