@@ -9,19 +9,33 @@ import (
 	"unicode/utf8"
 )
 
-// TestFoldNameMatchesEncodingJSON: for every rune and every ASCII letter,
-// FoldName folds them alike exactly when encoding/json matches a member
-// named by the rune to a field named by the letter (bytes.EqualFold); and
-// '_' and '-' are ignored.
+// TestFoldNameMatchesEncodingJSON: for every rune of the Basic
+// Multilingual Plane (where every case orbit that reaches ASCII lies) and
+// every ASCII letter, FoldName folds them alike exactly when
+// encoding/json matches a member named by the rune to a field named by the
+// letter (bytes.EqualFold); and '_' and '-' are ignored.
 func TestFoldNameMatchesEncodingJSON(t *testing.T) {
-	for r := rune(0); r <= utf8.MaxRune; r++ {
+	var letters [26]string
+	for i := range letters {
+		letters[i] = FoldName(string(rune('a' + i)))
+	}
+	var buf [utf8.UTFMax]byte
+	for r := rune(0x80); r <= 0xFFFF; r++ { // ASCII: below
 		if !utf8.ValidRune(r) {
 			continue
 		}
-		s := string(r)
-		for c := byte('a'); c <= 'z'; c++ {
-			if want := bytes.EqualFold([]byte(s), []byte{c}); (FoldName(s) == FoldName(string(c))) != want {
-				t.Fatalf("FoldName(%U) vs %q: want alike=%v", r, c, want)
+		s := buf[:utf8.EncodeRune(buf[:], r)]
+		f := FoldName(string(s))
+		for i, lf := range letters {
+			if want := bytes.EqualFold(s, []byte{byte('a' + i)}); (f == lf) != want {
+				t.Fatalf("FoldName(%U) = %q vs %q: want alike=%v", r, f, lf, want)
+			}
+		}
+	}
+	for c := range 128 {
+		for i, lf := range letters {
+			if want := bytes.EqualFold([]byte{byte(c)}, []byte{byte('a' + i)}); (FoldName(string(rune(c))) == lf) != want && c != '_' && c != '-' {
+				t.Fatalf("FoldName(%q) vs %q: want alike=%v", rune(c), lf, want)
 			}
 		}
 	}
