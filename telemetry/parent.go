@@ -30,20 +30,21 @@ import (
 // traceparent and tracestate go upstream as the caller sent them, an
 // untrusted one's not at all.
 
-// propagator reads and writes W3C trace context only (no baggage).
-var propagator propagation.TextMapPropagator = propagation.TraceContext{}
-
 // traceKeys are the _meta members that carry trace context (SEP-414): a
 // forwarded request's are the mux's, never its caller's (but for a trusted
 // parent's when the mux has no span of its own), in any spelling an
 // upstream's decoder could read as one of them (wire.FoldName).
 var traceKeys = []string{"traceparent", "tracestate", "baggage"}
 
-// foldedTraceKeys are traceKeys folded.
-var foldedTraceKeys = map[string]bool{wire.FoldName("traceparent"): true, wire.FoldName("tracestate"): true, wire.FoldName("baggage"): true}
-
-// isTraceKey reports whether a _meta member name carries trace context.
-func isTraceKey(key string) bool { return foldedTraceKeys[wire.FoldName(key)] }
+// isTraceKey reports whether a _meta member name is one of traceKeys to a
+// lenient decoder (wire.FoldName upper-cases ASCII).
+func isTraceKey(key string) bool {
+	switch wire.FoldName(key) {
+	case "TRACEPARENT", "TRACESTATE", "BAGGAGE":
+		return true
+	}
+	return false
+}
 
 // trusted reports whether t takes its callers' trace context as the
 // operator's (Options.TrustParent).

@@ -218,7 +218,7 @@ func (t *Telemetry) ServerMeta(ctx context.Context, op Op, meta map[string]any, 
 
 func (t *Telemetry) server(ctx context.Context, op Op, carrier propagation.MapCarrier, h http.Header) (context.Context, Span) {
 	if c := t.parentOf(carrier, h); c != nil { // parent.go
-		ctx = propagator.Extract(ctx, c)
+		ctx = t.prop.Extract(ctx, c)
 	}
 	ctx, s := t.tracer.Start(ctx, op.name(), trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(op.attrs(t)...))
 	return ctx, Span{s: s, t: t, op: &op, start: time.Now(), kind: trace.SpanKindServer, ctx: ctx}
@@ -284,7 +284,7 @@ func (t *Telemetry) InjectMeta(ctx context.Context, params json.RawMessage) json
 		return t.callerMeta(params)
 	}
 	c := propagation.MapCarrier{}
-	propagator.Inject(ctx, c)
+	t.prop.Inject(ctx, c)
 	kv := make(map[string]string, len(c))
 	for _, k := range traceKeys {
 		if v := c[k]; v != "" {
@@ -299,7 +299,7 @@ func (t *Telemetry) InjectHeader(ctx context.Context, h http.Header) {
 	if t == nil || !t.tracing || !trace.SpanContextFromContext(ctx).IsValid() {
 		return
 	}
-	propagator.Inject(ctx, propagation.HeaderCarrier(h))
+	t.prop.Inject(ctx, propagation.HeaderCarrier(h))
 }
 
 // SpanContext is the span context ctx carries (for a link).

@@ -31,6 +31,7 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
@@ -82,6 +83,7 @@ type Telemetry struct {
 	trust   bool // Options.TrustParent
 	tp      *sdktrace.TracerProvider
 	tracer  trace.Tracer
+	prop    propagation.TextMapPropagator // W3C trace context; never baggage (parent.go)
 	userID  string
 	m       *meters
 }
@@ -92,7 +94,7 @@ func New(ctx context.Context, o Options) (*Telemetry, error) {
 	if env == nil {
 		env = os.LookupEnv
 	}
-	t := &Telemetry{trust: o.TrustParent, userID: o.UserID}
+	t := &Telemetry{trust: o.TrustParent, prop: propagation.TraceContext{}, userID: o.UserID}
 	on := o.Enabled && !envIs(env, "OTEL_SDK_DISABLED", "true")
 	// Schemaless: the SDK's default resource follows a newer schema than
 	// the conventions pinned here, and two schemas do not merge.
