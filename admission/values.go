@@ -13,9 +13,9 @@ import (
 // resource URI, a cursor, a completion's reference, a progress token, a
 // cancelled request's id — must be within their bounds (package bounds),
 // else the whole message is refused (400, -32600) with an error that names
-// the field. Member names are matched as the decoders match them (case
-// and Unicode folding, escapes decoded, every duplicate), so no spelling
-// of "id" slips past.
+// the field. Member names are matched as lenient decoders match them
+// (wire.FoldName: case and Unicode folding, escapes decoded, every
+// duplicate), so no spelling of "id" slips past.
 
 // CheckValues checks the caller-chosen values of one message or, for a
 // batch, of each message.
@@ -34,11 +34,11 @@ func CheckValues(body []byte, sh wire.Shape) *bounds.Error {
 // checkMessage checks one message's id and params.
 func checkMessage(m []byte) *bounds.Error {
 	var err *bounds.Error
-	wire.Members(m, func(name string, v []byte) bool {
-		switch wire.Fold(name) {
-		case "ID":
+	wire.MemberValues(m, func(name string, v []byte) bool {
+		switch {
+		case wire.FoldIs(name, "ID"):
 			err = raw("id", v, bounds.ID)
-		case "PARAMS":
+		case wire.FoldIs(name, "PARAMS"):
 			err = checkParams(v)
 		}
 		return err == nil
@@ -49,21 +49,21 @@ func checkMessage(m []byte) *bounds.Error {
 // checkParams checks the members of a request's or notification's params.
 func checkParams(p []byte) *bounds.Error {
 	var err *bounds.Error
-	wire.Members(p, func(name string, v []byte) bool {
-		switch wire.Fold(name) {
-		case "NAME":
+	wire.MemberValues(p, func(name string, v []byte) bool {
+		switch {
+		case wire.FoldIs(name, "NAME"):
 			err = str("params.name", v, bounds.Name)
-		case "URI":
+		case wire.FoldIs(name, "URI"):
 			err = str("params.uri", v, bounds.URI)
-		case "CURSOR":
+		case wire.FoldIs(name, "CURSOR"):
 			err = str("params.cursor", v, bounds.Cursor)
-		case "REQUESTID":
+		case wire.FoldIs(name, "REQUESTID"):
 			err = raw("params.requestId", v, bounds.ID)
-		case "PROGRESSTOKEN":
+		case wire.FoldIs(name, "PROGRESSTOKEN"):
 			err = raw("params.progressToken", v, bounds.ProgressToken)
-		case "REF":
+		case wire.FoldIs(name, "REF"):
 			err = checkRef(v)
-		case "_META":
+		case wire.FoldIs(name, "META"):
 			err = checkMeta(v)
 		}
 		return err == nil
@@ -74,11 +74,11 @@ func checkParams(p []byte) *bounds.Error {
 // checkRef checks a completion's params.ref.
 func checkRef(v []byte) *bounds.Error {
 	var err *bounds.Error
-	wire.Members(v, func(name string, v []byte) bool {
-		switch wire.Fold(name) {
-		case "NAME":
+	wire.MemberValues(v, func(name string, v []byte) bool {
+		switch {
+		case wire.FoldIs(name, "NAME"):
 			err = str("params.ref.name", v, bounds.Name)
-		case "URI":
+		case wire.FoldIs(name, "URI"):
 			err = str("params.ref.uri", v, bounds.URI)
 		}
 		return err == nil
@@ -89,8 +89,8 @@ func checkRef(v []byte) *bounds.Error {
 // checkMeta checks params._meta's progress token.
 func checkMeta(v []byte) *bounds.Error {
 	var err *bounds.Error
-	wire.Members(v, func(name string, v []byte) bool {
-		if wire.Fold(name) == "PROGRESSTOKEN" {
+	wire.MemberValues(v, func(name string, v []byte) bool {
+		if wire.FoldIs(name, "PROGRESSTOKEN") {
 			err = raw("params._meta.progressToken", v, bounds.ProgressToken)
 		}
 		return err == nil

@@ -17,7 +17,9 @@ func TestCheckValues(t *testing.T) {
 		{"plain call", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a_b","arguments":{"name":"` + long(5000) + `"}}}`, ""},
 		{"long id", `{"jsonrpc":"2.0","id":"` + long(200) + `","method":"ping"}`, "id"},
 		{"long numeric id", `{"jsonrpc":"2.0","id":` + strings.Repeat("9", 200) + `,"method":"ping"}`, "id"},
-		{"folded id", `{"jsonrpc":"2.0","ıd":"` + long(200) + `","method":"ping"}`, "id"},
+		{"folded id", `{"jsonrpc":"2.0","Id":"` + long(200) + `","method":"ping"}`, "id"},
+		{"folded params", `{"jsonrpc":"2.0","id":1,"method":"tools/call","paramſ":{"name":"` + long(129) + `"}}`, "params.name"},
+		{"dotless i is not i", `{"jsonrpc":"2.0","ıd":"` + long(200) + `","method":"ping"}`, ""},
 		{"escaped id", `{"jsonrpc":"2.0","\u0069d":"` + long(200) + `","method":"ping"}`, "id"},
 		{"second id", `{"jsonrpc":"2.0","id":1,"Id":"` + long(200) + `","method":"ping"}`, "id"},
 		{"long name", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + long(129) + `"}}`, "params.name"},
@@ -59,7 +61,7 @@ func TestCheckValues(t *testing.T) {
 func FuzzCheckValues(f *testing.F) {
 	f.Add(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","_meta":{"progressToken":1}}}`)
 	f.Add(`{"ID":"x","Params":{"NAME":"y","Ref":{"uri":"z"}}}`)
-	f.Add(`{"\u0069d":"x","params":{"ſ":1}}`)
+	f.Add(`{"\u0069d":"x","paramſ":{"ſ":1}}`)
 	f.Fuzz(func(t *testing.T, body string) {
 		b := []byte(body)
 		sh, err := wire.Scan(b)

@@ -90,7 +90,7 @@ type Route[S any] struct {
 	params  paramSpec      // x-mcp-header bindings of JSON, read on demand
 	// fixed are the arguments the tool's override sets in every call
 	// (Arguments, overrides.go); nil for none.
-	fixed map[string]json.RawMessage
+	fixed *fixedArgs
 }
 
 // Memo is a result a server derives from a catalog's tools/list (such as

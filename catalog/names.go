@@ -87,7 +87,7 @@ func (r *Route[S]) describe(sc *config.Server, t upstream.Tool, ov *config.Routi
 		r.routing = ov.Apply(r.routing)
 	}
 	p := presentationOf(sc, t.Name)
-	r.fixed = p.FixedArguments
+	r.fixed = newFixedArgs(p.FixedArguments)
 	r.JSON = overridden(toolJSON(t, r.Name, toolMeta(sc, r.routing)), p)
 	if r.Task != nil {
 		r.JSON = withContract(r.JSON, r.Task.Name)

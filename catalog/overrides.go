@@ -1,12 +1,16 @@
 package catalog
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 
 	"github.com/mcp-mux/mcp-mux/config"
+	"github.com/mcp-mux/mcp-mux/internal/bounds"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
 
 // Tool overrides (a server's tools.<raw> entries, config.Presentation): the
@@ -16,7 +20,8 @@ import (
 // tool reads that object and the route's name — tools/list of both eras,
 // tool_search's index and results, routing hints, a submit tool's task
 // contract — so an override is shown everywhere; calls still reach Raw,
-// with the fixed arguments set (Route.Arguments).
+// with the fixed arguments set (Route.Arguments) over every member of the
+// caller's that an upstream could take for one of them.
 
 // errArgsNotObject answers a call whose arguments are not a JSON object
 // when the tool has fixed arguments to set in them.
@@ -104,8 +109,10 @@ func withoutProperties(schema json.RawMessage, fixed map[string]json.RawMessage)
 	}
 	var props map[string]json.RawMessage
 	if err := json.Unmarshal(s["properties"], &props); err == nil && props != nil {
-		for k := range fixed {
-			delete(props, k)
+		for k := range props {
+			if isFixedName(fixed, k) {
+				delete(props, k)
+			}
 		}
 		s["properties"], _ = json.Marshal(props)
 	}
@@ -128,34 +135,95 @@ func withoutProperties(schema json.RawMessage, fixed map[string]json.RawMessage)
 	return b
 }
 
-// isFixedName reports whether name is one of the fixed arguments.
-func isFixedName(fixed map[string]json.RawMessage, name string) bool {
-	_, ok := fixed[name]
+// fixedArgs are the arguments a tool's override sets in every call: their
+// names folded (wire.FoldName), and the members as the upstream gets them,
+// in name order.
+type fixedArgs struct {
+	folded  map[string]struct{}
+	members []byte // "name":value,… (JSON text, no braces)
+}
+
+// newFixedArgs prepares an override's fixed arguments; nil for none.
+func newFixedArgs(fixed map[string]json.RawMessage) *fixedArgs {
+	if len(fixed) == 0 {
+		return nil
+	}
+	f := &fixedArgs{folded: make(map[string]struct{}, len(fixed))}
+	for _, name := range slices.Sorted(maps.Keys(fixed)) {
+		f.folded[wire.FoldName(name)] = struct{}{}
+		if len(f.members) > 0 {
+			f.members = append(f.members, ',')
+		}
+		key, _ := json.Marshal(name)
+		f.members = append(append(append(f.members, key...), ':'), fixed[name]...)
+	}
+	return f
+}
+
+// covers reports whether a caller's member name is one of the fixed
+// arguments to a lenient decoder (wire.FoldName): "ſcope" and "SCOPE" are
+// "scope" to Go's encoding/json.
+func (f *fixedArgs) covers(name string) bool {
+	_, ok := f.folded[wire.FoldName(name)]
 	return ok
 }
 
-// Arguments returns a call's arguments as the upstream gets them: args
-// with the tool's fixed arguments set over the caller's. A tool without
-// fixed arguments gets args as they are; absent or null args become an
-// object of the fixed ones. Arguments that are not a JSON object are an
-// error when there is something to set.
-func (r *Route[S]) Arguments(args json.RawMessage) (json.RawMessage, error) {
-	if len(r.fixed) == 0 {
-		return args, nil
-	}
-	var m map[string]json.RawMessage
-	if len(args) > 0 {
-		if err := json.Unmarshal(args, &m); err != nil {
-			return nil, errArgsNotObject
+// isFixedName reports whether name is one of the fixed arguments, as a
+// lenient decoder matches names: a property the caller cannot set is not
+// listed.
+func isFixedName(fixed map[string]json.RawMessage, name string) bool {
+	for k := range fixed {
+		if wire.FoldName(k) == wire.FoldName(name) {
+			return true
 		}
 	}
-	if m == nil {
-		m = make(map[string]json.RawMessage, len(r.fixed))
+	return false
+}
+
+// Arguments returns a call's arguments as the upstream gets them, or an
+// error for the caller (invalid params). Arguments in which an object
+// repeats a member name are refused: decoders differ on which one counts.
+// A tool without fixed arguments gets args as they are. For one with
+// fixed arguments, every member of the caller's that a lenient decoder
+// would take for a fixed one (wire.FoldName) is dropped, the others are
+// kept as written and in order, and the fixed ones follow; absent or null
+// args become an object of the fixed ones, and arguments that are not a
+// JSON object are an error.
+func (r *Route[S]) Arguments(args json.RawMessage) (json.RawMessage, error) {
+	if r.fixed == nil {
+		if err := wire.CheckNames(args); err != nil {
+			return nil, argumentsError(err)
+		}
+		return args, nil
 	}
-	maps.Copy(m, r.fixed)
-	b, err := json.Marshal(m)
+	members, err := wire.Members(args)
 	if err != nil {
-		return nil, err
+		return nil, argumentsError(err)
 	}
-	return b, nil
+	if t := bytes.TrimSpace(args); len(t) > 0 && string(t) != "null" && t[0] != '{' {
+		return nil, errArgsNotObject
+	}
+	out := make([]byte, 0, len(args)+len(r.fixed.members)+2)
+	out = append(out, '{')
+	for _, m := range members {
+		if r.fixed.covers(m.Name) {
+			continue
+		}
+		out = append(append(out, m.Raw...), ',')
+	}
+	out = append(append(out, r.fixed.members...), '}')
+	return out, nil
+}
+
+// argumentsError is the caller's error for arguments wire refused; a
+// repeated name is named, clipped to bounds.Name.
+func argumentsError(err error) error {
+	var dup *wire.DuplicateNameError
+	switch {
+	case errors.As(err, &dup):
+		return fmt.Errorf("arguments repeat the member name %q", bounds.Clip(dup.Name, bounds.Name))
+	case errors.Is(err, wire.ErrTooDeep):
+		return fmt.Errorf("arguments: %w", err)
+	}
+	return errors.New("arguments must be valid JSON")
 }

@@ -1,6 +1,7 @@
 package catalog_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -80,7 +81,7 @@ func TestToolOverrides(t *testing.T) {
 		t.Errorf("inputSchema still shows the fixed argument: %s", r.JSON)
 	}
 	for args, want := range map[string]string{
-		`{"q":"x","account":"evil"}`: `{"account":"acme","q":"x"}`,
+		`{"q":"x","account":"evil"}`: `{"q":"x","account":"acme"}`,
 		``:                           `{"account":"acme"}`,
 		`null`:                       `{"account":"acme"}`,
 	} {
@@ -149,4 +150,151 @@ func TestToolOverrideCollision(t *testing.T) {
 	if got := listed(t, c.ListJSON()); !slices.Equal(got, []string{"x"}) || c.Lookup("x").Raw != "x" {
 		t.Errorf("listed %q", got)
 	}
+}
+
+// TestFixedArgumentsFolded: every member a lenient decoder would take for
+// a fixed argument is dropped, however it is spelled; the others are kept
+// as written, in order; a repeated name is refused, named and clipped; a
+// property that folds to a fixed one is not listed.
+func TestFixedArgumentsFolded(t *testing.T) {
+	r := build([]srv{overrideSource()}, catalog.Options{}).Lookup("gh_find")
+	for args, want := range map[string]string{
+		`{"q":"x","ACCOUNT":2,"\u0061ccount":3}`:      `{"q":"x","account":"acme"}`,
+		`{"acc_ount":1, "q" : [1, 2] ,"Acc-Ount":{}}`: `{"q" : [1, 2],"account":"acme"}`,
+		`{}`:      `{"account":"acme"}`,
+		` null `:  `{"account":"acme"}`,
+		`{"a":1}`: `{"a":1,"account":"acme"}`,
+	} {
+		got, err := r.Arguments(json.RawMessage(args))
+		if err != nil || string(got) != want {
+			t.Errorf("Arguments(%s) = %s, %v; want %s", args, got, err, want)
+		}
+	}
+	long := strings.Repeat("é", 4096)
+	for args, want := range map[string]string{
+		`{"q":1,"q":2}`:                         `arguments repeat the member name "q"`,
+		`{"q":{"a":1,"\u0061":2}}`:              `arguments repeat the member name "a"`,
+		`{"` + long + `":1,"` + long + `":2}`:   `arguments repeat the member name "` + strings.Repeat("é", 64) + `…(8192 bytes)"`,
+		`{"q":1,`:                               `arguments must be valid JSON`,
+		`"text"`:                                `tool arguments must be a JSON object`,
+		`[{"x":[{"y":0,"y":0}]}]`:               `arguments repeat the member name "y"`,
+		"{\"a\xff\":1,\"a\xfe\":2}":             "arguments repeat the member name \"a\ufffd\"",
+		`{"account":1,"account":2,"ACCOUNT":3}`: `arguments repeat the member name "account"`,
+	} {
+		if _, err := r.Arguments(json.RawMessage(args)); err == nil || err.Error() != want {
+			t.Errorf("Arguments(%.60s) = %v; want %s", args, err, want)
+		}
+	}
+	// A tool without fixed arguments keeps its arguments but not a repeated name.
+	other := build([]srv{overrideSource()}, catalog.Options{}).Lookup("gh_other")
+	if _, err := other.Arguments(json.RawMessage(`{"a":{"b":1,"b":2}}`)); err == nil || !strings.Contains(err.Error(), `"b"`) {
+		t.Errorf("a repeated name in a tool without fixed arguments: %v", err)
+	}
+	if got, err := other.Arguments(json.RawMessage(`{"Q":1, "q":2}`)); err != nil || string(got) != `{"Q":1, "q":2}` {
+		t.Errorf("arguments that only fold alike: %s, %v", got, err)
+	}
+
+	// The listed schema hides what folds to a fixed argument.
+	s := overrideSource()
+	raw, _ := json.Marshal(map[string]any{"name": "search", "inputSchema": map[string]any{"type": "object",
+		"required":   []string{"q", "Account"},
+		"properties": map[string]any{"q": map[string]any{}, "Account": map[string]any{}, "acc_ount": map[string]any{}}}})
+	s.Lists.Tools[0].Raw = raw
+	var tl listedTool
+	if err := json.Unmarshal(build([]srv{s}, catalog.Options{}).Lookup("gh_find").JSON, &tl); err != nil {
+		t.Fatal(err)
+	}
+	if len(tl.InputSchema.Properties) != 1 || tl.InputSchema.Properties["q"] == nil || !slices.Equal(tl.InputSchema.Required, []string{"q"}) {
+		t.Errorf("listed schema %+v", tl.InputSchema)
+	}
+}
+
+// FuzzArguments: whatever the caller sends, arguments that pass hold the
+// fixed value for every name Go's encoding/json would match (to a struct
+// field or as the last of repeated members), repeat no name, and keep
+// every other member of the caller's.
+func FuzzArguments(f *testing.F) {
+	r := build([]srv{overrideSource()}, catalog.Options{}).Lookup("gh_find")
+	for _, seed := range []string{`{"q":"x","ſccount":"evil"}`, `{"account":1,"account":2}`, `{"\u212a":{"k":[1,{"K":2}]}}`,
+		`null`, `[]`, `{"a_c-c":1,"Q":2,"q":3}`, `{"x":"\ud800"}`} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, args []byte) {
+		out, err := r.Arguments(args)
+		if err != nil {
+			if len(err.Error()) > 1024 {
+				t.Fatalf("error of %d bytes", len(err.Error()))
+			}
+			return
+		}
+		var fixed struct {
+			Account string `json:"account"`
+		}
+		if err := json.Unmarshal(out, &fixed); err != nil || fixed.Account != "acme" {
+			t.Fatalf("Arguments(%q) = %s: encoding/json reads account %q (%v)", args, out, fixed.Account, err)
+		}
+		var in, got map[string]json.RawMessage
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("Arguments(%q) = %s: %v", args, out, err)
+		}
+		_ = json.Unmarshal(args, &in)
+		kept := 0
+		for k, v := range in {
+			if foldsToAccount(k) != strings.EqualFold(k, "account") {
+				t.Fatalf("encoding/json and strings.EqualFold disagree on %q", k)
+			}
+			if strings.EqualFold(strings.NewReplacer("_", "", "-", "").Replace(k), "account") {
+				continue // a fixed argument's, to a lenient decoder
+			}
+			if kept++; !sameJSON(got[k], v) {
+				t.Fatalf("Arguments(%q) = %s lost %q", args, out, k)
+			}
+		}
+		if names := topNames(t, out); len(names) != kept+1 || names[len(names)-1] != "account" {
+			t.Fatalf("Arguments(%q) = %s: members %q, want the %d kept and account last", args, out, names, kept)
+		}
+	})
+}
+
+// topNames are the member names of the object out, in order, repeats
+// included.
+func topNames(t *testing.T, out []byte) []string {
+	dec := json.NewDecoder(bytes.NewReader(out))
+	var names []string
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		t.Fatalf("%s is not an object", out)
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			t.Fatalf("%s: %v", out, err)
+		}
+		names = append(names, tok.(string))
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			t.Fatalf("%s: %v", out, err)
+		}
+	}
+	return names
+}
+
+// foldsToAccount reports whether encoding/json takes the member name k
+// for a field named account.
+func foldsToAccount(k string) bool {
+	var v struct {
+		Account *json.RawMessage `json:"account"`
+	}
+	b, _ := json.Marshal(map[string]int{k: 1})
+	return json.Unmarshal(b, &v) == nil && v.Account != nil
+}
+
+// sameJSON reports whether two JSON texts encode the same value.
+func sameJSON(a, b json.RawMessage) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	ja, _ := json.Marshal(x)
+	jb, _ := json.Marshal(y)
+	return string(ja) == string(jb)
 }

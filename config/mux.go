@@ -68,8 +68,14 @@ type Telemetry struct {
 	// Protocol is "http/protobuf" (default) or "grpc"
 	// (OTEL_EXPORTER_OTLP_PROTOCOL wins).
 	Protocol string
-	// SampleRatio samples new traces, (0, 1] (default 1; OTEL_TRACES_SAMPLER wins).
+	// SampleRatio samples new traces and those of callers whose parent is not
+	// trusted, (0, 1] (default 1; OTEL_TRACES_SAMPLER wins).
 	SampleRatio float64
+	// TrustParent takes a caller's trace context as the operator's: its
+	// sampled flag decides and its tracestate goes upstream (default false:
+	// the trace id is continued, sample_ratio decides, the tracestate is
+	// dropped). A caller's baggage is never forwarded.
+	TrustParent bool
 	// UserID is how a caller's id appears in spans: "hashed" (default,
 	// sha256), "plain" or "none".
 	UserID string
@@ -362,6 +368,7 @@ func (c *Config) parseTelemetry(o *object) {
 			t.SampleRatio = v
 		}
 	}
+	t.TrustParent = o.boolean("trust_parent", false)
 	t.UserID = o.oneOf("user_id", t.UserID, "hashed", "plain", "none")
 	if a := objectAt(o.take("audit"), o.field("audit"), o.f); a != nil {
 		t.Audit.parse(a)

@@ -85,6 +85,19 @@ func TestMuxBlockDefaultsPartial(t *testing.T) {
 	}
 }
 
+// TestTelemetryTrustParent: telemetry.trust_parent is off unless set.
+func TestTelemetryTrustParent(t *testing.T) {
+	if cfg := mustLoad(t, `{"telemetry": {"enabled": true}}`, nil); cfg.Telemetry.TrustParent {
+		t.Error("trust_parent is on by default")
+	}
+	if cfg := mustLoad(t, `{}`, nil); cfg.Telemetry.TrustParent {
+		t.Error("trust_parent is on without a telemetry block")
+	}
+	if cfg := mustLoad(t, `{"telemetry": {"trust_parent": true}}`, nil); !cfg.Telemetry.TrustParent {
+		t.Error("trust_parent: true not read")
+	}
+}
+
 func TestToolSearchClamp(t *testing.T) {
 	for value, want := range map[string]int{"0": 1, "-4": 1, "9": 5, "1": 1} {
 		cfg := mustLoad(t, `{"tool_search": {"auto_promote_top_k": `+value+`}}`, nil)
@@ -143,6 +156,8 @@ func TestMuxBlockProblems(t *testing.T) {
 		{`{"admin": {"token": ""}}`, []string{
 			"admin.token: must not be empty; set a token, or remove admin.token to turn the admin API off"}},
 		{`{"admin": {"token": 5, "user": "x"}}`, []string{"admin.token: must be a string, not a number", "admin.user: unknown key"}},
+		{`{"telemetry": {"trust_parent": "yes"}}`, []string{"telemetry.trust_parent: must be a boolean, not a string"}},
+		{`{"telemetry": {"trust_parents": true}}`, []string{`telemetry.trust_parents: unknown key; did you mean "trust_parent"?`}},
 		{`{"admin": {"allowed_env": ["OK_1", "1BAD", "A-B", ""]}}`, []string{
 			"admin.allowed_env[1]: must be an environment variable name (letters, digits and _, not starting with a digit)",
 			"admin.allowed_env[2]: must be an environment variable name (letters, digits and _, not starting with a digit)",

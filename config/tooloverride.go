@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/mcp-mux/mcp-mux/config/internal/rawdoc"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
 
 // Tool overrides: a tools.<raw> entry may rename a tool ("name", which the
@@ -111,7 +112,9 @@ func (o *object) optBool(key string) *bool {
 }
 
 // fixedArguments reads a fixed_arguments object: property name → any JSON
-// value, strings $VAR-expanded. Its values are never put in problems.
+// value, strings $VAR-expanded. Its values are never put in problems. Two
+// names one lenient decoder takes for the same field (wire.FoldName:
+// "scope" and "Scope") are a problem: the upstream would see one of them.
 func fixedArguments(n *rawdoc.Node, path string, f *findings) map[string]json.RawMessage {
 	if n == nil {
 		return nil
@@ -121,11 +124,17 @@ func fixedArguments(n *rawdoc.Node, path string, f *findings) map[string]json.Ra
 		return nil
 	}
 	out := make(map[string]json.RawMessage, len(n.Keys))
+	folded := make(map[string]string, len(n.Keys))
 	for i, k := range n.Keys {
 		if strings.TrimSpace(k) == "" {
 			f.problem(path, "must not contain a blank argument name")
 			continue
 		}
+		if prev, dup := folded[wire.FoldName(k)]; dup {
+			f.problem(join(path, k), "names the same argument as %s to an upstream that matches names case-insensitively", quote(prev))
+			continue
+		}
+		folded[wire.FoldName(k)] = k
 		b, err := json.Marshal(expandedValue(n.Vals[i]))
 		if err != nil {
 			f.problem(join(path, k), "cannot be encoded as JSON")

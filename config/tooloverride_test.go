@@ -55,10 +55,11 @@ func TestToolOverrideProblems(t *testing.T) {
 		`{"annotations": {"readOnlyHint": "y"}}`: {"tools.t.annotations.readOnlyHint: must be a boolean, not a string"},
 		`{"annotations": {"openWorldHint": 1, "title": 2}}`: {"tools.t.annotations.title: must be a string, not a number",
 			"tools.t.annotations.openWorldHint: must be a boolean, not a number"},
-		`{"annotations": {"readonlyhint": true}}`: {`tools.t.annotations.readonlyhint: unknown key; did you mean "readOnlyHint"?`},
-		`{"fixed_arguments": ["a"]}`:              {"tools.t.fixed_arguments: must be an object of argument name to value, not a list"},
-		`{"fixed_arguments": "a=1"}`:              {"tools.t.fixed_arguments: must be an object of argument name to value, not a string"},
-		`{"fixed_arguments": {" ": 1}}`:           {"tools.t.fixed_arguments: must not contain a blank argument name"},
+		`{"annotations": {"readonlyhint": true}}`:       {`tools.t.annotations.readonlyhint: unknown key; did you mean "readOnlyHint"?`},
+		`{"fixed_arguments": ["a"]}`:                    {"tools.t.fixed_arguments: must be an object of argument name to value, not a list"},
+		`{"fixed_arguments": "a=1"}`:                    {"tools.t.fixed_arguments: must be an object of argument name to value, not a string"},
+		`{"fixed_arguments": {" ": 1}}`:                 {"tools.t.fixed_arguments: must not contain a blank argument name"},
+		`{"fixed_arguments": {"scope": 1, "ſcope": 2}}`: {"tools.t.fixed_arguments.ſcope: names the same argument as 'scope' to an upstream that matches names case-insensitively"},
 	} {
 		s, got, _ := problemsOf(t, `{"command": "x", "tools": {"t": `+entry+`}}`, nil)
 		slices.Sort(got)

@@ -217,10 +217,8 @@ func (t *Telemetry) ServerMeta(ctx context.Context, op Op, meta map[string]any, 
 }
 
 func (t *Telemetry) server(ctx context.Context, op Op, carrier propagation.MapCarrier, h http.Header) (context.Context, Span) {
-	if carrier != nil {
-		ctx = t.prop.Extract(ctx, carrier)
-	} else if h != nil {
-		ctx = t.prop.Extract(ctx, propagation.HeaderCarrier(h))
+	if c := t.parentOf(carrier, h); c != nil { // parent.go
+		ctx = t.prop.Extract(ctx, c)
 	}
 	ctx, s := t.tracer.Start(ctx, op.name(), trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(op.attrs(t)...))
 	return ctx, Span{s: s, t: t, op: &op, start: time.Now(), kind: trace.SpanKindServer, ctx: ctx}
@@ -276,15 +274,14 @@ func metaCarrier(meta json.RawMessage) propagation.MapCarrier {
 	return c
 }
 
-// traceKeys are the _meta members that carry trace context (SEP-414).
-var traceKeys = []string{"traceparent", "tracestate", "baggage"}
-
-// InjectMeta returns params (a JSON object) with ctx's trace context in
-// its _meta, replacing any the caller sent; params unchanged when t is off
-// or ctx has no span.
+// InjectMeta returns params (a JSON object) as they go upstream: with
+// ctx's trace context in its _meta, replacing any the caller sent in any
+// spelling; when t is off or ctx has no span, without the caller's (but for
+// a trusted parent's traceparent and tracestate, parent.go). A nil t
+// trusts no parent.
 func (t *Telemetry) InjectMeta(ctx context.Context, params json.RawMessage) json.RawMessage {
 	if t == nil || !t.tracing || !trace.SpanContextFromContext(ctx).IsValid() {
-		return params
+		return t.callerMeta(params)
 	}
 	c := propagation.MapCarrier{}
 	t.prop.Inject(ctx, c)
@@ -294,7 +291,7 @@ func (t *Telemetry) InjectMeta(ctx context.Context, params json.RawMessage) json
 			kv[k] = v
 		}
 	}
-	return wire.SetMeta(params, kv, traceKeys)
+	return wire.SetMeta(params, kv, isTraceKey)
 }
 
 // InjectHeader sets ctx's trace context in h (an HTTP request's headers).

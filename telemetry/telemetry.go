@@ -5,16 +5,17 @@
 //
 // A SERVER span covers each downstream MCP request (Server), a CLIENT span
 // each request mcp-mux sends an upstream (Client); the trace context rides
-// a request's params._meta as unprefixed traceparent, tracestate and
-// baggage (SEP-414), and for HTTP also its headers. A caller's trace is
-// continued from its _meta, else from its HTTP headers.
+// a request's params._meta as unprefixed traceparent and tracestate
+// (SEP-414), and for HTTP also its headers. A caller's trace is continued
+// from its _meta, else from its HTTP headers; its sampled flag and its
+// tracestate count only from a trusted parent, its baggage never (parent.go).
 //
 // Metrics in the conventions (mcp.server.operation.duration and the rest)
 // are recorded always, beside mcp-mux's own Prometheus series; export
 // (traces and metrics over OTLP) is off by default. With it off no span is
-// started and no trace context is touched. The standard OTEL_* variables
-// configure the exporters, the sampler and the resource, and win over the
-// config block's settings.
+// started, and a caller's trace context goes upstream only from a trusted
+// parent. The standard OTEL_* variables configure the exporters, the
+// sampler and the resource, and win over the config block's settings.
 package telemetry
 
 import (
@@ -53,11 +54,17 @@ type Options struct {
 	// Protocol is "http/protobuf" (default) or "grpc"
 	// (OTEL_EXPORTER_OTLP_PROTOCOL and OTEL_EXPORTER_OTLP_TRACES_PROTOCOL win).
 	Protocol string
-	// SampleRatio samples new traces (parent-based; OTEL_TRACES_SAMPLER
-	// wins); 0 means 1.
+	// SampleRatio samples new traces and those of callers whose parent is
+	// not trusted (OTEL_TRACES_SAMPLER wins); 0 means 1.
 	SampleRatio float64
 	// UserID is how caller ids appear: "hashed" (default), "plain", "none".
 	UserID string
+	// TrustParent takes a caller's trace context as the operator's: its
+	// sampled flag decides (parent-based sampling) and its tracestate goes
+	// upstream. Off, the trace id is continued but sample_ratio decides and
+	// the tracestate is dropped (parent.go). A caller's baggage is never
+	// forwarded.
+	TrustParent bool
 	// Version is mcp-mux's version (service.version).
 	Version string
 	// Env looks up an environment variable (os.LookupEnv when nil).
@@ -73,9 +80,10 @@ type Options struct {
 // (for /metrics) and starts no span.
 type Telemetry struct {
 	tracing bool
+	trust   bool // Options.TrustParent
 	tp      *sdktrace.TracerProvider
 	tracer  trace.Tracer
-	prop    propagation.TextMapPropagator
+	prop    propagation.TextMapPropagator // W3C trace context; never baggage (parent.go)
 	userID  string
 	m       *meters
 }
@@ -86,7 +94,7 @@ func New(ctx context.Context, o Options) (*Telemetry, error) {
 	if env == nil {
 		env = os.LookupEnv
 	}
-	t := &Telemetry{prop: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}), userID: o.UserID}
+	t := &Telemetry{trust: o.TrustParent, prop: propagation.TraceContext{}, userID: o.UserID}
 	on := o.Enabled && !envIs(env, "OTEL_SDK_DISABLED", "true")
 	// Schemaless: the SDK's default resource follows a newer schema than
 	// the conventions pinned here, and two schemas do not merge.
@@ -118,7 +126,7 @@ func New(ctx context.Context, o Options) (*Telemetry, error) {
 		if ratio <= 0 || ratio > 1 {
 			ratio = 1
 		}
-		opts = append(opts, sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))))
+		opts = append(opts, sdktrace.WithSampler(sampler(ratio, o.TrustParent))) // parent.go
 	}
 	t.tp = sdktrace.NewTracerProvider(opts...)
 	t.tracer = t.tp.Tracer("github.com/mcp-mux/mcp-mux", trace.WithInstrumentationVersion(o.Version), trace.WithSchemaURL(semconv.SchemaURL))

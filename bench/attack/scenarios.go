@@ -32,6 +32,8 @@ func scenarios(idleWait time.Duration) []scenario {
 		{"a32-labels", attackLabels},
 		{"a32-jwks", attackJWKSRefetch},
 		{"a32-exchange", attackExchange},
+		{"a32-fixedargs", attackFixedArgs},
+		{"a32-tracesample", attackTraceSampling},
 	}
 }
 

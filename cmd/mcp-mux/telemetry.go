@@ -31,7 +31,7 @@ func routeOTelErrors(t config.Telemetry, env func(string) (string, bool), log hc
 // options (the OTEL_* variables, read through env, win over it).
 func telemetryOptions(t config.Telemetry, env func(string) (string, bool), log hclog.Logger) telemetry.Options {
 	return telemetry.Options{Enabled: t.Enabled, Endpoint: t.Endpoint.Reveal(), Protocol: t.Protocol, SampleRatio: t.SampleRatio,
-		UserID: t.UserID, Version: version, Env: env, Log: log.Named("telemetry")}
+		TrustParent: t.TrustParent, UserID: t.UserID, Version: version, Env: env, Log: log.Named("telemetry")}
 }
 
 // openAudit starts the audit records the telemetry.audit block asks for

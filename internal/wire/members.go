@@ -3,18 +3,17 @@ package wire
 import (
 	"bytes"
 	"encoding/json"
-	"unicode"
 	"unicode/utf8"
 )
 
-// Members calls fn with each member of the object data holds, in order and
+// MemberValues calls fn with each member of the object data holds, in order and
 // duplicates included: its name as a decoder matches it (escapes decoded)
 // and its raw value, whatever its type. It decodes nothing but names
 // written with escapes, stops when fn returns false, and reports whether
 // data is an object it walked to the end. Like Scan it skips strings, so
 // brackets inside them never count; a value it cannot delimit ends the
 // walk (the decoder that follows rejects such input).
-func Members(data []byte, fn func(name string, value []byte) bool) bool {
+func MemberValues(data []byte, fn func(name string, value []byte) bool) bool {
 	data = bytes.TrimSpace(data)
 	if len(data) < 2 || data[0] != '{' {
 		return false
@@ -127,31 +126,33 @@ func skipSpace(data []byte, i int) int {
 	return i
 }
 
-// Fold is name in the case-folded form encoding/json (and segmentio's
-// decoder, which follows it) matches member names by: "ID", "ıd" and "Id"
-// all fold to "ID", "ſcope" to "SCOPE", the Kelvin sign to "K". Two names
-// a decoder would take for the same field fold equal.
-func Fold(name string) string {
-	ascii := true
-	for i := 0; i < len(name); i++ {
-		if c := name[i]; c >= utf8.RuneSelf || ('a' <= c && c <= 'z') {
-			ascii = false
-			break
-		}
-	}
-	if ascii {
-		return name
-	}
-	b := make([]byte, 0, len(name))
-	for _, r := range name {
-		if r < utf8.RuneSelf {
-			if 'a' <= r && r <= 'z' {
-				r -= 'a' - 'A'
+// FoldIs reports whether name folds to folded (FoldName(name) ==
+// folded, without allocating): folded is upper-case ASCII with no '_' or
+// '-', as FoldName writes it.
+func FoldIs(name, folded string) bool {
+	j := 0
+	for i := 0; i < len(name); {
+		c := name[i]
+		var r rune
+		if c < utf8.RuneSelf {
+			i++
+			if c == '_' || c == '-' {
+				continue
 			}
-			b = append(b, byte(r))
-			continue
+			if 'a' <= c && c <= 'z' {
+				c -= 'a' - 'A'
+			}
+			r = rune(c)
+		} else {
+			var n int
+			r, n = utf8.DecodeRuneInString(name[i:])
+			r = foldRune(r)
+			i += n
 		}
-		b = utf8.AppendRune(b, unicode.ToUpper(unicode.ToLower(r)))
+		if j >= len(folded) || r >= utf8.RuneSelf || byte(r) != folded[j] {
+			return false
+		}
+		j++
 	}
-	return string(b)
+	return j == len(folded)
 }

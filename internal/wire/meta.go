@@ -8,8 +8,8 @@ import (
 // DropMeta returns params (a JSON object) without the members of its _meta
 // for which drop reports true, and without _meta when nothing is left of it.
 // mark is a byte string every droppable key contains: params without it are
-// returned as they are, undecoded. So are params that are not an object or
-// whose _meta is not one.
+// returned as they are, undecoded. So are params that are not an object,
+// whose _meta is not one, or whose _meta has nothing to drop.
 func DropMeta(params json.RawMessage, mark string, drop func(key string) bool) json.RawMessage {
 	if !bytes.Contains(params, []byte(mark)) {
 		return params
@@ -22,10 +22,14 @@ func DropMeta(params json.RawMessage, mark string, drop func(key string) bool) j
 	if json.Unmarshal(p["_meta"], &meta) != nil {
 		return params
 	}
+	n := len(meta)
 	for k := range meta {
 		if drop(k) {
 			delete(meta, k)
 		}
+	}
+	if len(meta) == n {
+		return params
 	}
 	if len(meta) == 0 {
 		delete(p, "_meta")
@@ -40,11 +44,11 @@ func DropMeta(params json.RawMessage, mark string, drop func(key string) bool) j
 }
 
 // SetMeta returns params (a JSON object) with the string members kv in its
-// _meta, after dropping those of its members named in replace: a request
-// mcp-mux forwards carries its own trace context, not its caller's. Params
-// that are not an object get an object of their own; a _meta that is not
-// an object is replaced.
-func SetMeta(params json.RawMessage, kv map[string]string, replace []string) json.RawMessage {
+// _meta, after dropping those of its members for which drop reports true: a
+// request mcp-mux forwards carries its own trace context, not its caller's.
+// Params that are not an object get an object of their own; a _meta that
+// is not an object is replaced.
+func SetMeta(params json.RawMessage, kv map[string]string, drop func(key string) bool) json.RawMessage {
 	trimmed := bytes.TrimSpace(params)
 	if len(trimmed) < 2 || trimmed[0] != '{' {
 		trimmed = []byte("{}")
@@ -59,8 +63,10 @@ func SetMeta(params json.RawMessage, kv map[string]string, replace []string) jso
 			meta = map[string]json.RawMessage{}
 		}
 	}
-	for _, k := range replace {
-		delete(meta, k)
+	for k := range meta {
+		if drop(k) {
+			delete(meta, k)
+		}
 	}
 	for k, v := range kv {
 		meta[k], _ = json.Marshal(v)
