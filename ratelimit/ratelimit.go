@@ -17,6 +17,7 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"path"
@@ -42,6 +43,10 @@ const (
 
 // Store is the Redis the budgets are shared through.
 type Store struct {
+	// Client must end a round trip at its context's deadline
+	// (ContextTimeoutEnabled, as Dial sets): without it go-redis bounds a
+	// round trip by the client's read timeout, not by Timeout, and New
+	// refuses it.
 	Client redis.UniversalClient
 	// KeyPrefix is store.key_prefix; the keys are <prefix>limit:… (rates,
 	// under redis_rate's own "rate:" prefix) and <prefix>limit-inflight:….
@@ -164,6 +169,9 @@ func New(opts Options) (*Limiter, error) {
 	}
 	l.rules.Store(&ruleSet{})
 	if opts.Store != nil && opts.Store.Client != nil {
+		if err := honoursDeadlines(opts.Store.Client); err != nil {
+			return nil, err
+		}
 		l.rdb, l.prefix = opts.Store.Client, opts.Store.KeyPrefix
 		if opts.Store.Timeout > 0 {
 			l.timeout = opts.Store.Timeout
@@ -175,6 +183,39 @@ func New(opts Options) (*Limiter, error) {
 		close(l.done)
 	}
 	return l, nil
+}
+
+// honoursDeadlines checks that c ends a round trip at its context's
+// deadline, so that Store.Timeout bounds it.
+func honoursDeadlines(c redis.UniversalClient) error {
+	var ok bool
+	switch c := c.(type) {
+	case *redis.Client:
+		ok = c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		ok = c.Options().ContextTimeoutEnabled
+	default:
+		return fmt.Errorf("ratelimit: the store's client is a %T; want a *redis.Client or *redis.ClusterClient", c)
+	}
+	if !ok {
+		return errors.New("ratelimit: the store's client does not end a round trip at its context's deadline " +
+			"(redis.Options.ContextTimeoutEnabled is off), so the store timeout would not bound it; build it with ratelimit.Dial")
+	}
+	return nil
+}
+
+// Dial returns a client for the limits' store at a redis://, rediss:// or
+// unix:// URL, whose round trips end at their context's deadline
+// (Store.Timeout). Its errors never repeat the URL, which usually carries
+// a password.
+func Dial(url string) (*redis.Client, error) {
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, errors.New("ratelimit: store.redis_url is not a valid Redis URL")
+	}
+	opts.ContextTimeoutEnabled = true
+	opts.ReadBufferSize, opts.WriteBufferSize = 8<<10, 8<<10 // small commands and replies
+	return redis.NewClient(opts), nil
 }
 
 // Close stops renewing leases and closes the store's client.
