@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/ratelimit"
 	"github.com/mcp-mux/mcp-mux/taskpoll"
 )
@@ -26,9 +28,17 @@ import (
 const CodeLimited = -32029
 
 // admitLimits checks a request of st to server against the limits rules:
-// a tools/call of tool, or (tool "") a request of method.
+// a tools/call of tool, or (tool "") a request of method. An admitted
+// call that holds calls-in-flight slots hands them to the LimitHold on
+// ctx, if any, so that they are returned while it waits parked.
 func (s *Router) admitLimits(ctx context.Context, st *Session, server, tool, method string) ratelimit.Decision {
-	return s.limits.Admit(ctx, ratelimit.Call{Caller: st.User, Server: server, Tool: tool, Method: method})
+	d := s.limits.Admit(ctx, ratelimit.Call{Caller: st.User, Server: server, Tool: tool, Method: method})
+	if d.Allowed && d.Holds() {
+		if h, _ := ctx.Value(limitHoldKey{}).(*LimitHold); h != nil {
+			h.add(d)
+		}
+	}
+	return d
 }
 
 // AdmitSubscribe is the limits step of st's resources/subscribe of uri:
@@ -66,4 +76,62 @@ func limitError(d *ratelimit.Decision) *jsonrpc.Error {
 		RetryAfter int    `json:"retryAfter"`
 	}{d.Rule, d.Kind, d.RetryAfterSeconds()})
 	return &jsonrpc.Error{Code: CodeLimited, Message: d.Message, Data: data}
+}
+
+// LimitRefusal is a limits refusal d as a request of method gets it: a
+// tool error result for tools/call, else the CodeLimited error.
+func LimitRefusal(method string, d *ratelimit.Decision) (json.RawMessage, error) {
+	if method == "tools/call" {
+		return wire.ToolError(d.Message), nil
+	}
+	return nil, limitError(d)
+}
+
+// LimitHold collects the limits admissions of a call that may wait parked
+// for its client (package modern's bridged calls): Pause returns their
+// calls-in-flight slots while it waits, Resume takes them again when the
+// client's retry resumes it. A client that walks away holds none.
+type LimitHold struct {
+	mu sync.Mutex
+	ds []ratelimit.Decision
+}
+
+type limitHoldKey struct{}
+
+// WithLimitHold returns ctx carrying h: the limits step of the call run
+// with it adds its admissions to h.
+func WithLimitHold(ctx context.Context, h *LimitHold) context.Context {
+	return context.WithValue(ctx, limitHoldKey{}, h)
+}
+
+func (h *LimitHold) add(d ratelimit.Decision) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ds = append(h.ds, d)
+}
+
+// Pause returns the slots of the call's admissions (ratelimit.Decision.Pause).
+func (h *LimitHold) Pause() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := range h.ds {
+		h.ds[i].Pause()
+	}
+}
+
+// Resume takes the slots of the call's admissions again before it goes
+// on; refused by a rule, the call holds none and the refusal is returned
+// (nil: admitted).
+func (h *LimitHold) Resume(ctx context.Context) *ratelimit.Decision {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := range h.ds {
+		if d := h.ds[i].Resume(ctx); !d.Allowed {
+			for j := range i {
+				h.ds[j].Pause()
+			}
+			return &d
+		}
+	}
+	return nil
 }
