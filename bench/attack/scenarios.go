@@ -29,6 +29,8 @@ func scenarios(idleWait time.Duration) []scenario {
 		{"a17-admin", attackAdmin},
 		{"a17-headers", attackHeaders},
 		{"a17-subs", attackSubs},
+		{"a32-parked-slots", attackParkedSlots},
+		{"a32-completion-limits", attackCompletionLimits},
 	}
 }
 
