@@ -348,7 +348,8 @@ func (d *Decision) Resume(ctx context.Context) Decision {
 	return Decision{Allowed: true}
 }
 
-// giveBack returns h's slots; h.mu is held.
+// giveBack returns h's slots; h.mu is held (or h is Admit's, not shared
+// yet).
 func (h *holding) giveBack() {
 	for _, s := range h.slots {
 		h.l.release(s)
