@@ -145,10 +145,17 @@ func (t *sessionTable) applyHolder(st *callpath.Session, rec *sessionstore.Recor
 }
 
 // subscription serves a session's resources/subscribe (on) or
-// unsubscribe: the URI goes into its record, and the holder subscribes.
+// unsubscribe: the URI goes into its record, and the holder subscribes. A
+// subscribe is checked against the limits rules first, so a refused one
+// is never recorded (nor taken up by a later holder).
 func (t *sessionTable) subscription(ctx context.Context, st *callpath.Session, uri string, on bool) (mcp.Result, error) {
 	fn := sessionstore.RemoveSub(uri)
 	if on {
+		release, refused := t.calls.AdmitSubscribe(ctx, st, uri)
+		if refused != nil {
+			return nil, refused
+		}
+		defer release()
 		fn = sessionstore.AddSub(uri)
 	}
 	sctx, cancel := context.WithTimeout(ctx, storeTimeout)

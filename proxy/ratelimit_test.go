@@ -93,7 +93,7 @@ func limitReplicas(t *testing.T, n int, cfg string, r *mcptest.Redis, prefix str
 			opts.SessionStore = func(o sessionstore.Options) sessionstore.Store {
 				return sessionstore.NewRedis(sessionstore.RedisOptions{Options: o, Client: redis.NewClient(&redis.Options{Addr: r.Addr}), KeyPrefix: prefix})
 			}
-			opts.LimitStore = &ratelimit.Store{Client: redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1, PoolSize: 64}), KeyPrefix: prefix,
+			opts.LimitStore = &ratelimit.Store{Client: redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1, PoolSize: 64, ContextTimeoutEnabled: true}), KeyPrefix: prefix,
 				Timeout: 10 * time.Second} // a burst of 400 under -race on two cores; a timeout would fail open
 		}
 		m, _ := startMuxEnv(t, cfg, env, opts)

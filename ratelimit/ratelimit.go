@@ -13,10 +13,16 @@
 // A Limiter lives as long as the server; SetRules swaps in the rules of a
 // reloaded config, keeping the counts of calls in flight (by rule name and
 // subject) and the rate state of rules whose rate did not change.
+//
+// A call that waits on its client — a 2026-07-28 call parked for the
+// client's input — gives its calls-in-flight slots back while it waits
+// (Decision.Pause) and takes them again when the client resumes it
+// (Decision.Resume), so a client that walks away holds none.
 package ratelimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"path"
@@ -42,6 +48,10 @@ const (
 
 // Store is the Redis the budgets are shared through.
 type Store struct {
+	// Client must end a round trip at its context's deadline
+	// (ContextTimeoutEnabled, as Dial sets): without it go-redis bounds a
+	// round trip by the client's read timeout, not by Timeout, and New
+	// refuses it.
 	Client redis.UniversalClient
 	// KeyPrefix is store.key_prefix; the keys are <prefix>limit:… (rates,
 	// under redis_rate's own "rate:" prefix) and <prefix>limit-inflight:….
@@ -65,9 +75,14 @@ type Options struct {
 }
 
 // Call is what a rule matches: who calls which server's tool. Tool is
-// empty for a prompts/get, resources/read or completion request.
+// empty for a request that names no tool (prompts/get, resources/read,
+// completion/complete, a resource subscription, the tasks extension's
+// requests): only rules without a tool glob match it, and its Method
+// stands in for the tool in the budgets of the tool and caller_tool
+// scopes.
 type Call struct {
 	Caller, Server, Tool string
+	Method               string // the request's method when Tool is empty
 }
 
 // Rule is one compiled limits rule.
@@ -92,15 +107,19 @@ func (r *Rule) matches(c Call) bool {
 
 // subject is the budget of r that c counts against.
 func (r *Rule) subject(c Call) string {
+	tool := c.Tool
+	if tool == "" {
+		tool = c.Method // a tool name has no "/": no method budget is a tool's
+	}
 	switch r.Scope {
 	case config.LimitScopeTool:
-		return c.Tool
+		return tool
 	case config.LimitScopeServer:
 		return c.Server
 	case config.LimitScopeCaller:
 		return c.Caller
 	}
-	return strconv.Itoa(len(c.Caller)) + ":" + c.Caller + ":" + c.Tool
+	return strconv.Itoa(len(c.Caller)) + ":" + c.Caller + ":" + tool
 }
 
 // scopeText is how a refusal names r's scope.
@@ -164,6 +183,9 @@ func New(opts Options) (*Limiter, error) {
 	}
 	l.rules.Store(&ruleSet{})
 	if opts.Store != nil && opts.Store.Client != nil {
+		if err := honoursDeadlines(opts.Store.Client); err != nil {
+			return nil, err
+		}
 		l.rdb, l.prefix = opts.Store.Client, opts.Store.KeyPrefix
 		if opts.Store.Timeout > 0 {
 			l.timeout = opts.Store.Timeout
@@ -175,6 +197,39 @@ func New(opts Options) (*Limiter, error) {
 		close(l.done)
 	}
 	return l, nil
+}
+
+// honoursDeadlines checks that c ends a round trip at its context's
+// deadline, so that Store.Timeout bounds it.
+func honoursDeadlines(c redis.UniversalClient) error {
+	var ok bool
+	switch c := c.(type) {
+	case *redis.Client:
+		ok = c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		ok = c.Options().ContextTimeoutEnabled
+	default:
+		return fmt.Errorf("ratelimit: the store's client is a %T; want a *redis.Client or *redis.ClusterClient", c)
+	}
+	if !ok {
+		return errors.New("ratelimit: the store's client does not end a round trip at its context's deadline " +
+			"(redis.Options.ContextTimeoutEnabled is off), so the store timeout would not bound it; build it with ratelimit.Dial")
+	}
+	return nil
+}
+
+// Dial returns a client for the limits' store at a redis://, rediss:// or
+// unix:// URL, whose round trips end at their context's deadline
+// (Store.Timeout). Its errors never repeat the URL, which usually carries
+// a password.
+func Dial(url string) (*redis.Client, error) {
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, errors.New("ratelimit: store.redis_url is not a valid Redis URL")
+	}
+	opts.ContextTimeoutEnabled = true
+	opts.ReadBufferSize, opts.WriteBufferSize = 8<<10, 8<<10 // small commands and replies
+	return redis.NewClient(opts), nil
 }
 
 // Close stops renewing leases and closes the store's client.
@@ -219,8 +274,19 @@ type Decision struct {
 	// when to retry.
 	Message string
 
-	l    *Limiter
-	held []slot // calls-in-flight slots taken
+	h *holding // the calls-in-flight slots of an admitted call; nil: none
+}
+
+// holding is what an admitted call holds of the calls-in-flight caps,
+// shared by the copies of its Decision.
+type holding struct {
+	l *Limiter
+	c Call
+
+	mu     sync.Mutex
+	slots  []slot
+	paused bool // its slots are given back while the call waits (Pause)
+	done   bool // released: nothing is taken again
 }
 
 // RetryAfterSeconds is RetryAfter in whole seconds, rounded up (at least 1).
@@ -228,15 +294,67 @@ func (d *Decision) RetryAfterSeconds() int {
 	return max(int(math.Ceil(d.RetryAfter.Seconds())), 1)
 }
 
-// Release returns the calls-in-flight slots an admitted call holds.
+// Holds reports whether an admitted call took calls-in-flight slots
+// (Release, Pause and Resume do nothing otherwise).
+func (d *Decision) Holds() bool { return d.h != nil }
+
+// Release returns the calls-in-flight slots an admitted call holds; the
+// call has finished, and a later Resume takes nothing.
 func (d *Decision) Release() {
-	if len(d.held) == 0 {
+	h := d.h
+	if h == nil {
 		return
 	}
-	for _, s := range d.held {
-		d.l.release(s)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.done = true
+	h.giveBack()
+}
+
+// Pause returns the calls-in-flight slots of an admitted call that waits
+// for its client (a parked call), until Resume.
+func (d *Decision) Pause() {
+	h := d.h
+	if h == nil {
+		return
 	}
-	d.held = nil
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.done {
+		h.giveBack()
+		h.paused = true
+	}
+}
+
+// Resume takes the slots of a paused call again, under the rules of now,
+// before it goes on; rates are not charged again (it is the same call).
+// Refused, it holds nothing and stays paused, and the refusal is returned
+// (counted as Admit's are); a call that is not paused, or has finished,
+// is admitted as it is.
+func (d *Decision) Resume(ctx context.Context) Decision {
+	h := d.h
+	if h == nil {
+		return Decision{Allowed: true}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.done || !h.paused {
+		return Decision{Allowed: true}
+	}
+	if ref, ok := h.l.acquireAll(ctx, h.l.rules.Load(), h.c, h); !ok {
+		return ref
+	}
+	h.paused = false
+	return Decision{Allowed: true}
+}
+
+// giveBack returns h's slots; h.mu is held (or h is Admit's, not shared
+// yet).
+func (h *holding) giveBack() {
+	for _, s := range h.slots {
+		h.l.release(s)
+	}
+	h.slots = h.slots[:0]
 }
 
 // Admit checks c against every rule that matches it: first the calls in
@@ -249,15 +367,14 @@ func (l *Limiter) Admit(ctx context.Context, c Call) Decision {
 		return Decision{Allowed: true}
 	}
 	rs := l.rules.Load()
-	d := Decision{Allowed: true, l: l}
+	d := Decision{Allowed: true}
 	for i := range rs.rules {
-		r := &rs.rules[i]
-		if r.InFlight == 0 || !r.matches(c) {
-			continue
-		}
-		if ref, ok := l.acquire(ctx, rs, r, r.subject(c), &d); !ok {
-			d.Release()
-			return ref
+		if r := &rs.rules[i]; r.InFlight > 0 && r.matches(c) {
+			d.h = &holding{l: l, c: c}
+			if ref, ok := l.acquireAll(ctx, rs, c, d.h); !ok {
+				return ref
+			}
+			break
 		}
 	}
 	for i := range rs.rules {
@@ -273,30 +390,50 @@ func (l *Limiter) Admit(ctx context.Context, c Call) Decision {
 	return d
 }
 
-// acquire takes a calls-in-flight slot of r's budget for subject into d.
-func (l *Limiter) acquire(ctx context.Context, rs *ruleSet, r *Rule, subject string, d *Decision) (Decision, bool) {
+// acquireAll takes into h a calls-in-flight slot of every rule of rs that
+// matches c; refused by one, it returns what it took and the refusal.
+func (l *Limiter) acquireAll(ctx context.Context, rs *ruleSet, c Call, h *holding) (Decision, bool) {
+	for i := range rs.rules {
+		r := &rs.rules[i]
+		if r.InFlight == 0 || !r.matches(c) {
+			continue
+		}
+		s, ref, ok := l.acquire(ctx, rs, r, r.subject(c))
+		if !ok {
+			h.giveBack()
+			return ref, false
+		}
+		if s.key != "" {
+			h.slots = append(h.slots, s)
+		}
+	}
+	return Decision{}, true
+}
+
+// acquire takes a calls-in-flight slot of r's budget for subject; a slot
+// without a key is none taken (the store is down, failing open).
+func (l *Limiter) acquire(ctx context.Context, rs *ruleSet, r *Rule, subject string) (slot, Decision, bool) {
 	key := r.Name + ":" + subject
 	if l.rdb == nil {
 		l.mu.Lock()
 		n := l.inflight[key]
 		if n >= r.InFlight {
 			l.mu.Unlock()
-			return l.refuse(r, KindInFlight, time.Second), false
+			return slot{}, l.refuse(r, KindInFlight, time.Second), false
 		}
 		l.inflight[key] = n + 1
 		l.mu.Unlock()
-		d.held = append(d.held, slot{key: key})
-		return Decision{}, true
+		return slot{key: key}, Decision{}, true
 	}
 	s, ok, err := l.acquireShared(ctx, l.prefix+"limit-inflight:"+key, r.InFlight)
 	if err != nil {
-		return l.storeFailed(rs, r, err)
+		ref, ok := l.storeFailed(rs, r, err)
+		return slot{}, ref, ok
 	}
 	if !ok {
-		return l.refuse(r, KindInFlight, time.Second), false
+		return slot{}, l.refuse(r, KindInFlight, time.Second), false
 	}
-	d.held = append(d.held, s)
-	return Decision{}, true
+	return s, Decision{}, true
 }
 
 // allow takes one call from r's rate budget for subject.

@@ -45,7 +45,7 @@ func newLimiter(t *testing.T, store *ratelimit.Store, reg prometheus.Registerer)
 const storeTimeout = 10 * time.Second
 
 func sharedStore(r *mcptest.Redis, prefix string) *ratelimit.Store {
-	return &ratelimit.Store{Client: redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1}), KeyPrefix: prefix, Timeout: storeTimeout}
+	return &ratelimit.Store{Client: redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1, ContextTimeoutEnabled: true}), KeyPrefix: prefix, Timeout: storeTimeout}
 }
 
 // burst fires n Admits at once, spread over ls, and returns how many of

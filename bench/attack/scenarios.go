@@ -34,6 +34,8 @@ func scenarios(idleWait time.Duration) []scenario {
 		{"a32-exchange", attackExchange},
 		{"a32-fixedargs", attackFixedArgs},
 		{"a32-tracesample", attackTraceSampling},
+		{"a32-parked-slots", attackParkedSlots},
+		{"a32-completion-limits", attackCompletionLimits},
 	}
 }
 

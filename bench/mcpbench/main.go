@@ -46,7 +46,6 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/proxy"
 	"github.com/mcp-mux/mcp-mux/ratelimit"
-	"github.com/mcp-mux/mcp-mux/sessionstore"
 	"github.com/mcp-mux/mcp-mux/telemetry"
 )
 
@@ -147,7 +146,7 @@ func serveMux(up, otlp string, ratio float64, limits, redisURL string) {
 	}
 	var opts proxy.Options
 	if limits != "" {
-		c, err := sessionstore.Dial(redisURL)
+		c, err := ratelimit.Dial(redisURL)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)

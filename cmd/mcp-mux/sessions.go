@@ -50,13 +50,14 @@ func sessionStore(cfg *config.Config, log hclog.Logger) (func(sessionstore.Optio
 }
 
 // limitStore returns where the limits rules' budgets live: with
-// store.redis_url, that Redis (every replica shares them); without, nil
-// (in process). The URL was checked by sessionStore.
+// store.redis_url, that Redis (every replica shares them) on a client whose
+// round trips the limiter's timeout bounds; without, nil (in process). The
+// URL was checked by sessionStore.
 func limitStore(cfg *config.Config) *ratelimit.Store {
 	if cfg.Store.RedisURL.IsZero() {
 		return nil
 	}
-	c, err := sessionstore.Dial(cfg.Store.RedisURL.Reveal())
+	c, err := ratelimit.Dial(cfg.Store.RedisURL.Reveal())
 	if err != nil {
 		return nil
 	}

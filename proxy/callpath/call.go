@@ -13,7 +13,6 @@ import (
 	"github.com/mcp-mux/mcp-mux/interceptor"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
-	"github.com/mcp-mux/mcp-mux/ratelimit"
 	"github.com/mcp-mux/mcp-mux/upstream"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -69,7 +68,7 @@ func (s *Router) routeCall(ctx context.Context, st *Session, e Era, k Sink, key 
 	}
 	noteRoute(rec, r)
 	// Rate and concurrency limits, before anything is forwarded (limits.go).
-	lim := s.limits.Admit(ctx, ratelimit.Call{Caller: st.User, Server: r.Server.Name, Tool: r.Name})
+	lim := s.admitLimits(ctx, st, r.Server.Name, r.Name, "")
 	if !lim.Allowed {
 		rec.Deny("limit: " + lim.Message)
 		return wire.ToolError(lim.Message), nil
@@ -195,13 +194,12 @@ func (s *Router) Forward(ctx context.Context, st *Session, e Era, h http.Header,
 	} else {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("MCP server %q is no longer configured", b.Name)}
 	}
-	if limited(method) {
-		lim := s.limits.Admit(ctx, ratelimit.Call{Caller: st.User, Server: b.Name})
-		if !lim.Allowed {
-			return nil, limitError(&lim)
-		}
-		defer lim.Release()
+	// Every request forwarded here is limited, as a tools/call is (limits.go).
+	lim := s.admitLimits(ctx, st, b.Name, "", method)
+	if !lim.Allowed {
+		return nil, limitError(&lim)
 	}
+	defer lim.Release()
 	raw, err := json.Marshal(params)
 	if err != nil {
 		return nil, err

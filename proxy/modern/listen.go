@@ -36,7 +36,10 @@ import (
 // cannot tell the SDK would accept goes to the SDK (listen), which answers
 // the error or, for the rare request it accepts, holds the stream its way.
 // Either way open streams count against inbound.max_sessions and their
-// caller's share of it (package admission).
+// caller's share of it (package admission), and each URI subscribed
+// upstream is one request under the limits rules (callpath.AdmitForward):
+// a listen one of them refuses is answered with that refusal, and what it
+// had subscribed is dropped.
 
 // listener is one open subscriptions/listen stream.
 type listener struct {
@@ -191,8 +194,11 @@ func (s *listens) listen(ctx context.Context, st *callpath.Session, req mcp.Requ
 	want := p.Notifications
 	l := &listener{ctx: ctx, ss: st.Server(), id: id, tools: want.ToolsListChanged, prompts: want.PromptsListChanged,
 		resources: want.ResourcesListChanged, uris: map[string]bool{}}
-	uris, owners := s.subscribeSDKListener(ctx, st, l, want.ResourceSubscriptions)
+	uris, owners, refused := s.subscribeSDKListener(ctx, st, l, want.ResourceSubscriptions)
 	defer s.unsubscribeSDKListener(ctx, st, uris, owners)
+	if refused != nil {
+		return nil, refused
+	}
 	agreed := mcp.NotificationSubscriptions{
 		ToolsListChanged:      want.ToolsListChanged,
 		PromptsListChanged:    want.PromptsListChanged,
@@ -233,8 +239,9 @@ func sdkListen(req mcp.Request) (*mcp.SubscriptionsListenParams, any, error) {
 }
 
 // subscribeSDKListener subscribes st upstream to each URI of uris that a
-// server owns, and returns those (each once) and their owners.
-func (s *listens) subscribeSDKListener(ctx context.Context, st *callpath.Session, l *listener, uris []string) ([]string, []*callpath.Backend) {
+// server owns, and returns those (each once) and their owners; refused by
+// a limits rule, it stops there and returns the refusal too.
+func (s *listens) subscribeSDKListener(ctx context.Context, st *callpath.Session, l *listener, uris []string) ([]string, []*callpath.Backend, *jsonrpc.Error) {
 	var agreed []string
 	var owners []*callpath.Backend
 	cat := s.rt.Load().Catalog.Load().For(st.Profile)
@@ -243,7 +250,13 @@ func (s *listens) subscribeSDKListener(ctx context.Context, st *callpath.Session
 		if b == nil || l.uris[uri] {
 			continue // not honoured: left out of the acknowledgement
 		}
-		if err := s.calls.Subscribe(ctx, st, b, uri, true); err != nil {
+		release, refused := s.calls.AdmitForward(ctx, st, b, "resources/subscribe")
+		if refused != nil {
+			return agreed, owners, refused
+		}
+		err := s.calls.Subscribe(ctx, st, b, uri, true)
+		release()
+		if err != nil {
 			s.logFor(ctx).Debug("upstream subscribe failed", "server", b.Name, "err", err)
 			continue
 		}
@@ -251,7 +264,7 @@ func (s *listens) subscribeSDKListener(ctx context.Context, st *callpath.Session
 		agreed = append(agreed, uri)
 		owners = append(owners, b)
 	}
-	return agreed, owners
+	return agreed, owners, nil
 }
 
 // unsubscribeSDKListener drops an SDK-path listen's subscriptions, the
@@ -359,12 +372,17 @@ func (s *listens) runListen(w http.ResponseWriter, r *http.Request, m *wire.Mess
 	st := &callpath.Session{}
 	rq.init(st)
 	granted := s.grantListen(ctx, l, n.TaskIDs)
-	uris := s.subscribeListener(ctx, st, l, n.ResourceSubscriptions)
+	uris, refused := s.subscribeListener(ctx, st, l, n.ResourceSubscriptions)
 	end := func() {
 		s.listeners.remove(l)
 		s.unsubscribeListener(ctx, st, uris)
 		cancel()
 		s.listeners.leave(rq.user)
+	}
+	if refused != nil {
+		end()
+		writeJSONRPCError(w, m.ID, refused)
+		return
 	}
 	meta := map[string]any{metaSubscriptionID: id}
 	res, _ := json.Marshal(map[string]any{"_meta": meta, "resultType": "complete"})
@@ -457,8 +475,9 @@ type listenAgreed struct {
 
 // subscribeListener subscribes st upstream to each URI of uris that a
 // server owns and returns those (each once); the others are not honoured
-// and are left out of the acknowledgement.
-func (s *listens) subscribeListener(ctx context.Context, st *callpath.Session, l *listener, uris []string) []string {
+// and are left out of the acknowledgement. Refused by a limits rule, it
+// stops there and returns the refusal too.
+func (s *listens) subscribeListener(ctx context.Context, st *callpath.Session, l *listener, uris []string) ([]string, *jsonrpc.Error) {
 	var agreed []string
 	cat := s.rt.Load().Catalog.Load().For(st.Profile)
 	for _, uri := range uris {
@@ -466,7 +485,13 @@ func (s *listens) subscribeListener(ctx context.Context, st *callpath.Session, l
 		if b == nil || l.uris[uri] {
 			continue
 		}
-		if err := s.calls.Subscribe(ctx, st, b, uri, true); err != nil {
+		release, refused := s.calls.AdmitForward(ctx, st, b, "resources/subscribe")
+		if refused != nil {
+			return agreed, refused
+		}
+		err := s.calls.Subscribe(ctx, st, b, uri, true)
+		release()
+		if err != nil {
 			s.logFor(ctx).Debug("upstream subscribe failed", "server", b.Name, "err", err)
 			continue
 		}
@@ -476,5 +501,5 @@ func (s *listens) subscribeListener(ctx context.Context, st *callpath.Session, l
 		l.uris[uri] = true
 		agreed = append(agreed, uri)
 	}
-	return agreed
+	return agreed, nil
 }

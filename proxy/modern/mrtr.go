@@ -44,6 +44,9 @@ import (
 //     requests the upstream sends become input_required for the client, the
 //     upstream call waits with a deadline until the retry brings the
 //     answers. The retry's state names the parked call and its replica.
+//     While parked the call holds no calls-in-flight slot of the limits
+//     rules (it counts against inbound.max_parked_calls instead); the retry
+//     takes its slots again, and a retry the limits refuse ends the call.
 //
 // A client is never asked for input it did not declare a capability for:
 // the upstream gets an error instead, and an input_required whose every
@@ -133,6 +136,7 @@ type parkedCall struct {
 	server string
 	target string
 	user   string
+	limits callpath.LimitHold // its limits admissions: no slot held while parked
 	cancel context.CancelFunc
 	done   chan struct{}
 	res    mcp.Result
@@ -237,7 +241,7 @@ func (b bridgeSink) Request(ctx context.Context, method string, params json.RawM
 func (s *bridges) startParked(ctx context.Context, round callpath.Sink, e *Era, server, target string, call func(context.Context) (mcp.Result, error)) *parkedCall {
 	pc := &parkedCall{server: server, target: target, user: round.Session().User, done: make(chan struct{}),
 		signal: make(chan struct{}, 1), inputs: map[string]*pendingInput{}, round: round, ctx: ctx}
-	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	cctx, cancel := context.WithCancel(callpath.WithLimitHold(context.WithoutCancel(ctx), &pc.limits))
 	pc.cancel = cancel
 	e.bridge = bridgeSink{pc}
 	go func() {
@@ -353,8 +357,11 @@ func (pc *parkedCall) pending() map[string]json.RawMessage {
 }
 
 // parkRound parks pc for the client's retry and answers this round with
-// the input requests reqs and a requestState naming the parked call.
+// the input requests reqs and a requestState naming the parked call. The
+// call's calls-in-flight slots are returned while it waits (resume takes
+// them again).
 func (s *bridges) parkRound(pc *parkedCall, reqs map[string]json.RawMessage) (mcp.Result, error) {
+	pc.limits.Pause()
 	if err := s.parked.park(s, pc, s.bounds().Parked); err != nil {
 		pc.cancel()
 		return nil, err
@@ -481,6 +488,9 @@ func (s *bridges) modernCall(ctx context.Context, st *callpath.Session, e *Era, 
 				}
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "the call this requestState continues is no longer waiting (expired, cancelled or already answered); call again without requestState"}
 			}
+			if res, refused, err := resume(ctx, method, pc); refused {
+				return res, err
+			}
 			m := make(map[string]json.RawMessage, len(responses))
 			for k, v := range responses {
 				m[k] = v
@@ -495,6 +505,23 @@ func (s *bridges) modernCall(ctx context.Context, st *callpath.Session, e *Era, 
 		return s.calls.Dispatch(ctx, st, e, method, req, next)
 	})
 	return s.await(ctx, round, pc)
+}
+
+// resume takes the calls-in-flight slots of the parked call pc again for
+// its client's retry (a request of method). Refused by a limits rule, the
+// call ends (cancelled upstream, as a call refused at its start never
+// began) and the refusal is the retry's answer, as method gets it.
+func resume(ctx context.Context, method string, pc *parkedCall) (res mcp.Result, refused bool, err error) {
+	d := pc.limits.Resume(ctx)
+	if d == nil {
+		return nil, false, nil
+	}
+	pc.cancel()
+	raw, err := callpath.LimitRefusal(method, d)
+	if err != nil {
+		return nil, true, err
+	}
+	return &mcpwire.RawResult{Raw: raw}, true, nil
 }
 
 // forwardRetry sends a retry whose requestState names a call parked on
