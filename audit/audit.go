@@ -7,8 +7,8 @@
 // A record never holds a secret, a result or a header. Arguments appear
 // only at DetailFull, only for a server whose config opts in
 // ("telemetry": {"arguments": true}), and only as secret.RedactJSON leaves
-// them. Caller ids are hashed (secret.HashID) unless configured plain.
-// Every value a caller
+// them. Caller ids are hashed (a keyed secret.IDHash, the spans' own)
+// unless configured plain, in a denial reason too. Every value a caller
 // chooses is clipped to its bound in internal/bounds, so a record is at
 // most MaxRecordBytes, and the queue of records waiting for the output is
 // bounded in records and in bytes: past either, records are dropped and
@@ -23,6 +23,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -127,7 +128,10 @@ type Options struct {
 	// (and the one being written); past it records are dropped and
 	// counted. Default 4 MiB.
 	BufferBytes int
-	Log         hclog.Logger
+	// IDs hashes caller ids; give telemetry.Options the same, so records
+	// and spans of a caller match. Nil: a random key of this Auditor's own.
+	IDs *secret.IDHash
+	Log hclog.Logger
 }
 
 // Auditor writes records and keeps the recent slow and failed calls. A
@@ -151,6 +155,9 @@ func New(o Options) (*Auditor, error) {
 	}
 	if o.Log == nil {
 		o.Log = hclog.NewNullLogger()
+	}
+	if o.IDs == nil {
+		o.IDs = secret.NewIDHash("")
 	}
 	a := &Auditor{o: o, slow: ring{max: recentCalls}, failed: ring{max: recentCalls}}
 	if !o.Enabled {
@@ -238,6 +245,7 @@ func (a *Auditor) Finish(ctx context.Context, e *Entry, c Caller, res json.RawMe
 		e.TraceID = sc.TraceID().String()
 	}
 	e.Caller, e.Thread, e.Session, e.Protocol = a.user(c.User), c.Thread, c.Session, c.Protocol
+	e.Denial = a.hideUser(e.Denial, c.User, e.Caller)
 	e.bound()
 	if slow || failed {
 		a.keep(&e.Record, slow, failed)
@@ -255,7 +263,20 @@ func (a *Auditor) user(id string) string {
 	case a.o.UserID == "plain":
 		return id
 	}
-	return secret.HashID(id)
+	return a.o.IDs.Of(id)
+}
+
+// hideUser is a denial reason with the caller's plain id (a credentials
+// denial quotes it to the caller) replaced by the caller as the record
+// shows it, unless records show ids plain.
+func (a *Auditor) hideUser(reason, id, shown string) string {
+	if reason == "" || id == "" || a.o.UserID == "plain" {
+		return reason
+	}
+	if shown == "" {
+		shown = "(caller)"
+	}
+	return strings.ReplaceAll(reason, id, shown)
 }
 
 // bound redacts r's URI and clips each of r's strings to its bound

@@ -83,6 +83,34 @@ func TestRecordStaysBounded(t *testing.T) {
 	}
 }
 
+// A denial reason that quotes the caller's id (a credentials denial does)
+// shows it as the record shows the caller: hashed, or not at all.
+func TestDenialHidesPlainUser(t *testing.T) {
+	const user = "alice-the-caller-7731"
+	for _, mode := range []string{"hashed", "none", "plain"} {
+		path := filepath.Join(t.TempDir(), "a.jsonl")
+		a, err := New(Options{Enabled: true, Output: path, UserID: mode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := a.Start(ToolCall)
+		e.Tool = "web_echo"
+		e.Deny("credentials: No credential is configured for your account (user id '" + user + "') on MCP server 'web'.")
+		a.Finish(context.Background(), &e, Caller{User: user}, nil, nil)
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		recs := readRecords(t, path)
+		raw, _ := os.ReadFile(path)
+		if shown := strings.Contains(string(raw), user); shown != (mode == "plain") {
+			t.Errorf("user_id %s: the plain user id is in the record: %v\n%s", mode, shown, raw)
+		}
+		if len(recs) != 1 || !strings.Contains(recs[0]["denial_reason"].(string), "on MCP server 'web'") {
+			t.Errorf("user_id %s: denial = %v", mode, recs)
+		}
+	}
+}
+
 // fifo is a named pipe at path with a reader that reads nothing until
 // drain: an output nobody reads (stdout piped to a stuck process).
 type fifo struct {

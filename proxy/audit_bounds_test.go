@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -160,4 +163,46 @@ func liveHeap() uint64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
+}
+
+// Issue 32, weak findings: a credentials denial names the caller's id to
+// the caller, but its audit record does not (the record's caller is
+// hashed), and the hash is keyed: hashing a guessed id (a dictionary)
+// does not find it.
+func TestAuditCallerNeverPlain(t *testing.T) {
+	up := mcptest.ServeHTTP(t, mcptest.NewServer("web"))
+	const (
+		user   = "alice-the-user"
+		apiKey = "api-key-audit-hash-0123456789"
+	)
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	a, err := audit.New(audit.Options{Enabled: true, Output: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := startMux(t, fmt.Sprintf(`{"mcpServers": {"web": {"type": "http", "url": %q, "user_auth": {"users": {"bob": "Bearer for-bob-only"}}}},
+		"inbound": {"auth": {"mode": "api_keys", "keys": {%q: %q}}}}`, up.URL+"/mcp", user, apiKey), proxy.Options{Audit: a})
+	c := mcp.NewClient(&mcp.Implementation{Name: "audit-hash", Version: "1"}, nil)
+	hc := &http.Client{Transport: headerRT{"Authorization": "Bearer " + apiKey}}
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: m.ts.URL + "/mcp", HTTPClient: hc},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "web_echo", Arguments: map[string]any{"text": "x"}})
+	if err != nil || !res.IsError || !strings.Contains(fmt.Sprint(res.Content[0]), user) {
+		t.Fatalf("the call was not denied for want of the caller's credential (so the test proves nothing): %v %+v", err, res)
+	}
+	recs, raw := auditRecords(t, a, path)
+	if len(recs) != 1 || recs[0].Outcome != audit.Denied || !strings.HasPrefix(recs[0].Denial, "credentials: ") {
+		t.Fatalf("records = %+v", recs)
+	}
+	if strings.Contains(raw, user) {
+		t.Errorf("the plain user id is in the record:\n%s", raw)
+	}
+	sum := sha256.Sum256([]byte(user))
+	if unkeyed := "sha256:" + hex.EncodeToString(sum[:12]); recs[0].Caller == "" || strings.Contains(raw, hex.EncodeToString(sum[:12])) {
+		t.Errorf("the caller is %q: hashing the guess %q gives %q", recs[0].Caller, user, unkeyed)
+	}
 }
