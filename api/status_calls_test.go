@@ -100,6 +100,22 @@ func TestStatusProfilesAndLimits(t *testing.T) {
 	if len(rep.Limits) != 2 || rep.Limits[0].Name != "echo-rate" || rep.Limits[0].Refused["rate"] != 2 || rep.Limits[1].InFlight != 2 || rep.Limits[1].Running != 0 {
 		t.Errorf("limits = %+v", rep.Limits)
 	}
+	// A call of web_sleep holds one of sleep-cap's slots while it runs,
+	// and gives it back when its caller leaves.
+	held, leave := context.WithCancel(context.Background())
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		_, _ = cs.CallTool(held, &mcp.CallToolParams{Name: "web_sleep", Arguments: map[string]any{"ms": 600_000}})
+	}()
+	if !waitRunning(t, m.ts.URL, "sleep-cap", 1) {
+		t.Errorf("sleep-cap does not count the web_sleep call it holds")
+	}
+	leave()
+	<-ended
+	if !waitRunning(t, m.ts.URL, "sleep-cap", 0) {
+		t.Errorf("sleep-cap still counts the web_sleep call its caller left")
+	}
 	row := regexp.MustCompile(`<tr data-limit="echo-rate"><td>echo-rate</td><td>tool</td><td>web_echo</td><td class="n">1 / 60 s</td><td class="n">—</td><td class="n">rate 2</td></tr>`)
 	if _, page := get(t, m.ts.URL+"/", nil); !row.Match(page) || !strings.Contains(string(page), `<tr data-profile="narrow"><td>narrow</td><td class="n">1</td></tr>`) {
 		t.Errorf("the page lacks the profile or the limit:\n%s", grepAround(string(page), `id="profiles"`))
@@ -111,6 +127,26 @@ func TestStatusProfilesAndLimits(t *testing.T) {
 	if !row.MatchString(dom) || !strings.Contains(dom, `<tr data-profile="narrow"><td>narrow</td><td class="n">1</td></tr>`) ||
 		!strings.Contains(dom, `<tr data-limit="sleep-cap"><td>sleep-cap</td><td>caller</td><td>web · web_sleep</td><td class="n">—</td><td class="n">0 (2)</td><td class="n">0</td></tr>`) {
 		t.Errorf("the re-rendered page lacks the profile or the limits:\n%s", grepAround(dom, `id="profiles"`))
+	}
+}
+
+// waitRunning waits (up to 20 s) until /api/status shows want calls in
+// flight under rule.
+func waitRunning(t *testing.T, base, rule string, want int) bool {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, body := get(t, base+"/api/status", nil)
+		for _, l := range decodeStatus(t, body).Limits {
+			if l.Name == rule && l.Running == want {
+				return true
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Logf("limits: %s", grepAround(string(body), `"limits"`))
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
