@@ -135,13 +135,13 @@ func TestAuditBlockedOutputHoldsLittle(t *testing.T) {
 	m := startMux(t, fmt.Sprintf(`{"mcpServers": {"web": {"type": "http", "url": %q}}}`, up.URL+"/mcp"), proxy.Options{Audit: a})
 	cs := connect(t, m.ts.URL, nil)
 	before := liveHeap()
-	for i := range 40 {
+	for i := range 60 {
 		if _, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: bigName("test://r", i, 256<<10)}); err == nil {
 			t.Fatal("an unknown resource was read")
 		}
 	}
 	grown := int64(liveHeap()) - int64(before)
-	t.Logf("40 reads of 256 KB unknown URIs, audit output not read: heap %+d KiB", grown>>10)
+	t.Logf("60 reads of 256 KB unknown URIs, audit output not read: heap %+d KiB", grown>>10)
 	if grown > 6<<20 {
 		t.Errorf("the heap grew %d MiB holding records nobody reads (bound 6 MiB)", grown>>20)
 	}
