@@ -29,6 +29,7 @@ func scenarios(idleWait time.Duration) []scenario {
 		{"a17-admin", attackAdmin},
 		{"a17-headers", attackHeaders},
 		{"a17-subs", attackSubs},
+		{"a32-audit", attackAudit},
 	}
 }
 
