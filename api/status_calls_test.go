@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -99,6 +100,22 @@ func TestStatusProfilesAndLimits(t *testing.T) {
 	if len(rep.Limits) != 2 || rep.Limits[0].Name != "echo-rate" || rep.Limits[0].Refused["rate"] != 2 || rep.Limits[1].InFlight != 2 || rep.Limits[1].Running != 0 {
 		t.Errorf("limits = %+v", rep.Limits)
 	}
+	// A call of web_sleep holds one of sleep-cap's slots while it runs,
+	// and gives it back when its caller leaves.
+	held, leave := context.WithCancel(context.Background())
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		_, _ = cs.CallTool(held, &mcp.CallToolParams{Name: "web_sleep", Arguments: map[string]any{"ms": 600_000}})
+	}()
+	if !waitRunning(t, m.ts.URL, "sleep-cap", 1) {
+		t.Errorf("sleep-cap does not count the web_sleep call it holds")
+	}
+	leave()
+	<-ended
+	if !waitRunning(t, m.ts.URL, "sleep-cap", 0) {
+		t.Errorf("sleep-cap still counts the web_sleep call its caller left")
+	}
 	row := regexp.MustCompile(`<tr data-limit="echo-rate"><td>echo-rate</td><td>tool</td><td>web_echo</td><td class="n">1 / 60 s</td><td class="n">—</td><td class="n">rate 2</td></tr>`)
 	if _, page := get(t, m.ts.URL+"/", nil); !row.Match(page) || !strings.Contains(string(page), `<tr data-profile="narrow"><td>narrow</td><td class="n">1</td></tr>`) {
 		t.Errorf("the page lacks the profile or the limit:\n%s", grepAround(string(page), `id="profiles"`))
@@ -110,5 +127,59 @@ func TestStatusProfilesAndLimits(t *testing.T) {
 	if !row.MatchString(dom) || !strings.Contains(dom, `<tr data-profile="narrow"><td>narrow</td><td class="n">1</td></tr>`) ||
 		!strings.Contains(dom, `<tr data-limit="sleep-cap"><td>sleep-cap</td><td>caller</td><td>web · web_sleep</td><td class="n">—</td><td class="n">0 (2)</td><td class="n">0</td></tr>`) {
 		t.Errorf("the re-rendered page lacks the profile or the limits:\n%s", grepAround(dom, `id="profiles"`))
+	}
+}
+
+// waitRunning waits (up to 20 s) until /api/status shows want calls in
+// flight under rule.
+func waitRunning(t *testing.T, base, rule string, want int) bool {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, body := get(t, base+"/api/status", nil)
+		for _, l := range decodeStatus(t, body).Limits {
+			if l.Name == rule && l.Running == want {
+				return true
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Logf("limits: %s", grepAround(string(body), `"limits"`))
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Issue 32, attack 2: the recent failed and slow calls keep an unknown
+// name clipped, so calls with 64 KB names leave /api/status and the page
+// their usual size (1 MB names made them 20 MB and 40 MB).
+func TestStatusRecentCallsClipped(t *testing.T) {
+	a, err := audit.New(audit.Options{Slow: time.Nanosecond}) // every call is slow, and each of these failed
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := startStatusMuxWith(t, api.StatusOptions{}, statusExtras{audit: a})
+	c := mcp.NewClient(&mcp.Implementation{Name: "status-clipped", Version: "1"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: m.ts.URL + "/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	const size = 64 << 10
+	for i := range 25 {
+		name := fmt.Sprintf("t%02d", i) + strings.Repeat("z", size)
+		if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name}); err == nil {
+			t.Fatal("an unknown tool was called")
+		}
+	}
+	_, body := get(t, m.ts.URL+"/api/status", nil)
+	_, page := get(t, m.ts.URL+"/", nil)
+	rep := decodeStatus(t, body)
+	t.Logf("after 25 calls with %d KB names: /api/status %d bytes, / %d bytes", size>>10, len(body), len(page))
+	if len(rep.FailedCalls) != 20 || !strings.HasSuffix(rep.FailedCalls[0].Target, fmt.Sprintf("…(%d bytes)", size+3)) {
+		t.Fatalf("failed calls: %d, the newest for %.60q…", len(rep.FailedCalls), rep.FailedCalls[0].Target)
+	}
+	if len(body) > 64<<10 || len(page) > 128<<10 {
+		t.Errorf("/api/status is %d bytes (bound 64 KiB), / %d bytes (bound 128 KiB)", len(body), len(page))
 	}
 }

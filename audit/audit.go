@@ -7,7 +7,12 @@
 // A record never holds a secret, a result or a header. Arguments appear
 // only at DetailFull, only for a server whose config opts in
 // ("telemetry": {"arguments": true}), and only as secret.RedactJSON leaves
-// them. Caller ids are hashed (secret.HashID) unless configured plain.
+// them. Caller ids are hashed (a keyed secret.IDHash, the spans' own)
+// unless configured plain, in a denial reason too. Every value a caller
+// chooses is clipped to its bound in internal/bounds, so a record is at
+// most MaxRecordBytes, and the queue of records waiting for the output is
+// bounded in records and in bytes: past either, records are dropped and
+// counted, so an output nobody reads costs a bounded amount of memory.
 //
 // The Auditor also keeps the recent slow and failed calls, with their
 // trace ids, for the status page, whether or not records are written.
@@ -18,6 +23,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,6 +32,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mcp-mux/mcp-mux/internal/bounds"
 	"github.com/mcp-mux/mcp-mux/internal/reqid"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/secret"
@@ -61,6 +68,14 @@ const (
 // MaxArgumentBytes bounds a record's redacted arguments; larger ones are
 // left out (ArgumentsOmitted says so).
 const MaxArgumentBytes = 8 << 10
+
+// MaxRecordBytes bounds one record as written, its JSON line: each string
+// of a record is clipped to its bound in internal/bounds (a tool or prompt
+// name to bounds.Name, a URI to bounds.URI, a thread, session, request id,
+// caller and denial reason to theirs, with the full length noted) and the
+// arguments to MaxArgumentBytes, so whatever a caller sends (escaped
+// control characters included) a record fits.
+const MaxRecordBytes = 80 << 10
 
 // Record is one audited request.
 type Record struct {
@@ -109,7 +124,14 @@ type Options struct {
 	// Buffer bounds the records waiting to be written; past it records are
 	// dropped and counted. Default 4096.
 	Buffer int
-	Log    hclog.Logger
+	// BufferBytes bounds the bytes of the records waiting to be written
+	// (and the one being written); past it records are dropped and
+	// counted. Default 4 MiB.
+	BufferBytes int
+	// IDs hashes caller ids; give telemetry.Options the same, so records
+	// and spans of a caller match. Nil: a random key of this Auditor's own.
+	IDs *secret.IDHash
+	Log hclog.Logger
 }
 
 // Auditor writes records and keeps the recent slow and failed calls. A
@@ -133,6 +155,9 @@ func New(o Options) (*Auditor, error) {
 	}
 	if o.Log == nil {
 		o.Log = hclog.NewNullLogger()
+	}
+	if o.IDs == nil {
+		o.IDs = secret.NewIDHash("")
 	}
 	a := &Auditor{o: o, slow: ring{max: recentCalls}, failed: ring{max: recentCalls}}
 	if !o.Enabled {
@@ -220,7 +245,8 @@ func (a *Auditor) Finish(ctx context.Context, e *Entry, c Caller, res json.RawMe
 		e.TraceID = sc.TraceID().String()
 	}
 	e.Caller, e.Thread, e.Session, e.Protocol = a.user(c.User), c.Thread, c.Session, c.Protocol
-	e.URI = secret.RedactURI(e.URI)
+	e.Denial = a.hideUser(e.Denial, c.User, e.Caller)
+	e.bound()
 	if slow || failed {
 		a.keep(&e.Record, slow, failed)
 	}
@@ -237,7 +263,38 @@ func (a *Auditor) user(id string) string {
 	case a.o.UserID == "plain":
 		return id
 	}
-	return secret.HashID(id)
+	return a.o.IDs.Of(id)
+}
+
+// hideUser is a denial reason with the caller's plain id (a credentials
+// denial quotes it to the caller) replaced by the caller as the record
+// shows it, unless records show ids plain.
+func (a *Auditor) hideUser(reason, id, shown string) string {
+	if reason == "" || id == "" || a.o.UserID == "plain" {
+		return reason
+	}
+	if shown == "" {
+		shown = "(caller)"
+	}
+	return strings.ReplaceAll(reason, id, shown)
+}
+
+// bound redacts r's URI and clips each of r's strings to its bound
+// (bounds.Clip notes the full length): those a caller chooses and, so the
+// record's bound holds whatever a room passes, those mcp-mux sets.
+func (r *Record) bound() {
+	r.URI = bounds.Clip(secret.RedactURI(r.URI), bounds.URI)
+	r.Tool = bounds.Clip(r.Tool, bounds.Name)
+	r.RawTool = bounds.Clip(r.RawTool, bounds.Name)
+	r.Prompt = bounds.Clip(r.Prompt, bounds.Name)
+	r.Thread = bounds.Clip(r.Thread, bounds.Thread)
+	r.Session = bounds.Clip(r.Session, bounds.Session)
+	r.RequestID = bounds.Clip(r.RequestID, reqid.MaxLen)
+	r.Caller = bounds.Clip(r.Caller, bounds.User)
+	r.Denial = bounds.Clip(r.Denial, bounds.Reason)
+	r.Server = bounds.Clip(r.Server, bounds.Name)
+	r.Protocol = bounds.Clip(r.Protocol, bounds.Name)
+	r.ErrorType = bounds.Clip(r.ErrorType, bounds.Name)
 }
 
 // shape trims e's record to the configured detail and redacts its

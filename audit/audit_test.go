@@ -59,7 +59,8 @@ func TestRecordsByDetail(t *testing.T) {
 	for _, detail := range []string{DetailMinimal, DetailStandard, DetailFull} {
 		t.Run(detail, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "audit.jsonl")
-			a, err := New(Options{Enabled: true, Output: path, Detail: detail})
+			ids := secret.NewIDHash("replicas-share-this-key")
+			a, err := New(Options{Enabled: true, Output: path, Detail: detail, IDs: ids})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -80,7 +81,7 @@ func TestRecordsByDetail(t *testing.T) {
 			}
 			r := recs[0]
 			if r["kind"] != "tools/call" || r["tool"] != "web_echo" || r["server"] != "web" || r["outcome"] != "ok" ||
-				r["caller"] != secret.HashID("alice") || r["time"] == nil || r["duration_ms"] == nil {
+				r["caller"] != ids.Of("alice") || r["time"] == nil || r["duration_ms"] == nil {
 				t.Errorf("record = %v", r)
 			}
 			if recs[1]["outcome"] != "denied" {

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,32 +18,41 @@ import (
 
 const (
 	defaultBuffer       = 4096
+	defaultBufferBytes  = 4 << 20
 	defaultMaxFileBytes = 100 << 20
+	// defaultCloseWait bounds how long Close waits for an output that
+	// takes nothing (a pipe nobody reads).
+	defaultCloseWait = 5 * time.Second
 )
 
 // writer writes records as JSON lines on a goroutine of its own, so a
-// request only queues its record; a full queue drops it (counted).
+// request only queues its record's line; a queue full in lines or in bytes
+// drops it (counted).
 type writer struct {
-	queue   chan Record
-	done    chan struct{}
-	mu      sync.RWMutex // closed and sending on queue
-	closed  bool
-	out     io.Writer
-	file    *os.File // nil for stderr, stdout
-	path    string
-	size    int64
-	max     int64
-	log     hclog.Logger
-	written prometheus.Counter
-	dropped prometheus.Counter
-	err     error // the first write error, reported once
+	queue     chan []byte
+	queued    atomic.Int64 // bytes of the lines queued or being written
+	maxQueued int64
+	closeWait time.Duration
+	done      chan struct{}
+	mu        sync.RWMutex // closed and sending on queue
+	closed    bool
+	out       io.Writer
+	file      *os.File // nil for stderr, stdout
+	path      string
+	size      int64
+	max       int64
+	log       hclog.Logger
+	written   prometheus.Counter
+	dropped   prometheus.Counter
+	err       error // the first write error, reported once
 }
 
 // newWriter opens o's output and starts writing.
 func newWriter(o Options) (*writer, error) {
-	w := &writer{queue: make(chan Record, cmp(o.Buffer, defaultBuffer)), done: make(chan struct{}), log: o.Log, max: int64(cmp(int(o.MaxFileBytes), defaultMaxFileBytes)),
+	w := &writer{queue: make(chan []byte, cmp(o.Buffer, defaultBuffer)), maxQueued: int64(cmp(o.BufferBytes, defaultBufferBytes)), closeWait: defaultCloseWait,
+		done: make(chan struct{}), log: o.Log, max: int64(cmp(int(o.MaxFileBytes), defaultMaxFileBytes)),
 		written: prometheus.NewCounter(prometheus.CounterOpts{Name: "mcp_mux_audit_records_total", Help: "Audit records written."}),
-		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "mcp_mux_audit_records_dropped_total", Help: "Audit records dropped: the writer fell behind (a full queue) or its output failed."}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "mcp_mux_audit_records_dropped_total", Help: "Audit records dropped: the writer fell behind (a queue full in records or bytes) or its output failed."}),
 	}
 	switch o.Output {
 	case "", "stderr":
@@ -84,19 +95,48 @@ func (w *writer) open() error {
 	return nil
 }
 
-// put queues r, or drops it when the queue is full.
+// put queues r as its JSON line, or drops it when the queue is full in
+// lines or in bytes (or the line is past MaxRecordBytes, which a record
+// bounded by Record.bound is not).
 func (w *writer) put(r Record) {
+	line, err := encode(r)
+	if err == nil && len(line) > MaxRecordBytes {
+		err = fmt.Errorf("audit: a record of %d bytes, past the bound of %d", len(line), MaxRecordBytes)
+	}
+	if err != nil {
+		w.dropped.Inc()
+		w.log.Error("audit: a record was dropped", "err", err)
+		return
+	}
+	n := int64(cap(line)) // what the queue holds
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	if w.closed {
 		w.dropped.Inc()
 		return
 	}
+	if w.queued.Add(n) > w.maxQueued {
+		w.queued.Add(-n)
+		w.dropped.Inc()
+		return
+	}
 	select {
-	case w.queue <- r:
+	case w.queue <- line:
 	default:
+		w.queued.Add(-n)
 		w.dropped.Inc()
 	}
+}
+
+// encode is r's JSON line.
+func encode(r Record) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(r); err != nil {
+		return nil, fmt.Errorf("audit: encoding a record: %w", err)
+	}
+	return b.Bytes(), nil
 }
 
 // run writes queued records, flushing whenever the queue is empty (a
@@ -106,23 +146,16 @@ func (w *writer) put(r Record) {
 func (w *writer) run() {
 	defer close(w.done)
 	bw := bufio.NewWriterSize(w.out, 64<<10)
-	var line bytes.Buffer
-	enc := json.NewEncoder(&line)
-	enc.SetEscapeHTML(false)
-	for r := range w.queue {
-		line.Reset()
-		if err := enc.Encode(r); err != nil {
-			w.fail(err)
-			continue
-		}
-		if w.file != nil && w.size > 0 && w.size+int64(line.Len()) > w.max {
+	for line := range w.queue {
+		if w.file != nil && w.size > 0 && w.size+int64(len(line)) > w.max {
 			if err := bw.Flush(); err != nil {
 				w.fail(err)
 			}
 			w.rotate()
 			bw.Reset(w.out)
 		}
-		n, _ := bw.Write(line.Bytes())
+		n, _ := bw.Write(line)
+		w.queued.Add(-int64(cap(line)))
 		w.size += int64(n)
 		w.written.Inc()
 		if w.file == nil || len(w.queue) == 0 {
@@ -158,6 +191,8 @@ func (w *writer) fail(err error) {
 }
 
 // close stops taking records, writes those queued and closes the file.
+// An output that does not take them within closeWait (a pipe nobody reads)
+// keeps the rest: close returns, saying how much.
 func (w *writer) close() error {
 	w.mu.Lock()
 	if !w.closed {
@@ -165,7 +200,13 @@ func (w *writer) close() error {
 		close(w.queue)
 	}
 	w.mu.Unlock()
-	<-w.done
+	wait := time.NewTimer(w.closeWait)
+	defer wait.Stop()
+	select {
+	case <-w.done:
+	case <-wait.C:
+		return fmt.Errorf("audit: the output did not take the queued records within %s; %d bytes of them are not written", w.closeWait, w.queued.Load())
+	}
 	if w.file != nil {
 		if err := w.file.Close(); err != nil {
 			return fmt.Errorf("audit: closing the output file: %w", err)

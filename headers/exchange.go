@@ -293,7 +293,7 @@ func (x *exchanger) exchange(ctx context.Context, key, user, subject string) (se
 	start := time.Now()
 	tok, err := conf.Token(context.WithValue(ctx, oauth2.HTTPClient, x.tokenHTTP))
 	if err != nil {
-		x.log.Debug("token exchange failed", "server", x.server, "caller", secret.HashID(user))
+		x.log.Debug("token exchange failed", "server", x.server)
 		return "", &DenyError{Msg: tokenError(x.server, "token exchange", x.opts.TokenURL, err).Error()}
 	}
 	value := tok.AccessToken
@@ -306,7 +306,7 @@ func (x *exchanger) exchange(ctx context.Context, key, user, subject string) (se
 	life := exchangeLifetime(tok)
 	expiry := start.Add(life)
 	x.cache.put(key, user, secret.Value(value), expiry.Add(-min(x.skew, life/2)))
-	x.log.Debug("token exchanged", "server", x.server, "caller", secret.HashID(user), "expires_in", int(life/time.Second))
+	x.log.Debug("token exchanged", "server", x.server, "expires_in", int(life/time.Second))
 	return secret.Value(value), nil
 }
 

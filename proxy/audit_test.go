@@ -86,7 +86,8 @@ func TestAuditRecords(t *testing.T) {
 		"guardrails": {"enabled": true, "denied_tools": ["web_count"]},
 		"inbound": {"auth": {"mode": "api_keys", "keys": {"alice-the-user": %q}}}}`, up.URL+"/mcp", other.URL+"/mcp", apiKey)
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	a, err := audit.New(audit.Options{Enabled: true, Output: path, Detail: audit.DetailFull})
+	ids := secret.NewIDHash("audit-test-shared-key")
+	a, err := audit.New(audit.Options{Enabled: true, Output: path, Detail: audit.DetailFull, IDs: ids})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +131,7 @@ func TestAuditRecords(t *testing.T) {
 
 	snap := m.srv.Status()
 	recs, raw := auditRecords(t, a, path)
-	alice := secret.HashID("alice-the-user")
+	alice := ids.Of("alice-the-user")
 	for _, r := range recs {
 		if r.Caller != alice || r.Time.IsZero() || r.Outcome == "" {
 			t.Errorf("record without its caller, time or outcome: %+v", r)

@@ -22,6 +22,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/internal/otlptest"
 	"github.com/mcp-mux/mcp-mux/proxy"
+	"github.com/mcp-mux/mcp-mux/secret"
 	"github.com/mcp-mux/mcp-mux/telemetry"
 )
 
@@ -203,11 +204,12 @@ func TestTelemetryKeepsSecrets(t *testing.T) {
 		"headers_from_context": {"headers": {"X-Carried": "tok"}}}},
 		"inbound": {"auth": {"mode": "api_keys", "keys": {"alice-the-user": %q}}}}`, up.URL+"/mcp", static, apiKey)
 	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
-	a, err := audit.New(audit.Options{Enabled: true, Output: auditPath, Detail: audit.DetailFull})
+	ids := secret.NewIDHash("telemetry-test-shared-key")
+	a, err := audit.New(audit.Options{Enabled: true, Output: auditPath, Detail: audit.DetailFull, IDs: ids})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := startMux(t, cfg, proxy.Options{Telemetry: telemetry.Options{Enabled: true, Endpoint: r.Endpoint(), UserID: "hashed",
+	m := startMux(t, cfg, proxy.Options{Telemetry: telemetry.Options{Enabled: true, Endpoint: r.Endpoint(), UserID: "hashed", IDs: ids,
 		Env: func(string) (string, bool) { return "", false }}, Audit: a})
 	caller, meta := callerTrace(t, r)
 	c := mcp.NewClient(&mcp.Implementation{Name: "secrets", Version: "1"}, nil)
@@ -254,8 +256,8 @@ func TestTelemetryKeepsSecrets(t *testing.T) {
 			t.Errorf("%q reached a mux span, a metric or an audit record:\n%s", secret, grepLines(dump, secret))
 		}
 	}
-	if !strings.Contains(otlptest.Dump(mux), "user.id=sha256:") {
-		t.Errorf("no hashed user.id on the mux's spans:\n%s", otlptest.Dump(mux))
+	if hashed := ids.Of("alice-the-user"); !strings.Contains(otlptest.Dump(mux), "user.id="+hashed) || recs[0].Caller != hashed {
+		t.Errorf("the mux's spans and the audit records do not both name the caller %s:\n%s\n%+v", hashed, otlptest.Dump(mux), recs)
 	}
 }
 

@@ -2,21 +2,11 @@ package secret
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
 	"strings"
 )
-
-// HashID identifies a user id without revealing it: "sha256:" and the hex
-// of the first 12 bytes of its SHA-256. Spans and audit records use it, so
-// the two can be matched.
-func HashID(id string) string {
-	h := sha256.Sum256([]byte(id))
-	return "sha256:" + hex.EncodeToString(h[:12])
-}
 
 // MaxRedactDepth bounds the nesting RedactJSON walks; deeper documents are
 // refused (ErrRedact), not truncated.

@@ -65,6 +65,9 @@ type Options struct {
 	// the tracestate is dropped (parent.go). A caller's baggage is never
 	// forwarded.
 	TrustParent bool
+	// IDs hashes caller ids; give audit.Options the same, so spans and
+	// records of a caller match. Nil: a random key of this Telemetry's own.
+	IDs *secret.IDHash
 	// Version is mcp-mux's version (service.version).
 	Version string
 	// Env looks up an environment variable (os.LookupEnv when nil).
@@ -85,6 +88,7 @@ type Telemetry struct {
 	tracer  trace.Tracer
 	prop    propagation.TextMapPropagator // W3C trace context; never baggage (parent.go)
 	userID  string
+	ids     *secret.IDHash
 	m       *meters
 }
 
@@ -94,7 +98,10 @@ func New(ctx context.Context, o Options) (*Telemetry, error) {
 	if env == nil {
 		env = os.LookupEnv
 	}
-	t := &Telemetry{trust: o.TrustParent, prop: propagation.TraceContext{}, userID: o.UserID}
+	t := &Telemetry{trust: o.TrustParent, prop: propagation.TraceContext{}, userID: o.UserID, ids: o.IDs}
+	if t.ids == nil {
+		t.ids = secret.NewIDHash("")
+	}
 	on := o.Enabled && !envIs(env, "OTEL_SDK_DISABLED", "true")
 	// Schemaless: the SDK's default resource follows a newer schema than
 	// the conventions pinned here, and two schemas do not merge.
@@ -221,7 +228,7 @@ func (t *Telemetry) userAttr(user string) (attribute.KeyValue, bool) {
 	case "plain":
 		return semconv.UserID(user), true
 	}
-	return semconv.UserID(secret.HashID(user)), true
+	return semconv.UserID(t.ids.Of(user)), true
 }
 
 // Start is New for a Server: when export cannot start, the metrics still

@@ -115,12 +115,17 @@ type mux struct {
 	skipped string // the last "skipping upstream server" reason
 }
 
-func startMux(bin, dir, cfg string) (*mux, error) {
+func startMux(bin, dir, cfg string) (*mux, error) { return startMuxOut(bin, dir, cfg, nil) }
+
+// startMuxOut is startMux with the process's stdout going to stdout (nil:
+// /dev/null).
+func startMuxOut(bin, dir, cfg string, stdout io.Writer) (*mux, error) {
 	path := filepath.Join(dir, "mux.json")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, "serve", "--config", path, "--listen", "127.0.0.1:0")
+	cmd.Stdout = stdout
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, err

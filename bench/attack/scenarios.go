@@ -36,6 +36,7 @@ func scenarios(idleWait time.Duration) []scenario {
 		{"a32-tracesample", attackTraceSampling},
 		{"a32-parked-slots", attackParkedSlots},
 		{"a32-completion-limits", attackCompletionLimits},
+		{"a32-audit", attackAudit},
 	}
 }
 

@@ -179,7 +179,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, env fun
 		return 1
 	}
 	routeOTelErrors(cfg.Telemetry, env, log.Named("telemetry"))
-	auditor, err := openAudit(cfg.Telemetry.Audit, log)
+	ids := callerIDs(cfg, stateKey)
+	auditor, err := openAudit(cfg.Telemetry.Audit, ids, log)
 	if err != nil {
 		_ = ln.Close()
 		log.Error("opening the audit output", "err", err)
@@ -187,7 +188,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, env fun
 	}
 	defer closeAudit(auditor, log) // after the server: its last calls are recorded
 	srv := proxy.New(proxy.Options{Logger: log, Version: version, StdioSupervisor: selfExe, TaskStore: store, TaskConfig: taskConfig(cfg.Tasks),
-		SessionStore: sessions, StateKey: stateKey, Telemetry: telemetryOptions(cfg.Telemetry, env, log), Audit: auditor, LimitStore: limitStore(cfg)})
+		SessionStore: sessions, StateKey: stateKey, Telemetry: telemetryOptions(cfg.Telemetry, ids, env, log), Audit: auditor, LimitStore: limitStore(cfg)})
 	if err := srv.Apply(cfg); err != nil {
 		_ = ln.Close()
 		_ = srv.Close(context.Background())

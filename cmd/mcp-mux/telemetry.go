@@ -27,18 +27,33 @@ func routeOTelErrors(t config.Telemetry, env func(string) (string, bool), log hc
 	}))
 }
 
+// callerIDs hashes caller ids in spans and audit records under the
+// secret the replicas share: inbound.request_state_key, else the key
+// they share through Redis (stateKey, sessionstore.SharedKey), so every
+// replica gives a caller one hash; with neither, a random key of this
+// process (hashes then match within it only). The key is the one at
+// startup.
+func callerIDs(cfg *config.Config, stateKey string) *secret.IDHash {
+	if k := cfg.Inbound.RequestStateKey.Reveal(); k != "" {
+		return secret.NewIDHash(k)
+	}
+	return secret.NewIDHash(stateKey)
+}
+
 // telemetryOptions maps the telemetry block to package telemetry's
-// options (the OTEL_* variables, read through env, win over it).
-func telemetryOptions(t config.Telemetry, env func(string) (string, bool), log hclog.Logger) telemetry.Options {
+// options (the OTEL_* variables, read through env, win over it); ids hash
+// the callers.
+func telemetryOptions(t config.Telemetry, ids *secret.IDHash, env func(string) (string, bool), log hclog.Logger) telemetry.Options {
 	return telemetry.Options{Enabled: t.Enabled, Endpoint: t.Endpoint.Reveal(), Protocol: t.Protocol, SampleRatio: t.SampleRatio,
-		TrustParent: t.TrustParent, UserID: t.UserID, Version: version, Env: env, Log: log.Named("telemetry")}
+		TrustParent: t.TrustParent, UserID: t.UserID, IDs: ids, Version: version, Env: env, Log: log.Named("telemetry")}
 }
 
 // openAudit starts the audit records the telemetry.audit block asks for
-// (the recent slow and failed calls are kept even with records off).
-func openAudit(a config.Audit, log hclog.Logger) (*audit.Auditor, error) {
+// (the recent slow and failed calls are kept even with records off); ids
+// hash the callers, as in spans.
+func openAudit(a config.Audit, ids *secret.IDHash, log hclog.Logger) (*audit.Auditor, error) {
 	return audit.New(audit.Options{Enabled: a.Enabled, Output: a.Output, MaxFileBytes: int64(a.MaxFileMB) << 20, Detail: a.Detail,
-		UserID: a.UserID, Slow: a.SlowCall, Log: log.Named("audit")})
+		UserID: a.UserID, Slow: a.SlowCall, IDs: ids, Log: log.Named("audit")})
 }
 
 // closeAudit writes the records still queued.

@@ -39,6 +39,9 @@ const (
 	LastEventID = 256
 	// Profile bounds a profile name (path, header, claim).
 	Profile = 128
+	// Reason bounds a denial reason as an audit record or the status page
+	// keeps it: mcp-mux's own text, which may quote a caller's value.
+	Reason = 1 << 10
 )
 
 // Unknown is the label a name not in the caller's view gets in metrics
