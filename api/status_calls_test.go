@@ -150,9 +150,11 @@ func waitRunning(t *testing.T, base, rule string, want int) bool {
 	}
 }
 
-// Issue 32, attack 2: the recent failed and slow calls keep an unknown
-// name clipped, so calls with 64 KB names leave /api/status and the page
-// their usual size (1 MB names made them 20 MB and 40 MB).
+// Issue 32, attacks 1 and 2: a name past its bound is refused at the edge
+// and never reaches the recent failed and slow calls; unknown names within
+// it are kept whole there, so calls with 64 KB names leave /api/status and
+// the page their usual size (1 MB names made them 20 MB and 40 MB). The
+// audit package clips what it keeps on its own too (audit.TestRecordStaysBounded).
 func TestStatusRecentCallsClipped(t *testing.T) {
 	a, err := audit.New(audit.Options{Slow: time.Nanosecond}) // every call is slow, and each of these failed
 	if err != nil {
@@ -167,17 +169,23 @@ func TestStatusRecentCallsClipped(t *testing.T) {
 	defer cs.Close()
 	const size = 64 << 10
 	for i := range 25 {
-		name := fmt.Sprintf("t%02d", i) + strings.Repeat("z", size)
-		if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name}); err == nil {
-			t.Fatal("an unknown tool was called")
+		for _, name := range []string{fmt.Sprintf("t%02d", i) + strings.Repeat("z", size), fmt.Sprintf("u%02d", i) + strings.Repeat("y", 125)} {
+			if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name}); err == nil {
+				t.Fatal("an unknown tool was called")
+			}
 		}
 	}
 	_, body := get(t, m.ts.URL+"/api/status", nil)
 	_, page := get(t, m.ts.URL+"/", nil)
 	rep := decodeStatus(t, body)
-	t.Logf("after 25 calls with %d KB names: /api/status %d bytes, / %d bytes", size>>10, len(body), len(page))
-	if len(rep.FailedCalls) != 20 || !strings.HasSuffix(rep.FailedCalls[0].Target, fmt.Sprintf("…(%d bytes)", size+3)) {
-		t.Fatalf("failed calls: %d, the newest for %.60q…", len(rep.FailedCalls), rep.FailedCalls[0].Target)
+	t.Logf("after 25 calls with %d KB names and 25 with 128-byte ones: /api/status %d bytes, / %d bytes", size>>10, len(body), len(page))
+	if len(rep.FailedCalls) != 20 {
+		t.Fatalf("failed calls: %d, want 20", len(rep.FailedCalls))
+	}
+	for _, fc := range rep.FailedCalls {
+		if !strings.HasPrefix(fc.Target, "u") || len(fc.Target) != 128 {
+			t.Fatalf("a failed call for %.60q… (%d bytes): only the 128-byte names reach the status page", fc.Target, len(fc.Target))
+		}
 	}
 	if len(body) > 64<<10 || len(page) > 128<<10 {
 		t.Errorf("/api/status is %d bytes (bound 64 KiB), / %d bytes (bound 128 KiB)", len(body), len(page))
