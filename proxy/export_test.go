@@ -49,3 +49,10 @@ func SweepSessionsForTest(s *Server, now time.Time) { s.sessions.sweep(now) }
 func HoldSessionCreatesForTest(s *Server, hold func()) {
 	s.sessions.beforeCreate.Store(&hold)
 }
+
+// SessionHasThreadForTest reports whether s knows that its session id
+// called upstreams as thread (nil session: false).
+func SessionHasThreadForTest(s *Server, id, thread string) bool {
+	st := s.sessions.get(id)
+	return st != nil && st.HasThread(thread)
+}

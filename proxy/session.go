@@ -71,9 +71,32 @@ type recordLoad struct {
 	done chan struct{}
 	st   *callpath.Session
 	err  error
-	// latest is the newest change another replica announced while the
-	// record was being read (under sessionTable.mu): applied after.
+	// latest is what changes another replica announced while the record
+	// was being read (under sessionTable.mu): applied after; reread says
+	// one did not carry what changed.
 	latest *sessionstore.Record
+	reread bool
+}
+
+// note keeps a change announced while the record is being read (under
+// sessionTable.mu): the newest fields and everything the lists gained; a
+// change too large for its notice (nil) has the record read again.
+func (l *recordLoad) note(c *sessionstore.Record) {
+	if c == nil {
+		c = &sessionstore.Record{} // Rev 0: no fields, and a reread
+		l.reread = true
+	}
+	if l.latest == nil {
+		l.latest = c.Clone()
+		return
+	}
+	merged := c.Clone()
+	if l.latest.Rev > c.Rev {
+		merged = l.latest.Clone()
+	}
+	merged.Threads = append(l.latest.Threads, c.Threads...)
+	merged.Promoted = append(l.latest.Promoted, c.Promoted...)
+	l.latest = merged
 }
 
 // storeTimeout bounds one store operation on a request's path.
@@ -161,14 +184,17 @@ func (t *sessionTable) load(id string, l *recordLoad) (*callpath.Session, error)
 	added := t.add(st)
 	t.mu.Lock()
 	delete(t.loads, id)
-	latest := l.latest
+	latest, reread := l.latest, l.reread
 	st = t.byID[id]
 	t.mu.Unlock()
 	if !added || st == nil {
 		return nil, errSessionClosing
 	}
 	if latest != nil {
-		t.apply(st, latest) // unless older than what st has
+		t.apply(st, latest) // its fields unless older than what st has
+	}
+	if reread {
+		t.goBackground(func() { t.reload(id) })
 	}
 	return st, nil
 }
@@ -218,10 +244,24 @@ func (t *sessionTable) build(rec *sessionstore.Record) *callpath.Session {
 	st := &callpath.Session{ID: rec.ID, User: rec.User, Profile: rec.Profile, Send: t.send, Replica: t.replica}
 	id := rec.ID
 	st.Outbox = func(ctx context.Context, msg json.RawMessage) error { return t.store.Append(ctx, id, msg) }
-	st.OnThread = func(thread string) { t.background(id, sessionstore.AddThread(thread)) }
+	st.OnThread = func(digest string) { // off the request's path
+		t.goBackground(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+			defer cancel()
+			if _, _, err := t.store.Add(ctx, id, sessionstore.ListThreads, digest); err != nil && !errors.Is(err, sessionstore.ErrNotFound) {
+				t.log.Warn("recording a session's thread failed", "err", err)
+			}
+		})
+	}
 	st.Refresh = func() bool { return t.refresh(st) }
 	st.OnPromote = func(ctx context.Context, names []string) error {
-		return t.record(ctx, st, sessionstore.AddPromoted(names...))
+		ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+		defer cancel()
+		rec, _, err := t.store.Add(ctx, id, sessionstore.ListPromoted, names...)
+		if err == nil {
+			t.apply(st, rec)
+		}
+		return err
 	}
 	st.Protocol, st.Init = rec.Protocol, decodeInit(rec.Init)
 	if st.Init.Capabilities != nil {
@@ -233,9 +273,14 @@ func (t *sessionTable) build(rec *sessionstore.Record) *callpath.Session {
 	return st
 }
 
-// apply brings st up to date with its record, unless st has seen a newer
-// revision of it.
+// apply brings st up to date with its record (or a change of it): what
+// its lists hold (or gained) is added, its fields are applied unless st
+// has seen a newer revision of them.
 func (t *sessionTable) apply(st *callpath.Session, rec *sessionstore.Record) {
+	st.AddThreads(rec.Threads)
+	if len(rec.Promoted) > 0 {
+		st.Promo.Add(t.rt.Load().Catalog.Load().For(st.Profile), rec.Promoted)
+	}
 	for {
 		cur := st.Rev.Load()
 		if rec.Rev < cur {
@@ -248,11 +293,7 @@ func (t *sessionTable) apply(st *callpath.Session, rec *sessionstore.Record) {
 	if rec.Level != "" {
 		st.SetLevel(rec.Level)
 	}
-	st.AddThreads(rec.Threads)
 	t.applyHolder(st, rec)
-	if len(rec.Promoted) > 0 {
-		st.Promo.Add(t.rt.Load().Catalog.Load().For(st.Profile), rec.Promoted)
-	}
 }
 
 // decodeInit decodes initialize params as go-sdk does: its
@@ -483,8 +524,8 @@ func (t *sessionTable) withKey(key upstream.Key) []*callpath.Session {
 }
 
 // changed applies a record change another replica made: the session
-// ended, or its record changed (the change carries it; without, it is read
-// again in the background).
+// ended, or its record changed (the notice carries what changed; without,
+// it is read again in the background).
 func (t *sessionTable) changed(c sessionstore.Change) {
 	if c.Ended {
 		t.forget(c.ID)
@@ -492,8 +533,8 @@ func (t *sessionTable) changed(c sessionstore.Change) {
 	}
 	t.mu.Lock()
 	st := t.byID[c.ID]
-	if l := t.loads[c.ID]; st == nil && l != nil && c.Record != nil && (l.latest == nil || c.Record.Rev > l.latest.Rev) {
-		l.latest = c.Record // being read: applied once it is (load)
+	if l := t.loads[c.ID]; st == nil && l != nil {
+		l.note(c.Record) // being read: applied once it is (load)
 	}
 	t.mu.Unlock()
 	switch {
@@ -519,7 +560,9 @@ func (t *sessionTable) record(ctx context.Context, st *callpath.Session, fn func
 }
 
 // refresh reads st's record again and applies it; it reports whether the
-// record was newer than what st had. In process there is nothing to read.
+// record may hold what st lacked: a newer revision, or promotions (a
+// change made here since may have moved st's revision past one whose
+// notice is still on its way). In process there is nothing to read.
 func (t *sessionTable) refresh(st *callpath.Session) bool {
 	if _, local := t.store.(*sessionstore.Local); local {
 		return false
@@ -527,11 +570,12 @@ func (t *sessionTable) refresh(st *callpath.Session) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
 	rec, err := t.store.Get(ctx, st.ID)
-	if err != nil || rec.Rev <= st.Rev.Load() {
+	if err != nil {
 		return false
 	}
+	newer := rec.Rev > st.Rev.Load() || len(rec.Promoted) > 0
 	t.apply(st, rec)
-	return true
+	return newer
 }
 
 // reload reads the record of id again and applies it to this replica's

@@ -39,6 +39,10 @@ const (
 	LastEventID = 256
 	// Profile bounds a profile name (path, header, claim).
 	Profile = 128
+	// SessionThreads bounds how many threads one 2025-11-25 session's
+	// record keeps (as digests, the newest first used): task events of an
+	// older one no longer reach the session on every replica.
+	SessionThreads = 64
 )
 
 // Unknown is the label a name not in the caller's view gets in metrics
