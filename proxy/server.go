@@ -82,6 +82,10 @@ type Options struct {
 	// no open stream before its stdio call sessions are closed, so that
 	// one-shot clients leave no process behind; default 15s.
 	ThreadlessIdle time.Duration
+	// SessionRecheck is how often a replica checks the 2025-11-25 sessions
+	// it keeps against their records in a shared store, so that a change
+	// or end whose notice was lost is seen within it; default 10s.
+	SessionRecheck time.Duration
 	// DisableModernFastPath sends every 2026-07-28 request through go-sdk's
 	// stateless handler (package modern): for comparisons, and as an
 	// escape hatch.
@@ -240,7 +244,7 @@ func New(opts Options) *Server {
 func (s *Server) openSessions(opts Options) {
 	t := &s.sessions
 	*t = sessionTable{replica: sessionstore.NewReplica(), send: s.send, gate: &s.gate, rt: &s.rt, calls: s.calls, log: s.log, tel: s.tel,
-		threadless: cmp.Or(opts.ThreadlessIdle, defaultThreadlessIdle)}
+		threadless: cmp.Or(opts.ThreadlessIdle, defaultThreadlessIdle), recheckEvery: cmp.Or(opts.SessionRecheck, defaultSessionRecheck)}
 	s.retry = retryfwd.Forwarder{Store: func() sessionstore.Store { return t.store }, Exchange: &t.x, Serve: s.mcpHandler(),
 		Go: t.goBackground, Log: s.log}
 	onMessage := func(m sessionstore.Message) {
@@ -248,7 +252,8 @@ func (s *Server) openSessions(opts Options) {
 			t.message(m)
 		}
 	}
-	so := sessionstore.Options{Replica: t.replica, OnMessage: onMessage, OnChange: t.changed}
+	so := sessionstore.Options{Replica: t.replica, OnMessage: onMessage, OnChange: t.changed,
+		OnReconnect: func() { t.goBackground(t.recheck) }}
 	if opts.SessionStore != nil {
 		so.TTL = defaultSessionTimeout
 		t.store = opts.SessionStore(so)

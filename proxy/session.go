@@ -59,11 +59,18 @@ type sessionTable struct {
 	// threadless is Options.ThreadlessIdle: when an idle session that
 	// names no thread gives up its stdio call sessions.
 	threadless time.Duration
+	// recheckEvery is Options.SessionRecheck: how often the sessions here
+	// are checked against their records (recheck).
+	recheckEvery time.Duration
 
 	// beforeCreate, when set (by tests only, export_test.go), runs in
 	// create before the store admits the record: a test holds creates
 	// there to put them in flight together.
 	beforeCreate atomic.Pointer[func()]
+	// afterRead, when set (by tests only, export_test.go), runs in load
+	// once the record was read, before the session is registered: a test
+	// holds a first load there to race it against a DELETE.
+	afterRead atomic.Pointer[func(id string)]
 }
 
 // recordLoad is one read of a record that concurrent requests share.
@@ -76,6 +83,9 @@ type recordLoad struct {
 	// one did not carry what changed.
 	latest *sessionstore.Record
 	reread bool
+	// ended is set (under sessionTable.mu) when the session ended while
+	// its record was being read: the load registers nothing.
+	ended bool
 }
 
 // note keeps a change announced while the record is being read (under
@@ -101,6 +111,11 @@ func (l *recordLoad) note(c *sessionstore.Record) {
 
 // storeTimeout bounds one store operation on a request's path.
 const storeTimeout = 5 * time.Second
+
+// defaultSessionRecheck is Options.SessionRecheck's default: a session
+// DELETEd on another replica whose notice this one missed answers 404
+// here within it.
+const defaultSessionRecheck = 10 * time.Second
 
 // Session lookup errors (host.go answers each with its status).
 var (
@@ -180,14 +195,21 @@ func (t *sessionTable) load(id string, l *recordLoad) (*callpath.Session, error)
 		t.mu.Unlock()
 		return nil, err
 	}
+	if hold := t.afterRead.Load(); hold != nil {
+		(*hold)(id)
+	}
 	st := t.build(rec)
 	added := t.add(st)
 	t.mu.Lock()
 	delete(t.loads, id)
-	latest, reread := l.latest, l.reread
+	latest, ended, reread := l.latest, l.ended, l.reread
 	st = t.byID[id]
 	t.mu.Unlock()
-	if !added || st == nil {
+	switch {
+	case ended: // a DELETE won the race: the record read is no more
+		t.forget(id)
+		return nil, sessionstore.ErrNotFound
+	case !added || st == nil:
 		return nil, errSessionClosing
 	}
 	if latest != nil {
@@ -458,17 +480,24 @@ func (t *sessionTable) notify(st *callpath.Session, method string, params json.R
 }
 
 // reap sweeps the sessions at least every second (sweep), so that a
-// reload's new idle timeout applies soon.
+// reload's new idle timeout applies soon, and rechecks them against their
+// records every recheckEvery (recheck).
 func (t *sessionTable) reap(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	checked := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-timer.C:
 			timeout := t.sweep(now)
-			timer.Reset(min(max(min(timeout, t.threadless)/8, 10*time.Millisecond), time.Second))
+			next := min(max(min(timeout, t.threadless)/8, 10*time.Millisecond), time.Second, t.recheckEvery)
+			if now.Sub(checked) >= t.recheckEvery {
+				checked = now
+				t.goBackground(t.recheck)
+			}
+			timer.Reset(next)
 		}
 	}
 }
@@ -524,10 +553,16 @@ func (t *sessionTable) withKey(key upstream.Key) []*callpath.Session {
 }
 
 // changed applies a record change another replica made: the session
-// ended, or its record changed (the notice carries what changed; without,
-// it is read again in the background).
+// ended (a load of it in flight registers nothing), or its record changed
+// (the notice carries what changed; without, it is read again in the
+// background).
 func (t *sessionTable) changed(c sessionstore.Change) {
 	if c.Ended {
+		t.mu.Lock()
+		if l := t.loads[c.ID]; l != nil {
+			l.ended = true
+		}
+		t.mu.Unlock()
 		t.forget(c.ID)
 		return
 	}
@@ -557,6 +592,44 @@ func (t *sessionTable) record(ctx context.Context, st *callpath.Session, fn func
 	}
 	t.apply(st, rec)
 	return nil
+}
+
+// recheck checks the sessions this replica keeps against their records
+// (one store round trip per few hundred): a session whose record is gone
+// (its end went unheard, or it expired) is let go of, one whose record
+// is newer is read again. It runs every recheckEvery and when the store
+// reconnects (changes and ends may have gone unheard while its link was
+// down), so that a DELETE answered 204 means 404 here within recheckEvery
+// even when its notice was lost.
+func (t *sessionTable) recheck() {
+	if _, local := t.store.(*sessionstore.Local); local {
+		return // in process, every end is seen at once
+	}
+	sessions := t.all()
+	if len(sessions) == 0 {
+		return
+	}
+	ids := make([]string, len(sessions))
+	for i, st := range sessions {
+		ids[i] = st.ID
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	revs, err := t.store.Revisions(ctx, ids)
+	if err != nil {
+		t.log.Debug("checking sessions against their records", "err", err)
+		return
+	}
+	for _, st := range sessions {
+		rev, ok := revs[st.ID]
+		switch {
+		case !ok:
+			t.log.Debug("letting go of a session whose record is gone", "session", st.ID)
+			t.forget(st.ID)
+		case rev > st.Rev.Load():
+			t.reload(st.ID)
+		}
+	}
 }
 
 // refresh reads st's record again and applies it; it reports whether the

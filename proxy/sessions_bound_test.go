@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,11 +13,35 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mcp-mux/mcp-mux/internal/bounds"
+	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/proxy"
+	"github.com/mcp-mux/mcp-mux/sessionstore"
 )
 
 // Issue 32's attacks on shared 2025-11-25 sessions, each against two
 // replicas on one private redis-server.
+
+// startReplicaSet is startReplicasWith with each replica's proxy options
+// passed through opts too (nil: unchanged).
+func startReplicaSet(t *testing.T, n int, cfg string, store func(i int, o *sessionstore.Options), opts func(i int, o *proxy.Options)) *replicaSet {
+	t.Helper()
+	rs := &replicaSet{redis: mcptest.StartRedis(t, false), hits: make([]atomic.Int64, n), trips: make([]atomic.Int64, n)}
+	for i := range n {
+		o := proxy.Options{StateKey: testStateKey, SessionStore: func(o sessionstore.Options) sessionstore.Store {
+			if store != nil {
+				store(i, &o)
+			}
+			c := redis.NewClient(&redis.Options{Addr: rs.redis.Addr})
+			c.AddHook(tripCounter{&rs.trips[i]})
+			return sessionstore.NewRedis(sessionstore.RedisOptions{Options: o, Client: c, KeyPrefix: "test:"})
+		}}
+		if opts != nil {
+			opts(i, &o)
+		}
+		rs.muxes = append(rs.muxes, startMux(t, cfg, o))
+	}
+	return rs
+}
 
 // redisOf is a client of rs's redis-server, closed when the test ends.
 func redisOf(t *testing.T, rs *replicaSet) *redis.Client {
@@ -141,5 +166,161 @@ func TestReplicasSessionRecordBounded(t *testing.T) {
 	}
 	if !known {
 		t.Error("the other replica never learned of the newest thread the session called as")
+	}
+}
+
+// TestReplicasDeleteBeatsFirstLoad (issue 32, attack 5): a replica whose
+// first request of a session reads its record just before a DELETE on
+// another replica, and hears of the end before registering it, must not
+// keep the session (it answered 200 for as long as it was used).
+func TestReplicasDeleteBeatsFirstLoad(t *testing.T) {
+	ended := make(chan string, 4)
+	rs := startReplicaSet(t, 2, `{"mcpServers": {}}`, func(i int, o *sessionstore.Options) {
+		if i == 1 {
+			inner := o.OnChange
+			o.OnChange = func(c sessionstore.Change) {
+				inner(c)
+				if c.Ended {
+					ended <- c.ID
+				}
+			}
+		}
+	}, nil)
+	a, b := rs.muxes[0].ts.URL, rs.muxes[1].ts.URL
+	sid := rawInit(t, testHTTP, a, `{}`)
+	read, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	proxy.HoldSessionLoadsForTest(rs.muxes[1].srv, func(id string) {
+		if id == sid {
+			once.Do(func() { close(read); <-release })
+		}
+	})
+	ping := `{"jsonrpc":"2.0","id":7,"method":"ping"}`
+	first := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, b+"/mcp", strings.NewReader(ping))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		resp, err := testHTTP.Do(req)
+		if err != nil {
+			first <- 0
+			return
+		}
+		resp.Body.Close()
+		first <- resp.StatusCode
+	}()
+	<-read // b read the record; the DELETE comes now
+	if code := deleteOn(t, a, sid); code != http.StatusNoContent {
+		t.Fatalf("DELETE: HTTP %d", code)
+	}
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("b never heard of the end")
+	}
+	close(release)
+	t.Logf("b's first request, racing the DELETE: HTTP %d", <-first)
+	resp := rawDo(t, testHTTP, b, sid, ping)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("b after a DELETE answered 204: HTTP %d, want 404 (the session lives on there)", resp.StatusCode)
+	}
+}
+
+func deleteOn(t *testing.T, base, sid string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodDelete, base+"/mcp", nil)
+	req.Header.Set("Mcp-Session-Id", sid)
+	resp, err := testHTTP.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// deafReplicas starts two replicas whose second one drops the change
+// notices it receives while deaf is set (as when its link to Redis is
+// down when they are published), rechecking its sessions every recheck.
+func deafReplicas(t *testing.T, recheck time.Duration) (*replicaSet, *atomic.Bool) {
+	t.Helper()
+	deaf := &atomic.Bool{}
+	rs := startReplicaSet(t, 2, `{"mcpServers": {}}`, func(i int, o *sessionstore.Options) {
+		if i == 1 {
+			inner := o.OnChange
+			o.OnChange = func(c sessionstore.Change) {
+				if !deaf.Load() {
+					inner(c)
+				}
+			}
+		}
+	}, func(_ int, o *proxy.Options) { o.SessionRecheck = recheck })
+	return rs, deaf
+}
+
+// deleteUnheard opens a session on the first replica of rs, has the
+// second use it, and DELETEs it on the first while the second is deaf.
+func deleteUnheard(t *testing.T, rs *replicaSet, deaf *atomic.Bool) string {
+	t.Helper()
+	a, b := rs.muxes[0].ts.URL, rs.muxes[1].ts.URL
+	sid := rawInit(t, testHTTP, a, `{}`)
+	ping := `{"jsonrpc":"2.0","id":7,"method":"ping"}`
+	resp := rawDo(t, testHTTP, b, sid, ping)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("b: HTTP %d", resp.StatusCode)
+	}
+	deaf.Store(true)
+	if code := deleteOn(t, a, sid); code != http.StatusNoContent {
+		t.Fatalf("DELETE: HTTP %d", code)
+	}
+	deaf.Store(false)
+	return sid
+}
+
+// TestReplicasRecheckOnReconnect (issue 32, attack 5): a DELETE whose
+// notice a replica missed while its pub/sub link was down used to leave
+// the session alive there (answering with no record in Redis); the
+// replica now checks its sessions against their records when the link
+// comes back.
+func TestReplicasRecheckOnReconnect(t *testing.T) {
+	rs, deaf := deafReplicas(t, time.Hour) // no interval check within the test
+	b := rs.muxes[1].ts.URL
+	sid := deleteUnheard(t, rs, deaf)
+	ping := `{"jsonrpc":"2.0","id":7,"method":"ping"}`
+	resp := rawDo(t, testHTTP, b, sid, ping)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("b before its link reconnects: HTTP %d; the test expects it not to know yet", resp.StatusCode)
+	}
+	if err := redisOf(t, rs).Do(context.Background(), "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !waitUntilFor(10*time.Second, func() bool {
+		resp := rawDo(t, testHTTP, b, sid, ping)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusNotFound
+	}) {
+		t.Fatal("b still serves a session DELETEd (204) before its pub/sub link reconnected, 10s after it reconnected")
+	}
+}
+
+// TestReplicasRecheckOnInterval (issue 32, attack 5): with no reconnect
+// to tell it, a replica that missed a DELETE's notice answers 404 within
+// its recheck interval.
+func TestReplicasRecheckOnInterval(t *testing.T) {
+	const recheck = 300 * time.Millisecond
+	rs, deaf := deafReplicas(t, recheck)
+	b := rs.muxes[1].ts.URL
+	sid := deleteUnheard(t, rs, deaf)
+	ping := `{"jsonrpc":"2.0","id":7,"method":"ping"}`
+	if !waitUntilFor(10*recheck+5*time.Second, func() bool {
+		resp := rawDo(t, testHTTP, b, sid, ping)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusNotFound
+	}) {
+		t.Fatalf("b still serves a session DELETEd (204) whose notice it missed, %s after", 10*recheck+5*time.Second)
 	}
 }

@@ -176,6 +176,19 @@ func (s *Local) Remove(_ context.Context, id string, l List, value string) (*Rec
 	return fields(e.rec), nil
 }
 
+// Revisions returns the revision of every live record of ids.
+func (s *Local) Revisions(_ context.Context, ids []string) (map[string]uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]uint64, len(ids))
+	for _, id := range ids {
+		if e := s.liveLocked(id); e != nil {
+			out[id] = e.rec.Rev
+		}
+	}
+	return out, nil
+}
+
 // Delete removes the record and log of id and ends its followers.
 func (s *Local) Delete(_ context.Context, id string) error {
 	s.mu.Lock()

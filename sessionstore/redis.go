@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -81,6 +82,7 @@ type Redis struct {
 	log     hclog.Logger
 	onMsg   func(Message)
 	onChg   func(Change)
+	onConn  func()
 	follow  followers
 
 	touchMu sync.Mutex
@@ -108,7 +110,7 @@ func NewRedis(o RedisOptions) *Redis {
 		o.Logger = hclog.NewNullLogger()
 	}
 	s := &Redis{c: o.Client, prefix: o.KeyPrefix, replica: o.Replica, log: o.Logger, onMsg: o.OnMessage, onChg: o.OnChange,
-		touched: map[string]string{}}
+		onConn: o.OnReconnect, touched: map[string]string{}}
 	s.SetTTL(o.TTL)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
@@ -350,6 +352,33 @@ func (s *Redis) Remove(ctx context.Context, id string, l List, value string) (*R
 		return nil, ErrNotFound
 	}
 	return r, nil
+}
+
+// revisionBatch bounds the records one Revisions pipeline reads.
+const revisionBatch = 512
+
+// Revisions returns the revision of every record of ids that exists (one
+// round trip per revisionBatch ids).
+func (s *Redis) Revisions(ctx context.Context, ids []string) (map[string]uint64, error) {
+	out := make(map[string]uint64, len(ids))
+	for batch := range slices.Chunk(ids, revisionBatch) {
+		cmds := make([]*redis.StringCmd, len(batch))
+		_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, id := range batch {
+				cmds[i] = p.HGet(ctx, s.recordKey(id), "n")
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("sessions: reading session revisions from Redis: %w", err)
+		}
+		for i, c := range cmds {
+			if v, err := c.Uint64(); err == nil {
+				out[batch[i]] = v
+			}
+		}
+	}
+	return out, nil
 }
 
 // Delete removes every key of id and tells every replica.
@@ -615,7 +644,7 @@ func (s *Redis) read(ctx context.Context) {
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			if m.Kind == "subscribe" && m.Channel == s.busChannel() {
-				s.resync(ctx)
+				s.reconnected(ctx)
 			}
 		case *redis.Message:
 			s.dispatch(m)
@@ -659,6 +688,16 @@ func changeOf(b *busMessage) Change {
 			Threads: d.Threads, Promoted: d.Promoted}
 	}
 	return c
+}
+
+// reconnected catches up with what was published while the subscription
+// was down: followers from their logs, and the owner's sessions
+// (Options.OnReconnect).
+func (s *Redis) reconnected(ctx context.Context) {
+	s.resync(ctx)
+	if s.onConn != nil {
+		s.onConn()
+	}
 }
 
 // resync has every follower catch up from its session's log.

@@ -225,6 +225,9 @@ type Options struct {
 	OnMessage func(Message)
 	// OnChange learns of records another replica updated or deleted.
 	OnChange func(Change)
+	// OnReconnect learns that the store's link to the other replicas came
+	// back after a break: changes they made meanwhile were not told.
+	OnReconnect func()
 }
 
 // Errors of a store.
@@ -287,6 +290,8 @@ type Store interface {
 	// Remove removes value from the list l of id and returns the record's
 	// fields as stored.
 	Remove(ctx context.Context, id string, l List, value string) (*Record, error)
+	// Revisions returns the revision of every record of ids that exists.
+	Revisions(ctx context.Context, ids []string) (map[string]uint64, error)
 	// Delete removes a record and its log, and tells every replica.
 	Delete(ctx context.Context, id string) error
 	// Touch records use of id: its TTL restarts (in batches, off the

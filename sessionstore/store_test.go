@@ -636,6 +636,29 @@ func TestNoticesAreSmall(t *testing.T) {
 	}
 }
 
+func TestRevisions(t *testing.T) {
+	stores(t, func(t *testing.T, open func(sessionstore.Options) sessionstore.Store) {
+		ctx := context.Background()
+		s := open(sessionstore.Options{TTL: time.Minute})
+		a, b := record("alice"), record("bob")
+		for _, r := range []*sessionstore.Record{a, b} {
+			if err := s.Create(ctx, r, sessionstore.Bounds{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, _, err := s.Add(ctx, a.ID, sessionstore.ListThreads, "d"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Delete(ctx, b.ID); err != nil {
+			t.Fatal(err)
+		}
+		revs, err := s.Revisions(ctx, []string{a.ID, b.ID, sessionstore.NewID()})
+		if err != nil || len(revs) != 1 || revs[a.ID] != 1 {
+			t.Fatalf("Revisions = %v, %v; want only %s at 1", revs, err, a.ID)
+		}
+	})
+}
+
 // FuzzRecordLists: whatever values a caller makes a session add to its
 // lists, each list stays within its bound in count and bytes, or the
 // value is refused with an error naming the bound, not the value.
