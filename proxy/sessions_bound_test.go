@@ -324,3 +324,55 @@ func TestReplicasRecheckOnInterval(t *testing.T) {
 		t.Fatalf("b still serves a session DELETEd (204) whose notice it missed, %s after", 10*recheck+5*time.Second)
 	}
 }
+
+// TestReplicasSessionCapsHold (issue 32, attack 6): the admission sets
+// used to expire one idle timeout after the last admission while their
+// sessions lived on, so a caller with a share of 5 could open 5 more
+// each timeout. Now, with sessions kept in use for three idle timeouts,
+// the caller's share and the count still hold.
+func TestReplicasSessionCapsHold(t *testing.T) {
+	cfg := `{"mcpServers": {}, "inbound": {"auth": {"mode": "trusted_header"}, "user_header": "X-User",
+		"max_sessions_per_user": 5, "session_idle_timeout_seconds": 1}}`
+	rs := startReplicas(t, 2, cfg)
+	alice := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		r = r.Clone(r.Context())
+		r.Header.Set("X-User", "alice")
+		return testHTTP.Transport.RoundTrip(r)
+	})}
+	base := func(i int) string { return rs.muxes[i%2].ts.URL }
+	var sids []string
+	for i := range 5 {
+		sids = append(sids, rawInit(t, alice, base(i), `{}`))
+	}
+	initialize := func(i int) int {
+		resp := rawDo(t, alice, base(i), "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := initialize(0); code != http.StatusServiceUnavailable {
+		t.Fatalf("a sixth session at once: HTTP %d, want 503", code)
+	}
+	// Three idle timeouts in which nobody opens a session and alice's five
+	// stay in use, on both replicas.
+	ping := `{"jsonrpc":"2.0","id":7,"method":"ping"}`
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
+		for i, sid := range sids {
+			resp := rawDo(t, alice, base(i+1), sid, ping)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("session %d in use: HTTP %d", i, resp.StatusCode)
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	opened := 0
+	for i := range 10 {
+		if initialize(i) == http.StatusOK {
+			opened++
+		}
+	}
+	if opened > 0 {
+		n, _ := redisOf(t, rs).ZCard(context.Background(), "test:{sess}:all").Result()
+		t.Fatalf("with 5 sessions in use and a share of 5, alice opened %d more after three idle timeouts (Redis counts %d)", opened, n)
+	}
+}

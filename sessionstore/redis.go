@@ -31,7 +31,8 @@ import (
 //	{s:<id>}:sub    its resource subscriptions: a set of at most MaxList
 //	{s:<id>}:log    its event log: a stream of at most about MaxLogSize
 //	                entries (field d: one JSON-RPC message)
-//	{sess}:all      sorted set of live session ids (score: expiry, ms)
+//	{sess}:all      sorted set of live session ids (score: expiry, ms); its
+//	                TTL is raised with its members', never lowered
 //	{sess}:u:<h>    the same for one caller (h: a hash of the user id)
 //	seal-key        the requestState key replicas share when the config
 //	                names none (SharedKey)
@@ -87,6 +88,7 @@ type Redis struct {
 
 	touchMu sync.Mutex
 	touched map[string]string // id → user, since the last flush
+	retime  chan struct{}     // SetTTL changed the flush period
 
 	ps     *redis.PubSub
 	stop   context.CancelFunc
@@ -110,7 +112,7 @@ func NewRedis(o RedisOptions) *Redis {
 		o.Logger = hclog.NewNullLogger()
 	}
 	s := &Redis{c: o.Client, prefix: o.KeyPrefix, replica: o.Replica, log: o.Logger, onMsg: o.OnMessage, onChg: o.OnChange,
-		onConn: o.OnReconnect, touched: map[string]string{}}
+		onConn: o.OnReconnect, touched: map[string]string{}, retime: make(chan struct{}, 1)}
 	s.SetTTL(o.TTL)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
@@ -152,12 +154,18 @@ func hashOf(v string) string {
 // Replica names this process.
 func (s *Redis) Replica() string { return s.replica }
 
-// SetTTL changes how long an unused record lives.
+// SetTTL changes how long an unused record lives (and so how often the
+// TTLs are restarted: at once, so a shorter TTL lapses no record in use).
 func (s *Redis) SetTTL(d time.Duration) {
 	if d <= 0 {
 		d = 30 * time.Minute
 	}
-	s.ttl.Store(int64(d))
+	if old := s.ttl.Swap(int64(d)); old != int64(d) && s.retime != nil {
+		select {
+		case s.retime <- struct{}{}:
+		default:
+		}
+	}
 }
 
 func (s *Redis) ttlMS() int64 { return time.Duration(s.ttl.Load()).Milliseconds() }
@@ -426,12 +434,14 @@ func (s *Redis) flushLoop(ctx context.Context) {
 		case <-t.C:
 			s.flush(ctx)
 			t.Reset(s.flushEvery())
+		case <-s.retime:
+			t.Reset(s.flushEvery())
 		}
 	}
 }
 
 // flush restarts the TTL of every session touched since the last flush,
-// in one pipeline.
+// and raises the admission sets' TTL with their members', in one pipeline.
 func (s *Redis) flush(ctx context.Context) {
 	s.touchMu.Lock()
 	batch := s.touched
@@ -445,12 +455,19 @@ func (s *Redis) flush(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		users := make(map[string]bool)
 		for id, user := range batch {
 			for _, k := range s.keys(id) {
 				p.PExpire(ctx, k, ttl)
 			}
 			p.ZAddXX(ctx, s.allKey(), redis.Z{Score: exp, Member: id})
 			p.ZAddXX(ctx, s.userKey(user), redis.Z{Score: exp, Member: id})
+			users[user] = true
+		}
+		// A set lives as long as its newest member: its TTL only rises.
+		p.Do(ctx, "pexpire", s.allKey(), ttl.Milliseconds(), "gt")
+		for user := range users {
+			p.Do(ctx, "pexpire", s.userKey(user), ttl.Milliseconds(), "gt")
 		}
 		return nil
 	})

@@ -636,6 +636,42 @@ func TestNoticesAreSmall(t *testing.T) {
 	}
 }
 
+// TestAdmissionSetsLiveWithTheirSessions (issue 32, attack 6): sessions
+// in use keep the admission sets alive, so the caps hold however long
+// nobody opens a session.
+func TestAdmissionSetsLiveWithTheirSessions(t *testing.T) {
+	rs := mcptest.StartRedis(t, false)
+	ctx := context.Background()
+	const ttl = time.Second // records touched every ttl/8 (flushEvery) live on however busy the machine
+	s := openRedis(t, rs, sessionstore.Options{TTL: ttl})
+	b := sessionstore.Bounds{Limit: 10, Share: 2}
+	var live []*sessionstore.Record
+	for range 2 {
+		r := record("alice")
+		if err := s.Create(ctx, r, b); err != nil {
+			t.Fatal(err)
+		}
+		live = append(live, r)
+	}
+	for end := time.Now().Add(3 * ttl); time.Now().Before(end); time.Sleep(ttl / 20) { // in use
+		for _, r := range live {
+			s.Touch(r.ID, r.User)
+		}
+	}
+	for _, r := range live {
+		if _, err := s.Get(ctx, r.ID); err != nil {
+			t.Fatalf("a session in use: %v", err)
+		}
+	}
+	var le *sessionstore.LimitError
+	if err := s.Create(ctx, record("alice"), b); !errors.As(err, &le) || !le.Share {
+		t.Fatalf("a third session of alice's after %s in use: %v, want the share refusal", 3*ttl, err)
+	}
+	if n, _ := s.Count(ctx); n != 2 {
+		t.Fatalf("Count = %d, want 2", n)
+	}
+}
+
 func TestRevisions(t *testing.T) {
 	stores(t, func(t *testing.T, open func(sessionstore.Options) sessionstore.Store) {
 		ctx := context.Background()
