@@ -254,6 +254,9 @@ func (s *Server) openSessions(opts Options) {
 	}
 	so := sessionstore.Options{Replica: t.replica, OnMessage: onMessage, OnChange: t.changed,
 		OnReconnect: func() { t.goBackground(t.recheck) }}
+	if opts.StateKey != "" { // shared through the store: kept there, and adopted when another replica made a new one
+		so.SharedKey, so.OnSharedKey = opts.StateKey, s.states.Rekey
+	}
 	if opts.SessionStore != nil {
 		so.TTL = defaultSessionTimeout
 		t.store = opts.SessionStore(so)

@@ -376,3 +376,61 @@ func TestReplicasSessionCapsHold(t *testing.T) {
 		t.Fatalf("with 5 sessions in use and a share of 5, alice opened %d more after three idle timeouts (Redis counts %d)", opened, n)
 	}
 }
+
+// TestReplicasAgreeOnSharedKeyAfterRedisRestart (issue 32): the
+// requestState key replicas share through Redis (no
+// inbound.request_state_key) is lost when Redis restarts empty; a replica
+// started then made a new one while those still running kept the old, so
+// neither opened the other's requestStates (nor task ids). Now they agree
+// again.
+func TestReplicasAgreeOnSharedKeyAfterRedisRestart(t *testing.T) {
+	up := mcptest.ServeHTTP(t, mcptest.NewServer("web"))
+	r := mcptest.StartRedis(t, false)
+	cfg := fmt.Sprintf(`{"mcpServers": {"web": {"type": "http", "url": %q}}}`, up.URL+"/mcp")
+	start := func() *mux {
+		t.Helper()
+		c := redis.NewClient(&redis.Options{Addr: r.Addr})
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		key, err := sessionstore.SharedKey(ctx, c, "test:")
+		cancel()
+		_ = c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return startMux(t, cfg, proxy.Options{StateKey: key, SessionStore: func(o sessionstore.Options) sessionstore.Store {
+			return sessionstore.NewRedis(sessionstore.RedisOptions{Options: o, Client: redis.NewClient(&redis.Options{Addr: r.Addr}), KeyPrefix: "test:"})
+		}})
+	}
+	// forwarded reports whether a call parked on from continues on to.
+	forwarded := func(from, to *mux) bool {
+		const caps = `{"elicitation":{}}`
+		_, res := modernCall(t, from.ts.URL+"/mcp", nil, caps, "tools/call", "web_elicit", `"name":"web_elicit","arguments":{"tag":"k"}`)
+		reqs, state := inputRequiredOf(t, res)
+		var key string
+		for k := range reqs {
+			key = k
+		}
+		answer := `"inputResponses":{"` + key + `":{"action":"accept","content":{"answer":"yes"}}}`
+		_, res = modernCall(t, to.ts.URL+"/mcp", nil, caps, "tools/call", "web_elicit",
+			`"name":"web_elicit","arguments":{"tag":"k"},`+answer+`,"requestState":`+mustQuote(state))
+		return res.Error == nil && strings.Contains(string(res.Result), "elicited accept yes")
+	}
+	a, b := start(), start()
+	if !forwarded(a, b) {
+		t.Fatal("two replicas on one shared key do not continue each other's calls")
+	}
+	r.Stop()
+	r.Start() // empty: the shared key is gone
+	c := start()
+	agreed := false
+	for range 60 {
+		if forwarded(a, c) && forwarded(c, a) {
+			agreed = true
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if !agreed {
+		t.Fatal("after Redis restarted empty, a replica that kept running and one started since never opened each other's requestStates")
+	}
+}

@@ -35,7 +35,8 @@ import (
 //	                TTL is raised with its members', never lowered
 //	{sess}:u:<h>    the same for one caller (h: a hash of the user id)
 //	seal-key        the requestState key replicas share when the config
-//	                names none (SharedKey)
+//	                names none (SharedKey); every replica puts its own back
+//	                when Redis lost it, and adopts the one there
 //
 // A session's keys share a hash slot, so every script on them is one slot
 // on Redis Cluster too; so do the two admission sets. Channels:
@@ -64,6 +65,10 @@ var (
 // ErrNoReplica: the replica a message is for is not running.
 var ErrNoReplica = errors.New("the mcp-mux replica holding this session's request is gone")
 
+// keyEvery is how often a store checks that Redis still holds the shared
+// requestState key (and at every reconnection).
+const keyEvery = 30 * time.Second
+
 // RedisOptions configure NewRedis.
 type RedisOptions struct {
 	Options
@@ -84,11 +89,15 @@ type Redis struct {
 	onMsg   func(Message)
 	onChg   func(Change)
 	onConn  func()
+	onKey   func(string)
 	follow  followers
 
 	touchMu sync.Mutex
 	touched map[string]string // id → user, since the last flush
 	retime  chan struct{}     // SetTTL changed the flush period
+
+	keyMu     sync.Mutex
+	sharedKey string // the requestState key this replica seals with ("" for none)
 
 	ps     *redis.PubSub
 	stop   context.CancelFunc
@@ -112,7 +121,7 @@ func NewRedis(o RedisOptions) *Redis {
 		o.Logger = hclog.NewNullLogger()
 	}
 	s := &Redis{c: o.Client, prefix: o.KeyPrefix, replica: o.Replica, log: o.Logger, onMsg: o.OnMessage, onChg: o.OnChange,
-		onConn: o.OnReconnect, touched: map[string]string{}, retime: make(chan struct{}, 1)}
+		onConn: o.OnReconnect, onKey: o.OnSharedKey, sharedKey: o.SharedKey, touched: map[string]string{}, retime: make(chan struct{}, 1)}
 	s.SetTTL(o.TTL)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
@@ -426,6 +435,8 @@ func (s *Redis) flushEvery() time.Duration {
 func (s *Redis) flushLoop(ctx context.Context) {
 	t := time.NewTimer(s.flushEvery())
 	defer t.Stop()
+	k := time.NewTicker(keyEvery)
+	defer k.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -436,6 +447,8 @@ func (s *Redis) flushLoop(ctx context.Context) {
 			t.Reset(s.flushEvery())
 		case <-s.retime:
 			t.Reset(s.flushEvery())
+		case <-k.C:
+			s.keepKey(ctx)
 		}
 	}
 }
@@ -605,6 +618,40 @@ func SharedKey(ctx context.Context, c redis.UniversalClient, prefix string) (str
 	return v, nil
 }
 
+// keepKey has Redis hold the shared requestState key again when it lost
+// it (this replica's goes back), and adopts the one there when another
+// replica put a different one first (Options.OnSharedKey): after Redis
+// restarts empty, replicas started since and those that kept running
+// agree again.
+func (s *Redis) keepKey(ctx context.Context) {
+	s.keyMu.Lock()
+	defer s.keyMu.Unlock()
+	if s.sharedKey == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	key := s.prefix + "seal-key"
+	var get *redis.StringCmd
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.SetNX(ctx, key, s.sharedKey, 0)
+		get = p.Get(ctx, key)
+		return nil
+	})
+	v := get.Val()
+	if err != nil || v == "" {
+		s.log.Debug("sessions: checking the shared requestState key in Redis", "err", err)
+		return
+	}
+	if v != s.sharedKey {
+		s.sharedKey = v
+		s.log.Info("sessions: adopting the shared requestState key another replica put in Redis (Redis had lost it)")
+		if s.onKey != nil {
+			s.onKey(v)
+		}
+	}
+}
+
 // noticeData is what a change notice carries: the record's fields as
 // changed, and what one of its lists gained (t: thread digests, p:
 // promotions), or x when that was past MaxNotice.
@@ -708,10 +755,11 @@ func changeOf(b *busMessage) Change {
 }
 
 // reconnected catches up with what was published while the subscription
-// was down: followers from their logs, and the owner's sessions
-// (Options.OnReconnect).
+// was down: followers from their logs, the shared key, and the owner's
+// sessions (Options.OnReconnect).
 func (s *Redis) reconnected(ctx context.Context) {
 	s.resync(ctx)
+	s.keepKey(ctx)
 	if s.onConn != nil {
 		s.onConn()
 	}

@@ -228,6 +228,12 @@ type Options struct {
 	// OnReconnect learns that the store's link to the other replicas came
 	// back after a break: changes they made meanwhile were not told.
 	OnReconnect func()
+	// SharedKey is the requestState key this replica seals with when the
+	// replicas share one through the store (SharedKey; "" for none): the
+	// store keeps it there, and OnSharedKey learns of the one every
+	// replica must adopt when the store lost it and another was made.
+	SharedKey   string
+	OnSharedKey func(key string)
 }
 
 // Errors of a store.

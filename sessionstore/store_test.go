@@ -695,6 +695,49 @@ func TestRevisions(t *testing.T) {
 	})
 }
 
+// TestSharedKeyKeptAcrossRedisRestart (issue 32): a replica that kept
+// running puts its requestState key back when Redis restarted empty, or
+// adopts the one a replica started since put there first: they agree.
+func TestSharedKeyKeptAcrossRedisRestart(t *testing.T) {
+	rs := mcptest.StartRedis(t, false)
+	ctx := context.Background()
+	c := redis.NewClient(&redis.Options{Addr: rs.Addr})
+	defer c.Close()
+	k1, err := sessionstore.SharedKey(ctx, c, "test:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	current := k1
+	_ = openRedis(t, rs, sessionstore.Options{TTL: time.Minute, SharedKey: k1, OnSharedKey: func(k string) {
+		mu.Lock()
+		current = k
+		mu.Unlock()
+	}})
+	rs.Stop()
+	rs.Start()
+	var k2 string
+	deadline := time.Now().Add(10 * time.Second)
+	for k2, err = sessionstore.SharedKey(ctx, c, "test:"); err != nil; k2, err = sessionstore.SharedKey(ctx, c, "test:") {
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for {
+		mu.Lock()
+		agreed := current == k2
+		mu.Unlock()
+		if agreed {
+			break
+		}
+		if time.Now().After(deadline.Add(10 * time.Second)) {
+			t.Fatalf("the running replica keeps its key; one started after Redis restarted empty has %s", map[bool]string{true: "the same", false: "another"}[k1 == k2])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // FuzzRecordLists: whatever values a caller makes a session add to its
 // lists, each list stays within its bound in count and bytes, or the
 // value is refused with an error naming the bound, not the value.
