@@ -188,7 +188,7 @@ func (t *sessionTable) serveStream(w http.ResponseWriter, r *http.Request) {
 	if h := r.Header.Get("Last-Event-ID"); h != "" {
 		var ok bool
 		if after, ok = sessionstore.LastEventID(h); !ok {
-			http.Error(w, "malformed Last-Event-ID", http.StatusBadRequest)
+			http.Error(w, "Last-Event-ID is not an event id this session's stream hands out", http.StatusBadRequest)
 			return
 		}
 	}

@@ -377,6 +377,31 @@ func TestReplicasSessionCapsHold(t *testing.T) {
 	}
 }
 
+// TestLastEventIDOutOfRange (issue 32): a Last-Event-ID no log can hand
+// out is the client's error (400 naming the header), not the store's
+// (503 "unreachable").
+func TestLastEventIDOutOfRange(t *testing.T) {
+	rs := startReplicas(t, 1, `{"mcpServers": {}}`)
+	base := rs.muxes[0].ts.URL
+	sid := rawInit(t, testHTTP, base, `{}`)
+	for _, id := range []string{"18446744073709551615-18446744073709551615", "18446744073709551615-18446744073709551615_x"} {
+		req, _ := http.NewRequest(http.MethodGet, base+"/mcp", nil)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("Last-Event-ID", id)
+		resp, err := testHTTP.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := make([]byte, 512)
+		n, _ := resp.Body.Read(body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body[:n]), "Last-Event-ID") {
+			t.Fatalf("Last-Event-ID %s: HTTP %d %q, want 400 naming the header", id, resp.StatusCode, body[:n])
+		}
+	}
+}
+
 // TestReplicasAgreeOnSharedKeyAfterRedisRestart (issue 32): the
 // requestState key replicas share through Redis (no
 // inbound.request_state_key) is lost when Redis restarts empty; a replica

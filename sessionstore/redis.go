@@ -553,6 +553,9 @@ func (s *Redis) readLog(ctx context.Context, id string, start position, resume b
 		p, _ := parsePosition(msgs[0].ID)
 		return nil, p, nil
 	}
+	if start.ms > maxPositionMS { // no event follows it (LastEventID refuses it)
+		return nil, start, nil
+	}
 	msgs, err := s.c.XRangeN(ctx, s.logKey(id), "("+start.String(), "+", MaxLogSize*2).Result()
 	if err != nil {
 		return nil, position{}, fmt.Errorf("sessions: reading a session's log in Redis: %w", err)

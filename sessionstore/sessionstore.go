@@ -361,13 +361,22 @@ func (p position) String() string {
 	return strconv.FormatUint(p.ms, 10) + "-" + strconv.FormatUint(p.seq, 10)
 }
 
+// maxPositionMS is the last millisecond a log position may name (the end
+// of year 9999): no log hands out a later one, and one at the very end of
+// the range has no position after it to resume from.
+const maxPositionMS = 253402300799999
+
 // LastEventID reads the log position out of a Last-Event-ID a GET stream
 // handed out (Follower.Prime or an event's id): "" and false when it is
-// not one.
+// not one, is longer than bounds.LastEventID or names a position no log
+// hands out.
 func LastEventID(h string) (string, bool) {
+	if len(h) > bounds.LastEventID {
+		return "", false
+	}
 	id, _, _ := strings.Cut(h, "_") // a priming event's id carries a suffix
 	p, ok := parsePosition(id)
-	if !ok {
+	if !ok || p.ms > maxPositionMS {
 		return "", false
 	}
 	return p.String(), true

@@ -430,7 +430,14 @@ func TestFollowerCatchesUpAfterRedisRestart(t *testing.T) {
 }
 
 func TestLastEventID(t *testing.T) {
-	for in, want := range map[string]string{"1-2": "1-2", "17-0_ab": "17-0", "x": "", "": "", "1-": "", "-1": "", "abc_1": ""} {
+	for in, want := range map[string]string{
+		"1-2": "1-2", "17-0_ab": "17-0", "x": "", "": "", "1-": "", "-1": "", "abc_1": "",
+		// The last position a log may hand out; past it, none follows.
+		"253402300799999-18446744073709551615":      "253402300799999-18446744073709551615",
+		"253402300800000-0":                         "",
+		"18446744073709551615-18446744073709551615": "",
+		"1-2_" + strings.Repeat("x", 300):           "", // past bounds.LastEventID
+	} {
 		got, ok := sessionstore.LastEventID(in)
 		if got != want || ok != (want != "") {
 			t.Errorf("LastEventID(%q) = %q, %v; want %q", in, got, ok, want)
@@ -466,6 +473,11 @@ func FuzzLastEventID(f *testing.F) {
 		again, ok2 := sessionstore.LastEventID(pos)
 		if !ok2 || again != pos {
 			t.Fatalf("LastEventID(%q) = %q, which parses to %q, %v", h, pos, again, ok2)
+		}
+		// Within its bound, and a position after which events can follow.
+		ms, _, _ := strings.Cut(pos, "-")
+		if len(h) > bounds.LastEventID || len(ms) > 15 || len(ms) == 15 && ms > "253402300799999" {
+			t.Fatalf("LastEventID(%q) = %q: past the bound or the range", h, pos)
 		}
 	})
 }
