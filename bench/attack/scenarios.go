@@ -29,6 +29,9 @@ func scenarios(idleWait time.Duration) []scenario {
 		{"a17-admin", attackAdmin},
 		{"a17-headers", attackHeaders},
 		{"a17-subs", attackSubs},
+		{"a32-threads", withRedis(attackThreads)},
+		{"a32-zombies", withRedis(attackZombies)},
+		{"a32-caps", withRedis(attackCaps)},
 	}
 }
 
