@@ -16,6 +16,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/proxy"
 	"github.com/mcp-mux/mcp-mux/sessionstore"
+	"github.com/mcp-mux/mcp-mux/taskpoll"
 )
 
 // Issue 32's attacks on shared 2025-11-25 sessions, each against two
@@ -457,5 +458,66 @@ func TestReplicasAgreeOnSharedKeyAfterRedisRestart(t *testing.T) {
 	}
 	if !agreed {
 		t.Fatal("after Redis restarted empty, a replica that kept running and one started since never opened each other's requestStates")
+	}
+}
+
+// TestReplicasTaskEventsReachThreadsElsewhere (issue 32, attack 3): what
+// the threads are in the record for still works across replicas with
+// digests. A session called as many threads on one replica and submitted
+// a durable task as the last; the task's completion reaches the
+// session's GET stream, held by the other replica, which knows the thread
+// only from the record's notices.
+func TestReplicasTaskEventsReachThreadsElsewhere(t *testing.T) {
+	job := &mcptest.TaskServer{PollsToComplete: 1}
+	upTS := mcptest.ServeHTTP(t, job.MCP())
+	r := mcptest.StartRedis(t, false)
+	cfg := `{"mcpServers": {"jobs": ` + mcptest.TaskServerJSON(upTS.URL+"/mcp", "") + `}, "mcp_tasks": {"enabled": true}}`
+	var ms []*mux
+	for range 2 {
+		tc, err := taskpoll.DialRedis(r.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		store := taskpoll.NewRedisStore(taskpoll.RedisOptions{Client: tc, KeyPrefix: "tasks:"})
+		t.Cleanup(func() { _ = store.Close() })
+		ms = append(ms, startMux(t, cfg, proxy.Options{StateKey: testStateKey,
+			TaskStore: store, TaskConfig: taskpoll.Config{PollInterval: 20 * time.Millisecond, Lease: 10 * time.Second},
+			SessionStore: func(o sessionstore.Options) sessionstore.Store {
+				return sessionstore.NewRedis(sessionstore.RedisOptions{Options: o, Client: redis.NewClient(&redis.Options{Addr: r.Addr}), KeyPrefix: "test:"})
+			}}))
+	}
+	a, b := ms[0].ts.URL, ms[1].ts.URL
+	sid := rawInit(t, testHTTP, a, `{}`)
+	rawDo(t, testHTTP, a, sid, `{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"info"}}`).Body.Close()
+	stream := openEvents(t, b, sid, "")
+	if _, data := stream.next(t); data != "" {
+		t.Fatalf("first event %q, want the priming event", data)
+	}
+	as := func(thread, body string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, a+"/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		req.Header.Set("X-Mux-Thread-Id", thread)
+		resp, err := testHTTP.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("call as %.8s…: HTTP %d", thread, resp.StatusCode)
+		}
+	}
+	for i := range 2 * bounds.SessionThreads {
+		as(fmt.Sprintf("%04d", i)+strings.Repeat("o", bounds.Thread-4), fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"nope","arguments":{}}}`, 10+i))
+	}
+	as("th-"+strings.Repeat("x", bounds.Thread-3), `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"jobs_submit_job","arguments":{"input":"x"}}}`)
+	for {
+		_, data := stream.next(t)
+		if strings.Contains(data, `"notifications/message"`) && strings.Contains(data, "mcp-mux.tasks") && strings.Contains(data, `completed`) {
+			return
+		}
 	}
 }
