@@ -49,3 +49,17 @@ func SweepSessionsForTest(s *Server, now time.Time) { s.sessions.sweep(now) }
 func HoldSessionCreatesForTest(s *Server, hold func()) {
 	s.sessions.beforeCreate.Store(&hold)
 }
+
+// HoldSessionLoadsForTest makes every first load of a session's record
+// on s call hold with its id once the record was read, before the session
+// is registered.
+func HoldSessionLoadsForTest(s *Server, hold func(id string)) {
+	s.sessions.afterRead.Store(&hold)
+}
+
+// SessionHasThreadForTest reports whether s knows that its session id
+// called upstreams as thread (nil session: false).
+func SessionHasThreadForTest(s *Server, id, thread string) bool {
+	st := s.sessions.get(id)
+	return st != nil && st.HasThread(thread)
+}

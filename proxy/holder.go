@@ -14,6 +14,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/sessionstore"
+	"github.com/mcp-mux/mcp-mux/subscriptions"
 )
 
 // The holder of a session: the replica that serves (or last served) its
@@ -73,12 +74,13 @@ func (t *sessionTable) hold(st *callpath.Session) {
 		if rec, err := t.store.Get(ctx, st.ID); err == nil {
 			t.adopt(ctx, st, rec.Subs)
 		}
-		rec, err := t.store.Update(ctx, st.ID, sessionstore.SetHolder(t.replica, true))
-		if err != nil {
+		if _, err := t.store.Update(ctx, st.ID, sessionstore.SetHolder(t.replica, true)); err != nil {
 			t.log.Debug("taking over a session's stream", "session", st.ID, "err", err)
 			return
 		}
-		t.adopt(ctx, st, rec.Subs)
+		if rec, err := t.store.Get(ctx, st.ID); err == nil {
+			t.adopt(ctx, st, rec.Subs)
+		}
 	})
 }
 
@@ -149,17 +151,25 @@ func (t *sessionTable) applyHolder(st *callpath.Session, rec *sessionstore.Recor
 // subscribe is checked against the limits rules first, so a refused one
 // is never recorded (nor taken up by a later holder).
 func (t *sessionTable) subscription(ctx context.Context, st *callpath.Session, uri string, on bool) (mcp.Result, error) {
-	fn := sessionstore.RemoveSub(uri)
-	if on {
+	var we *wire.Error
+	if err := subscriptions.CheckURI(uri); errors.As(err, &we) { // before the record keeps it
+		return nil, &jsonrpc.Error{Code: we.Code, Message: we.Message}
+	}
+	if on { // the limits rules, before the record keeps it
 		release, refused := t.calls.AdmitSubscribe(ctx, st, uri)
 		if refused != nil {
 			return nil, refused
 		}
 		defer release()
-		fn = sessionstore.AddSub(uri)
 	}
 	sctx, cancel := context.WithTimeout(ctx, storeTimeout)
-	rec, err := t.store.Update(sctx, st.ID, fn)
+	var rec *sessionstore.Record
+	var err error
+	if on {
+		rec, _, err = t.store.Add(sctx, st.ID, sessionstore.ListSubs, uri)
+	} else {
+		rec, err = t.store.Remove(sctx, st.ID, sessionstore.ListSubs, uri)
+	}
 	cancel()
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "recording the subscription failed (the session store is unreachable); retry"}

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/admission"
+	"github.com/mcp-mux/mcp-mux/internal/bounds"
 	"github.com/mcp-mux/mcp-mux/internal/reqid"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
@@ -187,7 +188,7 @@ func (t *sessionTable) serveStream(w http.ResponseWriter, r *http.Request) {
 	if h := r.Header.Get("Last-Event-ID"); h != "" {
 		var ok bool
 		if after, ok = sessionstore.LastEventID(h); !ok {
-			http.Error(w, "malformed Last-Event-ID", http.StatusBadRequest)
+			http.Error(w, "Last-Event-ID is not an event id this session's stream hands out", http.StatusBadRequest)
 			return
 		}
 	}
@@ -281,8 +282,13 @@ func (t *sessionTable) refuse(w http.ResponseWriter, r *http.Request, body []byt
 		mcpwire.WriteError(w, http.StatusServiceUnavailable, id, -32603, "mcp-mux is shutting down; retry (another replica serves the session)", nil)
 	default:
 		var we *wire.Error
-		if errors.As(err, &we) {
+		var be *bounds.Error
+		switch {
+		case errors.As(err, &we):
 			mcpwire.WriteError(w, http.StatusBadRequest, id, we.Code, we.Message, nil)
+			return
+		case errors.As(err, &be): // a value past what a session's record keeps
+			mcpwire.WriteError(w, http.StatusBadRequest, id, -32600, be.Error(), nil)
 			return
 		}
 		reqid.Logger(r.Context(), t.log).Warn("session store unavailable", "err", err)

@@ -32,6 +32,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/proxy/modern"
+	"github.com/mcp-mux/mcp-mux/proxy/retryfwd"
 	"github.com/mcp-mux/mcp-mux/proxy/sessionhost"
 	"github.com/mcp-mux/mcp-mux/ratelimit"
 	"github.com/mcp-mux/mcp-mux/seal"
@@ -81,6 +82,10 @@ type Options struct {
 	// no open stream before its stdio call sessions are closed, so that
 	// one-shot clients leave no process behind; default 15s.
 	ThreadlessIdle time.Duration
+	// SessionRecheck is how often a replica checks the 2025-11-25 sessions
+	// it keeps against their records in a shared store, so that a change
+	// or end whose notice was lost is seen within it; default 10s.
+	SessionRecheck time.Duration
 	// DisableModernFastPath sends every 2026-07-28 request through go-sdk's
 	// stateless handler (package modern): for comparisons, and as an
 	// escape hatch.
@@ -140,7 +145,7 @@ type Server struct {
 	life     context.Context         // ends when Close starts
 	draining atomic.Bool             // Drain was called: not ready
 	stopOnce sync.Once               // closes sessions.streamStop
-	retry    retrier                 // retries of calls parked on other replicas (retry.go)
+	retry    retryfwd.Forwarder      // retries of calls parked on other replicas
 	started  time.Time
 	stop     context.CancelFunc
 	bg       sync.WaitGroup
@@ -219,7 +224,7 @@ func New(opts Options) *Server {
 		PageSize: opts.PageSize, Subs: s.subs, Panics: s.panics, Audit: opts.Audit, Telemetry: s.tel, Limits: s.limits})
 	s.openSessions(opts)
 	s.modern = modern.New(modern.Options{Log: s.log, SDK: s.sdk, Send: s.send, Calls: s.calls, Runtime: &s.rt,
-		Gate: &s.gate, Life: s.life, Background: &s.bg, Panics: s.panics, Tasks: s.tasks, States: s.states, Replica: s.sessions.replica, Elsewhere: s.retry.elsewhere, Telemetry: s.tel,
+		Gate: &s.gate, Life: s.life, Background: &s.bg, Panics: s.panics, Tasks: s.tasks, States: s.states, Replica: s.sessions.replica, Elsewhere: s.retry.Elsewhere, Telemetry: s.tel,
 		Buffers: &s.buffers, PageSize: opts.PageSize, DisableFastPath: opts.DisableModernFastPath})
 	s.durable.log, s.durable.panics, s.durable.sessions, s.durable.modern, s.durable.bg = s.log, s.panics, &s.sessions, s.modern, &s.bg
 	s.recv = receiver{rt: &s.rt, via: s.via, requests: &s.requests, sessions: &s.sessions, calls: s.calls, modern: s.modern, tel: s.tel}
@@ -239,9 +244,19 @@ func New(opts Options) *Server {
 func (s *Server) openSessions(opts Options) {
 	t := &s.sessions
 	*t = sessionTable{replica: sessionstore.NewReplica(), send: s.send, gate: &s.gate, rt: &s.rt, calls: s.calls, log: s.log, tel: s.tel,
-		threadless: cmp.Or(opts.ThreadlessIdle, defaultThreadlessIdle)}
-	s.retry = retrier{sessions: t, serve: s.mcpHandler(), log: s.log}
-	so := sessionstore.Options{Replica: t.replica, OnMessage: s.retry.message, OnChange: t.changed}
+		threadless: cmp.Or(opts.ThreadlessIdle, defaultThreadlessIdle), recheckEvery: cmp.Or(opts.SessionRecheck, defaultSessionRecheck)}
+	s.retry = retryfwd.Forwarder{Store: func() sessionstore.Store { return t.store }, Exchange: &t.x, Serve: s.mcpHandler(),
+		Go: t.goBackground, Log: s.log}
+	onMessage := func(m sessionstore.Message) {
+		if !s.retry.Take(m) {
+			t.message(m)
+		}
+	}
+	so := sessionstore.Options{Replica: t.replica, OnMessage: onMessage, OnChange: t.changed,
+		OnReconnect: func() { t.goBackground(t.recheck) }}
+	if opts.StateKey != "" { // shared through the store: kept there, and adopted when another replica made a new one
+		so.SharedKey, so.OnSharedKey = opts.StateKey, s.states.Rekey
+	}
 	if opts.SessionStore != nil {
 		so.TTL = defaultSessionTimeout
 		t.store = opts.SessionStore(so)

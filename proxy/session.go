@@ -59,11 +59,18 @@ type sessionTable struct {
 	// threadless is Options.ThreadlessIdle: when an idle session that
 	// names no thread gives up its stdio call sessions.
 	threadless time.Duration
+	// recheckEvery is Options.SessionRecheck: how often the sessions here
+	// are checked against their records (recheck).
+	recheckEvery time.Duration
 
 	// beforeCreate, when set (by tests only, export_test.go), runs in
 	// create before the store admits the record: a test holds creates
 	// there to put them in flight together.
 	beforeCreate atomic.Pointer[func()]
+	// afterRead, when set (by tests only, export_test.go), runs in load
+	// once the record was read, before the session is registered: a test
+	// holds a first load there to race it against a DELETE.
+	afterRead atomic.Pointer[func(id string)]
 }
 
 // recordLoad is one read of a record that concurrent requests share.
@@ -71,13 +78,44 @@ type recordLoad struct {
 	done chan struct{}
 	st   *callpath.Session
 	err  error
-	// latest is the newest change another replica announced while the
-	// record was being read (under sessionTable.mu): applied after.
+	// latest is what changes another replica announced while the record
+	// was being read (under sessionTable.mu): applied after; reread says
+	// one did not carry what changed.
 	latest *sessionstore.Record
+	reread bool
+	// ended is set (under sessionTable.mu) when the session ended while
+	// its record was being read: the load registers nothing.
+	ended bool
+}
+
+// note keeps a change announced while the record is being read (under
+// sessionTable.mu): the newest fields and everything the lists gained; a
+// change too large for its notice (nil) has the record read again.
+func (l *recordLoad) note(c *sessionstore.Record) {
+	if c == nil {
+		c = &sessionstore.Record{} // Rev 0: no fields, and a reread
+		l.reread = true
+	}
+	if l.latest == nil {
+		l.latest = c.Clone()
+		return
+	}
+	merged := c.Clone()
+	if l.latest.Rev > c.Rev {
+		merged = l.latest.Clone()
+	}
+	merged.Threads = append(l.latest.Threads, c.Threads...)
+	merged.Promoted = append(l.latest.Promoted, c.Promoted...)
+	l.latest = merged
 }
 
 // storeTimeout bounds one store operation on a request's path.
 const storeTimeout = 5 * time.Second
+
+// defaultSessionRecheck is Options.SessionRecheck's default: a session
+// DELETEd on another replica whose notice this one missed answers 404
+// here within it.
+const defaultSessionRecheck = 10 * time.Second
 
 // Session lookup errors (host.go answers each with its status).
 var (
@@ -157,18 +195,28 @@ func (t *sessionTable) load(id string, l *recordLoad) (*callpath.Session, error)
 		t.mu.Unlock()
 		return nil, err
 	}
+	if hold := t.afterRead.Load(); hold != nil {
+		(*hold)(id)
+	}
 	st := t.build(rec)
 	added := t.add(st)
 	t.mu.Lock()
 	delete(t.loads, id)
-	latest := l.latest
+	latest, ended, reread := l.latest, l.ended, l.reread
 	st = t.byID[id]
 	t.mu.Unlock()
-	if !added || st == nil {
+	switch {
+	case ended: // a DELETE won the race: the record read is no more
+		t.forget(id)
+		return nil, sessionstore.ErrNotFound
+	case !added || st == nil:
 		return nil, errSessionClosing
 	}
 	if latest != nil {
-		t.apply(st, latest) // unless older than what st has
+		t.apply(st, latest) // its fields unless older than what st has
+	}
+	if reread {
+		t.goBackground(func() { t.reload(id) })
 	}
 	return st, nil
 }
@@ -218,10 +266,24 @@ func (t *sessionTable) build(rec *sessionstore.Record) *callpath.Session {
 	st := &callpath.Session{ID: rec.ID, User: rec.User, Profile: rec.Profile, Send: t.send, Replica: t.replica}
 	id := rec.ID
 	st.Outbox = func(ctx context.Context, msg json.RawMessage) error { return t.store.Append(ctx, id, msg) }
-	st.OnThread = func(thread string) { t.background(id, sessionstore.AddThread(thread)) }
+	st.OnThread = func(digest string) { // off the request's path
+		t.goBackground(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+			defer cancel()
+			if _, _, err := t.store.Add(ctx, id, sessionstore.ListThreads, digest); err != nil && !errors.Is(err, sessionstore.ErrNotFound) {
+				t.log.Warn("recording a session's thread failed", "err", err)
+			}
+		})
+	}
 	st.Refresh = func() bool { return t.refresh(st) }
 	st.OnPromote = func(ctx context.Context, names []string) error {
-		return t.record(ctx, st, sessionstore.AddPromoted(names...))
+		ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+		defer cancel()
+		rec, _, err := t.store.Add(ctx, id, sessionstore.ListPromoted, names...)
+		if err == nil {
+			t.apply(st, rec)
+		}
+		return err
 	}
 	st.Protocol, st.Init = rec.Protocol, decodeInit(rec.Init)
 	if st.Init.Capabilities != nil {
@@ -233,9 +295,14 @@ func (t *sessionTable) build(rec *sessionstore.Record) *callpath.Session {
 	return st
 }
 
-// apply brings st up to date with its record, unless st has seen a newer
-// revision of it.
+// apply brings st up to date with its record (or a change of it): what
+// its lists hold (or gained) is added, its fields are applied unless st
+// has seen a newer revision of them.
 func (t *sessionTable) apply(st *callpath.Session, rec *sessionstore.Record) {
+	st.AddThreads(rec.Threads)
+	if len(rec.Promoted) > 0 {
+		st.Promo.Add(t.rt.Load().Catalog.Load().For(st.Profile), rec.Promoted)
+	}
 	for {
 		cur := st.Rev.Load()
 		if rec.Rev < cur {
@@ -248,11 +315,7 @@ func (t *sessionTable) apply(st *callpath.Session, rec *sessionstore.Record) {
 	if rec.Level != "" {
 		st.SetLevel(rec.Level)
 	}
-	st.AddThreads(rec.Threads)
 	t.applyHolder(st, rec)
-	if len(rec.Promoted) > 0 {
-		st.Promo.Add(t.rt.Load().Catalog.Load().For(st.Profile), rec.Promoted)
-	}
 }
 
 // decodeInit decodes initialize params as go-sdk does: its
@@ -417,17 +480,24 @@ func (t *sessionTable) notify(st *callpath.Session, method string, params json.R
 }
 
 // reap sweeps the sessions at least every second (sweep), so that a
-// reload's new idle timeout applies soon.
+// reload's new idle timeout applies soon, and rechecks them against their
+// records every recheckEvery (recheck).
 func (t *sessionTable) reap(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	checked := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-timer.C:
 			timeout := t.sweep(now)
-			timer.Reset(min(max(min(timeout, t.threadless)/8, 10*time.Millisecond), time.Second))
+			next := min(max(min(timeout, t.threadless)/8, 10*time.Millisecond), time.Second, t.recheckEvery)
+			if now.Sub(checked) >= t.recheckEvery {
+				checked = now
+				t.goBackground(t.recheck)
+			}
+			timer.Reset(next)
 		}
 	}
 }
@@ -483,17 +553,23 @@ func (t *sessionTable) withKey(key upstream.Key) []*callpath.Session {
 }
 
 // changed applies a record change another replica made: the session
-// ended, or its record changed (the change carries it; without, it is read
-// again in the background).
+// ended (a load of it in flight registers nothing), or its record changed
+// (the notice carries what changed; without, it is read again in the
+// background).
 func (t *sessionTable) changed(c sessionstore.Change) {
 	if c.Ended {
+		t.mu.Lock()
+		if l := t.loads[c.ID]; l != nil {
+			l.ended = true
+		}
+		t.mu.Unlock()
 		t.forget(c.ID)
 		return
 	}
 	t.mu.Lock()
 	st := t.byID[c.ID]
-	if l := t.loads[c.ID]; st == nil && l != nil && c.Record != nil && (l.latest == nil || c.Record.Rev > l.latest.Rev) {
-		l.latest = c.Record // being read: applied once it is (load)
+	if l := t.loads[c.ID]; st == nil && l != nil {
+		l.note(c.Record) // being read: applied once it is (load)
 	}
 	t.mu.Unlock()
 	switch {
@@ -518,8 +594,48 @@ func (t *sessionTable) record(ctx context.Context, st *callpath.Session, fn func
 	return nil
 }
 
+// recheck checks the sessions this replica keeps against their records
+// (one store round trip per few hundred): a session whose record is gone
+// (its end went unheard, or it expired) is let go of, one whose record
+// is newer is read again. It runs every recheckEvery and when the store
+// reconnects (changes and ends may have gone unheard while its link was
+// down), so that a DELETE answered 204 means 404 here within recheckEvery
+// even when its notice was lost.
+func (t *sessionTable) recheck() {
+	if _, local := t.store.(*sessionstore.Local); local {
+		return // in process, every end is seen at once
+	}
+	sessions := t.all()
+	if len(sessions) == 0 {
+		return
+	}
+	ids := make([]string, len(sessions))
+	for i, st := range sessions {
+		ids[i] = st.ID
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	revs, err := t.store.Revisions(ctx, ids)
+	if err != nil {
+		t.log.Debug("checking sessions against their records", "err", err)
+		return
+	}
+	for _, st := range sessions {
+		rev, ok := revs[st.ID]
+		switch {
+		case !ok:
+			t.log.Debug("letting go of a session whose record is gone", "session", st.ID)
+			t.forget(st.ID)
+		case rev > st.Rev.Load():
+			t.reload(st.ID)
+		}
+	}
+}
+
 // refresh reads st's record again and applies it; it reports whether the
-// record was newer than what st had. In process there is nothing to read.
+// record may hold what st lacked: a newer revision, or promotions (a
+// change made here since may have moved st's revision past one whose
+// notice is still on its way). In process there is nothing to read.
 func (t *sessionTable) refresh(st *callpath.Session) bool {
 	if _, local := t.store.(*sessionstore.Local); local {
 		return false
@@ -527,11 +643,12 @@ func (t *sessionTable) refresh(st *callpath.Session) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
 	rec, err := t.store.Get(ctx, st.ID)
-	if err != nil || rec.Rev <= st.Rev.Load() {
+	if err != nil {
 		return false
 	}
+	newer := rec.Rev > st.Rev.Load() || len(rec.Promoted) > 0
 	t.apply(st, rec)
-	return true
+	return newer
 }
 
 // reload reads the record of id again and applies it to this replica's

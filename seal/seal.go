@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -62,10 +63,22 @@ var ErrIntegrity = errors.New("failed its integrity check (tampered, of an older
 // Sealer seals and opens tokens, each purpose under its own key derived
 // from one secret. It is safe for concurrent use.
 type Sealer struct {
+	keys atomic.Pointer[keyring]
+	mac  []byte           // MAC's key: the secret s was made with
+	now  func() time.Time // the clock expiries are stamped and checked by
+}
+
+// keyring is one secret and the keys derived from it, with the keyring
+// it replaced (Rekey), whose requestStates and task ids still open.
+type keyring struct {
 	key   []byte
-	state cipher.AEAD      // requestStates
-	tasks cipher.AEAD      // namespaced task ids
-	now   func() time.Time // the clock expiries are stamped and checked by
+	state cipher.AEAD // requestStates
+	tasks cipher.AEAD // namespaced task ids
+	prev  *keyring
+}
+
+func newKeyring(k []byte) *keyring {
+	return &keyring{key: k, state: deriveAEAD(k, stateLabel), tasks: deriveAEAD(k, taskLabel)}
 }
 
 // New returns a Sealer under key, or under a fresh random key when key is
@@ -76,8 +89,46 @@ func New(key string) *Sealer {
 		k = make([]byte, 32)
 		_, _ = rand.Read(k) // crypto/rand.Read never fails
 	}
-	return &Sealer{key: k, state: deriveAEAD(k, stateLabel), tasks: deriveAEAD(k, taskLabel), now: time.Now}
+	s := &Sealer{mac: k, now: time.Now}
+	s.keys.Store(newKeyring(k))
+	return s
 }
+
+// Rekey makes key the secret s seals requestStates and task ids under
+// from now on (the replicas sharing a secret adopted another); those
+// sealed under the secret it replaces still open, those of earlier ones
+// no longer. An empty key changes nothing, and so does the current one;
+// MAC and the Purposes made before keep their secret.
+func (s *Sealer) Rekey(key string) {
+	if key == "" {
+		return
+	}
+	for {
+		cur := s.keys.Load()
+		if string(cur.key) == key {
+			return
+		}
+		next := newKeyring([]byte(key))
+		next.prev = &keyring{key: cur.key, state: cur.state, tasks: cur.tasks}
+		if s.keys.CompareAndSwap(cur, next) {
+			return
+		}
+	}
+}
+
+// open opens a token sealed by sealText under the current secret or the
+// one before it; aead picks the purpose's key of a keyring.
+func (s *Sealer) open(aead func(*keyring) cipher.AEAD, prefix, sealed string) ([]byte, bool) {
+	for k := s.keys.Load(); k != nil; k = k.prev {
+		if pt, ok := openText(aead(k), prefix, sealed); ok {
+			return pt, true
+		}
+	}
+	return nil, false
+}
+
+func stateKey(k *keyring) cipher.AEAD { return k.state }
+func taskKey(k *keyring) cipher.AEAD  { return k.tasks }
 
 // deriveAEAD is AES-256-GCM under HMAC-SHA256(key, label): one key per
 // purpose, none usable for another.
@@ -121,10 +172,10 @@ func openText(a cipher.AEAD, prefix, sealed string) ([]byte, bool) {
 	return openBox(a, b, []byte(prefix))
 }
 
-// MAC is a keyed hash of payload (proxy derives its replica id from the
-// process's own random key with it).
+// MAC is a keyed hash of payload under the secret s was made with (proxy
+// derives its replica id from the process's own random key with it).
 func (s *Sealer) MAC(payload string) []byte {
-	m := hmac.New(sha256.New, s.key)
+	m := hmac.New(sha256.New, s.mac)
 	m.Write([]byte(macLabel))
 	m.Write([]byte(payload))
 	return m.Sum(nil)
@@ -151,7 +202,7 @@ func (s *Sealer) SealState(e State) string {
 	e.V = stateVersion
 	e.Expires = s.now().Add(StateTTL).Unix()
 	b, _ := json.Marshal(e) // plain strings and ints: cannot fail
-	return sealText(s.state, statePrefix, b)
+	return sealText(s.keys.Load().state, statePrefix, b)
 }
 
 // OpenState verifies state and that it belongs to caller and continues a
@@ -197,7 +248,7 @@ func (s *Sealer) unsealState(state string) (*State, error) {
 	if !ok {
 		return nil, fmt.Errorf("requestState %w", ErrIntegrity)
 	}
-	pt, ok := openText(s.state, statePrefix, sealed)
+	pt, ok := s.open(stateKey, statePrefix, sealed)
 	if !ok {
 		return nil, fmt.Errorf("requestState %w", ErrIntegrity)
 	}
@@ -220,13 +271,13 @@ type taskRef struct {
 // opened by every Sealer under the same secret.
 func (s *Sealer) SealTaskID(user, server, remote string) string {
 	pt, _ := json.Marshal(taskRef{User: user, Server: server, Remote: remote})
-	return sealText(s.tasks, TaskIDPrefix, pt)
+	return sealText(s.keys.Load().tasks, TaskIDPrefix, pt)
 }
 
 // OpenTaskID returns the server and remote id of a namespaced task id, if
 // it is intact and belongs to user.
 func (s *Sealer) OpenTaskID(id, user string) (server, remote string, ok bool) {
-	pt, ok := openText(s.tasks, TaskIDPrefix, strings.TrimPrefix(id, TaskIDPrefix))
+	pt, ok := s.open(taskKey, TaskIDPrefix, strings.TrimPrefix(id, TaskIDPrefix))
 	if !ok {
 		return "", "", false
 	}
@@ -251,7 +302,7 @@ type Purpose struct {
 // the namespace keeps every label from deriving a requestState's or a task
 // id's key). It derives the key: call it once per purpose and keep it.
 func (s *Sealer) Purpose(label, prefix string) *Purpose {
-	return &Purpose{s: s, prefix: prefix, aead: deriveAEAD(s.key, tokenLabel+label)}
+	return &Purpose{s: s, prefix: prefix, aead: deriveAEAD(s.keys.Load().key, tokenLabel+label)}
 }
 
 // token is the sealed content of a generic token.

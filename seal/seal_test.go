@@ -86,7 +86,7 @@ func flipLast(s string) string {
 // signedV1 is a requestState of the older format: JSON signed, not sealed.
 func signedV1(s *Sealer, envelope string) string {
 	payload := base64.RawURLEncoding.EncodeToString([]byte(envelope))
-	m := hmac.New(sha256.New, s.key)
+	m := hmac.New(sha256.New, s.keys.Load().key)
 	m.Write([]byte("mcp-mux requestState v1\x00"))
 	m.Write([]byte(payload))
 	return payload + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
@@ -261,5 +261,42 @@ func TestGolden(t *testing.T) {
 	}
 	if got := fmt.Sprintf("%x", s.MAC("replica")[:8]); got != g.Replica {
 		t.Errorf("replica id %s, want %s", got, g.Replica)
+	}
+}
+
+// TestRekey: replicas that adopt another shared secret seal under it; what
+// was sealed under the one it replaced still opens, under earlier ones not.
+func TestRekey(t *testing.T) {
+	a, b := New(strings.Repeat("a", 32)), New(strings.Repeat("b", 32))
+	old := a.SealState(State{Caller: "u", Server: "s", Target: "t"})
+	oldTask := a.SealTaskID("u", "s", "r")
+	if _, err := b.OpenState(a.SealState(State{Caller: "u", Server: "s", Target: "t"}), "u", "s", "t"); err == nil {
+		t.Fatal("a state opened under another secret")
+	}
+	mac := a.MAC("x")
+	a.Rekey(strings.Repeat("b", 32))
+	a.Rekey("") // nothing
+	for name, s := range map[string]*Sealer{"a by b": b, "b by a": a} {
+		other := map[*Sealer]*Sealer{a: b, b: a}[s]
+		if _, err := other.OpenState(s.SealState(State{Caller: "u", Server: "s", Target: "t"}), "u", "s", "t"); err != nil {
+			t.Fatalf("after Rekey, %s: %v", name, err)
+		}
+		if _, _, ok := other.OpenTaskID(s.SealTaskID("u", "s", "r"), "u"); !ok {
+			t.Fatalf("after Rekey, a task id %s does not open", name)
+		}
+	}
+	if _, err := a.OpenState(old, "u", "s", "t"); err != nil {
+		t.Fatalf("a state sealed under the replaced secret: %v", err)
+	}
+	if _, _, ok := a.OpenTaskID(oldTask, "u"); !ok {
+		t.Fatal("a task id sealed under the replaced secret does not open")
+	}
+	if !bytes.Equal(a.MAC("x"), mac) {
+		t.Fatal("MAC changed with Rekey")
+	}
+	a.Rekey(strings.Repeat("c", 32))
+	a.Rekey(strings.Repeat("d", 32))
+	if _, err := a.OpenState(old, "u", "s", "t"); err == nil {
+		t.Fatal("a state sealed two secrets ago still opens")
 	}
 }

@@ -3,6 +3,7 @@ package sessionstore
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sync"
 	"time"
 )
@@ -24,8 +25,7 @@ type Local struct {
 }
 
 type localEntry struct {
-	rec     []byte // the record as Redis would hold it: no sharing with callers
-	user    string
+	rec     *Record // never handed out: callers get clones
 	expires time.Time
 }
 
@@ -78,19 +78,20 @@ func (s *Local) liveLocked(id string) *localEntry {
 func (s *Local) dropLocked(id string, e *localEntry) {
 	delete(s.m, id)
 	delete(s.logs, id)
-	if n := s.byUser[e.user]; n > 1 {
-		s.byUser[e.user] = n - 1
+	if n := s.byUser[e.rec.User]; n > 1 {
+		s.byUser[e.rec.User] = n - 1
 	} else {
-		delete(s.byUser, e.user)
+		delete(s.byUser, e.rec.User)
 	}
 }
 
 // Create stores r unless the sessions, in all or of r.User, are at b.
 func (s *Local) Create(_ context.Context, r *Record, b Bounds) error {
-	data, err := json.Marshal(r)
-	if err != nil {
+	if err := r.check(); err != nil {
 		return err
 	}
+	rec := &Record{ID: r.ID, User: r.User, Profile: r.Profile, Protocol: r.Protocol, Level: r.Level, Holder: r.Holder,
+		Init: append(json.RawMessage(nil), r.Init...)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sweepLocked()
@@ -100,7 +101,7 @@ func (s *Local) Create(_ context.Context, r *Record, b Bounds) error {
 	case b.Share > 0 && s.byUser[r.User] >= b.Share:
 		return &LimitError{Share: true}
 	}
-	s.m[r.ID] = &localEntry{rec: data, user: r.User, expires: s.expiry()}
+	s.m[r.ID] = &localEntry{rec: rec, expires: s.expiry()}
 	s.byUser[r.User]++
 	return nil
 }
@@ -108,27 +109,19 @@ func (s *Local) Create(_ context.Context, r *Record, b Bounds) error {
 // Get returns the record of id.
 func (s *Local) Get(_ context.Context, id string) (*Record, error) {
 	s.mu.Lock()
-	var data []byte
+	defer s.mu.Unlock()
 	if e := s.liveLocked(id); e != nil {
-		data = e.rec // replaced, never changed in place (Update)
+		return e.rec.Clone(), nil
 	}
-	s.mu.Unlock()
-	if data == nil {
-		return nil, ErrNotFound
-	}
-	return decode(id, data)
+	return nil, ErrNotFound
 }
 
-func decode(id string, data []byte) (*Record, error) {
-	r := &Record{}
-	if err := json.Unmarshal(data, r); err != nil {
-		return nil, err
-	}
-	r.ID = id
-	return r, nil
+// fields returns the fields of r, its lists aside.
+func fields(r *Record) *Record {
+	return &Record{ID: r.ID, User: r.User, Profile: r.Profile, Protocol: r.Protocol, Level: r.Level, Holder: r.Holder, Rev: r.Rev}
 }
 
-// Update applies fn to the record of id.
+// Update applies fn to the fields of the record of id.
 func (s *Local) Update(_ context.Context, id string, fn func(*Record) bool) (*Record, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -136,20 +129,64 @@ func (s *Local) Update(_ context.Context, id string, fn func(*Record) bool) (*Re
 	if e == nil {
 		return nil, ErrNotFound
 	}
-	r, err := decode(id, e.rec)
-	if err != nil {
-		return nil, err
-	}
+	r := fields(e.rec)
 	if !fn(r) {
 		return r, nil
 	}
-	r.Rev++
-	data, err := json.Marshal(r)
-	if err != nil {
+	if err := r.check(); err != nil {
 		return nil, err
 	}
-	e.rec = data
+	r.Rev++
+	e.rec.Protocol, e.rec.Level, e.rec.Holder, e.rec.Rev = r.Protocol, r.Level, r.Holder, r.Rev
 	return r, nil
+}
+
+// Add adds values to the list l of id.
+func (s *Local) Add(_ context.Context, id string, l List, values ...string) (*Record, int, error) {
+	if err := l.check(values); err != nil {
+		return nil, 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.liveLocked(id)
+	if e == nil {
+		return nil, 0, ErrNotFound
+	}
+	list := e.rec.list(l)
+	added := l.add(list, values)
+	if len(added) > 0 && l != ListSubs {
+		e.rec.Rev++
+	}
+	return fields(e.rec), len(added), nil
+}
+
+// Remove removes value from the list l of id.
+func (s *Local) Remove(_ context.Context, id string, l List, value string) (*Record, error) {
+	if err := l.check([]string{value}); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.liveLocked(id)
+	if e == nil {
+		return nil, ErrNotFound
+	}
+	list := e.rec.list(l)
+	*list = slices.DeleteFunc(*list, func(v string) bool { return v == value })
+	return fields(e.rec), nil
+}
+
+// Revisions returns the revision of every live record of ids.
+func (s *Local) Revisions(_ context.Context, ids []string) (map[string]uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]uint64, len(ids))
+	for _, id := range ids {
+		if e := s.liveLocked(id); e != nil {
+			out[id] = e.rec.Rev
+		}
+	}
+	return out, nil
 }
 
 // Delete removes the record and log of id and ends its followers.

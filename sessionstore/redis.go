@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -20,19 +21,31 @@ import (
 
 // Redis layout (every key starts with the store's prefix, store.key_prefix):
 //
-//	{s:<id>}        the record (JSON), expiring TTL after its last use
+//	{s:<id>}:r      the record: a hash of its bounded fields (u user, pf
+//	                profile, v protocol, l level, h holder, n revision),
+//	                expiring TTL after its last use; at most MaxRecord
+//	{s:<id>}:i      its initialize params as sent, written once (MaxInit)
+//	{s:<id>}:t      the digests of its threads: a sorted set (score: first
+//	                use, ms) of the newest MaxThreads
+//	{s:<id>}:p      its tool_search promotions: a set of at most MaxList
+//	{s:<id>}:sub    its resource subscriptions: a set of at most MaxList
 //	{s:<id>}:log    its event log: a stream of at most about MaxLogSize
-//	                entries (field d: one JSON-RPC message), same TTL
-//	{sess}:all      sorted set of live session ids (score: expiry, ms)
+//	                entries (field d: one JSON-RPC message)
+//	{sess}:all      sorted set of live session ids (score: expiry, ms); its
+//	                TTL is raised with its members', never lowered
 //	{sess}:u:<h>    the same for one caller (h: a hash of the user id)
 //	seal-key        the requestState key replicas share when the config
-//	                names none (SharedKey)
+//	                names none (SharedKey); every replica puts its own back
+//	                when Redis lost it, and adopts the one there
 //
-// The record and its log share a hash slot, so Append is one script on
-// Redis Cluster too. Channels: <prefix>s:bus carries log events, record
-// changes and ends to every replica; <prefix>s:r:<replica> carries what one
-// replica sends another. Every forwarded message is one round trip: the
-// Append script adds the event and publishes it, Send is one PUBLISH.
+// A session's keys share a hash slot, so every script on them is one slot
+// on Redis Cluster too; so do the two admission sets. Channels:
+// <prefix>s:bus carries log events, change notices and ends to every
+// replica; <prefix>s:r:<replica> carries what one replica sends another.
+// A change publishes a notice of the record's fields and what a list
+// gained (at most MaxNotice bytes of it), never the whole record. Every
+// forwarded message is one round trip: the Append script adds the event
+// and publishes it, Send is one PUBLISH.
 
 var (
 	//go:embed lua/admit.lua
@@ -41,6 +54,9 @@ var (
 	//go:embed lua/update.lua
 	updateLua    string
 	updateScript = redis.NewScript(updateLua)
+	//go:embed lua/add.lua
+	addLua    string
+	addScript = redis.NewScript(addLua)
 	//go:embed lua/append.lua
 	appendLua    string
 	appendScript = redis.NewScript(appendLua)
@@ -48,6 +64,10 @@ var (
 
 // ErrNoReplica: the replica a message is for is not running.
 var ErrNoReplica = errors.New("the mcp-mux replica holding this session's request is gone")
+
+// keyEvery is how often a store checks that Redis still holds the shared
+// requestState key (and at every reconnection).
+const keyEvery = 30 * time.Second
 
 // RedisOptions configure NewRedis.
 type RedisOptions struct {
@@ -68,10 +88,16 @@ type Redis struct {
 	log     hclog.Logger
 	onMsg   func(Message)
 	onChg   func(Change)
+	onConn  func()
+	onKey   func(string)
 	follow  followers
 
 	touchMu sync.Mutex
 	touched map[string]string // id → user, since the last flush
+	retime  chan struct{}     // SetTTL changed the flush period
+
+	keyMu     sync.Mutex
+	sharedKey string // the requestState key this replica seals with ("" for none)
 
 	ps     *redis.PubSub
 	stop   context.CancelFunc
@@ -95,7 +121,7 @@ func NewRedis(o RedisOptions) *Redis {
 		o.Logger = hclog.NewNullLogger()
 	}
 	s := &Redis{c: o.Client, prefix: o.KeyPrefix, replica: o.Replica, log: o.Logger, onMsg: o.OnMessage, onChg: o.OnChange,
-		touched: map[string]string{}}
+		onConn: o.OnReconnect, onKey: o.OnSharedKey, sharedKey: o.SharedKey, touched: map[string]string{}, retime: make(chan struct{}, 1)}
 	s.SetTTL(o.TTL)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
@@ -113,12 +139,21 @@ func NewRedis(o RedisOptions) *Redis {
 	return s
 }
 
-func (s *Redis) recordKey(id string) string     { return s.prefix + "{s:" + id + "}" }
-func (s *Redis) logKey(id string) string        { return s.prefix + "{s:" + id + "}:log" }
-func (s *Redis) allKey() string                 { return s.prefix + "{sess}:all" }
-func (s *Redis) userKey(user string) string     { return s.prefix + "{sess}:u:" + hashOf(user) }
-func (s *Redis) busChannel() string             { return s.prefix + "s:bus" }
-func (s *Redis) replicaChannel(r string) string { return s.prefix + "s:r:" + r }
+func (s *Redis) session(id string) string         { return s.prefix + "{s:" + id + "}" }
+func (s *Redis) recordKey(id string) string       { return s.session(id) + ":r" }
+func (s *Redis) initKey(id string) string         { return s.session(id) + ":i" }
+func (s *Redis) listKey(id string, l List) string { return s.session(id) + ":" + string(l) }
+func (s *Redis) logKey(id string) string          { return s.session(id) + ":log" }
+func (s *Redis) allKey() string                   { return s.prefix + "{sess}:all" }
+func (s *Redis) userKey(user string) string       { return s.prefix + "{sess}:u:" + hashOf(user) }
+func (s *Redis) busChannel() string               { return s.prefix + "s:bus" }
+func (s *Redis) replicaChannel(r string) string   { return s.prefix + "s:r:" + r }
+
+// keys returns every key of session id.
+func (s *Redis) keys(id string) []string {
+	return []string{s.recordKey(id), s.initKey(id), s.listKey(id, ListThreads), s.listKey(id, ListPromoted),
+		s.listKey(id, ListSubs), s.logKey(id)}
+}
 
 func hashOf(v string) string {
 	h := sha256.Sum256([]byte(v))
@@ -128,21 +163,57 @@ func hashOf(v string) string {
 // Replica names this process.
 func (s *Redis) Replica() string { return s.replica }
 
-// SetTTL changes how long an unused record lives.
+// SetTTL changes how long an unused record lives (and so how often the
+// TTLs are restarted: at once, so a shorter TTL lapses no record in use).
 func (s *Redis) SetTTL(d time.Duration) {
 	if d <= 0 {
 		d = 30 * time.Minute
 	}
-	s.ttl.Store(int64(d))
+	if old := s.ttl.Swap(int64(d)); old != int64(d) && s.retime != nil {
+		select {
+		case s.retime <- struct{}{}:
+		default:
+		}
+	}
 }
 
 func (s *Redis) ttlMS() int64 { return time.Duration(s.ttl.Load()).Milliseconds() }
 
+// fieldsOf returns the hash fields of r's record (an empty one omitted).
+func fieldsOf(r *Record) []any {
+	out := []any{"u", r.User, "v", r.Protocol, "n", strconv.FormatUint(r.Rev, 10)}
+	for _, f := range [][2]string{{"pf", r.Profile}, {"l", r.Level}, {"h", r.Holder}} {
+		if f[1] != "" {
+			out = append(out, f[0], f[1])
+		}
+	}
+	return out
+}
+
+// decodeFields returns the record id whose hash is m (nil for none).
+func decodeFields(id string, m map[string]string) *Record {
+	if len(m) == 0 {
+		return nil
+	}
+	rev, _ := strconv.ParseUint(m["n"], 10, 64)
+	return &Record{ID: id, User: m["u"], Profile: m["pf"], Protocol: m["v"], Level: m["l"], Holder: m["h"], Rev: rev}
+}
+
+// pairs reads a script's flat field, value list into a map.
+func pairs(flat []any) map[string]string {
+	m := make(map[string]string, len(flat)/2)
+	for i := 0; i+1 < len(flat); i += 2 {
+		k, _ := flat[i].(string)
+		v, _ := flat[i+1].(string)
+		m[k] = v
+	}
+	return m
+}
+
 // Create admits and stores r (two round trips: the admission script, then
-// the record).
+// the record and its initialize params).
 func (s *Redis) Create(ctx context.Context, r *Record, b Bounds) error {
-	data, err := json.Marshal(r)
-	if err != nil {
+	if err := r.check(); err != nil {
 		return err
 	}
 	now := time.Now().UnixMilli()
@@ -157,75 +228,185 @@ func (s *Redis) Create(ctx context.Context, r *Record, b Bounds) error {
 	case 2:
 		return &LimitError{Share: true}
 	}
-	if err := s.c.Set(ctx, s.recordKey(r.ID), data, time.Duration(s.ttlMS())*time.Millisecond).Err(); err != nil {
+	ttl := time.Duration(s.ttlMS()) * time.Millisecond
+	_, err = s.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.HSet(ctx, s.recordKey(r.ID), fieldsOf(r)...)
+		p.PExpire(ctx, s.recordKey(r.ID), ttl)
+		if len(r.Init) > 0 {
+			p.Set(ctx, s.initKey(r.ID), []byte(r.Init), ttl)
+		}
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("sessions: storing a session in Redis: %w", err)
 	}
 	return nil
 }
 
-// Get returns the record of id (one round trip).
+// Get returns the record of id with its initialize params and lists (one
+// round trip).
 func (s *Redis) Get(ctx context.Context, id string) (*Record, error) {
-	data, err := s.c.Get(ctx, s.recordKey(id)).Bytes()
-	if errors.Is(err, redis.Nil) {
-		return nil, ErrNotFound
-	}
-	if err != nil {
+	var (
+		rec           *redis.MapStringStringCmd
+		init          *redis.StringCmd
+		threads, p, u *redis.StringSliceCmd
+	)
+	_, err := s.c.Pipelined(ctx, func(pl redis.Pipeliner) error {
+		rec = pl.HGetAll(ctx, s.recordKey(id))
+		init = pl.Get(ctx, s.initKey(id))
+		threads = pl.ZRange(ctx, s.listKey(id, ListThreads), 0, -1)
+		p = pl.SMembers(ctx, s.listKey(id, ListPromoted))
+		u = pl.SMembers(ctx, s.listKey(id, ListSubs))
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("sessions: reading a session from Redis: %w", err)
 	}
-	return decode(id, data)
-}
-
-// Update applies fn with a compare-and-set script: one round trip to read,
-// one to write, and one more read and write per concurrent change.
-func (s *Redis) Update(ctx context.Context, id string, fn func(*Record) bool) (*Record, error) {
-	old, err := s.c.Get(ctx, s.recordKey(id)).Bytes()
-	if errors.Is(err, redis.Nil) {
+	r := decodeFields(id, rec.Val())
+	if r == nil {
 		return nil, ErrNotFound
 	}
+	if b, err := init.Bytes(); err == nil {
+		r.Init = b
+	}
+	r.Threads, r.Promoted, r.Subs = threads.Val(), p.Val(), u.Val()
+	return r, nil
+}
+
+// Update applies fn to the record's fields with a compare-and-set script:
+// one round trip to read, one to write, and one more per concurrent change.
+func (s *Redis) Update(ctx context.Context, id string, fn func(*Record) bool) (*Record, error) {
+	m, err := s.c.HGetAll(ctx, s.recordKey(id)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("sessions: reading a session from Redis: %w", err)
 	}
 	for range 16 {
-		r, err := decode(id, old)
-		if err != nil {
-			return nil, err
+		r := decodeFields(id, m)
+		if r == nil {
+			return nil, ErrNotFound
 		}
 		if !fn(r) {
 			return r, nil
 		}
-		r.Rev++
-		data, err := json.Marshal(r)
-		if err != nil {
+		if err := r.check(); err != nil {
 			return nil, err
 		}
-		change, _ := json.Marshal(busMessage{Kind: "ch", Session: id, Rev: r.Rev, From: s.replica, Data: data})
-		res, err := updateScript.Run(ctx, s.c, []string{s.recordKey(id)}, old, data, s.busChannel(), change).Result()
+		read := r.Rev
+		r.Rev++
+		notice := s.notice(id, r.Rev, &noticeData{Protocol: r.Protocol, Level: r.Level, Holder: r.Holder})
+		res, err := updateScript.Run(ctx, s.c, []string{s.recordKey(id)}, strconv.FormatUint(read, 10), s.busChannel(), notice,
+			"v", r.Protocol, "l", r.Level, "h", r.Holder).Result()
 		switch {
 		case errors.Is(err, redis.Nil):
 			return nil, ErrNotFound
 		case err != nil:
 			return nil, fmt.Errorf("sessions: updating a session in Redis: %w", err)
 		}
-		cur, conflict := res.(string)
+		cur, conflict := res.([]any)
 		if !conflict {
 			return r, nil
 		}
-		old = []byte(cur)
+		m = pairs(cur)
 	}
 	return nil, ErrConflict
 }
 
-// Delete removes the record and log of id and tells every replica.
+// Add adds values to the list l of id within its bound and tells the
+// replicas what was added (one script, one round trip).
+func (s *Redis) Add(ctx context.Context, id string, l List, values ...string) (*Record, int, error) {
+	if err := l.check(values); err != nil {
+		return nil, 0, err
+	}
+	count, _, _ := l.bound()
+	kind, member := "s", string(l)
+	switch l {
+	case ListThreads:
+		kind = "z"
+	case ListSubs:
+		member = "" // only the holder reads them, from the store
+	}
+	args := []any{kind, count, time.Now().UnixMilli(), member, MaxNotice, s.busChannel(), id, s.replica}
+	for _, v := range values {
+		args = append(args, v)
+	}
+	res, err := addScript.Run(ctx, s.c, []string{s.recordKey(id), s.listKey(id, l)}, args...).Slice()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return nil, 0, ErrNotFound
+	case err != nil:
+		return nil, 0, fmt.Errorf("sessions: adding to a session's record in Redis: %w", err)
+	case len(res) == 0:
+		return nil, 0, errors.New("sessions: unexpected answer from Redis")
+	}
+	added, _ := res[0].(int64)
+	r := decodeFields(id, pairs(res[1:]))
+	if r == nil {
+		return nil, 0, ErrNotFound
+	}
+	return r, int(added), nil
+}
+
+// Remove removes value from the list l of id (one round trip).
+func (s *Redis) Remove(ctx context.Context, id string, l List, value string) (*Record, error) {
+	if err := l.check([]string{value}); err != nil {
+		return nil, err
+	}
+	var rec *redis.MapStringStringCmd
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		if l == ListThreads {
+			p.ZRem(ctx, s.listKey(id, l), value)
+		} else {
+			p.SRem(ctx, s.listKey(id, l), value)
+		}
+		rec = p.HGetAll(ctx, s.recordKey(id))
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sessions: removing from a session's record in Redis: %w", err)
+	}
+	r := decodeFields(id, rec.Val())
+	if r == nil {
+		return nil, ErrNotFound
+	}
+	return r, nil
+}
+
+// revisionBatch bounds the records one Revisions pipeline reads.
+const revisionBatch = 512
+
+// Revisions returns the revision of every record of ids that exists (one
+// round trip per revisionBatch ids).
+func (s *Redis) Revisions(ctx context.Context, ids []string) (map[string]uint64, error) {
+	out := make(map[string]uint64, len(ids))
+	for batch := range slices.Chunk(ids, revisionBatch) {
+		cmds := make([]*redis.StringCmd, len(batch))
+		_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, id := range batch {
+				cmds[i] = p.HGet(ctx, s.recordKey(id), "n")
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("sessions: reading session revisions from Redis: %w", err)
+		}
+		for i, c := range cmds {
+			if v, err := c.Uint64(); err == nil {
+				out[batch[i]] = v
+			}
+		}
+	}
+	return out, nil
+}
+
+// Delete removes every key of id and tells every replica.
 func (s *Redis) Delete(ctx context.Context, id string) error {
-	user := ""
-	if r, err := s.Get(ctx, id); err == nil {
-		user = r.User
-	} else if !errors.Is(err, ErrNotFound) {
-		return err
+	user, err := s.c.HGet(ctx, s.recordKey(id), "u").Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("sessions: reading a session from Redis: %w", err)
 	}
 	end, _ := json.Marshal(busMessage{Kind: "end", Session: id, From: s.replica})
-	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.Del(ctx, s.recordKey(id), s.logKey(id))
+	_, err = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Del(ctx, s.keys(id)...)
 		p.ZRem(ctx, s.allKey(), id)
 		if user != "" {
 			p.ZRem(ctx, s.userKey(user), id)
@@ -254,6 +435,8 @@ func (s *Redis) flushEvery() time.Duration {
 func (s *Redis) flushLoop(ctx context.Context) {
 	t := time.NewTimer(s.flushEvery())
 	defer t.Stop()
+	k := time.NewTicker(keyEvery)
+	defer k.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -262,12 +445,16 @@ func (s *Redis) flushLoop(ctx context.Context) {
 		case <-t.C:
 			s.flush(ctx)
 			t.Reset(s.flushEvery())
+		case <-s.retime:
+			t.Reset(s.flushEvery())
+		case <-k.C:
+			s.keepKey(ctx)
 		}
 	}
 }
 
 // flush restarts the TTL of every session touched since the last flush,
-// in one pipeline.
+// and raises the admission sets' TTL with their members', in one pipeline.
 func (s *Redis) flush(ctx context.Context) {
 	s.touchMu.Lock()
 	batch := s.touched
@@ -281,11 +468,19 @@ func (s *Redis) flush(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		users := make(map[string]bool)
 		for id, user := range batch {
-			p.PExpire(ctx, s.recordKey(id), ttl)
-			p.PExpire(ctx, s.logKey(id), ttl)
+			for _, k := range s.keys(id) {
+				p.PExpire(ctx, k, ttl)
+			}
 			p.ZAddXX(ctx, s.allKey(), redis.Z{Score: exp, Member: id})
 			p.ZAddXX(ctx, s.userKey(user), redis.Z{Score: exp, Member: id})
+			users[user] = true
+		}
+		// A set lives as long as its newest member: its TTL only rises.
+		p.Do(ctx, "pexpire", s.allKey(), ttl.Milliseconds(), "gt")
+		for user := range users {
+			p.Do(ctx, "pexpire", s.userKey(user), ttl.Milliseconds(), "gt")
 		}
 		return nil
 	})
@@ -358,6 +553,9 @@ func (s *Redis) readLog(ctx context.Context, id string, start position, resume b
 		p, _ := parsePosition(msgs[0].ID)
 		return nil, p, nil
 	}
+	if start.ms > maxPositionMS { // no event follows it (LastEventID refuses it)
+		return nil, start, nil
+	}
 	msgs, err := s.c.XRangeN(ctx, s.logKey(id), "("+start.String(), "+", MaxLogSize*2).Result()
 	if err != nil {
 		return nil, position{}, fmt.Errorf("sessions: reading a session's log in Redis: %w", err)
@@ -423,8 +621,61 @@ func SharedKey(ctx context.Context, c redis.UniversalClient, prefix string) (str
 	return v, nil
 }
 
+// keepKey has Redis hold the shared requestState key again when it lost
+// it (this replica's goes back), and adopts the one there when another
+// replica put a different one first (Options.OnSharedKey): after Redis
+// restarts empty, replicas started since and those that kept running
+// agree again.
+func (s *Redis) keepKey(ctx context.Context) {
+	s.keyMu.Lock()
+	defer s.keyMu.Unlock()
+	if s.sharedKey == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	key := s.prefix + "seal-key"
+	var get *redis.StringCmd
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.SetNX(ctx, key, s.sharedKey, 0)
+		get = p.Get(ctx, key)
+		return nil
+	})
+	v := get.Val()
+	if err != nil || v == "" {
+		s.log.Debug("sessions: checking the shared requestState key in Redis", "err", err)
+		return
+	}
+	if v != s.sharedKey {
+		s.sharedKey = v
+		s.log.Info("sessions: adopting the shared requestState key another replica put in Redis (Redis had lost it)")
+		if s.onKey != nil {
+			s.onKey(v)
+		}
+	}
+}
+
+// noticeData is what a change notice carries: the record's fields as
+// changed, and what one of its lists gained (t: thread digests, p:
+// promotions), or x when that was past MaxNotice.
+type noticeData struct {
+	Protocol string   `json:"v,omitempty"`
+	Level    string   `json:"l,omitempty"`
+	Holder   string   `json:"h,omitempty"`
+	Threads  []string `json:"t,omitempty"`
+	Promoted []string `json:"p,omitempty"`
+	Reload   bool     `json:"x,omitempty"`
+}
+
+// notice returns the change notice of id at rev.
+func (s *Redis) notice(id string, rev uint64, d *noticeData) []byte {
+	data, _ := json.Marshal(d) // strings: cannot fail
+	b, _ := json.Marshal(busMessage{Kind: "ch", Session: id, Rev: rev, From: s.replica, Data: data})
+	return b
+}
+
 // busMessage is what the bus carries: a log event (ev, Data the message),
-// a changed record (ch, Data the record as changed) or an ended one (end).
+// a change notice (ch, Data its noticeData) or an ended session (end).
 type busMessage struct {
 	Kind    string          `json:"k"`
 	Session string          `json:"s"`
@@ -460,7 +711,7 @@ func (s *Redis) read(ctx context.Context) {
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			if m.Kind == "subscribe" && m.Channel == s.busChannel() {
-				s.resync(ctx)
+				s.reconnected(ctx)
 			}
 		case *redis.Message:
 			s.dispatch(m)
@@ -485,15 +736,35 @@ func (s *Redis) dispatch(m *redis.Message) {
 		s.follow.deliver(b.Session, Event{ID: b.ID, Data: b.Data})
 	case "ch":
 		if s.onChg != nil && b.From != s.replica {
-			c := Change{ID: b.Session, Rev: b.Rev, From: b.From}
-			c.Record, _ = decode(b.Session, b.Data)
-			s.onChg(c)
+			s.onChg(changeOf(&b))
 		}
 	case "end":
 		s.follow.end(b.Session)
 		if s.onChg != nil {
 			s.onChg(Change{ID: b.Session, Ended: true, From: b.From})
 		}
+	}
+}
+
+// changeOf returns the Change a notice tells of.
+func changeOf(b *busMessage) Change {
+	c := Change{ID: b.Session, Rev: b.Rev, From: b.From}
+	var d noticeData
+	if json.Unmarshal(b.Data, &d) == nil && !d.Reload {
+		c.Record = &Record{ID: b.Session, Protocol: d.Protocol, Level: d.Level, Holder: d.Holder, Rev: b.Rev,
+			Threads: d.Threads, Promoted: d.Promoted}
+	}
+	return c
+}
+
+// reconnected catches up with what was published while the subscription
+// was down: followers from their logs, the shared key, and the owner's
+// sessions (Options.OnReconnect).
+func (s *Redis) reconnected(ctx context.Context) {
+	s.resync(ctx)
+	s.keepKey(ctx)
+	if s.onConn != nil {
+		s.onConn()
 	}
 }
 

@@ -2,16 +2,18 @@
 // small records that any replica can load, and carries what one replica
 // must tell another about them.
 //
-// A session is a Record (its caller, protocol version, initialize params,
-// log level, tool_search promotions, resource subscriptions, threads, the
-// replica holding its GET stream) plus a bounded event log: every message
+// A session is a Record (its caller, protocol version, log level, the
+// replica holding its GET stream; beside them, written once, its
+// initialize params; and its lists: tool_search promotions, resource
+// subscriptions, thread digests) plus a bounded event log: every message
 // mcp-mux sends a session outside a request's own stream (list_changed,
 // resource updates, task events, out-of-band logs and requests) is
 // appended to the log, and a replica serving the session's GET stream
 // follows the log (Follow), so Last-Event-ID resumes on any replica.
 // Replicas also send each other addressed messages (Send: a client's
 // answer to a request another replica made, a forwarded 2026-07-28 retry)
-// and learn of records changed or ended elsewhere (Options.OnChange).
+// and learn of records changed or ended elsewhere (Options.OnChange: a
+// small notice of what changed, never the whole record).
 //
 // Local keeps all of it in process (one replica, no Redis); Redis shares
 // it between replicas with at most one round trip per forwarded message.
@@ -22,45 +24,69 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mcp-mux/mcp-mux/internal/bounds"
 )
 
-// Record is one downstream session as every replica sees it.
+// Record is one downstream session as every replica sees it: a few
+// bounded fields (at most MaxRecord bytes whatever a caller sends), and
+// the initialize params and lists kept beside them (Get reads them all).
 type Record struct {
-	ID string `json:"-"`
+	ID string
 	// User is the caller the session belongs to: any other caller is refused.
-	User string `json:"u"`
+	User string
 	// Profile is the caller's profile the session serves ("" = every
 	// tool): fixed at initialize, on every replica.
-	Profile string `json:"pf,omitempty"`
+	Profile string
 	// Protocol is the negotiated protocol version.
-	Protocol string `json:"v"`
-	// Init is the client's initialize params as it sent them.
-	Init json.RawMessage `json:"i,omitempty"`
+	Protocol string
 	// Level is the logging level the client set ("" for none).
-	Level string `json:"l,omitempty"`
-	// Promoted are the tools tool_search promoted for the session.
-	Promoted []string `json:"p,omitempty"`
-	// Subs are the resource URIs the session subscribed to.
-	Subs []string `json:"s,omitempty"`
-	// Threads are the threads (other than its own id) the session called
-	// upstreams as: task events of those threads reach it.
-	Threads []string `json:"t,omitempty"`
+	Level string
 	// Holder is the replica serving the session's GET stream, if any: it
 	// holds the session's upstream resource subscriptions.
-	Holder string `json:"h,omitempty"`
-	// Rev counts the record's updates.
-	Rev uint64 `json:"n,omitempty"`
+	Holder string
+	// Rev counts the record's changes (its lists' additions included).
+	Rev uint64
+
+	// Init is the client's initialize params as it sent them (at most
+	// MaxInit bytes), written once.
+	Init json.RawMessage
+	// Promoted are the tools tool_search promoted for the session (ListPromoted).
+	Promoted []string
+	// Subs are the resource URIs the session subscribed to (ListSubs).
+	Subs []string
+	// Threads are the digests of the threads (other than its own id) the
+	// session called upstreams as, the newest MaxThreads (ListThreads):
+	// task events of those threads reach it.
+	Threads []string
 }
 
-// Bounds on what one record may hold: a client controls all of it.
+// Bounds on what one session may make the store hold: a client controls
+// all of it.
 const (
+	// MaxRecord is the most Redis memory a record's fields take: each is
+	// bounded (maxField, bounds.User, bounds.Profile; Create and Update
+	// refuse past them), so that a record stays within it whatever a
+	// caller sends.
+	MaxRecord  = 2 << 10
 	MaxInit    = 16 << 10  // bytes of initialize params
-	MaxList    = 256       // promotions, subscriptions, threads
+	MaxList    = 256       // promotions, subscriptions
 	MaxLogSize = 256       // events kept per session for Last-Event-ID
 	MaxEvent   = 256 << 10 // bytes of one event (ErrTooLarge past it)
+	// MaxThreads is how many thread digests a session keeps: the newest
+	// (by first use); an older one is dropped.
+	MaxThreads = bounds.SessionThreads
+	// MaxNotice bounds the values a change notice carries: what one change
+	// added past it is not carried, and replicas read the record again.
+	MaxNotice = 1 << 10
+	// maxField bounds a record's protocol version, logging level and
+	// holder, and each thread digest.
+	maxField = 64
 )
 
 // Clone returns a deep copy of r.
@@ -71,6 +97,93 @@ func (r *Record) Clone() *Record {
 	c.Subs = append([]string(nil), r.Subs...)
 	c.Threads = append([]string(nil), r.Threads...)
 	return &c
+}
+
+// check reports a field of r past its bound (a *bounds.Error naming it).
+func (r *Record) check() error {
+	for _, f := range []struct {
+		name, v string
+		max     int
+	}{{"session user", r.User, bounds.User}, {"session profile", r.Profile, bounds.Profile},
+		{"protocol version", r.Protocol, maxField}, {"logging level", r.Level, maxField}, {"session holder", r.Holder, maxField}} {
+		if len(f.v) > f.max {
+			return &bounds.Error{Field: f.name, Len: len(f.v), Max: f.max}
+		}
+	}
+	if len(r.Init) > MaxInit {
+		return &bounds.Error{Field: "initialize params", Len: len(r.Init), Max: MaxInit}
+	}
+	return nil
+}
+
+// List names one of the lists a record keeps beside its fields.
+type List string
+
+// The lists of a record.
+const (
+	// ListThreads keeps the newest MaxThreads thread digests.
+	ListThreads List = "t"
+	// ListPromoted takes up to MaxList tool names.
+	ListPromoted List = "p"
+	// ListSubs takes up to MaxList resource URIs.
+	ListSubs List = "sub"
+)
+
+// bound returns how many values l keeps, how long each may be, and what
+// a value is.
+func (l List) bound() (count, size int, what string) {
+	switch l {
+	case ListThreads:
+		return MaxThreads, maxField, "a session's thread digest"
+	case ListPromoted:
+		return MaxList, bounds.Name, "a promoted tool name"
+	case ListSubs:
+		return MaxList, bounds.URI, "a subscribed resource URI"
+	}
+	return 0, 0, ""
+}
+
+// list returns r's list l.
+func (r *Record) list(l List) *[]string {
+	switch l {
+	case ListThreads:
+		return &r.Threads
+	case ListPromoted:
+		return &r.Promoted
+	}
+	return &r.Subs
+}
+
+// check reports a value past l's bound on its length.
+func (l List) check(values []string) error {
+	_, size, what := l.bound()
+	if what == "" {
+		return fmt.Errorf("sessions: no list %q", string(l))
+	}
+	for _, v := range values {
+		if len(v) > size || v == "" {
+			return &bounds.Error{Field: what, Len: len(v), Max: size}
+		}
+	}
+	return nil
+}
+
+// add is the in-process Add: values into list within l's bound, in
+// order; it returns those that were new.
+func (l List) add(list *[]string, values []string) []string {
+	count, _, _ := l.bound()
+	var added []string
+	for _, v := range values {
+		if slices.Contains(*list, v) || l != ListThreads && len(*list) >= count {
+			continue
+		}
+		*list = append(*list, v)
+		added = append(added, v)
+	}
+	if n := len(*list); n > count { // threads: the newest stay
+		*list = append((*list)[:0], (*list)[n-count:]...)
+	}
+	return added
 }
 
 // Event is one message of a session's event log.
@@ -94,7 +207,10 @@ type Change struct {
 	Rev   uint64
 	Ended bool
 	From  string
-	// Record is the record as changed (nil when it ended).
+	// Record is the record's fields as of Rev (Protocol, Level, Holder)
+	// with, in its lists (Threads, Promoted), only what the change added;
+	// nil when the session ended, or when what it added was too large for
+	// a notice (MaxNotice): read the record again.
 	Record *Record
 }
 
@@ -109,6 +225,15 @@ type Options struct {
 	OnMessage func(Message)
 	// OnChange learns of records another replica updated or deleted.
 	OnChange func(Change)
+	// OnReconnect learns that the store's link to the other replicas came
+	// back after a break: changes they made meanwhile were not told.
+	OnReconnect func()
+	// SharedKey is the requestState key this replica seals with when the
+	// replicas share one through the store (SharedKey; "" for none): the
+	// store keeps it there, and OnSharedKey learns of the one every
+	// replica must adopt when the store lost it and another was made.
+	SharedKey   string
+	OnSharedKey func(key string)
 }
 
 // Errors of a store.
@@ -158,10 +283,21 @@ type Store interface {
 	Create(ctx context.Context, r *Record, b Bounds) error
 	// Get returns the record of id, or ErrNotFound.
 	Get(ctx context.Context, id string) (*Record, error)
-	// Update applies fn to the record of id and stores the result when fn
-	// reports a change; it returns the record as stored (fn may run more
-	// than once when another replica updates it meanwhile).
+	// Update applies fn to the fields of the record of id (its lists
+	// aside) and stores them when fn reports a change; it returns the
+	// record as stored, its lists aside (fn may run more than once when
+	// another replica updates it meanwhile).
 	Update(ctx context.Context, id string, fn func(*Record) bool) (*Record, error)
+	// Add adds values to the list l of id within its bound and returns
+	// the record's fields as stored (its lists aside) and how many values
+	// were new; other replicas hear what was added (but of ListSubs,
+	// which only the holder reads).
+	Add(ctx context.Context, id string, l List, values ...string) (*Record, int, error)
+	// Remove removes value from the list l of id and returns the record's
+	// fields as stored.
+	Remove(ctx context.Context, id string, l List, value string) (*Record, error)
+	// Revisions returns the revision of every record of ids that exists.
+	Revisions(ctx context.Context, ids []string) (map[string]uint64, error)
 	// Delete removes a record and its log, and tells every replica.
 	Delete(ctx context.Context, id string) error
 	// Touch records use of id: its TTL restarts (in batches, off the
@@ -225,66 +361,25 @@ func (p position) String() string {
 	return strconv.FormatUint(p.ms, 10) + "-" + strconv.FormatUint(p.seq, 10)
 }
 
+// maxPositionMS is the last millisecond a log position may name (the end
+// of year 9999): no log hands out a later one, and one at the very end of
+// the range has no position after it to resume from.
+const maxPositionMS = 253402300799999
+
 // LastEventID reads the log position out of a Last-Event-ID a GET stream
 // handed out (Follower.Prime or an event's id): "" and false when it is
-// not one.
+// not one, is longer than bounds.LastEventID or names a position no log
+// hands out.
 func LastEventID(h string) (string, bool) {
+	if len(h) > bounds.LastEventID {
+		return "", false
+	}
 	id, _, _ := strings.Cut(h, "_") // a priming event's id carries a suffix
 	p, ok := parsePosition(id)
-	if !ok {
+	if !ok || p.ms > maxPositionMS {
 		return "", false
 	}
 	return p.String(), true
-}
-
-// addUnique appends v to list unless present or the list is full, and
-// reports whether it did.
-func addUnique(list *[]string, v string) bool {
-	for _, x := range *list {
-		if x == v {
-			return false
-		}
-	}
-	if len(*list) >= MaxList {
-		return false
-	}
-	*list = append(*list, v)
-	return true
-}
-
-// AddPromoted, AddSub, AddThread and RemoveSub are the Update functions
-// of the record's lists.
-func AddPromoted(names ...string) func(*Record) bool {
-	return func(r *Record) bool {
-		changed := false
-		for _, n := range names {
-			changed = addUnique(&r.Promoted, n) || changed
-		}
-		return changed
-	}
-}
-
-// AddSub adds a subscribed URI.
-func AddSub(uri string) func(*Record) bool {
-	return func(r *Record) bool { return addUnique(&r.Subs, uri) }
-}
-
-// RemoveSub removes a subscribed URI.
-func RemoveSub(uri string) func(*Record) bool {
-	return func(r *Record) bool {
-		for i, x := range r.Subs {
-			if x == uri {
-				r.Subs = append(r.Subs[:i], r.Subs[i+1:]...)
-				return true
-			}
-		}
-		return false
-	}
-}
-
-// AddThread records a thread the session called as.
-func AddThread(thread string) func(*Record) bool {
-	return func(r *Record) bool { return addUnique(&r.Threads, thread) }
 }
 
 // SetLevel records the logging level.

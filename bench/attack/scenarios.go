@@ -37,6 +37,9 @@ func scenarios(idleWait time.Duration) []scenario {
 		{"a32-parked-slots", attackParkedSlots},
 		{"a32-completion-limits", attackCompletionLimits},
 		{"a32-audit", attackAudit},
+		{"a32-threads", withRedis(attackThreads)},
+		{"a32-zombies", withRedis(attackZombies)},
+		{"a32-caps", withRedis(attackCaps)},
 	}
 }
 

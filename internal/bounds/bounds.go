@@ -42,6 +42,10 @@ const (
 	// Reason bounds a denial reason as an audit record or the status page
 	// keeps it: mcp-mux's own text, which may quote a caller's value.
 	Reason = 1 << 10
+	// SessionThreads bounds how many threads one 2025-11-25 session's
+	// record keeps (as digests, the newest first used): task events of an
+	// older one no longer reach the session on every replica.
+	SessionThreads = 64
 )
 
 // Unknown is the label a name not in the caller's view gets in metrics

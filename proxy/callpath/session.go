@@ -2,6 +2,8 @@ package callpath
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -37,8 +39,8 @@ type Session struct {
 	// its event log, which its GET stream follows on whichever replica.
 	Outbox func(ctx context.Context, msg json.RawMessage) error
 	// OnThread learns of a thread (other than its id) the session calls
-	// as for the first time, to record it.
-	OnThread func(thread string)
+	// as for the first time, to record it: its digest (ThreadDigest).
+	OnThread func(digest string)
 	// Refresh reads the session's record again (one store round trip)
 	// and reports whether it is newer than what this replica had: under
 	// tool_search a list or a deferred tool's call checks that another
@@ -78,7 +80,7 @@ type Session struct {
 	pending map[string]chan *wire.Message // fast-path requests to the client, by raw id
 	Level   string                        // logging/setLevel (under mu); "" = none
 	keys    []upstream.Key                // (user, thread) scopes this session called with here (few)
-	threads map[string]bool               // threads it called as anywhere (its record)
+	threads map[string]bool               // digests of threads it called as anywhere (its record)
 	Subs    subscriptions.Holder          // subscribed resource URIs
 
 	Promo Promotions // tool_search promotions (package catalog)
@@ -290,17 +292,28 @@ func (st *Session) useKey(k upstream.Key) {
 	if !slices.Contains(st.keys, k) {
 		st.keys = append(st.keys, k)
 	}
-	fresh := k.Thread != st.ID && !st.threads[k.Thread]
+	var digest string
+	fresh := k.Thread != st.ID
 	if fresh {
-		if st.threads == nil {
-			st.threads = make(map[string]bool)
+		digest = ThreadDigest(k.Thread)
+		if fresh = !st.threads[digest]; fresh {
+			if st.threads == nil {
+				st.threads = make(map[string]bool)
+			}
+			st.threads[digest] = true
 		}
-		st.threads[k.Thread] = true
 	}
 	st.mu.Unlock()
 	if fresh && st.OnThread != nil {
-		st.OnThread(k.Thread)
+		st.OnThread(digest)
 	}
+}
+
+// ThreadDigest is what a session's record keeps of a thread it called
+// as: a fixed 24 characters, however long the thread id.
+func ThreadDigest(thread string) string {
+	h := sha256.Sum256([]byte(thread))
+	return hex.EncodeToString(h[:12])
 }
 
 // UsedKeys returns the (user, thread) scopes the session called with.
@@ -310,7 +323,8 @@ func (st *Session) UsedKeys() []upstream.Key {
 	return slices.Clone(st.keys)
 }
 
-// AddThreads records threads the session called as on any replica.
+// AddThreads records threads the session called as on any replica, by
+// their digests.
 func (st *Session) AddThreads(threads []string) {
 	if len(threads) == 0 {
 		return
@@ -328,9 +342,10 @@ func (st *Session) AddThreads(threads []string) {
 // HasThread reports whether the session called upstreams as thread, here
 // or (by its record) on another replica.
 func (st *Session) HasThread(thread string) bool {
+	digest := ThreadDigest(thread)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.threads[thread] {
+	if st.threads[digest] {
 		return true
 	}
 	for _, k := range st.keys {
