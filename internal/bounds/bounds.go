@@ -62,7 +62,7 @@ type Error struct {
 
 func (e *Error) Error() string {
 	if e.Len > e.Max {
-		return fmt.Sprintf("%s is %d bytes long; mcp-mux accepts at most %d", e.Field, e.Len, e.Max)
+		return fmt.Sprintf("%s is %d bytes long; mcp-mux accepts at most %d bytes", e.Field, e.Len, e.Max)
 	}
 	return fmt.Sprintf("%s must be printable text (no control characters or invalid UTF-8)", e.Field)
 }
