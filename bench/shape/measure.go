@@ -40,7 +40,7 @@ type Figures struct {
 
 // forbidden lists, per importing package dir, the import paths it must not use.
 var forbidden = map[string][]string{
-	"api": {"github.com/mcp-mux/mcp-mux/proxy"},
+	"internal/api": {"github.com/mcp-mux/mcp-mux/internal/proxy"},
 }
 
 // Measure walks root's product code.

@@ -51,7 +51,7 @@ func TestMeasure(t *testing.T) {
 	write(t, root, "x/x.go", sample)
 	write(t, root, "x/x_test.go", "package x\n\nfunc g() { if true {} }\n")
 	write(t, root, "bench/b/b.go", "package b\n\nfunc h() {}\n")
-	write(t, root, "api/a.go", "package api\n\nimport _ \"github.com/mcp-mux/mcp-mux/proxy\"\n")
+	write(t, root, "internal/api/a.go", "package api\n\nimport _ \"github.com/mcp-mux/mcp-mux/internal/proxy\"\n")
 	write(t, root, "internal/wire/w.go", "package wire\n\nconst e = `{\"jsonrpc\":\"2.0\"}`\n")
 	f, err := Measure(root)
 	if err != nil {
@@ -84,8 +84,8 @@ func TestRepositoryShape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(f.Funcs) < 1000 || f.Lines["proxy"] == 0 {
-		t.Fatalf("measured %d functions, proxy %d lines: not the module root?", len(f.Funcs), f.Lines["proxy"])
+	if len(f.Funcs) < 1000 || f.Lines["internal/proxy"] == 0 {
+		t.Fatalf("measured %d functions, proxy %d lines: not the module root?", len(f.Funcs), f.Lines["internal/proxy"])
 	}
 	for _, m := range f.Misses(DefaultTargets) {
 		t.Error(m)

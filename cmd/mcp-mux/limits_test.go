@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcp-mux/mcp-mux/config"
+	"github.com/mcp-mux/mcp-mux/internal/config"
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
-	"github.com/mcp-mux/mcp-mux/ratelimit"
+	"github.com/mcp-mux/mcp-mux/internal/ratelimit"
 )
 
 // Issue 32: the limits' store round trip is bounded by its documented 1 s

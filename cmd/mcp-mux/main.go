@@ -14,7 +14,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/mcp-mux/mcp-mux/upstream"
+	"github.com/mcp-mux/mcp-mux/internal/upstream"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".

@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
-	"github.com/mcp-mux/mcp-mux/upstream"
+	"github.com/mcp-mux/mcp-mux/internal/upstream"
 )
 
 // testVersion is stamped into the test binary with -X main.version.

@@ -11,10 +11,10 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/mcp-mux/mcp-mux/api"
-	"github.com/mcp-mux/mcp-mux/config"
-	"github.com/mcp-mux/mcp-mux/proxy"
-	"github.com/mcp-mux/mcp-mux/secret"
+	"github.com/mcp-mux/mcp-mux/internal/api"
+	"github.com/mcp-mux/mcp-mux/internal/config"
+	"github.com/mcp-mux/mcp-mux/internal/proxy"
+	"github.com/mcp-mux/mcp-mux/internal/secret"
 )
 
 // reloader feeds config changes to the server: the file watcher, SIGHUP

@@ -7,9 +7,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/mcp-mux/mcp-mux/config"
-	"github.com/mcp-mux/mcp-mux/ratelimit"
-	"github.com/mcp-mux/mcp-mux/sessionstore"
+	"github.com/mcp-mux/mcp-mux/internal/config"
+	"github.com/mcp-mux/mcp-mux/internal/ratelimit"
+	"github.com/mcp-mux/mcp-mux/internal/sessionstore"
 )
 
 // sessionStore returns where 2025-11-25 sessions live: with

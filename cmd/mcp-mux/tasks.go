@@ -10,10 +10,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/mcp-mux/mcp-mux/api"
-	"github.com/mcp-mux/mcp-mux/config"
-	"github.com/mcp-mux/mcp-mux/proxy"
-	"github.com/mcp-mux/mcp-mux/taskpoll"
+	"github.com/mcp-mux/mcp-mux/internal/api"
+	"github.com/mcp-mux/mcp-mux/internal/config"
+	"github.com/mcp-mux/mcp-mux/internal/proxy"
+	"github.com/mcp-mux/mcp-mux/internal/taskpoll"
 )
 
 // taskDataDir returns the embedded task store's directory when cfg needs

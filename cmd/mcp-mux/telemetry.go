@@ -2,12 +2,12 @@ package main
 
 import (
 	"github.com/hashicorp/go-hclog"
-	"github.com/mcp-mux/mcp-mux/audit"
+	"github.com/mcp-mux/mcp-mux/internal/audit"
 	"go.opentelemetry.io/otel"
 
-	"github.com/mcp-mux/mcp-mux/config"
-	"github.com/mcp-mux/mcp-mux/secret"
-	"github.com/mcp-mux/mcp-mux/telemetry"
+	"github.com/mcp-mux/mcp-mux/internal/config"
+	"github.com/mcp-mux/mcp-mux/internal/secret"
+	"github.com/mcp-mux/mcp-mux/internal/telemetry"
 )
 
 // routeOTelErrors sends OpenTelemetry's export errors (its global error

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/mcp-mux/mcp-mux/config"
-	"github.com/mcp-mux/mcp-mux/proxy"
+	"github.com/mcp-mux/mcp-mux/internal/config"
+	"github.com/mcp-mux/mcp-mux/internal/proxy"
 )
 
 // parseFlags parses a command's flags. -h/--help prints its usage on stdout

@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcp-mux/mcp-mux/config"
-	"github.com/mcp-mux/mcp-mux/proxy"
+	"github.com/mcp-mux/mcp-mux/internal/config"
+	"github.com/mcp-mux/mcp-mux/internal/proxy"
 )
 
 const (

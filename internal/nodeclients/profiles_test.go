@@ -15,10 +15,10 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/mcp-mux/mcp-mux/config"
+	"github.com/mcp-mux/mcp-mux/internal/config"
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/internal/nodeclients"
-	"github.com/mcp-mux/mcp-mux/proxy"
+	"github.com/mcp-mux/mcp-mux/internal/proxy"
 )
 
 // Profile keys: a's caller is bound to profile a, b's to b, c's to none.

@@ -1,0 +1,206 @@
+package headers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/internal/secret"
+)
+
+// endpoint is what token requests need from discovery.
+type endpoint struct {
+	tokenURL    string
+	resource    string   // RFC 8707 resource indicator ("" = do not send one)
+	scope       string   // from the 401 challenge or scopes_supported, unless configured
+	authMethods []string // token_endpoint_auth_methods_supported
+}
+
+// probeID is the id of the probe's JSON-RPC ping: a harmless request for the
+// unauthenticated probe, which a protected server answers with 401 before
+// looking at it.
+const probeID = `"mcp-mux-oauth-discovery"`
+
+// discover finds the token endpoint of the server at ResourceURL the way the
+// MCP authorization spec (2025-11-25) says, with go-sdk's oauthex and auth
+// helpers doing the metadata requests and their validation.
+func (s *tokenSource) discover(ctx context.Context) (endpoint, error) {
+	resourceURL := s.opts.ResourceURL
+	challenges, err := s.probe(ctx, resourceURL)
+	if err != nil {
+		return endpoint{}, err
+	}
+
+	prm, err := s.resourceMetadata(ctx, challenges, resourceURL)
+	if err != nil {
+		return endpoint{}, err
+	}
+	if len(prm.AuthorizationServers) == 0 {
+		return endpoint{}, errors.New("the protected resource metadata names no authorization server")
+	}
+	ep, err := s.authServerEndpoint(ctx, prm.AuthorizationServers[0])
+	if err != nil {
+		return endpoint{}, err
+	}
+	ep.resource = prm.Resource
+	ep.scope = challengeScope(challenges)
+	if ep.scope == "" && len(prm.ScopesSupported) > 0 {
+		ep.scope = strings.Join(prm.ScopesSupported, " ")
+	}
+	return ep, nil
+}
+
+// authServerEndpoint reads the token endpoint and the client
+// authentication methods from the metadata of the authorization server
+// issuer, or takes the 2025-03-26 default endpoint when it has none.
+func (s *tokenSource) authServerEndpoint(ctx context.Context, issuer string) (endpoint, error) {
+	asm, err := auth.GetAuthServerMetadata(ctx, issuer, s.client)
+	if err != nil {
+		return endpoint{}, fmt.Errorf("authorization server metadata of %s: %w", secret.RedactURL(issuer), err)
+	}
+	if asm == nil {
+		// No metadata at any well-known URL: the 2025-03-26 default endpoint.
+		return endpoint{tokenURL: strings.TrimSuffix(issuer, "/") + "/token"}, nil
+	}
+	if asm.TokenEndpoint == "" {
+		return endpoint{}, fmt.Errorf("the authorization server metadata of %s has no token_endpoint", secret.RedactURL(issuer))
+	}
+	return endpoint{tokenURL: asm.TokenEndpoint, authMethods: asm.TokenEndpointAuthMethodsSupported}, nil
+}
+
+// probe sends the unauthenticated request and returns the WWW-Authenticate
+// challenges of a 401 (none for any other answer).
+func (s *tokenSource) probe(ctx context.Context, resourceURL string) ([]oauthex.Challenge, error) {
+	req, err := s.probeRequest(ctx, resourceURL)
+	if err != nil {
+		return nil, fmt.Errorf("probing %s: %w", secret.RedactURL(resourceURL), err)
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // url.Error would repeat the full URL
+		}
+		return nil, fmt.Errorf("probing %s: %w", secret.RedactURL(resourceURL), err)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		return nil, nil
+	}
+	// A malformed header leaves only the well-known URLs to try.
+	challenges, _ := oauthex.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate"))
+	return challenges, nil
+}
+
+// probeRequest builds the probe: a JSON-RPC ping to resourceURL carrying
+// the static headers but no Authorization.
+func (s *tokenSource) probeRequest(ctx context.Context, resourceURL string) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, resourceURL, bytes.NewReader(wire.AppendRequest(nil, json.RawMessage(probeID), "ping", nil)))
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range s.static {
+		if !strings.EqualFold(f.name, "Authorization") {
+			req.Header[f.name] = []string{f.value.Reveal()}
+		}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	return req, nil
+}
+
+// resourceMetadata fetches the protected resource metadata: from the URL the
+// challenge names, else the path-based and root well-known URLs. If none
+// answers, the server's origin is taken as its authorization server
+// (2025-03-26 behaviour), as go-sdk's own clients do.
+func (s *tokenSource) resourceMetadata(ctx context.Context, challenges []oauthex.Challenge, resourceURL string) (*oauthex.ProtectedResourceMetadata, error) {
+	var errs []error
+	for _, c := range prmCandidates(challengeParam(challenges, "resource_metadata"), resourceURL) {
+		prm, err := oauthex.GetProtectedResourceMetadata(ctx, c.url, c.resource, s.client)
+		if err == nil && prm != nil {
+			return prm, nil
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if ctx.Err() != nil {
+			return nil, errors.Join(errs...)
+		}
+	}
+	if challengeParam(challenges, "resource_metadata") != "" {
+		// The server pointed at metadata that could not be used: say why.
+		return nil, fmt.Errorf("protected resource metadata: %w", errors.Join(errs...))
+	}
+	u, err := url.Parse(resourceURL)
+	if err != nil {
+		return nil, err
+	}
+	return &oauthex.ProtectedResourceMetadata{
+		Resource:             resourceURL,
+		AuthorizationServers: []string{(&url.URL{Scheme: u.Scheme, Host: u.Host}).String()},
+	}, nil
+}
+
+// prmCandidate is a URL that may hold protected resource metadata and the
+// resource identifier the metadata there must declare.
+type prmCandidate struct{ url, resource string }
+
+// prmCandidates lists where protected resource metadata may be, in the MCP
+// spec's order, each with the resource identifier it must declare.
+func prmCandidates(fromChallenge, resourceURL string) []prmCandidate {
+	var out []prmCandidate
+	if fromChallenge != "" {
+		out = append(out, prmCandidate{fromChallenge, resourceURL})
+	}
+	ru, err := url.Parse(resourceURL)
+	if err != nil {
+		return out
+	}
+	if p := strings.Trim(ru.Path, "/"); p != "" {
+		out = append(out, prmCandidate{
+			(&url.URL{Scheme: ru.Scheme, Host: ru.Host, Path: "/.well-known/oauth-protected-resource/" + p}).String(),
+			resourceURL,
+		})
+	}
+	root := (&url.URL{Scheme: ru.Scheme, Host: ru.Host}).String()
+	if strings.Trim(ru.Path, "/") == "" {
+		root = resourceURL
+	}
+	out = append(out, prmCandidate{
+		(&url.URL{Scheme: ru.Scheme, Host: ru.Host, Path: "/.well-known/oauth-protected-resource"}).String(),
+		root,
+	})
+	return out
+}
+
+// challengeParam returns the first non-empty value of the parameter name
+// among the challenges cs, or "".
+func challengeParam(cs []oauthex.Challenge, name string) string {
+	for _, c := range cs {
+		if v := c.Params[name]; v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// challengeScope is the scope a Bearer challenge asks for.
+func challengeScope(cs []oauthex.Challenge) string {
+	for _, c := range cs {
+		if c.Scheme == "bearer" && c.Params["scope"] != "" {
+			return c.Params["scope"]
+		}
+	}
+	return ""
+}

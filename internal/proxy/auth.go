@@ -1,0 +1,153 @@
+package proxy
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/mcp-mux/mcp-mux/internal/config"
+	"github.com/mcp-mux/mcp-mux/internal/headers"
+	"github.com/mcp-mux/mcp-mux/internal/bounds"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
+	"github.com/mcp-mux/mcp-mux/internal/profile"
+	"github.com/mcp-mux/mcp-mux/internal/proxy/callpath"
+)
+
+// authenticate guards /mcp and /mcp/{profile}: it identifies the caller
+// (401 with a challenge on failure), selects its profile (package profile:
+// 404 for a path naming none, 403 for one the caller is not bound to),
+// rejects a malformed secrets carrier (400, naming the header, never its
+// content). A session is refused to anyone but its owner, under the
+// profile it was opened with (403), where it is looked up (host.go).
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Del(callpath.UserHeader)
+		r.Header.Del(callpath.ProfileHeader)
+		rt := s.rt.Load() // Host and Origin were checked by GuardHosts
+		id, err := rt.Auth.Identify(r)
+		if err != nil {
+			s.logFor(r.Context()).Debug("unauthenticated request", "reason", err)
+			rt.Auth.Challenge(w, r, err)
+			return
+		}
+		if err := checkHeaders(r.Header, &rt.Config.Inbound); err != nil {
+			mcpwire.WriteError(w, http.StatusBadRequest, requestID(r), -32600, "request refused: "+err.Error(), nil)
+			return
+		}
+		if name := rt.Config.Inbound.SecretsHeader; name != "" && r.Header.Get(name) != "" {
+			if _, err := headers.ParseSecrets(name, r.Header.Get(name)); err != nil {
+				mcpwire.WriteError(w, http.StatusBadRequest, requestID(r), -32602, err.Error(), nil)
+				return
+			}
+		}
+		prof, err := rt.Profiles.Select(id, r.Header, r.PathValue("profile"))
+		if err != nil {
+			s.logFor(r.Context()).Debug("profile refused", "reason", err)
+			mcpwire.WriteError(w, profile.Status(err), requestID(r), -32600, err.Error(), nil)
+			return
+		}
+		r.Header.Set(callpath.UserHeader, id.User)
+		if prof != "" {
+			r.Header.Set(callpath.ProfileHeader, prof)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// checkHeaders checks the caller-chosen headers mcp-mux keeps, counts or
+// forwards against their bounds (package bounds): the thread, the session
+// id and Last-Event-ID. Every value of a repeated header is checked.
+func checkHeaders(h http.Header, in *config.Inbound) error {
+	for _, c := range []struct {
+		name string
+		max  int
+	}{{in.ThreadHeader, bounds.Thread}, {"Mcp-Session-Id", bounds.Session}, {"Last-Event-ID", bounds.LastEventID}} {
+		if c.name == "" {
+			continue
+		}
+		for _, v := range h.Values(c.name) {
+			if err := bounds.Text(c.name, v, c.max); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// requestID returns the id of the JSON-RPC request a refused POST carried, or
+// nil. Clients (the go-sdk among them) only surface an error response that
+// answers their request's id; one with a null id is reported as a bare HTTP
+// status, losing the message.
+func requestID(r *http.Request) json.RawMessage {
+	if r.Method != http.MethodPost || r.Body == nil {
+		return nil
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, callpath.MaxBody))
+	if err != nil {
+		return nil
+	}
+	switch id := wire.TopLevelID(b); {
+	case len(id) == 0, id[0] == 'n', id[0] == 't', id[0] == 'f': // none, null, true, false
+		return nil
+	case len(id) > bounds.ID: // never echoed past its bound
+		return nil
+	default:
+		return id
+	}
+}
+
+// originPolicy is the DNS-rebinding and cross-origin guard of /mcp, for the
+// fast path and the SDK alike: without inbound.allowed_hosts a request that
+// reached a loopback address must name a loopback host (the SDK's rule);
+// with it, the Host header must be one of them. And
+// browser requests from another origin are refused unless listed in
+// inbound.allowed_origins (net/http's CrossOriginProtection).
+type originPolicy struct {
+	hosts map[string]bool // lower-case host[:port] and bare host; empty = any
+	cop   *http.CrossOriginProtection
+}
+
+func newOriginPolicy(hosts, origins []string) (*originPolicy, error) {
+	p := &originPolicy{cop: http.NewCrossOriginProtection()}
+	for _, o := range origins {
+		if err := p.cop.AddTrustedOrigin(o); err != nil {
+			return nil, fmt.Errorf("inbound.allowed_origins: %w", err)
+		}
+	}
+	if len(hosts) > 0 {
+		p.hosts = make(map[string]bool, len(hosts))
+		for _, h := range hosts {
+			p.hosts[strings.ToLower(h)] = true
+		}
+	}
+	return p, nil
+}
+
+// Check returns why r is refused by the policy, or nil.
+func (p *originPolicy) Check(r *http.Request) error {
+	if p.hosts == nil {
+		// The SDK's rule: a request that reached a loopback address must name
+		// a loopback host (DNS rebinding).
+		if !hostAllowed(r) {
+			return fmt.Errorf("invalid Host header %q", r.Host)
+		}
+	} else {
+		host := strings.ToLower(r.Host)
+		bare := host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			bare = h
+		}
+		if !p.hosts[host] && !p.hosts[bare] {
+			return fmt.Errorf("host %q is not in inbound.allowed_hosts", r.Host)
+		}
+	}
+	if err := p.cop.Check(r); err != nil {
+		return errors.New("cross-origin request refused (see inbound.allowed_origins)")
+	}
+	return nil
+}

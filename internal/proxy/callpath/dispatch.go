@@ -1,0 +1,273 @@
+package callpath
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/internal/audit"
+	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
+	"github.com/mcp-mux/mcp-mux/internal/taskpoll"
+)
+
+// request is one SDK-path request on its way through Dispatch.
+type request struct {
+	st     *Session
+	e      Era
+	method string
+	req    mcp.Request
+	next   mcp.MethodHandler
+	cat    *Catalog
+}
+
+// handler serves one method of Dispatch.
+type handler func(s *Router, ctx context.Context, r request) (mcp.Result, error)
+
+// handlers are the methods mcp-mux answers itself; the rest of the
+// protocol is the SDK's (next).
+var handlers = map[string]handler{
+	"notifications/roots/list_changed": (*Router).rootsChanged,
+	"logging/setLevel":                 (*Router).setLevel,
+	"tools/list":                       (*Router).listTools,
+	"tools/call":                       (*Router).callTool,
+	"prompts/list":                     (*Router).listPrompts,
+	"resources/list":                   (*Router).listResources,
+	"resources/templates/list":         (*Router).listTemplates,
+	"prompts/get":                      (*Router).getPrompt,
+	"resources/read":                   (*Router).resource,
+	"resources/subscribe":              (*Router).resource,
+	"resources/unsubscribe":            (*Router).resource,
+	"completion/complete":              (*Router).complete,
+}
+
+// Dispatch serves one SDK-path request of st, of either era (e): tools,
+// prompts, resources and completion go to the server that owns the name
+// or URI; the rest goes to next.
+func (s *Router) Dispatch(ctx context.Context, st *Session, e Era, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+	h := handlers[method]
+	if h == nil {
+		return next(ctx, method, req)
+	}
+	return h(s, ctx, request{st: st, e: e, method: method, req: req, next: next, cat: s.rt.Load().Catalog.Load().For(st.Profile)})
+}
+
+// rootsChanged tells the servers the session's calls went to, then the SDK.
+func (s *Router) rootsChanged(ctx context.Context, r request) (mcp.Result, error) {
+	for _, b := range s.rt.Load().Backends {
+		for _, k := range r.st.UsedKeys() {
+			b.Up.Notify(k, r.method, json.RawMessage(`{}`))
+		}
+	}
+	return r.next(ctx, r.method, r.req)
+}
+
+// setLevel records the session's logging level, then lets the SDK answer.
+func (s *Router) setLevel(ctx context.Context, r request) (mcp.Result, error) {
+	if p, ok := r.req.GetParams().(*mcp.SetLoggingLevelParams); ok {
+		r.st.SetLevel(string(p.Level))
+	}
+	return r.next(ctx, r.method, r.req)
+}
+
+// listTools answers the session's tools/list (its promotions included).
+func (s *Router) listTools(_ context.Context, r request) (mcp.Result, error) {
+	return &mcpwire.RawResult{Raw: r.st.ToolsList(r.cat)}, nil
+}
+
+// callTool routes a tools/call (CallTool).
+func (s *Router) callTool(ctx context.Context, r request) (mcp.Result, error) {
+	req := r.req.(*mcp.CallToolRequest)
+	var meta json.RawMessage
+	if m := req.Params.Meta; len(m) > 0 {
+		meta, _ = json.Marshal(m)
+	}
+	h := HeaderOf(r.req)
+	raw, err := s.CallTool(ctx, r.st, r.e, r.e.Sink(ctx, r.st), s.CallerKey(r.st, r.e, h), h, req.Params.Name, req.Params.Arguments, meta)
+	if err != nil {
+		return nil, err
+	}
+	return &mcpwire.RawResult{Raw: raw}, nil
+}
+
+// listPrompts answers a page of prompts/list.
+func (s *Router) listPrompts(_ context.Context, r request) (mcp.Result, error) {
+	return pageResult(r.cat.Prompts(), "prompts", cursorOf(r.req), s.pageSize)
+}
+
+// listResources answers a page of resources/list.
+func (s *Router) listResources(_ context.Context, r request) (mcp.Result, error) {
+	return pageResult(r.cat.Resources(), "resources", cursorOf(r.req), s.pageSize)
+}
+
+// listTemplates answers a page of resources/templates/list.
+func (s *Router) listTemplates(_ context.Context, r request) (mcp.Result, error) {
+	return pageResult(r.cat.Templates(), "resourceTemplates", cursorOf(r.req), s.pageSize)
+}
+
+// getPrompt forwards prompts/get to the prompt's server, under its own name.
+func (s *Router) getPrompt(ctx context.Context, r request) (mcp.Result, error) {
+	p, _ := r.req.GetParams().(*mcp.GetPromptParams)
+	if p == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "missing params"}
+	}
+	rec := s.audit.Start(audit.PromptGet)
+	rec.Prompt = p.Name
+	if s.audit != nil && len(p.Arguments) > 0 {
+		args, _ := json.Marshal(p.Arguments)
+		rec.BytesIn = len(args)
+	}
+	rt := r.cat.Prompt(p.Name)
+	if rt == nil {
+		err := &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown prompt %q", p.Name)}
+		s.finish(ctx, &rec, r, nil, err)
+		return nil, err
+	}
+	rec.Server = rt.Server.Name
+	q := *p
+	q.Name = rt.Raw
+	res, err := s.Forward(ctx, r.st, r.e, HeaderOf(r.req), rt.Server, r.method, &q)
+	s.finish(ctx, &rec, r, res, err)
+	return res, err
+}
+
+// finish audits an SDK-path request that ended with res, err.
+func (s *Router) finish(ctx context.Context, rec *audit.Entry, r request, res mcp.Result, err error) {
+	var raw json.RawMessage
+	if rr, ok := res.(*mcpwire.RawResult); ok && rr != nil {
+		raw = rr.Raw
+	}
+	c := audit.Caller{User: r.st.User, Thread: r.st.ID, Session: r.st.ID, Protocol: r.e.Version()}
+	if h := HeaderOf(r.req); h != nil {
+		if name := s.rt.Load().Config.Inbound.ThreadHeader; name != "" && h.Get(name) != "" {
+			c.Thread = h.Get(name)
+		}
+	}
+	s.audit.Finish(ctx, rec, c, raw, err)
+}
+
+// resource serves resources/read, subscribe and unsubscribe: a durable
+// task's resource here, any other at the server that owns the URI.
+func (s *Router) resource(ctx context.Context, r request) (mcp.Result, error) {
+	uri := uriOf(r.req.GetParams())
+	if r.method != "resources/read" {
+		return s.SubscribeURI(ctx, r.st, uri, r.method == "resources/subscribe")
+	}
+	if s.tasks != nil && strings.HasPrefix(uri, taskpoll.ResourcePrefix) {
+		return s.taskResource(ctx, r.st, r.method, uri) // tasks.go
+	}
+	rec := s.audit.Start(audit.ResourceRead)
+	rec.URI, rec.BytesIn = uri, len(uri)
+	b := r.cat.ResourceOwner(uri)
+	if b == nil {
+		err := &jsonrpc.Error{Code: -32002, Message: fmt.Sprintf("resource not found: %q", uri)}
+		s.finish(ctx, &rec, r, nil, err)
+		return nil, err
+	}
+	rec.Server = b.Name
+	res, err := s.Forward(ctx, r.st, r.e, HeaderOf(r.req), b, r.method, r.req.GetParams())
+	s.finish(ctx, &rec, r, res, err)
+	return res, err
+}
+
+// SubscribeURI subscribes st to uri (on) or unsubscribes it where the
+// resource lives: a durable task's here, any other at the server that
+// owns the URI.
+func (s *Router) SubscribeURI(ctx context.Context, st *Session, uri string, on bool) (mcp.Result, error) {
+	method := "resources/unsubscribe"
+	if on {
+		method = "resources/subscribe"
+	}
+	if s.tasks != nil && strings.HasPrefix(uri, taskpoll.ResourcePrefix) {
+		return s.taskResource(ctx, st, method, uri) // tasks.go
+	}
+	b := s.rt.Load().Catalog.Load().For(st.Profile).ResourceOwner(uri)
+	if b == nil {
+		return nil, &jsonrpc.Error{Code: -32002, Message: fmt.Sprintf("resource not found: %q", uri)}
+	}
+	if err := s.Subscribe(ctx, st, b, uri, on); err != nil {
+		return nil, s.rpcError(ctx, b, method, err)
+	}
+	return &mcpwire.RawResult{Raw: json.RawMessage(`{}`)}, nil
+}
+
+// complete forwards completion/complete to the server of the prompt or
+// resource it completes, under the prompt's own name.
+func (s *Router) complete(ctx context.Context, r request) (mcp.Result, error) {
+	p, _ := r.req.GetParams().(*mcp.CompleteParams)
+	if p == nil || p.Ref == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "missing ref"}
+	}
+	q, ref := *p, *p.Ref
+	q.Ref = &ref
+	b := completionOwner(r.cat, &ref)
+	if b == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("no server completes %s %q", ref.Type, ref.Name+ref.URI)}
+	}
+	return s.Forward(ctx, r.st, r.e, HeaderOf(r.req), b, r.method, &q)
+}
+
+// completionOwner returns the backend that completes ref, turning a
+// prompt's visible name into its own; nil when none does.
+func completionOwner(cat *Catalog, ref *mcp.CompleteReference) *Backend {
+	switch ref.Type {
+	case "ref/prompt":
+		if r := cat.Prompt(ref.Name); r != nil {
+			ref.Name = r.Raw
+			return r.Server
+		}
+	case "ref/resource":
+		return cat.ResourceOwner(ref.URI)
+	}
+	return nil
+}
+
+// RequestIDHeader carries the JSON-RPC id of an SDK-path request from
+// the HTTP handler that decoded it to the SDK's handlers (which the SDK does
+// not give it). Set by mcp-mux only: a client's copy is removed.
+const RequestIDHeader = "Mcp-Mux-Internal-Request-Id"
+
+// HeaderOf returns the HTTP headers an SDK request arrived with, or nil.
+func HeaderOf(req mcp.Request) http.Header {
+	if ex := req.GetExtra(); ex != nil {
+		return ex.Header
+	}
+	return nil
+}
+
+// cursorOf returns a list request's cursor.
+func cursorOf(req mcp.Request) string {
+	var p struct {
+		Cursor string `json:"cursor"`
+	}
+	if b, err := json.Marshal(req.GetParams()); err == nil {
+		_ = json.Unmarshal(b, &p)
+	}
+	return p.Cursor
+}
+
+// uriOf returns the URI of a resources/read, subscribe or unsubscribe.
+func uriOf(params mcp.Params) string {
+	switch p := params.(type) {
+	case *mcp.ReadResourceParams:
+		return p.URI
+	case *mcp.SubscribeParams:
+		return p.URI
+	case *mcp.UnsubscribeParams:
+		return p.URI
+	}
+	return ""
+}
+
+// pageResult is one page of items as a list result (Page).
+func pageResult(items []json.RawMessage, field, cursor string, size int) (mcp.Result, error) {
+	raw, err := Page(items, field, cursor, size)
+	if err != nil {
+		return nil, err
+	}
+	return &mcpwire.RawResult{Raw: raw}, nil
+}

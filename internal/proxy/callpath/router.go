@@ -1,0 +1,105 @@
+// Package callpath is the call path both protocol eras share: the runtime
+// built from one config and its backends, the era-neutral session record,
+// the sinks that carry what an upstream sends during a call back to its
+// caller (progress routes included), and the Router that takes a
+// tools/call, prompts/get, resources/read or completion to its backend
+// with the caller's credentials, after the guardrail and tool_search
+// policy, through the interceptors and, for a durable task's submit tool,
+// the task service.
+//
+// What differs between the eras is the Era a caller passes with each
+// request: LegacyEra here, the 2026-07-28 one in package modern.
+package callpath
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/mcp-mux/mcp-mux/internal/audit"
+	"github.com/mcp-mux/mcp-mux/internal/panicguard"
+	"github.com/mcp-mux/mcp-mux/internal/reqid"
+	"github.com/mcp-mux/mcp-mux/internal/ratelimit"
+	"github.com/mcp-mux/mcp-mux/internal/subscriptions"
+	"github.com/mcp-mux/mcp-mux/internal/taskpoll"
+	"github.com/mcp-mux/mcp-mux/internal/telemetry"
+	"github.com/mcp-mux/mcp-mux/internal/upstream"
+)
+
+// NotifyTimeout bounds sending one notification to a client.
+const NotifyTimeout = 10 * time.Second
+
+// Options configure a Router.
+type Options struct {
+	Log hclog.Logger
+	// MaxSessionCalls caps the requests one session runs at once.
+	MaxSessionCalls int
+	// Tasks is the durable task service; nil when durable tasks are off.
+	Tasks *taskpoll.Service
+	// Runtime is where the runtime a call starts on is published.
+	Runtime *atomic.Pointer[Runtime]
+	// Life orders calls against shutdown.
+	Life *Life
+	// PageSize bounds prompts/list and resources/*list pages; 0 = one page.
+	PageSize int
+	// Subs holds the sessions' resource subscriptions by server.
+	Subs *subscriptions.Registry
+	// Panics recovers a fast path's call (GuardedCall).
+	Panics *panicguard.Guard
+	// Audit records each tools/call, prompts/get and resources/read (nil: none).
+	Audit *audit.Auditor
+	// Telemetry gives a durable task its submit's trace context (nil: none).
+	Telemetry *telemetry.Telemetry
+	// Limits checks calls against the limits rules (nil: none).
+	Limits *ratelimit.Limiter
+}
+
+// Router routes the calls of both eras to their backends.
+type Router struct {
+	log      hclog.Logger
+	maxCalls int
+	tasks    *taskpoll.Service
+	rt       *atomic.Pointer[Runtime]
+	life     *Life
+	pageSize int
+	subs     *subscriptions.Registry
+	panics   *panicguard.Guard
+	audit    *audit.Auditor
+	tel      *telemetry.Telemetry
+	limits   *ratelimit.Limiter
+}
+
+// New returns a Router with opts.
+func New(opts Options) *Router {
+	return &Router{log: opts.Log, maxCalls: opts.MaxSessionCalls, tasks: opts.Tasks, rt: opts.Runtime, life: opts.Life,
+		pageSize: opts.PageSize, subs: opts.Subs, panics: opts.Panics, audit: opts.Audit, tel: opts.Telemetry, limits: opts.Limits}
+}
+
+// logFor is the logger for a line about the request ctx belongs to
+// (internal/reqid).
+func (s *Router) logFor(ctx context.Context) hclog.Logger { return reqid.Logger(ctx, s.log) }
+
+// enter returns the current runtime with a call registered on it; the
+// caller calls leave on it when the call has finished.
+func (s *Router) enter() *Runtime {
+	for {
+		if rt := s.rt.Load(); rt.enter() {
+			return rt
+		}
+	}
+}
+
+// GuardedCall is CallTool on an HTTP handler's goroutine (the fast paths):
+// a panic becomes the call's error, so its response is written as any
+// error's is, on whatever the response has become (JSON or event stream).
+func (s *Router) GuardedCall(ctx context.Context, st *Session, e Era, k Sink, key upstream.Key, h http.Header, name string, args, meta json.RawMessage) (_ json.RawMessage, err error) {
+	defer s.panics.Catch(panicguard.HTTP, &err)
+	return s.CallTool(ctx, st, e, k, key, h, name, args, meta)
+}
+
+// MaxBody bounds a /mcp request body, as the SDK's default MaxRequestBodyBytes.
+const MaxBody = 4 << 20

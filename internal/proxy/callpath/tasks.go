@@ -1,0 +1,143 @@
+package callpath
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+
+	"github.com/mcp-mux/mcp-mux/internal/panicguard"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
+	"github.com/mcp-mux/mcp-mux/internal/taskpoll"
+	"github.com/mcp-mux/mcp-mux/internal/telemetry"
+	"github.com/mcp-mux/mcp-mux/internal/upstream"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// submitTask is CallTool's hook for a submit tool: run is the ordinary
+// forwarding of the call (interceptors included). The task is DeerFlow's
+// tool result, or for a caller with the tasks extension CreateTaskResult.
+func (s *Router) submitTask(ctx context.Context, st *Session, e Era, key upstream.Key, r *Route, run func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
+	var upErr error
+	t, raw, err := s.tasks.SubmitTask(ctx, taskpoll.SubmitRequest{User: st.User, Thread: key.Thread, Server: r.Server.Name, Toolset: *r.Task,
+		Trace: s.tel.Traceparent(ctx)}, // the polls' spans link to the submit's
+		func(ctx context.Context) (json.RawMessage, error) {
+			raw, err := run(ctx)
+			upErr = err
+			return raw, err
+		})
+	if _, capped := errors.AsType[*taskpoll.ActiveLimitError](err); capped {
+		// The caller's own limit, checked before the upstream is called:
+		// a tool error in both eras (no task was created), not worth a warning.
+		s.logFor(ctx).Debug("durable task submit refused: active task cap", "server", r.Server.Name, "tool", r.Raw)
+		return wire.ToolError(err.Error()), nil
+	}
+	if err != nil && (upErr == nil || !errors.Is(err, upErr)) {
+		s.logFor(ctx).Warn("durable task submit failed", "server", r.Server.Name, "tool", r.Raw, "err", err)
+		return wire.ToolError(err.Error()), nil
+	}
+	switch {
+	case t == nil:
+		return raw, err // the upstream's own error result, or its error
+	case e.TasksExt():
+		return s.createTaskResult(t), nil // the tasks extension's CreateTaskResult
+	}
+	return taskpoll.SubmitResult(t), nil
+}
+
+// builtinTask answers a built-in task tool.
+func (s *Router) builtinTask(ctx context.Context, st *Session, key upstream.Key, name string, args json.RawMessage) json.RawMessage {
+	raw, _ := s.tasks.CallBuiltin(ctx, st.User, key.Thread, name, args)
+	return raw
+}
+
+// createTaskResult is a submit's answer to a caller with the extension.
+func (s *Router) createTaskResult(t *taskpoll.Task) json.RawMessage {
+	b, _ := json.Marshal(s.tasks.ExtensionView(t))
+	return append([]byte(`{"resultType":"task",`), b[1:]...)
+}
+
+// taskResource answers resources/read, subscribe and unsubscribe for a
+// task resource of the session's user.
+func (s *Router) taskResource(ctx context.Context, st *Session, method, uri string) (mcp.Result, error) {
+	if _, err := s.tasks.Get(ctx, st.User, strings.TrimPrefix(uri, taskpoll.ResourcePrefix)); err != nil {
+		if errors.Is(err, taskpoll.ErrNotFound) {
+			return nil, &jsonrpc.Error{Code: -32002, Message: fmt.Sprintf("resource not found: %q", uri)}
+		}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the durable task store is unavailable"}
+	}
+	switch method {
+	case "resources/read":
+		raw, err := s.tasks.ReadResource(ctx, st.User, uri)
+		if err != nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the durable task store is unavailable"}
+		}
+		return &mcpwire.RawResult{Raw: raw}, nil
+	case "resources/subscribe":
+		st.Subs.Mark(uri, true)
+	default:
+		st.Subs.Mark(uri, false)
+	}
+	return &mcpwire.RawResult{Raw: json.RawMessage(`{}`)}, nil
+}
+
+// TaskCaller is the poller's taskpoll.Caller: it calls a task's server on
+// the runtime running now. Each call is an INTERNAL span, "poll task
+// {name}" or "cancel task {name}", the root of a new trace linked to the
+// task's submit (package telemetry), whichever replica makes it.
+type TaskCaller struct {
+	Runtime   *atomic.Pointer[Runtime] // where the running runtime is published
+	Panics    *panicguard.Guard        // recovers a call (the poller's goroutine)
+	Telemetry *telemetry.Telemetry     // nil: no spans
+}
+
+// CallTool runs a task tool with the server's own credentials only (static
+// headers and OAuth, never a request's secrets), on the task's (user,
+// thread) scope, retrying once after a 401 with a refreshed token.
+func (s *TaskCaller) CallTool(ctx context.Context, call taskpoll.Call) (_ json.RawMessage, err error) {
+	ctx, span := s.span(ctx, call)
+	defer func() { span.End(err, false) }()     // runs after Catch: a panic ends the span as an error
+	defer s.Panics.Catch(panicguard.Task, &err) // the poller's goroutine (internal/panicguard)
+	b := s.Runtime.Load().ByName[call.Server]
+	if b == nil {
+		return nil, fmt.Errorf("MCP task server %q is missing or disabled in the running configuration", call.Server)
+	}
+	params := wire.AppendCallParams(nil, call.Tool, call.Args, nil)
+	key := upstream.Key{User: call.User, Thread: call.Thread}
+	for attempt := 0; ; attempt++ {
+		var hdr http.Header
+		if b.Resolver != nil {
+			h, err := b.Resolver.Base(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("MCP task server %q credentials: %w", call.Server, err)
+			}
+			hdr = h
+		}
+		raw, err := b.Up.CallTool(ctx, key, params, hdr)
+		var se *upstream.StatusError
+		if attempt == 0 && errors.As(err, &se) && se.Code == http.StatusUnauthorized && b.Resolver != nil {
+			b.Resolver.UnauthorizedHeader(hdr)
+			continue
+		}
+		return raw, err
+	}
+}
+
+// span starts a task call's span, linked to the task's submit; the
+// upstream call's CLIENT span is its child.
+func (s *TaskCaller) span(ctx context.Context, call taskpoll.Call) (context.Context, telemetry.Span) {
+	t := call.Task
+	if t == nil {
+		return ctx, telemetry.Span{}
+	}
+	verb := "poll task "
+	if call.Tool == t.CancelTool {
+		verb = "cancel task "
+	}
+	return s.Telemetry.Linked(ctx, verb+t.Name, t.Trace, telemetry.TaskAttrs(t.ID, call.Server, call.Tool)...)
+}

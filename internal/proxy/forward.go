@@ -1,0 +1,67 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/internal/proxy/callpath"
+	"github.com/mcp-mux/mcp-mux/internal/proxy/modern"
+	"github.com/mcp-mux/mcp-mux/internal/upstream"
+)
+
+// forwarder is the upstream.Handler of every upstream: it routes what
+// upstream servers send on call sessions to the downstream session (and,
+// where known, the request) they belong to.
+type forwarder struct {
+	sessions *sessionTable
+	modern   *modern.Handler // listeners of resource updates
+}
+
+var _ upstream.Handler = (*forwarder)(nil)
+
+// ServerNotification delivers an upstream's notification to the call or
+// sessions it belongs to.
+func (s *forwarder) ServerNotification(ctx context.Context, key upstream.Key, method string, params json.RawMessage) {
+	switch method {
+	case "notifications/progress":
+		// The upstream session delivers it only with its call's context (callpath/sink.go).
+		callpath.DeliverProgress(ctx, params)
+	case "notifications/message":
+		if k := callpath.SinkFrom(ctx); k != nil {
+			k.Notify(method, params)
+			return
+		}
+		for _, st := range s.sessions.withKey(key) {
+			s.sessions.notify(st, method, params)
+		}
+	case "notifications/resources/updated":
+		var p mcp.ResourceUpdatedNotificationParams
+		if json.Unmarshal(params, &p) != nil {
+			return
+		}
+		// Subscriptions live on the owner's discovery session (Upstream.Subscribe):
+		// every session that subscribed to the URI here gets the update.
+		for _, st := range s.sessions.all() {
+			if st.Subs.Has(p.URI) {
+				s.sessions.notify(st, method, params)
+			}
+		}
+		s.modern.ResourceUpdated(&p)
+	}
+}
+
+// ServerRequest forwards an upstream's request to the client of the call
+// (or else of a session) it belongs to.
+func (s *forwarder) ServerRequest(ctx context.Context, key upstream.Key, method string, params json.RawMessage) (json.RawMessage, error) {
+	if k := callpath.SinkFrom(ctx); k != nil {
+		return k.Request(ctx, method, params)
+	}
+	for _, st := range s.sessions.withKey(key) {
+		return callpath.SessionRequest(ctx, st, method, params)
+	}
+	return nil, &wire.Error{Code: -32603, Message: fmt.Sprintf("no client session is waiting for %s", method)}
+}

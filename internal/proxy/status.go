@@ -1,0 +1,238 @@
+package proxy
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/mcp-mux/mcp-mux/internal/catalog"
+	"github.com/mcp-mux/mcp-mux/internal/proxy/callpath"
+	"github.com/mcp-mux/mcp-mux/internal/status"
+)
+
+// Server states in a Status (package status).
+const (
+	StateStarting = status.Starting
+	StateUp       = status.Up
+	StateRetrying = status.Retrying
+	StateInvalid  = status.Invalid
+	StateSkipped  = status.Skipped
+	StateDisabled = status.Disabled
+)
+
+// ServerStatus is one configured server as the running mux sees it.
+type ServerStatus = status.Server
+
+// Status is a snapshot of the running mux.
+type Status = status.Snapshot
+
+// Status returns a snapshot of the running mux. A server's tools are
+// those it adds to the catalog, counted only while it is up: the tools a
+// retrying server's last discovery left in the catalog are StaleTools.
+func (s *Server) Status() Status {
+	rt := s.rt.Load()
+	cat := rt.Catalog.Load()
+	counts := cat.ToolCounts()
+	st := Status{
+		Version:      s.opts.Version,
+		Started:      s.started,
+		Ready:        s.isReady(),
+		Draining:     s.draining.Load(),
+		Tools:        cat.Len(),
+		BuiltinTools: counts[""].Listed,
+		Sessions:     s.sessions.total(),
+		Reloads:      s.Reloads(),
+	}
+	st.SlowCalls, st.FailedCalls = s.opts.Audit.Recent()
+	st.Profiles, st.Limits = status.Profiles(cat.ProfileSizes()), s.limits.Usage()
+	for _, sc := range rt.Config.Servers {
+		ss := ServerStatus{Name: sc.Name, Transport: sc.Type}
+		b := rt.ByName[sc.Name]
+		switch {
+		case b != nil: // running (possibly on kept settings while disabled in the file)
+			runningStatus(&ss, b, "")
+		case !sc.Enabled:
+			ss.State = StateDisabled
+		default:
+			ss.State, ss.Reason = StateSkipped, rt.Skipped[sc.Name]
+		}
+		addServer(&st, &ss, counts)
+	}
+	for _, se := range rt.Config.Invalid {
+		ss := ServerStatus{Name: se.Name, State: StateInvalid, Reason: se.Error()}
+		if b := rt.ByName[se.Name]; b != nil { // kept on its last good settings
+			ss.Transport = b.Up.Transport()
+			runningStatus(&ss, b, "the file's entry is invalid, running on the last good settings: "+se.Error())
+		}
+		addServer(&st, &ss, counts)
+	}
+	return st
+}
+
+// runningStatus fills a running server's state, reason (reason, when set,
+// in place of its discovery error) and counts other than its tools.
+func runningStatus(ss *ServerStatus, b *callpath.Backend, reason string) {
+	ss.State = b.Up.State()
+	if err := b.Up.Err(); err != nil {
+		ss.Reason, ss.Cause = err.Error(), errorCause(err)
+	}
+	if reason != "" {
+		ss.Reason, ss.Cause = reason, ""
+	}
+	if ss.State == StateUp {
+		l := b.Up.Lists()
+		ss.Prompts, ss.Resources = len(l.Prompts), len(l.Resources)
+	}
+	ss.UpstreamSessions, ss.StdioProcesses = b.Up.Sessions(), b.Up.Processes()
+}
+
+// addServer appends a server to the snapshot with its catalog tool counts (only
+// while it is up; a server that is not up adds its listed ones to
+// StaleTools).
+func addServer(st *Status, ss *ServerStatus, counts map[string]catalog.ToolCount) {
+	tc := counts[ss.Name]
+	if ss.State == StateUp {
+		ss.Tools, ss.HiddenTools = tc.Listed, tc.Hidden
+	} else {
+		st.StaleTools += tc.Listed
+	}
+	st.HiddenTools += tc.Hidden
+	st.StdioProcesses += ss.StdioProcesses
+	st.Servers = append(st.Servers, *ss)
+}
+
+// stderrMark starts the stderr lines a stdio server's reason ends with.
+const stderrMark = "; stderr: "
+
+// errorCause is the most specific part of a discovery error: the last
+// ": "-separated part of its text outside quotes ("connection refused" of
+// "…: dial tcp 127.0.0.1:1: connect: connection refused"), followed, for a
+// stdio server, by its last stderr line. It reads the error's text, which
+// is scrubbed of credentials, never the chain beneath it. "" when the text
+// is a single part.
+func errorCause(err error) string {
+	text, stderr, _ := strings.Cut(err.Error(), stderrMark)
+	parts := splitOutsideQuotes(text, ": ")
+	if len(parts) < 2 {
+		return ""
+	}
+	cause := strings.TrimSpace(parts[len(parts)-1])
+	if lines := strings.Split(stderr, " | "); stderr != "" {
+		last := lines[len(lines)-1]
+		if r := []rune(last); len(r) > 200 {
+			last = string(r[:200]) + "…"
+		}
+		cause += " (stderr: " + last + ")"
+	}
+	return cause
+}
+
+// splitOutsideQuotes splits s at each sep that is not inside a
+// double-quoted part (Go's %q quoting: a backslash escapes the next byte).
+func splitOutsideQuotes(s, sep string) []string {
+	var parts []string
+	start, quoted := 0, false
+	for i := 0; i < len(s); i++ {
+		switch {
+		case quoted && s[i] == '\\':
+			i++
+		case s[i] == '"':
+			quoted = !quoted
+		case !quoted && strings.HasPrefix(s[i:], sep):
+			parts = append(parts, s[start:i])
+			start = i + len(sep)
+			i += len(sep) - 1
+		}
+	}
+	return append(parts, s[start:])
+}
+
+// Drain turns readiness false (before a shutdown), so that load balancers
+// stop sending new requests while in-flight ones finish, and ends the GET
+// streams, whose clients resume on another replica.
+func (s *Server) Drain() {
+	s.draining.Store(true)
+	s.stopStreams()
+}
+
+func (s *Server) isReady() bool { return s.ready.Load() && !s.draining.Load() }
+
+// OpsHandler serves /healthz, /readyz and /metrics alone: for a second
+// listener that probes and scrapers reach when the MCP endpoint listens on
+// loopback only.
+func (s *Server) OpsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", serveHealth)
+	mux.HandleFunc("GET /readyz", s.serveReady)
+	mux.Handle("GET /metrics", s.metrics.handler())
+	return mux
+}
+
+func serveHealth(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain")
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+// serveReady answers /readyz: readiness (a config applied, not draining and,
+// with durable tasks on, the task store reachable), the catalog size, how
+// many configured servers are in each state and, with limits rules, their
+// state ("degraded: store unreachable, failing open" while Redis is down). It is unauthenticated, so it
+// carries counts only, never names or error text; with a valid admin token
+// (Authorization: Bearer <admin.token>) it adds each server's status.
+func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
+	rt := s.rt.Load()
+	st := s.Status()
+	counts := map[string]int{StateUp: 0, StateStarting: 0, StateRetrying: 0, StateInvalid: 0, StateSkipped: 0, StateDisabled: 0}
+	for _, ss := range st.Servers {
+		counts[ss.State]++
+	}
+	out := struct {
+		Ready   bool           `json:"ready"`
+		Tools   int            `json:"tools"`
+		Servers map[string]int `json:"servers"`
+		Store   *bool          `json:"task_store_reachable,omitempty"`
+		Limits  string         `json:"limits,omitempty"`
+		Detail  []ServerStatus `json:"detail,omitempty"`
+	}{Ready: st.Ready, Tools: st.Tools, Servers: counts, Limits: s.limits.Health(r.Context())}
+	if s.tasks != nil {
+		storeOK := s.durable.ready(r.Context())
+		out.Ready = out.Ready && storeOK
+		out.Store = &storeOK
+	}
+	if adminAuthorized(rt, r) {
+		out.Detail = st.Servers
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	if !out.Ready {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+// adminAuthorized reports whether r carries the configured admin token.
+func adminAuthorized(rt *callpath.Runtime, r *http.Request) bool {
+	tok := rt.Config.Admin.Token
+	if tok.IsZero() {
+		return false
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(tok.Reveal())) == 1
+}
+
+// GuardHosts applies the DNS-rebinding and cross-origin checks of
+// inbound.allowed_hosts and inbound.allowed_origins to every request of h.
+// Handler is guarded already; serve wraps the listener's whole route mux
+// (the task and admin APIs, the status page) with it too.
+func (s *Server) GuardHosts(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Every route passes here, so the body deadline starts here too (limits.go).
+		s.bodies.Limit(w, r)
+		if err := s.rt.Load().Origins.Check(r); err != nil {
+			http.Error(w, "Forbidden: "+err.Error(), http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
