@@ -20,8 +20,8 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/internal/api"
 	"github.com/mcp-mux/mcp-mux/internal/config"
-	"github.com/mcp-mux/mcp-mux/internal/safelog"
 	"github.com/mcp-mux/mcp-mux/internal/proxy"
+	"github.com/mcp-mux/mcp-mux/internal/safelog"
 )
 
 // selfExe is this binary, which supervises each stdio server (see

@@ -34,8 +34,8 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/internal/bounds"
 	"github.com/mcp-mux/mcp-mux/internal/reqid"
-	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/secret"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
 
 // Kinds of request a record describes.

@@ -8,8 +8,8 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/mcp-mux/mcp-mux/internal/config"
 	"github.com/mcp-mux/mcp-mux/internal/bounds"
+	"github.com/mcp-mux/mcp-mux/internal/config"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
 

@@ -14,8 +14,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
-	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/secret"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
 
 // endpoint is what token requests need from discovery.

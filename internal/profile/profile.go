@@ -22,9 +22,9 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/mcp-mux/mcp-mux/internal/bounds"
 	"github.com/mcp-mux/mcp-mux/internal/config"
 	"github.com/mcp-mux/mcp-mux/internal/inbound"
-	"github.com/mcp-mux/mcp-mux/internal/bounds"
 )
 
 // Errors of Select; each is wrapped with what was asked for.

@@ -9,13 +9,13 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/mcp-mux/mcp-mux/internal/bounds"
 	"github.com/mcp-mux/mcp-mux/internal/config"
 	"github.com/mcp-mux/mcp-mux/internal/headers"
-	"github.com/mcp-mux/mcp-mux/internal/bounds"
-	"github.com/mcp-mux/mcp-mux/internal/wire"
-	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 	"github.com/mcp-mux/mcp-mux/internal/profile"
 	"github.com/mcp-mux/mcp-mux/internal/proxy/callpath"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 )
 
 // authenticate guards /mcp and /mcp/{profile}: it identifies the caller

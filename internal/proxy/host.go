@@ -16,13 +16,13 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/internal/admission"
 	"github.com/mcp-mux/mcp-mux/internal/bounds"
-	"github.com/mcp-mux/mcp-mux/internal/reqid"
-	"github.com/mcp-mux/mcp-mux/internal/wire"
-	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 	"github.com/mcp-mux/mcp-mux/internal/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/internal/proxy/modern"
 	"github.com/mcp-mux/mcp-mux/internal/proxy/sessionhost"
+	"github.com/mcp-mux/mcp-mux/internal/reqid"
 	"github.com/mcp-mux/mcp-mux/internal/sessionstore"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 )
 
 // The HTTP side of 2025-11-25 sessions: POST, GET and DELETE of /mcp

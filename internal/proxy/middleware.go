@@ -8,12 +8,12 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcp-mux/mcp-mux/internal/reqid"
-	"github.com/mcp-mux/mcp-mux/internal/via"
 	"github.com/mcp-mux/mcp-mux/internal/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/internal/proxy/modern"
+	"github.com/mcp-mux/mcp-mux/internal/reqid"
 	"github.com/mcp-mux/mcp-mux/internal/sessionstore"
 	"github.com/mcp-mux/mcp-mux/internal/telemetry"
+	"github.com/mcp-mux/mcp-mux/internal/via"
 )
 
 // receiver is the SDK's receiving middleware, the era router of the SDK

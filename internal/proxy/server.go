@@ -27,19 +27,19 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/config"
 	"github.com/mcp-mux/mcp-mux/internal/inbound"
 	"github.com/mcp-mux/mcp-mux/internal/panicguard"
-	"github.com/mcp-mux/mcp-mux/internal/reqid"
-	"github.com/mcp-mux/mcp-mux/internal/via"
-	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/internal/proxy/modern"
 	"github.com/mcp-mux/mcp-mux/internal/proxy/retryfwd"
 	"github.com/mcp-mux/mcp-mux/internal/proxy/sessionhost"
 	"github.com/mcp-mux/mcp-mux/internal/ratelimit"
+	"github.com/mcp-mux/mcp-mux/internal/reqid"
 	"github.com/mcp-mux/mcp-mux/internal/seal"
 	"github.com/mcp-mux/mcp-mux/internal/sessionstore"
 	"github.com/mcp-mux/mcp-mux/internal/subscriptions"
 	"github.com/mcp-mux/mcp-mux/internal/taskpoll"
 	"github.com/mcp-mux/mcp-mux/internal/telemetry"
+	"github.com/mcp-mux/mcp-mux/internal/via"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
 
 // Options configure a Server.

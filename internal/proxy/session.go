@@ -14,12 +14,12 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/internal/admission"
 	"github.com/mcp-mux/mcp-mux/internal/config"
-	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/internal/proxy/sessionhost"
 	"github.com/mcp-mux/mcp-mux/internal/sessionstore"
 	"github.com/mcp-mux/mcp-mux/internal/telemetry"
 	"github.com/mcp-mux/mcp-mux/internal/upstream"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
 
 // sessionTable is this replica's view of the 2025-11-25 sessions. A

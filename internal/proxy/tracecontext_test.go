@@ -13,9 +13,9 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/internal/otlptest"
-	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/proxy"
 	"github.com/mcp-mux/mcp-mux/internal/telemetry"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
 
 // Issue 32, weak findings: a caller's trace context. Its traceparent is

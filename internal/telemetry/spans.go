@@ -16,8 +16,8 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/secret"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
 
 // Op is one MCP request as its span describes it.

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
-	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/upstream"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
 
 // BenchmarkCallToolHTTP measures one tools/call through the Streamable HTTP

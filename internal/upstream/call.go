@@ -14,8 +14,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/mcp-mux/mcp-mux/internal/reqid"
-	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/telemetry"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
 
 // scope reduces a caller key to the configured session scope.

@@ -13,11 +13,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/telemetry"
 	"github.com/mcp-mux/mcp-mux/internal/upstream/modernreq"
 	"github.com/mcp-mux/mcp-mux/internal/upstream/rawconn"
 	"github.com/mcp-mux/mcp-mux/internal/upstream/stdioproc"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
 
 // ProtocolVersion is the MCP version mcp-mux initializes sessions with when

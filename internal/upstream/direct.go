@@ -14,11 +14,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/telemetry"
 	"github.com/mcp-mux/mcp-mux/internal/upstream/eventstream"
 	"github.com/mcp-mux/mcp-mux/internal/upstream/modernreq"
 	"github.com/mcp-mux/mcp-mux/internal/upstream/rawconn"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
 
 // errSessionMissing reports an upstream that no longer knows our session

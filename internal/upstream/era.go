@@ -10,9 +10,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/upstream/modernreq"
 	"github.com/mcp-mux/mcp-mux/internal/upstream/stdioproc"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
 
 // Protocol eras of an upstream.

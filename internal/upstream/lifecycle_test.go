@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
-	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/upstream"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
 
 // An upstream HTTP server that forgot our session (restart) answers 404; the

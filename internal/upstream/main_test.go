@@ -18,8 +18,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
-	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/upstream"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
 
 func TestMain(m *testing.M) {

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
-	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/upstream"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
 
 // Forty threads calling one stdio server at once never run more than

@@ -13,9 +13,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-mux/mcp-mux/internal/upstream/rawconn"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
-	"github.com/mcp-mux/mcp-mux/internal/upstream/rawconn"
 )
 
 // serverRequests are the server-to-client requests forwarded to the caller.

@@ -8,9 +8,9 @@ import (
 	"io"
 	"time"
 
-	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/upstream/modernreq"
 	"github.com/mcp-mux/mcp-mux/internal/upstream/stdioproc"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
 
 // The era of a stdio server.

@@ -27,11 +27,11 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcp-mux/mcp-mux/internal/via"
 	"github.com/mcp-mux/mcp-mux/internal/telemetry"
 	"github.com/mcp-mux/mcp-mux/internal/upstream/credscrub"
 	"github.com/mcp-mux/mcp-mux/internal/upstream/paramheader"
 	"github.com/mcp-mux/mcp-mux/internal/upstream/stdioproc"
+	"github.com/mcp-mux/mcp-mux/internal/via"
 )
 
 // Transport names.

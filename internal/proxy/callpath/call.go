@@ -11,9 +11,9 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/audit"
 	"github.com/mcp-mux/mcp-mux/internal/headers"
 	"github.com/mcp-mux/mcp-mux/internal/interceptor"
+	"github.com/mcp-mux/mcp-mux/internal/upstream"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
-	"github.com/mcp-mux/mcp-mux/internal/upstream"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )

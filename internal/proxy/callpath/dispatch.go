@@ -11,8 +11,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/audit"
-	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 	"github.com/mcp-mux/mcp-mux/internal/taskpoll"
+	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 )
 
 // request is one SDK-path request on its way through Dispatch.

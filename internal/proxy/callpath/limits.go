@@ -8,9 +8,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
-	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/ratelimit"
 	"github.com/mcp-mux/mcp-mux/internal/taskpoll"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
 
 // The limits step: every request a caller makes mcp-mux forward is checked

@@ -22,8 +22,8 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/internal/audit"
 	"github.com/mcp-mux/mcp-mux/internal/panicguard"
-	"github.com/mcp-mux/mcp-mux/internal/reqid"
 	"github.com/mcp-mux/mcp-mux/internal/ratelimit"
+	"github.com/mcp-mux/mcp-mux/internal/reqid"
 	"github.com/mcp-mux/mcp-mux/internal/subscriptions"
 	"github.com/mcp-mux/mcp-mux/internal/taskpoll"
 	"github.com/mcp-mux/mcp-mux/internal/telemetry"

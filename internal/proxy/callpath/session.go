@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/mcp-mux/mcp-mux/internal/admission"
-	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/subscriptions"
 	"github.com/mcp-mux/mcp-mux/internal/upstream"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 

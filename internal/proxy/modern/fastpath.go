@@ -14,11 +14,11 @@ import (
 	sjson "github.com/segmentio/encoding/json"
 
 	"github.com/mcp-mux/mcp-mux/internal/catalog"
-	"github.com/mcp-mux/mcp-mux/internal/wire"
-	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 	"github.com/mcp-mux/mcp-mux/internal/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/internal/telemetry"
 	"github.com/mcp-mux/mcp-mux/internal/upstream"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 )
 
 // The 2026-07-28 fast path.

@@ -6,9 +6,9 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/mcp-mux/mcp-mux/internal/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
-	"github.com/mcp-mux/mcp-mux/internal/proxy/callpath"
 )
 
 // The 2026-07-28 protocol headers a caller sends.

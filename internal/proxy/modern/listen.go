@@ -16,11 +16,11 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/admission"
 	"github.com/mcp-mux/mcp-mux/internal/listenstream"
 	"github.com/mcp-mux/mcp-mux/internal/panicguard"
-	"github.com/mcp-mux/mcp-mux/internal/reqid"
-	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/proxy/callpath"
+	"github.com/mcp-mux/mcp-mux/internal/reqid"
 	"github.com/mcp-mux/mcp-mux/internal/subscriptions"
 	"github.com/mcp-mux/mcp-mux/internal/taskpoll"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
 
 // subscriptions/listen (2026-07-28) replaces the legacy GET stream and

@@ -18,11 +18,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/panicguard"
-	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/internal/seal"
 	"github.com/mcp-mux/mcp-mux/internal/taskpoll"
 	"github.com/mcp-mux/mcp-mux/internal/telemetry"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
 
 // Options configure a Handler.

@@ -10,10 +10,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/mcp-mux/mcp-mux/internal/panicguard"
-	"github.com/mcp-mux/mcp-mux/internal/wire"
-	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 	"github.com/mcp-mux/mcp-mux/internal/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/internal/taskpoll"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
+	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 )
 
 // subscriptions/listen with task ids (the tasks extension).

@@ -12,8 +12,8 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/secret"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
 
 // Scrubber scrubs one upstream's errors. It is safe for concurrent use.
