@@ -22,12 +22,12 @@ import (
 // (401 with a challenge on failure), selects its profile (package profile:
 // 404 for a path naming none, 403 for one the caller is not bound to),
 // rejects a malformed secrets carrier (400, naming the header, never its
-// content). A session is refused to anyone but its owner, under the
+// content). Who the caller is — user, profile, carried secrets — is
+// resolved here once and carried on the request's context
+// (callpath.WithCaller), never in a header. A session is refused to anyone but its owner, under the
 // profile it was opened with (403), where it is looked up (host.go).
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.Header.Del(callpath.UserHeader)
-		r.Header.Del(callpath.ProfileHeader)
 		rt := s.rt.Load() // Host and Origin were checked by GuardHosts
 		id, err := rt.Auth.Identify(r)
 		if err != nil {
@@ -39,23 +39,20 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			mcpwire.WriteError(w, http.StatusBadRequest, requestID(r), -32600, "request refused: "+err.Error(), nil)
 			return
 		}
+		c := callpath.NewCaller(id.User, "")
 		if name := rt.Config.Inbound.SecretsHeader; name != "" && r.Header.Get(name) != "" {
-			if _, err := headers.ParseSecrets(name, r.Header.Get(name)); err != nil {
+			if c.Secrets, err = headers.ParseSecrets(name, r.Header.Get(name)); err != nil {
 				mcpwire.WriteError(w, http.StatusBadRequest, requestID(r), -32602, err.Error(), nil)
 				return
 			}
 		}
-		prof, err := rt.Profiles.Select(id, r.Header, r.PathValue("profile"))
+		c.Profile, err = rt.Profiles.Select(id, r.Header, r.PathValue("profile"))
 		if err != nil {
 			s.logFor(r.Context()).Debug("profile refused", "reason", err)
 			mcpwire.WriteError(w, profile.Status(err), requestID(r), -32600, err.Error(), nil)
 			return
 		}
-		r.Header.Set(callpath.UserHeader, id.User)
-		if prof != "" {
-			r.Header.Set(callpath.ProfileHeader, prof)
-		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(callpath.WithCaller(r.Context(), c)))
 	})
 }
 

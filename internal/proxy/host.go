@@ -46,21 +46,21 @@ func (s *Server) serveSession(w http.ResponseWriter, r *http.Request, body []byt
 	if !sessionhost.CheckPOST(w, r, batch) {
 		return
 	}
-	user := callpath.User(r.Header)
+	caller := callpath.CallerFrom(r.Context())
 	var m wire.Message
 	single := !batch && wire.Decode(body, &m) == nil
 	r.Header.Del(callpath.RequestIDHeader)
 	sid := r.Header.Get("Mcp-Session-Id")
 	if sid == "" {
 		if single && m.Method == "initialize" && m.IsCall() {
-			s.serveInitialize(w, r, body, user, &m)
+			s.serveInitialize(w, r, body, caller, &m)
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(slices.Clone(body)))
 		s.sessions.host.Ephemeral(w, r)
 		return
 	}
-	st, err := s.sessions.lookup(r.Context(), sid, r.Header)
+	st, err := s.sessions.lookup(r.Context(), sid, callpath.CallerFrom(r.Context()))
 	if err != nil {
 		s.sessions.refuse(w, r, body, err)
 		return
@@ -91,8 +91,8 @@ var fastVersions = []string{"", "2025-11-25", "2025-06-18", "2025-03-26"}
 
 // serveInitialize opens a session: its record (refused past the caps),
 // then its resident SDK session, which answers the initialize.
-func (s *Server) serveInitialize(w http.ResponseWriter, r *http.Request, body []byte, user string, m *wire.Message) {
-	st, err := s.sessions.create(r.Context(), user, callpath.Profile(r.Header), m.Params)
+func (s *Server) serveInitialize(w http.ResponseWriter, r *http.Request, body []byte, caller callpath.Caller, m *wire.Message) {
+	st, err := s.sessions.create(r.Context(), caller.User, caller.Profile, m.Params)
 	if err != nil {
 		s.sessions.refuse(w, r, body, err)
 		return
@@ -175,7 +175,7 @@ func (t *sessionTable) serveStream(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Bad Request: GET requires an Mcp-Session-Id header", http.StatusBadRequest)
 		return
 	}
-	st, err := t.lookup(r.Context(), sid, r.Header)
+	st, err := t.lookup(r.Context(), sid, callpath.CallerFrom(r.Context()))
 	if err != nil {
 		t.refuse(w, r, nil, err)
 		return
@@ -245,7 +245,7 @@ func (t *sessionTable) serveDelete(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Bad Request: DELETE requires an Mcp-Session-Id header", http.StatusBadRequest)
 		return
 	}
-	if _, err := t.lookup(r.Context(), sid, r.Header); err != nil {
+	if _, err := t.lookup(r.Context(), sid, callpath.CallerFrom(r.Context())); err != nil {
 		t.refuse(w, r, nil, err)
 		return
 	}

@@ -43,7 +43,7 @@ const (
 const requestHeader = "Mcp-Mux-Internal-Request"
 
 // requestTable maps the handles mcpHandler gives SDK-path HTTP requests to
-// their contexts.
+// their contexts (which carry their callers, callpath.WithCaller).
 type requestTable struct {
 	seq atomic.Uint64
 	mu  sync.Mutex
@@ -68,9 +68,10 @@ func (t *requestTable) bind(r *http.Request) func() {
 	}
 }
 
-// scope returns ctx, also cancelled when the HTTP request the SDK request
-// req arrived in ends. A handle whose request is already over yields a
-// cancelled context: nobody is left to read the answer.
+// scope returns ctx carrying the caller of the HTTP request the SDK
+// request req arrived in, and cancelled when that request ends. A handle
+// whose request is already over yields a cancelled context: nobody is
+// left to read the answer.
 func (t *requestTable) scope(ctx context.Context, req mcp.Request) (context.Context, func()) {
 	h := callpath.HeaderOf(req)
 	id := h.Get(requestHeader)
@@ -84,6 +85,9 @@ func (t *requestTable) scope(ctx context.Context, req mcp.Request) (context.Cont
 	if !ok {
 		cancel()
 		return ctx, cancel
+	}
+	if c, ok := callpath.CallerOf(rctx); ok {
+		ctx = callpath.WithCaller(ctx, c)
 	}
 	stop := context.AfterFunc(rctx, cancel)
 	return ctx, func() { stop(); cancel() }

@@ -42,14 +42,15 @@ func (m *receiver) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		h := callpath.HeaderOf(req)
 		op := telemetry.OfRequest(method, req, h)
 		// Names callers invent are one label (catalog.Label), in the caller's view.
-		cat := m.rt.Load().Catalog.Load().For(callpath.Profile(h))
+		caller := callpath.CallerFrom(ctx)
+		cat := callpath.ViewOf(m.rt.Load(), caller.Profile)
 		if op.Tool != "" {
 			op.Tool = cat.Label("tools/call", op.Tool)
 		}
 		if op.Prompt != "" {
 			op.Prompt = cat.Label("prompts/get", op.Prompt)
 		}
-		op.RequestID, op.User = h.Get(callpath.RequestIDHeader), callpath.User(h)
+		op.RequestID, op.User = h.Get(callpath.RequestIDHeader), caller.User
 		var meta map[string]any
 		if m.tel.Tracing() {
 			meta = telemetry.MetaOf(req)
@@ -131,7 +132,7 @@ func (m *receiver) initialize(ctx context.Context, ss *mcp.ServerSession, req mc
 	if st := m.sessions.get(ss.ID()); st != nil {
 		m.sessions.negotiated(st, res)
 	}
-	cat := m.rt.Load().Catalog.Load().For(callpath.Profile(callpath.HeaderOf(req)))
+	cat := callpath.ViewOf(m.rt.Load(), callpath.CallerFrom(ctx).Profile)
 	setInstructions(cat, res)
 	callpath.SetCapabilities(cat, res)
 	return res, err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -124,18 +123,17 @@ var (
 	errSessionClosing   = errors.New("mcp-mux is shutting down")
 )
 
-// lookup returns the session id for the caller of h (its user and
-// profile): this replica's, or one built from its record (one store round
+// lookup returns the session id for caller c (its user and profile): this replica's, or one built from its record (one store round
 // trip, shared by concurrent requests). It fails with
 // sessionstore.ErrNotFound, errSessionForbidden (another user's, or one
 // opened under another profile), or a store error (the store is
 // unreachable: retryable).
-func (t *sessionTable) lookup(ctx context.Context, id string, h http.Header) (*callpath.Session, error) {
+func (t *sessionTable) lookup(ctx context.Context, id string, c callpath.Caller) (*callpath.Session, error) {
 	st, err := t.find(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if st, err = owned(st, callpath.User(h)); err == nil && st.Profile != callpath.Profile(h) {
+	if st, err = owned(st, c.User); err == nil && st.Profile != c.Profile {
 		return nil, errSessionProfile
 	}
 	return st, err

@@ -9,8 +9,6 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/mcp-mux/mcp-mux/internal/audit"
-	"github.com/mcp-mux/mcp-mux/internal/headers"
 	"github.com/mcp-mux/mcp-mux/internal/secret"
 )
 
@@ -18,27 +16,48 @@ import (
 // content is left out.
 const maxContentAttr = 4 << 10
 
-// content records a call's arguments where its server opted in
-// (config.ServerTelemetry): in its audit entry and as the
-// gen_ai.tool.call.arguments attribute of ctx's span, redacted of
+// contentStage records a tools/call's arguments where its server opted in
+// (config.ServerTelemetry): in its audit record and as the
+// gen_ai.tool.call.arguments attribute of ctx's span; and its result, on
+// success, as gen_ai.tool.call.result. Both are redacted of
 // credential-named members and of the values the mux knows are
-// credentials (the server's, and those the caller carried in h).
-func (s *Router) content(ctx context.Context, b *Backend, rec *audit.Entry, h http.Header, args json.RawMessage) {
-	if b.Config == nil || !b.Config.Telemetry.Arguments || len(args) == 0 {
-		return
+// credentials (the server's, and those the caller carried). It records
+// what the caller sent, before fixed arguments. Left out when no server
+// opted in.
+func (s *Router) contentStage() Stage {
+	return Stage{
+		Name:    "content",
+		Methods: ToolCall,
+		Needed:  contentOptedIn,
+		Wrap: func(next CallFunc) CallFunc {
+			return func(ctx context.Context, c *Call) (json.RawMessage, error) {
+				tc := c.Backend.Config
+				if tc == nil || (!tc.Telemetry.Arguments && !tc.Telemetry.Results) {
+					return next(ctx, c)
+				}
+				if tc.Telemetry.Arguments && len(c.Args) > 0 {
+					sc := c.scrubber()
+					c.Record.Arguments(c.Args, sc)
+					setContent(ctx, semconv.GenAIToolCallArgumentsKey.String, c.Args, sc)
+				}
+				raw, err := next(ctx, c)
+				if err == nil && tc.Telemetry.Results && trace.SpanFromContext(ctx).IsRecording() {
+					setContent(ctx, semconv.GenAIToolCallResultKey.String, raw, c.scrubber())
+				}
+				return raw, err
+			}
+		},
 	}
-	sc := s.scrubber(b, h)
-	rec.Arguments(args, sc)
-	setContent(ctx, semconv.GenAIToolCallArgumentsKey.String, args, sc)
 }
 
-// result sets a tool result as the gen_ai.tool.call.result attribute of
-// ctx's span, redacted, where the call's server opted in.
-func (s *Router) result(ctx context.Context, b *Backend, h http.Header, raw json.RawMessage) {
-	if b.Config == nil || !b.Config.Telemetry.Results || !trace.SpanFromContext(ctx).IsRecording() {
-		return
+// contentOptedIn reports whether a server of rt records call content.
+func contentOptedIn(rt *Runtime) bool {
+	for _, b := range rt.Backends {
+		if b.Config != nil && (b.Config.Telemetry.Arguments || b.Config.Telemetry.Results) {
+			return true
+		}
 	}
-	setContent(ctx, semconv.GenAIToolCallResultKey.String, raw, s.scrubber(b, h))
+	return false
 }
 
 // setContent sets attr(raw redacted) on ctx's span when it records and
@@ -53,17 +72,12 @@ func setContent(ctx context.Context, attr func(string) attribute.KeyValue, raw j
 	}
 }
 
-// scrubber knows b's credentials and the secrets the caller carried in h.
-func (s *Router) scrubber(b *Backend, h http.Header) *secret.Scrubber {
+// scrubber knows c's server's credentials and the secrets its caller
+// carried.
+func (c *Call) scrubber() *secret.Scrubber {
 	carried := http.Header{}
-	if name := s.rt.Load().Config.Inbound.SecretsHeader; name != "" && h != nil {
-		if v := h.Get(name); v != "" {
-			if m, err := headers.ParseSecrets(name, v); err == nil {
-				for _, val := range m {
-					carried.Add("V", val)
-				}
-			}
-		}
+	for _, v := range c.Caller.Secrets {
+		carried.Add("V", v)
 	}
-	return b.Up.Scrubber(carried)
+	return c.Backend.Up.Scrubber(carried)
 }

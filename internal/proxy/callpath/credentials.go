@@ -8,35 +8,88 @@ import (
 	"errors"
 	"net/http"
 	"sort"
-	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/mcp-mux/mcp-mux/internal/headers"
-	"github.com/mcp-mux/mcp-mux/internal/upstream"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
 
-// callHeaders resolves the upstream headers of one call to b by user, with
-// the secrets and the token for token_exchange carried on the request's
-// headers h, and a fingerprint of them
-// for the session key when they depend on the caller (sessions opened with
-// one caller's credentials are never used for another).
-func (s *Router) callHeaders(ctx context.Context, b *Backend, user string, h http.Header) (http.Header, string, error) {
-	if b.Resolver == nil {
-		return nil, "", nil
-	}
-	var secrets map[string]string
-	if name := s.rt.Load().Config.Inbound.SecretsHeader; name != "" && h != nil {
-		if v := h.Get(name); v != "" {
-			var err error
-			if secrets, err = headers.ParseSecrets(name, v); err != nil {
-				return nil, "", &headers.DenyError{Msg: err.Error()}
+// credentialsStage resolves the upstream headers of a call to a server
+// that has any (static < OAuth < token_exchange < user_auth <
+// headers_from_context, package headers) for its caller, with the secrets
+// the caller carried and, for token exchange, its inbound token. Headers
+// that depend on the caller key the upstream session too (c.Key.Cred: a
+// session opened with one caller's credentials is never used for
+// another). An upstream's 401 renews them once (c.renew). A tools/call
+// whose credentials are refused gets a tool error naming why; any other
+// request an invalid-params error. Left out when no server has headers.
+func (s *Router) credentialsStage() Stage {
+	return Stage{
+		Name:    "credentials",
+		Methods: AllMethods,
+		Needed:  hasResolvers,
+		Wrap: func(next CallFunc) CallFunc {
+			return func(ctx context.Context, c *Call) (json.RawMessage, error) {
+				res := c.Backend.Resolver
+				if res == nil {
+					return next(ctx, c)
+				}
+				err := c.resolveHeaders(ctx)
+				if err == nil {
+					c.renew = func(ctx context.Context) error {
+						res.UnauthorizedHeader(c.upHeader)
+						return c.resolveHeaders(ctx)
+					}
+					var raw json.RawMessage
+					if raw, err = next(ctx, c); err == nil {
+						return raw, nil
+					}
+				}
+				return c.credentialsRefused(err)
 			}
+		},
+	}
+}
+
+// hasResolvers reports whether a server of rt has upstream headers.
+func hasResolvers(rt *Runtime) bool {
+	for _, b := range rt.Backends {
+		if b.Resolver != nil {
+			return true
 		}
 	}
-	out, err := b.Resolver.ForRequest(ctx, user, secrets, h)
-	if err != nil || !b.Resolver.PerCaller() {
-		return out, "", err
+	return false
+}
+
+// resolveHeaders sets c's upstream headers and, when they depend on the
+// caller, their fingerprint in c.Key.
+func (c *Call) resolveHeaders(ctx context.Context) error {
+	res := c.Backend.Resolver
+	hdr, err := res.ForRequest(ctx, c.Caller.User, c.Caller.Secrets, c.Header)
+	if err != nil {
+		return err
 	}
-	return out, fingerprint(user, out), nil
+	c.upHeader, c.Key.Cred = hdr, ""
+	if res.PerCaller() {
+		c.Key.Cred = fingerprint(c.Caller.User, hdr)
+	}
+	return nil
+}
+
+// credentialsRefused is the caller's answer when c failed with err: a
+// refusal of its credentials as the method gets it, anything else as is.
+func (c *Call) credentialsRefused(err error) (json.RawMessage, error) {
+	deny, denied := errors.AsType[*headers.DenyError](err)
+	switch {
+	case c.Method == "tools/call" && denied:
+		// A credential denial is the caller's tool error; interceptors see it so too.
+		c.Record.Deny("credentials: " + deny.Msg)
+		return wire.ToolError(deny.Msg), nil
+	case c.Method != "tools/call" && c.upHeader == nil:
+		return nil, refusal{&jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}}
+	}
+	return nil, err
 }
 
 // fingerprint hashes a user and header set; it identifies, never reveals.
@@ -59,25 +112,3 @@ func fingerprint(user string, h http.Header) string {
 	return hex.EncodeToString(d.Sum(nil)[:12])
 }
 
-// forwardCall sends a tools/call upstream with the caller's headers. An
-// upstream's 401 makes the resolver refresh its OAuth token, and the call is
-// retried once with the new headers.
-func (s *Router) forwardCall(ctx context.Context, st *Session, k Sink, key upstream.Key, h http.Header, r *Route, params json.RawMessage) (raw json.RawMessage, err error) {
-	b := r.Server
-	start := time.Now()
-	defer func() { b.Metrics.record(ctx, start, err) }()
-	for attempt := 0; ; attempt++ {
-		hdr, cred, herr := s.callHeaders(ctx, b, st.User, h)
-		if herr != nil {
-			return nil, herr
-		}
-		key.Cred = cred
-		raw, err = b.Up.CallTool(WithSink(ctx, k), key, params, hdr)
-		var se *upstream.StatusError
-		if attempt == 0 && errors.As(err, &se) && se.Code == http.StatusUnauthorized && b.Resolver != nil {
-			b.Resolver.UnauthorizedHeader(hdr)
-			continue
-		}
-		return raw, err
-	}
-}

@@ -10,7 +10,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcp-mux/mcp-mux/internal/audit"
 	"github.com/mcp-mux/mcp-mux/internal/taskpoll"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 )
@@ -115,39 +114,7 @@ func (s *Router) getPrompt(ctx context.Context, r request) (mcp.Result, error) {
 	if p == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "missing params"}
 	}
-	rec := s.audit.Start(audit.PromptGet)
-	rec.Prompt = p.Name
-	if s.audit != nil && len(p.Arguments) > 0 {
-		args, _ := json.Marshal(p.Arguments)
-		rec.BytesIn = len(args)
-	}
-	rt := r.cat.Prompt(p.Name)
-	if rt == nil {
-		err := &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown prompt %q", p.Name)}
-		s.finish(ctx, &rec, r, nil, err)
-		return nil, err
-	}
-	rec.Server = rt.Server.Name
-	q := *p
-	q.Name = rt.Raw
-	res, err := s.Forward(ctx, r.st, r.e, HeaderOf(r.req), rt.Server, r.method, &q)
-	s.finish(ctx, &rec, r, res, err)
-	return res, err
-}
-
-// finish audits an SDK-path request that ended with res, err.
-func (s *Router) finish(ctx context.Context, rec *audit.Entry, r request, res mcp.Result, err error) {
-	var raw json.RawMessage
-	if rr, ok := res.(*mcpwire.RawResult); ok && rr != nil {
-		raw = rr.Raw
-	}
-	c := audit.Caller{User: r.st.User, Thread: r.st.ID, Session: r.st.ID, Protocol: r.e.Version()}
-	if h := HeaderOf(r.req); h != nil {
-		if name := s.rt.Load().Config.Inbound.ThreadHeader; name != "" && h.Get(name) != "" {
-			c.Thread = h.Get(name)
-		}
-	}
-	s.audit.Finish(ctx, rec, c, raw, err)
+	return s.Forward(ctx, r.st, r.e, HeaderOf(r.req), nil, r.method, p)
 }
 
 // resource serves resources/read, subscribe and unsubscribe: a durable
@@ -160,18 +127,7 @@ func (s *Router) resource(ctx context.Context, r request) (mcp.Result, error) {
 	if s.tasks != nil && strings.HasPrefix(uri, taskpoll.ResourcePrefix) {
 		return s.taskResource(ctx, r.st, r.method, uri) // tasks.go
 	}
-	rec := s.audit.Start(audit.ResourceRead)
-	rec.URI, rec.BytesIn = uri, len(uri)
-	b := r.cat.ResourceOwner(uri)
-	if b == nil {
-		err := &jsonrpc.Error{Code: -32002, Message: fmt.Sprintf("resource not found: %q", uri)}
-		s.finish(ctx, &rec, r, nil, err)
-		return nil, err
-	}
-	rec.Server = b.Name
-	res, err := s.Forward(ctx, r.st, r.e, HeaderOf(r.req), b, r.method, r.req.GetParams())
-	s.finish(ctx, &rec, r, res, err)
-	return res, err
+	return s.Forward(ctx, r.st, r.e, HeaderOf(r.req), nil, r.method, r.req.GetParams())
 }
 
 // SubscribeURI subscribes st to uri (on) or unsubscribes it where the
@@ -198,32 +154,7 @@ func (s *Router) SubscribeURI(ctx context.Context, st *Session, uri string, on b
 // complete forwards completion/complete to the server of the prompt or
 // resource it completes, under the prompt's own name.
 func (s *Router) complete(ctx context.Context, r request) (mcp.Result, error) {
-	p, _ := r.req.GetParams().(*mcp.CompleteParams)
-	if p == nil || p.Ref == nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "missing ref"}
-	}
-	q, ref := *p, *p.Ref
-	q.Ref = &ref
-	b := completionOwner(r.cat, &ref)
-	if b == nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("no server completes %s %q", ref.Type, ref.Name+ref.URI)}
-	}
-	return s.Forward(ctx, r.st, r.e, HeaderOf(r.req), b, r.method, &q)
-}
-
-// completionOwner returns the backend that completes ref, turning a
-// prompt's visible name into its own; nil when none does.
-func completionOwner(cat *Catalog, ref *mcp.CompleteReference) *Backend {
-	switch ref.Type {
-	case "ref/prompt":
-		if r := cat.Prompt(ref.Name); r != nil {
-			ref.Name = r.Raw
-			return r.Server
-		}
-	case "ref/resource":
-		return cat.ResourceOwner(ref.URI)
-	}
-	return nil
+	return s.Forward(ctx, r.st, r.e, HeaderOf(r.req), nil, r.method, r.req.GetParams())
 }
 
 // RequestIDHeader carries the JSON-RPC id of an SDK-path request from

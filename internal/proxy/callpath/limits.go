@@ -13,14 +13,37 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
 
-// The limits step: every request a caller makes mcp-mux forward is checked
-// against the limits rules before it goes upstream — a tools/call in
-// routeCall, everything Forward sends (prompts/get, resources/read,
-// completion/complete, the tasks extension's requests for a server's own
-// task), and each resource subscription (AdmitSubscribe: a 2025-11-25
-// resources/subscribe, each URI of a 2026-07-28 subscriptions/listen).
-// Unsubscribing gives back and is never refused. A tools/call past a rule
-// gets a tool error result, anything else the JSON-RPC error CodeLimited.
+// limitsStage checks every request a caller makes mcp-mux forward against
+// the limits rules before it goes upstream (package ratelimit): a
+// tools/call past a rule gets a tool error result, anything else the
+// JSON-RPC error CodeLimited. An admitted call's calls-in-flight slots come
+// back however it ends — answered, failed, cancelled, or its client gone —
+// and while it waits parked for its client (LimitHold). Resource
+// subscriptions take the same step outside the pipeline (AdmitSubscribe,
+// AdmitForward); unsubscribing gives back and is never refused. Without a
+// limiter it is left out.
+func (s *Router) limitsStage() Stage {
+	return Stage{
+		Name:    "limits",
+		Methods: AllMethods,
+		Needed:  func(*Runtime) bool { return s.limits != nil },
+		Wrap: func(next CallFunc) CallFunc {
+			return func(ctx context.Context, c *Call) (json.RawMessage, error) {
+				tool, method := "", c.Method
+				if c.Method == "tools/call" {
+					tool, method = c.Route.Name, ""
+				}
+				d := s.admitLimits(ctx, c.Session, c.Backend.Name, tool, method)
+				if !d.Allowed {
+					c.Record.Deny("limit: " + d.Message)
+					return LimitRefusal(c.Method, &d)
+				}
+				defer d.Release()
+				return next(ctx, c)
+			}
+		},
+	}
+}
 
 // CodeLimited is the JSON-RPC error code of a request other than
 // tools/call refused by a limits rule (a tools/call gets a tool error

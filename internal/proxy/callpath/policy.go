@@ -7,23 +7,51 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/catalog"
 )
 
-// policy answers the calls mcp-mux decides itself, before anything is
-// forwarded: tool_search, guardrail-denied tools and deferred tools the
-// session has not promoted (package catalog decides which). It reports
-// whether it handled the call; r is the catalog route for name, or nil.
-func (s *Router) policy(ctx context.Context, st *Session, e Era, k Sink, cat *Catalog, r *Route, name string, args json.RawMessage) (json.RawMessage, bool) {
+// policyStage answers the tools/calls mcp-mux decides itself, before
+// anything is forwarded: tool_search, guardrail-denied tools, deferred
+// tools the session has not promoted (package catalog decides which),
+// unknown names, and mcp-mux's own task tools (list, get and cancel a
+// durable task).
+func (s *Router) policyStage() Stage {
+	return Stage{
+		Name:    "policy",
+		Methods: ToolCall,
+		Wrap: func(next CallFunc) CallFunc {
+			return func(ctx context.Context, c *Call) (json.RawMessage, error) {
+				if res, done := s.policy(ctx, c); done {
+					if c.Route != nil {
+						c.Record.Deny(denial(c.Route))
+					}
+					return res, nil
+				}
+				switch r := c.Route; {
+				case r == nil:
+					return nil, errUnknownTool(c.Name)
+				case r.Builtin: // tasks.go
+					return s.builtinTask(ctx, c.Session, c.Key, c.Name, c.Args), nil
+				}
+				return next(ctx, c)
+			}
+		},
+	}
+}
+
+// policy answers a call mcp-mux decides itself and reports whether it
+// did: tool_search, a guardrail's denial, a deferred tool not promoted.
+func (s *Router) policy(ctx context.Context, c *Call) (json.RawMessage, bool) {
+	st, cat, r := c.Session, c.View, c.Route
 	switch {
 	case r == nil:
-		if cat.Searching() && name == catalog.ToolSearchName {
-			return s.toolSearch(ctx, st, e, k, cat, args), true
+		if cat.Searching() && c.Name == catalog.ToolSearchName {
+			return s.toolSearch(ctx, st, c.Era, c.Sink, cat, c.Args), true
 		}
 		return nil, false
 	case r.Deny != nil:
-		s.logFor(ctx).Info("guardrail denied a tool call", "tool", name, "session", st.ID)
+		s.logFor(ctx).Info("guardrail denied a tool call", "tool", c.Name, "session", st.ID)
 		return r.Deny, true
-	case cat.Searching() && !e.Promoted(st, cat, name):
+	case cat.Searching() && !c.Era.Promoted(st, cat, c.Name):
 		// A deferred tool the caller's era wants promoted first.
-		return catalog.DeferredError(name), true
+		return catalog.DeferredError(c.Name), true
 	}
 	return nil, false
 }

@@ -35,6 +35,8 @@ type Runtime struct {
 	States       *seal.Sealer      // seals 2026-07-28 requestStates and task ids
 	Skipped      map[string]string // enabled servers that could not be set up: the reason
 
+	pipeline atomic.Pointer[pipeline] // the call pipeline, assembled on first use (Router.Run)
+
 	mu      sync.Mutex
 	calls   int           // calls in flight that started on this runtime
 	retired bool          // replaced by a newer runtime

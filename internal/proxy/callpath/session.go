@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"net/http"
 	"slices"
 	"strconv"
 	"sync"
@@ -361,29 +360,4 @@ func (st *Session) HasKey(k upstream.Key) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return slices.Contains(st.keys, k)
-}
-
-// UserHeader carries the authenticated user id from the HTTP layer to MCP
-// handlers (in stateful mode handlers see each request's headers, not its
-// context). mcp-mux sets it after authentication and removes any copy a
-// client sent.
-const UserHeader = "Mcp-Mux-Internal-User"
-
-// ProfileHeader carries the caller's profile (config "profiles") from the
-// HTTP layer to MCP handlers, as UserHeader does the user; "" or absent
-// is no profile. mcp-mux sets it and removes any copy a client sent.
-const ProfileHeader = "Mcp-Mux-Internal-Profile"
-
-// Profile returns the profile of a request's headers ("" for none).
-func Profile(h http.Header) string { return h.Get(ProfileHeader) }
-
-// defaultUser is the user of a request no authentication named.
-const defaultUser = "default"
-
-// User returns the authenticated user of a request's headers.
-func User(h http.Header) string {
-	if u := h.Get(UserHeader); u != "" {
-		return u
-	}
-	return defaultUser
 }

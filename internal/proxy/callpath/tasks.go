@@ -19,8 +19,34 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// submitTask is CallTool's hook for a submit tool: run is the ordinary
-// forwarding of the call (interceptors included). The task is DeerFlow's
+// tasksStage is the tools/call's durable task, if any: a submit tool's
+// call runs, from here on, as a durable task (package taskpoll) and the
+// caller gets the task; any other call's result that is a server's own
+// task becomes the caller's (Era.PassTask).
+func (s *Router) tasksStage() Stage {
+	return Stage{
+		Name:    "tasks",
+		Methods: ToolCall,
+		Wrap: func(next CallFunc) CallFunc {
+			return func(ctx context.Context, c *Call) (json.RawMessage, error) {
+				if c.Route.Task != nil {
+					bg := *c // the task's work may outlive the call: it runs on its own copy
+					return s.submitTask(ctx, c.Session, c.Era, c.Key, c.Route, func(ctx context.Context) (json.RawMessage, error) {
+						return next(ctx, &bg)
+					})
+				}
+				raw, err := next(ctx, c)
+				if err == nil {
+					raw, err = c.Era.PassTask(c.Runtime.States, c.Session.User, c.Route, raw)
+				}
+				return raw, err
+			}
+		},
+	}
+}
+
+// submitTask submits a submit tool's call as a durable task: run is the
+// rest of its pipeline (interceptors included). The task is DeerFlow's
 // tool result, or for a caller with the tasks extension CreateTaskResult.
 func (s *Router) submitTask(ctx context.Context, st *Session, e Era, key upstream.Key, r *Route, run func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
 	var upErr error

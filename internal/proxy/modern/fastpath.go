@@ -113,7 +113,7 @@ func (s *Handler) fastCall(w http.ResponseWriter, r *http.Request, m *wire.Messa
 	if wire.DecodeCallParams(params, &p) != nil || p.Name == "" || r.Header.Get("Mcp-Name") != p.Name {
 		return false
 	}
-	rq, ok := s.capsCache.request(r.Header, p.Meta)
+	rq, ok := s.capsCache.request(callpath.CallerFrom(r.Context()), p.Meta)
 	if !ok {
 		return false
 	}
@@ -138,13 +138,13 @@ func (s *Handler) fastList(w http.ResponseWriter, r *http.Request, m *wire.Messa
 	if sjson.Unmarshal(params, &p) != nil || (p.Cursor != nil && json.Unmarshal(p.Cursor, &cursor) != nil) || string(p.Cursor) == "null" {
 		return false
 	}
-	rq, ok := s.capsCache.request(r.Header, p.Meta)
+	rq, ok := s.capsCache.request(callpath.CallerFrom(r.Context()), p.Meta)
 	if !ok {
 		return false
 	}
 	if s.tel.Enabled() {
 		_, span := s.tel.Server(r.Context(), telemetry.Op{Method: m.Method, RequestID: string(m.ID), Protocol: modernVersion, Transport: "tcp",
-			User: callpath.User(r.Header)}, p.Meta, r.Header)
+			User: rq.user}, p.Meta, r.Header)
 		defer span.End(nil, false)
 	}
 	s.modernFastList(w, rq, m, cursor)
@@ -247,7 +247,7 @@ type modernReq struct {
 
 // request validates a request's _meta as the SDK does (a false
 // result leaves the request to the SDK, which answers the error).
-func (c *capsCache) request(h http.Header, meta json.RawMessage) (modernReq, bool) {
+func (c *capsCache) request(caller callpath.Caller, meta json.RawMessage) (modernReq, bool) {
 	var mm modernMeta
 	meta = bytes.TrimSpace(meta)
 	if len(meta) < 2 || meta[0] != '{' {
@@ -262,7 +262,7 @@ func (c *capsCache) request(h http.Header, meta json.RawMessage) (modernReq, boo
 	if e == nil {
 		return modernReq{}, false
 	}
-	rq := modernReq{user: callpath.User(h), profile: callpath.Profile(h), caps: e}
+	rq := modernReq{user: caller.User, profile: caller.Profile, caps: e}
 	if len(mm.Level) > 0 && mm.Level[0] == '"' {
 		_ = json.Unmarshal(mm.Level, &rq.level)
 	}

@@ -3,10 +3,11 @@ package modern
 import (
 	"bytes"
 	"encoding/json"
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/mcp-mux/mcp-mux/internal/proxy/callpath"
 )
 
 // FuzzPlainID: an id the fast path echoes raw must be one the SDK path
@@ -89,7 +90,7 @@ func FuzzModernRequest(f *testing.F) {
 		if !json.Valid(meta) {
 			return
 		}
-		if _, ok := s.capsCache.request(http.Header{}, meta); !ok {
+		if _, ok := s.capsCache.request(callpath.Caller{}, meta); !ok {
 			return
 		}
 		var m map[string]json.RawMessage

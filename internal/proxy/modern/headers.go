@@ -78,7 +78,7 @@ func (s *Handler) refuseParamMismatch(w http.ResponseWriter, r *http.Request, id
 	if !hasParamHeaders(r.Header) {
 		return false
 	}
-	rt := s.rt.Load().Catalog.Load().For(callpath.Profile(r.Header)).Lookup(name)
+	rt := callpath.ViewOf(s.rt.Load(), callpath.CallerFrom(r.Context()).Profile).Lookup(name)
 	if rt == nil {
 		return false
 	}

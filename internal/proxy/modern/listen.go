@@ -323,7 +323,7 @@ func (s *listens) checkListen(w http.ResponseWriter, r *http.Request, m *wire.Me
 	if v := s.listenHeaders(w, r, m, p); v != listenServe {
 		return modernReq{}, nil, v
 	}
-	rq, ok := s.capsCache.request(r.Header, p.Meta)
+	rq, ok := s.capsCache.request(callpath.CallerFrom(r.Context()), p.Meta)
 	if !ok {
 		return modernReq{}, nil, listenSDK
 	}

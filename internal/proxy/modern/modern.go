@@ -193,8 +193,8 @@ func (s *Handler) Receive(ctx context.Context, ss *mcp.ServerSession, method str
 // its user, declared capabilities (the tasks extension included) and log
 // level.
 func newRequestState(ctx context.Context, ss *mcp.ServerSession, req mcp.Request) *modernRequestState {
-	h := callpath.HeaderOf(req)
-	rs := &modernRequestState{st: callpath.Session{User: callpath.User(h), Profile: callpath.Profile(h)}}
+	c := callpath.CallerFrom(ctx)
+	rs := &modernRequestState{st: callpath.Session{User: c.User, Profile: c.Profile}}
 	st := &rs.st
 	st.SetServer(ss)
 	rs.round.Bind(ctx, st)
@@ -228,7 +228,7 @@ func (s *Handler) discover(ctx context.Context, method string, req mcp.Request, 
 	if !ok || err != nil {
 		return res, err
 	}
-	cat := s.rt.Load().Catalog.Load().For(callpath.Profile(callpath.HeaderOf(req)))
+	cat := callpath.ViewOf(s.rt.Load(), callpath.CallerFrom(ctx).Profile)
 	if text := cat.Instructions(); text != "" {
 		dr.Instructions = text
 	}

@@ -77,7 +77,8 @@ type Forwarder struct {
 // Elsewhere serves a retry of a call parked on replica there, and writes
 // its answer.
 func (f *Forwarder) Elsewhere(w http.ResponseWriter, r *http.Request, body []byte, replica string) {
-	req := request{User: callpath.User(r.Header), Profile: callpath.Profile(r.Header), Header: http.Header{}, Body: body}
+	c := callpath.CallerFrom(r.Context())
+	req := request{User: c.User, Profile: c.Profile, Header: http.Header{}, Body: body}
 	for name, v := range r.Header {
 		if header(name) {
 			req.Header[name] = v
@@ -131,6 +132,7 @@ func (f *Forwarder) Take(m sessionstore.Message) bool {
 // serve serves a forwarded retry as an authenticated request of req.User
 // and returns its whole answer.
 func (f *Forwarder) serve(ctx context.Context, req *request) answer {
+	ctx = callpath.WithCaller(ctx, callpath.NewCaller(req.User, req.Profile))
 	r, err := http.NewRequestWithContext(ctx, http.MethodPost, "/mcp", bytes.NewReader(req.Body))
 	if err != nil {
 		return answer{Status: http.StatusInternalServerError}
@@ -139,10 +141,6 @@ func (f *Forwarder) serve(ctx context.Context, req *request) answer {
 		if header(name) {
 			r.Header[name] = v
 		}
-	}
-	r.Header.Set(callpath.UserHeader, req.User)
-	if req.Profile != "" {
-		r.Header.Set(callpath.ProfileHeader, req.Profile)
 	}
 	rec := &recorder{h: http.Header{}, limit: 2 * callpath.MaxBody}
 	f.Serve.ServeHTTP(rec, r)

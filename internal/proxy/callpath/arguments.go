@@ -1,0 +1,64 @@
+package callpath
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/internal/wire"
+)
+
+// argumentsStage builds the params sent upstream (c.Upward): for a
+// tools/call the server's own tool name, the override's fixed arguments
+// over the caller's (catalog/overrides.go; the stages before it saw what
+// the caller sent), and its _meta with the protocol's own keys dropped and
+// a progress token replaced by one routed back to the caller's sink; for
+// a prompts/get the prompt's own name; for everything the answers the
+// caller's era carries for an earlier input_required (Era.Retry).
+func (s *Router) argumentsStage() Stage {
+	return Stage{
+		Name:    "arguments",
+		Methods: AllMethods,
+		Wrap: func(next CallFunc) CallFunc {
+			return func(ctx context.Context, c *Call) (json.RawMessage, error) {
+				if c.Method != "tools/call" {
+					params, err := c.forwardParams()
+					if err != nil {
+						return nil, err
+					}
+					c.Upward = c.Era.Retry(stripProtocolMeta(params))
+					return next(ctx, c)
+				}
+				r := c.Route
+				args, err := r.Arguments(c.Args)
+				if err != nil {
+					return nil, refusal{&jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("tool %q: %v", c.Name, err)}}
+				}
+				fwd, progress := forwardMeta(c.Meta, c.Sink)
+				if progress != nil {
+					ctx = withProgress(ctx, progress) // sink.go
+				}
+				c.Upward = c.Era.Retry(wire.AppendCallParams(make([]byte, 0, len(args)+len(r.Raw)+len(fwd)+64), r.Raw, args, fwd))
+				return next(ctx, c)
+			}
+		},
+	}
+}
+
+// forwardParams is the params of a request other than tools/call as its
+// server gets them: a prompt under its own name.
+func (c *Call) forwardParams() (json.RawMessage, error) {
+	params := c.Params
+	if p, ok := params.(*mcp.GetPromptParams); ok {
+		q := *p
+		q.Name = c.Raw
+		params = &q
+	}
+	if raw, ok := params.(json.RawMessage); ok {
+		return raw, nil
+	}
+	return json.Marshal(params)
+}
