@@ -108,4 +108,3 @@ func (s *Router) CallerKey(st *Session, e Era, h http.Header) upstream.Key {
 	e.RecordKey(st, k)
 	return k
 }
-

@@ -111,4 +111,3 @@ func fingerprint(user string, h http.Header) string {
 	}
 	return hex.EncodeToString(d.Sum(nil)[:12])
 }
-
