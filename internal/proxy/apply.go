@@ -507,7 +507,7 @@ var emptyParams = json.RawMessage(`{}`)
 // differs between two catalogs (with tool_search, sessions see different
 // lists: what they promoted).
 func sessionToolsChanged(st *callpath.Session, before, next *callpath.Catalog) bool {
-	return string(st.Promo.ListFor(before.For(st.Profile))) != string(st.Promo.ToolsList(next.For(st.Profile)))
+	return string(st.Promo.ListFor(callpath.ViewOf(before, st.Profile))) != string(st.Promo.ToolsList(callpath.ViewOf(next, st.Profile)))
 }
 
 // newAuthenticator builds caller identification from inbound.auth.

@@ -96,7 +96,7 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, st *callpath.S
 	k.Resumable(m.ID)
 	var label string // the name in spans and metrics: _unknown for one not in the caller's view
 	if s.tel.Enabled() {
-		label = s.rt.Load().Catalog.Load().For(st.Profile).Label("tools/call", p.Name)
+		label = s.rt.Load().View(st.Profile).Label("tools/call", p.Name)
 	}
 	ctx, span := s.tel.Server(ctx, telemetry.Op{Method: "tools/call", Tool: label, RequestID: string(m.ID), Session: st.ID,
 		Protocol: st.Protocol, Transport: "tcp", User: st.User}, p.Meta, r.Header)

@@ -43,7 +43,7 @@ func (m *receiver) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		op := telemetry.OfRequest(method, req, h)
 		// Names callers invent are one label (catalog.Label), in the caller's view.
 		caller := callpath.CallerFrom(ctx)
-		cat := callpath.ViewOf(m.rt.Load(), caller.Profile)
+		cat := m.rt.Load().View(caller.Profile)
 		if op.Tool != "" {
 			op.Tool = cat.Label("tools/call", op.Tool)
 		}
@@ -132,7 +132,7 @@ func (m *receiver) initialize(ctx context.Context, ss *mcp.ServerSession, req mc
 	if st := m.sessions.get(ss.ID()); st != nil {
 		m.sessions.negotiated(st, res)
 	}
-	cat := callpath.ViewOf(m.rt.Load(), callpath.CallerFrom(ctx).Profile)
+	cat := m.rt.Load().View(callpath.CallerFrom(ctx).Profile)
 	setInstructions(cat, res)
 	callpath.SetCapabilities(cat, res)
 	return res, err

@@ -299,7 +299,7 @@ func (t *sessionTable) build(rec *sessionstore.Record) *callpath.Session {
 func (t *sessionTable) apply(st *callpath.Session, rec *sessionstore.Record) {
 	st.AddThreads(rec.Threads)
 	if len(rec.Promoted) > 0 {
-		st.Promo.Add(t.rt.Load().Catalog.Load().For(st.Profile), rec.Promoted)
+		st.Promo.Add(t.rt.Load().View(st.Profile), rec.Promoted)
 	}
 	for {
 		cur := st.Rev.Load()

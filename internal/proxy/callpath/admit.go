@@ -26,9 +26,12 @@ func (s *Router) sessionStage() Stage {
 					return nil, err
 				}
 				defer done()
-				c.Runtime = s.pin(c.Runtime)
-				defer c.Runtime.leave()
-				c.View = ViewOf(c.Runtime, c.Caller.Profile)
+				rt := s.pin(c.Runtime)
+				defer rt.leave()
+				if rt != c.Runtime {
+					c.Runtime, c.Route = rt, nil // a route the edge found belongs to a retired runtime
+				}
+				c.View = c.Runtime.View(c.Caller.Profile)
 				return next(ctx, c)
 			}
 		},
@@ -45,10 +48,15 @@ func (s *Router) pin(rt *Runtime) *Runtime {
 	return s.enter()
 }
 
-// ViewOf is the catalog view of profile on rt: the one place a caller's
-// profile selects what it sees.
-func ViewOf(rt *Runtime, profile string) *Catalog {
-	return rt.Catalog.Load().For(profile)
+// ViewOf is profile's view of cat: the one place a caller's profile
+// selects what it sees.
+func ViewOf(cat *Catalog, profile string) *Catalog {
+	return cat.For(profile)
+}
+
+// View is profile's view of rt's current catalog.
+func (rt *Runtime) View(profile string) *Catalog {
+	return ViewOf(rt.Catalog.Load(), profile)
 }
 
 // Admit starts one request of the session st (admission.Calls.Admit).

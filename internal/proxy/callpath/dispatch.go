@@ -52,7 +52,7 @@ func (s *Router) Dispatch(ctx context.Context, st *Session, e Era, method string
 	if h == nil {
 		return next(ctx, method, req)
 	}
-	return h(s, ctx, request{st: st, e: e, method: method, req: req, next: next, cat: s.rt.Load().Catalog.Load().For(st.Profile)})
+	return h(s, ctx, request{st: st, e: e, method: method, req: req, next: next, cat: s.rt.Load().View(st.Profile)})
 }
 
 // rootsChanged tells the servers the session's calls went to, then the SDK.
@@ -141,7 +141,7 @@ func (s *Router) SubscribeURI(ctx context.Context, st *Session, uri string, on b
 	if s.tasks != nil && strings.HasPrefix(uri, taskpoll.ResourcePrefix) {
 		return s.taskResource(ctx, st, method, uri) // tasks.go
 	}
-	b := s.rt.Load().Catalog.Load().For(st.Profile).ResourceOwner(uri)
+	b := s.rt.Load().View(st.Profile).ResourceOwner(uri)
 	if b == nil {
 		return nil, &jsonrpc.Error{Code: -32002, Message: fmt.Sprintf("resource not found: %q", uri)}
 	}

@@ -72,7 +72,7 @@ func (s *Router) AdmitSubscribe(ctx context.Context, st *Session, uri string) (r
 	if s.tasks != nil && strings.HasPrefix(uri, taskpoll.ResourcePrefix) {
 		return func() {}, nil
 	}
-	b := s.rt.Load().Catalog.Load().For(st.Profile).ResourceOwner(uri)
+	b := s.rt.Load().View(st.Profile).ResourceOwner(uri)
 	if b == nil {
 		return func() {}, nil
 	}

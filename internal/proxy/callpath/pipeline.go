@@ -33,6 +33,9 @@ type Call struct {
 	Args    json.RawMessage // tools/call: the caller's arguments
 	Meta    json.RawMessage // tools/call: the caller's _meta
 	Params  any             // any other method: the request's params as decoded
+	// Route and Runtime may be set by an edge that looked the tool up
+	// already (in Runtime's view of the caller's profile): it is not
+	// looked up again unless the call ends up on another runtime.
 
 	// Set by the stages.
 	Runtime *Runtime        // session: the runtime the call finishes on
@@ -134,10 +137,14 @@ func (s *Router) assemble(rt *Runtime) *pipeline {
 }
 
 // Run runs c through the pipeline of its method, as the current runtime
-// assembled it; the session stage pins that runtime for the call (or, when
-// a reload retired it meanwhile, the newest).
+// (or c.Runtime, the one the edge looked c.Route up in) assembled it; the
+// session stage pins that runtime for the call (or, when a reload retired
+// it meanwhile, the newest).
 func (s *Router) Run(ctx context.Context, c *Call) (json.RawMessage, error) {
-	rt := s.rt.Load()
+	rt := c.Runtime
+	if rt == nil {
+		rt = s.rt.Load()
+	}
 	p := rt.pipeline.Load()
 	if p == nil {
 		p = s.assemble(rt)

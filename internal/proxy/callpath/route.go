@@ -35,7 +35,10 @@ func (s *Router) routeStage() Stage {
 func (c *Call) route() error {
 	switch c.Method {
 	case "tools/call":
-		if c.Route = c.View.Lookup(c.Name); c.Route != nil {
+		if c.Route == nil {
+			c.Route = c.View.Lookup(c.Name)
+		}
+		if c.Route != nil {
 			c.Backend, c.Raw = c.Route.Server, c.Route.Raw
 		}
 	case "prompts/get":

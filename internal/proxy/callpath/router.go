@@ -101,5 +101,11 @@ func (s *Router) GuardedCall(ctx context.Context, st *Session, e Era, k Sink, ke
 	return s.CallTool(ctx, st, e, k, key, h, name, args, meta)
 }
 
+// GuardedRun is Run on an HTTP handler's goroutine, as GuardedCall.
+func (s *Router) GuardedRun(ctx context.Context, c *Call) (_ json.RawMessage, err error) {
+	defer s.panics.Catch(panicguard.HTTP, &err)
+	return s.Run(ctx, c)
+}
+
 // MaxBody bounds a /mcp request body, as the SDK's default MaxRequestBodyBytes.
 const MaxBody = 4 << 20

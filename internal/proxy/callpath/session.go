@@ -95,7 +95,7 @@ func (st *Session) SetServer(ss *mcp.ServerSession) { st.ss.Store(ss) }
 // tool_search its record is read again first (Refresh), so a promotion
 // another replica just answered is in it.
 func (st *Session) ToolsList(cat *Catalog) json.RawMessage {
-	cat = cat.For(st.Profile)
+	cat = ViewOf(cat, st.Profile)
 	if cat.Searching() && st.Refresh != nil {
 		st.Refresh()
 	}

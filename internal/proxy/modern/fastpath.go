@@ -117,14 +117,15 @@ func (s *Handler) fastCall(w http.ResponseWriter, r *http.Request, m *wire.Messa
 	if !ok {
 		return false
 	}
-	rt := s.rt.Load().Catalog.Load().For(rq.profile).Lookup(p.Name)
+	runtime := s.rt.Load()
+	rt := runtime.View(rq.profile).Lookup(p.Name) // the call's one lookup: the pipeline takes it
 	if rt == nil || rt.Builtin || rt.Task != nil || rt.Server == nil {
 		return false // tool_search, unknown, a built-in task tool or a task submit
 	}
-	if s.refuseParamMismatch(w, r, m.ID, p.Name, p.Arguments) {
+	if s.refuseParamMismatch(w, r, m.ID, rt, p.Arguments) {
 		return true
 	}
-	s.modernFastCall(w, r, rq, rt, m, &p)
+	s.modernFastCall(w, r, rq, runtime, rt, m, &p)
 	return true
 }
 
@@ -385,12 +386,22 @@ type modernCallState struct {
 	h      http.Header
 	p      *wire.CallParams
 	server string
+	rt     *callpath.Runtime // where route was looked up
+	route  *callpath.Route
+	caller callpath.Caller
 }
 
-func (s *Handler) modernFastCall(w http.ResponseWriter, r *http.Request, rq modernReq, rt *callpath.Route, m *wire.Message, p *wire.CallParams) {
+// call is the Call the state makes, its upstream's messages going to k.
+func (cs *modernCallState) call(k callpath.Sink) *callpath.Call {
+	return &callpath.Call{Method: "tools/call", Session: &cs.st, Era: &cs.era, Sink: k, Key: cs.key, Header: cs.h,
+		Caller: cs.caller, Name: cs.p.Name, Args: cs.p.Arguments, Meta: cs.p.Meta,
+		Runtime: cs.rt, Route: cs.route}
+}
+
+func (s *Handler) modernFastCall(w http.ResponseWriter, r *http.Request, rq modernReq, runtime *callpath.Runtime, rt *callpath.Route, m *wire.Message, p *wire.CallParams) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	cs := &modernCallState{h: r.Header, p: p, server: rt.Server.Name}
+	cs := &modernCallState{h: r.Header, p: p, server: rt.Server.Name, rt: runtime, route: rt, caller: callpath.CallerFrom(r.Context())}
 	rq.init(&cs.st)
 	cs.f.Bind(&cs.st, w)
 	cs.key = s.calls.CallerKey(&cs.st, &cs.era, r.Header)
@@ -421,7 +432,7 @@ func (cs *modernCallState) target() string { return "tools/call " + cs.p.Name }
 // directFastCall runs the call on the request's goroutine; an upstream's
 // input_required has its requestState sealed.
 func (s *Handler) directFastCall(ctx context.Context, cs *modernCallState) (json.RawMessage, error) {
-	raw, err := s.calls.GuardedCall(ctx, &cs.st, &cs.era, cs.stream(), cs.key, cs.h, cs.p.Name, cs.p.Arguments, cs.p.Meta)
+	raw, err := s.calls.GuardedRun(ctx, cs.call(cs.stream()))
 	if ir, ok := callpath.AsInputRequired(raw); ok && err == nil {
 		return s.bridge.sealInputRequired(&cs.st, cs.server, cs.target(), ir)
 	}
@@ -431,9 +442,9 @@ func (s *Handler) directFastCall(ctx context.Context, cs *modernCallState) (json
 // bridgedFastCall runs the call bridged (mrtr.go): requests the upstream
 // sends the client become input_required.
 func (s *Handler) bridgedFastCall(ctx context.Context, cs *modernCallState) (json.RawMessage, error) {
-	st, e := &cs.st, &cs.era
+	e := &cs.era
 	pc := s.bridge.startParked(ctx, cs.stream(), e, cs.server, cs.target(), func(ctx context.Context) (mcp.Result, error) {
-		raw, err := s.calls.CallTool(ctx, st, e, e.bridge, cs.key, cs.h, cs.p.Name, cs.p.Arguments, cs.p.Meta)
+		raw, err := s.calls.Run(ctx, cs.call(e.bridge))
 		if err != nil {
 			return nil, err
 		}
@@ -452,7 +463,7 @@ func (s *Handler) bridgedFastCall(ctx context.Context, cs *modernCallState) (jso
 // modernFastList answers a list as Receive does: the catalog's, with
 // resultType, ttlMs and cacheScope.
 func (s *Handler) modernFastList(w http.ResponseWriter, rq modernReq, m *wire.Message, cursor string) {
-	raw, err := s.fastListResult(s.rt.Load().Catalog.Load().For(rq.profile), rq, m.Method, cursor)
+	raw, err := s.fastListResult(s.rt.Load().View(rq.profile), rq, m.Method, cursor)
 	s.modernFinish(callpath.NewFastSink(nil, w), m.ID, raw, err)
 }
 

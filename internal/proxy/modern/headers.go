@@ -74,12 +74,8 @@ func refuseRepeatedHeader(w http.ResponseWriter, r *http.Request, body []byte) b
 // refuseParamMismatch answers a tools/call whose Mcp-Param-* headers do not
 // match its arguments, and reports whether it did. A call with no such
 // header, or to a tool mcp-mux does not list, is not checked here.
-func (s *Handler) refuseParamMismatch(w http.ResponseWriter, r *http.Request, id json.RawMessage, name string, arguments json.RawMessage) bool {
-	if !hasParamHeaders(r.Header) {
-		return false
-	}
-	rt := callpath.ViewOf(s.rt.Load(), callpath.CallerFrom(r.Context()).Profile).Lookup(name)
-	if rt == nil {
+func (s *Handler) refuseParamMismatch(w http.ResponseWriter, r *http.Request, id json.RawMessage, rt *callpath.Route, arguments json.RawMessage) bool {
+	if rt == nil || !hasParamHeaders(r.Header) {
 		return false
 	}
 	err := rt.ParamHeaders().Check(r.Header, arguments)

@@ -244,7 +244,7 @@ func sdkListen(req mcp.Request) (*mcp.SubscriptionsListenParams, any, error) {
 func (s *listens) subscribeSDKListener(ctx context.Context, st *callpath.Session, l *listener, uris []string) ([]string, []*callpath.Backend, *jsonrpc.Error) {
 	var agreed []string
 	var owners []*callpath.Backend
-	cat := s.rt.Load().Catalog.Load().For(st.Profile)
+	cat := s.rt.Load().View(st.Profile)
 	for _, uri := range uris {
 		b := cat.ResourceOwner(uri)
 		if b == nil || l.uris[uri] {
@@ -416,7 +416,7 @@ func (s *listens) grantListen(ctx context.Context, l *listener, ids []string) []
 // unsubscribeListener drops a finished listen's upstream subscriptions.
 func (s *listens) unsubscribeListener(ctx context.Context, st *callpath.Session, uris []string) {
 	for _, uri := range uris {
-		if b := s.rt.Load().Catalog.Load().For(st.Profile).ResourceOwner(uri); b != nil {
+		if b := s.rt.Load().View(st.Profile).ResourceOwner(uri); b != nil {
 			uctx, stop := context.WithTimeout(ctx, callpath.NotifyTimeout)
 			_ = s.calls.Subscribe(uctx, st, b, uri, false)
 			stop()
@@ -479,7 +479,7 @@ type listenAgreed struct {
 // stops there and returns the refusal too.
 func (s *listens) subscribeListener(ctx context.Context, st *callpath.Session, l *listener, uris []string) ([]string, *jsonrpc.Error) {
 	var agreed []string
-	cat := s.rt.Load().Catalog.Load().For(st.Profile)
+	cat := s.rt.Load().View(st.Profile)
 	for _, uri := range uris {
 		b := cat.ResourceOwner(uri)
 		if b == nil || l.uris[uri] {

@@ -147,7 +147,10 @@ func (s *Handler) refuseCallHeaders(w http.ResponseWriter, r *http.Request, m *w
 	if wire.DecodeCallParams(m.Params, &p) != nil {
 		return false // the SDK answers the malformed params
 	}
-	return s.refuseParamMismatch(w, r, m.ID, p.Name, p.Arguments)
+	if !hasParamHeaders(r.Header) {
+		return false
+	}
+	return s.refuseParamMismatch(w, r, m.ID, s.rt.Load().View(callpath.CallerFrom(r.Context()).Profile).Lookup(p.Name), p.Arguments)
 }
 
 // IsSession reports whether ss is the SDK's throwaway session for a
@@ -228,7 +231,7 @@ func (s *Handler) discover(ctx context.Context, method string, req mcp.Request, 
 	if !ok || err != nil {
 		return res, err
 	}
-	cat := callpath.ViewOf(s.rt.Load(), callpath.CallerFrom(ctx).Profile)
+	cat := s.rt.Load().View(callpath.CallerFrom(ctx).Profile)
 	if text := cat.Instructions(); text != "" {
 		dr.Instructions = text
 	}
