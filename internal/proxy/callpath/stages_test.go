@@ -343,7 +343,10 @@ func TestPolicyStage(t *testing.T) {
 	s := testRouter(t, Options{})
 	view := BuildCatalog(nil, NewCatalogPolicy(&config.Config{}, false), hclog.NewNullLogger())
 	forwarded := false
-	next := func(context.Context, *Call) (json.RawMessage, error) { forwarded = true; return json.RawMessage(`{}`), nil }
+	next := func(context.Context, *Call) (json.RawMessage, error) {
+		forwarded = true
+		return json.RawMessage(`{}`), nil
+	}
 	c := testCall()
 	c.View = view
 	c.Route.Deny = wire.ToolError("denied by guardrail")
