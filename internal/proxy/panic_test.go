@@ -117,7 +117,7 @@ func TestPanicAnswersInternalError(t *testing.T) {
 		}
 		recs := panicRecords(m.logs.String())[logsBefore:]
 		if len(recs) != 1 || !strings.Contains(recs[0], `"where":"`+c.where+`"`) || !strings.Contains(recs[0], "panic_test.go:") ||
-			!strings.Contains(recs[0], "callpath.(*Router).CallTool") || !strings.Contains(recs[0], `"panic":"string"`) {
+			!strings.Contains(recs[0], "callpath.(*Router).Run") || !strings.Contains(recs[0], `"panic":"string"`) {
 			t.Errorf("%s: want one log record with the stack, got %q", c.name, recs)
 		}
 		if strings.Contains(m.logs.String(), "secret-panic-value") || strings.Contains(recs[0], "0xc0") {

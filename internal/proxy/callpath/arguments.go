@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -18,7 +19,7 @@ import (
 // a progress token replaced by one routed back to the caller's sink; for
 // a prompts/get the prompt's own name; for everything the answers the
 // caller's era carries for an earlier input_required (Era.Retry).
-func (s *Router) argumentsStage() Stage {
+func argumentsStage(s *Router) Stage {
 	return Stage{
 		Name:    "arguments",
 		Methods: AllMethods,
@@ -61,4 +62,41 @@ func (c *Call) forwardParams() (json.RawMessage, error) {
 		return raw, nil
 	}
 	return json.Marshal(params)
+}
+
+// forwardMeta prepares a call's _meta for the upstream: the protocol's own
+// io.modelcontextprotocol/* keys are dropped, and a progress token is
+// replaced by a fresh one whose progress goes to k (the route returned).
+func forwardMeta(meta json.RawMessage, k Sink) (json.RawMessage, *progressRoute) {
+	if len(meta) == 0 || string(meta) == "{}" || string(meta) == "null" ||
+		wire.KeysHavePrefix(meta, "io.modelcontextprotocol/") { // a 2026-07-28 request's own, only
+		return nil, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(meta, &m); err != nil || len(m) == 0 {
+		return nil, nil
+	}
+	var progress *progressRoute
+	for key, v := range m {
+		switch {
+		case key == "progressToken":
+			progress = newProgressRoute(k, v)
+			m[key], _ = json.Marshal(progress.upstream)
+		case strings.HasPrefix(key, "io.modelcontextprotocol/"):
+			delete(m, key)
+		}
+	}
+	if len(m) == 0 {
+		return nil, progress
+	}
+	b, _ := json.Marshal(m)
+	return b, progress
+}
+
+// stripProtocolMeta drops the protocol's own io.modelcontextprotocol/* keys
+// from params._meta: they describe the downstream request (a 2026-07-28
+// client's version and capabilities), not the one mcp-mux sends upstream.
+func stripProtocolMeta(params json.RawMessage) json.RawMessage {
+	const prefix = "io.modelcontextprotocol/"
+	return wire.DropMeta(params, `"`+prefix, func(k string) bool { return strings.HasPrefix(k, prefix) })
 }

@@ -12,7 +12,7 @@ import (
 // stages after it note that in c.Record), and how it ended — a refusal,
 // an error, a cancelled call or one whose client left included. Without
 // an audit trail configured it is left out.
-func (s *Router) auditStage() Stage {
+func auditStage(s *Router) Stage {
 	return Stage{
 		Name:    "audit",
 		Methods: ToolCall | PromptGet | ResourceRead,

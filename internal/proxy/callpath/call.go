@@ -3,23 +3,27 @@ package callpath
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
-	"strings"
 
-	"github.com/mcp-mux/mcp-mux/internal/upstream"
-	"github.com/mcp-mux/mcp-mux/internal/wire"
-	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/internal/panicguard"
+	"github.com/mcp-mux/mcp-mux/internal/upstream"
+	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 )
 
-// ErrClosing answers a request that arrives while the server shuts down.
-var ErrClosing = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcp-mux is shutting down"}
+// GuardedCall is CallTool on an HTTP handler's goroutine (the fast paths):
+// a panic becomes the call's error, so its response is written as any
+// error's is, on whatever the response has become (JSON or event stream).
+func (s *Router) GuardedCall(ctx context.Context, st *Session, e Era, k Sink, key upstream.Key, h http.Header, name string, args, meta json.RawMessage) (_ json.RawMessage, err error) {
+	defer s.panics.Catch(panicguard.HTTP, &err)
+	return s.CallTool(ctx, st, e, k, key, h, name, args, meta)
+}
 
-// errUnknownTool is the JSON-RPC error for a name not in the catalog.
-func errUnknownTool(name string) *jsonrpc.Error {
-	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}
+// GuardedRun is Run on an HTTP handler's goroutine, as GuardedCall.
+func (s *Router) GuardedRun(ctx context.Context, c *Call) (_ json.RawMessage, err error) {
+	defer s.panics.Catch(panicguard.HTTP, &err)
+	return s.Run(ctx, c)
 }
 
 // CallTool runs one tools/call through the pipeline and returns the raw
@@ -31,43 +35,6 @@ func errUnknownTool(name string) *jsonrpc.Error {
 func (s *Router) CallTool(ctx context.Context, st *Session, e Era, k Sink, key upstream.Key, h http.Header, name string, args, meta json.RawMessage) (json.RawMessage, error) {
 	return s.Run(ctx, &Call{Method: "tools/call", Session: st, Era: e, Sink: k, Key: key, Header: h, Caller: s.callerOf(ctx, st, h),
 		Name: name, Args: args, Meta: meta})
-}
-
-// forwardMeta prepares a call's _meta for the upstream: the protocol's own
-// io.modelcontextprotocol/* keys are dropped, and a progress token is
-// replaced by a fresh one whose progress goes to k (the route returned).
-func forwardMeta(meta json.RawMessage, k Sink) (json.RawMessage, *progressRoute) {
-	if len(meta) == 0 || string(meta) == "{}" || string(meta) == "null" ||
-		wire.KeysHavePrefix(meta, "io.modelcontextprotocol/") { // a 2026-07-28 request's own, only
-		return nil, nil
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(meta, &m); err != nil || len(m) == 0 {
-		return nil, nil
-	}
-	var progress *progressRoute
-	for key, v := range m {
-		switch {
-		case key == "progressToken":
-			progress = newProgressRoute(k, v)
-			m[key], _ = json.Marshal(progress.upstream)
-		case strings.HasPrefix(key, "io.modelcontextprotocol/"):
-			delete(m, key)
-		}
-	}
-	if len(m) == 0 {
-		return nil, progress
-	}
-	b, _ := json.Marshal(m)
-	return b, progress
-}
-
-// stripProtocolMeta drops the protocol's own io.modelcontextprotocol/* keys
-// from params._meta: they describe the downstream request (a 2026-07-28
-// client's version and capabilities), not the one mcp-mux sends upstream.
-func stripProtocolMeta(params json.RawMessage) json.RawMessage {
-	const prefix = "io.modelcontextprotocol/"
-	return wire.DropMeta(params, `"`+prefix, func(k string) bool { return strings.HasPrefix(k, prefix) })
 }
 
 // Forward runs a request of method with params, other than tools/call,

@@ -24,7 +24,7 @@ const maxContentAttr = 4 << 10
 // credentials (the server's, and those the caller carried). It records
 // what the caller sent, before fixed arguments. Left out when no server
 // opted in.
-func (s *Router) contentStage() Stage {
+func contentStage(s *Router) Stage {
 	return Stage{
 		Name:    "content",
 		Methods: ToolCall,

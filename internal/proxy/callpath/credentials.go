@@ -24,7 +24,7 @@ import (
 // another). An upstream's 401 renews them once (c.renew). A tools/call
 // whose credentials are refused gets a tool error naming why; any other
 // request an invalid-params error. Left out when no server has headers.
-func (s *Router) credentialsStage() Stage {
+func credentialsStage(s *Router) Stage {
 	return Stage{
 		Name:    "credentials",
 		Methods: AllMethods,

@@ -11,7 +11,7 @@ import (
 // interceptors (mcpInterceptors, outermost first). They see the call as
 // the caller made it, and its answer as the caller gets it, a credentials
 // denial included. Left out when none is configured.
-func (s *Router) interceptorsStage() Stage {
+func interceptorsStage(s *Router) Stage {
 	return Stage{
 		Name:    "interceptors",
 		Methods: ToolCall,

@@ -22,7 +22,7 @@ import (
 // subscriptions take the same step outside the pipeline (AdmitSubscribe,
 // AdmitForward); unsubscribing gives back and is never refused. Without a
 // limiter it is left out.
-func (s *Router) limitsStage() Stage {
+func limitsStage(s *Router) Stage {
 	return Stage{
 		Name:    "limits",
 		Methods: AllMethods,

@@ -9,8 +9,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/mcp-mux/mcp-mux/internal/telemetry"
+
 	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/mcp-mux/mcp-mux/internal/telemetry"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )

@@ -3,7 +3,11 @@ package callpath
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/audit"
 	"github.com/mcp-mux/mcp-mux/internal/upstream"
@@ -18,6 +22,9 @@ import (
 // runtime's configuration needs it (a stage that is not configured is
 // left out of the assembled pipeline and costs nothing). A new feature is
 // a new stage: one file and one line in Stages.
+
+// ErrClosing answers a request that arrives while the server shuts down.
+var ErrClosing = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcp-mux is shutting down"}
 
 // Call is one request on its way to an upstream.
 type Call struct {
@@ -97,17 +104,17 @@ type Stage struct {
 // the last stage sends the call (upstream.go).
 func (s *Router) Stages() []Stage {
 	return []Stage{
-		s.auditStage(),        // audit.go: one record per tools/call, prompts/get, resources/read
-		s.sessionStage(),      // admit.go: shutdown, the session's share, the pinned runtime and view
-		s.routeStage(),        // route.go: the route, looked up once in the caller's view
-		s.policyStage(),       // policy.go: guardrails, tool_search, mcp-mux's own task tools
-		s.limitsStage(),       // limits.go: the limits rules; the slot comes back however the call ends
-		s.outcomeStage(),      // outcome.go: an upstream's failure as the caller gets it
-		s.contentStage(),      // content.go: arguments and result on the span and record, where opted in
-		s.argumentsStage(),    // arguments.go: the params sent upstream (fixed arguments, own names, _meta)
-		s.tasksStage(),        // tasks.go: a durable task's submit, a server's own task
-		s.interceptorsStage(), // interceptors.go: the compiled-in interceptors
-		s.credentialsStage(),  // credentials.go: the caller's upstream headers, renewed after a 401
+		auditStage(s),        // audit.go: one record per tools/call, prompts/get, resources/read
+		sessionStage(s),      // admit.go: shutdown, the session's share, the pinned runtime and view
+		routeStage(s),        // route.go: the route, looked up once in the caller's view
+		policyStage(s),       // policy.go: guardrails, tool_search, mcp-mux's own task tools
+		limitsStage(s),       // limits.go: the limits rules; the slot comes back however the call ends
+		outcomeStage(s),      // outcome.go: an upstream's failure as the caller gets it
+		contentStage(s),      // content.go: arguments and result on the span and record, where opted in
+		argumentsStage(s),    // arguments.go: the params sent upstream (fixed arguments, own names, _meta)
+		tasksStage(s),        // tasks.go: a durable task's submit, a server's own task
+		interceptorsStage(s), // interceptors.go: the compiled-in interceptors
+		credentialsStage(s),  // credentials.go: the caller's upstream headers, renewed after a 401
 	}
 }
 
@@ -164,4 +171,154 @@ func methodIndex(m Methods) int {
 		}
 	}
 	return 4
+}
+
+// sessionStage admits the call on its session and pins its runtime: it is
+// refused while mcp-mux shuts down (ErrClosing) or when the session has
+// as many requests in flight as it may (admission.Calls), is cancelled
+// with the session, and finishes on the runtime it started on — with the
+// caller's profile's view of its catalog — whatever a reload does
+// meanwhile. What it takes it gives back however the call ends.
+func sessionStage(s *Router) Stage {
+	return Stage{
+		Name:    "session",
+		Methods: AllMethods,
+		Wrap: func(next CallFunc) CallFunc {
+			return func(ctx context.Context, c *Call) (json.RawMessage, error) {
+				if !s.life.Begin() {
+					return nil, ErrClosing
+				}
+				defer s.life.Done()
+				ctx, done, err := s.Admit(ctx, c.Session)
+				if err != nil {
+					return nil, err
+				}
+				defer done()
+				rt := s.pin(c.Runtime)
+				defer rt.leave()
+				if rt != c.Runtime {
+					c.Runtime, c.Route = rt, nil // a route the edge found belongs to a retired runtime
+				}
+				c.View = c.Runtime.View(c.Caller.Profile)
+				return next(ctx, c)
+			}
+		},
+	}
+}
+
+// pin registers a call on rt, the runtime its pipeline was assembled
+// from, or on the current runtime when a reload retired rt meanwhile;
+// the caller calls leave on the one returned.
+func (s *Router) pin(rt *Runtime) *Runtime {
+	if rt != nil && rt.enter() {
+		return rt
+	}
+	return s.enter()
+}
+
+// ViewOf is profile's view of cat: the one place a caller's profile
+// selects what it sees.
+func ViewOf(cat *Catalog, profile string) *Catalog {
+	return cat.For(profile)
+}
+
+// View is profile's view of rt's current catalog.
+func (rt *Runtime) View(profile string) *Catalog {
+	return ViewOf(rt.Catalog.Load(), profile)
+}
+
+// Admit starts one request of the session st (admission.Calls.Admit).
+func (s *Router) Admit(ctx context.Context, st *Session) (context.Context, func(), error) {
+	return st.inflight.Admit(ctx, s.maxCalls)
+}
+
+// routeStage looks the call's target up, once, in the caller's view of
+// the pinned runtime: a tool's route (nil for a name the catalog does not
+// know: the policy stage decides), a prompt's, the server that owns a
+// resource or completes a reference, or — for a request that named its
+// server — that server as this runtime has it.
+func routeStage(s *Router) Stage {
+	return Stage{
+		Name:    "route",
+		Methods: AllMethods,
+		Wrap: func(next CallFunc) CallFunc {
+			return func(ctx context.Context, c *Call) (json.RawMessage, error) {
+				if err := c.route(); err != nil {
+					return nil, err
+				}
+				c.noteRoute()
+				return next(ctx, c)
+			}
+		},
+	}
+}
+
+// route sets c.Route and c.Backend from c.View, or returns the error the
+// caller gets for a target nobody serves.
+func (c *Call) route() error {
+	switch c.Method {
+	case "tools/call":
+		if c.Route == nil {
+			c.Route = c.View.Lookup(c.Name)
+		}
+		if c.Route != nil {
+			c.Backend, c.Raw = c.Route.Server, c.Route.Raw
+		}
+	case "prompts/get":
+		p := c.View.Prompt(c.Name)
+		if p == nil {
+			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown prompt %q", c.Name)}
+		}
+		c.Backend, c.Raw = p.Server, p.Raw
+	case "resources/read":
+		if c.Backend = c.View.ResourceOwner(c.Name); c.Backend == nil {
+			return &jsonrpc.Error{Code: -32002, Message: fmt.Sprintf("resource not found: %q", c.Name)}
+		}
+	case "completion/complete":
+		return c.routeCompletion()
+	default:
+		if c.Backend == nil {
+			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "no MCP server named"}
+		}
+		cur := c.Runtime.ByName[c.Backend.Name]
+		if cur == nil {
+			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("MCP server %q is no longer configured", c.Backend.Name)}
+		}
+		c.Backend = cur // c.Backend came from an older catalog: use this runtime's
+	}
+	return nil
+}
+
+// routeCompletion sets the server that completes the call's reference,
+// turning a prompt's visible name into its own in a copy of the params.
+func (c *Call) routeCompletion() error {
+	p, _ := c.Params.(*mcp.CompleteParams)
+	if p == nil || p.Ref == nil {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "missing ref"}
+	}
+	q, ref := *p, *p.Ref
+	q.Ref = &ref
+	switch ref.Type {
+	case "ref/prompt":
+		if r := c.View.Prompt(ref.Name); r != nil {
+			ref.Name, c.Backend = r.Raw, r.Server
+		}
+	case "ref/resource":
+		c.Backend = c.View.ResourceOwner(ref.URI)
+	}
+	if c.Backend == nil {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("no server completes %s %q", ref.Type, ref.Name+ref.URI)}
+	}
+	c.Params = &q
+	return nil
+}
+
+// promptArgsLen is the size of a prompts/get's arguments, as recorded.
+func promptArgsLen(params any) int {
+	p, _ := params.(*mcp.GetPromptParams)
+	if p == nil || len(p.Arguments) == 0 {
+		return 0
+	}
+	b, _ := json.Marshal(p.Arguments)
+	return len(b)
 }

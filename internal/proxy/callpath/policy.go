@@ -3,6 +3,9 @@ package callpath
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/mcp-mux/mcp-mux/internal/catalog"
 )
@@ -12,7 +15,7 @@ import (
 // tools the session has not promoted (package catalog decides which),
 // unknown names, and mcp-mux's own task tools (list, get and cancel a
 // durable task).
-func (s *Router) policyStage() Stage {
+func policyStage(s *Router) Stage {
 	return Stage{
 		Name:    "policy",
 		Methods: ToolCall,
@@ -63,4 +66,9 @@ func denial(r *Route) string {
 		return "guardrail"
 	}
 	return "tool_search: not promoted"
+}
+
+// errUnknownTool is the JSON-RPC error for a name not in the catalog.
+func errUnknownTool(name string) *jsonrpc.Error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}
 }

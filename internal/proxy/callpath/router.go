@@ -13,8 +13,6 @@ package callpath
 
 import (
 	"context"
-	"encoding/json"
-	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -27,7 +25,6 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/subscriptions"
 	"github.com/mcp-mux/mcp-mux/internal/taskpoll"
 	"github.com/mcp-mux/mcp-mux/internal/telemetry"
-	"github.com/mcp-mux/mcp-mux/internal/upstream"
 )
 
 // NotifyTimeout bounds sending one notification to a client.
@@ -91,20 +88,6 @@ func (s *Router) enter() *Runtime {
 			return rt
 		}
 	}
-}
-
-// GuardedCall is CallTool on an HTTP handler's goroutine (the fast paths):
-// a panic becomes the call's error, so its response is written as any
-// error's is, on whatever the response has become (JSON or event stream).
-func (s *Router) GuardedCall(ctx context.Context, st *Session, e Era, k Sink, key upstream.Key, h http.Header, name string, args, meta json.RawMessage) (_ json.RawMessage, err error) {
-	defer s.panics.Catch(panicguard.HTTP, &err)
-	return s.CallTool(ctx, st, e, k, key, h, name, args, meta)
-}
-
-// GuardedRun is Run on an HTTP handler's goroutine, as GuardedCall.
-func (s *Router) GuardedRun(ctx context.Context, c *Call) (_ json.RawMessage, err error) {
-	defer s.panics.Catch(panicguard.HTTP, &err)
-	return s.Run(ctx, c)
 }
 
 // MaxBody bounds a /mcp request body, as the SDK's default MaxRequestBodyBytes.

@@ -8,6 +8,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mcp-mux/mcp-mux/internal/catalog"
 	"github.com/mcp-mux/mcp-mux/internal/config"
 	"github.com/mcp-mux/mcp-mux/internal/headers"
@@ -16,9 +20,6 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/profile"
 	"github.com/mcp-mux/mcp-mux/internal/seal"
 	"github.com/mcp-mux/mcp-mux/internal/upstream"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/prometheus/client_golang/prometheus"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // Runtime is everything built from one config.

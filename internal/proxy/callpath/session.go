@@ -11,11 +11,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/mcp-mux/mcp-mux/internal/admission"
 	"github.com/mcp-mux/mcp-mux/internal/subscriptions"
 	"github.com/mcp-mux/mcp-mux/internal/upstream"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Session is mcp-mux's state for one downstream MCP session on this

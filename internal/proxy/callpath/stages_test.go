@@ -172,7 +172,7 @@ func TestSessionStage(t *testing.T) {
 	for _, e := range endings {
 		c := testCall()
 		c.Runtime = rt
-		_, _ = runEnding(t, s.sessionStage(), e, c)
+		_, _ = runEnding(t, sessionStage(s), e, c)
 		if n := c.Session.inflight.Active(); n != 0 {
 			t.Errorf("%s: %d requests still admitted on the session", e.name, n)
 		}
@@ -195,12 +195,12 @@ func TestSessionStage(t *testing.T) {
 	old.Retire()
 	c := testCall()
 	c.Runtime = old
-	_, _ = s.sessionStage().Wrap(func(context.Context, *Call) (json.RawMessage, error) { return nil, nil })(t.Context(), c)
+	_, _ = sessionStage(s).Wrap(func(context.Context, *Call) (json.RawMessage, error) { return nil, nil })(t.Context(), c)
 	if c.Runtime != cur || c.Route != nil {
 		t.Fatalf("a call pinned to a retired runtime: runtime %p (want %p), route %v", c.Runtime, cur, c.Route)
 	}
 	s.life.Close()
-	if _, err := s.sessionStage().Wrap(endings[0].run)(t.Context(), testCall()); err != ErrClosing {
+	if _, err := sessionStage(s).Wrap(endings[0].run)(t.Context(), testCall()); err != ErrClosing {
 		t.Fatalf("closing: %v, want ErrClosing", err)
 	}
 }
@@ -216,7 +216,7 @@ func TestLimitsStage(t *testing.T) {
 	defer lim.Close()
 	lim.SetRules(config.Limits{Rules: []config.LimitRule{{Name: "one-at-a-time", Scope: config.LimitScopeTool, InFlight: 1}}})
 	s := testRouter(t, Options{Limits: lim})
-	stage := s.limitsStage()
+	stage := limitsStage(s)
 	for _, e := range endings {
 		held, proceed, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
 		ctx, cancel := context.WithCancel(t.Context())
@@ -272,7 +272,7 @@ func TestLimitsStage(t *testing.T) {
 // tools/call) or an internal error naming the server.
 func TestOutcomeStage(t *testing.T) {
 	s := testRouter(t, Options{})
-	stage := s.outcomeStage()
+	stage := outcomeStage(s)
 	run := func(c *Call, err error) (json.RawMessage, error) {
 		return stage.Wrap(func(context.Context, *Call) (json.RawMessage, error) { return nil, err })(t.Context(), c)
 	}
@@ -311,7 +311,7 @@ func TestArgumentsStage(t *testing.T) {
 	next := func(_ context.Context, c *Call) (json.RawMessage, error) { sent = c.Upward; return nil, nil }
 	c := testCall()
 	c.Meta = json.RawMessage(`{"progressToken":7,"io.modelcontextprotocol/logLevel":"debug","k":"v"}`)
-	if _, err := s.argumentsStage().Wrap(next)(t.Context(), c); err != nil {
+	if _, err := argumentsStage(s).Wrap(next)(t.Context(), c); err != nil {
 		t.Fatal(err)
 	}
 	var got struct {
@@ -329,7 +329,7 @@ func TestArgumentsStage(t *testing.T) {
 	p := testCall()
 	p.Method, p.Name, p.Raw, p.Params = "prompts/get", "s_greet", "greet", json.RawMessage(`{"name":"s_greet","arguments":{"a":"b"}}`)
 	p.Params = map[string]any{"name": "s_greet"}
-	if _, err := s.argumentsStage().Wrap(next)(t.Context(), p); err != nil {
+	if _, err := argumentsStage(s).Wrap(next)(t.Context(), p); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(sent), `"name":"s_greet"`) { // a map is sent as is: only GetPromptParams are renamed
@@ -350,18 +350,18 @@ func TestPolicyStage(t *testing.T) {
 	c := testCall()
 	c.View = view
 	c.Route.Deny = wire.ToolError("denied by guardrail")
-	raw, err := s.policyStage().Wrap(next)(t.Context(), c)
+	raw, err := policyStage(s).Wrap(next)(t.Context(), c)
 	if err != nil || string(raw) != string(c.Route.Deny) || forwarded || c.Record.Denial != "guardrail" {
 		t.Fatalf("a denied tool: %s, %v, forwarded %v, denial %q", raw, err, forwarded, c.Record.Denial)
 	}
 	u := testCall()
 	u.View, u.Route = view, nil
-	if _, err := s.policyStage().Wrap(next)(t.Context(), u); err == nil || !strings.Contains(err.Error(), "unknown tool") || forwarded {
+	if _, err := policyStage(s).Wrap(next)(t.Context(), u); err == nil || !strings.Contains(err.Error(), "unknown tool") || forwarded {
 		t.Fatalf("an unknown tool: %v, forwarded %v", err, forwarded)
 	}
 	ok := testCall()
 	ok.View = view
-	if _, err := s.policyStage().Wrap(next)(t.Context(), ok); err != nil || !forwarded {
+	if _, err := policyStage(s).Wrap(next)(t.Context(), ok); err != nil || !forwarded {
 		t.Fatalf("an allowed tool: %v, forwarded %v", err, forwarded)
 	}
 }
@@ -383,14 +383,14 @@ func TestInterceptorsStage(t *testing.T) {
 	for _, e := range endings {
 		c := testCall()
 		c.Runtime = rt
-		_, _ = runEnding(t, s.interceptorsStage(), e, c)
+		_, _ = runEnding(t, interceptorsStage(s), e, c)
 		if seen.User != "alice" || seen.Thread != "th" || seen.Server != "s" || seen.Tool != "s_t" || seen.RawTool != "t" {
 			t.Fatalf("%s: interceptor saw %+v", e.name, seen)
 		}
 	}
 	c := testCall()
 	c.Runtime, c.Route.Name = rt, "s_blocked"
-	raw, err := s.interceptorsStage().Wrap(func(context.Context, *Call) (json.RawMessage, error) {
+	raw, err := interceptorsStage(s).Wrap(func(context.Context, *Call) (json.RawMessage, error) {
 		t.Fatal("forwarded past an interceptor that answered")
 		return nil, nil
 	})(t.Context(), c)
@@ -406,7 +406,7 @@ func TestTasksStage(t *testing.T) {
 	for _, e := range endings {
 		c := testCall()
 		c.Runtime = NewRuntime(&config.Config{})
-		raw, err := runEnding(t, s.tasksStage(), e, c)
+		raw, err := runEnding(t, tasksStage(s), e, c)
 		if e.name == "success" && (err != nil || string(raw) != `{"content":[]}`) {
 			t.Fatalf("%s: %s, %v", e.name, raw, err)
 		}
@@ -429,10 +429,10 @@ func TestAuditStage(t *testing.T) {
 	for _, e := range endings {
 		c := testCall()
 		c.Args = json.RawMessage(`{"token":"sk-live-SECRET-1234"}`)
-		_, _ = runEnding(t, s.auditStage(), e, c)
+		_, _ = runEnding(t, auditStage(s), e, c)
 	}
 	c := testCall()
-	_, _ = s.auditStage().Wrap(func(_ context.Context, c *Call) (json.RawMessage, error) {
+	_, _ = auditStage(s).Wrap(func(_ context.Context, c *Call) (json.RawMessage, error) {
 		c.noteRoute()
 		c.Record.Deny("limit: too many")
 		return wire.ToolError("too many"), nil
@@ -470,7 +470,7 @@ func TestCredentialsStage(t *testing.T) {
 	s := testRouter(t, Options{})
 	forwarded := 0
 	next := func(context.Context, *Call) (json.RawMessage, error) { forwarded++; return json.RawMessage(`{}`), nil }
-	if _, err := s.credentialsStage().Wrap(next)(t.Context(), testCall()); err != nil || forwarded != 1 {
+	if _, err := credentialsStage(s).Wrap(next)(t.Context(), testCall()); err != nil || forwarded != 1 {
 		t.Fatalf("no headers: %v, forwarded %d", err, forwarded)
 	}
 	c := testCall()

@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 
-	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
 
 // Subscribe subscribes st to (on) or unsubscribes it from a resource URI

@@ -9,21 +9,22 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/mcp-mux/mcp-mux/internal/panicguard"
 	"github.com/mcp-mux/mcp-mux/internal/taskpoll"
 	"github.com/mcp-mux/mcp-mux/internal/telemetry"
 	"github.com/mcp-mux/mcp-mux/internal/upstream"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // tasksStage is the tools/call's durable task, if any: a submit tool's
 // call runs, from here on, as a durable task (package taskpoll) and the
 // caller gets the task; any other call's result that is a server's own
 // task becomes the caller's (Era.PassTask).
-func (s *Router) tasksStage() Stage {
+func tasksStage(s *Router) Stage {
 	return Stage{
 		Name:    "tasks",
 		Methods: ToolCall,
