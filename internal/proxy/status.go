@@ -227,7 +227,7 @@ func adminAuthorized(rt *callpath.Runtime, r *http.Request) bool {
 // (the task and admin APIs, the status page) with it too.
 func (s *Server) GuardHosts(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Every route passes here, so the body deadline starts here too (limits.go).
+		// Every route passes here, so the body deadline starts here too (requests.go).
 		s.bodies.Limit(w, r)
 		if err := s.rt.Load().Origins.Check(r); err != nil {
 			http.Error(w, "Forbidden: "+err.Error(), http.StatusForbidden)
