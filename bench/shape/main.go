@@ -1,10 +1,14 @@
 // Command shape prints the shape figures of mcp-mux's non-test product code
-// (bench/ and internal/mcptest aside) against the targets of DESIGN §1:
-// lines per package, methods per type, cyclomatic complexity per function
-// (gocyclo's count) and its average, and the import arrows the layout
-// forbids. It exits 1 when a target is missed.
+// (test and measurement support aside: bench/, examples/, internal/mcptest
+// and the others of ARCHITECTURE.md's last row) against the targets of
+// DESIGN §1: methods per type, cyclomatic complexity per function
+// (gocyclo's count) and its average, the imports the layout forbids, and
+// the layering of ARCHITECTURE.md's package table (a package imports only
+// packages named below it) and its Imports list. Lines per package are
+// shown, not capped. It exits 1 when a target is missed.
 //
 //	go run ./bench/shape [-root DIR] [-top N]
+//	go run ./bench/shape -imports [-w]   # print (or write) the Imports list
 package main
 
 import (
@@ -18,20 +22,42 @@ import (
 func main() {
 	root := flag.String("root", ".", "module root")
 	top := flag.Int("top", 8, "rows to print per table")
+	imports := flag.Bool("imports", false, "print the Imports list of "+Architecture)
+	write := flag.Bool("w", false, "with -imports: write the list into "+Architecture)
 	flag.Parse()
 	f, err := Measure(*root)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "shape:", err)
-		os.Exit(2)
+		fail(err)
+	}
+	if *imports {
+		if *write {
+			err = f.WriteImports(*root)
+		} else {
+			_, err = fmt.Print(f.ImportsList())
+		}
+		if err != nil {
+			fail(err)
+		}
+		return
 	}
 	f.Print(os.Stdout, *top)
-	if misses := f.Misses(DefaultTargets); len(misses) > 0 {
+	arch, err := f.CheckArchitecture(*root)
+	if err != nil {
+		fail(err)
+	}
+	if misses := append(f.Misses(DefaultTargets), arch...); len(misses) > 0 {
 		fmt.Println("\nmissed targets:")
 		for _, m := range misses {
 			fmt.Println("  -", m)
 		}
 		os.Exit(1)
 	}
+}
+
+// fail reports err and exits 2.
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "shape:", err)
+	os.Exit(2)
 }
 
 // Print writes the figures' tables, largest first.

@@ -51,6 +51,8 @@ func TestMeasure(t *testing.T) {
 	write(t, root, "x/x.go", sample)
 	write(t, root, "x/x_test.go", "package x\n\nfunc g() { if true {} }\n")
 	write(t, root, "bench/b/b.go", "package b\n\nfunc h() {}\n")
+	write(t, root, "examples/e/e.go", "package e\n\nfunc h() {}\n")
+	write(t, root, "internal/otlptest/o.go", "package otlptest\n\nfunc h() {}\n")
 	write(t, root, "internal/api/a.go", "package api\n\nimport _ \"github.com/mcp-mux/mcp-mux/internal/proxy\"\n")
 	write(t, root, "internal/wire/w.go", "package wire\n\nconst e = `{\"jsonrpc\":\"2.0\"}`\n")
 	f, err := Measure(root)
@@ -58,7 +60,7 @@ func TestMeasure(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(f.Funcs) != 3 {
-		t.Fatalf("functions %v: test and bench files must not count", f.Funcs)
+		t.Fatalf("functions %v: test files and support code must not count", f.Funcs)
 	}
 	for _, fn := range f.Funcs {
 		if fn.Name == "f" && fn.Complexity != 7 {
@@ -71,8 +73,8 @@ func TestMeasure(t *testing.T) {
 	if len(f.Forbidden) != 2 {
 		t.Fatalf("forbidden %q: want api's proxy import and x's envelope", f.Forbidden)
 	}
-	misses := f.Misses(Targets{MaxPackageLines: 10, MaxMethods: 1, MaxComplexity: 6, MaxAverage: 2})
-	if len(misses) != 6 {
+	misses := f.Misses(Targets{MaxMethods: 1, MaxComplexity: 6, MaxAverage: 2})
+	if len(misses) != 5 {
 		t.Fatalf("misses %q", misses)
 	}
 }

@@ -13,11 +13,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
-
-	"github.com/mcp-mux/mcp-mux/internal/reqid"
 )
 
 // Call describes one tools/call.
@@ -51,8 +48,10 @@ type Options struct {
 }
 
 // builtins is the registry: the only place interceptor names are defined.
+// "audit" is the config name of the call log (calllog.go), kept as README
+// documents it; it is not package audit's records.
 var builtins = map[string]func(Options) Interceptor{
-	"audit": newAudit,
+	"audit": newCallLog,
 }
 
 // Names lists the compiled-in interceptors.
@@ -107,17 +106,4 @@ func OutcomeOf(res json.RawMessage, err error) Outcome {
 		return ToolError
 	}
 	return OK
-}
-
-// newAudit logs one structured line per call: who, which tool where, how
-// long, and how it ended.
-func newAudit(opts Options) Interceptor {
-	log := opts.Logger.Named("audit")
-	return func(ctx context.Context, c *Call, next Next) (json.RawMessage, error) {
-		start := time.Now()
-		res, err := next(ctx)
-		reqid.Logger(ctx, log).Info("tool call", "user", c.User, "thread", c.Thread, "server", c.Server, "tool", c.Tool,
-			"duration_ms", float64(time.Since(start).Microseconds())/1000, "outcome", string(OutcomeOf(res, err)))
-		return res, err
-	}
 }

@@ -23,7 +23,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Tests of the bounds on hostile input (limits.go, internal/wire, the
+// Tests of the bounds on hostile input (requests.go, internal/wire, the
 // upstream guards): each breach is a clear error, the mux stays up, and the
 // next call works.
 

@@ -64,7 +64,7 @@ func (m *receiver) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 
 // scope tags ctx with the request's id (internal/reqid) and loop marker
 // (internal/via), and ends a request (not a notification) when the client
-// that sent it goes away (limits.go).
+// that sent it goes away (requests.go).
 func (m *receiver) scope(ctx context.Context, method string, req mcp.Request) (context.Context, func()) {
 	h := callpath.HeaderOf(req)
 	ctx = reqid.WithHeader(ctx, h)

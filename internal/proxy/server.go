@@ -129,15 +129,15 @@ type Server struct {
 	modern   *modern.Handler   // the 2026-07-28 era (package modern)
 	via      *via.Marker       // this process in the requests it sends upstream (internal/via)
 	states   *seal.Sealer      // requestState key without inbound.request_state_key
-	buffers  wire.Buffers      // request and response bodies (limits.go, fastpath.go)
+	buffers  wire.Buffers      // request and response bodies (requests.go, fastpath.go)
 	sessions sessionTable
 	recv     receiver     // the SDK's receiving middleware (middleware.go)
 	fwd      forwarder    // every upstream's handler (forward.go)
-	requests requestTable // SDK-path HTTP requests (limits.go)
+	requests requestTable // SDK-path HTTP requests (requests.go)
 	metrics  *metrics
 	panics   *panicguard.Guard       // internal/panicguard, recover.go
 	subs     *subscriptions.Registry // resource subscriptions by server (package subscriptions)
-	bodies   *admission.Bodies       // request body bounds (limits.go)
+	bodies   *admission.Bodies       // request body bounds (requests.go)
 	calls    *callpath.Router        // the call path both eras share (package callpath)
 	gate     callpath.Life           // orders session registration and calls against Close
 	applied  atomic.Bool             // a config has been applied

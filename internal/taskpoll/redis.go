@@ -136,9 +136,10 @@ func (s *RedisStore) remoteKey(t *Task) string {
 
 func (s *RedisStore) channel() string { return s.prefix + "events" }
 
-// The scripts' Lua source, one file each in lua/. Statuses are compared
-// in Lua, so lua/terminal.lua spells out the terminal set: completed,
-// failed, cancelled.
+// The scripts' Lua source, one file each in lua/; the Go doc of each
+// script below says what its KEYS and ARGV are and what it returns.
+// Statuses are compared in Lua, so lua/terminal.lua spells out the
+// terminal set: completed, failed, cancelled.
 var (
 	//go:embed lua/terminal.lua
 	luaTerminal string
@@ -160,15 +161,49 @@ var (
 	luaRelease string
 )
 
-// The scripts; each file in lua/ says what its KEYS and ARGV are.
+// The scripts, each the Lua file of its name (after lua/terminal.lua where
+// it compares statuses). KEYS are named as keys() makes them: task (the
+// record), due, thr and usr (indexes), counts, exp (retention); act is
+// activeKey's, rid remoteKey's. Times are Unix milliseconds, a due or
+// expiry below 0 is none, and an event, when not empty, is published on
+// channel.
 var (
-	createScript  = redis.NewScript(luaTerminal + luaCreate)
+	// createScript adds a task. KEYS task, due, thr, usr, counts, exp;
+	// ARGV id, d (the record), st, due, created, event, channel, expiry.
+	// Returns "exists" when the record is there already, else "ok".
+	createScript = redis.NewScript(luaTerminal + luaCreate)
+	// reserveScript is the per-user cap on active tasks. KEYS act; ARGV
+	// id, created, limit. Returns 1 when it added id, 2 when id was there
+	// already, 0 when the user is at the limit.
 	reserveScript = redis.NewScript(luaReserve)
-	sweepScript   = redis.NewScript(luaTerminal + luaSweep)
-	unbindScript  = redis.NewScript(luaUnbind)
-	updateScript  = redis.NewScript(luaTerminal + luaUpdate)
-	claimScript   = redis.NewScript(luaTerminal + luaClaim)
-	applyScript   = redis.NewScript(luaTerminal + luaApply)
+	// sweepScript removes one record past its retention. KEYS task, thr,
+	// usr, counts, exp, due; ARGV id, now. Returns 1 when it deleted a
+	// terminal record past its retention, else 0 (one past it but not
+	// terminal only leaves the retention index).
+	sweepScript = redis.NewScript(luaTerminal + luaSweep)
+	// unbindScript drops a removed task's remote handle. KEYS rid; ARGV
+	// id. Returns 1 when the handle still named id and is gone, else 0.
+	unbindScript = redis.NewScript(luaUnbind)
+	// updateScript is compare-and-set on the record, and supersedes any
+	// lease (epoch bumped, owner cleared). KEYS task, due, counts, exp;
+	// ARGV id, old d, new d, new st, due, event, channel, expiry. Returns
+	// "ok", "missing", "terminal" or "conflict" (d is not old d).
+	updateScript = redis.NewScript(luaTerminal + luaUpdate)
+	// claimScript leases due tasks. KEYS due; ARGV now, lease expiry,
+	// owner, limit, task key prefix. A gone or terminal task leaves the
+	// due index, one under a live lease is due again at its expiry.
+	// Returns, flat, id, epoch, d and takeover (1: a lapsed lease was
+	// taken over) for each task claimed.
+	claimScript = redis.NewScript(luaTerminal + luaClaim)
+	// applyScript writes a poll's result under the caller's lease (fenced).
+	// KEYS task, due, counts, exp; ARGV id, owner, epoch, now, d, st, due,
+	// event, channel, expiry. Returns 1 when applied (lease released), 0
+	// when the task is gone or terminal or the lease is not the caller's
+	// or has expired.
+	applyScript = redis.NewScript(luaTerminal + luaApply)
+	// releaseScript gives a lease back. KEYS task, due; ARGV id, owner,
+	// epoch, now. A task not terminal is due again at now. Returns 1 when
+	// released, 0 when the lease is not the caller's.
 	releaseScript = redis.NewScript(luaTerminal + luaRelease)
 )
 

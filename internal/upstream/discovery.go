@@ -8,8 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/mcp-mux/mcp-mux/internal/telemetry"
-	"github.com/mcp-mux/mcp-mux/internal/upstream/listcap"
 	"math/rand/v2"
 	"net/http"
 	"sync"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-mux/mcp-mux/internal/telemetry"
 	"github.com/mcp-mux/mcp-mux/internal/upstream/paramheader"
 )
 
@@ -304,8 +303,8 @@ func (l *lister) optional(method, field, key string) ([]Item, error) {
 func (l *lister) items(method, field, keyField string) ([]Item, error) {
 	var items []Item
 	var cursor string
-	budget := listcap.Budget{Method: method}
-	for range listcap.MaxPages {
+	budget := listBudget{method: method}
+	for range maxListPages {
 		raw, err := l.c.request(l.ctx, l.u, method, cursorParams(cursor), nil)
 		if err != nil {
 			return nil, err
@@ -314,7 +313,7 @@ func (l *lister) items(method, field, keyField string) ([]Item, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := budget.Spend(len(raw), len(list)); err != nil {
+		if err := budget.spend(len(raw), len(list)); err != nil {
 			return nil, err
 		}
 		items = l.keyed(items, list, method, keyField)
@@ -323,7 +322,7 @@ func (l *lister) items(method, field, keyField string) ([]Item, error) {
 		}
 		cursor = next
 	}
-	return nil, listcap.Unended(method)
+	return nil, unendedList(method)
 }
 
 // cursorParams are the params of a list request for the page at cursor
@@ -369,8 +368,8 @@ func (l *lister) keyed(items []Item, list []json.RawMessage, method, keyField st
 func (l *lister) tools() ([]Tool, error) {
 	var tools []Tool
 	var cursor string
-	budget := listcap.Budget{Method: "tools/list"}
-	for range listcap.MaxPages {
+	budget := listBudget{method: "tools/list"}
+	for range maxListPages {
 		raw, err := l.c.request(l.ctx, l.u, "tools/list", cursorParams(cursor), nil)
 		if err != nil {
 			return nil, err
@@ -382,7 +381,7 @@ func (l *lister) tools() ([]Tool, error) {
 		if err := json.Unmarshal(raw, &page); err != nil {
 			return nil, fmt.Errorf("decoding tools/list result: %w", err)
 		}
-		if err := budget.Spend(len(raw), len(page.Tools)); err != nil {
+		if err := budget.spend(len(raw), len(page.Tools)); err != nil {
 			return nil, err
 		}
 		tools = l.named(tools, page.Tools)
@@ -391,7 +390,7 @@ func (l *lister) tools() ([]Tool, error) {
 		}
 		cursor = page.NextCursor
 	}
-	return nil, listcap.Unended("tools/list")
+	return nil, unendedList("tools/list")
 }
 
 // named appends the tools of a page to tools; a tool without a name is
