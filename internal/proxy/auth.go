@@ -2,12 +2,8 @@ package proxy
 
 import (
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"strings"
 
 	"github.com/mcp-mux/mcp-mux/internal/bounds"
 	"github.com/mcp-mux/mcp-mux/internal/config"
@@ -96,55 +92,4 @@ func requestID(r *http.Request) json.RawMessage {
 	default:
 		return id
 	}
-}
-
-// originPolicy is the DNS-rebinding and cross-origin guard of /mcp, for the
-// fast path and the SDK alike: without inbound.allowed_hosts a request that
-// reached a loopback address must name a loopback host (the SDK's rule);
-// with it, the Host header must be one of them. And
-// browser requests from another origin are refused unless listed in
-// inbound.allowed_origins (net/http's CrossOriginProtection).
-type originPolicy struct {
-	hosts map[string]bool // lower-case host[:port] and bare host; empty = any
-	cop   *http.CrossOriginProtection
-}
-
-func newOriginPolicy(hosts, origins []string) (*originPolicy, error) {
-	p := &originPolicy{cop: http.NewCrossOriginProtection()}
-	for _, o := range origins {
-		if err := p.cop.AddTrustedOrigin(o); err != nil {
-			return nil, fmt.Errorf("inbound.allowed_origins: %w", err)
-		}
-	}
-	if len(hosts) > 0 {
-		p.hosts = make(map[string]bool, len(hosts))
-		for _, h := range hosts {
-			p.hosts[strings.ToLower(h)] = true
-		}
-	}
-	return p, nil
-}
-
-// Check returns why r is refused by the policy, or nil.
-func (p *originPolicy) Check(r *http.Request) error {
-	if p.hosts == nil {
-		// The SDK's rule: a request that reached a loopback address must name
-		// a loopback host (DNS rebinding).
-		if !hostAllowed(r) {
-			return fmt.Errorf("invalid Host header %q", r.Host)
-		}
-	} else {
-		host := strings.ToLower(r.Host)
-		bare := host
-		if h, _, err := net.SplitHostPort(host); err == nil {
-			bare = h
-		}
-		if !p.hosts[host] && !p.hosts[bare] {
-			return fmt.Errorf("host %q is not in inbound.allowed_hosts", r.Host)
-		}
-	}
-	if err := p.cop.Check(r); err != nil {
-		return errors.New("cross-origin request refused (see inbound.allowed_origins)")
-	}
-	return nil
 }

@@ -143,16 +143,6 @@ func (s *Server) fastList(w http.ResponseWriter, r *http.Request, st *callpath.S
 	callpath.NewFastSink(st, w).Event(b)
 }
 
-// hostAllowed mirrors the SDK's DNS-rebinding protection: a request that
-// reached a loopback address must name a loopback host.
-func hostAllowed(r *http.Request) bool {
-	la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if !ok || la == nil || !isLoopback(la.String()) {
-		return true
-	}
-	return isLoopback(r.Host)
-}
-
 func isLoopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {

@@ -1,11 +1,17 @@
 package proxy
 
-import "net/http"
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+)
 
-// The Host and Origin guard of every route. The policy it applies,
-// originPolicy, is built from inbound.allowed_hosts and
-// inbound.allowed_origins in auth.go, and its loopback rule, hostAllowed,
-// is in fastpath.go.
+// The Host and Origin guard of every route: GuardHosts applies the
+// runtime's originPolicy, built from inbound.allowed_hosts and
+// inbound.allowed_origins, with the SDK's loopback rule (hostAllowed) when
+// no hosts are listed.
 
 // GuardHosts applies the DNS-rebinding and cross-origin checks of
 // inbound.allowed_hosts and inbound.allowed_origins to every request of h.
@@ -21,4 +27,65 @@ func (s *Server) GuardHosts(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// originPolicy is the DNS-rebinding and cross-origin guard of /mcp, for the
+// fast path and the SDK alike: without inbound.allowed_hosts a request that
+// reached a loopback address must name a loopback host (the SDK's rule);
+// with it, the Host header must be one of them. And
+// browser requests from another origin are refused unless listed in
+// inbound.allowed_origins (net/http's CrossOriginProtection).
+type originPolicy struct {
+	hosts map[string]bool // lower-case host[:port] and bare host; empty = any
+	cop   *http.CrossOriginProtection
+}
+
+func newOriginPolicy(hosts, origins []string) (*originPolicy, error) {
+	p := &originPolicy{cop: http.NewCrossOriginProtection()}
+	for _, o := range origins {
+		if err := p.cop.AddTrustedOrigin(o); err != nil {
+			return nil, fmt.Errorf("inbound.allowed_origins: %w", err)
+		}
+	}
+	if len(hosts) > 0 {
+		p.hosts = make(map[string]bool, len(hosts))
+		for _, h := range hosts {
+			p.hosts[strings.ToLower(h)] = true
+		}
+	}
+	return p, nil
+}
+
+// Check returns why r is refused by the policy, or nil.
+func (p *originPolicy) Check(r *http.Request) error {
+	if p.hosts == nil {
+		// The SDK's rule: a request that reached a loopback address must name
+		// a loopback host (DNS rebinding).
+		if !hostAllowed(r) {
+			return fmt.Errorf("invalid Host header %q", r.Host)
+		}
+	} else {
+		host := strings.ToLower(r.Host)
+		bare := host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			bare = h
+		}
+		if !p.hosts[host] && !p.hosts[bare] {
+			return fmt.Errorf("host %q is not in inbound.allowed_hosts", r.Host)
+		}
+	}
+	if err := p.cop.Check(r); err != nil {
+		return errors.New("cross-origin request refused (see inbound.allowed_origins)")
+	}
+	return nil
+}
+
+// hostAllowed mirrors the SDK's DNS-rebinding protection: a request that
+// reached a loopback address must name a loopback host.
+func hostAllowed(r *http.Request) bool {
+	la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok || la == nil || !isLoopback(la.String()) {
+		return true
+	}
+	return isLoopback(r.Host)
 }

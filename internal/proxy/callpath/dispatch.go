@@ -24,24 +24,25 @@ type request struct {
 	cat    *Catalog
 }
 
-// handler serves one method of Dispatch.
+// handler serves one method of Dispatch (the handlers are functions of
+// the Router, not its methods: the SDK path's table, not its API).
 type handler func(s *Router, ctx context.Context, r request) (mcp.Result, error)
 
 // handlers are the methods mcp-mux answers itself; the rest of the
 // protocol is the SDK's (next).
 var handlers = map[string]handler{
-	"notifications/roots/list_changed": (*Router).rootsChanged,
-	"logging/setLevel":                 (*Router).setLevel,
-	"tools/list":                       (*Router).listTools,
-	"tools/call":                       (*Router).callTool,
-	"prompts/list":                     (*Router).listPrompts,
-	"resources/list":                   (*Router).listResources,
-	"resources/templates/list":         (*Router).listTemplates,
-	"prompts/get":                      (*Router).getPrompt,
-	"resources/read":                   (*Router).resource,
-	"resources/subscribe":              (*Router).resource,
-	"resources/unsubscribe":            (*Router).resource,
-	"completion/complete":              (*Router).complete,
+	"notifications/roots/list_changed": rootsChanged,
+	"logging/setLevel":                 setLevel,
+	"tools/list":                       listTools,
+	"tools/call":                       callTool,
+	"prompts/list":                     listPrompts,
+	"resources/list":                   listResources,
+	"resources/templates/list":         listTemplates,
+	"prompts/get":                      getPrompt,
+	"resources/read":                   resource,
+	"resources/subscribe":              resource,
+	"resources/unsubscribe":            resource,
+	"completion/complete":              complete,
 }
 
 // Dispatch serves one SDK-path request of st, of either era (e): tools,
@@ -56,7 +57,7 @@ func (s *Router) Dispatch(ctx context.Context, st *Session, e Era, method string
 }
 
 // rootsChanged tells the servers the session's calls went to, then the SDK.
-func (s *Router) rootsChanged(ctx context.Context, r request) (mcp.Result, error) {
+func rootsChanged(s *Router, ctx context.Context, r request) (mcp.Result, error) {
 	for _, b := range s.rt.Load().Backends {
 		for _, k := range r.st.UsedKeys() {
 			b.Up.Notify(k, r.method, json.RawMessage(`{}`))
@@ -66,7 +67,7 @@ func (s *Router) rootsChanged(ctx context.Context, r request) (mcp.Result, error
 }
 
 // setLevel records the session's logging level, then lets the SDK answer.
-func (s *Router) setLevel(ctx context.Context, r request) (mcp.Result, error) {
+func setLevel(s *Router, ctx context.Context, r request) (mcp.Result, error) {
 	if p, ok := r.req.GetParams().(*mcp.SetLoggingLevelParams); ok {
 		r.st.SetLevel(string(p.Level))
 	}
@@ -74,12 +75,12 @@ func (s *Router) setLevel(ctx context.Context, r request) (mcp.Result, error) {
 }
 
 // listTools answers the session's tools/list (its promotions included).
-func (s *Router) listTools(_ context.Context, r request) (mcp.Result, error) {
+func listTools(s *Router, _ context.Context, r request) (mcp.Result, error) {
 	return &mcpwire.RawResult{Raw: r.st.ToolsList(r.cat)}, nil
 }
 
 // callTool routes a tools/call (CallTool).
-func (s *Router) callTool(ctx context.Context, r request) (mcp.Result, error) {
+func callTool(s *Router, ctx context.Context, r request) (mcp.Result, error) {
 	req := r.req.(*mcp.CallToolRequest)
 	var meta json.RawMessage
 	if m := req.Params.Meta; len(m) > 0 {
@@ -94,22 +95,22 @@ func (s *Router) callTool(ctx context.Context, r request) (mcp.Result, error) {
 }
 
 // listPrompts answers a page of prompts/list.
-func (s *Router) listPrompts(_ context.Context, r request) (mcp.Result, error) {
+func listPrompts(s *Router, _ context.Context, r request) (mcp.Result, error) {
 	return pageResult(r.cat.Prompts(), "prompts", cursorOf(r.req), s.pageSize)
 }
 
 // listResources answers a page of resources/list.
-func (s *Router) listResources(_ context.Context, r request) (mcp.Result, error) {
+func listResources(s *Router, _ context.Context, r request) (mcp.Result, error) {
 	return pageResult(r.cat.Resources(), "resources", cursorOf(r.req), s.pageSize)
 }
 
 // listTemplates answers a page of resources/templates/list.
-func (s *Router) listTemplates(_ context.Context, r request) (mcp.Result, error) {
+func listTemplates(s *Router, _ context.Context, r request) (mcp.Result, error) {
 	return pageResult(r.cat.Templates(), "resourceTemplates", cursorOf(r.req), s.pageSize)
 }
 
 // getPrompt forwards prompts/get to the prompt's server, under its own name.
-func (s *Router) getPrompt(ctx context.Context, r request) (mcp.Result, error) {
+func getPrompt(s *Router, ctx context.Context, r request) (mcp.Result, error) {
 	p, _ := r.req.GetParams().(*mcp.GetPromptParams)
 	if p == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "missing params"}
@@ -119,7 +120,7 @@ func (s *Router) getPrompt(ctx context.Context, r request) (mcp.Result, error) {
 
 // resource serves resources/read, subscribe and unsubscribe: a durable
 // task's resource here, any other at the server that owns the URI.
-func (s *Router) resource(ctx context.Context, r request) (mcp.Result, error) {
+func resource(s *Router, ctx context.Context, r request) (mcp.Result, error) {
 	uri := uriOf(r.req.GetParams())
 	if r.method != "resources/read" {
 		return s.SubscribeURI(ctx, r.st, uri, r.method == "resources/subscribe")
@@ -153,7 +154,7 @@ func (s *Router) SubscribeURI(ctx context.Context, st *Session, uri string, on b
 
 // complete forwards completion/complete to the server of the prompt or
 // resource it completes, under the prompt's own name.
-func (s *Router) complete(ctx context.Context, r request) (mcp.Result, error) {
+func complete(s *Router, ctx context.Context, r request) (mcp.Result, error) {
 	return s.Forward(ctx, r.st, r.e, HeaderOf(r.req), nil, r.method, r.req.GetParams())
 }
 
