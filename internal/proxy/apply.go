@@ -454,6 +454,7 @@ func (s *Server) upstreamOptions(sc *config.Server, ref *callpath.ResolverRef) u
 	o.OnDiscovery = s.metrics.observeDiscovery(sc.Name)
 	o.Handler = guardedHandler{s.panics, &s.fwd}
 	o.Via = s.via
+	o.RoundTripper = s.opts.UpstreamTransport
 	// Discovery uses the newest credentials built for this upstream.
 	o.BaseHeaders = ref.BaseHeaders
 	o.OnUnauthorized = ref.Unauthorized

@@ -113,6 +113,9 @@ type Options struct {
 	// that Redis (package ratelimit); nil keeps them in this process. The
 	// Server closes its client on Close.
 	LimitStore *ratelimit.Store
+	// UpstreamTransport carries every HTTP upstream's requests (nil: a
+	// pooled http.Transport per upstream); for embedding and tests.
+	UpstreamTransport http.RoundTripper
 }
 
 // Server is the mcp-mux MCP server.

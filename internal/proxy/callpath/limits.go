@@ -20,13 +20,13 @@ import (
 // back however it ends — answered, failed, cancelled, or its client gone —
 // and while it waits parked for its client (LimitHold). Resource
 // subscriptions take the same step outside the pipeline (AdmitSubscribe,
-// AdmitForward); unsubscribing gives back and is never refused. Without a
-// limiter it is left out.
+// AdmitForward); unsubscribing gives back and is never refused. Left out of
+// a runtime whose config has no limits rules.
 func limitsStage(s *Router) Stage {
 	return Stage{
 		Name:    "limits",
 		Methods: AllMethods,
-		Needed:  func(*Runtime) bool { return s.limits != nil },
+		Needed:  func(rt *Runtime) bool { return s.limits != nil && rt.Config != nil && len(rt.Config.Limits.Rules) > 0 },
 		Wrap: func(next CallFunc) CallFunc {
 			return func(ctx context.Context, c *Call) (json.RawMessage, error) {
 				tool, method := "", c.Method

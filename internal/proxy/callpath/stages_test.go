@@ -145,6 +145,7 @@ func TestPipelineLeavesOutUnconfigured(t *testing.T) {
 	rt.Interceptors = []interceptor.Interceptor{func(ctx context.Context, c *interceptor.Call, next interceptor.Next) (json.RawMessage, error) {
 		return next(ctx)
 	}}
+	rt.Config.Limits.Rules = []config.LimitRule{{Name: "r", Scope: config.LimitScopeTool, InFlight: 1}}
 	rt.Add(&Backend{Name: "s", Resolver: &headers.Resolver{}, Config: &config.Server{Telemetry: config.ServerTelemetry{Arguments: true}}})
 	lim, err := ratelimit.New(ratelimit.Options{})
 	if err != nil {

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"slices"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -70,6 +72,17 @@ import (
 // the parked call. Every other call runs on the request's goroutine, and a
 // request its upstream sends is answered as the bridge would answer it: ping,
 // or a missing-capability error.
+
+// Serve serves one 2026-07-28 POST whose body (read by the caller, and
+// returned to its pool when Serve returns) is body: on the fast path when
+// it can (fastpath.go), else through go-sdk's stateless handler.
+func (s *Handler) Serve(w http.ResponseWriter, r *http.Request, body []byte, sh wire.Shape) {
+	if s.serveFast(w, r, body, sh) {
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(slices.Clone(body)))
+	s.serveModern(w, r)
+}
 
 // serveFast reports whether the fast path answered r.
 func (s *Handler) serveFast(w http.ResponseWriter, r *http.Request, body []byte, sh wire.Shape) bool {

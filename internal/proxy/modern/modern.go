@@ -84,17 +84,6 @@ func orErr(r io.Reader, err error) io.Reader {
 	return r
 }
 
-// Serve serves one 2026-07-28 POST whose body (read by the caller, and
-// returned to its pool when Serve returns) is body: on the fast path when
-// it can (fastpath.go), else through go-sdk's stateless handler.
-func (s *Handler) Serve(w http.ResponseWriter, r *http.Request, body []byte, sh wire.Shape) {
-	if s.serveFast(w, r, body, sh) {
-		return
-	}
-	r.Body = io.NopCloser(bytes.NewReader(slices.Clone(body)))
-	s.serveModern(w, r)
-}
-
 // serveModern serves one 2026-07-28 request.
 func (s *Handler) serveModern(w http.ResponseWriter, r *http.Request) {
 	r.Header.Del(requestIDHeader)
