@@ -146,8 +146,7 @@ func TestOneLookupOneParse(t *testing.T) {
 			"modern/modern.go":     1, // the 2026-07-28 SDK path's Mcp-Param check, before go-sdk decodes
 			"modern/mrtr.go":       1, // a parked call's retry: which call it names
 		},
-		`.Label("tools/call"`: { // spans and metrics, with telemetry on
-			"fastpath.go":   1,
+		`.Label("tools/call"`: { // the SDK path's span and metrics, with telemetry on
 			"middleware.go": 1,
 		},
 	}

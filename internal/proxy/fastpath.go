@@ -94,13 +94,13 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, st *callpath.S
 
 	k := callpath.NewFastSink(st, w)
 	k.Resumable(m.ID)
-	var label string // the name in spans and metrics: _unknown for one not in the caller's view
-	if s.tel.Enabled() {
-		label = s.rt.Load().View(st.Profile).Label("tools/call", p.Name)
-	}
-	ctx, span := s.tel.Server(ctx, telemetry.Op{Method: "tools/call", Tool: label, RequestID: string(m.ID), Session: st.ID,
+	// The span learns the tool's name in spans and metrics from the
+	// pipeline's one lookup (_unknown for one not in the caller's view).
+	ctx, span := s.tel.Server(ctx, telemetry.Op{Method: "tools/call", RequestID: string(m.ID), Session: st.ID,
 		Protocol: st.Protocol, Transport: "tcp", User: st.User}, p.Meta, r.Header)
-	raw, err := s.calls.GuardedCall(ctx, st, callpath.LegacyEra{}, k, s.calls.CallerKey(st, callpath.LegacyEra{}, r.Header), r.Header, p.Name, p.Arguments, p.Meta)
+	c := s.calls.ToolCall(ctx, st, callpath.LegacyEra{}, k, r.Header, p)
+	c.Named = span.SetTool
+	raw, err := s.calls.GuardedRun(ctx, c)
 	span.End(err, err == nil && wire.IsToolError(raw))
 
 	out := s.buffers.Get()

@@ -132,6 +132,21 @@ func (s Span) Event(name string, attrs ...attribute.KeyValue) {
 	}
 }
 
+// SetTool names the tool a tools/call span is for, once the call path has
+// looked it up (label: the name, or bounds' one label for a name the
+// caller's view does not know): the span's name and gen_ai attributes, and
+// the duration metric's label at End.
+func (s Span) SetTool(label string) {
+	if s.op == nil || label == "" {
+		return
+	}
+	s.op.Tool = label
+	if s.s != nil && s.s.IsRecording() {
+		s.s.SetName(s.op.name())
+		s.s.SetAttributes(semconv.GenAIToolName(label), semconv.GenAIOperationNameExecuteTool)
+	}
+}
+
 // End ends the span with the request's outcome: err (a JSON-RPC error
 // carries its code as error.type and rpc.response.status_code; a deadline is
 // "timeout"; anything else "transport"), or toolError for a result with

@@ -9,21 +9,23 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/internal/panicguard"
 	"github.com/mcp-mux/mcp-mux/internal/upstream"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 )
 
-// GuardedCall is CallTool on an HTTP handler's goroutine (the fast paths):
-// a panic becomes the call's error, so its response is written as any
+// GuardedRun is Run on an HTTP handler's goroutine (the fast paths): a
+// panic becomes the call's error, so its response is written as any
 // error's is, on whatever the response has become (JSON or event stream).
-func (s *Router) GuardedCall(ctx context.Context, st *Session, e Era, k Sink, key upstream.Key, h http.Header, name string, args, meta json.RawMessage) (_ json.RawMessage, err error) {
-	defer s.panics.Catch(panicguard.HTTP, &err)
-	return s.CallTool(ctx, st, e, k, key, h, name, args, meta)
-}
-
-// GuardedRun is Run on an HTTP handler's goroutine, as GuardedCall.
 func (s *Router) GuardedRun(ctx context.Context, c *Call) (_ json.RawMessage, err error) {
 	defer s.panics.Catch(panicguard.HTTP, &err)
 	return s.Run(ctx, c)
+}
+
+// ToolCall is the Call of a tools/call of st with params p, its
+// upstream's messages going to k; h is the HTTP request's headers.
+func (s *Router) ToolCall(ctx context.Context, st *Session, e Era, k Sink, h http.Header, p *wire.CallParams) *Call {
+	return &Call{Method: "tools/call", Session: st, Era: e, Sink: k, Key: s.CallerKey(st, e, h), Header: h, Caller: s.callerOf(ctx, st, h),
+		Name: p.Name, Args: p.Arguments, Meta: p.Meta}
 }
 
 // CallTool runs one tools/call through the pipeline and returns the raw

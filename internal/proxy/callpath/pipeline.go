@@ -10,6 +10,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/audit"
+	"github.com/mcp-mux/mcp-mux/internal/bounds"
+	"github.com/mcp-mux/mcp-mux/internal/catalog"
 	"github.com/mcp-mux/mcp-mux/internal/upstream"
 )
 
@@ -40,6 +42,9 @@ type Call struct {
 	Args    json.RawMessage // tools/call: the caller's arguments
 	Meta    json.RawMessage // tools/call: the caller's _meta
 	Params  any             // any other method: the request's params as decoded
+	// Named, when set, learns the tool's label for spans and metrics from
+	// the route step (the name, or "_unknown" for one the view lacks).
+	Named func(label string)
 	// Route and Runtime may be set by an edge that looked the tool up
 	// already (in Runtime's view of the caller's profile): it is not
 	// looked up again unless the call ends up on another runtime.
@@ -263,6 +268,9 @@ func (c *Call) route() error {
 		}
 		if c.Route != nil {
 			c.Backend, c.Raw = c.Route.Server, c.Route.Raw
+		}
+		if c.Named != nil {
+			c.Named(bounds.Label(c.Name, c.Route != nil || (c.View.Searching() && c.Name == catalog.ToolSearchName)))
 		}
 	case "prompts/get":
 		p := c.View.Prompt(c.Name)

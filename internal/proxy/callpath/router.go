@@ -45,7 +45,7 @@ type Options struct {
 	PageSize int
 	// Subs holds the sessions' resource subscriptions by server.
 	Subs *subscriptions.Registry
-	// Panics recovers a fast path's call (GuardedCall).
+	// Panics recovers a fast path's call (GuardedRun).
 	Panics *panicguard.Guard
 	// Audit records each tools/call, prompts/get and resources/read (nil: none).
 	Audit *audit.Auditor
