@@ -3,6 +3,8 @@ package telemetry
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,6 +40,64 @@ type meters struct {
 	client     mcpconv.ClientOperationDuration
 	session    mcpconv.ServerSessionDuration
 	prometheus bool
+	sets       attrSets // each series' attribute set, built once
+}
+
+// maxSets bounds attrSets; the series themselves are bounded by the
+// cardinality limit and the names' labels (catalog.Label).
+const maxSets = 4096
+
+// setKey names one duration series.
+type setKey struct {
+	client                                               bool
+	method, tool, prompt, protocol, transport, errorType string
+}
+
+// attrSets caches the attribute set of each duration series: building one
+// (attribute.NewSet sorts and hashes) was most of a record's cost. Past
+// maxSets a set is built and not kept.
+type attrSets struct {
+	m sync.Map // setKey → attribute.Set
+	n atomic.Int32
+}
+
+// of returns k's attribute set.
+func (c *attrSets) of(k setKey) attribute.Set {
+	if s, ok := c.m.Load(k); ok {
+		return s.(attribute.Set)
+	}
+	s := k.set()
+	if c.n.Load() < maxSets {
+		if _, loaded := c.m.LoadOrStore(k, s); !loaded {
+			c.n.Add(1)
+		}
+	}
+	return s
+}
+
+// set is the convention's low-cardinality attributes of k's series.
+func (k setKey) set() attribute.Set {
+	attrs := make([]attribute.KeyValue, 0, 7)
+	attrs = append(attrs, attribute.String("mcp.method.name", k.method))
+	if k.tool != "" {
+		attrs = append(attrs, semconv.GenAIToolName(k.tool), semconv.GenAIOperationNameExecuteTool)
+	}
+	if k.prompt != "" {
+		attrs = append(attrs, semconv.GenAIPromptName(k.prompt))
+	}
+	if k.protocol != "" {
+		attrs = append(attrs, semconv.McpProtocolVersion(k.protocol))
+	}
+	switch k.transport {
+	case "tcp":
+		attrs = append(attrs, semconv.NetworkTransportTCP)
+	case "pipe":
+		attrs = append(attrs, semconv.NetworkTransportPipe)
+	}
+	if k.errorType != "" {
+		attrs = append(attrs, semconv.ErrorTypeKey.String(k.errorType))
+	}
+	return attribute.NewSet(attrs...)
 }
 
 // newMeters starts the meter provider: its Prometheus reader registers
@@ -115,25 +175,8 @@ func (t *Telemetry) record(s Span, errorType string) {
 	}
 	d := time.Since(s.start).Seconds()
 	op := s.op
-	attrs := make([]attribute.KeyValue, 0, 6)
-	if op.Tool != "" {
-		attrs = append(attrs, semconv.GenAIToolName(op.Tool), semconv.GenAIOperationNameExecuteTool)
-	}
-	if op.Prompt != "" {
-		attrs = append(attrs, semconv.GenAIPromptName(op.Prompt))
-	}
-	if op.Protocol != "" {
-		attrs = append(attrs, semconv.McpProtocolVersion(op.Protocol))
-	}
-	switch op.Transport {
-	case "tcp":
-		attrs = append(attrs, semconv.NetworkTransportTCP)
-	case "pipe":
-		attrs = append(attrs, semconv.NetworkTransportPipe)
-	}
-	if errorType != "" {
-		attrs = append(attrs, semconv.ErrorTypeKey.String(errorType))
-	}
+	set := t.m.sets.of(setKey{client: s.kind == trace.SpanKindClient, method: string(mcpconv.MethodNameAttr(op.Method)), tool: op.Tool,
+		prompt: op.Prompt, protocol: op.Protocol, transport: op.Transport, errorType: errorType})
 	ctx := s.ctx
 	if ctx == nil {
 		ctx = context.Background()
@@ -141,14 +184,13 @@ func (t *Telemetry) record(s Span, errorType string) {
 	if s.s != nil {
 		ctx = trace.ContextWithSpan(ctx, s.s) // the exemplar's trace
 	}
-	method := mcpconv.MethodNameAttr(op.Method)
 	if s.kind == trace.SpanKindClient {
 		// No server name: the OTel SDK cannot delete a removed server's
 		// series (mcp_mux_tool_call_duration_seconds has them by server).
-		t.m.client.Record(ctx, d, method, attrs...)
+		t.m.client.RecordSet(ctx, d, set)
 		return
 	}
-	t.m.server.Record(ctx, d, method, attrs...)
+	t.m.server.RecordSet(ctx, d, set)
 }
 
 // SessionEnded records a downstream session's duration.
