@@ -18,7 +18,8 @@ import (
 // the caller sent), and its _meta with the protocol's own keys dropped and
 // a progress token replaced by one routed back to the caller's sink; for
 // a prompts/get the prompt's own name; for everything the answers the
-// caller's era carries for an earlier input_required (Era.Retry).
+// caller's era carries for an earlier input_required (Era.Retry), and the
+// call's return path to its Sink (c.back, sink.go).
 func argumentsStage(s *Router) Stage {
 	return Stage{
 		Name:    "arguments",
@@ -31,6 +32,7 @@ func argumentsStage(s *Router) Stage {
 						return nil, err
 					}
 					c.Upward = c.Era.Retry(stripProtocolMeta(params))
+					c.back = returnPath{sink: c.Sink, panics: s.panics}
 					return next(ctx, c)
 				}
 				r := c.Route
@@ -39,7 +41,7 @@ func argumentsStage(s *Router) Stage {
 					return nil, refusal{&jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("tool %q: %v", c.Name, err)}}
 				}
 				fwd, progress := forwardMeta(c.Meta)
-				c.back.progress = progress // sink.go
+				c.back = returnPath{sink: c.Sink, panics: s.panics, progress: progress}
 				c.Upward = c.Era.Retry(wire.AppendCallParams(make([]byte, 0, len(args)+len(r.Raw)+len(fwd)+64), r.Raw, args, fwd))
 				return next(ctx, c)
 			}

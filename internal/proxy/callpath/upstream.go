@@ -16,11 +16,10 @@ import (
 
 // send is the end of the pipeline: it sends c.Upward to c.Backend on the
 // caller's upstream session (package upstream), with what the upstream
-// sends meanwhile going to c.Sink (c.back, sink.go), and serves an
-// upstream's input_required as the caller's era does (Era.Fulfil), each
-// retry sent the same way.
+// sends meanwhile going back on c's return path (c.back, made by the
+// arguments stage), and serves an upstream's input_required as the
+// caller's era does (Era.Fulfil), each retry sent the same way.
 func (s *Router) send(ctx context.Context, c *Call) (json.RawMessage, error) {
-	c.back.sink, c.back.panics = c.Sink, s.panics
 	raw, err := c.request(ctx, c.Upward)
 	if err == nil {
 		raw, err = c.Era.Fulfil(ctx, c.Sink, c.Upward, raw, c.request)
