@@ -14,8 +14,9 @@ import (
 )
 
 // forwarder is the upstream.Handler of every upstream: it routes what
-// upstream servers send on call sessions to the downstream session (and,
-// where known, the request) they belong to.
+// upstream servers send on call sessions outside any call to the
+// downstream sessions they belong to. (What they send during a call goes
+// to that call's sink, passed down with it: callpath/sink.go.)
 type forwarder struct {
 	sessions *sessionTable
 	modern   *modern.Handler // listeners of resource updates
@@ -23,18 +24,11 @@ type forwarder struct {
 
 var _ upstream.Handler = (*forwarder)(nil)
 
-// ServerNotification delivers an upstream's notification to the call or
-// sessions it belongs to.
-func (s *forwarder) ServerNotification(ctx context.Context, key upstream.Key, method string, params json.RawMessage) {
+// ServerNotification delivers an upstream's notification to the sessions
+// it belongs to.
+func (s *forwarder) ServerNotification(_ context.Context, key upstream.Key, method string, params json.RawMessage) {
 	switch method {
-	case "notifications/progress":
-		// The upstream session delivers it only with its call's context (callpath/sink.go).
-		callpath.DeliverProgress(ctx, params)
 	case "notifications/message":
-		if k := callpath.SinkFrom(ctx); k != nil {
-			k.Notify(method, params)
-			return
-		}
 		for _, st := range s.sessions.withKey(key) {
 			s.sessions.notify(st, method, params)
 		}
@@ -54,12 +48,9 @@ func (s *forwarder) ServerNotification(ctx context.Context, key upstream.Key, me
 	}
 }
 
-// ServerRequest forwards an upstream's request to the client of the call
-// (or else of a session) it belongs to.
+// ServerRequest forwards an upstream's request to the client of a session
+// it belongs to.
 func (s *forwarder) ServerRequest(ctx context.Context, key upstream.Key, method string, params json.RawMessage) (json.RawMessage, error) {
-	if k := callpath.SinkFrom(ctx); k != nil {
-		return k.Request(ctx, method, params)
-	}
 	for _, st := range s.sessions.withKey(key) {
 		return callpath.SessionRequest(ctx, st, method, params)
 	}

@@ -73,7 +73,7 @@ func TestCloseCutsBackgroundPostsShort(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _ = u.CallTool(ctx, Key{User: "alice"}, json.RawMessage(`{"name":"sleep","arguments":{"ms":600000}}`), nil)
+		_, _ = u.CallTool(ctx, Call{Key: Key{User: "alice"}, Params: json.RawMessage(`{"name":"sleep","arguments":{"ms":600000}}`)})
 	}()
 	wait(gotCall, "the call to reach the server")
 	cancel()

@@ -16,12 +16,12 @@ func BenchmarkCallToolHTTP(b *testing.B) {
 	u := start(b, httpOptions(b, mcptest.NewServer("bench")))
 	params := wire.AppendCallParams(nil, "echo", json.RawMessage(`{"text":"hello"}`), nil)
 	ctx := context.Background()
-	if _, err := u.CallTool(ctx, alice1, params, nil); err != nil { // session up
+	if _, err := u.CallTool(ctx, upstream.Call{Key: alice1, Params: params}); err != nil { // session up
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		raw, err := u.CallTool(ctx, alice1, params, nil)
+		raw, err := u.CallTool(ctx, upstream.Call{Key: alice1, Params: params})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -41,12 +41,12 @@ func BenchmarkCallToolStdio(b *testing.B) {
 			u := start(b, o)
 			params := wire.AppendCallParams(nil, "echo", json.RawMessage(`{"text":"hello"}`), nil)
 			ctx := context.Background()
-			if _, err := u.CallTool(ctx, alice1, params, nil); err != nil {
+			if _, err := u.CallTool(ctx, upstream.Call{Key: alice1, Params: params}); err != nil {
 				b.Fatal(err)
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := u.CallTool(ctx, alice1, params, nil); err != nil {
+				if _, err := u.CallTool(ctx, upstream.Call{Key: alice1, Params: params}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -70,7 +70,7 @@ func BenchmarkStdioSessionStart(b *testing.B) {
 			params := wire.AppendCallParams(nil, "echo", json.RawMessage(`{"text":"hello"}`), nil)
 			for b.Loop() {
 				u := start(b, o) // discovery: the first process, probed
-				if _, err := u.CallTool(context.Background(), alice1, params, nil); err != nil {
+				if _, err := u.CallTool(context.Background(), upstream.Call{Key: alice1, Params: params}); err != nil {
 					b.Fatal(err)
 				}
 				_ = u.Close()

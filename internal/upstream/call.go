@@ -29,45 +29,48 @@ func (o *Options) scope(k Key) Key {
 	return k
 }
 
-// CallTool calls tools/call with raw params on the session for key and
-// returns the raw CallToolResult, bounded by CallTimeout. A tool error
-// result (isError) is scrubbed as errors are (package credscrub).
-func (u *Upstream) CallTool(ctx context.Context, key Key, params json.RawMessage, extra http.Header) (json.RawMessage, error) {
+// CallTool calls tools/call with call's raw params on the session for
+// call.Key and returns the raw CallToolResult, bounded by CallTimeout. A
+// tool error result (isError) is scrubbed as errors are (package credscrub).
+func (u *Upstream) CallTool(ctx context.Context, call Call) (json.RawMessage, error) {
 	if u.opts.CallTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, u.opts.CallTimeout)
 		defer cancel()
-		raw, err := u.Request(ctx, key, "tools/call", params, extra)
+		raw, err := u.Request(ctx, "tools/call", call)
 		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			if errors.Is(err, errAllBusy) {
 				return nil, fmt.Errorf("tool call timed out after %s waiting for a free session (all %d are busy)", u.opts.CallTimeout, u.opts.MaxSessions)
 			}
 			return nil, fmt.Errorf("tool call timed out after %s", u.opts.CallTimeout)
 		}
-		return u.scrubs.ToolError(raw, extra), err
+		return u.scrubs.ToolError(raw, call.Header), err
 	}
-	raw, err := u.Request(ctx, key, "tools/call", params, extra)
-	return u.scrubs.ToolError(raw, extra), err
+	raw, err := u.Request(ctx, "tools/call", call)
+	return u.scrubs.ToolError(raw, call.Header), err
 }
 
-// Request sends method with raw params on the session for key and returns
-// the raw result. A JSON-RPC error from the server is returned as
-// *wire.Error; anything else is a transport failure. A request that provably
-// did not reach the server (dead stdio process, expired HTTP session) is
-// retried once on a fresh session.
+// Request sends method with call's raw params on the session for call.Key
+// and returns the raw result. A JSON-RPC error from the server is returned
+// as *wire.Error; anything else is a transport failure. A request that
+// provably did not reach the server (dead stdio process, expired HTTP
+// session) is retried once on a fresh session. What the server sends while
+// serving it goes to call.Sink (returnpath.go).
 //
-// extra, when non-nil, is the complete header set of the caller: it is sent
-// with this request and, when the request opens a new session, with that
-// session's own HTTP requests (initialize, the event stream, DELETE), since
-// servers bind sessions to the credentials that opened them. Callers with
-// different credentials must use different keys (Key.Cred).
-func (u *Upstream) Request(ctx context.Context, key Key, method string, params json.RawMessage, extra http.Header) (json.RawMessage, error) {
-	key = u.opts.scope(key)
-	if extra != nil {
-		ctx = withHeaders(ctx, extra)
+// call.Header, when non-nil, is the complete header set of the caller: it
+// is sent with this request and, when the request opens a new session,
+// with that session's own HTTP requests (initialize, the event stream,
+// DELETE), since servers bind sessions to the credentials that opened
+// them. Callers with different credentials must use different keys
+// (Key.Cred).
+func (u *Upstream) Request(ctx context.Context, method string, call Call) (json.RawMessage, error) {
+	key := u.opts.scope(call.Key)
+	if call.Header != nil {
+		ctx = withHeaders(ctx, call.Header)
 	}
+	r := newCallRoute(ctx, &call)
 	for attempt := 0; ; attempt++ {
-		raw, notRun, err := u.attempt(ctx, key, method, params, extra)
+		raw, notRun, err := u.attempt(ctx, key, method, call.Params, call.Header, r)
 		if !notRun || attempt > 0 {
 			return raw, err
 		}
@@ -78,10 +81,10 @@ func (u *Upstream) Request(ctx context.Context, key Key, method string, params j
 }
 
 // attempt sends the request once, on a pooled session it hands back (or
-// drops, when the session is gone). notRun reports a failure that provably
-// did not reach the server: the request may be retried on a fresh session.
-// Errors are scrubbed, but for the caller's own cancellation.
-func (u *Upstream) attempt(ctx context.Context, key Key, method string, params json.RawMessage, extra http.Header) (_ json.RawMessage, notRun bool, _ error) {
+// drops, when the session is gone), for call r. notRun reports a failure
+// that provably did not reach the server: the request may be retried on a
+// fresh session. Errors are scrubbed, but for the caller's own cancellation.
+func (u *Upstream) attempt(ctx context.Context, key Key, method string, params json.RawMessage, extra http.Header, r *callRoute) (_ json.RawMessage, notRun bool, _ error) {
 	c, err := u.pool.get(ctx, key)
 	if err != nil {
 		return nil, false, u.scrubs.Error(err, extra)
@@ -89,7 +92,7 @@ func (u *Upstream) attempt(ctx context.Context, key Key, method string, params j
 	start := time.Now()
 	ctx, span := u.clientSpan(ctx, c, method, params) // trace.go
 	params = u.opts.Telemetry.InjectMeta(ctx, params)
-	raw, err := c.request(ctx, u, method, params, extra)
+	raw, err := c.request(ctx, u, method, params, extra, r)
 	span.End(err, err == nil && method == "tools/call" && wire.IsToolError(raw))
 	if err == nil {
 		u.pool.release(key, c)

@@ -38,8 +38,8 @@ type conn struct {
 
 	mu         sync.Mutex
 	seq        uint64
-	inflight   map[uint64]context.Context // stdio/sse calls in progress, for routing server-to-client traffic
-	serverReqs map[string]*serverReq      // server-to-client requests being answered, by raw id
+	inflight   map[uint64]*callRoute // stdio/sse calls in progress, for routing server-to-client traffic (returnpath.go)
+	serverReqs map[string]*serverReq // server-to-client requests being answered, by raw id
 
 	progress progressCalls // the progress tokens of this session's calls in flight (progress.go)
 }
@@ -311,7 +311,7 @@ func (d *dialing) setLogLevel() {
 		return
 	}
 	lctx, lcancel := context.WithTimeout(d.ctx, 5*time.Second)
-	_, _ = d.c.request(lctx, d.u, "logging/setLevel", json.RawMessage(`{"level":"debug"}`), nil)
+	_, _ = d.c.request(lctx, d.u, "logging/setLevel", json.RawMessage(`{"level":"debug"}`), nil, nil)
 	lcancel()
 }
 
@@ -354,50 +354,17 @@ func (c *conn) kill() {
 	}
 }
 
-// callCtx returns the context of the newest call in progress, if any: the
-// request a server-to-client message most likely belongs to.
-func (c *conn) callCtx() context.Context {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var best uint64
-	var ctx context.Context
-	for id, x := range c.inflight {
-		if id >= best {
-			best, ctx = id, x
-		}
-	}
-	return ctx
-}
-
-// ctxOr is callCtx, or fallback when no call is in progress.
-func (c *conn) ctxOr(fallback context.Context) context.Context {
-	if ctx := c.callCtx(); ctx != nil {
-		return ctx
-	}
-	return fallback
-}
-
-// request sends method with raw params and returns the raw result.
-func (c *conn) request(ctx context.Context, u *Upstream, method string, params json.RawMessage, extra http.Header) (json.RawMessage, error) {
-	defer c.progress.bind(ctx)()
+// request sends method with raw params and returns the raw result. What
+// the server sends meanwhile goes to call r (nil: a request of mcp-mux's
+// own, outside any call).
+func (c *conn) request(ctx context.Context, u *Upstream, method string, params json.RawMessage, extra http.Header, r *callRoute) (json.RawMessage, error) {
+	defer c.progress.bind(r)()
 	if c.direct != nil {
 		// What the server sends while serving this request arrives on its own
 		// stream, so it needs no in-flight bookkeeping.
-		return c.direct.call(ctx, method, params, extra, func(m *wire.Message) { u.onStreamMessage(ctx, c, m) })
+		return c.direct.call(ctx, method, params, extra, func(m *wire.Message) { u.onStreamMessage(c, r, m) })
 	}
-	c.mu.Lock()
-	if c.inflight == nil {
-		c.inflight = make(map[uint64]context.Context)
-	}
-	c.seq++
-	id := c.seq
-	c.inflight[id] = ctx
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		delete(c.inflight, id)
-		c.mu.Unlock()
-	}()
+	defer c.track(r)()
 	if c.modern != nil {
 		params = c.modern.Params(params)
 	}

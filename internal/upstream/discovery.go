@@ -305,7 +305,7 @@ func (l *lister) items(method, field, keyField string) ([]Item, error) {
 	var cursor string
 	budget := listBudget{method: method}
 	for range maxListPages {
-		raw, err := l.c.request(l.ctx, l.u, method, cursorParams(cursor), nil)
+		raw, err := l.c.request(l.ctx, l.u, method, cursorParams(cursor), nil, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -370,7 +370,7 @@ func (l *lister) tools() ([]Tool, error) {
 	var cursor string
 	budget := listBudget{method: "tools/list"}
 	for range maxListPages {
-		raw, err := l.c.request(l.ctx, l.u, "tools/list", cursorParams(cursor), nil)
+		raw, err := l.c.request(l.ctx, l.u, "tools/list", cursorParams(cursor), nil, nil)
 		if err != nil {
 			return nil, err
 		}

@@ -234,7 +234,7 @@ func TestCallTimeout(t *testing.T) {
 			// the call under test races the 300 ms limit, not a process
 			// start on a loaded machine.
 			countParams := wire.AppendCallParams(nil, "count", nil, nil)
-			raw, err := u.Request(context.Background(), alice1, "tools/call", countParams, nil)
+			raw, err := u.Request(context.Background(), "tools/call", upstream.Call{Key: alice1, Params: countParams})
 			if err != nil || resultText(t, raw) != "1" {
 				t.Fatalf("first count = %s, %v; want 1", raw, err)
 			}
@@ -247,7 +247,7 @@ func TestCallTimeout(t *testing.T) {
 				t.Errorf("timed-out call returned after %s", d)
 			}
 			// The session is still usable (Request again: unbounded).
-			raw, err = u.Request(context.Background(), alice1, "tools/call", countParams, nil)
+			raw, err = u.Request(context.Background(), "tools/call", upstream.Call{Key: alice1, Params: countParams})
 			if err != nil || resultText(t, raw) != "2" {
 				t.Errorf("count after timeout = %s, %v; want 2", raw, err)
 			}

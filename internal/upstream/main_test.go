@@ -103,7 +103,7 @@ func start(t testing.TB, o upstream.Options) *upstream.Upstream {
 
 // call calls tool name with raw JSON arguments (may be empty).
 func call(ctx context.Context, u *upstream.Upstream, k upstream.Key, name, args string) (json.RawMessage, error) {
-	return u.CallTool(ctx, k, wire.AppendCallParams(nil, name, json.RawMessage(args), nil), nil)
+	return u.CallTool(ctx, upstream.Call{Key: k, Params: wire.AppendCallParams(nil, name, json.RawMessage(args), nil)})
 }
 
 // callText calls a tool that must succeed and returns its text content.

@@ -79,7 +79,7 @@ func TestPoolWaitBoundedByCallTimeout(t *testing.T) {
 	u := start(t, o)
 	done := make(chan error, 1)
 	go func() { // Request: not bounded by CallTimeout
-		_, err := u.Request(context.Background(), upstream.Key{Thread: "a"}, "tools/call", wire.AppendCallParams(nil, "block", nil, nil), nil)
+		_, err := u.Request(context.Background(), "tools/call", upstream.Call{Key: upstream.Key{Thread: "a"}, Params: wire.AppendCallParams(nil, "block", nil, nil)})
 		done <- err
 	}()
 	recv(t, bs.entered, 10*time.Second, "block call to start")
@@ -96,7 +96,7 @@ func TestPoolWaitBoundedByCallTimeout(t *testing.T) {
 		t.Errorf("the busy call: %v", err)
 	}
 	// Once a is idle, b takes its slot (Request: unbounded by CallTimeout on a busy machine).
-	raw, err := u.Request(context.Background(), upstream.Key{Thread: "b"}, "tools/call", wire.AppendCallParams(nil, "count", nil, nil), nil)
+	raw, err := u.Request(context.Background(), "tools/call", upstream.Call{Key: upstream.Key{Thread: "b"}, Params: wire.AppendCallParams(nil, "count", nil, nil)})
 	if err != nil || resultText(t, raw) != "1" {
 		t.Errorf("count on b once a is idle = %s, %v; want 1", raw, err)
 	}

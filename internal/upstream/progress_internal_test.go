@@ -1,7 +1,6 @@
 package upstream
 
 import (
-	"context"
 	"encoding/json"
 	"testing"
 )
@@ -23,8 +22,8 @@ func FuzzProgressCall(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	var t progressCalls
-	ctx := WithProgressToken(context.Background(), tok)
-	defer t.bind(ctx)()
+	r := &callRoute{token: tok}
+	defer t.bind(r)()
 	f.Fuzz(func(tt *testing.T, params []byte) {
 		got := t.call(params)
 		if got == nil {
@@ -33,7 +32,7 @@ func FuzzProgressCall(f *testing.F) {
 		var p struct {
 			Token string `json:"progressToken"`
 		}
-		if got != ctx || json.Unmarshal(params, &p) != nil || p.Token != tok {
+		if got != r || json.Unmarshal(params, &p) != nil || p.Token != tok {
 			tt.Fatalf("%q found a call", params)
 		}
 	})
@@ -43,9 +42,9 @@ func FuzzProgressCall(f *testing.F) {
 // same token keeps it.
 func TestProgressUnbindKeepsNewer(t *testing.T) {
 	var calls progressCalls
-	first := WithProgressToken(context.Background(), "t")
+	first := &callRoute{token: "t"}
 	unbind := calls.bind(first)
-	second := WithProgressToken(context.Background(), "t")
+	second := &callRoute{token: "t"}
 	defer calls.bind(second)()
 	unbind()
 	if got := calls.call(json.RawMessage(`{"progressToken":"t"}`)); got != second {

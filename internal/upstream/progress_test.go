@@ -15,10 +15,9 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
 
-type callTag struct{}
-
-// progressNotes is a Handler that records the progress it gets with the
-// tag of the call context it came with.
+// progressNotes records the progress that reaches the sinks it makes,
+// with the tag of the call whose sink got it, and (as the Handler, untagged)
+// any progress that reaches the Handler.
 type progressNotes struct {
 	mu  sync.Mutex
 	got []string
@@ -28,11 +27,14 @@ func (n *progressNotes) ServerRequest(context.Context, upstream.Key, string, jso
 	return nil, errors.New("no requests expected")
 }
 
-func (n *progressNotes) ServerNotification(ctx context.Context, _ upstream.Key, method string, params json.RawMessage) {
+func (n *progressNotes) ServerNotification(_ context.Context, _ upstream.Key, method string, params json.RawMessage) {
+	n.record("", method, params)
+}
+
+func (n *progressNotes) record(tag, method string, params json.RawMessage) {
 	if method != "notifications/progress" {
 		return
 	}
-	tag, _ := ctx.Value(callTag{}).(string)
 	var p struct {
 		Token string `json:"progressToken"`
 	}
@@ -50,16 +52,27 @@ func (n *progressNotes) take() []string {
 	return got
 }
 
+// sink returns the CallSink of the call tagged tag.
+func (n *progressNotes) sink(tag string) upstream.CallSink { return tagSink{n, tag} }
+
+type tagSink struct {
+	n   *progressNotes
+	tag string
+}
+
+func (k tagSink) Notify(method string, params json.RawMessage) { k.n.record(k.tag, method, params) }
+
+func (k tagSink) Request(context.Context, string, json.RawMessage) (json.RawMessage, error) {
+	return nil, errors.New("no requests expected")
+}
+
 // progressCall calls the progress tool (three notifications under tok) as
-// key; bound, when non-empty, is the token the call registers.
-func progressCall(t *testing.T, u *upstream.Upstream, key upstream.Key, tag, tok, bound string) {
+// key, with the sink tagged tag; bound, when non-empty, is the token the
+// call registers.
+func progressCall(t *testing.T, u *upstream.Upstream, notes *progressNotes, key upstream.Key, tag, tok, bound string) {
 	t.Helper()
-	ctx := context.WithValue(context.Background(), callTag{}, tag)
-	if bound != "" {
-		ctx = upstream.WithProgressToken(ctx, bound)
-	}
 	params := wire.AppendCallParams(nil, "progress", json.RawMessage(`{"tag":"x"}`), json.RawMessage(`{"progressToken":`+mustJSON(tok)+`}`))
-	if _, err := u.CallTool(ctx, key, params, nil); err != nil {
+	if _, err := u.CallTool(context.Background(), upstream.Call{Key: key, Params: params, Sink: notes.sink(tag), ProgressToken: bound}); err != nil {
 		t.Fatalf("progress call: %v", err)
 	}
 }
@@ -69,9 +82,9 @@ func mustJSON(s string) string {
 	return string(b)
 }
 
-// Progress reaches the Handler only with the context of the call whose
-// token it names, and only from the session that carries that call: a
-// token another session's call holds, or none holds, is dropped.
+// Progress reaches only the sink of the call whose token it names, and only
+// from the session that carries that call: a token another session's call
+// holds, or none holds, is dropped.
 func TestProgressOnlyForCallsTheSessionCarries(t *testing.T) {
 	for _, tg := range targets(t, nil) {
 		t.Run(tg.name, func(t *testing.T) {
@@ -81,27 +94,28 @@ func TestProgressOnlyForCallsTheSessionCarries(t *testing.T) {
 			o.Handler = notes
 			u := start(t, o)
 
-			progressCall(t, u, alice1, "a", "tok-a", "tok-a")
+			progressCall(t, u, notes, alice1, "a", "tok-a", "tok-a")
 			if got := notes.take(); len(got) != 3 || got[0] != "a tok-a" || got[2] != "a tok-a" {
 				t.Fatalf("the call's own progress: %q", got)
 			}
-			progressCall(t, u, alice1, "a", "tok-none", "")
+			progressCall(t, u, notes, alice1, "a", "tok-none", "")
 			if got := notes.take(); len(got) != 0 {
 				t.Fatalf("progress under a token no call holds was delivered: %q", got)
 			}
 
 			// Bob's call holds tok-b on bob's session; alice's server names it.
-			ctx, cancel := context.WithCancel(context.WithValue(context.Background(), callTag{}, "b"))
+			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				_, _ = call(upstream.WithProgressToken(ctx, "tok-b"), u, bob1, "sleep", `{"ms":20000}`)
+				_, _ = u.CallTool(ctx, upstream.Call{Key: bob1, Params: wire.AppendCallParams(nil, "sleep", json.RawMessage(`{"ms":20000}`), nil),
+					Sink: notes.sink("b"), ProgressToken: "tok-b"})
 			}()
 			for deadline := time.Now().Add(20 * time.Second); u.Sessions() < 2 && time.Now().Before(deadline); {
 				time.Sleep(10 * time.Millisecond)
 			}
 			time.Sleep(50 * time.Millisecond) // bob's call is in flight on its session
-			progressCall(t, u, alice1, "a", "tok-b", "")
+			progressCall(t, u, notes, alice1, "a", "tok-b", "")
 			cancel()
 			<-done
 			if got := notes.take(); len(got) != 0 {

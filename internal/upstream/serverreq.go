@@ -1,6 +1,7 @@
 // Server-to-client traffic: the requests a server sends its client
-// (sampling, elicitation, roots) and the notifications forwarded to the
-// Handler, from the SDK, a raw stdio/SSE connection or a call's HTTP stream.
+// (sampling, elicitation, roots) and the notifications it forwards, from the
+// SDK, a raw stdio/SSE connection or a call's HTTP stream: to the CallSink
+// of the call they belong to (returnpath.go), or else to the Handler.
 
 package upstream
 
@@ -24,8 +25,8 @@ var serverRequests = map[string]bool{"sampling/createMessage": true, "elicitatio
 // forwardedNotifications are passed to the Handler.
 var forwardedNotifications = map[string]bool{"notifications/progress": true, "notifications/message": true, "notifications/resources/updated": true}
 
-// receive is the SDK client's receiving middleware: it hands server-to-client
-// traffic that reached the SDK to the Handler. On stdio and SSE the forwarded
+// receive is the SDK client's receiving middleware: it delivers
+// server-to-client traffic that reached the SDK. On stdio and SSE the forwarded
 // requests and notifications are taken off the connection before the SDK sees
 // them (rawconn), and on HTTP a call's traffic rides its own stream
 // (onStreamMessage); what is left is the traffic of SDK-owned HTTP streams.
@@ -47,12 +48,9 @@ func (u *Upstream) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			u.onNotification(c, method, params)
 			return nil, nil
 		}
-		base := c.callCtx()
-		if base == nil {
-			base = context.WithoutCancel(ctx)
-		}
-		rctx, stop := mergeCancel(base, ctx)
-		raw, err := u.answer(rctx, c, method, params)
+		r := c.current()
+		rctx, stop := r.until(ctx)
+		raw, err := u.answer(rctx, c, r, method, params)
 		stop()
 		if err != nil {
 			return nil, sdkError(err)
@@ -91,30 +89,36 @@ func sdkParams(p mcp.Params) (json.RawMessage, error) {
 	return b, nil
 }
 
-// answer handles one server-to-client request arriving on c. params are the
-// server's bytes; the result is the client's.
-func (u *Upstream) answer(ctx context.Context, c *conn, method string, params json.RawMessage) (json.RawMessage, error) {
+// answer handles one server-to-client request arriving on c for call r
+// (nil: none in flight): its sink answers, or with none the Handler.
+// params are the server's bytes; the result is the client's.
+func (u *Upstream) answer(ctx context.Context, c *conn, r *callRoute, method string, params json.RawMessage) (json.RawMessage, error) {
 	switch {
 	case method == "ping":
 		return json.RawMessage(`{}`), nil
 	case c.control && method == "roots/list":
 		// No client stands behind the discovery session: it has no roots.
 		return json.RawMessage(`{"roots":[]}`), nil
-	case serverRequests[method] && !c.control && u.opts.Handler != nil:
+	case !serverRequests[method] || c.control:
+	case r.takes():
+		return r.sink.Request(ctx, method, params)
+	case u.opts.Handler != nil:
 		return u.opts.Handler.ServerRequest(ctx, c.key, method, params)
 	}
 	return nil, &wire.Error{Code: jsonrpc.CodeMethodNotFound, Message: method + " is not available on this session"}
 }
 
 // onRawRequest answers a server request rawconn took off a stdio or SSE
-// connection, in the background; the server may cancel it.
+// connection, in the background, for the newest call in flight; the server
+// may cancel it.
 func (u *Upstream) onRawRequest(c *conn, rc *rawconn.Conn, id jsonrpc.ID, method string, params json.RawMessage) {
-	ctx, stop := mergeCancel(c.ctxOr(u.ctx), u.ctx)
+	call := c.current()
+	ctx, stop := call.until(u.ctx)
 	key := rawID(id)
 	r := c.trackServerRequest(key, stop)
 	u.async.Go(func() {
 		defer c.finishServerRequest(key, r)
-		raw, err := u.answer(ctx, c, method, params)
+		raw, err := u.answer(ctx, c, call, method, params)
 		rc.Respond(id, raw, err)
 	})
 }
@@ -138,66 +142,74 @@ func (c *conn) onRawCancelled(id string) bool {
 }
 
 // onNotification delivers a forwarded notification read off c: progress
-// with the context of the call whose token it names, if this session
-// carries it; a resource update only for a URI subscribed to (the one
-// notification the discovery session forwards); the others with the
-// context of the newest call in flight.
+// to the call whose token it names, if this session carries it; a resource
+// update, only for a URI subscribed to (the one notification the discovery
+// session forwards), to the Handler; a log message to the newest call in
+// flight (deliver).
 func (u *Upstream) onNotification(c *conn, method string, params json.RawMessage) {
-	if u.opts.Handler == nil || (c.control && method != "notifications/resources/updated") {
-		return
-	}
 	switch method {
 	case "notifications/resources/updated":
-		if u.subs.holds(params) { // else a URI mcp-mux did not subscribe to on this server
-			u.opts.Handler.ServerNotification(c.ctxOr(u.ctx), c.key, method, dropSubscriptionID(params))
+		if u.opts.Handler != nil && u.subs.holds(params) { // else a URI mcp-mux did not subscribe to on this server
+			u.opts.Handler.ServerNotification(u.ctx, c.key, method, dropSubscriptionID(params))
 		}
 	case "notifications/progress":
-		if ctx := c.progress.call(params); ctx != nil { // else not a call this session carries (progress.go)
-			u.opts.Handler.ServerNotification(ctx, c.key, method, params)
-		}
+		c.onProgress(params)
 	default:
-		u.opts.Handler.ServerNotification(c.ctxOr(u.ctx), c.key, method, params)
+		u.deliver(c, c.current(), method, params)
+	}
+}
+
+// onProgress delivers progress read off c to the call in flight on c whose
+// token it names; other progress is dropped (progress.go).
+func (c *conn) onProgress(params json.RawMessage) {
+	if r := c.progress.call(params); r.takes() && !c.control {
+		r.sink.Notify("notifications/progress", params)
+	}
+}
+
+// deliver hands a notification read off call session c to the sink of
+// call r or, with none (no call in flight, or a caller that takes none),
+// to the Handler; nothing for the discovery session, which has no caller.
+func (u *Upstream) deliver(c *conn, r *callRoute, method string, params json.RawMessage) {
+	switch {
+	case c.control:
+	case r.takes():
+		r.sink.Notify(method, params)
+	case u.opts.Handler != nil:
+		u.opts.Handler.ServerNotification(u.ctx, c.key, method, params)
 	}
 }
 
 // onStreamMessage handles a notification or request that arrived on the
-// stream of a call made with ctx on c (HTTP fast path).
-func (u *Upstream) onStreamMessage(ctx context.Context, c *conn, m *wire.Message) {
+// stream of call r on c (HTTP fast path).
+func (u *Upstream) onStreamMessage(c *conn, r *callRoute, m *wire.Message) {
 	switch {
 	case m.IsCall():
-		u.onStreamRequest(ctx, c, m)
+		u.onStreamRequest(c, r, m)
 	case !m.IsNotification():
 	case m.Method == "notifications/progress":
 		// Progress may name any call of this session, not just this stream's.
-		u.forward(c.progress.call(m.Params), c, m)
+		c.onProgress(m.Params)
 	case m.Method == "notifications/cancelled":
 		if id, ok := cancelledID(m.Params); ok {
 			c.cancelServerRequest(id)
 		}
+	case m.Method == "notifications/resources/updated":
+		u.deliver(c, nil, m.Method, m.Params) // a session's, not the call's
 	case forwardedNotifications[m.Method]:
-		u.forward(ctx, c, m)
-	}
-}
-
-// forward hands the notification m, read off call session c, to the
-// Handler with ctx; nothing without a ctx, a Handler or a caller (c is the
-// discovery session).
-func (u *Upstream) forward(ctx context.Context, c *conn, m *wire.Message) {
-	if ctx != nil && u.opts.Handler != nil && !c.control {
-		u.opts.Handler.ServerNotification(ctx, c.key, m.Method, m.Params)
+		u.deliver(c, r, m.Method, m.Params)
 	}
 }
 
 // onStreamRequest answers, in the background, a server request that
-// arrived on the stream of a call made with ctx on c; the server may
-// cancel it.
-func (u *Upstream) onStreamRequest(ctx context.Context, c *conn, m *wire.Message) {
-	ctx, cancel := context.WithCancel(ctx)
+// arrived on the stream of call r on c; the server may cancel it.
+func (u *Upstream) onStreamRequest(c *conn, r *callRoute, m *wire.Message) {
+	ctx, cancel := r.until(u.ctx)
 	id := string(m.ID)
-	r := c.trackServerRequest(id, cancel)
+	sr := c.trackServerRequest(id, cancel)
 	u.async.Go(func() {
-		defer c.finishServerRequest(id, r)
-		raw, err := u.answer(ctx, c, m.Method, m.Params)
+		defer c.finishServerRequest(id, sr)
+		raw, err := u.answer(ctx, c, r, m.Method, m.Params)
 		c.direct.respond(m.ID, raw, err)
 	})
 }
@@ -212,12 +224,4 @@ func cancelledID(params json.RawMessage) (string, bool) {
 		return "", false
 	}
 	return string(p.RequestID), true
-}
-
-// mergeCancel returns a context with a's values that ends when either ends.
-// Call stop when done with it.
-func mergeCancel(a, b context.Context) (ctx context.Context, stop func()) {
-	ctx, cancel := context.WithCancel(a)
-	unwatch := context.AfterFunc(b, cancel)
-	return ctx, func() { unwatch(); cancel() }
 }

@@ -46,7 +46,7 @@ func (u *Upstream) sendSubscribe(ctx context.Context, c *conn, uri string, on bo
 		method = "resources/subscribe"
 	}
 	params, _ := json.Marshal(map[string]string{"uri": uri})
-	_, err := c.request(ctx, u, method, params, nil)
+	_, err := c.request(ctx, u, method, params, nil, nil)
 	return err
 }
 

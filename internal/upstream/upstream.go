@@ -148,17 +148,15 @@ type Options struct {
 //	}
 func RunSupervisor() (code int, ok bool) { return stdioproc.RunSupervisor() }
 
-// Handler receives what an upstream server sends on a call session. ctx is
-// the context of the call the message belongs to when mcp-mux can tell (the
-// message arrived on that call's stream, or it is the only call in flight on
-// the session), else a background context. Progress is delivered only with
-// the context of the call whose token it names (WithProgressToken), and only
-// from the session that carries that call; other progress is dropped.
+// Handler receives what an upstream server sends on a call session outside
+// any call: what a call's CallSink takes goes there instead (returnpath.go).
+// ctx carries no call's values; a request's ends when the server cancels
+// it, the sinkless call it came during ends, or the Upstream closes.
 type Handler interface {
 	// ServerRequest answers sampling/createMessage, elicitation/create and roots/list.
 	ServerRequest(ctx context.Context, key Key, method string, params json.RawMessage) (json.RawMessage, error)
-	// ServerNotification receives notifications/progress, notifications/message
-	// and notifications/resources/updated.
+	// ServerNotification receives notifications/message and
+	// notifications/resources/updated (progress goes only to calls).
 	ServerNotification(ctx context.Context, key Key, method string, params json.RawMessage)
 }
 

@@ -173,7 +173,7 @@ func TestCallToolMeta(t *testing.T) {
 			t.Parallel()
 			u := start(t, tg.opts)
 			params := wire.AppendCallParams(nil, "echo", json.RawMessage(`{"text":"m"}`), json.RawMessage(`{"progressToken":"p1","x-trace":"abc"}`))
-			raw, err := u.CallTool(context.Background(), alice1, params, nil)
+			raw, err := u.CallTool(context.Background(), upstream.Call{Key: alice1, Params: params})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -213,8 +213,8 @@ func TestStaticAndPerCallHeaders(t *testing.T) {
 			if n == 0 {
 				t.Error("static header not sent during discovery")
 			}
-			raw, err := u.CallTool(context.Background(), alice1, wire.AppendCallParams(nil, "headers", nil, nil),
-				http.Header{"X-Static": {"s1"}, "X-Per-Call": {"c1"}}) // the caller's complete header set
+			raw, err := u.CallTool(context.Background(), upstream.Call{Key: alice1, Params: wire.AppendCallParams(nil, "headers", nil, nil),
+				Header: http.Header{"X-Static": {"s1"}, "X-Per-Call": {"c1"}}}) // the caller's complete header set
 			if err != nil {
 				t.Fatal(err)
 			}

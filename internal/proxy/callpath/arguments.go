@@ -18,7 +18,8 @@ import (
 // the caller sent), and its _meta with the protocol's own keys dropped and
 // a progress token replaced by one routed back to the caller's sink; for
 // a prompts/get the prompt's own name; for everything the answers the
-// caller's era carries for an earlier input_required (Era.Retry).
+// caller's era carries for an earlier input_required (Era.Retry), and the
+// call's return path to its Sink (c.back, sink.go).
 func argumentsStage(s *Router) Stage {
 	return Stage{
 		Name:    "arguments",
@@ -31,6 +32,7 @@ func argumentsStage(s *Router) Stage {
 						return nil, err
 					}
 					c.Upward = c.Era.Retry(stripProtocolMeta(params))
+					c.back = returnPath{sink: c.Sink, panics: s.panics}
 					return next(ctx, c)
 				}
 				r := c.Route
@@ -38,10 +40,8 @@ func argumentsStage(s *Router) Stage {
 				if err != nil {
 					return nil, refusal{&jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("tool %q: %v", c.Name, err)}}
 				}
-				fwd, progress := forwardMeta(c.Meta, c.Sink)
-				if progress != nil {
-					ctx = withProgress(ctx, progress) // sink.go
-				}
+				fwd, progress := forwardMeta(c.Meta)
+				c.back = returnPath{sink: c.Sink, panics: s.panics, progress: progress}
 				c.Upward = c.Era.Retry(wire.AppendCallParams(make([]byte, 0, len(args)+len(r.Raw)+len(fwd)+64), r.Raw, args, fwd))
 				return next(ctx, c)
 			}
@@ -66,21 +66,22 @@ func (c *Call) forwardParams() (json.RawMessage, error) {
 
 // forwardMeta prepares a call's _meta for the upstream: the protocol's own
 // io.modelcontextprotocol/* keys are dropped, and a progress token is
-// replaced by a fresh one whose progress goes to k (the route returned).
-func forwardMeta(meta json.RawMessage, k Sink) (json.RawMessage, *progressRoute) {
+// replaced by a fresh one whose progress goes back to the caller's (the
+// route returned; zero for none).
+func forwardMeta(meta json.RawMessage) (json.RawMessage, progressRoute) {
 	if len(meta) == 0 || string(meta) == "{}" || string(meta) == "null" ||
 		wire.KeysHavePrefix(meta, "io.modelcontextprotocol/") { // a 2026-07-28 request's own, only
-		return nil, nil
+		return nil, progressRoute{}
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(meta, &m); err != nil || len(m) == 0 {
-		return nil, nil
+		return nil, progressRoute{}
 	}
-	var progress *progressRoute
+	var progress progressRoute
 	for key, v := range m {
 		switch {
 		case key == "progressToken":
-			progress = newProgressRoute(k, v)
+			progress = newProgressRoute(v)
 			m[key], _ = json.Marshal(progress.upstream)
 		case strings.HasPrefix(key, "io.modelcontextprotocol/"):
 			delete(m, key)

@@ -39,12 +39,12 @@ func TestPage(t *testing.T) {
 
 func TestForwardMeta(t *testing.T) {
 	for _, meta := range []string{``, `{}`, `null`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`} {
-		if fwd, progress := forwardMeta(json.RawMessage(meta), nil); fwd != nil || progress != nil {
+		if fwd, progress := forwardMeta(json.RawMessage(meta)); fwd != nil || progress.upstream != "" {
 			t.Errorf("%q: forwarded %s, progress %v", meta, fwd, progress)
 		}
 	}
-	fwd, progress := forwardMeta(json.RawMessage(`{"progressToken":42,"trace":"t-1","io.modelcontextprotocol/logLevel":"debug"}`), nil)
-	if progress == nil || string(progress.downstream) != "42" || !strings.HasPrefix(progress.upstream, "mux-p-") {
+	fwd, progress := forwardMeta(json.RawMessage(`{"progressToken":42,"trace":"t-1","io.modelcontextprotocol/logLevel":"debug"}`))
+	if progress.upstream == "" || string(progress.downstream) != "42" || !strings.HasPrefix(progress.upstream, "mux-p-") {
 		t.Fatalf("progress route %+v", progress)
 	}
 	var m map[string]any
@@ -54,7 +54,7 @@ func TestForwardMeta(t *testing.T) {
 	if len(m) != 2 || m["progressToken"] != progress.upstream || m["trace"] != "t-1" {
 		t.Fatalf("forwarded _meta %s: the upstream token replaces the caller's, the protocol's keys go", fwd)
 	}
-	if _, other := forwardMeta(json.RawMessage(`{"progressToken":42}`), nil); other.upstream == progress.upstream {
+	if _, other := forwardMeta(json.RawMessage(`{"progressToken":42}`)); other.upstream == progress.upstream {
 		t.Fatal("two calls got the same upstream progress token")
 	}
 }

@@ -60,6 +60,7 @@ type Call struct {
 
 	upHeader http.Header                     // credentials: the upstream headers
 	renew    func(ctx context.Context) error // credentials: after an upstream's 401, fresh headers
+	back     returnPath                      // arguments: where what the upstream sends meanwhile goes (sink.go)
 }
 
 // CallFunc runs a Call from one stage on and returns the upstream's raw

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	sse "github.com/tmaxmax/go-sse"
 
+	"github.com/mcp-mux/mcp-mux/internal/panicguard"
 	"github.com/mcp-mux/mcp-mux/internal/upstream"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
@@ -29,19 +30,6 @@ type Sink interface {
 	// Request sends a server-to-client Request and returns the raw result.
 	Request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
 	Session() *Session
-}
-
-type sinkKey struct{}
-
-// WithSink returns ctx carrying s, for the upstream.Handler to find.
-func WithSink(ctx context.Context, s Sink) context.Context {
-	return context.WithValue(ctx, sinkKey{}, s)
-}
-
-// SinkFrom returns the sink ctx carries, or nil.
-func SinkFrom(ctx context.Context) Sink {
-	s, _ := ctx.Value(sinkKey{}).(Sink)
-	return s
 }
 
 // SDKSink delivers through the SDK's ServerSession with the handler's
@@ -324,53 +312,73 @@ func (st *Session) ask(ctx context.Context, send func(id string) error, cancelle
 	}
 }
 
+// returnPath is a call's upstream.CallSink, passed down with its request
+// (Call.request): what the upstream sends while serving the call goes to
+// the call's Sink, its progress under the caller's own token, a panic of
+// the Sink recovered (internal/panicguard).
+type returnPath struct {
+	sink     Sink
+	panics   *panicguard.Guard
+	progress progressRoute // zero: the caller asked for no progress
+}
+
+var _ upstream.CallSink = (*returnPath)(nil)
+
 // progressRoute is one call's progress: the token mcp-mux sends upstream
-// (random, minted per call), the downstream request's own token, and the
-// sink it goes to. It rides the call's context; the upstream session that
-// carries the call delivers progress with that context only for this token
-// (upstream.WithProgressToken), so a server reaches only calls it carries.
+// (random, minted per call) and the downstream request's own token. The
+// upstream session that carries the call delivers progress to its
+// returnPath only for this token (upstream.Call.ProgressToken), so a server
+// reaches only calls it carries.
 type progressRoute struct {
 	upstream   string
 	downstream json.RawMessage
-	sink       Sink
 }
-
-type progressKey struct{}
 
 // newProgressRoute mints the upstream token for a downstream token: random,
 // so that no server can guess another call's even where one session carries
 // several callers' calls (a shared scope).
-func newProgressRoute(k Sink, downstream json.RawMessage) *progressRoute {
-	return &progressRoute{upstream: "mux-p-" + rand.Text(), downstream: downstream, sink: k}
+func newProgressRoute(downstream json.RawMessage) progressRoute {
+	return progressRoute{upstream: "mux-p-" + rand.Text(), downstream: downstream}
 }
 
-// withProgress returns ctx for a call whose progress goes to r.
-func withProgress(ctx context.Context, r *progressRoute) context.Context {
-	return upstream.WithProgressToken(context.WithValue(ctx, progressKey{}, r), r.upstream)
+// Notify forwards a notification to the call's Sink: progress under the
+// caller's token (progress naming any other token is dropped).
+func (p *returnPath) Notify(method string, params json.RawMessage) {
+	defer p.panics.Catch(panicguard.Upstream, nil)
+	if method == "notifications/progress" {
+		if params = p.progress.downward(params); params == nil {
+			return
+		}
+	}
+	p.sink.Notify(method, params)
 }
 
-// DeliverProgress forwards an upstream progress notification to the call
-// ctx belongs to, under that call's own token; progress naming any other
-// token is dropped.
-func DeliverProgress(ctx context.Context, params json.RawMessage) {
-	r, _ := ctx.Value(progressKey{}).(*progressRoute)
-	if r == nil {
-		return
+// Request forwards a server-to-client request to the call's Sink.
+func (p *returnPath) Request(ctx context.Context, method string, params json.RawMessage) (_ json.RawMessage, err error) {
+	defer p.panics.Catch(panicguard.Upstream, &err)
+	return p.sink.Request(ctx, method, params)
+}
+
+// downward is upstream progress params under the caller's own token, or
+// nil when they name another token.
+func (r *progressRoute) downward(params json.RawMessage) json.RawMessage {
+	if r.upstream == "" {
+		return nil
 	}
 	var p map[string]json.RawMessage
 	if json.Unmarshal(params, &p) != nil {
-		return
+		return nil
 	}
 	var tok string
 	if json.Unmarshal(p["progressToken"], &tok) != nil || tok != r.upstream {
-		return
+		return nil
 	}
 	p["progressToken"] = r.downstream
 	b, err := json.Marshal(p)
 	if err != nil {
-		return
+		return nil
 	}
-	r.sink.Notify("notifications/progress", b)
+	return b
 }
 
 // NewSDKSink returns the sink of a request of st handled with ctx.

@@ -145,7 +145,7 @@ func (s *TaskCaller) CallTool(ctx context.Context, call taskpoll.Call) (_ json.R
 			}
 			hdr = h
 		}
-		raw, err := b.Up.CallTool(ctx, key, params, hdr)
+		raw, err := b.Up.CallTool(ctx, upstream.Call{Key: key, Params: params, Header: hdr}) // no sink: no caller waits
 		var se *upstream.StatusError
 		if attempt == 0 && errors.As(err, &se) && se.Code == http.StatusUnauthorized && b.Resolver != nil {
 			b.Resolver.UnauthorizedHeader(hdr)

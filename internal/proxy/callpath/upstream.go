@@ -16,11 +16,10 @@ import (
 
 // send is the end of the pipeline: it sends c.Upward to c.Backend on the
 // caller's upstream session (package upstream), with what the upstream
-// sends meanwhile going to c.Sink, and serves an upstream's
-// input_required as the caller's era does (Era.Fulfil), each retry sent
-// the same way.
+// sends meanwhile going back on c's return path (c.back, made by the
+// arguments stage), and serves an upstream's input_required as the
+// caller's era does (Era.Fulfil), each retry sent the same way.
 func (s *Router) send(ctx context.Context, c *Call) (json.RawMessage, error) {
-	ctx = WithSink(ctx, c.Sink)
 	raw, err := c.request(ctx, c.Upward)
 	if err == nil {
 		raw, err = c.Era.Fulfil(ctx, c.Sink, c.Upward, raw, c.request)
@@ -38,10 +37,14 @@ func (c *Call) request(ctx context.Context, params json.RawMessage) (raw json.Ra
 		defer func() { b.Metrics.record(ctx, start, err) }()
 	}
 	for attempt := 0; ; attempt++ {
+		call := upstream.Call{Key: c.Key, Params: params, Header: c.upHeader}
+		if c.back.sink != nil {
+			call.Sink, call.ProgressToken = &c.back, c.back.progress.upstream
+		}
 		if c.Method == "tools/call" {
-			raw, err = b.Up.CallTool(ctx, c.Key, params, c.upHeader)
+			raw, err = b.Up.CallTool(ctx, call)
 		} else {
-			raw, err = b.Up.Request(ctx, c.Key, c.Method, params, c.upHeader)
+			raw, err = b.Up.Request(ctx, c.Method, call)
 		}
 		var se *upstream.StatusError
 		if attempt == 0 && c.renew != nil && errors.As(err, &se) && se.Code == http.StatusUnauthorized {
