@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/internal/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/internal/proxy/modern"
+	"github.com/mcp-mux/mcp-mux/internal/proxy/sessions"
 	"github.com/mcp-mux/mcp-mux/internal/upstream"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
@@ -17,7 +18,7 @@ import (
 // upstream servers send on call sessions to the downstream session (and,
 // where known, the request) they belong to.
 type forwarder struct {
-	sessions *sessionTable
+	sessions *sessions.Table
 	modern   *modern.Handler // listeners of resource updates
 }
 
@@ -35,8 +36,8 @@ func (s *forwarder) ServerNotification(ctx context.Context, key upstream.Key, me
 			k.Notify(method, params)
 			return
 		}
-		for _, st := range s.sessions.withKey(key) {
-			s.sessions.notify(st, method, params)
+		for _, st := range s.sessions.WithKey(key) {
+			s.sessions.Notify(st, method, params)
 		}
 	case "notifications/resources/updated":
 		var p mcp.ResourceUpdatedNotificationParams
@@ -45,9 +46,9 @@ func (s *forwarder) ServerNotification(ctx context.Context, key upstream.Key, me
 		}
 		// Subscriptions live on the owner's discovery session (Upstream.Subscribe):
 		// every session that subscribed to the URI here gets the update.
-		for _, st := range s.sessions.all() {
+		for _, st := range s.sessions.All() {
 			if st.Subs.Has(p.URI) {
-				s.sessions.notify(st, method, params)
+				s.sessions.Notify(st, method, params)
 			}
 		}
 		s.modern.ResourceUpdated(&p)
@@ -60,7 +61,7 @@ func (s *forwarder) ServerRequest(ctx context.Context, key upstream.Key, method 
 	if k := callpath.SinkFrom(ctx); k != nil {
 		return k.Request(ctx, method, params)
 	}
-	for _, st := range s.sessions.withKey(key) {
+	for _, st := range s.sessions.WithKey(key) {
 		return callpath.SessionRequest(ctx, st, method, params)
 	}
 	return nil, &wire.Error{Code: -32603, Message: fmt.Sprintf("no client session is waiting for %s", method)}
