@@ -2,6 +2,8 @@ package sessions
 
 import (
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/mcp-mux/mcp-mux/internal/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/internal/sessionstore"
@@ -12,15 +14,33 @@ import (
 // wait for it) and the sessions this replica holds (holder.go).
 type cache struct {
 	mu    sync.RWMutex
-	byID  map[string]*callpath.Session
+	byID  map[string]*entry
 	loads map[string]*recordLoad
 	held  map[string]bool
+}
+
+// entry is a session as the table keeps it: the callpath.Session the
+// call path serves it with, and what only the table reads.
+type entry struct {
+	st *callpath.Session
+	// rev is the revision of the session's record applied here last (a
+	// change older than it is not applied).
+	rev     atomic.Uint64
+	started time.Time    // when this replica built it
+	streams atomic.Int32 // its open GET streams here
+}
+
+// openStream records an open GET stream of e until the returned function
+// is called.
+func (e *entry) openStream() func() {
+	e.streams.Add(1)
+	return func() { e.streams.Add(-1); e.st.Touch() }
 }
 
 // recordLoad is one read of a record that concurrent requests share.
 type recordLoad struct {
 	done chan struct{}
-	st   *callpath.Session
+	e    *entry
 	err  error
 	// latest is what changes another replica announced while the record
 	// was being read (under cache.mu): applied after; reread says one did
@@ -53,7 +73,7 @@ func (l *recordLoad) note(c *sessionstore.Record) {
 	l.latest = merged
 }
 
-func (c *cache) get(id string) *callpath.Session {
+func (c *cache) get(id string) *entry {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.byID[id]
@@ -65,46 +85,55 @@ func (c *cache) count() int {
 	return len(c.byID)
 }
 
-func (c *cache) all() []*callpath.Session {
+func (c *cache) all() []*entry {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	out := make([]*callpath.Session, 0, len(c.byID))
-	for _, st := range c.byID {
-		out = append(out, st)
+	out := make([]*entry, 0, len(c.byID))
+	for _, e := range c.byID {
+		out = append(out, e)
 	}
 	return out
 }
 
+// entryOf returns the entry of st: the cache's, or, for a session let go
+// of meanwhile, one of its own.
+func (c *cache) entryOf(st *callpath.Session) *entry {
+	if e := c.get(st.ID); e != nil && e.st == st {
+		return e
+	}
+	return &entry{st: st}
+}
+
 // put registers st unless another request registered it first (then that
 // one stays).
-func (c *cache) put(st *callpath.Session) {
+func (c *cache) put(e *entry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.byID == nil {
-		c.byID = make(map[string]*callpath.Session)
+		c.byID = make(map[string]*entry)
 	}
-	if c.byID[st.ID] == nil {
-		c.byID[st.ID] = st
+	if c.byID[e.st.ID] == nil {
+		c.byID[e.st.ID] = e
 	}
 }
 
 // take unregisters the session id (nil if there was none).
-func (c *cache) take(id string) *callpath.Session {
+func (c *cache) take(id string) *entry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := c.byID[id]
+	e := c.byID[id]
 	delete(c.byID, id)
 	delete(c.held, id)
-	return st
+	return e
 }
 
 // join returns the session id when it is here, or else the read of its
 // record in flight, which the caller starts (first) when there was none.
-func (c *cache) join(id string) (st *callpath.Session, l *recordLoad, first bool) {
+func (c *cache) join(id string) (e *entry, l *recordLoad, first bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if st := c.byID[id]; st != nil {
-		return st, nil, false
+	if e := c.byID[id]; e != nil {
+		return e, nil, false
 	}
 	if c.loads == nil {
 		c.loads = make(map[string]*recordLoad)
@@ -126,7 +155,7 @@ func (c *cache) abandon(id string) {
 
 // finish ends the read l of id in flight: it returns the session now
 // registered and what l learned meanwhile.
-func (c *cache) finish(id string, l *recordLoad) (st *callpath.Session, latest *sessionstore.Record, ended, reread bool) {
+func (c *cache) finish(id string, l *recordLoad) (e *entry, latest *sessionstore.Record, ended, reread bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.loads, id)
@@ -135,7 +164,7 @@ func (c *cache) finish(id string, l *recordLoad) (st *callpath.Session, latest *
 
 // changed returns the session id, or notes a change rec of it (an end
 // when ended) on the read of its record in flight.
-func (c *cache) changed(id string, rec *sessionstore.Record, ended bool) *callpath.Session {
+func (c *cache) changed(id string, rec *sessionstore.Record, ended bool) *entry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	l := c.loads[id]
@@ -145,11 +174,11 @@ func (c *cache) changed(id string, rec *sessionstore.Record, ended bool) *callpa
 		}
 		return nil
 	}
-	st := c.byID[id]
-	if st == nil && l != nil {
+	e := c.byID[id]
+	if e == nil && l != nil {
 		l.note(rec) // being read: applied once it is (load)
 	}
-	return st
+	return e
 }
 
 // hold marks the session id held here and reports whether it was.
@@ -172,13 +201,13 @@ func (c *cache) unhold(id string) {
 }
 
 // holding returns the sessions this replica holds.
-func (c *cache) holding() []*callpath.Session {
+func (c *cache) holding() []*entry {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	out := make([]*callpath.Session, 0, len(c.held))
+	out := make([]*entry, 0, len(c.held))
 	for id := range c.held {
-		if st := c.byID[id]; st != nil {
-			out = append(out, st)
+		if e := c.byID[id]; e != nil {
+			out = append(out, e)
 		}
 	}
 	return out

@@ -39,13 +39,13 @@ func (t *Table) message(m sessionstore.Message) {
 	default:
 		return
 	}
-	st := t.cache.get(m.Session)
-	if st == nil {
+	e := t.cache.get(m.Session)
+	if e == nil {
 		return
 	}
 	var msg wire.Message
 	if wire.Decode(m.Body, &msg) == nil && msg.IsResponse() {
-		st.Resolve(&msg)
+		e.st.Resolve(&msg)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/mcp-mux/mcp-mux/internal/config"
-	"github.com/mcp-mux/mcp-mux/internal/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/internal/sessionstore"
 )
 
@@ -18,13 +17,13 @@ import (
 // (the notice carries what changed; without, it is read again in the
 // background).
 func (t *Table) changed(c sessionstore.Change) {
-	st := t.cache.changed(c.ID, c.Record, c.Ended)
+	e := t.cache.changed(c.ID, c.Record, c.Ended)
 	switch {
 	case c.Ended:
 		t.forget(c.ID)
-	case st == nil:
+	case e == nil:
 	case c.Record != nil:
-		t.apply(st, c.Record)
+		t.apply(e, c.Record)
 	default:
 		t.bg.Go(func() { t.reload(c.ID) })
 	}
@@ -41,13 +40,13 @@ func (t *Table) recheck() {
 	if _, local := t.store.(*sessionstore.Local); local {
 		return // in process, every end is seen at once
 	}
-	sessions := t.cache.all()
-	if len(sessions) == 0 {
+	entries := t.cache.all()
+	if len(entries) == 0 {
 		return
 	}
-	ids := make([]string, len(sessions))
-	for i, st := range sessions {
-		ids[i] = st.ID
+	ids := make([]string, len(entries))
+	for i, e := range entries {
+		ids[i] = e.st.ID
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
@@ -56,34 +55,35 @@ func (t *Table) recheck() {
 		t.log.Debug("checking sessions against their records", "err", err)
 		return
 	}
-	for _, st := range sessions {
-		rev, ok := revs[st.ID]
+	for _, e := range entries {
+		id := e.st.ID
+		rev, ok := revs[id]
 		switch {
 		case !ok:
-			t.log.Debug("letting go of a session whose record is gone", "session", st.ID)
-			t.forget(st.ID)
-		case rev > st.Rev.Load():
-			t.reload(st.ID)
+			t.log.Debug("letting go of a session whose record is gone", "session", id)
+			t.forget(id)
+		case rev > e.rev.Load():
+			t.reload(id)
 		}
 	}
 }
 
-// refresh reads st's record again and applies it; it reports whether the
-// record may hold what st lacked: a newer revision, or promotions (a
-// change made here since may have moved st's revision past one whose
+// refresh reads e's record again and applies it; it reports whether the
+// record may hold what e lacked: a newer revision, or promotions (a
+// change made here since may have moved e's revision past one whose
 // notice is still on its way). In process there is nothing to read.
-func (t *Table) refresh(st *callpath.Session) bool {
+func (t *Table) refresh(e *entry) bool {
 	if _, local := t.store.(*sessionstore.Local); local {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
-	rec, err := t.store.Get(ctx, st.ID)
+	rec, err := t.store.Get(ctx, e.st.ID)
 	if err != nil {
 		return false
 	}
-	newer := rec.Rev > st.Rev.Load() || len(rec.Promoted) > 0
-	t.apply(st, rec)
+	newer := rec.Rev > e.rev.Load() || len(rec.Promoted) > 0
+	t.apply(e, rec)
 	return newer
 }
 
@@ -97,11 +97,11 @@ func (t *Table) reload(id string) bool {
 		t.forget(id)
 		return false
 	}
-	st := t.cache.get(id)
-	if err != nil || st == nil {
-		return st != nil
+	e := t.cache.get(id)
+	if err != nil || e == nil {
+		return e != nil
 	}
-	t.apply(st, rec)
+	t.apply(e, rec)
 	return true
 }
 
@@ -146,17 +146,18 @@ func (t *Table) Sweep(now time.Time) time.Duration {
 	if local == nil {
 		t.store.SetTTL(timeout)
 	}
-	for _, st := range t.cache.all() {
+	for _, e := range t.cache.all() {
+		st := e.st
 		idle := now.Sub(time.Unix(0, st.LastSeen.Load()))
 		switch {
 		case idle > timeout:
 			t.log.Debug("closing idle session", "session", st.ID)
 			if local != nil {
 				_ = local.Delete(context.Background(), st.ID)
-				t.tel.SessionEnded(st.Started, st.Protocol)
+				t.tel.SessionEnded(e.started, st.Protocol)
 			}
 			t.forget(st.ID)
-		case idle > t.threadless && !st.Busy() && st.ReleaseOwnThread():
+		case idle > t.threadless && e.streams.Load() == 0 && !st.Busy() && st.ReleaseOwnThread():
 			for _, b := range rt.Backends {
 				if b.Config != nil && b.Config.Type == config.TypeStdio {
 					b.Up.ReleaseIdleThread(st.ID)

@@ -170,12 +170,12 @@ func (h *holder) subscribeHere(m sessionstore.Message) {
 		defer cancel()
 		var rb replyBody
 		var b subscribeBody
-		st, err := t.find(ctx, m.Session)
+		e, err := t.find(ctx, m.Session)
 		if err == nil {
 			err = json.Unmarshal(m.Body, &b)
 		}
 		if err == nil {
-			_, err = t.calls.SubscribeURI(ctx, st, b.URI, b.On)
+			_, err = t.calls.SubscribeURI(ctx, e.st, b.URI, b.On)
 		}
 		if err != nil {
 			rb.Error = &wire.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}

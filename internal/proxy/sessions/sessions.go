@@ -163,8 +163,8 @@ func (t *Table) StopStreams() { t.streams.stopAll() }
 // process outlives the upstreams, and closes the store.
 func (t *Table) Close(ctx context.Context) error {
 	t.StopStreams()
-	for _, st := range t.cache.all() {
-		t.forget(st.ID)
+	for _, e := range t.cache.all() {
+		t.forget(e.st.ID)
 	}
 	t.host.Close()
 	cleaned := make(chan struct{})

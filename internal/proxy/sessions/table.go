@@ -23,10 +23,11 @@ import (
 // (another user's, or one opened under another profile), or a store error
 // (the store is unreachable: retryable); Refuse answers each.
 func (t *Table) Lookup(ctx context.Context, id string, c callpath.Caller) (*callpath.Session, error) {
-	st, err := t.find(ctx, id)
+	e, err := t.find(ctx, id)
 	if err != nil {
 		return nil, err
 	}
+	st := e.st
 	if st.User != c.User {
 		return nil, errSessionForbidden
 	}
@@ -37,19 +38,19 @@ func (t *Table) Lookup(ctx context.Context, id string, c callpath.Caller) (*call
 }
 
 // find returns the session id, whoever it belongs to.
-func (t *Table) find(ctx context.Context, id string) (*callpath.Session, error) {
-	if st := t.cache.get(id); st != nil {
-		return st, nil
+func (t *Table) find(ctx context.Context, id string) (*entry, error) {
+	if e := t.cache.get(id); e != nil {
+		return e, nil
 	}
 	if !sessionstore.ValidID(id) {
 		return nil, sessionstore.ErrNotFound
 	}
-	st, l, first := t.cache.join(id)
+	e, l, first := t.cache.join(id)
 	switch {
-	case st != nil:
-		return st, nil
+	case e != nil:
+		return e, nil
 	case first:
-		l.st, l.err = t.load(id, l)
+		l.e, l.err = t.load(id, l)
 		close(l.done)
 	default:
 		select {
@@ -58,13 +59,13 @@ func (t *Table) find(ctx context.Context, id string) (*callpath.Session, error) 
 			return nil, ctx.Err()
 		}
 	}
-	return l.st, l.err
+	return l.e, l.err
 }
 
 // load reads the record of id and registers the session built from it;
 // a change announced meanwhile (changed) is applied, so the session is
 // never older than what the replica that changed it answered with.
-func (t *Table) load(id string, l *recordLoad) (*callpath.Session, error) {
+func (t *Table) load(id string, l *recordLoad) (*entry, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
 	rec, err := t.store.Get(ctx, id)
@@ -76,21 +77,21 @@ func (t *Table) load(id string, l *recordLoad) (*callpath.Session, error) {
 		h.AfterRead(id)
 	}
 	added := t.add(t.build(rec))
-	st, latest, ended, reread := t.cache.finish(id, l)
+	e, latest, ended, reread := t.cache.finish(id, l)
 	switch {
 	case ended: // a DELETE won the race: the record read is no more
 		t.forget(id)
 		return nil, sessionstore.ErrNotFound
-	case !added || st == nil:
+	case !added || e == nil:
 		return nil, errSessionClosing
 	}
 	if latest != nil {
-		t.apply(st, latest) // its fields unless older than what st has
+		t.apply(e, latest) // its fields unless older than what e has
 	}
 	if reread {
 		t.bg.Go(func() { t.reload(id) })
 	}
-	return st, nil
+	return e, nil
 }
 
 // Create opens a new session of caller c whose initialize carries params:
@@ -115,17 +116,17 @@ func (t *Table) Create(ctx context.Context, c callpath.Caller, params json.RawMe
 	if err := t.store.Create(sctx, rec, sessionstore.Bounds{Limit: b.Limit, Share: b.Share}); err != nil {
 		return nil, nil, err
 	}
-	st := t.build(rec)
-	if !t.add(st) {
+	e := t.build(rec)
+	if !t.add(e) {
 		t.forget(rec.ID)
 		return nil, nil, errSessionClosing
 	}
-	lease, err := t.host.Create(st.ID)
+	lease, err := t.host.Create(rec.ID)
 	if err != nil {
-		t.forget(st.ID)
+		t.forget(rec.ID)
 		return nil, nil, errSessionClosing
 	}
-	return st, lease, nil
+	return e.st, lease, nil
 }
 
 // Resident returns a lease of st's resident SDK session, rebuilt from st
@@ -161,8 +162,9 @@ func (t *Table) Negotiated(st *callpath.Session, res mcp.Result) {
 }
 
 // build returns the session of rec as this replica serves it.
-func (t *Table) build(rec *sessionstore.Record) *callpath.Session {
+func (t *Table) build(rec *sessionstore.Record) *entry {
 	st := &callpath.Session{ID: rec.ID, User: rec.User, Profile: rec.Profile, Send: t.send, Replica: t.replica}
+	e := &entry{st: st}
 	id := rec.ID
 	st.Outbox = func(ctx context.Context, msg json.RawMessage) error { return t.store.Append(ctx, id, msg) }
 	st.OnThread = func(digest string) { // off the request's path
@@ -174,13 +176,13 @@ func (t *Table) build(rec *sessionstore.Record) *callpath.Session {
 			}
 		})
 	}
-	st.Refresh = func() bool { return t.refresh(st) }
+	st.Refresh = func() bool { return t.refresh(e) }
 	st.OnPromote = func(ctx context.Context, names []string) error {
 		ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 		defer cancel()
 		rec, _, err := t.store.Add(ctx, id, sessionstore.ListPromoted, names...)
 		if err == nil {
-			t.apply(st, rec)
+			t.apply(e, rec)
 		}
 		return err
 	}
@@ -188,26 +190,27 @@ func (t *Table) build(rec *sessionstore.Record) *callpath.Session {
 	if st.Init.Capabilities != nil {
 		st.Caps, st.ClientCaps = upstream.Capabilities(st.Init.Capabilities), st.Init.Capabilities
 	}
-	t.apply(st, rec)
-	st.Started = time.Now()
+	t.apply(e, rec)
+	e.started = time.Now()
 	st.Touch()
-	return st
+	return e
 }
 
-// apply brings st up to date with its record (or a change of it): what
-// its lists hold (or gained) is added, its fields are applied unless st
+// apply brings e up to date with its record (or a change of it): what
+// its lists hold (or gained) is added, its fields are applied unless e
 // has seen a newer revision of them.
-func (t *Table) apply(st *callpath.Session, rec *sessionstore.Record) {
+func (t *Table) apply(e *entry, rec *sessionstore.Record) {
+	st := e.st
 	st.AddThreads(rec.Threads)
 	if len(rec.Promoted) > 0 {
 		st.Promo.Add(t.rt.Load().View(st.Profile), rec.Promoted)
 	}
 	for {
-		cur := st.Rev.Load()
+		cur := e.rev.Load()
 		if rec.Rev < cur {
 			return
 		}
-		if st.Rev.CompareAndSwap(cur, rec.Rev) {
+		if e.rev.CompareAndSwap(cur, rec.Rev) {
 			break
 		}
 	}
@@ -242,14 +245,28 @@ func state(st *callpath.Session) *mcp.ServerSessionState {
 		NegotiatedProtocolVersion: st.Protocol, LogLevel: mcp.LoggingLevel(st.LogLevel())}
 }
 
-// add registers st unless Close has begun or another request registered
+// add registers e unless Close has begun or another request registered
 // it first (then that one stays); it reports whether the table is open.
-func (t *Table) add(st *callpath.Session) bool {
-	return t.gate.Exclusive(func() { t.cache.put(st) })
+func (t *Table) add(e *entry) bool {
+	return t.gate.Exclusive(func() { t.cache.put(e) })
+}
+
+// sessionsOf returns the sessions of es.
+func sessionsOf(es []*entry) []*callpath.Session {
+	out := make([]*callpath.Session, len(es))
+	for i, e := range es {
+		out[i] = e.st
+	}
+	return out
 }
 
 // Get returns this replica's session id, or nil.
-func (t *Table) Get(id string) *callpath.Session { return t.cache.get(id) }
+func (t *Table) Get(id string) *callpath.Session {
+	if e := t.cache.get(id); e != nil {
+		return e.st
+	}
+	return nil
+}
 
 // Count returns the number of sessions this replica keeps.
 func (t *Table) Count() int { return t.cache.count() }
@@ -266,18 +283,18 @@ func (t *Table) Total() int {
 }
 
 // All returns the sessions this replica keeps.
-func (t *Table) All() []*callpath.Session { return t.cache.all() }
+func (t *Table) All() []*callpath.Session { return sessionsOf(t.cache.all()) }
 
 // Held returns the sessions this replica holds (their GET stream is
 // here): those that hear of what every replica learns at once.
-func (t *Table) Held() []*callpath.Session { return t.cache.holding() }
+func (t *Table) Held() []*callpath.Session { return sessionsOf(t.cache.holding()) }
 
 // WithKey returns the sessions that called upstreams as key here.
 func (t *Table) WithKey(key upstream.Key) []*callpath.Session {
 	var out []*callpath.Session
-	for _, st := range t.cache.all() {
-		if st.HasKey(key) {
-			out = append(out, st)
+	for _, e := range t.cache.all() {
+		if e.st.HasKey(key) {
+			out = append(out, e.st)
 		}
 	}
 	return out
@@ -293,14 +310,14 @@ func (t *Table) Touch(st *callpath.Session) {
 // Remove ends the session id everywhere (DELETE): its record goes, every
 // replica releases what it held for it.
 func (t *Table) Remove(ctx context.Context, id string) error {
-	if st := t.cache.get(id); st != nil {
-		st.Cancel() // its requests in flight end first
+	if e := t.cache.get(id); e != nil {
+		e.st.Cancel() // its requests in flight end first
 	}
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
 	err := t.store.Delete(ctx, id)
-	if st := t.cache.get(id); st != nil {
-		t.tel.SessionEnded(st.Started, st.Protocol)
+	if e := t.cache.get(id); e != nil {
+		t.tel.SessionEnded(e.started, e.st.Protocol)
 	}
 	t.forget(id)
 	return err
@@ -310,11 +327,12 @@ func (t *Table) Remove(ctx context.Context, id string) error {
 // requests in flight are cancelled, its resident SDK session closed, its
 // subscriptions and upstream call sessions released (in the background).
 func (t *Table) forget(id string) {
-	st := t.cache.take(id)
+	e := t.cache.take(id)
 	t.host.End(id)
-	if st == nil {
+	if e == nil {
 		return
 	}
+	st := e.st
 	st.Cancel()
 	t.bg.Go(func() {
 		t.calls.DropSubscriptions(st)
@@ -346,6 +364,6 @@ func (t *Table) Record(ctx context.Context, st *callpath.Session, fn func(*sessi
 	if err != nil {
 		return err
 	}
-	t.apply(st, rec)
+	t.apply(t.cache.entryOf(st), rec)
 	return nil
 }
