@@ -104,7 +104,7 @@ func (t *Table) ServeStream(w http.ResponseWriter, r *http.Request) {
 	}
 	defer f.Close()
 	defer t.streams.replace(sid, f)()
-	// An open stream keeps a session's own-thread processes (sweep).
+	// An open stream keeps a session's own-thread processes (Sweep).
 	defer t.cache.entryOf(st).openStream()()
 	t.holder.hold(st)
 	sessionhost.ServeStream(r.Context(), w, f, sessionhost.StreamOptions{Stop: t.streams.stop, Retry: streamRetry,
