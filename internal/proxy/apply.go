@@ -488,15 +488,15 @@ func (s *Server) notifyChanges(before, next *callpath.Catalog) {
 	s.modern.ListsChanged(tools, prompts, resources)
 	searching := before.Searching() || next.Searching()
 	// Every replica sees the change: a session hears of it from its holder.
-	for _, st := range s.sessions.heldSessions() {
+	for _, st := range s.sessions.Held() {
 		if tools && (!searching || sessionToolsChanged(st, before, next)) {
-			s.sessions.notify(st, "notifications/tools/list_changed", emptyParams)
+			s.sessions.Notify(st, "notifications/tools/list_changed", emptyParams)
 		}
 		if prompts {
-			s.sessions.notify(st, "notifications/prompts/list_changed", emptyParams)
+			s.sessions.Notify(st, "notifications/prompts/list_changed", emptyParams)
 		}
 		if resources {
-			s.sessions.notify(st, "notifications/resources/list_changed", emptyParams)
+			s.sessions.Notify(st, "notifications/resources/list_changed", emptyParams)
 		}
 	}
 }

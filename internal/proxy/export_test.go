@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/mcp-mux/mcp-mux/internal/interceptor"
+	"github.com/mcp-mux/mcp-mux/internal/proxy/sessions"
 )
 
 // AddInterceptorForTest appends ic to the running runtime's interceptors,
@@ -41,25 +42,25 @@ func SetParkTTLForTest(s *Server, d time.Duration) {
 }
 
 // SweepSessionsForTest runs the session reaper's sweep as at now.
-func SweepSessionsForTest(s *Server, now time.Time) { s.sessions.sweep(now) }
+func SweepSessionsForTest(s *Server, now time.Time) { s.sessions.Sweep(now) }
 
 // HoldSessionCreatesForTest makes every new session's creation (its
 // initialize admitted past the body checks, before its record is admitted
 // by the store) call hold first. Set it before the first initialize.
 func HoldSessionCreatesForTest(s *Server, hold func()) {
-	s.sessions.beforeCreate.Store(&hold)
+	s.sessions.SetHooks(sessions.Hooks{BeforeCreate: hold})
 }
 
 // HoldSessionLoadsForTest makes every first load of a session's record
 // on s call hold with its id once the record was read, before the session
 // is registered.
 func HoldSessionLoadsForTest(s *Server, hold func(id string)) {
-	s.sessions.afterRead.Store(&hold)
+	s.sessions.SetHooks(sessions.Hooks{AfterRead: hold})
 }
 
 // SessionHasThreadForTest reports whether s knows that its session id
 // called upstreams as thread (nil session: false).
 func SessionHasThreadForTest(s *Server, id, thread string) bool {
-	st := s.sessions.get(id)
+	st := s.sessions.Get(id)
 	return st != nil && st.HasThread(thread)
 }

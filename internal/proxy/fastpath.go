@@ -55,9 +55,9 @@ func (s *Server) mcpHandler() http.Handler {
 			}
 			s.serveSession(w, r, body, sh.Batch) // host.go
 		case http.MethodGet:
-			s.sessions.serveStream(w, r) // host.go
+			s.sessions.ServeStream(w, r) // package sessions
 		case http.MethodDelete:
-			s.sessions.serveDelete(w, r)
+			s.sessions.ServeDelete(w, r)
 		default:
 			w.Header().Set("Allow", "GET, POST, DELETE")
 			http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/internal/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/internal/proxy/modern"
+	"github.com/mcp-mux/mcp-mux/internal/proxy/sessions"
 	"github.com/mcp-mux/mcp-mux/internal/upstream"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
@@ -18,7 +19,7 @@ import (
 // downstream sessions they belong to. (What they send during a call goes
 // to that call's sink, passed down with it: callpath/sink.go.)
 type forwarder struct {
-	sessions *sessionTable
+	sessions *sessions.Table
 	modern   *modern.Handler // listeners of resource updates
 }
 
@@ -29,8 +30,8 @@ var _ upstream.Handler = (*forwarder)(nil)
 func (s *forwarder) ServerNotification(_ context.Context, key upstream.Key, method string, params json.RawMessage) {
 	switch method {
 	case "notifications/message":
-		for _, st := range s.sessions.withKey(key) {
-			s.sessions.notify(st, method, params)
+		for _, st := range s.sessions.WithKey(key) {
+			s.sessions.Notify(st, method, params)
 		}
 	case "notifications/resources/updated":
 		var p mcp.ResourceUpdatedNotificationParams
@@ -39,9 +40,9 @@ func (s *forwarder) ServerNotification(_ context.Context, key upstream.Key, meth
 		}
 		// Subscriptions live on the owner's discovery session (Upstream.Subscribe):
 		// every session that subscribed to the URI here gets the update.
-		for _, st := range s.sessions.all() {
+		for _, st := range s.sessions.All() {
 			if st.Subs.Has(p.URI) {
-				s.sessions.notify(st, method, params)
+				s.sessions.Notify(st, method, params)
 			}
 		}
 		s.modern.ResourceUpdated(&p)
@@ -51,7 +52,7 @@ func (s *forwarder) ServerNotification(_ context.Context, key upstream.Key, meth
 // ServerRequest forwards an upstream's request to the client of a session
 // it belongs to.
 func (s *forwarder) ServerRequest(ctx context.Context, key upstream.Key, method string, params json.RawMessage) (json.RawMessage, error) {
-	for _, st := range s.sessions.withKey(key) {
+	for _, st := range s.sessions.WithKey(key) {
 		return callpath.SessionRequest(ctx, st, method, params)
 	}
 	return nil, &wire.Error{Code: -32603, Message: fmt.Sprintf("no client session is waiting for %s", method)}

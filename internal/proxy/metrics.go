@@ -4,10 +4,11 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/mcp-mux/mcp-mux/internal/proxy/callpath"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/mcp-mux/mcp-mux/internal/proxy/callpath"
 )
 
 // metrics are the Server's Prometheus metrics, on a registry of its own.
@@ -110,6 +111,6 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(procsDesc, prometheus.GaugeValue, float64(b.Up.Processes()), b.Name)
 		ch <- prometheus.MustNewConstMetric(reconnDesc, prometheus.CounterValue, float64(b.Up.Reconnects()), b.Name)
 	}
-	ch <- prometheus.MustNewConstMetric(sessionsDesc, prometheus.GaugeValue, float64(c.s.sessions.count()))
+	ch <- prometheus.MustNewConstMetric(sessionsDesc, prometheus.GaugeValue, float64(c.s.sessions.Count()))
 	ch <- prometheus.MustNewConstMetric(catalogDesc, prometheus.GaugeValue, float64(rt.Catalog.Load().Len()))
 }

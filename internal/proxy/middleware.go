@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/internal/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/internal/proxy/modern"
+	"github.com/mcp-mux/mcp-mux/internal/proxy/sessions"
 	"github.com/mcp-mux/mcp-mux/internal/reqid"
 	"github.com/mcp-mux/mcp-mux/internal/sessionstore"
 	"github.com/mcp-mux/mcp-mux/internal/telemetry"
@@ -25,7 +26,7 @@ type receiver struct {
 	rt       *atomic.Pointer[callpath.Runtime]
 	via      *via.Marker
 	requests *requestTable
-	sessions *sessionTable
+	sessions *sessions.Table
 	calls    *callpath.Router
 	modern   *modern.Handler
 	tel      *telemetry.Telemetry // SERVER spans (nil: off)
@@ -84,7 +85,7 @@ func (m *receiver) route(ctx context.Context, method string, req mcp.Request, ne
 	}
 	var st *callpath.Session
 	if ss != nil && ss.ID() != "" {
-		st = m.sessions.get(ss.ID())
+		st = m.sessions.Get(ss.ID())
 	}
 	if st == nil {
 		if method == "server/discover" || modern.IsSession(ss) {
@@ -95,14 +96,14 @@ func (m *receiver) route(ctx context.Context, method string, req mcp.Request, ne
 	st.Touch()
 	switch method {
 	case "resources/subscribe", "resources/unsubscribe":
-		// Recorded, and held by the session's holder (holder.go).
+		// Recorded, and held by the session's holder (package sessions).
 		if uri := subscribedURI(req); uri != "" {
-			return m.sessions.subscription(ctx, st, uri, method == "resources/subscribe")
+			return m.sessions.Subscribe(ctx, st, uri, method == "resources/subscribe")
 		}
 	case "logging/setLevel":
 		// Recorded before the answer: the next request may reach any replica.
 		if p, ok := req.GetParams().(*mcp.SetLoggingLevelParams); ok {
-			if err := m.sessions.record(ctx, st, sessionstore.SetLevel(string(p.Level))); err != nil {
+			if err := m.sessions.Record(ctx, st, sessionstore.SetLevel(string(p.Level))); err != nil {
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "recording the logging level failed (the session store is unreachable); retry"}
 			}
 		}
@@ -129,8 +130,8 @@ func (m *receiver) initialize(ctx context.Context, ss *mcp.ServerSession, req mc
 	if err != nil || ss == nil {
 		return res, err
 	}
-	if st := m.sessions.get(ss.ID()); st != nil {
-		m.sessions.negotiated(st, res)
+	if st := m.sessions.Get(ss.ID()); st != nil {
+		m.sessions.Negotiated(st, res)
 	}
 	cat := m.rt.Load().View(callpath.CallerFrom(ctx).Profile)
 	setInstructions(cat, res)

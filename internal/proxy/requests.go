@@ -29,8 +29,6 @@ import (
 // Server's delegations to it.
 
 const (
-	defaultSessionTimeout  = 30 * time.Minute // inbound.session_idle_timeout_seconds
-	defaultThreadlessIdle  = 15 * time.Second // Options.ThreadlessIdle
 	defaultBodyTimeout     = 30 * time.Second
 	defaultIdleConnTimeout = 2 * time.Minute
 	defaultMaxSessionCalls = 64

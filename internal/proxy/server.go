@@ -12,9 +12,7 @@
 package proxy
 
 import (
-	"cmp"
 	"context"
-	"github.com/mcp-mux/mcp-mux/internal/audit"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -24,13 +22,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/admission"
+	"github.com/mcp-mux/mcp-mux/internal/audit"
 	"github.com/mcp-mux/mcp-mux/internal/config"
 	"github.com/mcp-mux/mcp-mux/internal/inbound"
 	"github.com/mcp-mux/mcp-mux/internal/panicguard"
 	"github.com/mcp-mux/mcp-mux/internal/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/internal/proxy/modern"
 	"github.com/mcp-mux/mcp-mux/internal/proxy/retryfwd"
-	"github.com/mcp-mux/mcp-mux/internal/proxy/sessionhost"
+	"github.com/mcp-mux/mcp-mux/internal/proxy/sessions"
 	"github.com/mcp-mux/mcp-mux/internal/ratelimit"
 	"github.com/mcp-mux/mcp-mux/internal/reqid"
 	"github.com/mcp-mux/mcp-mux/internal/seal"
@@ -133,10 +132,10 @@ type Server struct {
 	via      *via.Marker       // this process in the requests it sends upstream (internal/via)
 	states   *seal.Sealer      // requestState key without inbound.request_state_key
 	buffers  wire.Buffers      // request and response bodies (requests.go, fastpath.go)
-	sessions sessionTable
-	recv     receiver     // the SDK's receiving middleware (middleware.go)
-	fwd      forwarder    // every upstream's handler (forward.go)
-	requests requestTable // SDK-path HTTP requests (requests.go)
+	sessions *sessions.Table   // 2025-11-25 sessions (package sessions)
+	recv     receiver          // the SDK's receiving middleware (middleware.go)
+	fwd      forwarder         // every upstream's handler (forward.go)
+	requests requestTable      // SDK-path HTTP requests (requests.go)
 	metrics  *metrics
 	panics   *panicguard.Guard       // internal/panicguard, recover.go
 	subs     *subscriptions.Registry // resource subscriptions by server (package subscriptions)
@@ -147,7 +146,6 @@ type Server struct {
 	ready    atomic.Bool             // …and its servers discovered (becomeReady)
 	life     context.Context         // ends when Close starts
 	draining atomic.Bool             // Drain was called: not ready
-	stopOnce sync.Once               // closes sessions.streamStop
 	retry    retryfwd.Forwarder      // retries of calls parked on other replicas
 	started  time.Time
 	stop     context.CancelFunc
@@ -225,52 +223,35 @@ func New(opts Options) *Server {
 	}
 	s.calls = callpath.New(callpath.Options{Log: s.log, MaxSessionCalls: opts.MaxSessionCalls, Tasks: s.tasks, Runtime: &s.rt, Life: &s.gate,
 		PageSize: opts.PageSize, Subs: s.subs, Panics: s.panics, Audit: opts.Audit, Telemetry: s.tel, Limits: s.limits})
-	s.openSessions(opts)
+	replica := sessionstore.NewReplica()
+	s.openSessions(opts, replica)
 	s.modern = modern.New(modern.Options{Log: s.log, SDK: s.sdk, Send: s.send, Calls: s.calls, Runtime: &s.rt,
-		Gate: &s.gate, Life: s.life, Background: &s.bg, Panics: s.panics, Tasks: s.tasks, States: s.states, Replica: s.sessions.replica, Elsewhere: s.retry.Elsewhere, Telemetry: s.tel,
+		Gate: &s.gate, Life: s.life, Background: &s.bg, Panics: s.panics, Tasks: s.tasks, States: s.states, Replica: replica, Elsewhere: s.retry.Elsewhere, Telemetry: s.tel,
 		Buffers: &s.buffers, PageSize: opts.PageSize, DisableFastPath: opts.DisableModernFastPath})
-	s.durable.log, s.durable.panics, s.durable.sessions, s.durable.modern, s.durable.bg = s.log, s.panics, &s.sessions, s.modern, &s.bg
-	s.recv = receiver{rt: &s.rt, via: s.via, requests: &s.requests, sessions: &s.sessions, calls: s.calls, modern: s.modern, tel: s.tel}
-	s.fwd = forwarder{sessions: &s.sessions, modern: s.modern}
+	s.durable.log, s.durable.panics, s.durable.sessions, s.durable.modern, s.durable.bg = s.log, s.panics, s.sessions, s.modern, &s.bg
+	s.recv = receiver{rt: &s.rt, via: s.via, requests: &s.requests, sessions: s.sessions, calls: s.calls, modern: s.modern, tel: s.tel}
+	s.fwd = forwarder{sessions: s.sessions, modern: s.modern}
 	none, _ := inbound.New(inbound.Options{Mode: inbound.ModeNone})
 	origins, _ := newOriginPolicy(nil, nil)
 	empty := callpath.NewRuntime(&config.Config{})
 	empty.Policy, empty.Auth, empty.Origins, empty.States = callpath.NewCatalogPolicy(&config.Config{}, s.tasks != nil), none, origins, s.states
 	empty.Catalog.Store(callpath.BuildCatalog(nil, empty.Policy, s.log))
 	s.rt.Store(empty)
-	s.bg.Go(func() { s.sessions.reap(ctx) })
+	s.bg.Go(func() { s.sessions.Run(ctx) })
 	return s
 }
 
-// openSessions sets up the 2025-11-25 session table: its store (opts'
-// or one in process), its host of resident SDK sessions, and the idle sweep.
-func (s *Server) openSessions(opts Options) {
-	t := &s.sessions
-	*t = sessionTable{replica: sessionstore.NewReplica(), send: s.send, gate: &s.gate, rt: &s.rt, calls: s.calls, log: s.log, tel: s.tel,
-		threadless: cmp.Or(opts.ThreadlessIdle, defaultThreadlessIdle), recheckEvery: cmp.Or(opts.SessionRecheck, defaultSessionRecheck)}
-	s.retry = retryfwd.Forwarder{Store: func() sessionstore.Store { return t.store }, Exchange: &t.x, Serve: s.mcpHandler(),
-		Go: t.goBackground, Log: s.log}
-	onMessage := func(m sessionstore.Message) {
-		if !s.retry.Take(m) {
-			t.message(m)
-		}
-	}
-	so := sessionstore.Options{Replica: t.replica, OnMessage: onMessage, OnChange: t.changed,
-		OnReconnect: func() { t.goBackground(t.recheck) }}
+// openSessions sets up the 2025-11-25 session table (package sessions):
+// its store (opts' or one in process), its host of resident SDK sessions,
+// and the retries of parked calls that travel through its store.
+func (s *Server) openSessions(opts Options, replica string) {
+	s.retry = retryfwd.Forwarder{Serve: s.mcpHandler(), Log: s.log}
+	o := sessions.Options{Replica: replica, Store: opts.SessionStore, Retry: &s.retry, SDK: s.sdk, Send: s.send, ResidentIdle: opts.ResidentIdle,
+		Gate: &s.gate, Runtime: &s.rt, Calls: s.calls, Log: s.log, Telemetry: s.tel, ThreadlessIdle: opts.ThreadlessIdle, Recheck: opts.SessionRecheck}
 	if opts.StateKey != "" { // shared through the store: kept there, and adopted when another replica made a new one
-		so.SharedKey, so.OnSharedKey = opts.StateKey, s.states.Rekey
+		o.SharedKey, o.OnSharedKey = opts.StateKey, s.states.Rekey
 	}
-	if opts.SessionStore != nil {
-		so.TTL = defaultSessionTimeout
-		t.store = opts.SessionStore(so)
-	} else {
-		t.store = sessionstore.NewLocal(so) // no TTL: the idle sweep ends sessions
-	}
-	// Handlers of a resident session write mcp-mux's requests to the client
-	// on its connection (callpath.SessionRequest).
-	t.host = sessionhost.New(sessionhost.Options{SDK: s.sdk, Log: s.log, ResidentIdle: opts.ResidentIdle,
-		Context: func(w sessionhost.Writer) context.Context { return callpath.WithClientWriter(context.Background(), w) }})
-	t.streamStop = make(chan struct{})
+	s.sessions = sessions.New(o)
 }
 
 // Handler returns the HTTP handler: /mcp, /healthz, /readyz and /metrics,
@@ -323,23 +304,10 @@ func (s *Server) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		s.log.Warn("shutdown: abandoning in-flight calls")
 	}
-	s.stopStreams()
-	// What this replica holds for each session goes; the sessions live on
-	// in their records (for other replicas, or none).
-	for _, st := range s.sessions.all() {
-		s.sessions.forget(st.ID)
-	}
-	s.sessions.host.Close()
-	// Each session's cleanup releases its upstream sessions; let it finish
-	// before the upstreams go, so no stdio process outlives Close.
-	cleaned := make(chan struct{})
-	go func() { s.sessions.waitBackground(); close(cleaned) }()
-	select {
-	case <-cleaned:
-	case <-ctx.Done():
-	}
-	if err := s.sessions.store.Close(); err != nil {
-		s.log.Warn("shutdown: closing the session store", "err", err)
+	// What this replica holds for each session goes (the sessions live on
+	// in their records), before the upstreams do.
+	if err := s.sessions.Close(ctx); err != nil {
+		s.log.Warn("shutdown: sessions", "err", err)
 	}
 	if err := s.limits.Close(); err != nil {
 		s.log.Warn("shutdown: limits", "err", err)
@@ -353,7 +321,3 @@ func (s *Server) Close(ctx context.Context) error {
 	s.refs.close(s.rt.Load())
 	return nil
 }
-
-// stopStreams ends every GET stream: its client reconnects, with its
-// Last-Event-ID, to whichever replica the load balancer picks.
-func (s *Server) stopStreams() { s.stopOnce.Do(func() { close(s.sessions.streamStop) }) }

@@ -242,18 +242,24 @@ func deleteOn(t *testing.T, base, sid string) int {
 	return resp.StatusCode
 }
 
+// deafness is whether a replica drops the change notices it receives
+// (on), and whether it dropped the notice of a session's end (ended).
+type deafness struct{ on, ended atomic.Bool }
+
 // deafReplicas starts two replicas whose second one drops the change
-// notices it receives while deaf is set (as when its link to Redis is
+// notices it receives while deaf is on (as when its link to Redis is
 // down when they are published), rechecking its sessions every recheck.
-func deafReplicas(t *testing.T, recheck time.Duration) (*replicaSet, *atomic.Bool) {
+func deafReplicas(t *testing.T, recheck time.Duration) (*replicaSet, *deafness) {
 	t.Helper()
-	deaf := &atomic.Bool{}
+	deaf := &deafness{}
 	rs := startReplicaSet(t, 2, `{"mcpServers": {}}`, func(i int, o *sessionstore.Options) {
 		if i == 1 {
 			inner := o.OnChange
 			o.OnChange = func(c sessionstore.Change) {
-				if !deaf.Load() {
+				if !deaf.on.Load() {
 					inner(c)
+				} else if c.Ended {
+					deaf.ended.Store(true)
 				}
 			}
 		}
@@ -262,8 +268,10 @@ func deafReplicas(t *testing.T, recheck time.Duration) (*replicaSet, *atomic.Boo
 }
 
 // deleteUnheard opens a session on the first replica of rs, has the
-// second use it, and DELETEs it on the first while the second is deaf.
-func deleteUnheard(t *testing.T, rs *replicaSet, deaf *atomic.Bool) string {
+// second use it, and DELETEs it on the first while the second is deaf
+// (until the second has dropped the DELETE's notice, which reaches it
+// after the DELETE is answered).
+func deleteUnheard(t *testing.T, rs *replicaSet, deaf *deafness) string {
 	t.Helper()
 	a, b := rs.muxes[0].ts.URL, rs.muxes[1].ts.URL
 	sid := rawInit(t, testHTTP, a, `{}`)
@@ -273,11 +281,14 @@ func deleteUnheard(t *testing.T, rs *replicaSet, deaf *atomic.Bool) string {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("b: HTTP %d", resp.StatusCode)
 	}
-	deaf.Store(true)
+	deaf.on.Store(true)
 	if code := deleteOn(t, a, sid); code != http.StatusNoContent {
 		t.Fatalf("DELETE: HTTP %d", code)
 	}
-	deaf.Store(false)
+	if !waitUntilFor(5*time.Second, deaf.ended.Load) {
+		t.Fatal("the DELETE's notice did not reach the second replica")
+	}
+	deaf.on.Store(false)
 	return sid
 }
 

@@ -41,7 +41,7 @@ func (s *Server) Status() Status {
 		Draining:     s.draining.Load(),
 		Tools:        cat.Len(),
 		BuiltinTools: counts[""].Listed,
-		Sessions:     s.sessions.total(),
+		Sessions:     s.sessions.Total(),
 		Reloads:      s.Reloads(),
 	}
 	st.SlowCalls, st.FailedCalls = s.opts.Audit.Recent()
@@ -153,7 +153,7 @@ func splitOutsideQuotes(s, sep string) []string {
 // streams, whose clients resume on another replica.
 func (s *Server) Drain() {
 	s.draining.Store(true)
-	s.stopStreams()
+	s.sessions.StopStreams()
 }
 
 func (s *Server) isReady() bool { return s.ready.Load() && !s.draining.Load() }

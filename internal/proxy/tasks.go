@@ -16,6 +16,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/config"
 	"github.com/mcp-mux/mcp-mux/internal/panicguard"
 	"github.com/mcp-mux/mcp-mux/internal/proxy/modern"
+	"github.com/mcp-mux/mcp-mux/internal/proxy/sessions"
 	"github.com/mcp-mux/mcp-mux/internal/taskpoll"
 )
 
@@ -63,7 +64,7 @@ type taskBridge struct {
 	cancel   func() // ends the event subscription
 	log      hclog.Logger
 	panics   *panicguard.Guard
-	sessions *sessionTable
+	sessions *sessions.Table
 	modern   *modern.Handler
 	bg       *sync.WaitGroup
 }
@@ -113,7 +114,7 @@ func (s *taskBridge) event(e taskpoll.Event) {
 	data, _ := json.Marshal(map[string]any{"task_id": e.TaskID, "task_name": e.Name, "status": e.Status, "tracking_degraded": e.Degraded, "resource": uri})
 	msg, _ := json.Marshal(&mcp.LoggingMessageParams{Level: "info", Logger: "mcp-mux.tasks", Data: json.RawMessage(data)})
 	// Every replica hears of the event: a session hears of it from its holder.
-	for _, st := range s.sessions.heldSessions() {
+	for _, st := range s.sessions.Held() {
 		if st.User != e.User {
 			continue
 		}
@@ -124,10 +125,10 @@ func (s *taskBridge) event(e taskpoll.Event) {
 		s.bg.Go(func() {
 			defer s.panics.Catch(panicguard.Task, nil)
 			if owner {
-				s.sessions.notify(st, "notifications/message", msg)
+				s.sessions.Notify(st, "notifications/message", msg)
 			}
 			updated, _ := json.Marshal(&mcp.ResourceUpdatedNotificationParams{URI: uri})
-			s.sessions.notify(st, "notifications/resources/updated", updated)
+			s.sessions.Notify(st, "notifications/resources/updated", updated)
 		})
 	}
 }

@@ -21,7 +21,8 @@ import (
 
 // Session is mcp-mux's state for one downstream MCP session on this
 // replica: for a 2025-11-25 session, its record (package sessionstore) as
-// last read here, and what this replica does for it.
+// last read here, and what this replica does for it (package sessions
+// keeps the table's own bookkeeping beside it).
 type Session struct {
 	ID       string            // Mcp-Session-Id; "" for a 2026-07-28 request
 	User     string            // the authenticated caller
@@ -31,7 +32,6 @@ type Session struct {
 	LastSeen atomic.Int64      // unix nanos of the last message
 	// logRefresh is when WantsLog last read the record again (unix nanos).
 	logRefresh atomic.Int64
-	Started    time.Time // when this replica built it
 	// Replica names this process in the ids of its requests to the
 	// client, so that an answer reaching another replica comes back here.
 	Replica string
@@ -53,9 +53,6 @@ type Session struct {
 	// ClientCaps are the capabilities the client declared: at initialize
 	// for a session, in _meta for a 2026-07-28 request.
 	ClientCaps *mcp.ClientCapabilities
-	// Rev is the revision of the session's record this replica applied
-	// last (a change older than it is not applied).
-	Rev atomic.Uint64
 	// Init and Protocol are a session's initialize params and negotiated
 	// version: what its SDK session is rebuilt from.
 	Init     *mcp.InitializeParams
@@ -67,10 +64,8 @@ type Session struct {
 
 	reqSeq atomic.Uint64
 
-	// streams counts the session's open GET streams; ownReleased is set
-	// when its own-thread call sessions were released and cleared when it
-	// calls as its own thread again (ReleaseOwnThread).
-	streams     atomic.Int32
+	// ownReleased is set when its own-thread call sessions were released
+	// and cleared when it calls as its own thread again (ReleaseOwnThread).
 	ownReleased atomic.Bool
 
 	ss atomic.Pointer[mcp.ServerSession] // the SDK's session, while one serves it
@@ -261,16 +256,8 @@ func (st *Session) Resolve(m *wire.Message) bool {
 	return ok
 }
 
-// OpenStream records an open GET stream until the returned function is
-// called.
-func (st *Session) OpenStream() func() {
-	st.streams.Add(1)
-	return func() { st.streams.Add(-1); st.Touch() }
-}
-
-// Busy reports whether the session has a request in flight or an open
-// stream: a client is still there.
-func (st *Session) Busy() bool { return st.streams.Load() > 0 || st.inflight.Active() > 0 }
+// Busy reports whether the session has a request in flight.
+func (st *Session) Busy() bool { return st.inflight.Active() > 0 }
 
 // ReleaseOwnThread reports whether the session's own-thread call sessions
 // (the thread of a session whose requests name none is its id) should be

@@ -1,4 +1,4 @@
-package proxy
+package sessions
 
 import (
 	"context"
@@ -51,41 +51,45 @@ type replyBody struct {
 // forwardTimeout bounds a request another replica runs for this one.
 const forwardTimeout = 10 * time.Second
 
+// holder is the table's side of the holder protocol.
+type holder struct{ t *Table }
+
+// Subscribe serves a session's resources/subscribe (on) or unsubscribe:
+// the URI goes into its record, and its holder subscribes.
+func (t *Table) Subscribe(ctx context.Context, st *callpath.Session, uri string, on bool) (mcp.Result, error) {
+	return t.holder.subscribe(ctx, st, uri, on)
+}
+
 // hold makes this replica the holder of st (its GET stream opened here)
 // and, when it was not, subscribes it to what its record lists (in the
 // background).
-func (t *sessionTable) hold(st *callpath.Session) {
-	t.mu.Lock()
-	if t.held == nil {
-		t.held = make(map[string]bool)
-	}
-	was := t.held[st.ID]
-	t.held[st.ID] = true
-	t.mu.Unlock()
-	if was {
+func (h *holder) hold(st *callpath.Session) {
+	t := h.t
+	if t.cache.hold(st.ID) {
 		return
 	}
-	t.goBackground(func() {
+	t.bg.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 		defer cancel()
 		// Subscribe first, then take over: the replica that held the
 		// subscriptions drops them when it sees the new holder, and by then
 		// they are held here (but for one made in between, taken up after).
 		if rec, err := t.store.Get(ctx, st.ID); err == nil {
-			t.adopt(ctx, st, rec.Subs)
+			h.adopt(ctx, st, rec.Subs)
 		}
 		if _, err := t.store.Update(ctx, st.ID, sessionstore.SetHolder(t.replica, true)); err != nil {
 			t.log.Debug("taking over a session's stream", "session", st.ID, "err", err)
 			return
 		}
 		if rec, err := t.store.Get(ctx, st.ID); err == nil {
-			t.adopt(ctx, st, rec.Subs)
+			h.adopt(ctx, st, rec.Subs)
 		}
 	})
 }
 
 // adopt subscribes st here to the URIs it does not hold yet.
-func (t *sessionTable) adopt(ctx context.Context, st *callpath.Session, uris []string) {
+func (h *holder) adopt(ctx context.Context, st *callpath.Session, uris []string) {
+	t := h.t
 	for _, uri := range uris {
 		if !st.Subs.Has(uri) {
 			if _, err := t.calls.SubscribeURI(ctx, st, uri, true); err != nil {
@@ -95,62 +99,25 @@ func (t *sessionTable) adopt(ctx context.Context, st *callpath.Session, uris []s
 	}
 }
 
-// stream makes f the GET stream of session id on this replica, ending the
-// one it replaces: one stream per session and replica, as go-sdk allows,
-// but a client that reconnects before the old stream's end was noticed
-// is served, not refused. Call the returned function when f ends.
-func (t *sessionTable) stream(id string, f *sessionstore.Follower) func() {
-	t.mu.Lock()
-	if t.streams == nil {
-		t.streams = make(map[string]*sessionstore.Follower)
-	}
-	old := t.streams[id]
-	t.streams[id] = f
-	t.mu.Unlock()
-	if old != nil {
-		old.Close()
-	}
-	return func() {
-		t.mu.Lock()
-		if t.streams[id] == f {
-			delete(t.streams, id)
-		}
-		t.mu.Unlock()
-	}
-}
-
-// heldSessions returns the sessions this replica holds.
-func (t *sessionTable) heldSessions() []*callpath.Session {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	out := make([]*callpath.Session, 0, len(t.held))
-	for id := range t.held {
-		if st := t.byID[id]; st != nil {
-			out = append(out, st)
-		}
-	}
-	return out
-}
-
 // applyHolder notes who holds the session of rec: when another replica
 // took it over, this one stops holding it and drops its subscriptions.
-func (t *sessionTable) applyHolder(st *callpath.Session, rec *sessionstore.Record) {
+func (h *holder) applyHolder(st *callpath.Session, rec *sessionstore.Record) {
+	t := h.t
 	if rec.Holder == t.replica || rec.Holder == "" {
 		return
 	}
-	t.mu.Lock()
-	delete(t.held, rec.ID)
-	t.mu.Unlock()
+	t.cache.unhold(rec.ID)
 	if len(st.Subs.URIs()) > 0 {
-		t.goBackground(func() { t.calls.DropSubscriptions(st) })
+		t.bg.Go(func() { t.calls.DropSubscriptions(st) })
 	}
 }
 
-// subscription serves a session's resources/subscribe (on) or
-// unsubscribe: the URI goes into its record, and the holder subscribes. A
-// subscribe is checked against the limits rules first, so a refused one
-// is never recorded (nor taken up by a later holder).
-func (t *sessionTable) subscription(ctx context.Context, st *callpath.Session, uri string, on bool) (mcp.Result, error) {
+// subscribe records a subscribe (on) or unsubscribe of st to uri and has
+// the holder of st run it (this replica when none holds st). A subscribe
+// is checked against the limits rules first, so a refused one is never
+// recorded (nor taken up by a later holder).
+func (h *holder) subscribe(ctx context.Context, st *callpath.Session, uri string, on bool) (mcp.Result, error) {
+	t := h.t
 	var we *wire.Error
 	if err := subscriptions.CheckURI(uri); errors.As(err, &we) { // before the record keeps it
 		return nil, &jsonrpc.Error{Code: we.Code, Message: we.Message}
@@ -196,18 +163,19 @@ func (t *sessionTable) subscription(ctx context.Context, st *callpath.Session, u
 
 // subscribeHere runs another replica's msgSubscribe for a session this one
 // holds, and replies.
-func (t *sessionTable) subscribeHere(m sessionstore.Message) {
-	t.goBackground(func() {
+func (h *holder) subscribeHere(m sessionstore.Message) {
+	t := h.t
+	t.bg.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)
 		defer cancel()
 		var rb replyBody
 		var b subscribeBody
-		st, err := t.find(ctx, m.Session)
+		e, err := t.find(ctx, m.Session)
 		if err == nil {
 			err = json.Unmarshal(m.Body, &b)
 		}
 		if err == nil {
-			_, err = t.calls.SubscribeURI(ctx, st, b.URI, b.On)
+			_, err = t.calls.SubscribeURI(ctx, e.st, b.URI, b.On)
 		}
 		if err != nil {
 			rb.Error = &wire.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
