@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sjson "github.com/segmentio/encoding/json"
 
 	"github.com/mcp-mux/mcp-mux/internal/bounds"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
@@ -26,7 +27,7 @@ func (o *Op) Target(method string, params json.RawMessage) {
 		Name string `json:"name"`
 		URI  string `json:"uri"`
 	}
-	_ = json.Unmarshal(params, &p)
+	_ = sjson.Unmarshal(params, &p) // segmentio's: a fraction of encoding/json's cost on every upstream call
 	switch method {
 	case "tools/call":
 		o.Tool = p.Name
