@@ -1,11 +1,13 @@
-// Package callpath is the call path both protocol eras share: the runtime
-// built from one config and its backends, the era-neutral session record,
-// the sinks that carry what an upstream sends during a call back to its
-// caller (progress routes included), and the Router that takes a
-// tools/call, prompts/get, resources/read or completion to its backend
-// with the caller's credentials, after the guardrail and tool_search
-// policy, through the interceptors and, for a durable task's submit tool,
-// the task service.
+// Package callpath is the call path both protocol eras share: the call
+// pipeline — one Call per request forwarded to an upstream, built at the
+// edge with its Caller, run through the stages Router.Stages lists (one
+// file each: audit, policy, limits, content, arguments, tasks,
+// interceptors, credentials, with the session, route and outcome steps of
+// the pipeline itself), assembled once per runtime without the stages its
+// configuration does not need — and what it runs on: the runtime built
+// from one config and its backends, the era-neutral session record, the
+// sinks and return paths that carry what an upstream sends during a call
+// back to its caller, and the SDK path's method table (Dispatch).
 //
 // What differs between the eras is the Era a caller passes with each
 // request: LegacyEra here, the 2026-07-28 one in package modern.
