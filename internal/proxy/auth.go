@@ -20,8 +20,9 @@ import (
 // rejects a malformed secrets carrier (400, naming the header, never its
 // content). Who the caller is — user, profile, carried secrets — is
 // resolved here once and carried on the request's context
-// (callpath.WithCaller), never in a header. A session is refused to anyone but its owner, under the
-// profile it was opened with (403), where it is looked up (host.go).
+// (callpath.WithCaller), never in a header. A session is refused to
+// anyone but its owner, under the profile it was opened with (403), where
+// it is looked up (sessions.Table.Lookup).
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rt := s.rt.Load() // Host and Origin were checked by GuardHosts
