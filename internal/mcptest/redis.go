@@ -89,6 +89,21 @@ func (r *Redis) Stop() {
 	r.cmd = nil
 }
 
+// Pause stops the server's process (SIGSTOP): it keeps its connections
+// and answers nothing, as a Redis that hangs does. Resume continues it.
+func (r *Redis) Pause() { r.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (r *Redis) Resume() { r.signal(syscall.SIGCONT) }
+
+func (r *Redis) signal(sig syscall.Signal) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd != nil {
+		_ = r.cmd.Process.Signal(sig)
+	}
+}
+
 // Do sends one inline command and returns its first reply line (tests use
 // it for INFO-free checks such as DBSIZE).
 func (r *Redis) Do(args ...string) (string, error) {

@@ -174,11 +174,14 @@ func serveHealth(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write([]byte("ok\n"))
 }
 
-// serveReady answers /readyz: readiness (a config applied, not draining and,
-// with durable tasks on, the task store reachable), the catalog size, how
-// many configured servers are in each state and, with limits rules, their
-// state ("degraded: store unreachable, failing open" while Redis is down). It is unauthenticated, so it
-// carries counts only, never names or error text; with a valid admin token
+// serveReady answers /readyz: readiness (a config applied, not draining),
+// the catalog size, how many configured servers are in each state, with
+// durable tasks whether the task store answers and, with limits rules,
+// their state ("degraded: store unreachable, failing open" while Redis is
+// down). A store that is down leaves the replica ready — it still serves
+// what needs no store — and is read from what the background probes last
+// saw: /readyz never waits on Redis. It is unauthenticated, so it carries
+// counts only, never names or error text; with a valid admin token
 // (Authorization: Bearer <admin.token>) it adds each server's status.
 func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
 	rt := s.rt.Load()
@@ -194,10 +197,9 @@ func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
 		Store   *bool          `json:"task_store_reachable,omitempty"`
 		Limits  string         `json:"limits,omitempty"`
 		Detail  []ServerStatus `json:"detail,omitempty"`
-	}{Ready: st.Ready, Tools: st.Tools, Servers: counts, Limits: s.limits.Health(r.Context())}
+	}{Ready: st.Ready, Tools: st.Tools, Servers: counts, Limits: s.limits.Health()}
 	if s.tasks != nil {
-		storeOK := s.durable.ready(r.Context())
-		out.Ready = out.Ready && storeOK
+		storeOK := s.durable.reachable() // degraded, still ready: a replica serves what needs no store
 		out.Store = &storeOK
 	}
 	if adminAuthorized(rt, r) {

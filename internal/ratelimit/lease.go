@@ -101,17 +101,22 @@ func (l *Limiter) dropLease(s slot) {
 	}
 }
 
-// renew extends this replica's leases every LeaseTTL/3 until Close.
+// renew extends this replica's leases every LeaseTTL/3, and probes the
+// store for Health every probeEvery, until Close.
 func (l *Limiter) renew() {
 	defer close(l.done)
 	t := time.NewTicker(l.opts.LeaseTTL / 3)
 	defer t.Stop()
+	p := time.NewTicker(probeEvery)
+	defer p.Stop()
 	for {
 		select {
 		case <-l.stop:
 			return
 		case <-t.C:
 			l.renewOnce()
+		case <-p.C:
+			l.probe()
 		}
 	}
 }

@@ -489,6 +489,29 @@ func (l *Limiter) storeFailed(rs *ruleSet, r *Rule, err error) (Decision, bool) 
 	return Decision{}, true
 }
 
+// probeEvery is how often a shared limiter pings its store for Health,
+// and probeTimeout bounds one ping.
+const (
+	probeEvery   = time.Second
+	probeTimeout = time.Second
+)
+
+// probe pings the store once, with rules to check, and notes the outcome.
+func (l *Limiter) probe() {
+	if !l.Active() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), min(probeTimeout, l.timeout))
+	defer cancel()
+	if err := l.rdb.Ping(ctx).Err(); err != nil {
+		if !l.down.Swap(true) {
+			l.log.Warn("limits: the store is unreachable", "err", err)
+		}
+		return
+	}
+	l.storeOK()
+}
+
 // storeOK notes a store round trip that worked.
 func (l *Limiter) storeOK() {
 	if l.down.Swap(false) {
@@ -497,20 +520,15 @@ func (l *Limiter) storeOK() {
 }
 
 // Health is the limits' state for /readyz: "" without rules, "ok",
-// or "degraded: …" while the store is unreachable (pinged now).
-func (l *Limiter) Health(ctx context.Context) string {
+// or "degraded: …" while the store is unreachable. It reads what the
+// calls and the background probe (probe) last saw: /readyz never waits on
+// the store.
+func (l *Limiter) Health() string {
 	if !l.Active() {
 		return ""
 	}
 	if l.rdb == nil {
 		return "ok (in process)"
-	}
-	ctx, cancel := context.WithTimeout(ctx, l.timeout)
-	defer cancel()
-	if err := l.rdb.Ping(ctx).Err(); err != nil {
-		l.down.Store(true)
-	} else {
-		l.storeOK()
 	}
 	if !l.down.Load() {
 		return "ok (shared)"

@@ -249,14 +249,14 @@ func TestStoreDown(t *testing.T) {
 	l := newLimiter(t, sharedStore(r, "down:"), nil)
 	lim := perCallerTool(100, 4)
 	l.SetRules(lim)
-	if h := l.Health(context.Background()); h != "ok (shared)" {
+	if h := l.Health(); h != "ok (shared)" {
 		t.Fatalf("health %q", h)
 	}
 	r.Stop()
 	if d := l.Admit(context.Background(), alice); !d.Allowed {
 		t.Fatalf("failing open refused: %s", d.Message)
 	}
-	if h := l.Health(context.Background()); h != "degraded: store unreachable, failing open" {
+	if h := l.Health(); h != "degraded: store unreachable, failing open" {
 		t.Fatalf("health %q", h)
 	}
 	lim.FailClosed = true
@@ -265,15 +265,36 @@ func TestStoreDown(t *testing.T) {
 	if d.Allowed || d.Kind != ratelimit.KindStore || !strings.Contains(d.Message, "limit store is unreachable") {
 		t.Fatalf("failing closed: %+v", d)
 	}
-	if h := l.Health(context.Background()); h != "degraded: store unreachable, failing closed" {
+	if h := l.Health(); h != "degraded: store unreachable, failing closed" {
 		t.Fatalf("health %q", h)
 	}
 	r.Start()
-	if h := l.Health(context.Background()); h != "ok (shared)" {
-		t.Fatalf("health after restart %q", h)
-	}
+	waitHealth(t, l, "ok (shared)") // the background probe sees it back, no call needed
+	// A store that hangs: the probe notices it with no call made, and
+	// Health answers from memory all along.
+	r.Pause()
+	defer r.Resume()
+	waitHealth(t, l, "degraded: store unreachable, failing closed")
+	r.Resume()
+	waitHealth(t, l, "ok (shared)")
 	if d := l.Admit(context.Background(), alice); !d.Allowed {
 		t.Fatalf("after restart: %s", d.Message)
+	}
+}
+
+// waitHealth waits up to 5 s for l.Health() to say want.
+func waitHealth(t *testing.T, l *ratelimit.Limiter, want string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		h := l.Health()
+		if h == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("health %q, want %q within 5 s", h, want)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

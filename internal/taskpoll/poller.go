@@ -33,6 +33,7 @@ func (s *Service) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	s.loop.Go(func() { s.run(ctx) })
+	s.loop.Go(func() { s.probe(ctx) })
 }
 
 // Stop ends the poller: claiming stops, calls in flight are cancelled, and

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -104,6 +105,7 @@ type Service struct {
 	pay    payloads
 
 	wake    chan struct{}
+	down    atomic.Bool // the store did not answer the last probe (Reachable)
 	mu      sync.Mutex
 	held    map[string]*Lease // leases this replica holds, by task id
 	cancel  context.CancelFunc
@@ -415,5 +417,40 @@ func (s *Service) Counts(ctx context.Context) (map[Status]int, error) {
 // block.
 func (s *Service) Subscribe(fn func(Event)) func() { return s.store.Subscribe(fn) }
 
-// Ping reports whether the store is reachable (for /readyz).
+// Ping reports whether the store is reachable now.
 func (s *Service) Ping(ctx context.Context) error { return s.store.Ping(ctx) }
+
+// Reachable reports whether the store answered its last probe (for
+// /readyz, which must not wait on the store): the running Service pings
+// it every probeEvery, each ping bounded by probeTimeout.
+func (s *Service) Reachable() bool { return !s.down.Load() }
+
+// probeEvery is how often a running Service pings its store, and
+// probeTimeout bounds one ping.
+const (
+	probeEvery   = time.Second
+	probeTimeout = time.Second
+)
+
+// probe pings the store every probeEvery until ctx ends, noting the
+// outcome for Reachable and logging each change.
+func (s *Service) probe(ctx context.Context) {
+	t := time.NewTicker(probeEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		err := s.store.Ping(pctx)
+		cancel()
+		switch wasDown := s.down.Swap(err != nil); {
+		case err != nil && !wasDown && ctx.Err() == nil:
+			s.log.Warn("the task store is unreachable", "err", err)
+		case err == nil && wasDown:
+			s.log.Info("the task store is reachable again")
+		}
+	}
+}
