@@ -154,13 +154,19 @@ func (c *Catalog[S]) ResourceOwner(uri string) S {
 	return none
 }
 
+// ToolLabel is Label of a tools/call of name, whose route r the caller
+// looked up already (nil: none).
+func (c *Catalog[S]) ToolLabel(name string, r *Route[S]) string {
+	return bounds.Label(name, r != nil || (c.Searching() && name == ToolSearchName))
+}
+
 // Label is what a tools/call or prompts/get of name is called in metrics
 // and spans: the name when this view has it, else bounds.Unknown, so the
 // names callers invent make one series, not one each.
 func (c *Catalog[S]) Label(method, name string) string {
 	switch method {
 	case "tools/call":
-		return bounds.Label(name, c.Lookup(name) != nil || (c.Searching() && name == ToolSearchName))
+		return c.ToolLabel(name, c.Lookup(name))
 	case "prompts/get":
 		return bounds.Label(name, c.Prompt(name) != nil)
 	}

@@ -40,11 +40,11 @@ type Call struct {
 type callRoute struct {
 	sink  CallSink
 	token string          // the call's progress token ("" for none)
-	ended <-chan struct{} // the call's context's Done
+	call  context.Context // the call's context: only its end is read (until)
 }
 
 func newCallRoute(ctx context.Context, call *Call) *callRoute {
-	return &callRoute{sink: call.Sink, token: call.ProgressToken, ended: ctx.Done()}
+	return &callRoute{sink: call.Sink, token: call.ProgressToken, call: ctx}
 }
 
 // takes reports whether r is a call with a sink.
@@ -54,17 +54,11 @@ func (r *callRoute) takes() bool { return r != nil && r.sink != nil }
 // with ctx). Call stop when done with it.
 func (r *callRoute) until(ctx context.Context) (_ context.Context, stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
-	if r == nil || r.ended == nil {
+	if r == nil || r.call == nil {
 		return ctx, cancel
 	}
-	go func() {
-		select {
-		case <-r.ended:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, cancel
+	unwatch := context.AfterFunc(r.call, cancel) // no goroutine per server request
+	return ctx, func() { unwatch(); cancel() }
 }
 
 // track registers r (nil: nothing) as a call in flight on c until the

@@ -22,21 +22,13 @@ func (s *Router) GuardedRun(ctx context.Context, c *Call) (_ json.RawMessage, er
 }
 
 // ToolCall is the Call of a tools/call of st with params p, its
-// upstream's messages going to k; h is the HTTP request's headers.
+// upstream's messages going to k; h is the HTTP request's headers (the
+// thread, token exchange's subject token). Run it: only a protocol-level
+// failure (unknown tool, an upstream JSON-RPC error) is an error; an
+// upstream that fails to answer is a tool error result naming it.
 func (s *Router) ToolCall(ctx context.Context, st *Session, e Era, k Sink, h http.Header, p *wire.CallParams) *Call {
-	return &Call{Method: "tools/call", Session: st, Era: e, Sink: k, Key: s.CallerKey(st, e, h), Header: h, Caller: s.callerOf(ctx, st, h),
+	return &Call{Method: "tools/call", Session: st, Era: e, Sink: k, Key: s.CallerKey(st, e, h), Header: h, Caller: callerOf(ctx, st),
 		Name: p.Name, Args: p.Arguments, Meta: p.Meta}
-}
-
-// CallTool runs one tools/call through the pipeline and returns the raw
-// CallToolResult. Only a protocol-level failure (unknown tool, an
-// upstream JSON-RPC error) is an error; an upstream that fails to answer
-// is a tool error result naming it. Messages the upstream sends while
-// serving the call go to k. h is the HTTP request's headers (token
-// exchange's subject token).
-func (s *Router) CallTool(ctx context.Context, st *Session, e Era, k Sink, key upstream.Key, h http.Header, name string, args, meta json.RawMessage) (json.RawMessage, error) {
-	return s.Run(ctx, &Call{Method: "tools/call", Session: st, Era: e, Sink: k, Key: key, Header: h, Caller: s.callerOf(ctx, st, h),
-		Name: name, Args: args, Meta: meta})
 }
 
 // Forward runs a request of method with params, other than tools/call,
@@ -53,7 +45,7 @@ func (s *Router) Forward(ctx context.Context, st *Session, e Era, h http.Header,
 // forwardCall is the Call of a request of method other than tools/call.
 func (s *Router) forwardCall(ctx context.Context, st *Session, e Era, h http.Header, method string, params any, b *Backend) *Call {
 	c := &Call{Method: method, Session: st, Era: e, Sink: e.Sink(ctx, st), Key: s.CallerKey(st, e, h), Header: h,
-		Caller: s.callerOf(ctx, st, h), Params: params, Backend: b}
+		Caller: callerOf(ctx, st), Params: params, Backend: b}
 	switch p := params.(type) {
 	case *mcp.GetPromptParams:
 		c.Name = p.Name

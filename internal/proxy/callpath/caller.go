@@ -2,7 +2,6 @@ package callpath
 
 import (
 	"context"
-	"net/http"
 )
 
 // Caller is who makes a request, resolved once where it is authenticated
@@ -50,7 +49,7 @@ func CallerFrom(ctx context.Context) Caller {
 // callerOf is the caller of a request of st handled with ctx: the one
 // authentication put on ctx or, for a request that did not come through
 // it (a durable task's poll, a test), the session's own.
-func (s *Router) callerOf(ctx context.Context, st *Session, _ http.Header) Caller {
+func callerOf(ctx context.Context, st *Session) Caller {
 	if c, ok := CallerOf(ctx); ok {
 		return c
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/taskpoll"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
 	"github.com/mcp-mux/mcp-mux/internal/wire/mcpwire"
 )
 
@@ -79,15 +80,14 @@ func listTools(s *Router, _ context.Context, r request) (mcp.Result, error) {
 	return &mcpwire.RawResult{Raw: r.st.ToolsList(r.cat)}, nil
 }
 
-// callTool routes a tools/call (CallTool).
+// callTool runs a tools/call through the pipeline (ToolCall).
 func callTool(s *Router, ctx context.Context, r request) (mcp.Result, error) {
 	req := r.req.(*mcp.CallToolRequest)
-	var meta json.RawMessage
+	p := wire.CallParams{Name: req.Params.Name, Arguments: req.Params.Arguments}
 	if m := req.Params.Meta; len(m) > 0 {
-		meta, _ = json.Marshal(m)
+		p.Meta, _ = json.Marshal(m)
 	}
-	h := HeaderOf(r.req)
-	raw, err := s.CallTool(ctx, r.st, r.e, r.e.Sink(ctx, r.st), s.CallerKey(r.st, r.e, h), h, req.Params.Name, req.Params.Arguments, meta)
+	raw, err := s.Run(ctx, s.ToolCall(ctx, r.st, r.e, r.e.Sink(ctx, r.st), HeaderOf(r.req), &p))
 	if err != nil {
 		return nil, err
 	}

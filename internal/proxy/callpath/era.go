@@ -10,7 +10,7 @@ import (
 
 // The protocol era of one request, on the call path.
 //
-// Each request carries an Era down the call path (Dispatch, CallTool,
+// Each request carries an Era down the call path (Dispatch, ToolCall,
 // Forward, CallerKey, the policy and tool_search): LegacyEra for a request
 // of a stateful session, package modern's *Era for a 2026-07-28 request.
 // The call path asks the era what differs and never looks at a flag.

@@ -4,14 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/bits"
 	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/audit"
-	"github.com/mcp-mux/mcp-mux/internal/bounds"
-	"github.com/mcp-mux/mcp-mux/internal/catalog"
 	"github.com/mcp-mux/mcp-mux/internal/upstream"
 )
 
@@ -45,11 +44,11 @@ type Call struct {
 	// Named, when set, learns the tool's label for spans and metrics from
 	// the route step (the name, or "_unknown" for one the view lacks).
 	Named func(label string)
-	// Route and Runtime may be set by an edge that looked the tool up
-	// already (in Runtime's view of the caller's profile): it is not
-	// looked up again unless the call ends up on another runtime.
 
-	// Set by the stages.
+	// Set by the stages. Route and Runtime may be set by an edge that
+	// looked the tool up already (in Runtime's view of the caller's
+	// profile): it is not looked up again unless the call ends up on
+	// another runtime.
 	Runtime *Runtime        // session: the runtime the call finishes on
 	View    *Catalog        // session: the caller's profile's view of it
 	Route   *Route          // route: the tool called (nil for an unknown tool)
@@ -111,11 +110,11 @@ type Stage struct {
 func (s *Router) Stages() []Stage {
 	return []Stage{
 		auditStage(s),        // audit.go: one record per tools/call, prompts/get, resources/read
-		sessionStage(s),      // admit.go: shutdown, the session's share, the pinned runtime and view
-		routeStage(s),        // route.go: the route, looked up once in the caller's view
+		sessionStage(s),      // pipeline.go: shutdown, the session's share, the pinned runtime and view
+		routeStage(s),        // pipeline.go: the route, looked up once in the caller's view
 		policyStage(s),       // policy.go: guardrails, tool_search, mcp-mux's own task tools
 		limitsStage(s),       // limits.go: the limits rules; the slot comes back however the call ends
-		outcomeStage(s),      // outcome.go: an upstream's failure as the caller gets it
+		outcomeStage(s),      // upstream.go: an upstream's failure as the caller gets it
 		contentStage(s),      // content.go: arguments and result on the span and record, where opted in
 		argumentsStage(s),    // arguments.go: the params sent upstream (fixed arguments, own names, _meta)
 		tasksStage(s),        // tasks.go: a durable task's submit, a server's own task
@@ -124,16 +123,19 @@ func (s *Router) Stages() []Stage {
 	}
 }
 
+// methodCount is how many methods Methods has.
+const methodCount = 5
+
 // pipeline is a runtime's assembled call pipeline, one chain per method.
 type pipeline struct {
-	chains [5]CallFunc // by bit of Methods
+	chains [methodCount]CallFunc // by bit of Methods
 }
 
-// assemble builds rt's pipeline from Stages: for each method, the stages
-// that apply to it and that rt needs, in front of the terminal send.
-func (s *Router) assemble(rt *Runtime) *pipeline {
+// assemble builds rt's pipeline from stages (Stages): for each method,
+// the stages that apply to it and that rt needs, in front of the terminal
+// send.
+func (s *Router) assemble(rt *Runtime, stages []Stage) *pipeline {
 	p := &pipeline{}
-	stages := s.Stages()
 	for i := range p.chains {
 		m := Methods(1) << i
 		next := s.send
@@ -160,23 +162,13 @@ func (s *Router) Run(ctx context.Context, c *Call) (json.RawMessage, error) {
 	}
 	p := rt.pipeline.Load()
 	if p == nil {
-		p = s.assemble(rt)
+		p = s.assemble(rt, s.Stages())
 		if !rt.pipeline.CompareAndSwap(nil, p) {
 			p = rt.pipeline.Load()
 		}
 	}
 	c.Runtime = rt
-	return p.chains[methodIndex(methodOf(c.Method))](ctx, c)
-}
-
-// methodIndex is the bit of m, a single method.
-func methodIndex(m Methods) int {
-	for i := range 5 {
-		if m == Methods(1)<<i {
-			return i
-		}
-	}
-	return 4
+	return p.chains[bits.TrailingZeros8(uint8(methodOf(c.Method)))](ctx, c)
 }
 
 // sessionStage admits the call on its session and pins its runtime: it is
@@ -271,7 +263,7 @@ func (c *Call) route() error {
 			c.Backend, c.Raw = c.Route.Server, c.Route.Raw
 		}
 		if c.Named != nil {
-			c.Named(bounds.Label(c.Name, c.Route != nil || (c.View.Searching() && c.Name == catalog.ToolSearchName)))
+			c.Named(c.View.ToolLabel(c.Name, c.Route))
 		}
 	case "prompts/get":
 		p := c.View.Prompt(c.Name)

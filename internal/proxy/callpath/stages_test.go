@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/audit"
 	"github.com/mcp-mux/mcp-mux/internal/config"
@@ -114,32 +115,30 @@ func TestStagesListed(t *testing.T) {
 // TestPipelineLeavesOutUnconfigured: a stage the runtime does not need is
 // not in its pipeline (it costs nothing), and one it needs is.
 func TestPipelineLeavesOutUnconfigured(t *testing.T) {
-	var ran []string
-	s := testRouter(t, Options{})
-	rt := s.rt.Load()
-	count := func(stages []Stage) []Stage {
+	// assembled lists the stages assemble puts into rt's pipeline.
+	assembled := func(s *Router, rt *Runtime) map[string]bool {
+		in := map[string]bool{}
+		stages := s.Stages()
 		for i := range stages {
 			st := &stages[i]
 			wrap, name := st.Wrap, st.Name
-			st.Wrap = func(next CallFunc) CallFunc {
-				inner := wrap(next)
-				return func(ctx context.Context, c *Call) (json.RawMessage, error) {
-					ran = append(ran, name)
-					return inner(ctx, c)
-				}
-			}
+			st.Wrap = func(next CallFunc) CallFunc { in[name] = true; return wrap(next) }
 		}
-		return stages
+		s.assemble(rt, stages)
+		return in
 	}
-	needed := map[string]bool{}
-	for _, st := range count(s.Stages()) {
-		if st.Needed == nil || st.Needed(rt) {
-			needed[st.Name] = true
+	s := testRouter(t, Options{})
+	rt := s.rt.Load()
+	optional := []string{"audit", "limits", "content", "interceptors", "credentials"}
+	in := assembled(s, rt)
+	for _, name := range optional {
+		if in[name] {
+			t.Errorf("stage %s is in the pipeline of a runtime that configures none of it", name)
 		}
 	}
-	for _, name := range []string{"audit", "limits", "content", "interceptors", "credentials"} {
-		if needed[name] {
-			t.Errorf("stage %s is needed by a runtime that configures none of it", name)
+	for _, name := range []string{"session", "route", "policy", "outcome", "arguments", "tasks"} {
+		if !in[name] {
+			t.Errorf("stage %s is missing from the pipeline", name)
 		}
 	}
 	rt.Interceptors = []interceptor.Interceptor{func(ctx context.Context, c *interceptor.Call, next interceptor.Next) (json.RawMessage, error) {
@@ -152,14 +151,11 @@ func TestPipelineLeavesOutUnconfigured(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lim.Close()
-	s2 := testRouter(t, Options{Runtime: s.rt, Limits: lim, Audit: &audit.Auditor{}})
-	for _, st := range s2.Stages() {
-		if st.Needed != nil && !st.Needed(rt) {
-			t.Errorf("stage %s is left out of a runtime that configures it", st.Name)
+	in = assembled(testRouter(t, Options{Runtime: s.rt, Limits: lim, Audit: &audit.Auditor{}}), rt)
+	for _, name := range optional {
+		if !in[name] {
+			t.Errorf("stage %s is left out of a runtime that configures it", name)
 		}
-	}
-	if len(ran) != 0 {
-		t.Fatalf("stages ran while only assembling: %v", ran)
 	}
 }
 
@@ -328,13 +324,14 @@ func TestArgumentsStage(t *testing.T) {
 		t.Fatalf("sent %s", sent)
 	}
 	p := testCall()
-	p.Method, p.Name, p.Raw, p.Params = "prompts/get", "s_greet", "greet", json.RawMessage(`{"name":"s_greet","arguments":{"a":"b"}}`)
-	p.Params = map[string]any{"name": "s_greet"}
+	p.Method, p.Name, p.Raw = "prompts/get", "s_greet", "greet"
+	p.Params = &mcp.GetPromptParams{Name: "s_greet", Arguments: map[string]string{"a": "b"}}
 	if _, err := argumentsStage(s).Wrap(next)(t.Context(), p); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(sent), `"name":"s_greet"`) { // a map is sent as is: only GetPromptParams are renamed
-		t.Fatalf("sent %s", sent)
+	if !strings.Contains(string(sent), `"name":"greet"`) || !strings.Contains(string(sent), `"a":"b"`) ||
+		p.Params.(*mcp.GetPromptParams).Name != "s_greet" {
+		t.Fatalf("sent %s (the prompt under its own name; the caller's params untouched)", sent)
 	}
 }
 

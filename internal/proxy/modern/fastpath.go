@@ -395,29 +395,19 @@ type modernCallState struct {
 	st     callpath.Session
 	f      callpath.FastSink
 	era    Era
-	key    upstream.Key
-	h      http.Header
 	p      *wire.CallParams
 	server string
-	rt     *callpath.Runtime // where route was looked up
-	route  *callpath.Route
-	caller callpath.Caller
-}
-
-// call is the Call the state makes, its upstream's messages going to k.
-func (cs *modernCallState) call(k callpath.Sink) *callpath.Call {
-	return &callpath.Call{Method: "tools/call", Session: &cs.st, Era: &cs.era, Sink: k, Key: cs.key, Header: cs.h,
-		Caller: cs.caller, Name: cs.p.Name, Args: cs.p.Arguments, Meta: cs.p.Meta,
-		Runtime: cs.rt, Route: cs.route}
+	c      *callpath.Call // the call, with the route the fast path looked up and its runtime
 }
 
 func (s *Handler) modernFastCall(w http.ResponseWriter, r *http.Request, rq modernReq, runtime *callpath.Runtime, rt *callpath.Route, m *wire.Message, p *wire.CallParams) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	cs := &modernCallState{h: r.Header, p: p, server: rt.Server.Name, rt: runtime, route: rt, caller: callpath.CallerFrom(r.Context())}
+	cs := &modernCallState{p: p, server: rt.Server.Name}
 	rq.init(&cs.st)
 	cs.f.Bind(&cs.st, w)
-	cs.key = s.calls.CallerKey(&cs.st, &cs.era, r.Header)
+	cs.c = s.calls.ToolCall(ctx, &cs.st, &cs.era, nil, r.Header, p)
+	cs.c.Runtime, cs.c.Route = runtime, rt // the call's one lookup
 	var (
 		raw json.RawMessage
 		err error
@@ -445,7 +435,8 @@ func (cs *modernCallState) target() string { return "tools/call " + cs.p.Name }
 // directFastCall runs the call on the request's goroutine; an upstream's
 // input_required has its requestState sealed.
 func (s *Handler) directFastCall(ctx context.Context, cs *modernCallState) (json.RawMessage, error) {
-	raw, err := s.calls.GuardedRun(ctx, cs.call(cs.stream()))
+	cs.c.Sink = cs.stream()
+	raw, err := s.calls.GuardedRun(ctx, cs.c)
 	if ir, ok := callpath.AsInputRequired(raw); ok && err == nil {
 		return s.bridge.sealInputRequired(&cs.st, cs.server, cs.target(), ir)
 	}
@@ -457,7 +448,8 @@ func (s *Handler) directFastCall(ctx context.Context, cs *modernCallState) (json
 func (s *Handler) bridgedFastCall(ctx context.Context, cs *modernCallState) (json.RawMessage, error) {
 	e := &cs.era
 	pc := s.bridge.startParked(ctx, cs.stream(), e, cs.server, cs.target(), func(ctx context.Context) (mcp.Result, error) {
-		raw, err := s.calls.Run(ctx, cs.call(e.bridge))
+		cs.c.Sink = e.bridge
+		raw, err := s.calls.Run(ctx, cs.c)
 		if err != nil {
 			return nil, err
 		}
