@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/mcp-mux/mcp-mux/internal/sessionstore"
 )
 
 // Issue 32's attacks on 2025-11-25 sessions shared by two replicas on one
@@ -100,7 +102,7 @@ func (rd *attackRedis) stat(section, name string) int64 {
 // log aside) and of the largest of them.
 func (rd *attackRedis) sessionKeys(sid string) (total, largest int64) {
 	ctx := context.Background()
-	keys, _ := rd.c.Keys(ctx, "mcp-mux:{s:"+sid+"}*").Result()
+	keys, _ := rd.c.Keys(ctx, sessionstore.SessionKey("mcp-mux:", sid)+"*").Result()
 	for _, k := range keys {
 		if strings.HasSuffix(k, ":log") {
 			continue
@@ -352,7 +354,12 @@ func attackCaps(bin, dir string, rd *attackRedis) error {
 		held = live
 		time.Sleep(200 * time.Millisecond)
 	}
-	counted, _ := rd.c.ZCard(context.Background(), "mcp-mux:{sess}:all").Result()
+	var counted int64 // mallory's set: she is the only caller
+	keys, _ := rd.c.Keys(context.Background(), "mcp-mux:{su:*").Result()
+	for _, k := range keys {
+		n, _ := rd.c.ZCard(context.Background(), k).Result()
+		counted += n
+	}
 	fmt.Printf("caps: with a share of %d and a 2 s idle timeout, mallory holds %d live sessions after 12 s (Redis counts %d); A: %s\n",
 		share, len(held), counted, ms[0].stats())
 	return nil

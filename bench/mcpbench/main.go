@@ -46,6 +46,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/internal/proxy"
 	"github.com/mcp-mux/mcp-mux/internal/ratelimit"
+	"github.com/mcp-mux/mcp-mux/internal/storeclient"
 	"github.com/mcp-mux/mcp-mux/internal/telemetry"
 )
 
@@ -146,7 +147,7 @@ func serveMux(up, otlp string, ratio float64, limits, redisURL string) {
 	}
 	var opts proxy.Options
 	if limits != "" {
-		c, err := ratelimit.Dial(redisURL)
+		c, err := storeclient.Dial(redisURL)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)

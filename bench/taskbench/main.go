@@ -30,6 +30,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mcp-mux/mcp-mux/internal/storeclient"
 	"github.com/mcp-mux/mcp-mux/internal/taskpoll"
 )
 
@@ -81,7 +82,7 @@ func run(n, replicas int, d time.Duration) error {
 	}
 	defer stop()
 	url := "redis://" + addr
-	seedClient, _ := taskpoll.DialRedis(url)
+	seedClient, _ := storeclient.Dial(url)
 	seed := taskpoll.NewRedisStore(taskpoll.RedisOptions{Client: seedClient, KeyPrefix: "bench:"})
 	before, _ := infoField(seedClient, "memory", "used_memory")
 	if err := seedTasks(seed, n); err != nil {
@@ -93,7 +94,7 @@ func run(n, replicas int, d time.Duration) error {
 	var stores []taskpoll.Store
 	var hooks []*roundTrips
 	for range replicas {
-		c, _ := taskpoll.DialRedis(url)
+		c, _ := storeclient.Dial(url)
 		h := &roundTrips{}
 		c.AddHook(h)
 		hooks = append(hooks, h)
@@ -204,7 +205,7 @@ func startRedis(dir string) (string, func(), error) {
 	}
 }
 
-func infoField(c *redis.Client, section, field string) (int64, error) {
+func infoField(c redis.UniversalClient, section, field string) (int64, error) {
 	s, err := c.Info(context.Background(), section).Result()
 	if err != nil {
 		return 0, err
@@ -219,7 +220,7 @@ func infoField(c *redis.Client, section, field string) (int64, error) {
 }
 
 // commandCalls sums calls= over INFO commandstats, less INFO and CONFIG.
-func commandCalls(c *redis.Client) (int64, error) {
+func commandCalls(c redis.UniversalClient) (int64, error) {
 	s, err := c.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		return 0, err

@@ -16,7 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
-	"github.com/mcp-mux/mcp-mux/internal/sessionstore"
+	"github.com/mcp-mux/mcp-mux/internal/storeclient"
 )
 
 // userRT sends every request as user (trusted_header mode).
@@ -41,7 +41,7 @@ func TestCallerHashSharedByReplicas(t *testing.T) {
 	t.Parallel()
 	up := mcptest.ServeHTTP(t, mcptest.NewServer("web"))
 	prefix := fmt.Sprintf("idhash-%d-%d:", os.Getpid(), time.Now().UnixNano())
-	rdb, err := sessionstore.Dial("redis://127.0.0.1:6379")
+	rdb, err := storeclient.Dial("redis://127.0.0.1:6379")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/mcp-mux/mcp-mux/internal/config"
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/internal/ratelimit"
@@ -25,7 +27,12 @@ func TestLimitStoreRoundTripBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := ratelimit.New(ratelimit.Options{Store: limitStore(cfg)})
+	rc, err := openRedis(cfg, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	l, err := ratelimit.New(ratelimit.Options{Store: limitStore(cfg, rc)})
 	if err != nil {
 		t.Fatal(err)
 	}

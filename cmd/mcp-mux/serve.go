@@ -163,7 +163,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, env fun
 		_ = ln.Close()
 		return 1
 	}
-	store, err := openTaskStore(cfg, f.dataDir, env, log.Named("tasks"))
+	rc, err := openRedis(cfg, log)
+	if err != nil {
+		_ = ln.Close()
+		log.Error("opening the store", "err", err)
+		return 1
+	}
+	if rc != nil {
+		defer rc.Close() // after every store on it
+	}
+	store, err := openTaskStore(cfg, rc, f.dataDir, env, log.Named("tasks"))
 	if err != nil {
 		_ = ln.Close()
 		log.Error("opening the task store", "err", err)
@@ -172,12 +181,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, env fun
 	if store != nil {
 		defer store.Close()
 	}
-	sessions, stateKey, err := sessionStore(cfg, log)
-	if err != nil {
-		_ = ln.Close()
-		log.Error("opening the session store", "err", err)
-		return 1
-	}
+	sessions, stateKey := sessionStore(cfg, rc, log)
 	routeOTelErrors(cfg.Telemetry, env, log.Named("telemetry"))
 	ids := callerIDs(cfg, stateKey)
 	auditor, err := openAudit(cfg.Telemetry.Audit, ids, log)
@@ -188,7 +192,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, env fun
 	}
 	defer closeAudit(auditor, log) // after the server: its last calls are recorded
 	srv := proxy.New(proxy.Options{Logger: log, Version: version, StdioSupervisor: selfExe, TaskStore: store, TaskConfig: taskConfig(cfg.Tasks),
-		SessionStore: sessions, StateKey: stateKey, Telemetry: telemetryOptions(cfg.Telemetry, ids, env, log), Audit: auditor, LimitStore: limitStore(cfg)})
+		SessionStore: sessions, StateKey: stateKey, Telemetry: telemetryOptions(cfg.Telemetry, ids, env, log), Audit: auditor, LimitStore: limitStore(cfg, rc)})
 	if err := srv.Apply(cfg); err != nil {
 		_ = ln.Close()
 		_ = srv.Close(context.Background())

@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/mcp-mux/mcp-mux/internal/api"
 	"github.com/mcp-mux/mcp-mux/internal/config"
 	"github.com/mcp-mux/mcp-mux/internal/proxy"
+	"github.com/mcp-mux/mcp-mux/internal/storeclient"
 	"github.com/mcp-mux/mcp-mux/internal/taskpoll"
 )
 
@@ -38,14 +38,14 @@ func taskDataDir(cfg *config.Config, dir string, env func(string) (string, bool)
 }
 
 // openTaskStore opens the durable task store when mcp_tasks.enabled: Redis
-// at store.redis_url, else the embedded bbolt file in the directory
-// taskDataDir resolves from dataDir and env (created 0700). nil when tasks
-// are off.
-func openTaskStore(cfg *config.Config, dataDir string, env func(string) (string, bool), log hclog.Logger) (taskpoll.Store, error) {
+// on the shared client rc, else (rc nil) the embedded bbolt file in the
+// directory taskDataDir resolves from dataDir and env (created 0700). nil
+// when tasks are off.
+func openTaskStore(cfg *config.Config, rc *storeclient.Client, dataDir string, env func(string) (string, bool), log hclog.Logger) (taskpoll.Store, error) {
 	if !cfg.Tasks.Enabled {
 		return nil, nil
 	}
-	if cfg.Store.RedisURL.IsZero() {
+	if rc == nil {
 		dataDir, err := taskDataDir(cfg, dataDir, env)
 		if err != nil {
 			return nil, fmt.Errorf("mcp_tasks: %w", err)
@@ -57,21 +57,15 @@ func openTaskStore(cfg *config.Config, dataDir string, env func(string) (string,
 		log.Info("durable tasks: embedded store", "dir", dataDir)
 		return st, nil
 	}
-	// go-redis logs through a package-level logger; send it to ours so no
-	// plain-text line lands in a JSON log stream.
-	redis.SetLogger(redisLogger{log.Named("redis")})
-	c, err := taskpoll.DialRedis(cfg.Store.RedisURL.Reveal())
-	if err != nil {
-		return nil, err
-	}
-	st := taskpoll.NewRedisStore(taskpoll.RedisOptions{Client: c, KeyPrefix: cfg.Store.KeyPrefix, MaxActivePerUser: cfg.Tasks.MaxActiveTasksPerUser, Logger: log.Named("store")})
+	st := taskpoll.NewRedisStore(taskpoll.RedisOptions{Client: rc, KeyPrefix: cfg.Store.KeyPrefix, MaxActivePerUser: cfg.Tasks.MaxActiveTasksPerUser,
+		WaitReplicas: cfg.Store.WaitReplicas, WaitTimeout: cfg.Store.WaitTimeout, Logger: log.Named("store")})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := st.Ping(ctx); err != nil {
 		// Not fatal: submits fail cleanly and polling waits until Redis is back.
 		log.Warn("durable tasks: Redis is not reachable yet", "err", err)
 	}
-	log.Info("durable tasks: Redis store", "key_prefix", cfg.Store.KeyPrefix)
+	log.Info("durable tasks: Redis store", "key_prefix", cfg.Store.KeyPrefix, "wait_replicas", cfg.Store.WaitReplicas)
 	return st, nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
+	"github.com/mcp-mux/mcp-mux/internal/storeclient"
 	"github.com/mcp-mux/mcp-mux/internal/taskpoll"
 )
 
@@ -298,7 +299,7 @@ func TestTwoReplicasComplete1000TasksExactlyOnce(t *testing.T) {
 	cfg := writeTaskConfig(t, dir, upTS.URL+"/mcp", rs.URL(), `, "max_concurrent_polls": 32, "max_active_tasks_per_user": 1000`)
 
 	// Every terminal event, as a third party on the store sees them.
-	c, err := taskpoll.DialRedis(rs.URL())
+	c, err := storeclient.Dial(rs.URL())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,8 +2,9 @@ package main
 
 import (
 	"github.com/hashicorp/go-hclog"
-	"github.com/mcp-mux/mcp-mux/internal/audit"
 	"go.opentelemetry.io/otel"
+
+	"github.com/mcp-mux/mcp-mux/internal/audit"
 
 	"github.com/mcp-mux/mcp-mux/internal/config"
 	"github.com/mcp-mux/mcp-mux/internal/secret"

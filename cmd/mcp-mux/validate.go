@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/internal/config"
 	"github.com/mcp-mux/mcp-mux/internal/proxy"
+	"github.com/mcp-mux/mcp-mux/internal/storeclient"
 )
 
 // parseFlags parses a command's flags. -h/--help prints its usage on stdout
@@ -129,6 +130,14 @@ func reportValidation(path string, cfg *config.Config, dataDir string, env func(
 	if _, err := taskDataDir(cfg, dataDir, env); err != nil {
 		fmt.Fprintf(stderr, "%s: mcp_tasks: %v\n", path, err)
 		return 1
+	}
+	if s := cfg.Store; !s.RedisURL.IsZero() {
+		// go-redis's own parse, as serve does it (the config checks only
+		// the scheme and the mode's must-haves).
+		if _, err := storeclient.Parse(s.RedisMode, s.RedisURL); err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", path, err)
+			return 1
+		}
 	}
 	fmt.Fprintf(stdout, "%s: ok, %d server(s), %d enabled\n", path, len(cfg.Servers), enabled)
 	return 0

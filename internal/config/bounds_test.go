@@ -8,8 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mcp-mux/mcp-mux/internal/config/internal/rawdoc"
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/mcp-mux/mcp-mux/internal/config/internal/rawdoc"
 )
 
 // nestedJSON is a server whose extra key holds leaf nested depth objects

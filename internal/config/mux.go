@@ -56,6 +56,23 @@ type Tasks struct {
 type Store struct {
 	RedisURL  secret.Value
 	KeyPrefix string // default "mcp-mux:"
+	// RedisMode is standalone (default), sentinel or cluster: which of
+	// go-redis's URL forms RedisURL is in.
+	RedisMode string
+	// SentinelPassword authenticates to the sentinels (sentinel mode).
+	SentinelPassword secret.Value
+	// TLSCAFile is a PEM bundle a rediss:// server's certificate must
+	// chain to (default: the system's CAs).
+	TLSCAFile string
+	// PoolSize is the shared client's connections per Redis node (0:
+	// go-redis's default, 10 per CPU).
+	PoolSize int
+	// WaitReplicas is how many replicas a durable task's creation waits
+	// for (WAIT) before it is acknowledged: default 1 in sentinel mode,
+	// else 0; 0..5.
+	WaitReplicas int
+	// WaitTimeout bounds that wait (default 1 s, 10 ms..10 s).
+	WaitTimeout time.Duration
 }
 
 // Telemetry is the "telemetry" block: OpenTelemetry traces over OTLP, off
@@ -185,7 +202,7 @@ func defaultBlocks() (Guardrails, ToolSearch, Tasks, Store, Inbound) {
 			MaxActiveTasksPerUser:       100,
 			Retention:                   7 * 24 * time.Hour,
 		},
-		Store{KeyPrefix: "mcp-mux:"},
+		Store{KeyPrefix: "mcp-mux:", RedisMode: "standalone", WaitTimeout: time.Second},
 		Inbound{
 			Auth:               InboundAuth{Mode: AuthNone, UserClaim: "sub"},
 			SecretsHeader:      "X-Mux-Secrets",
@@ -308,18 +325,50 @@ func (c *Config) parseTasks(o *object) {
 	t.Retention = time.Duration(o.intInRange("retention_seconds", int(t.Retention/time.Second), 1, 365*24*3600)) * time.Second
 }
 
-// parseStore reads the "store" block; the Redis URL is checked by scheme
-// only and never echoed (it usually carries a password).
+// parseStore reads the "store" block; the Redis URL is parsed as its mode
+// says and never echoed (it usually carries a password).
 func (c *Config) parseStore(o *object) {
 	s := &c.Store
 	s.RedisURL = o.secret("redis_url")
 	s.KeyPrefix = o.str("key_prefix", s.KeyPrefix)
+	s.RedisMode = o.oneOf("redis_mode", s.RedisMode, "standalone", "sentinel", "cluster")
+	s.SentinelPassword = o.secret("sentinel_password")
+	s.TLSCAFile = o.str("tls_ca_file", "")
+	s.PoolSize = o.intInRange("pool_size", 0, 1, 10000)
+	if s.RedisMode == "sentinel" {
+		s.WaitReplicas = 1
+	}
+	s.WaitReplicas = o.intInRange("wait_replicas", s.WaitReplicas, 0, 5)
+	s.WaitTimeout = time.Duration(o.intInRange("wait_timeout_ms", int(s.WaitTimeout/time.Millisecond), 10, 10000)) * time.Millisecond
 	if s.RedisURL.IsZero() {
 		return
 	}
-	if u, err := url.Parse(s.RedisURL.Reveal()); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix") {
-		o.f.problem("store.redis_url", "must be a redis://, rediss:// or unix:// URL")
+	if why := redisURLProblem(s.RedisMode, s.RedisURL.Reveal()); why != "" {
+		o.f.problem("store.redis_url", "%s", why)
 	}
+	if !s.SentinelPassword.IsZero() && s.RedisMode != "sentinel" {
+		o.f.problem(o.field("sentinel_password"), "is set but store.redis_mode is %q, not sentinel", s.RedisMode)
+	}
+}
+
+// redisURLProblem says what is wrong with raw as a Redis URL in mode ("":
+// nothing this check sees; go-redis parses the rest when serve starts),
+// never quoting it.
+func redisURLProblem(mode, raw string) string {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return "must be a redis://, rediss:// or unix:// URL"
+	case mode == "standalone" && u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix":
+		return "must be a redis://, rediss:// or unix:// URL"
+	case mode != "standalone" && u.Scheme != "redis" && u.Scheme != "rediss":
+		return "must be a redis:// or rediss:// URL in " + mode + " mode"
+	case u.Query().Has("skip_verify"):
+		return "skip_verify turns certificate checks off; give store.tls_ca_file instead"
+	case mode == "sentinel" && u.Query().Get("master_name") == "":
+		return "needs master_name=<the primary's name> in sentinel mode"
+	}
+	return ""
 }
 
 // parseAdmin reads the "admin" block.

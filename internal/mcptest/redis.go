@@ -20,6 +20,9 @@ type Redis struct {
 	Addr string
 	dir  string
 	aof  bool
+	args []string // more redis-server arguments (cluster, replication)
+	// sentinelConf, when set, makes this a sentinel with that config file.
+	sentinelConf string
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -30,16 +33,28 @@ type Redis struct {
 // when the test ends.
 func StartRedis(t testing.TB, aof bool) *Redis {
 	t.Helper()
+	return startRedis(t, aof)
+}
+
+// startRedis starts redis-server with more arguments.
+func startRedis(t testing.TB, aof bool, args ...string) *Redis {
+	t.Helper()
+	r := &Redis{t: t, Addr: FreeAddr(t), dir: t.TempDir(), aof: aof, args: args}
+	r.Start()
+	t.Cleanup(r.Stop)
+	return r
+}
+
+// FreeAddr returns a loopback address with a port free a moment ago.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := ln.Addr().String()
 	_ = ln.Close()
-	r := &Redis{t: t, Addr: addr, dir: t.TempDir(), aof: aof}
-	r.Start()
-	t.Cleanup(r.Stop)
-	return r
+	return addr
 }
 
 // URL is the redis:// URL of the server.
@@ -58,8 +73,12 @@ func (r *Redis) Start() {
 	if r.aof {
 		aof = "yes"
 	}
-	cmd := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--dir", r.dir,
-		"--save", "", "--appendonly", aof, "--appendfsync", "always", "--protected-mode", "no")
+	args := append([]string{"--port", port, "--bind", "127.0.0.1", "--dir", r.dir,
+		"--save", "", "--appendonly", aof, "--appendfsync", "always", "--protected-mode", "no"}, r.args...)
+	if r.sentinelConf != "" {
+		args = []string{r.sentinelConf, "--sentinel"}
+	}
+	cmd := exec.Command("redis-server", args...)
 	// A test binary killed by its timeout takes the server with it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

@@ -17,10 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/mcp-mux/mcp-mux/internal/config"
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/internal/proxy"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Tests of the bounds on hostile input (requests.go, internal/wire, the

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/internal/proxy"
+	"github.com/mcp-mux/mcp-mux/internal/storeclient"
 	"github.com/mcp-mux/mcp-mux/internal/taskpoll"
 )
 
@@ -64,7 +65,7 @@ func taskCall(t *testing.T, url string, hdr map[string]string, caps, method, id,
 // sharedRedisStore is a Redis store on the shared Redis under prefix.
 func sharedRedisStore(t *testing.T, prefix string) taskpoll.Store {
 	t.Helper()
-	c, err := taskpoll.DialRedis("redis://127.0.0.1:6379")
+	c, err := storeclient.Dial("redis://127.0.0.1:6379")
 	if err != nil {
 		t.Fatalf("the shared Redis on 127.0.0.1:6379: %v", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/internal/proxy"
 	"github.com/mcp-mux/mcp-mux/internal/ratelimit"
+	"github.com/mcp-mux/mcp-mux/internal/storeclient"
 	"github.com/mcp-mux/mcp-mux/internal/taskpoll"
 )
 
@@ -55,7 +56,7 @@ func TestReadyzNeverWaitsOnRedis(t *testing.T) {
 	cfg := `{"mcpServers": {"jobs": ` + mcptest.TaskServerJSON(upTS.URL+"/mcp", "") + `},
 	  "mcp_tasks": {"enabled": true},
 	  "limits": {"rules": [{"name": "r", "scope": "caller", "calls": 1000, "per_seconds": 60}]}}`
-	tc, err := taskpoll.DialRedis(r.URL())
+	tc, err := storeclient.Dial(r.URL())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -401,7 +401,7 @@ func TestReplicasStreamFollowsTheLog(t *testing.T) {
 	stream.resp.Body.Close()
 	_ = w.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: "res://watched"})
 	waitLong(t, 10*time.Second, "the second update to be logged", func() bool {
-		n, _ := rs.redis.Do("XLEN", "test:{s:"+sid+"}:log")
+		n, _ := rs.redis.Do("XLEN", sessionstore.SessionKey("test:", sid)+":log")
 		return n == "2"
 	})
 	resumed := openEvents(t, c, sid, id1)

@@ -16,6 +16,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/internal/proxy"
 	"github.com/mcp-mux/mcp-mux/internal/sessionstore"
+	"github.com/mcp-mux/mcp-mux/internal/storeclient"
 	"github.com/mcp-mux/mcp-mux/internal/taskpoll"
 )
 
@@ -57,7 +58,7 @@ func redisOf(t *testing.T, rs *replicaSet) *redis.Client {
 func sessionBytes(t *testing.T, c *redis.Client, sid string) (total int64, keys []string) {
 	t.Helper()
 	ctx := context.Background()
-	all, err := c.Keys(ctx, "test:{s:"+sid+"}*").Result()
+	all, err := c.Keys(ctx, sessionstore.SessionKey("test:", sid)+"*").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func sessionBytes(t *testing.T, c *redis.Client, sid string) (total int64, keys 
 			t.Fatal(err)
 		}
 		total += n
-		keys = append(keys, fmt.Sprintf("%s=%d", strings.TrimPrefix(k, "test:{s:"+sid+"}"), n))
+		keys = append(keys, fmt.Sprintf("%s=%d", strings.TrimPrefix(k, sessionstore.SessionKey("test:", sid)), n))
 	}
 	return total, keys
 }
@@ -384,7 +385,13 @@ func TestReplicasSessionCapsHold(t *testing.T) {
 		}
 	}
 	if opened > 0 {
-		n, _ := redisOf(t, rs).ZCard(context.Background(), "test:{sess}:all").Result()
+		var n int64 // every caller's set: alice is the only caller
+		c := redisOf(t, rs)
+		keys, _ := c.Keys(context.Background(), "test:{su:*").Result()
+		for _, k := range keys {
+			m, _ := c.ZCard(context.Background(), k).Result()
+			n += m
+		}
 		t.Fatalf("with 5 sessions in use and a share of 5, alice opened %d more after three idle timeouts (Redis counts %d)", opened, n)
 	}
 }
@@ -485,7 +492,7 @@ func TestReplicasTaskEventsReachThreadsElsewhere(t *testing.T) {
 	cfg := `{"mcpServers": {"jobs": ` + mcptest.TaskServerJSON(upTS.URL+"/mcp", "") + `}, "mcp_tasks": {"enabled": true}}`
 	var ms []*mux
 	for range 2 {
-		tc, err := taskpoll.DialRedis(r.URL())
+		tc, err := storeclient.Dial(r.URL())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
+	"github.com/mcp-mux/mcp-mux/internal/storeclient"
 	"github.com/mcp-mux/mcp-mux/internal/taskpoll"
 )
 
@@ -30,7 +31,7 @@ func TestTaskCapBolt(t *testing.T) {
 
 func TestTaskCapRedis(t *testing.T) {
 	r := mcptest.StartRedis(t, false)
-	c, err := taskpoll.DialRedis(r.URL())
+	c, err := storeclient.Dial(r.URL())
 	if err != nil {
 		t.Fatal(err)
 	}

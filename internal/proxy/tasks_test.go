@@ -19,6 +19,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/config"
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/internal/proxy"
+	"github.com/mcp-mux/mcp-mux/internal/storeclient"
 	"github.com/mcp-mux/mcp-mux/internal/taskpoll"
 )
 
@@ -77,7 +78,7 @@ func TestDurableTasksBolt(t *testing.T) {
 
 func TestDurableTasksRedis(t *testing.T) {
 	r := mcptest.StartRedis(t, false)
-	c, err := taskpoll.DialRedis(r.URL())
+	c, err := storeclient.Dial(r.URL())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/internal/otlptest"
 	"github.com/mcp-mux/mcp-mux/internal/proxy"
+	"github.com/mcp-mux/mcp-mux/internal/storeclient"
 	"github.com/mcp-mux/mcp-mux/internal/taskpoll"
 	"github.com/mcp-mux/mcp-mux/internal/telemetry"
 )
@@ -26,7 +27,7 @@ func TestTaskPollLinksToSubmitTrace(t *testing.T) {
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "20") // the batch processor exports within 20 ms
 	redis := mcptest.StartRedis(t, false)
 	store := func() taskpoll.Store {
-		c, err := taskpoll.DialRedis(redis.URL())
+		c, err := storeclient.Dial(redis.URL())
 		if err != nil {
 			t.Fatal(err)
 		}

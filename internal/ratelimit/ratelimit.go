@@ -37,6 +37,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mcp-mux/mcp-mux/internal/config"
+	"github.com/mcp-mux/mcp-mux/internal/storeclient"
 )
 
 // Kinds of refusal, as the rejections metric labels them.
@@ -204,6 +205,8 @@ func New(opts Options) (*Limiter, error) {
 func honoursDeadlines(c redis.UniversalClient) error {
 	var ok bool
 	switch c := c.(type) {
+	case *storeclient.Client:
+		return honoursDeadlines(c.UniversalClient)
 	case *redis.Client:
 		ok = c.Options().ContextTimeoutEnabled
 	case *redis.ClusterClient:
@@ -213,23 +216,9 @@ func honoursDeadlines(c redis.UniversalClient) error {
 	}
 	if !ok {
 		return errors.New("ratelimit: the store's client does not end a round trip at its context's deadline " +
-			"(redis.Options.ContextTimeoutEnabled is off), so the store timeout would not bound it; build it with ratelimit.Dial")
+			"(redis.Options.ContextTimeoutEnabled is off), so the store timeout would not bound it; build it with storeclient.Open")
 	}
 	return nil
-}
-
-// Dial returns a client for the limits' store at a redis://, rediss:// or
-// unix:// URL, whose round trips end at their context's deadline
-// (Store.Timeout). Its errors never repeat the URL, which usually carries
-// a password.
-func Dial(url string) (*redis.Client, error) {
-	opts, err := redis.ParseURL(url)
-	if err != nil {
-		return nil, errors.New("ratelimit: store.redis_url is not a valid Redis URL")
-	}
-	opts.ContextTimeoutEnabled = true
-	opts.ReadBufferSize, opts.WriteBufferSize = 8<<10, 8<<10 // small commands and replies
-	return redis.NewClient(opts), nil
 }
 
 // Close stops renewing leases and closes the store's client.
@@ -239,6 +228,9 @@ func (l *Limiter) Close() error {
 	}
 	close(l.stop)
 	<-l.done
+	if _, shared := l.rdb.(*storeclient.Client); shared {
+		return nil // its opener closes it
+	}
 	if err := l.rdb.Close(); err != nil {
 		return fmt.Errorf("ratelimit: closing the store client: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mcp-mux/mcp-mux/internal/ratelimit"
+	"github.com/mcp-mux/mcp-mux/internal/storeclient"
 )
 
 // TestStoreClientMustHonourDeadlines: New refuses a client whose round
@@ -22,7 +23,7 @@ func TestStoreClientMustHonourDeadlines(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "ContextTimeoutEnabled") {
 		t.Fatalf("New with a client that ignores deadlines: %v", err)
 	}
-	if _, err := ratelimit.Dial("http://x"); err == nil || strings.Contains(err.Error(), "http://x") {
+	if _, err := storeclient.Dial("http://x"); err == nil || strings.Contains(err.Error(), "http://x") {
 		t.Fatalf("Dial of a bad URL: %v (it must not repeat the URL)", err)
 	}
 }
@@ -57,7 +58,7 @@ func TestSilentStoreDecidedWithinTimeout(t *testing.T) {
 		}
 		mu.Unlock()
 	}()
-	c, err := ratelimit.Dial("redis://" + ln.Addr().String())
+	c, err := storeclient.Dial("redis://" + ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,41 +11,55 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/mcp-mux/mcp-mux/internal/storeclient"
 )
 
-// Redis layout (every key starts with the store's prefix, store.key_prefix):
+// Redis layout (every key starts with the store's prefix, store.key_prefix).
+// Sessions are spread over 16 groups by a hash of their id (g: one hex
+// digit); every key of a group shares the hash tag {s<g>}, so each script
+// touches one slot and the layout works on Redis Cluster:
 //
-//	{s:<id>}:r      the record: a hash of its bounded fields (u user, pf
-//	                profile, v protocol, l level, h holder, n revision),
-//	                expiring TTL after its last use; at most MaxRecord
-//	{s:<id>}:i      its initialize params as sent, written once (MaxInit)
-//	{s:<id>}:t      the digests of its threads: a sorted set (score: first
-//	                use, ms) of the newest MaxThreads
-//	{s:<id>}:p      its tool_search promotions: a set of at most MaxList
-//	{s:<id>}:sub    its resource subscriptions: a set of at most MaxList
-//	{s:<id>}:log    its event log: a stream of at most about MaxLogSize
-//	                entries (field d: one JSON-RPC message)
-//	{sess}:all      sorted set of live session ids (score: expiry, ms); its
-//	                TTL is raised with its members', never lowered
-//	{sess}:u:<h>    the same for one caller (h: a hash of the user id)
-//	seal-key        the requestState key replicas share when the config
-//	                names none (SharedKey); every replica puts its own back
-//	                when Redis lost it, and adopts the one there
+//	{s<g>}:<id>:r    the record: a hash of its bounded fields (u user, pf
+//	                 profile, v protocol, l level, h holder, n revision),
+//	                 expiring TTL after its last use; at most MaxRecord
+//	{s<g>}:<id>:i    its initialize params as sent, written once (MaxInit)
+//	{s<g>}:<id>:t    the digests of its threads: a sorted set (score: first
+//	                 use, ms) of the newest MaxThreads
+//	{s<g>}:<id>:p    its tool_search promotions: a set of at most MaxList
+//	{s<g>}:<id>:sub  its resource subscriptions: a set of at most MaxList
+//	{s<g>}:<id>:log  its event log: a stream of at most about MaxLogSize
+//	                 entries (field d: one JSON-RPC message)
+//	{s<g>}:all       the group's live session ids (score: expiry, ms); its
+//	                 TTL is raised with its members', never lowered
+//	{su:<h>}         the same for one caller (h: a hash of the user id), in
+//	                 a slot of its own
+//	seal-key         the requestState key replicas share when the config
+//	                 names none (SharedKey); every replica puts its own back
+//	                 when Redis lost it, and adopts the one there
 //
-// A session's keys share a hash slot, so every script on them is one slot
-// on Redis Cluster too; so do the two admission sets. Channels:
-// <prefix>s:bus carries log events, change notices and ends to every
-// replica; <prefix>s:r:<replica> carries what one replica sends another.
-// A change publishes a notice of the record's fields and what a list
-// gained (at most MaxNotice bytes of it), never the whole record. Every
-// forwarded message is one round trip: the Append script adds the event
-// and publishes it, Send is one PUBLISH.
+// Admission is exact: the cap inbound.max_sessions is split over the
+// groups (their caps sum to it), a new session goes to a random group and,
+// when that one is full, to the next with room under a new id; the
+// caller's share is checked in the caller's set first (one script each,
+// so Create is two round trips, more only near the cap).
+//
+// Channels: the bus carries log events, change notices and ends to every
+// replica: <prefix>s:bus on one node or Sentinel, and on Cluster one
+// sharded channel per group, {s<g>}:bus, in its group's slot (so the
+// scripts that write a session publish on it with SPUBLISH);
+// <prefix>s:r:{<replica>} carries what one replica sends another (sharded
+// on Cluster). A change publishes a notice of the record's fields and what
+// a list gained (at most MaxNotice bytes of it), never the whole record.
+// Every forwarded message is one round trip: the Append script adds the
+// event and publishes it, Send is one PUBLISH.
 
 var (
 	//go:embed lua/admit.lua
@@ -60,10 +74,20 @@ var (
 	//go:embed lua/append.lua
 	appendLua    string
 	appendScript = redis.NewScript(appendLua)
+	//go:embed lua/share.lua
+	shareLua    string
+	shareScript = redis.NewScript(shareLua)
 )
+
+// groups is how many groups sessions are spread over (see the layout).
+const groups = 16
 
 // ErrNoReplica: the replica a message is for is not running.
 var ErrNoReplica = errors.New("the mcp-mux replica holding this session's request is gone")
+
+// settleDelay is how long after the last (re)subscription confirmation a
+// store checks the shared key and calls OnReconnect.
+const settleDelay = 100 * time.Millisecond
 
 // keyEvery is how often a store checks that Redis still holds the shared
 // requestState key (and at every reconnection).
@@ -72,7 +96,8 @@ const keyEvery = 30 * time.Second
 // RedisOptions configure NewRedis.
 type RedisOptions struct {
 	Options
-	// Client is the connection; the store closes it on Close.
+	// Client is the connection. A *storeclient.Client is shared: its
+	// opener closes it. Any other client the store closes on Close.
 	Client redis.UniversalClient
 	// KeyPrefix starts every key (store.key_prefix).
 	KeyPrefix string
@@ -81,7 +106,8 @@ type RedisOptions struct {
 
 // Redis is the Store every replica shares.
 type Redis struct {
-	c       redis.UniversalClient
+	c       *storeclient.Client
+	ownsC   bool // close c on Close
 	prefix  string
 	replica string
 	ttl     atomic.Int64 // ns
@@ -95,11 +121,12 @@ type Redis struct {
 	touchMu sync.Mutex
 	touched map[string]string // id → user, since the last flush
 	retime  chan struct{}     // SetTTL changed the flush period
+	settle  chan struct{}     // a bus channel was (re)subscribed
 
 	keyMu     sync.Mutex
 	sharedKey string // the requestState key this replica seals with ("" for none)
 
-	ps     *redis.PubSub
+	ps     *storeclient.Subscription
 	stop   context.CancelFunc
 	wg     sync.WaitGroup
 	closed atomic.Bool
@@ -120,14 +147,19 @@ func NewRedis(o RedisOptions) *Redis {
 	if o.Logger == nil {
 		o.Logger = hclog.NewNullLogger()
 	}
-	s := &Redis{c: o.Client, prefix: o.KeyPrefix, replica: o.Replica, log: o.Logger, onMsg: o.OnMessage, onChg: o.OnChange,
-		onConn: o.OnReconnect, onKey: o.OnSharedKey, sharedKey: o.SharedKey, touched: map[string]string{}, retime: make(chan struct{}, 1)}
+	c, shared := o.Client.(*storeclient.Client)
+	if !shared {
+		c = storeclient.Wrap(o.Client)
+	}
+	s := &Redis{c: c, ownsC: !shared, prefix: o.KeyPrefix, replica: o.Replica, log: o.Logger, onMsg: o.OnMessage, onChg: o.OnChange,
+		onConn: o.OnReconnect, onKey: o.OnSharedKey, sharedKey: o.SharedKey, touched: map[string]string{}, retime: make(chan struct{}, 1), settle: make(chan struct{}, 1)}
 	s.SetTTL(o.TTL)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
-	s.ps = s.c.Subscribe(ctx, s.busChannel(), s.replicaChannel(s.replica))
+	channels := append(s.busChannels(), s.replicaChannel(s.replica))
+	s.ps = s.c.Listen(ctx, channels...)
 	wait, done := context.WithTimeout(ctx, 2*time.Second)
-	for range 2 { // both confirmations
+	for range channels { // every confirmation
 		if _, err := s.ps.Receive(wait); err != nil {
 			s.log.Warn("sessions: subscribing to Redis failed; retrying in the background", "err", err)
 			break
@@ -139,15 +171,55 @@ func NewRedis(o RedisOptions) *Redis {
 	return s
 }
 
-func (s *Redis) session(id string) string         { return s.prefix + "{s:" + id + "}" }
+// groupOf returns the group of session id (FNV-1a of the id, low 4 bits).
+func groupOf(id string) int {
+	h := uint32(2166136261)
+	for i := 0; i < len(id); i++ {
+		h = (h ^ uint32(id[i])) * 16777619
+	}
+	return int(h % groups)
+}
+
+func (s *Redis) tag(g int) string                 { return s.prefix + "{s" + strconv.FormatInt(int64(g), 16) + "}" }
+func (s *Redis) session(id string) string         { return SessionKey(s.prefix, id) }
 func (s *Redis) recordKey(id string) string       { return s.session(id) + ":r" }
 func (s *Redis) initKey(id string) string         { return s.session(id) + ":i" }
 func (s *Redis) listKey(id string, l List) string { return s.session(id) + ":" + string(l) }
 func (s *Redis) logKey(id string) string          { return s.session(id) + ":log" }
-func (s *Redis) allKey() string                   { return s.prefix + "{sess}:all" }
-func (s *Redis) userKey(user string) string       { return s.prefix + "{sess}:u:" + hashOf(user) }
-func (s *Redis) busChannel() string               { return s.prefix + "s:bus" }
-func (s *Redis) replicaChannel(r string) string   { return s.prefix + "s:r:" + r }
+func (s *Redis) groupKey(g int) string            { return s.tag(g) + ":all" }
+func (s *Redis) userKey(user string) string       { return s.prefix + "{su:" + hashOf(user) + "}" }
+func (s *Redis) replicaChannel(r string) string   { return s.prefix + "s:r:{" + r + "}" }
+
+// SessionKey returns the stem every Redis key of session id starts with
+// under prefix (tests and benches inspect Redis with it).
+func SessionKey(prefix, id string) string {
+	return prefix + "{s" + strconv.FormatInt(int64(groupOf(id)), 16) + "}:" + id
+}
+
+// busChannel is the bus channel session id's changes go out on.
+func (s *Redis) busChannel(id string) string {
+	if s.c.Sharded() {
+		return s.tag(groupOf(id)) + ":bus"
+	}
+	return s.prefix + "s:bus"
+}
+
+// busChannels are the bus channels every replica subscribes to.
+func (s *Redis) busChannels() []string {
+	if !s.c.Sharded() {
+		return []string{s.prefix + "s:bus"}
+	}
+	out := make([]string, groups)
+	for g := range groups {
+		out[g] = s.tag(g) + ":bus"
+	}
+	return out
+}
+
+// isBus reports whether channel is a bus channel.
+func (s *Redis) isBus(channel string) bool {
+	return !strings.HasPrefix(channel, s.prefix+"s:r:")
+}
 
 // keys returns every key of session id.
 func (s *Redis) keys(id string) []string {
@@ -210,37 +282,87 @@ func pairs(flat []any) map[string]string {
 	return m
 }
 
-// Create admits and stores r (two round trips: the admission script, then
-// the record and its initialize params).
+// Create admits and stores r: the caller's share (one script), then the
+// cap and the record in r's group (one script), or in the next group with
+// room under a new id (r.ID changes) when that one is full.
 func (s *Redis) Create(ctx context.Context, r *Record, b Bounds) error {
 	if err := r.check(); err != nil {
 		return err
 	}
-	now := time.Now().UnixMilli()
-	n, err := admitScript.Run(ctx, s.c, []string{s.allKey(), s.userKey(r.User)},
-		now, s.ttlMS(), b.Limit, b.Share, r.ID).Int()
-	if err != nil {
+	now, ttl := time.Now().UnixMilli(), s.ttlMS()
+	n, err := shareScript.Run(ctx, s.c, []string{s.userKey(r.User)}, now, ttl, b.Share, r.ID).Int()
+	switch {
+	case err != nil:
 		return fmt.Errorf("sessions: admitting a session in Redis: %w", err)
-	}
-	switch n {
-	case 1:
-		return &LimitError{}
-	case 2:
+	case n != 0:
 		return &LimitError{Share: true}
 	}
-	ttl := time.Duration(s.ttlMS()) * time.Millisecond
-	_, err = s.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, s.recordKey(r.ID), fieldsOf(r)...)
-		p.PExpire(ctx, s.recordKey(r.ID), ttl)
-		if len(r.Init) > 0 {
-			p.Set(ctx, s.initKey(r.ID), []byte(r.Init), ttl)
+	first := groupOf(r.ID)
+	for i := range groups {
+		g := (first + i) % groups
+		if i > 0 {
+			if err := s.rename(ctx, r, idIn(g)); err != nil {
+				return err
+			}
 		}
+		args := append([]any{now, ttl, groupCap(b.Limit, g), r.ID, []byte(r.Init)}, fieldsOf(r)...)
+		n, err := admitScript.Run(ctx, s.c, []string{s.groupKey(g), s.recordKey(r.ID), s.initKey(r.ID)}, args...).Int()
+		if err != nil {
+			s.unshare(r)
+			return fmt.Errorf("sessions: storing a session in Redis: %w", err)
+		}
+		if n == 0 {
+			return nil
+		}
+	}
+	s.unshare(r)
+	return &LimitError{}
+}
+
+// groupCap is group g's part of the cap limit (-1: no cap); the parts sum
+// to limit.
+func groupCap(limit, g int) int {
+	if limit <= 0 {
+		return -1
+	}
+	c := limit / groups
+	if g < limit%groups {
+		c++
+	}
+	return c
+}
+
+// idIn returns a new session id in group g.
+func idIn(g int) string {
+	for {
+		if id := NewID(); groupOf(id) == g {
+			return id
+		}
+	}
+}
+
+// rename gives r the id id, in its caller's set too.
+func (s *Redis) rename(ctx context.Context, r *Record, id string) error {
+	exp := float64(time.Now().UnixMilli() + s.ttlMS())
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.ZRem(ctx, s.userKey(r.User), r.ID)
+		p.ZAdd(ctx, s.userKey(r.User), redis.Z{Score: exp, Member: id})
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("sessions: storing a session in Redis: %w", err)
+		s.unshare(r)
+		return fmt.Errorf("sessions: admitting a session in Redis: %w", err)
 	}
+	r.ID = id
 	return nil
+}
+
+// unshare gives back the caller's share r took (best effort: a member
+// left behind expires with the session's TTL).
+func (s *Redis) unshare(r *Record) {
+	ctx, cancel := context.WithTimeout(context.Background(), storeclient.IOTimeout)
+	defer cancel()
+	_ = s.c.ZRem(ctx, s.userKey(r.User), r.ID).Err()
 }
 
 // Get returns the record of id with its initialize params and lists (one
@@ -294,7 +416,7 @@ func (s *Redis) Update(ctx context.Context, id string, fn func(*Record) bool) (*
 		read := r.Rev
 		r.Rev++
 		notice := s.notice(id, r.Rev, &noticeData{Protocol: r.Protocol, Level: r.Level, Holder: r.Holder})
-		res, err := updateScript.Run(ctx, s.c, []string{s.recordKey(id)}, strconv.FormatUint(read, 10), s.busChannel(), notice,
+		res, err := updateScript.Run(ctx, s.c, []string{s.recordKey(id)}, strconv.FormatUint(read, 10), s.busChannel(id), notice, s.c.PublishCommand(),
 			"v", r.Protocol, "l", r.Level, "h", r.Holder).Result()
 		switch {
 		case errors.Is(err, redis.Nil):
@@ -325,7 +447,7 @@ func (s *Redis) Add(ctx context.Context, id string, l List, values ...string) (*
 	case ListSubs:
 		member = "" // only the holder reads them, from the store
 	}
-	args := []any{kind, count, time.Now().UnixMilli(), member, MaxNotice, s.busChannel(), id, s.replica}
+	args := []any{kind, count, time.Now().UnixMilli(), member, MaxNotice, s.busChannel(id), id, s.replica, s.c.PublishCommand()}
 	for _, v := range values {
 		args = append(args, v)
 	}
@@ -407,11 +529,11 @@ func (s *Redis) Delete(ctx context.Context, id string) error {
 	end, _ := json.Marshal(busMessage{Kind: "end", Session: id, From: s.replica})
 	_, err = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		p.Del(ctx, s.keys(id)...)
-		p.ZRem(ctx, s.allKey(), id)
+		p.ZRem(ctx, s.groupKey(groupOf(id)), id)
 		if user != "" {
 			p.ZRem(ctx, s.userKey(user), id)
 		}
-		p.Publish(ctx, s.busChannel(), end)
+		s.c.PublishIn(ctx, p, s.busChannel(id), end)
 		return nil
 	})
 	if err != nil {
@@ -437,8 +559,15 @@ func (s *Redis) flushLoop(ctx context.Context) {
 	defer t.Stop()
 	k := time.NewTicker(keyEvery)
 	defer k.Stop()
+	conn := time.NewTimer(time.Hour)
+	conn.Stop()
+	defer conn.Stop()
 	for {
 		select {
+		case <-s.settle:
+			conn.Reset(settleDelay)
+		case <-conn.C:
+			s.settled(ctx)
 		case <-ctx.Done():
 			s.flush(context.Background())
 			return
@@ -468,17 +597,20 @@ func (s *Redis) flush(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		users := make(map[string]bool)
+		users, grps := make(map[string]bool), make(map[int]bool)
 		for id, user := range batch {
 			for _, k := range s.keys(id) {
 				p.PExpire(ctx, k, ttl)
 			}
-			p.ZAddXX(ctx, s.allKey(), redis.Z{Score: exp, Member: id})
+			g := groupOf(id)
+			p.ZAddXX(ctx, s.groupKey(g), redis.Z{Score: exp, Member: id})
 			p.ZAddXX(ctx, s.userKey(user), redis.Z{Score: exp, Member: id})
-			users[user] = true
+			users[user], grps[g] = true, true
 		}
 		// A set lives as long as its newest member: its TTL only rises.
-		p.Do(ctx, "pexpire", s.allKey(), ttl.Milliseconds(), "gt")
+		for g := range grps {
+			p.Do(ctx, "pexpire", s.groupKey(g), ttl.Milliseconds(), "gt")
+		}
 		for user := range users {
 			p.Do(ctx, "pexpire", s.userKey(user), ttl.Milliseconds(), "gt")
 		}
@@ -496,10 +628,25 @@ func (s *Redis) flush(ctx context.Context) {
 	}
 }
 
-// Count returns the number of live sessions.
+// Count returns the number of live sessions (one pipeline over the
+// groups).
 func (s *Redis) Count(ctx context.Context) (int, error) {
-	n, err := s.c.ZCount(ctx, s.allKey(), strconv.FormatInt(time.Now().UnixMilli(), 10), "+inf").Result()
-	return int(n), err
+	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	cmds := make([]*redis.IntCmd, groups)
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for g := range groups {
+			cmds[g] = p.ZCount(ctx, s.groupKey(g), now, "+inf")
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sessions: counting sessions in Redis: %w", err)
+	}
+	n := 0
+	for _, c := range cmds {
+		n += int(c.Val())
+	}
+	return n, nil
 }
 
 // Append adds msg to id's log and publishes it (one script, one round trip).
@@ -508,7 +655,7 @@ func (s *Redis) Append(ctx context.Context, id string, msg json.RawMessage) erro
 		return ErrTooLarge
 	}
 	err := appendScript.Run(ctx, s.c, []string{s.recordKey(id), s.logKey(id)},
-		[]byte(msg), s.ttlMS(), MaxLogSize, s.busChannel(), id).Err()
+		[]byte(msg), s.ttlMS(), MaxLogSize, s.busChannel(id), id, s.c.PublishCommand()).Err()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return ErrNotFound
@@ -586,22 +733,6 @@ func (s *Redis) Send(ctx context.Context, replica string, m Message) error {
 		return ErrNoReplica
 	}
 	return nil
-}
-
-// Dial parses a redis://, rediss:// or unix:// URL into a client sized for
-// sessions: small records and events, so small buffers (go-redis's 32 KiB
-// per connection, 128 KiB per pipeline connection, would cost more than
-// the sessions), and pipelines on the main pool. Errors never repeat the
-// URL, which usually carries a password.
-func Dial(url string) (*redis.Client, error) {
-	opts, err := redis.ParseURL(url)
-	if err != nil {
-		return nil, errors.New("store.redis_url is not a valid Redis URL")
-	}
-	opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = 5*time.Second, 5*time.Second, 5*time.Second
-	opts.ReadBufferSize, opts.WriteBufferSize = 8<<10, 8<<10
-	opts.PipelinePoolSize = -1
-	return redis.NewClient(opts), nil
 }
 
 // SharedKey returns the secret every replica on c shares for sealing
@@ -710,8 +841,8 @@ func (s *Redis) read(ctx context.Context) {
 		backoff = 50 * time.Millisecond
 		switch m := msg.(type) {
 		case *redis.Subscription:
-			if m.Kind == "subscribe" && m.Channel == s.busChannel() {
-				s.reconnected(ctx)
+			if ch, ok := storeclient.Confirmed(m); ok && s.isBus(ch) {
+				s.reconnected(ctx, ch)
 			}
 		case *redis.Message:
 			s.dispatch(m)
@@ -720,7 +851,7 @@ func (s *Redis) read(ctx context.Context) {
 }
 
 func (s *Redis) dispatch(m *redis.Message) {
-	if m.Channel != s.busChannel() {
+	if !s.isBus(m.Channel) {
 		var msg Message
 		if json.Unmarshal([]byte(m.Payload), &msg) == nil && s.onMsg != nil {
 			s.onMsg(msg)
@@ -757,20 +888,33 @@ func changeOf(b *busMessage) Change {
 	return c
 }
 
-// reconnected catches up with what was published while the subscription
-// was down: followers from their logs, the shared key, and the owner's
-// sessions (Options.OnReconnect).
-func (s *Redis) reconnected(ctx context.Context) {
-	s.resync(ctx)
+// reconnected catches up with what was published on channel while its
+// subscription was down: its followers from their logs and, once the
+// confirmations of a reconnection settle (on Cluster one per group), the
+// shared key and the owner's sessions (Options.OnReconnect).
+func (s *Redis) reconnected(ctx context.Context, channel string) {
+	s.resync(ctx, channel)
+	select {
+	case s.settle <- struct{}{}:
+	default:
+	}
+}
+
+// settled runs when the subscription's confirmations settle.
+func (s *Redis) settled(ctx context.Context) {
 	s.keepKey(ctx)
 	if s.onConn != nil {
 		s.onConn()
 	}
 }
 
-// resync has every follower catch up from its session's log.
-func (s *Redis) resync(ctx context.Context) {
+// resync has every follower of a session on bus channel catch up from its
+// session's log.
+func (s *Redis) resync(ctx context.Context, channel string) {
 	for f, id := range s.follow.all() {
+		if s.busChannel(id) != channel {
+			continue
+		}
 		f.mu.Lock()
 		f.replaying = true
 		last := f.last
@@ -796,6 +940,9 @@ func (s *Redis) Close() error {
 	s.wg.Wait()
 	for f := range s.follow.all() {
 		f.Close()
+	}
+	if !s.ownsC {
+		return nil
 	}
 	return s.c.Close()
 }

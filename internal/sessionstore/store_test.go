@@ -560,7 +560,7 @@ func TestRedisRecordSize(t *testing.T) {
 	}
 	c := redis.NewClient(&redis.Options{Addr: rs.Addr})
 	defer c.Close()
-	n, err := c.MemoryUsage(ctx, "test:{s:"+r.ID+"}:r").Result()
+	n, err := c.MemoryUsage(ctx, sessionstore.SessionKey("test:", r.ID)+":r").Result()
 	if err != nil || n > sessionstore.MaxRecord {
 		t.Fatalf("the record uses %d bytes of Redis (%v), want at most %d", n, err, sessionstore.MaxRecord)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
+	"github.com/mcp-mux/mcp-mux/internal/storeclient"
 )
 
 // Issue 17, attack 10: one caller submitted 5,000 durable tasks, and every
@@ -24,7 +25,7 @@ type limitedStores func(t *testing.T, maxActive int) (a, b Store)
 func limitedRedis(t *testing.T, maxActive int) (Store, Store) {
 	r := mcptest.StartRedis(t, false)
 	open := func() Store {
-		c, err := DialRedis(r.URL())
+		c, err := storeclient.Dial(r.URL())
 		if err != nil {
 			t.Fatal(err)
 		}

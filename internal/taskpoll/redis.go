@@ -15,6 +15,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/mcp-mux/mcp-mux/internal/storeclient"
 )
 
 // Redis layout. Tasks are spread over 16 shards by the first hex digit of
@@ -37,14 +39,26 @@ import (
 // before the task's own script runs, and a write that makes a task terminal
 // removes it. A member left behind by a replica that died between the two
 // only over-counts, never under-counts, and is healed when the user is at
-// the cap. Events are published on <prefix>events from inside the scripts
-// that write them.
+// the cap. Events are published from inside the scripts that write them:
+// on <prefix>events, or on Cluster on the shard's sharded channel
+// <prefix>{t<digit>}:events (SPUBLISH, in the shard's slot), one
+// subscription per shard.
+//
+// With RedisOptions.WaitReplicas, a creation is acknowledged only once
+// that many replicas have it (WAIT on the connection that wrote it), so a
+// failover cannot lose a task its caller was told about.
 const redisShards = 16
 
 // RedisOptions configure NewRedisStore.
 type RedisOptions struct {
 	// Client is the connection (a *redis.Client or *redis.ClusterClient).
+	// A *storeclient.Client is shared: its opener closes it. Any other
+	// client the store closes on Close.
 	Client redis.UniversalClient
+	// WaitReplicas is how many replicas a creation waits for (WAIT; 0:
+	// none), at most WaitTimeout (default 1 s); fewer fail the creation.
+	WaitReplicas int
+	WaitTimeout  time.Duration
 	// KeyPrefix starts every key (store.key_prefix, default "mcp-mux:").
 	KeyPrefix string
 	// MaxActivePerUser caps each user's active tasks
@@ -55,7 +69,10 @@ type RedisOptions struct {
 
 // RedisStore is the Store for any number of replicas.
 type RedisStore struct {
-	c         redis.UniversalClient
+	c         *storeclient.Client
+	ownsC     bool // close c on Close
+	wait      int
+	waitFor   time.Duration
 	prefix    string
 	maxActive int
 	log       hclog.Logger
@@ -63,7 +80,7 @@ type RedisStore struct {
 	mu     sync.Mutex
 	subs   map[int]func(Event)
 	next   int
-	pubsub *redis.PubSub
+	pubsub *storeclient.Subscription
 	done   chan struct{}
 }
 
@@ -77,20 +94,15 @@ func NewRedisStore(o RedisOptions) *RedisStore {
 	if o.Logger == nil {
 		o.Logger = hclog.NewNullLogger()
 	}
-	return &RedisStore{c: o.Client, prefix: o.KeyPrefix, maxActive: o.MaxActivePerUser, log: o.Logger, subs: make(map[int]func(Event))}
-}
-
-// DialRedis parses a redis://, rediss:// or unix:// URL into a client.
-// Errors never repeat the URL, which usually carries a password.
-func DialRedis(url string) (*redis.Client, error) {
-	opts, err := redis.ParseURL(url)
-	if err != nil {
-		return nil, errors.New("store.redis_url is not a valid Redis URL")
+	if o.WaitTimeout <= 0 {
+		o.WaitTimeout = time.Second
 	}
-	opts.DialTimeout = 5 * time.Second
-	opts.ReadTimeout = 5 * time.Second
-	opts.WriteTimeout = 5 * time.Second
-	return redis.NewClient(opts), nil
+	c, shared := o.Client.(*storeclient.Client)
+	if !shared {
+		c = storeclient.Wrap(o.Client)
+	}
+	return &RedisStore{c: c, ownsC: !shared, wait: o.WaitReplicas, waitFor: o.WaitTimeout, prefix: o.KeyPrefix,
+		maxActive: o.MaxActivePerUser, log: o.Logger, subs: make(map[int]func(Event))}
 }
 
 func (s *RedisStore) tag(shard byte) string { return s.prefix + "{t" + string(shard) + "}" }
@@ -134,7 +146,25 @@ func (s *RedisStore) remoteKey(t *Task) string {
 	return s.prefix + "{r" + h[:1] + "}:rid:" + h
 }
 
-func (s *RedisStore) channel() string { return s.prefix + "events" }
+// channel is the channel events of tasks in shard go out on.
+func (s *RedisStore) channel(shard byte) string {
+	if s.c.Sharded() {
+		return s.tag(shard) + ":events"
+	}
+	return s.prefix + "events"
+}
+
+// channels are the channels a subscriber listens on.
+func (s *RedisStore) channels() []string {
+	if !s.c.Sharded() {
+		return []string{s.prefix + "events"}
+	}
+	out := make([]string, 0, redisShards)
+	for _, d := range "0123456789abcdef" {
+		out = append(out, s.channel(byte(d)))
+	}
+	return out
+}
 
 // The scripts' Lua source, one file each in lua/; the Go doc of each
 // script below says what its KEYS and ARGV are and what it returns.
@@ -281,7 +311,7 @@ func (s *RedisStore) Create(ctx context.Context, t *Task) error {
 	err = s.bindRemote(ctx, t)
 	if err == nil {
 		var res string
-		res, err = createScript.Run(ctx, s.c, s.keys(t), t.ID, d, string(t.Status), dueAt(t), t.CreatedAt.UnixMilli(), s.eventArg(t, 0), s.channel(), expArg(t)).Text()
+		res, err = s.create(ctx, t, d)
 		switch {
 		case err != nil:
 			err = fmt.Errorf("creating MCP task: %w", err)
@@ -293,6 +323,33 @@ func (s *RedisStore) Create(ctx context.Context, t *Task) error {
 		s.releaseActive(t)
 	}
 	return err
+}
+
+// create runs the create script for t (record d) and, with WaitReplicas,
+// WAIT on the same connection: its result is "ok" or "exists".
+func (s *RedisStore) create(ctx context.Context, t *Task, d string) (string, error) {
+	keys := s.keys(t)
+	args := []any{t.ID, d, string(t.Status), dueAt(t), t.CreatedAt.UnixMilli(), s.eventArg(t, 0), s.channel(shardOf(t.ID)), expArg(t), s.c.PublishCommand()}
+	if s.wait <= 0 {
+		return createScript.Run(ctx, s.c, keys, args...).Text()
+	}
+	node, err := s.c.Node(ctx, keys[0])
+	if err != nil {
+		return "", err
+	}
+	var res, acks *redis.Cmd
+	_, err = node.Pipelined(ctx, func(p redis.Pipeliner) error {
+		res = createScript.Eval(ctx, p, keys, args...)
+		acks = p.Do(ctx, "wait", s.wait, s.waitFor.Milliseconds())
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	if n, _ := acks.Int64(); n < int64(s.wait) {
+		return "", fmt.Errorf("the task's record reached %d of the %d Redis replicas store.wait_replicas asks for within %s", n, s.wait, s.waitFor)
+	}
+	return res.Text()
 }
 
 // Heal bounds: a member of an active set older than activeGrace whose task
@@ -444,7 +501,7 @@ func (s *RedisStore) updateOnce(ctx context.Context, id string, fn func(*Task) e
 		return nil, true, err
 	}
 	k := s.keys(t)
-	res, err := updateScript.Run(ctx, s.c, []string{k[0], k[1], k[4], k[5]}, id, oldD, d, string(t.Status), dueAt(t), s.eventArg(t, old.Version), s.channel(), expArg(t)).Text()
+	res, err := updateScript.Run(ctx, s.c, []string{k[0], k[1], k[4], k[5]}, id, oldD, d, string(t.Status), dueAt(t), s.eventArg(t, old.Version), s.channel(shardOf(id)), expArg(t), s.c.PublishCommand()).Text()
 	if (err != nil || res != "ok") && bound {
 		s.unbindRemote(t)
 	}
@@ -633,7 +690,7 @@ func (s *RedisStore) Apply(ctx context.Context, l *Lease, t *Task, now time.Time
 		return false, err
 	}
 	k := s.keys(t)
-	n, err := applyScript.Run(ctx, s.c, []string{k[0], k[1], k[4], k[5]}, t.ID, l.Owner, l.Epoch, now.UnixMilli(), d, string(t.Status), dueAt(t), s.eventArg(t, l.Task.Version), s.channel(), expArg(t)).Int()
+	n, err := applyScript.Run(ctx, s.c, []string{k[0], k[1], k[4], k[5]}, t.ID, l.Owner, l.Epoch, now.UnixMilli(), d, string(t.Status), dueAt(t), s.eventArg(t, l.Task.Version), s.channel(shardOf(t.ID)), expArg(t), s.c.PublishCommand()).Int()
 	if err != nil {
 		return false, fmt.Errorf("applying MCP task poll: %w", err)
 	}
@@ -829,12 +886,16 @@ func (s *RedisStore) Subscribe(fn func(Event)) func() {
 	s.next++
 	s.subs[id] = fn
 	if s.pubsub == nil {
-		s.pubsub = s.c.Subscribe(context.Background(), s.channel())
-		// Wait (briefly) for the confirmation, so that events written after
+		chs := s.channels()
+		s.pubsub = s.c.Listen(context.Background(), chs...)
+		// Wait (briefly) for the confirmations, so that events written after
 		// Subscribe returns are seen; with Redis down the reader connects later.
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		if _, err := s.pubsub.Receive(ctx); err != nil {
-			s.log.Warn("task events: subscribing failed; retrying in the background", "err", err)
+		for range chs {
+			if _, err := s.pubsub.Receive(ctx); err != nil {
+				s.log.Warn("task events: subscribing failed; retrying in the background", "err", err)
+				break
+			}
 		}
 		cancel()
 		s.done = make(chan struct{})
@@ -847,9 +908,21 @@ func (s *RedisStore) Subscribe(fn func(Event)) func() {
 	}
 }
 
-func (s *RedisStore) readEvents(ps *redis.PubSub, done chan struct{}) {
+func (s *RedisStore) readEvents(ps *storeclient.Subscription, done chan struct{}) {
 	defer close(done)
-	for m := range ps.Channel(redis.WithChannelSize(1024)) {
+	ctx := context.Background()
+	for {
+		msg, err := ps.Receive(ctx)
+		if errors.Is(err, redis.ErrClosed) {
+			return
+		}
+		m, ok := msg.(*redis.Message)
+		if err != nil || !ok {
+			if err != nil {
+				time.Sleep(50 * time.Millisecond) // go-redis reconnects meanwhile
+			}
+			continue
+		}
 		var e Event
 		if err := json.Unmarshal([]byte(m.Payload), &e); err != nil || !ValidID(e.TaskID) {
 			continue
@@ -875,6 +948,9 @@ func (s *RedisStore) Close() error {
 	if ps != nil {
 		_ = ps.Close()
 		<-done
+	}
+	if !s.ownsC {
+		return nil
 	}
 	err := s.c.Close()
 	if err != nil && !strings.Contains(err.Error(), "closed") {

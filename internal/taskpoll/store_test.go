@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
+	"github.com/mcp-mux/mcp-mux/internal/storeclient"
 )
 
 // replicas opens a store twice, as two mux replicas would see it: for Redis
@@ -23,7 +24,7 @@ func redisReplicas(t *testing.T) (Store, Store) {
 }
 
 func newRedisFor(t testing.TB, url, prefix string) *RedisStore {
-	c, err := DialRedis(url)
+	c, err := storeclient.Dial(url)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,12 +7,13 @@
 -- (ms), ARGV[4] the notice's member for the values ('' for no notice and
 -- no new revision), ARGV[5] the most bytes of values a notice carries,
 -- ARGV[6] the bus channel, ARGV[7] the session id, ARGV[8] this replica,
--- ARGV[9..] the values
+-- ARGV[9] the publish command (PUBLISH, or SPUBLISH on Cluster),
+-- ARGV[10..] the values
 -- Returns nil (no such session) or {values added, the record's fields...}.
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 local max = tonumber(ARGV[2])
 local added, size = {}, 0
-for i = 9, #ARGV do
+for i = 10, #ARGV do
   local new
   if ARGV[1] == 'z' then
     new = redis.call('ZADD', KEYS[2], 'NX', ARGV[3], ARGV[i]) == 1
@@ -36,7 +37,7 @@ if #added > 0 then
     local f = redis.call('HMGET', KEYS[1], 'v', 'l', 'h')
     local d = {v = f[1] or nil, l = f[2] or nil, h = f[3] or nil}
     if size <= tonumber(ARGV[5]) then d[ARGV[4]] = added else d.x = true end
-    redis.call('PUBLISH', ARGV[6], cjson.encode({k = 'ch', s = ARGV[7], n = rev, f = ARGV[8], d = d}))
+    redis.call(ARGV[9], ARGV[6], cjson.encode({k = 'ch', s = ARGV[7], n = rev, f = ARGV[8], d = d}))
   end
 end
 local out = redis.call('HGETALL', KEYS[1])

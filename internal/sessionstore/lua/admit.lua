@@ -1,20 +1,21 @@
--- Admits a new session within the caps: drops expired members, then adds
--- the session to the set of all sessions and its caller's set unless one
--- of them is full. A set lives at least as long as its newest member
--- (its TTL is only ever raised, here and when members are touched).
--- KEYS[1] all sessions, KEYS[2] the caller's
--- ARGV[1] now (ms), ARGV[2] ttl (ms), ARGV[3] cap (0: none),
--- ARGV[4] caller's share (0: none), ARGV[5] session id
--- Returns 0 (admitted), 1 (cap full) or 2 (share full).
+-- Admits a new session within its group's part of the cap and writes its
+-- record: drops expired members of the group's set, then adds the session
+-- and writes its record and initialize params unless the group is full.
+-- The set lives at least as long as its newest member (its TTL is only
+-- ever raised, here and when members are touched).
+-- KEYS[1] the group's sessions, KEYS[2] the record, KEYS[3] the
+-- initialize params
+-- ARGV[1] now (ms), ARGV[2] ttl (ms), ARGV[3] the group's cap (-1: none),
+-- ARGV[4] the session id, ARGV[5] the initialize params ('' for none),
+-- ARGV[6..] the record's field, value pairs
+-- Returns 0 (admitted and written) or 1 (the group is full).
 local now, ttl = tonumber(ARGV[1]), tonumber(ARGV[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-local limit, share = tonumber(ARGV[3]), tonumber(ARGV[4])
-if limit > 0 and redis.call('ZCARD', KEYS[1]) >= limit then return 1 end
-if share > 0 and redis.call('ZCARD', KEYS[2]) >= share then return 2 end
-redis.call('ZADD', KEYS[1], now + ttl, ARGV[5])
-redis.call('ZADD', KEYS[2], now + ttl, ARGV[5])
-for i = 1, 2 do
-  if redis.call('PTTL', KEYS[i]) < ttl then redis.call('PEXPIRE', KEYS[i], ttl) end
-end
+local cap = tonumber(ARGV[3])
+if cap >= 0 and redis.call('ZCARD', KEYS[1]) >= cap then return 1 end
+redis.call('ZADD', KEYS[1], now + ttl, ARGV[4])
+if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
+redis.call('HSET', KEYS[2], unpack(ARGV, 6))
+redis.call('PEXPIRE', KEYS[2], ttl)
+if ARGV[5] ~= '' then redis.call('SET', KEYS[3], ARGV[5], 'PX', ttl) end
 return 0

@@ -3,14 +3,15 @@
 -- caller read.
 -- KEYS[1] the record (a hash)
 -- ARGV[1] the revision as read, ARGV[2] the bus channel, ARGV[3] the
--- change notice, ARGV[4..] field, value pairs (an empty value removes
--- the field)
+-- change notice, ARGV[4] the publish command (PUBLISH, or SPUBLISH on
+-- Cluster), ARGV[5..] field, value pairs (an empty value removes the
+-- field)
 -- Returns nil (no such session), 1 (written) or, when it changed meanwhile,
 -- the record's fields as they are now (HGETALL).
 local n = redis.call('HGET', KEYS[1], 'n')
 if not n then return false end
 if n ~= ARGV[1] then return redis.call('HGETALL', KEYS[1]) end
-for i = 4, #ARGV, 2 do
+for i = 5, #ARGV, 2 do
   if ARGV[i + 1] == '' then
     redis.call('HDEL', KEYS[1], ARGV[i])
   else
@@ -18,5 +19,5 @@ for i = 4, #ARGV, 2 do
   end
 end
 redis.call('HINCRBY', KEYS[1], 'n', 1)
-redis.call('PUBLISH', ARGV[2], ARGV[3])
+redis.call(ARGV[4], ARGV[2], ARGV[3])
 return 1

@@ -1,3 +1,5 @@
+-- ARGV[11] is the publish command: PUBLISH, or SPUBLISH on Cluster (the
+-- channel then is the shard's, in its slot).
 -- apply (fenced): KEYS task, due, counts, exp; ARGV id, owner, epoch, now,
 -- d, st, due, event, channel, expiry.
 local f = redis.call('HMGET', KEYS[1], 'st', 'own', 'ep', 'exp')
@@ -10,5 +12,5 @@ if f[1] ~= ARGV[6] then
 end
 if tonumber(ARGV[7]) >= 0 then redis.call('ZADD', KEYS[2], ARGV[7], ARGV[1]) else redis.call('ZREM', KEYS[2], ARGV[1]) end
 if tonumber(ARGV[10]) >= 0 then redis.call('ZADD', KEYS[4], ARGV[10], ARGV[1]) end
-if ARGV[8] ~= '' then redis.call('PUBLISH', ARGV[9], ARGV[8]) end
+if ARGV[8] ~= '' then redis.call(ARGV[11], ARGV[9], ARGV[8]) end
 return 1

@@ -1,3 +1,5 @@
+-- ARGV[9] is the publish command: PUBLISH, or SPUBLISH on Cluster (the
+-- channel then is the shard's, in its slot).
 -- update (compare-and-set on the record): KEYS task, due, counts, exp;
 -- ARGV id, old d, new d, new st, due, event, channel, expiry. Supersedes
 -- the lease.
@@ -14,5 +16,5 @@ if cur[2] ~= ARGV[4] then
 end
 if tonumber(ARGV[5]) >= 0 then redis.call('ZADD', KEYS[2], ARGV[5], ARGV[1]) else redis.call('ZREM', KEYS[2], ARGV[1]) end
 if tonumber(ARGV[8]) >= 0 then redis.call('ZADD', KEYS[4], ARGV[8], ARGV[1]) end
-if ARGV[6] ~= '' then redis.call('PUBLISH', ARGV[7], ARGV[6]) end
+if ARGV[6] ~= '' then redis.call(ARGV[9], ARGV[7], ARGV[6]) end
 return 'ok'
