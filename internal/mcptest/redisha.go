@@ -84,9 +84,12 @@ const SentinelMaster = "mymaster"
 // and waits until the sentinels see the replica.
 func StartRedisSentinel(t testing.TB) *RedisSentinel {
 	t.Helper()
-	s := &RedisSentinel{Primary: startRedis(t, false)}
+	// Diskless sync at once (the default waits 5 s for more replicas),
+	// on both: the replica is the primary after a failover.
+	fast := []string{"--repl-diskless-sync-delay", "0"}
+	s := &RedisSentinel{Primary: startRedis(t, false, fast...)}
 	h, p, _ := net.SplitHostPort(s.Primary.Addr)
-	s.Replica = startRedis(t, false, "--replicaof", h, p)
+	s.Replica = startRedis(t, false, append(fast, "--replicaof", h, p)...)
 	for range 3 {
 		addr := FreeAddr(t)
 		dir := t.TempDir()
@@ -105,6 +108,12 @@ func StartRedisSentinel(t testing.TB) *RedisSentinel {
 		s.Sentinels = append(s.Sentinels, r)
 	}
 	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(info(s.Replica.Addr, "info", "replication"), "master_link_status:up") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the replica %s never synced with the primary", s.Replica.Addr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	for _, r := range s.Sentinels {
 		for !strings.Contains(info(r.Addr, "info", "sentinel"), "slaves=1,sentinels=3") {
 			if time.Now().After(deadline) {

@@ -16,7 +16,9 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/internal/bounds"
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
+	"github.com/mcp-mux/mcp-mux/internal/secret"
 	"github.com/mcp-mux/mcp-mux/internal/sessionstore"
+	"github.com/mcp-mux/mcp-mux/internal/storeclient"
 )
 
 func TestMain(m *testing.M) {
@@ -44,6 +46,26 @@ func stores(t *testing.T, fn func(t *testing.T, open func(o sessionstore.Options
 		rs := mcptest.StartRedis(t, false)
 		fn(t, func(o sessionstore.Options) sessionstore.Store { return openRedis(t, rs, o) })
 	})
+	t.Run("cluster", func(t *testing.T) {
+		c := mcptest.StartRedisCluster(t, 3)
+		fn(t, func(o sessionstore.Options) sessionstore.Store { return openCluster(t, c, o) })
+	})
+}
+
+// openCluster opens a store on a Redis Cluster, through the shared client
+// serve builds (sharded pub/sub).
+func openCluster(t *testing.T, c *mcptest.RedisCluster, o sessionstore.Options) *sessionstore.Redis {
+	t.Helper()
+	rc, err := storeclient.Open(storeclient.Options{Mode: storeclient.Cluster, URL: secret.Value(c.URL())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sessionstore.NewRedis(sessionstore.RedisOptions{Options: o, Client: rc, KeyPrefix: "test:"})
+	t.Cleanup(func() {
+		_ = s.Close()
+		_ = rc.Close()
+	})
+	return s
 }
 
 func openRedis(t *testing.T, rs *mcptest.Redis, o sessionstore.Options) *sessionstore.Redis {
@@ -793,4 +815,107 @@ func FuzzRecordLists(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestClusterReplicasAndAdmission (issue 34): on a Redis Cluster of three
+// masters, two replicas share sessions through sharded pub/sub (a change
+// notice, a log event, a message to one replica), every script runs
+// single-slot (a CROSSSLOT or non-local key fails it), admission is exact
+// over the groups (a cap of 20 admits exactly 20, then refuses), and the
+// keys land on every master.
+func TestClusterReplicasAndAdmission(t *testing.T) {
+	c := mcptest.StartRedisCluster(t, 3)
+	ctx := context.Background()
+	changed := make(chan sessionstore.Change, 64)
+	got := make(chan sessionstore.Message, 4)
+	a := openCluster(t, c, sessionstore.Options{Replica: "a", TTL: time.Minute})
+	b := openCluster(t, c, sessionstore.Options{Replica: "b", TTL: time.Minute,
+		OnChange: func(ch sessionstore.Change) { changed <- ch }, OnMessage: func(m sessionstore.Message) { got <- m }})
+	bounds := sessionstore.Bounds{Limit: 20, Share: 15}
+	var ids []string
+	for i := range 25 {
+		r := record(fmt.Sprintf("user-%d", i%2))
+		err := a.Create(ctx, r, bounds)
+		var le *sessionstore.LimitError
+		switch {
+		case errors.As(err, &le):
+			continue
+		case err != nil:
+			t.Fatalf("create %d: %v", i, err)
+		}
+		ids = append(ids, r.ID)
+	}
+	if len(ids) != 20 {
+		t.Fatalf("a cap of 20 over 16 groups admitted %d of 25", len(ids))
+	}
+	if n, err := b.Count(ctx); err != nil || n != 20 {
+		t.Fatalf("Count = %d, %v; want 20", n, err)
+	}
+	for _, id := range ids {
+		if _, err := b.Get(ctx, id); err != nil {
+			t.Fatalf("b.Get(%s): %v", id, err)
+		}
+	}
+	id := ids[0]
+	f, err := b.Follow(ctx, id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := a.Append(ctx, id, json.RawMessage(`{"method":"x"}`)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-f.Events():
+		if string(ev.Data) != `{"method":"x"}` {
+			t.Fatalf("event %s", ev.Data)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the follower on b never got a's event (sharded bus)")
+	}
+	if _, err := a.Update(ctx, id, sessionstore.SetHolder("a", true)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.Add(ctx, id, sessionstore.ListPromoted, "web_search"); err != nil {
+		t.Fatal(err)
+	}
+	for want := 2; want > 0; {
+		select {
+		case ch := <-changed:
+			if ch.ID == id {
+				want--
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("b never got a's change notices (sharded bus)")
+		}
+	}
+	if err := a.Send(ctx, "b", sessionstore.Message{Session: id}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-got:
+		if m.Session != id {
+			t.Fatalf("message for %q", m.Session)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("b never got a's message (sharded replica channel)")
+	}
+	if _, err := a.Remove(ctx, id, sessionstore.ListPromoted, "web_search"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Revisions(ctx, ids); err != nil {
+		t.Fatal(err)
+	}
+	a.Touch(id, "user-0")
+	if err := a.Delete(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Get(ctx, id); !errors.Is(err, sessionstore.ErrNotFound) {
+		t.Fatalf("after Delete: %v", err)
+	}
+	for i, n := range c.Keys() {
+		if n == 0 {
+			t.Fatalf("master %d holds no key: %v", i, c.Keys())
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
+	"github.com/mcp-mux/mcp-mux/internal/secret"
 	"github.com/mcp-mux/mcp-mux/internal/storeclient"
 )
 
@@ -42,8 +43,37 @@ func boltReplicas(t *testing.T) (Store, Store) {
 	return s, s
 }
 
-func TestRedisStore(t *testing.T) { storeSuite(t, redisReplicas) }
-func TestBoltStore(t *testing.T)  { storeSuite(t, boltReplicas) }
+// clusterReplicas are two stores on a Redis Cluster of three masters,
+// each on its own shared client (sharded pub/sub), as two replicas serve.
+func clusterReplicas(t *testing.T) (Store, Store) {
+	c := mcptest.StartRedisCluster(t, 3)
+	return openShared(t, storeclient.Cluster, c.URL(), 0), openShared(t, storeclient.Cluster, c.URL(), 0)
+}
+
+// sentinelReplicas are two stores on a primary with a replica behind three
+// sentinels, each creation waiting for the replica (WAIT 1).
+func sentinelReplicas(t *testing.T) (Store, Store) {
+	s := mcptest.StartRedisSentinel(t)
+	return openShared(t, storeclient.Sentinel, s.URL(), 1), openShared(t, storeclient.Sentinel, s.URL(), 1)
+}
+
+func openShared(t *testing.T, mode, url string, wait int) *RedisStore {
+	rc, err := storeclient.Open(storeclient.Options{Mode: mode, URL: secret.Value(url)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewRedisStore(RedisOptions{Client: rc, KeyPrefix: "suite:", WaitReplicas: wait})
+	t.Cleanup(func() {
+		_ = s.Close()
+		_ = rc.Close()
+	})
+	return s
+}
+
+func TestRedisStore(t *testing.T)         { storeSuite(t, redisReplicas) }
+func TestRedisClusterStore(t *testing.T)  { storeSuite(t, clusterReplicas) }
+func TestRedisSentinelStore(t *testing.T) { storeSuite(t, sentinelReplicas) }
+func TestBoltStore(t *testing.T)          { storeSuite(t, boltReplicas) }
 
 var t0 = time.UnixMilli(1_800_000_000_000)
 
