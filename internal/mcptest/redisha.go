@@ -163,3 +163,14 @@ func info(addr string, args ...string) string {
 	}
 	return strings.ReplaceAll(string(out), "\r", "")
 }
+
+// KillPrimary SIGKILLs whichever server the sentinels name as the primary
+// now.
+func (s *RedisSentinel) KillPrimary() {
+	m := s.Master()
+	for _, r := range []*Redis{s.Primary, s.Replica} {
+		if r.Addr == m {
+			r.Stop()
+		}
+	}
+}

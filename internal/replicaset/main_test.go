@@ -56,10 +56,18 @@ type fixture struct {
 	sleeping                    atomic.Int64 // inter's sleep calls running now
 }
 
-// config options: the extra server, tool_search.
-type cfgOpts struct{ extra, toolSearch bool }
+// config options: the extra server, tool_search, a limits rule (shared
+// in Redis).
+type cfgOpts struct{ extra, toolSearch, limits bool }
 
 func newFixture(t *testing.T, replicas int) *fixture {
+	t.Helper()
+	return newFixtureOn(t, replicas, "", cfgOpts{})
+}
+
+// newFixtureOn is newFixture on the Redis deployment store (see
+// replicaset.Options.Store) with the config options o.
+func newFixtureOn(t *testing.T, replicas int, store string, o cfgOpts) *fixture {
 	t.Helper()
 	fx := &fixture{jobs: &mcptest.TaskServer{Held: true}}
 	inter := mcptest.NewFlowServer("inter")
@@ -72,7 +80,7 @@ func newFixture(t *testing.T, replicas int) *fixture {
 	t.Cleanup(stopHandlers)
 	fx.jobsURL = mcptest.ServeHTTP(t, fx.jobs.MCP()).URL + "/mcp"
 	fx.extraURL = mcptest.ServeHTTP(t, mcptest.NewServer("extra", "ping")).URL + "/mcp"
-	fx.set = replicaset.Start(t, replicaset.Options{Binary: muxBin, Replicas: replicas, Config: fx.config(cfgOpts{}),
+	fx.set = replicaset.Start(t, replicaset.Options{Binary: muxBin, Replicas: replicas, Config: fx.config(o), Store: store,
 		StickySessions: os.Getenv(envSticky) == "1"})
 	return fx
 }
@@ -104,9 +112,14 @@ func (fx *fixture) config(o cfgOpts) string {
 	if o.extra {
 		servers = append(servers, `"extra": {"type": "http", "url": "`+fx.extraURL+`"}`)
 	}
+	limits := ""
+	if o.limits {
+		limits = `
+  "limits": {"rules": [{"name": "per-caller", "scope": "caller", "calls": 100000, "per_seconds": 60, "in_flight": 64}]},`
+	}
 	return `{
   "mcpServers": {` + strings.Join(servers, ",\n    ") + `},
-  "mcp_tasks": {"enabled": true, "poll_interval_seconds": 1, "lease_seconds": 5},
+  "mcp_tasks": {"enabled": true, "poll_interval_seconds": 1, "lease_seconds": 5},` + limits + `
   "tool_search": {"enabled": ` + fmt.Sprint(o.toolSearch) + `}
 }`
 }

@@ -59,6 +59,10 @@ type Options struct {
 	// answers 503 after SIGTERM before the listener closes. Zero means
 	// one second, five health-check intervals; negative means none.
 	ShutdownDelay time.Duration
+	// Store is the Redis deployment the replicas share: "" (one
+	// redis-server), "cluster" (a Redis Cluster of three masters) or
+	// "sentinel" (a primary, a replica and three sentinels).
+	Store string
 	// StickySessions makes the balancer send a session's requests to the
 	// replica that created it (by Mcp-Session-Id), as deployments must
 	// while sessions live in one replica's memory. For comparison only:
@@ -71,7 +75,9 @@ type Set struct {
 	opts     Options
 	dir      string
 	cfgPath  string
-	redis    *mcptest.Redis
+	redis    *mcptest.Redis         // Store ""
+	cluster  *mcptest.RedisCluster  // Store "cluster"
+	sentinel *mcptest.RedisSentinel // Store "sentinel"
 	lb       *balancer
 	replicas []*Replica
 	// cfgMu orders config writes against replicas starting and stopping:
@@ -91,7 +97,15 @@ func Start(t testing.TB, opts Options) *Set {
 	if opts.ShutdownDelay == 0 {
 		opts.ShutdownDelay = time.Second
 	}
-	s := &Set{opts: opts, dir: t.TempDir(), redis: mcptest.StartRedis(t, false)}
+	s := &Set{opts: opts, dir: t.TempDir()}
+	switch opts.Store {
+	case "cluster":
+		s.cluster = mcptest.StartRedisCluster(t, 3)
+	case "sentinel":
+		s.sentinel = mcptest.StartRedisSentinel(t)
+	default:
+		s.redis = mcptest.StartRedis(t, false)
+	}
 	s.cfgPath = filepath.Join(s.dir, "config.json")
 	if err := s.writeConfig(opts.Config); err != nil {
 		t.Fatal(err)
@@ -133,8 +147,25 @@ func (s *Set) Replica(i int) *Replica { return s.replicas[i] }
 // Len returns the number of replicas.
 func (s *Set) Len() int { return len(s.replicas) }
 
-// Redis returns the set's redis-server.
+// Redis returns the set's redis-server (Store "").
 func (s *Set) Redis() *mcptest.Redis { return s.redis }
+
+// Cluster returns the set's Redis Cluster (Store "cluster").
+func (s *Set) Cluster() *mcptest.RedisCluster { return s.cluster }
+
+// Sentinel returns the set's Sentinel deployment (Store "sentinel").
+func (s *Set) Sentinel() *mcptest.RedisSentinel { return s.sentinel }
+
+// store returns the store block's redis_url and redis_mode for the set.
+func (s *Set) store() (url, mode string) {
+	switch {
+	case s.cluster != nil:
+		return s.cluster.URL(), "cluster"
+	case s.sentinel != nil:
+		return s.sentinel.URL(), "sentinel"
+	}
+	return s.redis.URL(), "standalone"
+}
 
 // Logs returns replica i's stderr, every run of it.
 func (s *Set) Logs(i int) string { return s.replicas[i].Logs() }
@@ -249,7 +280,7 @@ func (s *Set) RollingRestart(ctx context.Context) error {
 func (s *Set) WriteConfig(cfg string) error {
 	s.cfgMu.Lock()
 	defer s.cfgMu.Unlock()
-	b, err := completeConfig(cfg, s.redis.URL())
+	b, err := completeConfig(cfg, s.store)
 	if err != nil {
 		return err
 	}
@@ -295,7 +326,7 @@ const (
 
 // writeConfig completes cfg and writes it to the config path.
 func (s *Set) writeConfig(cfg string) error {
-	b, err := completeConfig(cfg, s.redis.URL())
+	b, err := completeConfig(cfg, s.store)
 	if err != nil {
 		return err
 	}
@@ -314,10 +345,12 @@ func writeAtomic(path string, b []byte) error {
 	return nil
 }
 
-// completeConfig adds store.redis_url and inbound.request_state_key to the
-// JSON config cfg unless it sets them. Top-level values other than store
-// and inbound are kept byte for byte (mcpServers' order matters).
-func completeConfig(cfg, redisURL string) ([]byte, error) {
+// completeConfig adds store.redis_url, store.redis_mode (from store) and
+// inbound.request_state_key to the JSON config cfg unless it sets them.
+// Top-level values other than store and inbound are kept byte for byte
+// (mcpServers' order matters).
+func completeConfig(cfg string, store func() (url, mode string)) ([]byte, error) {
+	redisURL, mode := store()
 	var doc map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(cfg), &doc); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
@@ -327,6 +360,7 @@ func completeConfig(cfg, redisURL string) ([]byte, error) {
 	}
 	for _, f := range []struct{ block, key, value string }{
 		{"store", "redis_url", redisURL},
+		{"store", "redis_mode", mode},
 		{"inbound", "request_state_key", StateKey},
 	} {
 		block := map[string]any{}
