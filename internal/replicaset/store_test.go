@@ -3,6 +3,8 @@ package replicaset_test
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"fmt"
 	"strings"
 	"sync"
@@ -20,6 +22,12 @@ import (
 func TestFlowsOnRedisCluster(t *testing.T) {
 	fx := newFixtureOn(t, 3, "cluster", cfgOpts{limits: true})
 	storeFlows(t, fx)
+	// 48 more sessions over the 16 groups: each master owns 5 or 6 of them.
+	for i := range 48 {
+		if code := initialize(t, fx.set.URL()); code != http.StatusOK {
+			t.Fatalf("initialize %d: HTTP %d", i, code)
+		}
+	}
 	keys := fx.set.Cluster().Keys()
 	t.Logf("keys per master: %v", keys)
 	for i, n := range keys {
@@ -148,6 +156,23 @@ func TestSentinelFailover(t *testing.T) {
 			t.Errorf("replica %d exited", i)
 		}
 	}
+}
+
+// initialize opens a 2025-11-25 session with one raw initialize and
+// returns the HTTP status.
+func initialize(t *testing.T, url string) int {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode
 }
 
 // taskIDOf is the task_id of a submit's structured result.
