@@ -61,6 +61,12 @@ type cfgOpts struct{ extra, toolSearch bool }
 
 func newFixture(t *testing.T, replicas int) *fixture {
 	t.Helper()
+	return newFixtureBehind(t, replicas, replicaset.HAProxy)
+}
+
+// newFixtureBehind is newFixture behind the balancer lb.
+func newFixtureBehind(t *testing.T, replicas int, lb replicaset.Balancer) *fixture {
+	t.Helper()
 	fx := &fixture{jobs: &mcptest.TaskServer{Held: true}}
 	inter := mcptest.NewFlowServer("inter")
 	stop, stopHandlers := context.WithCancel(context.Background())
@@ -73,7 +79,7 @@ func newFixture(t *testing.T, replicas int) *fixture {
 	fx.jobsURL = mcptest.ServeHTTP(t, fx.jobs.MCP()).URL + "/mcp"
 	fx.extraURL = mcptest.ServeHTTP(t, mcptest.NewServer("extra", "ping")).URL + "/mcp"
 	fx.set = replicaset.Start(t, replicaset.Options{Binary: muxBin, Replicas: replicas, Config: fx.config(cfgOpts{}),
-		StickySessions: os.Getenv(envSticky) == "1"})
+		Balancer: lb, StickySessions: os.Getenv(envSticky) == "1"})
 	return fx
 }
 

@@ -62,7 +62,7 @@ func TestRedisOutageTakesNothingDown(t *testing.T) {
 		wg.Go(func() {
 			for i := 0; ctx.Err() == nil; i++ {
 				text := fmt.Sprintf("w%d-%d", w, i)
-				err := modernEcho(ctx, client, set.URL(), text)
+				err := modernEcho(ctx, client, set.URL(), "up_echo", text)
 				if ctx.Err() != nil {
 					return
 				}
@@ -156,15 +156,15 @@ func TestRedisOutageTakesNothingDown(t *testing.T) {
 	}
 }
 
-// modernEcho calls up_echo with text as a 2026-07-28 request (no session)
-// and checks the answer.
-func modernEcho(ctx context.Context, c *http.Client, url, text string) error {
+// modernEcho calls the echo tool with text as a 2026-07-28 request (no
+// session) and checks the answer.
+func modernEcho(ctx context.Context, c *http.Client, url, tool, text string) error {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{` +
 		`"io.modelcontextprotocol/protocolVersion":"2026-07-28",` +
 		`"io.modelcontextprotocol/clientInfo":{"name":"outage","version":"1"},` +
-		`"io.modelcontextprotocol/clientCapabilities":{}},"name":"up_echo","arguments":{"text":"` + text + `"}}}`
+		`"io.modelcontextprotocol/clientCapabilities":{}},"name":"` + tool + `","arguments":{"text":"` + text + `"}}}`
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
 		return err
@@ -173,7 +173,7 @@ func modernEcho(ctx context.Context, c *http.Client, url, text string) error {
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
 	req.Header.Set("Mcp-Method", "tools/call")
-	req.Header.Set("Mcp-Name", "up_echo")
+	req.Header.Set("Mcp-Name", tool)
 	resp, err := c.Do(req)
 	if err != nil {
 		return fmt.Errorf("call %s: %w", text, err)
