@@ -1,10 +1,11 @@
 // Package replicaset runs mcp-mux as a multi-replica deployment does, for
 // tests: a private redis-server, N `mcp-mux serve` processes sharing one
 // config file (durable state in that Redis, one inbound.request_state_key),
-// and HAProxy in front, balancing every HTTP request round robin with no
-// stickiness and health-checking /readyz, so a replica that is stopping
-// leaves rotation. A test drives clients through URL and restarts, kills or
-// reconfigures replicas underneath them.
+// and HAProxy in front (or nginx), run with the README's example config,
+// balancing every HTTP request round robin with no stickiness and
+// health-checking /readyz on each replica's --ops-listen port, so a
+// replica that is stopping leaves rotation. A test drives clients through
+// URL and restarts, kills or reconfigures replicas underneath them.
 //
 // It is test support, not product code. The binary comes from Build (once,
 // in TestMain); each process's stderr is kept and printed when the test
