@@ -13,6 +13,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/internal/proxy"
 	"github.com/mcp-mux/mcp-mux/internal/ratelimit"
+	"github.com/mcp-mux/mcp-mux/internal/sessionstore"
 	"github.com/mcp-mux/mcp-mux/internal/storeclient"
 	"github.com/mcp-mux/mcp-mux/internal/taskpoll"
 )
@@ -44,8 +45,8 @@ func getReady(base string) (readyState, error) {
 }
 
 // TestReadyzNeverWaitsOnRedis (issue 34: an outage takes nothing down that
-// it need not): with durable tasks and shared limits on a Redis that
-// hangs (SIGSTOP: connections open, nothing answered), /readyz keeps
+// it need not): with sessions, durable tasks and shared limits on a Redis
+// that hangs (SIGSTOP: connections open, nothing answered), /readyz keeps
 // answering at once and ready, and says the stores are down once the
 // background probes have seen it; when Redis answers again it says so.
 func TestReadyzNeverWaitsOnRedis(t *testing.T) {
@@ -62,7 +63,16 @@ func TestReadyzNeverWaitsOnRedis(t *testing.T) {
 	}
 	store := taskpoll.NewRedisStore(taskpoll.RedisOptions{Client: tc, KeyPrefix: "readyz:"})
 	t.Cleanup(func() { _ = store.Close() })
+	// Sessions in Redis too, on the client serve builds (its round trips
+	// end at its 5 s read timeout, whatever the context says).
+	sc, err := storeclient.Dial(r.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
 	m := startMux(t, cfg, proxy.Options{StateKey: testStateKey,
+		SessionStore: func(o sessionstore.Options) sessionstore.Store {
+			return sessionstore.NewRedis(sessionstore.RedisOptions{Options: o, Client: sc, KeyPrefix: "readyz:"})
+		},
 		TaskStore: store, TaskConfig: taskpoll.Config{PollInterval: 50 * time.Millisecond, Lease: 10 * time.Second},
 		LimitStore: &ratelimit.Store{Client: redis.NewClient(&redis.Options{Addr: r.Addr, ContextTimeoutEnabled: true}), KeyPrefix: "readyz:"}})
 

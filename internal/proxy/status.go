@@ -30,7 +30,17 @@ type Status = status.Snapshot
 // Status returns a snapshot of the running mux. A server's tools are
 // those it adds to the catalog, counted only while it is up: the tools a
 // retrying server's last discovery left in the catalog are StaleTools.
+// Sessions counts every replica's, which asks the session store (one
+// round trip, bounded).
 func (s *Server) Status() Status {
+	st := s.localStatus()
+	st.Sessions = s.sessions.Total()
+	return st
+}
+
+// localStatus is Status without Sessions: what this process knows, with
+// no store round trip, for /readyz.
+func (s *Server) localStatus() Status {
 	rt := s.rt.Load()
 	cat := rt.Catalog.Load()
 	counts := cat.ToolCounts()
@@ -41,7 +51,6 @@ func (s *Server) Status() Status {
 		Draining:     s.draining.Load(),
 		Tools:        cat.Len(),
 		BuiltinTools: counts[""].Listed,
-		Sessions:     s.sessions.Total(),
 		Reloads:      s.Reloads(),
 	}
 	st.SlowCalls, st.FailedCalls = s.opts.Audit.Recent()
@@ -185,7 +194,7 @@ func serveHealth(w http.ResponseWriter, _ *http.Request) {
 // (Authorization: Bearer <admin.token>) it adds each server's status.
 func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
 	rt := s.rt.Load()
-	st := s.Status()
+	st := s.localStatus() // Status would count the sessions in Redis
 	counts := map[string]int{StateUp: 0, StateStarting: 0, StateRetrying: 0, StateInvalid: 0, StateSkipped: 0, StateDisabled: 0}
 	for _, ss := range st.Servers {
 		counts[ss.State]++

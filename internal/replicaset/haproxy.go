@@ -2,6 +2,7 @@ package replicaset
 
 import (
 	"context"
+	_ "embed"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"text/template"
 	"time"
 
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
@@ -25,8 +27,16 @@ const HAProxyBin = "/usr/sbin/haproxy"
 // backendName is the HAProxy backend of the replicas; server i is "r<i>".
 const backendName = "mux"
 
+// haproxyTemplate is the README's HAProxy example (section "Load
+// balancers"), placeholders and all; TestREADMELoadBalancers holds the two
+// equal.
+//
+//go:embed haproxy.cfg.tmpl
+var haproxyTemplate string
+
 // balancer is HAProxy in front of the replicas: roundrobin per HTTP
-// request, no stickiness, /readyz health checks, and a CSV stats page.
+// request, no stickiness, /readyz health checks on each replica's ops
+// port, and a CSV stats page.
 type balancer struct {
 	addr, statsAddr string
 	cmd             *exec.Cmd
@@ -35,76 +45,90 @@ type balancer struct {
 	http            *http.Client
 }
 
-// haproxyConfig renders the balancer's config for the replicas at addrs.
+// lbServer is one replica in a balancer's config.
+type lbServer struct {
+	Name    string // r<i>
+	Addr    string // host:port of --listen
+	OpsPort string // port of --ops-listen (same host)
+}
+
+// haproxyParams fill haproxyTemplate's placeholders.
+type haproxyParams struct {
+	Bind, Stats string // the frontend's and the stats page's addresses
+	Inter       string // health-check interval, e.g. "500ms"
+	Fall, Rise  int    // failed (passed) checks that take a server out (back)
+	Servers     []lbServer
+}
+
+// renderHAProxy renders haproxyTemplate with p.
+func renderHAProxy(p haproxyParams) (string, error) {
+	return render("haproxy.cfg.tmpl", haproxyTemplate, p)
+}
+
+// render executes the text/template src with data.
+func render(name, src string, data any) (string, error) {
+	tmpl, err := template.New(name).Option("missingkey=error").Parse(src)
+	if err != nil {
+		return "", fmt.Errorf("parsing %s: %w", name, err)
+	}
+	var b strings.Builder
+	if err := tmpl.Execute(&b, data); err != nil {
+		return "", fmt.Errorf("rendering %s: %w", name, err)
+	}
+	return b.String(), nil
+}
+
+// haproxyConfig renders the balancer's config (the README's, see
+// haproxyTemplate) for servers.
 //
 // Each request is balanced on its own (http-server-close and http-reuse
 // never on the backend: a new server connection per request, none shared),
 // so consecutive requests of one MCP session land on different replicas.
 // Streams (SSE GETs, streamed POST responses) may stay open for the
-// timeouts. A replica whose /readyz fails once (it answers 503 from
-// SIGTERM on) leaves rotation within a check interval; a request whose
-// connection is refused (it never reached a replica) is redispatched to
-// another, as most production balancers do.
+// timeouts. A replica whose /readyz fails fall times (it answers 503 from
+// SIGTERM on) leaves rotation; a request whose connection is refused (it
+// never reached a replica) is redispatched to another, as most production
+// balancers do.
 //
 // With sticky, a session's requests go to the replica that answered its
 // initialize (matched on Mcp-Session-Id), as a deployment whose sessions
-// live in one replica's memory needs.
-func haproxyConfig(addr, statsAddr string, addrs []string, sticky bool) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, `global
-    maxconn 4096
-
-defaults
-    mode http
-    timeout connect 2s
-    timeout client 10m
-    timeout server 10m
-    timeout tunnel 10m
-    timeout http-request 30s
-    retries 2
-    option redispatch
-
-frontend mcp
-    bind %s
-    default_backend %s
-
-frontend stats
-    bind %s
-    stats enable
-    stats uri /haproxy-stats
-
-backend %s
-    balance roundrobin
-    option http-server-close
-    http-reuse never
-    option httpchk
-    http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host 127.0.0.1
-    http-check expect status 200
-    default-server check inter 200ms fall 1 rise 1
-`, addr, backendName, statsAddr, backendName)
+// live in one replica's memory needs; these lines follow the servers.
+func haproxyConfig(addr, statsAddr string, servers []lbServer, chk healthCheck, sticky bool) (string, error) {
+	cfg, err := renderHAProxy(haproxyParams{Bind: addr, Stats: statsAddr,
+		Inter: chk.interval.String(), Fall: chk.fall, Rise: 1, Servers: servers})
+	if err != nil {
+		return "", err
+	}
 	if sticky {
-		b.WriteString(`    stick-table type string len 128 size 100k expire 30m
+		cfg += `    stick-table type string len 128 size 100k expire 30m
     stick match req.hdr(mcp-session-id)
     stick store-response res.hdr(mcp-session-id)
-`)
+`
 	}
-	for i, a := range addrs {
-		fmt.Fprintf(&b, "    server r%d %s\n", i, a)
-	}
-	return b.String()
+	return cfg, nil
+}
+
+// healthCheck is the balancer's check of each replica's /readyz.
+type healthCheck struct {
+	interval time.Duration
+	fall     int
 }
 
 // startBalancer writes the config into dir and runs haproxy in the
 // foreground until stop.
-func startBalancer(dir string, addrs []string, sticky bool) (*balancer, error) {
+func startBalancer(dir string, servers []lbServer, chk healthCheck, sticky bool) (*balancer, error) {
 	ports, err := freeAddrs(2)
 	if err != nil {
 		return nil, err
 	}
 	lb := &balancer{addr: ports[0], statsAddr: ports[1], stderr: mcptest.NewLogWaiter(), done: make(chan struct{}),
 		http: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}}
+	text, err := haproxyConfig(lb.addr, lb.statsAddr, servers, chk, sticky)
+	if err != nil {
+		return nil, err
+	}
 	cfg := filepath.Join(dir, "haproxy.cfg")
-	if err := os.WriteFile(cfg, []byte(haproxyConfig(lb.addr, lb.statsAddr, addrs, sticky)), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
 		return nil, err
 	}
 	lb.cmd = exec.Command(HAProxyBin, "-db", "-f", cfg)
@@ -118,6 +142,9 @@ func startBalancer(dir string, addrs []string, sticky bool) (*balancer, error) {
 	return lb, nil
 }
 
+func (lb *balancer) url() string    { return "http://" + lb.addr }
+func (lb *balancer) output() string { return lb.stderr.String() }
+
 // stop kills haproxy and waits for it to exit.
 func (lb *balancer) stop() {
 	_ = lb.cmd.Process.Kill()
@@ -126,9 +153,11 @@ func (lb *balancer) stop() {
 
 // serverStat is one replica's line of the stats page.
 type serverStat struct {
-	status   string // UP, DOWN, MAINT, … (with a transition suffix)
-	requests int    // HTTP requests served
-	current  int    // connections open now: requests in flight, streams
+	status     string // UP, DOWN, MAINT, … (with a transition suffix)
+	requests   int    // HTTP requests served
+	current    int    // connections open now: requests in flight, streams
+	checkFails int    // failed health checks (chkfail)
+	checkDowns int    // UP to DOWN transitions (chkdown)
 }
 
 // stats reads the backend's servers from the CSV stats page.
@@ -177,7 +206,9 @@ func parseStats(r io.Reader) (map[string]serverStat, error) {
 			n, _ = strconv.Atoi(field(row, "stot"))
 		}
 		cur, _ := strconv.Atoi(field(row, "scur"))
-		out[sv] = serverStat{status: field(row, "status"), requests: n, current: cur}
+		fails, _ := strconv.Atoi(field(row, "chkfail"))
+		downs, _ := strconv.Atoi(field(row, "chkdown"))
+		out[sv] = serverStat{status: field(row, "status"), requests: n, current: cur, checkFails: fails, checkDowns: downs}
 	}
 	return out, nil
 }
@@ -219,4 +250,26 @@ func freeAddrs(n int) ([]string, error) {
 		out = append(out, ln.Addr().String())
 	}
 	return out, nil
+}
+
+// waitListening waits until addr accepts a connection, done closes (the
+// process exited) or timeout passes.
+func waitListening(addr string, done <-chan struct{}, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			_ = c.Close()
+			return nil
+		}
+		select {
+		case <-done:
+			return errors.New("exited before listening")
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not listening on %s within %s: %w", addr, timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

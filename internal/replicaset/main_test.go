@@ -62,12 +62,23 @@ type cfgOpts struct{ extra, toolSearch, limits bool }
 
 func newFixture(t *testing.T, replicas int) *fixture {
 	t.Helper()
-	return newFixtureOn(t, replicas, "", cfgOpts{})
+	return startFixture(t, replicas, replicaset.HAProxy, "", cfgOpts{})
+}
+
+// newFixtureBehind is newFixture behind the balancer lb.
+func newFixtureBehind(t *testing.T, replicas int, lb replicaset.Balancer) *fixture {
+	t.Helper()
+	return startFixture(t, replicas, lb, "", cfgOpts{})
 }
 
 // newFixtureOn is newFixture on the Redis deployment store (see
 // replicaset.Options.Store) with the config options o.
 func newFixtureOn(t *testing.T, replicas int, store string, o cfgOpts) *fixture {
+	t.Helper()
+	return startFixture(t, replicas, replicaset.HAProxy, store, o)
+}
+
+func startFixture(t *testing.T, replicas int, lb replicaset.Balancer, store string, o cfgOpts) *fixture {
 	t.Helper()
 	fx := &fixture{jobs: &mcptest.TaskServer{Held: true}}
 	inter := mcptest.NewFlowServer("inter")
@@ -81,7 +92,7 @@ func newFixtureOn(t *testing.T, replicas int, store string, o cfgOpts) *fixture 
 	fx.jobsURL = mcptest.ServeHTTP(t, fx.jobs.MCP()).URL + "/mcp"
 	fx.extraURL = mcptest.ServeHTTP(t, mcptest.NewServer("extra", "ping")).URL + "/mcp"
 	fx.set = replicaset.Start(t, replicaset.Options{Binary: muxBin, Replicas: replicas, Config: fx.config(o), Store: store,
-		StickySessions: os.Getenv(envSticky) == "1"})
+		Balancer: lb, StickySessions: os.Getenv(envSticky) == "1"})
 	return fx
 }
 

@@ -15,8 +15,9 @@ import (
 // Replica is one replica's slot: a fixed address on which its `mcp-mux
 // serve` process is started, stopped and started again.
 type Replica struct {
-	index int
-	addr  string
+	index   int
+	addr    string
+	opsAddr string // --ops-listen: /healthz, /readyz, /metrics
 
 	mu   sync.Mutex
 	runs []*proc // every process started in this slot, the last one current
@@ -32,6 +33,10 @@ type proc struct {
 
 // URL returns the replica's own /mcp URL (not through the balancer).
 func (r *Replica) URL() string { return "http://" + r.addr + "/mcp" }
+
+// ReadyzURL returns the replica's /readyz on its ops listener, as the
+// balancer checks it.
+func (r *Replica) ReadyzURL() string { return "http://" + r.opsAddr + "/readyz" }
 
 // Addr returns the replica's host:port.
 func (r *Replica) Addr() string { return r.addr }

@@ -1,10 +1,11 @@
 // Package replicaset runs mcp-mux as a multi-replica deployment does, for
 // tests: a private redis-server, N `mcp-mux serve` processes sharing one
 // config file (durable state in that Redis, one inbound.request_state_key),
-// and HAProxy in front, balancing every HTTP request round robin with no
-// stickiness and health-checking /readyz, so a replica that is stopping
-// leaves rotation. A test drives clients through URL and restarts, kills or
-// reconfigures replicas underneath them.
+// and HAProxy in front (or nginx), run with the README's example config,
+// balancing every HTTP request round robin with no stickiness and
+// health-checking /readyz on each replica's --ops-listen port, so a
+// replica that is stopping leaves rotation. A test drives clients through
+// URL and restarts, kills or reconfigures replicas underneath them.
 //
 // It is test support, not product code. The binary comes from Build (once,
 // in TestMain); each process's stderr is kept and printed when the test
@@ -19,6 +20,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -63,11 +65,42 @@ type Options struct {
 	// redis-server), "cluster" (a Redis Cluster of three masters) or
 	// "sentinel" (a primary, a replica and three sentinels).
 	Store string
+	// CheckInterval is the balancer's health-check interval (HAProxy's
+	// inter); zero means 200 ms. CheckFall is how many failed checks in a
+	// row take a replica out of rotation (fall); zero means one.
+	CheckInterval time.Duration
+	CheckFall     int
+	// Balancer is the load balancer in front: HAProxy (the default) or
+	// Nginx, each run with the README's example config.
+	Balancer Balancer
 	// StickySessions makes the balancer send a session's requests to the
 	// replica that created it (by Mcp-Session-Id), as deployments must
 	// while sessions live in one replica's memory. For comparison only:
 	// the point of the set is that any replica serves any request.
 	StickySessions bool
+}
+
+// Balancer names the load balancer of a Set.
+type Balancer int
+
+// The balancers a Set can run.
+const (
+	HAProxy Balancer = iota // active /readyz checks on the ops port; a stats page
+	Nginx                   // open-source nginx: passive checks only, no stats
+)
+
+// frontend is the running balancer.
+type frontend interface {
+	// url is the MCP endpoint's base, http://host:port.
+	url() string
+	// stats returns the backend's servers (HAProxy only).
+	stats() (map[string]serverStat, error)
+	// waitStatus waits until server sv's status starts with want; a
+	// balancer without active checks returns at once.
+	waitStatus(ctx context.Context, sv, want string) error
+	// output is the balancer's stderr and stdout.
+	output() string
+	stop()
 }
 
 // Set is a running replica set.
@@ -78,7 +111,7 @@ type Set struct {
 	redis    *mcptest.Redis         // Store ""
 	cluster  *mcptest.RedisCluster  // Store "cluster"
 	sentinel *mcptest.RedisSentinel // Store "sentinel"
-	lb       *balancer
+	lb       frontend
 	replicas []*Replica
 	// cfgMu orders config writes against replicas starting and stopping:
 	// a replica reloads a written config only while it runs, so a write
@@ -97,6 +130,12 @@ func Start(t testing.TB, opts Options) *Set {
 	if opts.ShutdownDelay == 0 {
 		opts.ShutdownDelay = time.Second
 	}
+	if opts.CheckInterval == 0 {
+		opts.CheckInterval = 200 * time.Millisecond
+	}
+	if opts.CheckFall == 0 {
+		opts.CheckFall = 1
+	}
 	s := &Set{opts: opts, dir: t.TempDir()}
 	switch opts.Store {
 	case "cluster":
@@ -110,12 +149,16 @@ func Start(t testing.TB, opts Options) *Set {
 	if err := s.writeConfig(opts.Config); err != nil {
 		t.Fatal(err)
 	}
-	addrs, err := freeAddrs(opts.Replicas)
+	addrs, err := freeAddrs(2 * opts.Replicas)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, a := range addrs {
-		s.replicas = append(s.replicas, &Replica{index: i, addr: a})
+	servers := make([]lbServer, opts.Replicas)
+	for i := range servers {
+		r := &Replica{index: i, addr: addrs[2*i], opsAddr: addrs[2*i+1]}
+		s.replicas = append(s.replicas, r)
+		_, opsPort, _ := net.SplitHostPort(r.opsAddr)
+		servers[i] = lbServer{Name: "r" + strconv.Itoa(i), Addr: r.addr, OpsPort: opsPort}
 	}
 	t.Cleanup(func() { s.close(t) })
 	errs := make([]error, len(s.replicas))
@@ -127,7 +170,13 @@ func Start(t testing.TB, opts Options) *Set {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	if s.lb, err = startBalancer(s.dir, addrs, opts.StickySessions); err != nil {
+	switch opts.Balancer {
+	case Nginx:
+		s.lb, err = startNginx(s.dir, servers)
+	default:
+		s.lb, err = startBalancer(s.dir, servers, healthCheck{opts.CheckInterval, opts.CheckFall}, opts.StickySessions)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range s.replicas {
@@ -139,7 +188,7 @@ func Start(t testing.TB, opts Options) *Set {
 }
 
 // URL returns the balancer's /mcp URL.
-func (s *Set) URL() string { return "http://" + s.lb.addr + "/mcp" }
+func (s *Set) URL() string { return s.lb.url() + "/mcp" }
 
 // Replica returns replica i.
 func (s *Set) Replica(i int) *Replica { return s.replicas[i] }
@@ -182,6 +231,22 @@ func (s *Set) Spread() ([]int, error) {
 		out[i] = st["r"+strconv.Itoa(i)].requests
 	}
 	return out, nil
+}
+
+// CheckFailures returns, per replica, the balancer's failed health checks
+// and how many times a failed check took the replica out of rotation so
+// far (HAProxy's chkfail and chkdown).
+func (s *Set) CheckFailures() (fails, downs []int, err error) {
+	st, err := s.lb.stats()
+	if err != nil {
+		return nil, nil, err
+	}
+	fails, downs = make([]int, len(s.replicas)), make([]int, len(s.replicas))
+	for i := range s.replicas {
+		sv := st["r"+strconv.Itoa(i)]
+		fails[i], downs[i] = sv.checkFails, sv.checkDowns
+	}
+	return fails, downs, nil
 }
 
 // InFlight returns how many requests each replica is serving now (as the
@@ -387,7 +452,7 @@ func (s *Set) args(i int) []string {
 	if delay < 0 {
 		delay = 0
 	}
-	return []string{"serve", "--config", s.cfgPath, "--listen", s.replicas[i].addr,
+	return []string{"serve", "--config", s.cfgPath, "--listen", s.replicas[i].addr, "--ops-listen", s.replicas[i].opsAddr,
 		"--log-format", "json", "--shutdown-delay", delay.String()}
 }
 
@@ -436,7 +501,7 @@ func (s *Set) close(t testing.TB) {
 			t.Logf("replica %d (%s) log:\n%s", r.index, r.addr, r.Logs())
 		}
 		if s.lb != nil {
-			t.Logf("haproxy output:\n%s", s.lb.stderr.String())
+			t.Logf("balancer output:\n%s", s.lb.output())
 		}
 	}
 }

@@ -3,9 +3,9 @@ package replicaset_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -24,7 +24,7 @@ func TestFlowsOnRedisCluster(t *testing.T) {
 	storeFlows(t, fx)
 	// 48 more sessions over the 16 groups: each master owns 5 or 6 of them.
 	for i := range 48 {
-		if code := initialize(t, fx.set.URL()); code != http.StatusOK {
+		if code := openSession(t, fx.set.URL()); code != http.StatusOK {
 			t.Fatalf("initialize %d: HTTP %d", i, code)
 		}
 	}
@@ -158,9 +158,9 @@ func TestSentinelFailover(t *testing.T) {
 	}
 }
 
-// initialize opens a 2025-11-25 session with one raw initialize and
+// openSession opens a 2025-11-25 session with one raw initialize and
 // returns the HTTP status.
-func initialize(t *testing.T, url string) int {
+func openSession(t *testing.T, url string) int {
 	t.Helper()
 	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))

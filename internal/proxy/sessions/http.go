@@ -159,6 +159,11 @@ func (t *Table) ServeDelete(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// storeRetryAfter is the Retry-After (seconds) of a request refused because
+// the session store did not answer: an outage of Redis rarely ends within
+// a second, and each of its round trips may take up to 5 s.
+const storeRetryAfter = "5"
+
 // Refuse answers a request (its body, nil for none) whose session could
 // not be found, opened or reached (err from Lookup, Create or Resident).
 func (t *Table) Refuse(w http.ResponseWriter, r *http.Request, body []byte, err error) {
@@ -195,7 +200,7 @@ func (t *Table) Refuse(w http.ResponseWriter, r *http.Request, body []byte, err 
 			return
 		}
 		reqid.Logger(r.Context(), t.log).Warn("session store unavailable", "err", err)
-		w.Header().Set("Retry-After", "1")
-		mcpwire.WriteError(w, http.StatusServiceUnavailable, id, -32603, "the session store is unreachable; retry", nil)
+		w.Header().Set("Retry-After", storeRetryAfter)
+		mcpwire.WriteError(w, http.StatusServiceUnavailable, id, -32603, "the session store is unreachable; retry after "+storeRetryAfter+" s", nil)
 	}
 }
