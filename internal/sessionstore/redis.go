@@ -107,6 +107,7 @@ type RedisOptions struct {
 // Redis is the Store every replica shares.
 type Redis struct {
 	c       *storeclient.Client
+	ch      channels
 	ownsC   bool // close c on Close
 	prefix  string
 	replica string
@@ -151,12 +152,12 @@ func NewRedis(o RedisOptions) *Redis {
 	if !shared {
 		c = storeclient.Wrap(o.Client)
 	}
-	s := &Redis{c: c, ownsC: !shared, prefix: o.KeyPrefix, replica: o.Replica, log: o.Logger, onMsg: o.OnMessage, onChg: o.OnChange,
+	s := &Redis{c: c, ch: channels{prefix: o.KeyPrefix, sharded: c.Sharded()}, ownsC: !shared, prefix: o.KeyPrefix, replica: o.Replica, log: o.Logger, onMsg: o.OnMessage, onChg: o.OnChange,
 		onConn: o.OnReconnect, onKey: o.OnSharedKey, sharedKey: o.SharedKey, touched: map[string]string{}, retime: make(chan struct{}, 1), settle: make(chan struct{}, 1)}
 	s.SetTTL(o.TTL)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
-	channels := append(s.busChannels(), s.replicaChannel(s.replica))
+	channels := append(s.ch.buses(), s.ch.replica(s.replica))
 	s.ps = s.c.Listen(ctx, channels...)
 	wait, done := context.WithTimeout(ctx, 2*time.Second)
 	for range channels { // every confirmation
@@ -180,46 +181,56 @@ func groupOf(id string) int {
 	return int(h % groups)
 }
 
-func (s *Redis) tag(g int) string                 { return s.prefix + "{s" + strconv.FormatInt(int64(g), 16) + "}" }
+// groupTag is the hash tag of group g's keys under prefix.
+func groupTag(prefix string, g int) string {
+	return prefix + "{s" + strconv.FormatInt(int64(g), 16) + "}"
+}
+
 func (s *Redis) session(id string) string         { return SessionKey(s.prefix, id) }
 func (s *Redis) recordKey(id string) string       { return s.session(id) + ":r" }
 func (s *Redis) initKey(id string) string         { return s.session(id) + ":i" }
 func (s *Redis) listKey(id string, l List) string { return s.session(id) + ":" + string(l) }
 func (s *Redis) logKey(id string) string          { return s.session(id) + ":log" }
-func (s *Redis) groupKey(g int) string            { return s.tag(g) + ":all" }
+func (s *Redis) groupKey(g int) string            { return groupTag(s.prefix, g) + ":all" }
 func (s *Redis) userKey(user string) string       { return s.prefix + "{su:" + hashOf(user) + "}" }
-func (s *Redis) replicaChannel(r string) string   { return s.prefix + "s:r:{" + r + "}" }
 
 // SessionKey returns the stem every Redis key of session id starts with
 // under prefix (tests and benches inspect Redis with it).
 func SessionKey(prefix, id string) string {
-	return prefix + "{s" + strconv.FormatInt(int64(groupOf(id)), 16) + "}:" + id
+	return groupTag(prefix, groupOf(id)) + ":" + id
 }
 
-// busChannel is the bus channel session id's changes go out on.
-func (s *Redis) busChannel(id string) string {
-	if s.c.Sharded() {
-		return s.tag(groupOf(id)) + ":bus"
+// channels names the store's pub/sub channels (see the layout).
+type channels struct {
+	prefix  string
+	sharded bool // Cluster: a sharded channel per group
+}
+
+// bus is the bus channel session id's changes go out on.
+func (c channels) bus(id string) string {
+	if c.sharded {
+		return groupTag(c.prefix, groupOf(id)) + ":bus"
 	}
-	return s.prefix + "s:bus"
+	return c.prefix + "s:bus"
 }
 
-// busChannels are the bus channels every replica subscribes to.
-func (s *Redis) busChannels() []string {
-	if !s.c.Sharded() {
-		return []string{s.prefix + "s:bus"}
+// buses are the bus channels every replica subscribes to.
+func (c channels) buses() []string {
+	if !c.sharded {
+		return []string{c.prefix + "s:bus"}
 	}
 	out := make([]string, groups)
 	for g := range groups {
-		out[g] = s.tag(g) + ":bus"
+		out[g] = groupTag(c.prefix, g) + ":bus"
 	}
 	return out
 }
 
+// replica is replica r's own channel.
+func (c channels) replica(r string) string { return c.prefix + "s:r:{" + r + "}" }
+
 // isBus reports whether channel is a bus channel.
-func (s *Redis) isBus(channel string) bool {
-	return !strings.HasPrefix(channel, s.prefix+"s:r:")
-}
+func (c channels) isBus(channel string) bool { return !strings.HasPrefix(channel, c.prefix+"s:r:") }
 
 // keys returns every key of session id.
 func (s *Redis) keys(id string) []string {
@@ -416,7 +427,7 @@ func (s *Redis) Update(ctx context.Context, id string, fn func(*Record) bool) (*
 		read := r.Rev
 		r.Rev++
 		notice := s.notice(id, r.Rev, &noticeData{Protocol: r.Protocol, Level: r.Level, Holder: r.Holder})
-		res, err := updateScript.Run(ctx, s.c, []string{s.recordKey(id)}, strconv.FormatUint(read, 10), s.busChannel(id), notice, s.c.PublishCommand(),
+		res, err := updateScript.Run(ctx, s.c, []string{s.recordKey(id)}, strconv.FormatUint(read, 10), s.ch.bus(id), notice, s.c.PublishCommand(),
 			"v", r.Protocol, "l", r.Level, "h", r.Holder).Result()
 		switch {
 		case errors.Is(err, redis.Nil):
@@ -447,7 +458,7 @@ func (s *Redis) Add(ctx context.Context, id string, l List, values ...string) (*
 	case ListSubs:
 		member = "" // only the holder reads them, from the store
 	}
-	args := []any{kind, count, time.Now().UnixMilli(), member, MaxNotice, s.busChannel(id), id, s.replica, s.c.PublishCommand()}
+	args := []any{kind, count, time.Now().UnixMilli(), member, MaxNotice, s.ch.bus(id), id, s.replica, s.c.PublishCommand()}
 	for _, v := range values {
 		args = append(args, v)
 	}
@@ -533,7 +544,7 @@ func (s *Redis) Delete(ctx context.Context, id string) error {
 		if user != "" {
 			p.ZRem(ctx, s.userKey(user), id)
 		}
-		s.c.PublishIn(ctx, p, s.busChannel(id), end)
+		s.c.PublishIn(ctx, p, s.ch.bus(id), end)
 		return nil
 	})
 	if err != nil {
@@ -655,7 +666,7 @@ func (s *Redis) Append(ctx context.Context, id string, msg json.RawMessage) erro
 		return ErrTooLarge
 	}
 	err := appendScript.Run(ctx, s.c, []string{s.recordKey(id), s.logKey(id)},
-		[]byte(msg), s.ttlMS(), MaxLogSize, s.busChannel(id), id, s.c.PublishCommand()).Err()
+		[]byte(msg), s.ttlMS(), MaxLogSize, s.ch.bus(id), id, s.c.PublishCommand()).Err()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return ErrNotFound
@@ -725,7 +736,7 @@ func (s *Redis) Send(ctx context.Context, replica string, m Message) error {
 	if err != nil {
 		return err
 	}
-	n, err := s.c.Publish(ctx, s.replicaChannel(replica), data).Result()
+	n, err := s.c.Publish(ctx, s.ch.replica(replica), data).Result()
 	if err != nil {
 		return fmt.Errorf("sessions: sending to another replica through Redis: %w", err)
 	}
@@ -841,7 +852,7 @@ func (s *Redis) read(ctx context.Context) {
 		backoff = 50 * time.Millisecond
 		switch m := msg.(type) {
 		case *redis.Subscription:
-			if ch, ok := storeclient.Confirmed(m); ok && s.isBus(ch) {
+			if ch, ok := storeclient.Confirmed(m); ok && s.ch.isBus(ch) {
 				s.reconnected(ctx, ch)
 			}
 		case *redis.Message:
@@ -851,7 +862,7 @@ func (s *Redis) read(ctx context.Context) {
 }
 
 func (s *Redis) dispatch(m *redis.Message) {
-	if !s.isBus(m.Channel) {
+	if !s.ch.isBus(m.Channel) {
 		var msg Message
 		if json.Unmarshal([]byte(m.Payload), &msg) == nil && s.onMsg != nil {
 			s.onMsg(msg)
@@ -912,7 +923,7 @@ func (s *Redis) settled(ctx context.Context) {
 // session's log.
 func (s *Redis) resync(ctx context.Context, channel string) {
 	for f, id := range s.follow.all() {
-		if s.busChannel(id) != channel {
+		if s.ch.bus(id) != channel {
 			continue
 		}
 		f.mu.Lock()
