@@ -130,6 +130,12 @@ func TestMuxBlockProblems(t *testing.T) {
 			"mcp_tasks.max_active_tasks_per_user: must be between 1 and 100000",
 			"mcp_tasks.retention_seconds: must be between 1 and 31536000"}},
 		{`{"store": {"redis_url": "http://localhost"}}`, []string{"store.redis_url: must be a redis://, rediss:// or unix:// URL"}},
+		{`{"store": {"redis_url": "unix:///r.sock", "redis_mode": "cluster"}}`, []string{"store.redis_url: must be a redis:// or rediss:// URL in cluster mode"}},
+		{`{"store": {"redis_url": "redis://:pw@s1:26379", "redis_mode": "sentinel"}}`, []string{"store.redis_url: needs master_name=<the primary's name> in sentinel mode"}},
+		{`{"store": {"redis_url": "rediss://h?skip_verify=true"}}`, []string{"store.redis_url: skip_verify turns certificate checks off; give store.tls_ca_file instead"}},
+		{`{"store": {"redis_url": "redis://h", "sentinel_password": "x"}}`, []string{`store.sentinel_password: is set but store.redis_mode is "standalone", not sentinel`}},
+		{`{"store": {"redis_mode": "ring"}}`, []string{"store.redis_mode: must be one of 'standalone', 'sentinel' or 'cluster'"}},
+		{`{"store": {"wait_replicas": 9}}`, []string{"store.wait_replicas: must be between 0 and 5"}},
 		{`{"inbound": {"auth": {"mode": "api_keys"}}}`, []string{"inbound.auth.keys: api_keys mode requires at least one key"}},
 		{`{"inbound": {"auth": {"mode": "api_keys", "keys": {"alice": "$UNSET"}}}}`, []string{
 			"inbound.auth.keys.alice: API key must not be empty (is its environment variable set?)"}},
