@@ -153,6 +153,10 @@ func jitter(d time.Duration) time.Duration {
 // Owner is this replica's lease owner name.
 func (s *Service) Owner() string { return s.owner }
 
+// RequestStoreTimeout bounds the store's work for one request: a submit's
+// record, a task read, a list, a cancel request, the counts.
+const RequestStoreTimeout = 5 * time.Second
+
 // Store is the service's store.
 func (s *Service) Store() Store { return s.store }
 
@@ -202,7 +206,10 @@ func (s *Service) SubmitTask(ctx context.Context, r SubmitRequest, call func(con
 		// A submit the mux never saw through is failed by a poller after this.
 		NextPollAt: now.Add(2 * s.cfg.Lease),
 	}
-	if err := s.store.Create(ctx, t); err != nil {
+	cctx, cancel := context.WithTimeout(ctx, RequestStoreTimeout)
+	err := s.store.Create(cctx, t)
+	cancel()
+	if err != nil {
 		if _, ok := errors.AsType[*ActiveLimitError](err); ok {
 			s.m.refused.Inc()
 			return nil, nil, err // nothing reached the upstream
@@ -231,7 +238,9 @@ func (s *Service) SubmitTask(ctx context.Context, r SubmitRequest, call func(con
 		return nil, nil, err
 	}
 	next := s.now()
-	rec, err := s.store.Update(context.WithoutCancel(ctx), t.ID, func(x *Task) error {
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	defer cancel()
+	rec, err := s.store.Update(uctx, t.ID, func(x *Task) error {
 		if x.Status != StatusPending {
 			return ErrTerminal
 		}
@@ -354,6 +363,8 @@ func (s *Service) poke() {
 
 // Get returns a task of user, or ErrNotFound (also for another user's).
 func (s *Service) Get(ctx context.Context, user, id string) (*Task, error) {
+	ctx, cancel := context.WithTimeout(ctx, RequestStoreTimeout)
+	defer cancel()
 	t, err := s.store.Get(ctx, id)
 	if err != nil {
 		if !errors.Is(err, ErrNotFound) {
@@ -369,6 +380,8 @@ func (s *Service) Get(ctx context.Context, user, id string) (*Task, error) {
 
 // List returns the tasks of q (newest first).
 func (s *Service) List(ctx context.Context, q Query) ([]*Task, error) {
+	ctx, cancel := context.WithTimeout(ctx, RequestStoreTimeout)
+	defer cancel()
 	ts, err := s.store.List(ctx, q)
 	if err != nil {
 		s.m.storeErrors.Inc()
@@ -381,6 +394,8 @@ func (s *Service) List(ctx context.Context, q Query) ([]*Task, error) {
 // It supersedes a poll in flight. A terminal or already-cancelling task is
 // returned unchanged.
 func (s *Service) RequestCancel(ctx context.Context, user, id string) (*Task, error) {
+	ctx, cancel := context.WithTimeout(ctx, RequestStoreTimeout)
+	defer cancel()
 	t, err := s.Get(ctx, user, id)
 	if err != nil || t.Status.Terminal() || t.CancelRequested() {
 		return t, err
@@ -406,6 +421,8 @@ func (s *Service) RequestCancel(ctx context.Context, user, id string) (*Task, er
 
 // Counts returns the number of tasks by status (for the status page).
 func (s *Service) Counts(ctx context.Context) (map[Status]int, error) {
+	ctx, cancel := context.WithTimeout(ctx, RequestStoreTimeout)
+	defer cancel()
 	c, err := s.store.Counts(ctx)
 	if err != nil {
 		s.m.storeErrors.Inc()

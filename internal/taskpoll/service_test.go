@@ -639,3 +639,32 @@ func TestSubmitKeepsTrace(t *testing.T) {
 		})
 	}
 }
+
+// TestRequestPathBoundedOnHungRedis (issue 34): with Redis hung (SIGSTOP),
+// a submit fails before the upstream sees it, and a read fails, each
+// within RequestStoreTimeout (go-redis's retries of a timed-out read
+// would otherwise take about 20 s).
+func TestRequestPathBoundedOnHungRedis(t *testing.T) {
+	r := mcptest.StartRedis(t, false)
+	st := newRedisFor(t, r.URL(), "hung:")
+	s := newService(t, st, &remote{}, Config{PollInterval: time.Second})
+	ctx := context.Background()
+	if err := st.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.Pause()
+	defer r.Resume()
+	start := time.Now()
+	called := false
+	_, err := s.Submit(ctx, SubmitRequest{User: "u", Thread: "th", Server: "jobs", Toolset: triple}, func(context.Context) (json.RawMessage, error) {
+		called = true
+		return nil, nil
+	})
+	if took := time.Since(start); err == nil || called || took > RequestStoreTimeout+2*time.Second {
+		t.Fatalf("submit on a hung Redis: err %v, upstream called %v, took %s", err, called, took)
+	}
+	start = time.Now()
+	if _, err := s.List(ctx, Query{User: "u"}); err == nil || time.Since(start) > RequestStoreTimeout+2*time.Second {
+		t.Fatalf("list on a hung Redis: err %v after %s", err, time.Since(start))
+	}
+}
