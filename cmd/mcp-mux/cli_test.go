@@ -386,3 +386,22 @@ func TestValidateWarnsBesideTopLevelProblems(t *testing.T) {
 		}
 	}
 }
+
+// TestStoreURLNeverShown (issue 34): a store URL go-redis refuses (an
+// unknown parameter in cluster mode) stops validate and serve with a
+// message naming the problem, and neither prints the URL's password.
+func TestStoreURLNeverShown(t *testing.T) {
+	const pw = "Sup3r-Redis-Pw"
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "c.json", `{"mcpServers": {}, "store": {"redis_mode": "cluster",
+	  "redis_url": "redis://mux:`+pw+`@127.0.0.1:1?addr=127.0.0.1:2&bogus_option=`+pw+`"}}`)
+	for _, args := range [][]string{{"validate", "--config", cfg}, {"serve", "--config", cfg, "--listen", "127.0.0.1:0"}} {
+		r := runMux(t, dir, nil, args...)
+		if r.code != 1 || !strings.Contains(r.stderr, "not a valid cluster URL") {
+			t.Fatalf("%s: code %d, want 1 naming the bad cluster URL; stderr %q", args[0], r.code, r.stderr)
+		}
+		if strings.Contains(r.stderr+r.stdout, pw) {
+			t.Fatalf("%s printed the store URL's password:\n%s", args[0], r.stderr)
+		}
+	}
+}
