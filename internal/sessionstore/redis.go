@@ -831,25 +831,15 @@ type busMessage struct {
 // reconnection (a new subscription confirmation) each follower catches up
 // from the log, since events published meanwhile were lost.
 func (s *Redis) read(ctx context.Context) {
-	backoff := 50 * time.Millisecond
 	for {
-		msg, err := s.ps.Receive(ctx)
+		msg, err := s.ps.Receive(ctx) // backs off after an error
 		if ctx.Err() != nil {
 			return
 		}
 		if err != nil {
 			s.log.Debug("sessions: Redis subscription", "err", err)
-			t := time.NewTimer(backoff)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
-			backoff = min(backoff*2, 2*time.Second)
 			continue
 		}
-		backoff = 50 * time.Millisecond
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			if ch, ok := storeclient.Confirmed(m); ok && s.ch.isBus(ch) {

@@ -14,9 +14,12 @@ import (
 // channel's slot, and go-redis resubscribes all of a PubSub's channels in
 // one command, which must be single-slot), merged. go-redis reconnects
 // each and subscribes again; each (re)subscription is received as a
-// *redis.Subscription (Confirmed tells).
+// *redis.Subscription (Confirmed tells). After an error the next receive
+// backs off (50 ms doubling to 2 s), so a reader loops without spinning
+// while Redis is down.
 type Subscription struct {
-	one  *redis.PubSub // classic
+	one     *redis.PubSub // classic
+	backoff backoff       // of one
 	many []*redis.PubSub
 	out  chan received
 	done chan struct{} // closed by Close
@@ -46,32 +49,53 @@ func (c *Client) Listen(ctx context.Context, channels ...string) *Subscription {
 	return s
 }
 
-// pump forwards what ps receives until ctx ends, backing off after an
-// error as a reader of one PubSub would.
+// pump forwards what ps receives until ctx ends.
 func (s *Subscription) pump(ctx context.Context, ps *redis.PubSub) {
-	backoff := 50 * time.Millisecond
+	var b backoff
 	for {
+		if !b.wait(ctx) {
+			return
+		}
 		msg, err := ps.Receive(ctx)
 		if ctx.Err() != nil {
 			return
 		}
+		b.after(err)
 		select {
 		case s.out <- received{msg, err}:
 		case <-ctx.Done():
 			return
 		}
-		if err == nil {
-			backoff = 50 * time.Millisecond
-			continue
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		backoff = min(backoff*2, 2*time.Second)
+	}
+}
+
+// backoff is the wait before a receive that follows errors.
+type backoff struct{ d time.Duration }
+
+// after records the outcome of a receive.
+func (b *backoff) after(err error) {
+	switch {
+	case err == nil:
+		b.d = 0
+	case b.d == 0:
+		b.d = 50 * time.Millisecond
+	default:
+		b.d = min(b.d*2, 2*time.Second)
+	}
+}
+
+// wait waits out the backoff; false when ctx ended first.
+func (b *backoff) wait(ctx context.Context) bool {
+	if b.d == 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(b.d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
@@ -80,7 +104,12 @@ func (s *Subscription) pump(ctx context.Context, ps *redis.PubSub) {
 // after Close, redis.ErrClosed.
 func (s *Subscription) Receive(ctx context.Context) (any, error) {
 	if s.one != nil {
-		return s.one.Receive(ctx)
+		if !s.backoff.wait(ctx) {
+			return nil, ctx.Err()
+		}
+		msg, err := s.one.Receive(ctx)
+		s.backoff.after(err)
+		return msg, err
 	}
 	select {
 	case r := <-s.out:

@@ -918,10 +918,7 @@ func (s *RedisStore) readEvents(ps *storeclient.Subscription, done chan struct{}
 		}
 		m, ok := msg.(*redis.Message)
 		if err != nil || !ok {
-			if err != nil {
-				time.Sleep(50 * time.Millisecond) // go-redis reconnects meanwhile
-			}
-			continue
+			continue // Receive backs off after an error
 		}
 		var e Event
 		if err := json.Unmarshal([]byte(m.Payload), &e); err != nil || !ValidID(e.TaskID) {
