@@ -155,7 +155,7 @@ type Sample struct {
 type Result struct {
 	Client   string `json:"client"` // raw, sdk
 	Mode     string `json:"mode"`   // local, redis
-	Conns    string `json:"conns"` // shared, each
+	Conns    string `json:"conns"`  // shared, each
 	Sessions int    `json:"sessions"`
 	// Opened counts the sessions that initialized and answered their call.
 	Opened int `json:"opened"`
