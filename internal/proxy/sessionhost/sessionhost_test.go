@@ -134,15 +134,17 @@ func TestServeStream(t *testing.T) {
 	if err := store.Create(ctx, rec, sessionstore.Bounds{}); err != nil {
 		t.Fatal(err)
 	}
-	stop := make(chan struct{})
+	stopCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	ended := make(chan struct{})
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f, err := store.Follow(r.Context(), rec.ID, "")
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
-		defer f.Close()
-		sessionhost.ServeStream(r.Context(), w, f, sessionhost.StreamOptions{Stop: stop, Retry: 300 * time.Millisecond})
+		sessionhost.ServeStream(w, r, f, sessionhost.StreamOptions{Stop: stopCtx, Retry: 300 * time.Millisecond,
+			Ended: func() { f.Close(); close(ended) }})
 	}))
 	t.Cleanup(ts.Close)
 	resp, err := http.Get(ts.URL)
@@ -180,7 +182,7 @@ func TestServeStream(t *testing.T) {
 	if e["data"] != string(msg) || e["event"] != "message" || e["id"] == "" {
 		t.Fatalf("event %v", e)
 	}
-	close(stop)
+	stop()
 	last := event()
 	if last["retry"] != "300" || !strings.HasPrefix(last["id"], e["id"]+"_") {
 		t.Fatalf("closing event %v, want retry 300 and the position after %s", last, e["id"])
@@ -188,4 +190,5 @@ func TestServeStream(t *testing.T) {
 	if sc.Scan() {
 		t.Fatalf("the stream goes on after the drain: %q", sc.Text())
 	}
+	<-ended
 }
