@@ -1,6 +1,7 @@
 // Package listenstream provides a server-sent event stream of JSON-RPC
 // messages that mcp-mux writes itself, for the 2026-07-28
-// subscriptions/listen streams.
+// subscriptions/listen streams and the 2025-11-25 sessions' GET streams
+// (internal/proxy/sessionhost, which writes whole events: WriteEvent).
 //
 // A listen stream is idle nearly all its life, and there may be
 // inbound.max_sessions of them. Served the SDK's way, each held a throwaway
