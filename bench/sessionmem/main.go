@@ -1,8 +1,7 @@
 // Command sessionmem measures what an idle 2025-11-25 session costs
 // mcp-mux in memory. It runs the mcp-mux binary (built, or -bin) in front of
 // an in-process go-sdk HTTP server with one echo tool, opens -sessions
-// sessions with raw Streamable HTTP (initialize, notifications/initialized,
-// one tools/call of up_echo each; never closed), waits until the mux's RSS
+// sessions (never closed) and waits until the mux's RSS
 // settles (the mux cannot be made to collect garbage from outside: two
 // samples 500 ms apart within 1%), and reports the growth per session: RSS
 // (VmRSS), Go heap and goroutine stacks in use (/metrics), goroutines and
@@ -10,13 +9,19 @@
 // After -idle it measures again (a mux that evicts idle sessions shows it
 // there) and then checks that every session still answers a call.
 //
+// The sessions are opened by -clients: raw (Streamable HTTP spoken raw:
+// initialize, notifications/initialized, one tools/call of up_echo; no GET
+// stream) or sdk (go-sdk clients, mcp.StreamableClientTransport pinned to
+// 2025-11-25: initialize, one tools/call, and the standalone GET stream
+// open as the go-sdk client opens it), run in this process, not the mux's.
+//
 // Each combination runs on a fresh mux, upstream and redis-server:
 // mode local (no store) or redis (store.redis_url on a private
 // redis-server), and conns shared (one keep-alive client for every
 // session: the sessions' own cost) or each (a client, and so a held TCP
 // connection, per session: what as many separate clients cost).
 //
-//	go run ./bench/sessionmem [-sessions 1000] [-conns shared,each] [-redis both|off|only] [-idle 30s] [-bin PATH] [-json]
+//	go run ./bench/sessionmem [-sessions 1000] [-clients raw,sdk] [-conns shared,each] [-redis both|off|only] [-idle 30s] [-bin PATH] [-json]
 //
 // The issue 20 targets: at most 26 KiB of mux RSS per idle session, with
 // and without Redis, and at most 2 KiB of Redis memory per session.
@@ -42,6 +47,7 @@ func main() {
 	o := defaultOptions()
 	flag.IntVar(&o.Sessions, "sessions", o.Sessions, "idle sessions opened per run")
 	flag.StringVar(&o.Bin, "bin", "", "the mcp-mux binary (default: go build ./cmd/mcp-mux into a temporary directory)")
+	clientKinds := flag.String("clients", "raw,sdk", "session clients: raw (raw requests, no GET stream), sdk (go-sdk clients with their GET stream), or both as a list")
 	conns := flag.String("conns", "shared,each", "connection modes: shared (one keep-alive client), each (a TCP connection per session), or both as a list")
 	modes := flag.String("redis", "both", "store modes: off (local only), only (redis only), both")
 	flag.DurationVar(&o.Idle, "idle", o.Idle, "after the settled measurement, wait this long, measure again and probe the sessions (0: skip)")
@@ -51,6 +57,9 @@ func main() {
 	var err error
 	if o.Conns, err = parseList(*conns, "shared", "each"); err != nil {
 		fail(fmt.Errorf("-conns: %w", err))
+	}
+	if o.Clients, err = parseList(*clientKinds, clientRaw, clientSDK); err != nil {
+		fail(fmt.Errorf("-clients: %w", err))
 	}
 	switch *modes {
 	case "both":
@@ -106,12 +115,16 @@ func parseList(s string, allowed ...string) ([]string, error) {
 const (
 	modeLocal = "local"
 	modeRedis = "redis"
+
+	clientRaw = "raw"
+	clientSDK = "sdk"
 )
 
 // options are one invocation's settings.
 type options struct {
 	Sessions  int
 	Bin       string
+	Clients   []string // raw, sdk
 	Conns     []string
 	Modes     []string
 	Idle      time.Duration
@@ -123,7 +136,7 @@ type options struct {
 }
 
 func defaultOptions() options {
-	return options{Sessions: 1000, Idle: 30 * time.Second, Warmup: 8, Workers: 8,
+	return options{Sessions: 1000, Clients: []string{clientRaw, clientSDK}, Idle: 30 * time.Second, Warmup: 8, Workers: 8,
 		Interval: 500 * time.Millisecond, SettleMax: 30 * time.Second}
 }
 
@@ -140,8 +153,9 @@ type Sample struct {
 
 // Result is one run: a mode and a connection mode.
 type Result struct {
-	Mode     string `json:"mode"`  // local, redis
-	Conns    string `json:"conns"` // shared, each
+	Client   string `json:"client"` // raw, sdk
+	Mode     string `json:"mode"`   // local, redis
+	Conns    string `json:"conns"`  // shared, each
 	Sessions int    `json:"sessions"`
 	// Opened counts the sessions that initialized and answered their call.
 	Opened int `json:"opened"`
@@ -206,13 +220,15 @@ func run(ctx context.Context, o options) ([]Result, error) {
 		}
 	}
 	var out []Result
-	for _, mode := range o.Modes {
-		for _, conns := range o.Conns {
-			r, err := measure(ctx, o, dir, mode, conns)
-			if err != nil {
-				return out, fmt.Errorf("%s/%s: %w", mode, conns, err)
+	for _, client := range o.Clients {
+		for _, mode := range o.Modes {
+			for _, conns := range o.Conns {
+				r, err := measure(ctx, o, dir, combo{client: client, mode: mode, conns: conns})
+				if err != nil {
+					return out, fmt.Errorf("%s/%s/%s: %w", client, mode, conns, err)
+				}
+				out = append(out, r)
 			}
-			out = append(out, r)
 		}
 	}
 	return out, nil
@@ -240,10 +256,50 @@ func (o options) progress(format string, args ...any) {
 	}
 }
 
+// combo is one run's client kind, store mode and connection mode.
+type combo struct{ client, mode, conns string }
+
+// driver opens and probes one run's sessions: raw or go-sdk clients.
+type driver struct {
+	open  func(ctx context.Context, n, workers int, prefix string) (int, error)
+	probe func(ctx context.Context, workers int) int // the sessions of the last open
+	close func()
+}
+
+// newDriver returns the driver of client kind client on m.
+func newDriver(m *muxProcess, client, conns string) driver {
+	if client == clientSDK {
+		cs := newSDKClients(conns)
+		var last []*sdkSession
+		return driver{
+			open: func(ctx context.Context, n, workers int, prefix string) (int, error) {
+				s, err := m.openAllSDK(ctx, cs, n, workers, prefix)
+				last = s
+				return len(s), err
+			},
+			probe: func(ctx context.Context, workers int) int { return probeSDK(ctx, last, workers) },
+			close: cs.close,
+		}
+	}
+	cs := newClients(conns)
+	var last []*session
+	return driver{
+		open: func(ctx context.Context, n, workers int, prefix string) (int, error) {
+			s, err := m.openAll(ctx, cs, n, workers, prefix)
+			last = s
+			return len(s), err
+		},
+		probe: func(ctx context.Context, workers int) int { return m.probe(ctx, last, workers) },
+		close: cs.close,
+	}
+}
+
 // measure is one run on a fresh upstream, redis-server (mode redis) and mux.
-func measure(ctx context.Context, o options, dir, mode, conns string) (Result, error) {
-	r := Result{Mode: mode, Conns: conns, Sessions: o.Sessions}
-	runDir, err := os.MkdirTemp(dir, mode+"-"+conns+"-")
+func measure(ctx context.Context, o options, dir string, c combo) (Result, error) {
+	mode, conns := c.mode, c.conns
+	name := c.client + "/" + mode + "/" + conns
+	r := Result{Client: c.client, Mode: mode, Conns: conns, Sessions: o.Sessions}
+	runDir, err := os.MkdirTemp(dir, c.client+"-"+mode+"-"+conns+"-")
 	if err != nil {
 		return r, err
 	}
@@ -271,24 +327,25 @@ func measure(ctx context.Context, o options, dir, mode, conns string) (Result, e
 	if err := m.waitReady(ctx, 30*time.Second); err != nil {
 		return r, err
 	}
-	clients := newClients(conns)
-	defer clients.close()
-	if err := m.waitTools(ctx, clients.next(), 30*time.Second); err != nil {
+	tools := newClients("shared")
+	defer tools.close()
+	if err := m.waitTools(ctx, tools.next(), 30*time.Second); err != nil {
 		return r, err
 	}
+	d := newDriver(m, c.client, conns)
+	defer d.close()
 
 	// Warm-up: the first sessions bring in code, pools and caches a mux
 	// has after its first clients; they stay open through the run.
-	if _, err := m.openAll(ctx, clients, o.Warmup, o.Workers, "warm-up"); err != nil {
+	if _, err := d.open(ctx, o.Warmup, o.Workers, "warm-up"); err != nil {
 		return r, fmt.Errorf("warm-up: %w", err)
 	}
 	r.Before = m.settle(ctx, rd, o.Interval, o.SettleMax)
 	r.UpstreamSessionsBefore = up.sessions()
 	initsBefore := up.inited.Load()
-	o.progress("%s/%s: baseline RSS %.1f MiB; opening %d sessions", mode, conns, float64(r.Before.RSS)/(1<<20), o.Sessions)
+	o.progress("%s: baseline RSS %.1f MiB; opening %d sessions", name, float64(r.Before.RSS)/(1<<20), o.Sessions)
 
-	sessions, err := m.openAll(ctx, clients, o.Sessions, o.Workers, "s")
-	r.Opened = len(sessions)
+	r.Opened, err = d.open(ctx, o.Sessions, o.Workers, "s")
 	if err != nil {
 		return r, err
 	}
@@ -296,10 +353,10 @@ func measure(ctx context.Context, o options, dir, mode, conns string) (Result, e
 	r.UpstreamSessionsAfter = up.sessions()
 	r.UpstreamInits = up.inited.Load() - initsBefore
 	r.UpstreamCalls = up.calls.Load()
-	o.progress("%s/%s: %d sessions open, RSS %.1f MiB", mode, conns, r.Opened, float64(r.After.RSS)/(1<<20))
+	o.progress("%s: %d sessions open, RSS %.1f MiB", name, r.Opened, float64(r.After.RSS)/(1<<20))
 
 	if o.Idle > 0 {
-		o.progress("%s/%s: idle for %s", mode, conns, o.Idle)
+		o.progress("%s: idle for %s", name, o.Idle)
 		select {
 		case <-time.After(o.Idle):
 		case <-ctx.Done():
@@ -307,7 +364,7 @@ func measure(ctx context.Context, o options, dir, mode, conns string) (Result, e
 		}
 		s := m.settle(ctx, rd, o.Interval, o.SettleMax)
 		r.Idle, r.IdleFor = &s, o.Idle
-		r.Answered = m.probe(ctx, sessions, o.Workers)
+		r.Answered = d.probe(ctx, o.Workers)
 	}
 	r.PerSession = growth(r.Before, r.After, r.Sessions, rd != nil)
 	if r.Idle != nil {
@@ -338,9 +395,10 @@ func within1pct(a, b int64) bool {
 
 func printTable(w io.Writer, o options, results []Result) {
 	fmt.Fprintf(w, "sessionmem: %d idle 2025-11-25 sessions per run (initialize, notifications/initialized, one tools/call of up_echo; never closed)\n", o.Sessions)
+	fmt.Fprintf(w, "clients: raw = raw requests, no GET stream; sdk = go-sdk clients, their GET stream open\n")
 	fmt.Fprintf(w, "after %d warm-up sessions; %d CPUs; per session = (settled after - settled before) / sessions\n\n", o.Warmup, runtime.NumCPU())
 	header := func() {
-		fmt.Fprintf(w, "%-6s %-7s %10s %10s %10s %10s %10s %10s  %s\n", "mode", "conns", "RSS KiB", "heap KiB", "stack KiB",
+		fmt.Fprintf(w, "%-6s %-6s %-7s %10s %10s %10s %10s %10s %10s  %s\n", "client", "mode", "conns", "RSS KiB", "heap KiB", "stack KiB",
 			"goroutines", "fds", "Redis B", "notes")
 	}
 	row := func(r Result, p PerSession, notes string) {
@@ -348,7 +406,7 @@ func printTable(w io.Writer, o options, results []Result) {
 		if p.RedisBytes != nil {
 			redis = fmt.Sprintf("%.1f", *p.RedisBytes)
 		}
-		fmt.Fprintf(w, "%-6s %-7s %10.1f %10.1f %10.1f %10.2f %10.2f %10s  %s\n", r.Mode, r.Conns, p.RSSKiB, p.HeapKiB, p.StackKiB,
+		fmt.Fprintf(w, "%-6s %-6s %-7s %10.1f %10.1f %10.1f %10.2f %10.2f %10s  %s\n", r.Client, r.Mode, r.Conns, p.RSSKiB, p.HeapKiB, p.StackKiB,
 			p.Goroutines, p.FDs, redis, notes)
 	}
 	header()

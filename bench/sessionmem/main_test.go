@@ -33,11 +33,11 @@ func TestRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(results) != len(o.Modes)*len(o.Conns) {
-		t.Fatalf("%d results, want %d", len(results), len(o.Modes)*len(o.Conns))
+	if len(results) != len(o.Clients)*len(o.Modes)*len(o.Conns) {
+		t.Fatalf("%d results, want %d", len(results), len(o.Clients)*len(o.Modes)*len(o.Conns))
 	}
 	for _, r := range results {
-		name := r.Mode + "/" + r.Conns
+		name := r.Client + "/" + r.Mode + "/" + r.Conns
 		if r.Opened != o.Sessions || r.Answered != o.Sessions {
 			t.Errorf("%s: %d sessions opened, %d answered after idle; want %d", name, r.Opened, r.Answered, o.Sessions)
 		}
@@ -64,7 +64,7 @@ func TestRun(t *testing.T) {
 	}
 	var out bytes.Buffer
 	printTable(&out, o, results)
-	for _, want := range []string{"local  shared", "local  each", "20/20 ok", "20/20 answered"} {
+	for _, want := range []string{"raw    local  shared", "sdk    local  each", "20/20 ok", "20/20 answered"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the table lacks %q:\n%s", want, out.String())
 		}

@@ -1,6 +1,7 @@
 // Package listenstream provides a server-sent event stream of JSON-RPC
 // messages that mcp-mux writes itself, for the 2026-07-28
-// subscriptions/listen streams.
+// subscriptions/listen streams and the 2025-11-25 sessions' GET streams
+// (internal/proxy/sessionhost, which writes whole events: WriteEvent).
 //
 // A listen stream is idle nearly all its life, and there may be
 // inbound.max_sessions of them. Served the SDK's way, each held a throwaway
@@ -49,7 +50,9 @@ type Stream struct {
 func (d *Stream) Start(w http.ResponseWriter, r *http.Request) bool {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
+	if h.Get("Cache-Control") == "" {
+		h.Set("Cache-Control", "no-cache")
+	}
 	if r.ProtoMajor == 1 && r.ProtoMinor == 1 {
 		if conn, brw, err := http.NewResponseController(w).Hijack(); err == nil {
 			return d.takeOver(conn, brw, h)
@@ -72,6 +75,9 @@ func (d *Stream) takeOver(conn net.Conn, _ *bufio.ReadWriter, h http.Header) boo
 	var b strings.Builder
 	b.WriteString("HTTP/1.1 200 OK\r\n")
 	for k, vs := range h {
+		if k == "Connection" || k == "Transfer-Encoding" { // written below
+			continue
+		}
 		for _, v := range vs {
 			if !strings.ContainsAny(v, "\r\n") {
 				fmt.Fprintf(&b, "%s: %s\r\n", k, v)
@@ -106,42 +112,53 @@ func (d *Stream) Write(msg []byte) {
 	d.writeLocked(msg)
 }
 
+// WriteEvent sends ev, one or more whole SSE events ("id: ...\ndata:
+// ...\n\n"), unless the stream ended; it reports whether the stream is
+// still open after it.
+func (d *Stream) WriteEvent(ev []byte) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.closed {
+		d.writeRaw(nil, ev, nil)
+	}
+	return !d.closed
+}
+
 // writeLocked writes msg as an event, on the handler's writer or as one
 // chunk on the connection taken over, unless the stream ended. Called with
 // d.mu held.
 func (d *Stream) writeLocked(msg []byte) {
-	switch {
-	case d.closed:
-	case d.conn == nil:
-		d.writeEvent(msg)
-	default:
-		d.writeChunk(msg)
+	if !d.closed {
+		d.writeRaw([]byte("event: message\ndata: "), msg, []byte("\n\n"))
 	}
 }
 
-// writeEvent writes msg as an event on the handler's writer and flushes it.
-func (d *Stream) writeEvent(msg []byte) {
-	_, _ = fmt.Fprintf(d.w, "event: message\ndata: %s\n\n", msg)
-	if f, ok := d.w.(http.Flusher); ok {
-		f.Flush()
+// writeRaw writes pre, msg and post, on the handler's writer (flushed) or
+// as one chunk on the connection taken over, within WriteTimeout; a failed
+// write ends the stream. Called with d.mu held.
+func (d *Stream) writeRaw(pre, msg, post []byte) {
+	if d.conn == nil {
+		_, err := d.w.Write(append(append(append(make([]byte, 0, len(pre)+len(msg)+len(post)), pre...), msg...), post...))
+		if err == nil {
+			err = http.NewResponseController(d.w).Flush()
+		}
+		if err != nil {
+			d.closed = true
+		}
+		return
 	}
-}
-
-// writeChunk writes msg as an event in one HTTP/1.1 chunk on the
-// connection taken over, within WriteTimeout; a failed write ends the
-// stream.
-func (d *Stream) writeChunk(msg []byte) {
-	const pre, post = "event: message\ndata: ", "\n\n"
 	n := len(pre) + len(msg) + len(post)
 	b := make([]byte, 0, n+12)
 	b = strconv.AppendInt(b, int64(n), 16)
-	b = append(b, "\r\n"+pre...)
+	b = append(b, "\r\n"...)
+	b = append(b, pre...)
 	b = append(b, msg...)
-	b = append(b, post+"\r\n"...)
+	b = append(b, post...)
+	b = append(b, "\r\n"...)
 	_ = d.conn.SetWriteDeadline(time.Now().Add(d.WriteTimeout))
 	if _, err := d.conn.Write(b); err != nil {
 		d.closed = true
-		_ = d.conn.Close() // Watch returns: the listen ends
+		_ = d.conn.Close() // Watch returns: the stream ends
 	}
 }
 

@@ -12,15 +12,18 @@ import (
 const followBuffer = 256
 
 // Follower delivers one session's log events in order, each once: first
-// those a Follow replays, then each new one.
+// those a Follow replays, then each new one. Its reader takes them with
+// Next when Notify's function says there may be some: an idle follower
+// holds no buffer and needs no goroutine of its reader's.
 type Follower struct {
-	c     chan Event
 	done  chan struct{}
 	once  sync.Once
 	close func()
 	nonce string
 
 	mu        sync.Mutex
+	queue     []Event // delivered, not yet taken (Next)
+	notify    func()  // called when an event is queued or the follower ends
 	last      position
 	replaying bool
 	pending   []Event // live events that arrived during the replay
@@ -32,7 +35,7 @@ var primeSeq atomic.Uint64
 // newFollower returns a follower that buffers what it is offered until
 // replayed; begin sets where it starts.
 func newFollower(close func()) *Follower {
-	return &Follower{c: make(chan Event, followBuffer), done: make(chan struct{}), close: close, replaying: true,
+	return &Follower{done: make(chan struct{}), close: close, replaying: true,
 		nonce: strconv.FormatUint(primeSeq.Add(1), 36)}
 }
 
@@ -43,8 +46,38 @@ func (f *Follower) begin(p position) {
 	f.mu.Unlock()
 }
 
-// Events delivers the events; Done tells when no more will come.
-func (f *Follower) Events() <-chan Event { return f.c }
+// Notify sets fn, called (without blocking, perhaps with the follower's
+// lock held: fn must not call into it) whenever an event is queued and
+// when the follower ends. Set it before taking the first event with Next.
+func (f *Follower) Notify(fn func()) {
+	f.mu.Lock()
+	f.notify = fn
+	f.mu.Unlock()
+}
+
+// Next takes the oldest event delivered and not yet taken; false when
+// there is none now. Events queued before the follower ended are taken
+// after it ended too.
+func (f *Follower) Next() (Event, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.queue) == 0 {
+		return Event{}, false
+	}
+	e := f.queue[0]
+	f.queue[0] = Event{}
+	if f.queue = f.queue[1:]; len(f.queue) == 0 {
+		f.queue = nil // an idle follower keeps no buffer
+	}
+	return e, true
+}
+
+// Len is how many events are delivered and not yet taken.
+func (f *Follower) Len() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.queue)
+}
 
 // Done is closed when the follower ended (Close, or a reader too slow).
 func (f *Follower) Done() <-chan struct{} { return f.done }
@@ -69,6 +102,12 @@ func (f *Follower) Close() {
 	f.once.Do(func() {
 		f.close()
 		close(f.done)
+		f.mu.Lock()
+		fn := f.notify
+		f.mu.Unlock()
+		if fn != nil {
+			fn()
+		}
 	})
 }
 
@@ -110,11 +149,14 @@ func (f *Follower) sendLocked(e Event) {
 		return
 	default:
 	}
-	select {
-	case f.c <- e:
-		f.last = p
-	default:
+	if len(f.queue) >= followBuffer {
 		f.overflowLocked()
+		return
+	}
+	f.queue = append(f.queue, e)
+	f.last = p
+	if f.notify != nil {
+		f.notify()
 	}
 }
 

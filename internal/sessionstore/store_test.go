@@ -163,15 +163,29 @@ func TestCreateKeepsBounds(t *testing.T) {
 // recv returns the next event of f within 10 s.
 func recv(t *testing.T, f *sessionstore.Follower) sessionstore.Event {
 	t.Helper()
-	select {
-	case e := <-f.Events():
-		return e
-	case <-f.Done():
-		t.Fatal("follower ended")
-	case <-time.After(10 * time.Second):
-		t.Fatal("no event within 10s")
+	sig := make(chan struct{}, 1)
+	f.Notify(func() {
+		select {
+		case sig <- struct{}{}:
+		default:
+		}
+	})
+	timeout := time.After(10 * time.Second)
+	for {
+		if e, ok := f.Next(); ok {
+			return e
+		}
+		select {
+		case <-sig:
+		case <-f.Done():
+			if e, ok := f.Next(); ok {
+				return e
+			}
+			t.Fatal("follower ended")
+		case <-timeout:
+			t.Fatal("no event within 10s")
+		}
 	}
-	return sessionstore.Event{}
 }
 
 func TestFollowReplaysAndDelivers(t *testing.T) {
@@ -268,15 +282,10 @@ func TestLogIsBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer f.Close()
+		time.Sleep(200 * time.Millisecond)
 		n := 0
-		for {
-			select {
-			case <-f.Events():
-				n++
-				continue
-			case <-time.After(200 * time.Millisecond):
-			}
-			break
+		for _, ok := f.Next(); ok; _, ok = f.Next() {
+			n++
 		}
 		if n < sessionstore.MaxLogSize || n > 2*sessionstore.MaxLogSize {
 			t.Fatalf("replayed %d events of %d, want about %d", n, 3*sessionstore.MaxLogSize, sessionstore.MaxLogSize)

@@ -125,8 +125,14 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // TestServeStream: a GET stream is a priming event, then the log's events
-// with their ids, and ends with a retry hint when the replica drains.
+// with their ids, and ends with a retry hint when the replica drains; on
+// HTTP/1.1 (the connection taken over) and on HTTP/2 (the handler holds it).
 func TestServeStream(t *testing.T) {
+	t.Run("http1", func(t *testing.T) { testServeStream(t, false) })
+	t.Run("http2", func(t *testing.T) { testServeStream(t, true) })
+}
+
+func testServeStream(t *testing.T, h2 bool) {
 	store := sessionstore.NewLocal(sessionstore.Options{})
 	t.Cleanup(func() { _ = store.Close() })
 	ctx := context.Background()
@@ -134,22 +140,33 @@ func TestServeStream(t *testing.T) {
 	if err := store.Create(ctx, rec, sessionstore.Bounds{}); err != nil {
 		t.Fatal(err)
 	}
-	stop := make(chan struct{})
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	stopCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	ended := make(chan struct{})
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f, err := store.Follow(r.Context(), rec.ID, "")
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
-		defer f.Close()
-		sessionhost.ServeStream(r.Context(), w, f, sessionhost.StreamOptions{Stop: stop, Retry: 300 * time.Millisecond})
+		sessionhost.ServeStream(w, r, f, sessionhost.StreamOptions{Stop: stopCtx, Retry: 300 * time.Millisecond,
+			Ended: func() { f.Close(); close(ended) }})
 	}))
+	ts.EnableHTTP2 = h2
+	if h2 {
+		ts.StartTLS()
+	} else {
+		ts.Start()
+	}
 	t.Cleanup(ts.Close)
-	resp, err := http.Get(ts.URL)
+	resp, err := ts.Client().Get(ts.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	if h2 != (resp.ProtoMajor == 2) {
+		t.Fatalf("served over %s", resp.Proto)
+	}
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("Content-Type %q", ct)
 	}
@@ -180,7 +197,7 @@ func TestServeStream(t *testing.T) {
 	if e["data"] != string(msg) || e["event"] != "message" || e["id"] == "" {
 		t.Fatalf("event %v", e)
 	}
-	close(stop)
+	stop()
 	last := event()
 	if last["retry"] != "300" || !strings.HasPrefix(last["id"], e["id"]+"_") {
 		t.Fatalf("closing event %v, want retry 300 and the position after %s", last, e["id"])
@@ -188,4 +205,5 @@ func TestServeStream(t *testing.T) {
 	if sc.Scan() {
 		t.Fatalf("the stream goes on after the drain: %q", sc.Text())
 	}
+	<-ended
 }

@@ -1,91 +1,218 @@
 package sessionhost
 
 import (
+	"bytes"
+	"cmp"
 	"context"
-	"io"
 	"net/http"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	sse "github.com/tmaxmax/go-sse"
 
+	"github.com/mcp-mux/mcp-mux/internal/listenstream"
 	"github.com/mcp-mux/mcp-mux/internal/sessionstore"
 )
 
-// StreamOptions are how ServeStream ends a GET stream.
+// StreamOptions are how ServeStream runs and ends a GET stream.
 type StreamOptions struct {
-	// Stop ends the stream gracefully (shutdown): the client is told to
-	// reconnect after Retry, with its Last-Event-ID, to any replica.
-	Stop  <-chan struct{}
+	// Stop ends the stream gracefully when done (shutdown): the client is
+	// told to reconnect after Retry, with its Last-Event-ID, to any replica.
+	Stop  context.Context
 	Retry time.Duration
 	// Sent is called after each event is written (activity).
 	Sent func()
+	// WriteTimeout bounds each write on a connection taken over; default
+	// 10 s.
+	WriteTimeout time.Duration
+	// Go runs the watcher of a stream taken over, reporting false when it
+	// will not (shutting down: the stream ends then); nil: a goroutine.
+	Go func(func()) bool
+	// Ended is called once the stream ended, from any goroutine.
+	Ended func()
 }
 
-// ServeStream writes a session's GET stream: a priming event carrying
-// the log position f started at, then f's events, each with its log id
-// so that a client resumes anywhere with Last-Event-ID. It returns when
+// defaultWriteTimeout is StreamOptions.WriteTimeout's default.
+const defaultWriteTimeout = 10 * time.Second
+
+// ServeStream writes a session's GET stream: a priming event carrying the
+// log position f started at, then f's events, each with its log id so
+// that a client resumes anywhere with Last-Event-ID. The stream ends when
 // the client goes away, f ends (the session ended, or the client read too
-// slowly), or o.Stop closes.
-func ServeStream(ctx context.Context, w http.ResponseWriter, f *sessionstore.Follower, o StreamOptions) {
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache, no-transform")
-	h.Set("Connection", "keep-alive")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	write := func(m *sse.Message) bool {
-		if _, err := m.WriteTo(w); err != nil {
-			return false
+// slowly) or o.Stop is done; then o.Ended runs.
+//
+// An idle GET stream is held by most clients for a session's life, so on
+// HTTP/1.1 it is a listenstream.Stream: the connection is taken over after
+// the headers, ServeStream returns at once and net/http's goroutines and
+// buffers go; what stays is the connection, f (no buffer while idle) and
+// one goroutine reading the connection to see the client leave. Events
+// are written by a goroutine started when f has some and gone once they
+// are written. Where the connection cannot be taken over (HTTP/2,
+// HTTP/1.0), ServeStream returns when the stream ends.
+func ServeStream(w http.ResponseWriter, r *http.Request, f *sessionstore.Follower, o StreamOptions) {
+	s := &follow{f: f, o: o, ended: make(chan struct{}),
+		d: &listenstream.Stream{WriteTimeout: cmp.Or(o.WriteTimeout, defaultWriteTimeout)}}
+	w.Header().Set("Cache-Control", "no-cache, no-transform")
+	taken := s.d.Start(w, r)
+	if !s.d.WriteEvent(primeEvent(f.Prime(), "")) {
+		s.finish()
+	}
+	f.Notify(s.kick)
+	s.kick() // what the replay queued
+	stop := context.AfterFunc(cmp.Or(o.Stop, context.Background()), s.stop)
+	if taken {
+		watch := func() {
+			s.d.Watch()
+			stop()
+			s.end()
 		}
-		return rc.Flush() == nil
-	}
-	// A priming event has an id and empty data, which go-sse leaves out.
-	primed := func(extra string) bool {
-		if _, err := io.WriteString(w, "id: "+f.Prime()+"\n"+extra+"data: \n\n"); err != nil {
-			return false
+		if o.Go == nil {
+			go watch()
+			return
 		}
-		return rc.Flush() == nil
-	}
-	if !primed("") {
-		return
-	}
-	for {
+		if o.Go(watch) {
+			return
+		}
+		s.stop() // shutting down
+	} else {
 		select {
-		case <-ctx.Done():
-			return
-		case <-f.Done():
-			// Drain what was delivered before the end.
-			for {
-				select {
-				case e := <-f.Events():
-					if !write(event(e)) {
-						return
-					}
-				default:
-					return
-				}
-			}
-		case <-o.Stop:
-			_ = primed("retry: " + strconv.FormatInt(max(o.Retry, time.Millisecond).Milliseconds(), 10) + "\n")
-			return
-		case e := <-f.Events():
-			if !write(event(e)) {
-				return
-			}
-			if o.Sent != nil {
-				o.Sent()
-			}
+		case <-r.Context().Done():
+		case <-s.ended:
 		}
 	}
+	stop()
+	s.end()
+}
+
+// follow is one GET stream: f's events written on d.
+type follow struct {
+	d       *listenstream.Stream
+	f       *sessionstore.Follower
+	o       StreamOptions
+	running atomic.Bool // a drain runs or is starting
+
+	mu       sync.Mutex // orders the writers: drain, stop
+	ended    chan struct{}
+	finished bool
+	once     sync.Once
+}
+
+// kick starts a drain unless one runs: f has events, or ended. It never
+// blocks (f's Notify).
+func (s *follow) kick() {
+	if s.running.CompareAndSwap(false, true) {
+		go s.drain()
+	}
+}
+
+// drain writes what f has, then ends the stream if f ended; it returns
+// when there is nothing left to do, and keeps no goroutine while idle.
+func (s *follow) drain() {
+	for {
+		s.mu.Lock()
+		s.flushLocked()
+		s.mu.Unlock()
+		s.running.Store(false)
+		if !s.due() || !s.running.CompareAndSwap(false, true) {
+			return
+		}
+	}
+}
+
+// due reports whether f has events to write or ended with the stream
+// still open.
+func (s *follow) due() bool {
+	select {
+	case <-s.f.Done():
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return !s.finished
+	default:
+	}
+	return s.f.Len() > 0
+}
+
+// flushLocked writes f's queued events, and ends the stream when f ended
+// (after what it delivered before). Called with s.mu held.
+func (s *follow) flushLocked() {
+	for !s.finished {
+		e, ok := s.f.Next()
+		if !ok {
+			break
+		}
+		if !s.d.WriteEvent(event(e)) {
+			s.finishLocked()
+			return
+		}
+		if s.o.Sent != nil {
+			s.o.Sent()
+		}
+	}
+	select {
+	case <-s.f.Done():
+		if s.f.Len() == 0 { // else an event came in between: the next drain writes it
+			s.finishLocked()
+		}
+	default:
+	}
+}
+
+// stop ends the stream for a drain: what f has is written, then a
+// priming event asking the client to come back after Retry.
+func (s *follow) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.flushLocked()
+	if !s.finished {
+		retry := strconv.FormatInt(max(s.o.Retry, time.Millisecond).Milliseconds(), 10)
+		s.d.WriteEvent(primeEvent(s.f.Prime(), "retry: "+retry+"\n"))
+		s.finishLocked()
+	}
+}
+
+// finish ends the stream: no write follows, a connection taken over
+// closes (its watcher then calls end).
+func (s *follow) finish() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.finishLocked()
+}
+
+func (s *follow) finishLocked() {
+	if !s.finished {
+		s.finished = true
+		s.d.End(nil)
+		close(s.ended)
+	}
+}
+
+// end runs once the stream is over: f is closed and o.Ended runs.
+func (s *follow) end() {
+	s.once.Do(func() {
+		s.finish()
+		s.f.Close()
+		if s.o.Ended != nil {
+			s.o.Ended()
+		}
+	})
+}
+
+// primeEvent is a priming event: an id and empty data (extra, e.g. a retry
+// line, between them).
+func primeEvent(id, extra string) []byte {
+	return []byte("id: " + id + "\n" + extra + "data: \n\n")
 }
 
 var messageType = sse.Type("message")
 
 // event is the SSE message of one log event.
-func event(e sessionstore.Event) *sse.Message {
+func event(e sessionstore.Event) []byte {
 	m := &sse.Message{Type: messageType}
 	m.ID, _ = sse.NewID(e.ID)
 	m.AppendData(string(e.Data))
-	return m
+	var b bytes.Buffer
+	_, _ = m.WriteTo(&b)
+	return b.Bytes()
 }

@@ -30,12 +30,12 @@ import (
 const streamRetry = 250 * time.Millisecond
 
 // streams are the GET streams of the sessions here: one per session, as
-// go-sdk allows, and stop, closed by StopStreams, ends them all.
+// go-sdk allows, and stop, cancelled by StopStreams, ends them all.
 type streams struct {
-	mu   sync.Mutex
-	byID map[string]*sessionstore.Follower
-	stop chan struct{}
-	once sync.Once
+	mu      sync.Mutex
+	byID    map[string]*sessionstore.Follower
+	stop    context.Context
+	stopAll context.CancelFunc // ends every stream (their clients resume on another replica)
 }
 
 // replace makes f the GET stream of session id on this replica, ending the
@@ -61,9 +61,6 @@ func (s *streams) replace(id string, f *sessionstore.Follower) func() {
 		s.mu.Unlock()
 	}
 }
-
-// stopAll ends every stream (their clients resume on another replica).
-func (s *streams) stopAll() { s.once.Do(func() { close(s.stop) }) }
 
 // ServeStream serves a session's GET stream: its event log from
 // Last-Event-ID (or from now), until the client leaves, the session ends
@@ -102,13 +99,17 @@ func (t *Table) ServeStream(w http.ResponseWriter, r *http.Request) {
 		t.Refuse(w, r, nil, err)
 		return
 	}
-	defer f.Close()
-	defer t.streams.replace(sid, f)()
+	unlist := t.streams.replace(sid, f)
 	// An open stream keeps a session's own-thread processes (Sweep).
-	defer t.cache.entryOf(st).openStream()()
+	closed := t.cache.entryOf(st).openStream()
 	t.holder.hold(st)
-	sessionhost.ServeStream(r.Context(), w, f, sessionhost.StreamOptions{Stop: t.streams.stop, Retry: streamRetry,
-		Sent: func() { t.Touch(st) }})
+	sessionhost.ServeStream(w, r, f, sessionhost.StreamOptions{Stop: t.streams.stop, Retry: streamRetry,
+		Sent: func() { t.Touch(st) }, WriteTimeout: callpath.NotifyTimeout, Go: t.bg.TryGo,
+		Ended: func() {
+			f.Close()
+			unlist()
+			closed()
+		}})
 }
 
 // interruptedCall is the answer to a tools/call whose response stream

@@ -130,7 +130,7 @@ func New(o Options) *Table {
 	t := &Table{replica: o.Replica, retry: o.Retry, send: o.Send, gate: o.Gate, rt: o.Runtime, calls: o.Calls, log: o.Log, tel: o.Telemetry,
 		threadless: cmp.Or(o.ThreadlessIdle, defaultThreadlessIdle), recheckEvery: cmp.Or(o.Recheck, defaultRecheck)}
 	t.holder.t = t
-	t.streams.stop = make(chan struct{})
+	t.streams.stop, t.streams.stopAll = context.WithCancel(context.Background())
 	if r := o.Retry; r != nil {
 		r.Store, r.Exchange, r.Go = func() sessionstore.Store { return t.store }, &t.x, t.bg.Go
 	}
@@ -196,6 +196,16 @@ func (g *group) Go(fn func()) {
 	if !g.ended {
 		g.wg.Go(fn)
 	}
+}
+
+// TryGo runs fn on the group and reports true, unless Wait has begun.
+func (g *group) TryGo(fn func()) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.ended {
+		g.wg.Go(fn)
+	}
+	return !g.ended
 }
 
 // Wait stops new work and waits for what runs.
