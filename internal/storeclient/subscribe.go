@@ -20,12 +20,12 @@ import (
 type Subscription struct {
 	one     *redis.PubSub // classic
 	backoff backoff       // of one
-	many []*redis.PubSub
-	out  chan received
-	done chan struct{} // closed by Close
-	stop context.CancelFunc
-	once sync.Once
-	wg   sync.WaitGroup
+	many    []*redis.PubSub
+	out     chan received
+	done    chan struct{} // closed by Close
+	stop    context.CancelFunc
+	once    sync.Once
+	wg      sync.WaitGroup
 }
 
 type received struct {
