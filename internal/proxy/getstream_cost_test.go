@@ -32,10 +32,10 @@ func serverGoroutines(marks ...string) map[string]int {
 
 // The standalone GET stream of a 2025-11-25 session, as go-sdk clients
 // open it, is taken over after its headers (as subscriptions/listen is):
-// no handler goroutine stays in ServeStream nor net/http's reader beside
-// it; each idle stream is one goroutine watching its connection. Events
-// still reach the clients on it (a reload's list_changed), and a session's
-// DELETE ends its stream and the watcher.
+// no handler goroutine stays in ServeStream, nor net/http's reader beside
+// it, nor a goroutine reading the connection: the table's keeper watches
+// every idle stream with one goroutine. Events still reach the clients on
+// it (a reload's list_changed).
 func TestGetStreamTakenOver(t *testing.T) {
 	web := mcptest.ServeHTTP(t, mcptest.NewServer("web"))
 	more := mcptest.ServeHTTP(t, mcptest.NewServer("more")) // added by a reload
@@ -45,29 +45,24 @@ func TestGetStreamTakenOver(t *testing.T) {
 
 	const n = 20
 	changed := make(chan struct{}, n)
-	sessions := make([]*mcp.ClientSession, n)
-	for i := range sessions {
-		sessions[i] = connect(t, m.ts.URL, &mcp.ClientOptions{
+	for range n {
+		cs := connect(t, m.ts.URL, &mcp.ClientOptions{
 			ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
 		})
-		if got, _ := callText(t, sessions[i], "web_echo", map[string]any{"text": "hi"}); got != "hi" {
+		if got, _ := callText(t, cs, "web_echo", map[string]any{"text": "hi"}); got != "hi" {
 			t.Fatalf("web_echo = %q", got)
 		}
 	}
 	const (
 		watch   = "listenstream.(*Stream).Watch"
 		handler = "sessions.(*Table).ServeStream"
+		keeper  = "listenstream.(*Keeper).run"
 	)
-	var g map[string]int
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		g = serverGoroutines(watch, handler)
-		if g[watch] >= n || time.Now().After(deadline) {
-			break
-		}
-	}
-	if g[watch] != n || g[handler] != 0 {
-		t.Fatalf("%d idle GET streams: %d goroutines watching a connection taken over, %d handlers holding a stream; want %d and 0",
-			n, g[watch], g[handler], n)
+	time.Sleep(200 * time.Millisecond) // the clients' GET streams open
+	g := serverGoroutines(watch, handler, keeper)
+	if g[watch] != 0 || g[handler] != 0 || g[keeper] != 1 {
+		t.Fatalf("%d idle GET streams: %d goroutines reading a connection taken over, %d handlers holding a stream, %d keepers; want 0, 0 and 1",
+			n, g[watch], g[handler], g[keeper])
 	}
 
 	// A reload's list_changed reaches every session on its GET stream.
@@ -79,21 +74,6 @@ func TestGetStreamTakenOver(t *testing.T) {
 		case <-changed:
 		case <-time.After(10 * time.Second):
 			t.Fatalf("%d of %d sessions got notifications/tools/list_changed", i, n)
-		}
-	}
-
-	// Ending a session (DELETE) ends its stream and its watcher.
-	for _, cs := range sessions[:n/2] {
-		if err := cs.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if g = serverGoroutines(watch); g[watch] == n-n/2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d watchers after %d of %d sessions ended, want %d", g[watch], n/2, n, n-n/2)
 		}
 	}
 }

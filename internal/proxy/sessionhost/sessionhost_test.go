@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-mux/mcp-mux/internal/listenstream"
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/internal/proxy/sessionhost"
 	"github.com/mcp-mux/mcp-mux/internal/sessionstore"
@@ -206,4 +208,102 @@ func testServeStream(t *testing.T, h2 bool) {
 		t.Fatalf("the stream goes on after the drain: %q", sc.Text())
 	}
 	<-ended
+}
+
+// TestServeStreamKept (issue 34): a GET stream taken over and watched by a
+// Keeper (no goroutine of its own) gets keep-alive comments while idle and
+// its events between them; a client that leaves is found within two
+// keep-alive intervals, and a follower that ends (the session was
+// deleted) ends its stream: each time Ended runs and the keeper forgets
+// the stream.
+func TestServeStreamKept(t *testing.T) {
+	store := sessionstore.NewLocal(sessionstore.Options{})
+	t.Cleanup(func() { _ = store.Close() })
+	keeper := listenstream.NewKeeper(50 * time.Millisecond)
+	t.Cleanup(keeper.Close)
+	ctx := context.Background()
+	ended := make(chan string, 2)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.URL.Query().Get("s")
+		f, err := store.Follow(r.Context(), id, "")
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		sessionhost.ServeStream(w, r, f, sessionhost.StreamOptions{Retry: time.Second, Keeper: keeper,
+			Ended: func() { f.Close(); ended <- id }})
+	}))
+	t.Cleanup(ts.Close)
+	open := func() (string, *http.Response, *bufio.Reader) {
+		rec := &sessionstore.Record{ID: sessionstore.NewID(), User: "u"}
+		if err := store.Create(ctx, rec, sessionstore.Bounds{}); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.Get(ts.URL + "?s=" + rec.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec.ID, resp, bufio.NewReader(resp.Body)
+	}
+	// lines reads until a blank line ends an event or a comment block.
+	lines := func(br *bufio.Reader) []string {
+		var out []string
+		for {
+			l, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatalf("the stream ended: %v", err)
+			}
+			if l = strings.TrimRight(l, "\n"); l == "" {
+				return out
+			}
+			out = append(out, l)
+		}
+	}
+	left, resp, br := open()
+	lines(br) // the priming event
+	if c := lines(br); len(c) != 1 || c[0] != ":" {
+		t.Fatalf("an idle stream's next lines %q, want the keep-alive comment", c)
+	}
+	msg := `{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{}}`
+	if err := store.Append(ctx, left, json.RawMessage(msg)); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if l := lines(br); len(l) > 1 {
+			if l[len(l)-1] != "data: "+msg {
+				t.Fatalf("event %q", l)
+			}
+			break
+		}
+	}
+	deleted, resp2, br2 := open()
+	lines(br2)
+	if keeper.Len() != 2 {
+		t.Fatalf("the keeper watches %d streams, want 2", keeper.Len())
+	}
+	_ = resp.Body.Close() // the client leaves
+	select {
+	case id := <-ended:
+		if id != left {
+			t.Fatalf("ended %s, want the stream whose client left", id)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("a client that left was not found within 2 s (keep-alive every 50 ms)")
+	}
+	if err := store.Delete(ctx, deleted); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-ended:
+		if id != deleted {
+			t.Fatalf("ended %s, want the deleted session's", id)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("a deleted session's stream did not end")
+	}
+	_, _ = io.Copy(io.Discard, br2) // it ends: the stream closes
+	_ = resp2.Body.Close()
+	if keeper.Len() != 0 {
+		t.Fatalf("the keeper still watches %d streams", keeper.Len())
+	}
 }

@@ -27,8 +27,12 @@ type StreamOptions struct {
 	// WriteTimeout bounds each write on a connection taken over; default
 	// 10 s.
 	WriteTimeout time.Duration
-	// Go runs the watcher of a stream taken over, reporting false when it
-	// will not (shutting down: the stream ends then); nil: a goroutine.
+	// Keeper watches a stream taken over for its client leaving (no
+	// goroutine per stream); nil: a goroutine reading the connection.
+	Keeper *listenstream.Keeper
+	// Go runs the end of a stream taken over (o.Ended) once it finished,
+	// reporting false when it will not (a goroutine then); nil: a
+	// goroutine.
 	Go func(func()) bool
 	// Ended is called once the stream ended, from any goroutine.
 	Ended func()
@@ -46,10 +50,10 @@ const defaultWriteTimeout = 10 * time.Second
 // An idle GET stream is held by most clients for a session's life, so on
 // HTTP/1.1 it is a listenstream.Stream: the connection is taken over after
 // the headers, ServeStream returns at once and net/http's goroutines and
-// buffers go; what stays is the connection, f (no buffer while idle) and
-// one goroutine reading the connection to see the client leave. Events
-// are written by a goroutine started when f has some and gone once they
-// are written. Where the connection cannot be taken over (HTTP/2,
+// buffers go; what stays is the connection and f (no buffer while idle),
+// and o.Keeper's one goroutine for all streams finds the client gone (a
+// keep-alive write fails). Events are written by a goroutine started when
+// f has some and gone once they are written. Where the connection cannot be taken over (HTTP/2,
 // HTTP/1.0), ServeStream returns when the stream ends.
 func ServeStream(w http.ResponseWriter, r *http.Request, f *sessionstore.Follower, o StreamOptions) {
 	s := &follow{f: f, o: o, ended: make(chan struct{}),
@@ -62,27 +66,33 @@ func ServeStream(w http.ResponseWriter, r *http.Request, f *sessionstore.Followe
 	f.Notify(s.kick)
 	s.kick() // what the replay queued
 	stop := context.AfterFunc(cmp.Or(o.Stop, context.Background()), s.stop)
+	s.unwatch = stop
 	if taken {
-		watch := func() {
-			s.d.Watch()
-			stop()
-			s.end()
-		}
-		if o.Go == nil {
-			go watch()
+		if o.Keeper == nil {
+			go func() {
+				s.d.Watch()
+				s.end()
+			}()
 			return
 		}
-		if o.Go(watch) {
+		forget, ok := o.Keeper.Keep(s.d, s.end)
+		s.mu.Lock()
+		s.taken, s.forget = true, forget
+		done := s.finished
+		s.mu.Unlock()
+		switch {
+		case !ok:
+			s.stop() // the keeper is closed: shutting down
+		case done: // ended before the keeper had it
+		default:
 			return
 		}
-		s.stop() // shutting down
 	} else {
 		select {
 		case <-r.Context().Done():
 		case <-s.ended:
 		}
 	}
-	stop()
 	s.end()
 }
 
@@ -96,6 +106,9 @@ type follow struct {
 	mu       sync.Mutex // orders the writers: drain, stop
 	ended    chan struct{}
 	finished bool
+	taken    bool   // kept by a Keeper: finishing the stream ends it
+	forget   func() // takes the stream from its keeper
+	unwatch  func() bool
 	once     sync.Once
 }
 
@@ -185,13 +198,26 @@ func (s *follow) finishLocked() {
 		s.finished = true
 		s.d.End(nil)
 		close(s.ended)
+		if s.taken && s.forget != nil { // no watcher will: end outside s.mu
+			if s.o.Go == nil || !s.o.Go(s.end) {
+				go s.end()
+			}
+		}
 	}
 }
 
-// end runs once the stream is over: f is closed and o.Ended runs.
+// end runs once the stream is over: f is closed, the keeper forgets it and
+// o.Ended runs.
 func (s *follow) end() {
 	s.once.Do(func() {
 		s.finish()
+		s.unwatch()
+		s.mu.Lock()
+		forget := s.forget
+		s.mu.Unlock()
+		if forget != nil {
+			forget()
+		}
 		s.f.Close()
 		if s.o.Ended != nil {
 			s.o.Ended()

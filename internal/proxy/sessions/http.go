@@ -104,7 +104,7 @@ func (t *Table) ServeStream(w http.ResponseWriter, r *http.Request) {
 	closed := t.cache.entryOf(st).openStream()
 	t.holder.hold(st)
 	sessionhost.ServeStream(w, r, f, sessionhost.StreamOptions{Stop: t.streams.stop, Retry: streamRetry,
-		Sent: func() { t.Touch(st) }, WriteTimeout: callpath.NotifyTimeout, Go: t.bg.TryGo,
+		Sent: func() { t.Touch(st) }, WriteTimeout: callpath.NotifyTimeout, Keeper: t.keeper, Go: t.bg.TryGo,
 		Ended: func() {
 			f.Close()
 			unlist()

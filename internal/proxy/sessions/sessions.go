@@ -28,6 +28,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-mux/mcp-mux/internal/listenstream"
 	"github.com/mcp-mux/mcp-mux/internal/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/internal/proxy/retryfwd"
 	"github.com/mcp-mux/mcp-mux/internal/proxy/sessionhost"
@@ -68,6 +69,10 @@ type Options struct {
 	// Recheck is how often the sessions here are checked against their
 	// records (recheck); default 10s.
 	Recheck time.Duration
+	// KeepAlive is how often an idle GET stream gets a keep-alive comment,
+	// which finds a client gone within two of it; default
+	// listenstream.KeepAlive (15 s).
+	KeepAlive time.Duration
 }
 
 // Table is this replica's view of the 2025-11-25 sessions.
@@ -81,7 +86,8 @@ type Table struct {
 	cache   cache
 	holder  holder
 	streams streams
-	bg      group // session cleanups and background record writes
+	keeper  *listenstream.Keeper // the GET streams taken over
+	bg      group                // session cleanups and background record writes
 
 	send  mcp.MethodHandler
 	gate  *callpath.Life
@@ -131,6 +137,7 @@ func New(o Options) *Table {
 		threadless: cmp.Or(o.ThreadlessIdle, defaultThreadlessIdle), recheckEvery: cmp.Or(o.Recheck, defaultRecheck)}
 	t.holder.t = t
 	t.streams.stop, t.streams.stopAll = context.WithCancel(context.Background())
+	t.keeper = listenstream.NewKeeper(o.KeepAlive)
 	if r := o.Retry; r != nil {
 		r.Store, r.Exchange, r.Go = func() sessionstore.Store { return t.store }, &t.x, t.bg.Go
 	}
@@ -163,6 +170,7 @@ func (t *Table) StopStreams() { t.streams.stopAll() }
 // process outlives the upstreams, and closes the store.
 func (t *Table) Close(ctx context.Context) error {
 	t.StopStreams()
+	t.keeper.Close()
 	for _, e := range t.cache.all() {
 		t.forget(e.st.ID)
 	}
