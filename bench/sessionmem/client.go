@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -77,44 +76,6 @@ type rpcResponse struct {
 		Code    int    `json:"code"`
 		Message string `json:"message"`
 	} `json:"error"`
-}
-
-// openAll opens n sessions with up to workers at a time; it stops at the
-// first failure.
-func (m *muxProcess) openAll(ctx context.Context, cs *clients, n, workers int, prefix string) ([]*session, error) {
-	out := make([]*session, n)
-	var next atomic.Int64
-	var firstErr error
-	var errOnce sync.Once
-	var wg sync.WaitGroup
-	for range max(1, min(workers, n)) {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n || ctx.Err() != nil {
-					return
-				}
-				s, err := m.open(ctx, cs.next(), prefix+"-"+strconv.Itoa(i))
-				if err != nil {
-					errOnce.Do(func() { firstErr = fmt.Errorf("session %d: %w", i, err) })
-					next.Store(int64(n)) // stop the others
-					return
-				}
-				out[i] = s
-			}
-		})
-	}
-	wg.Wait()
-	opened := out[:0]
-	for _, s := range out {
-		if s != nil {
-			opened = append(opened, s)
-		}
-	}
-	if firstErr == nil && len(opened) < n {
-		firstErr = ctx.Err()
-	}
-	return opened, firstErr
 }
 
 // open initializes a session, sends notifications/initialized and calls
@@ -208,28 +169,6 @@ func (m *muxProcess) call(ctx context.Context, s *session) error {
 		return fmt.Errorf("tools/call: unexpected result %.200s", res.Result)
 	}
 	return nil
-}
-
-// probe calls the echo tool once more on every session and counts those
-// that answered.
-func (m *muxProcess) probe(ctx context.Context, sessions []*session, workers int) int {
-	var ok, next atomic.Int64
-	var wg sync.WaitGroup
-	for range max(1, min(workers, len(sessions))) {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(sessions) || ctx.Err() != nil {
-					return
-				}
-				if m.call(ctx, sessions[i]) == nil {
-					ok.Add(1)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return int(ok.Load())
 }
 
 func describe(res *rpcResponse) string {

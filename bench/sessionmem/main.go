@@ -39,7 +39,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -270,28 +273,87 @@ type driver struct {
 func newDriver(m *muxProcess, client, conns string) driver {
 	if client == clientSDK {
 		cs := newSDKClients(conns)
-		var last []*sdkSession
-		return driver{
-			open: func(ctx context.Context, n, workers int, prefix string) (int, error) {
-				s, err := m.openAllSDK(ctx, cs, n, workers, prefix)
-				last = s
-				return len(s), err
-			},
-			probe: func(ctx context.Context, workers int) int { return probeSDK(ctx, last, workers) },
-			close: cs.close,
-		}
+		return driverOf(func(ctx context.Context, name string) (*sdkSession, error) { return m.openSDK(ctx, cs, name) },
+			func(ctx context.Context, s *sdkSession) error { return s.call(ctx) }, cs.close)
 	}
 	cs := newClients(conns)
-	var last []*session
+	return driverOf(func(ctx context.Context, name string) (*session, error) { return m.open(ctx, cs.next(), name) },
+		func(ctx context.Context, s *session) error { return m.call(ctx, s) }, cs.close)
+}
+
+// driverOf is the driver of sessions that open opens (by name) and call
+// calls the echo tool on.
+func driverOf[S any](open func(ctx context.Context, name string) (*S, error), call func(context.Context, *S) error, close func()) driver {
+	var last []*S
 	return driver{
 		open: func(ctx context.Context, n, workers int, prefix string) (int, error) {
-			s, err := m.openAll(ctx, cs, n, workers, prefix)
+			s, err := openN(ctx, n, workers, func(ctx context.Context, i int) (*S, error) {
+				return open(ctx, prefix+"-"+strconv.Itoa(i))
+			})
 			last = s
 			return len(s), err
 		},
-		probe: func(ctx context.Context, workers int) int { return m.probe(ctx, last, workers) },
-		close: cs.close,
+		probe: func(ctx context.Context, workers int) int {
+			var ok atomic.Int64
+			eachN(ctx, len(last), workers, func(i int) bool {
+				if call(ctx, last[i]) == nil {
+					ok.Add(1)
+				}
+				return true
+			})
+			return int(ok.Load())
+		},
+		close: close,
 	}
+}
+
+// openN opens n sessions with open, up to workers at a time; it stops at
+// the first failure and returns those opened.
+func openN[S any](ctx context.Context, n, workers int, open func(ctx context.Context, i int) (*S, error)) ([]*S, error) {
+	out := make([]*S, n)
+	var firstErr error
+	var errOnce sync.Once
+	eachN(ctx, n, workers, func(i int) bool {
+		s, err := open(ctx, i)
+		if err != nil {
+			errOnce.Do(func() { firstErr = fmt.Errorf("session %d: %w", i, err) })
+			return false
+		}
+		out[i] = s
+		return true
+	})
+	opened := out[:0]
+	for _, s := range out {
+		if s != nil {
+			opened = append(opened, s)
+		}
+	}
+	if firstErr == nil && len(opened) < n {
+		firstErr = ctx.Err()
+	}
+	return opened, firstErr
+}
+
+// eachN runs fn(i) for i in [0, n), up to workers at a time, until ctx
+// ends or an fn returns false (the others then take no new i).
+func eachN(ctx context.Context, n, workers int, fn func(i int) bool) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range max(1, min(workers, n)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if !fn(i) {
+					next.Store(int64(n)) // stop the others
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // measure is one run on a fresh upstream, redis-server (mode redis) and mux.

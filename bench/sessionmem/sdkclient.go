@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -104,64 +102,4 @@ func (s *sdkSession) call(ctx context.Context) error {
 		return fmt.Errorf("tools/call: unexpected content %+v", res.Content[0])
 	}
 	return nil
-}
-
-// openAllSDK opens n go-sdk sessions with up to workers at a time; it
-// stops at the first failure.
-func (m *muxProcess) openAllSDK(ctx context.Context, c *sdkClients, n, workers int, prefix string) ([]*sdkSession, error) {
-	out := make([]*sdkSession, n)
-	var next atomic.Int64
-	var firstErr error
-	var errOnce sync.Once
-	var wg sync.WaitGroup
-	for range max(1, min(workers, n)) {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n || ctx.Err() != nil {
-					return
-				}
-				s, err := m.openSDK(ctx, c, prefix+"-"+strconv.Itoa(i))
-				if err != nil {
-					errOnce.Do(func() { firstErr = fmt.Errorf("session %d: %w", i, err) })
-					next.Store(int64(n))
-					return
-				}
-				out[i] = s
-			}
-		})
-	}
-	wg.Wait()
-	opened := out[:0]
-	for _, s := range out {
-		if s != nil {
-			opened = append(opened, s)
-		}
-	}
-	if firstErr == nil && len(opened) < n {
-		firstErr = ctx.Err()
-	}
-	return opened, firstErr
-}
-
-// probeSDK calls the echo tool once more on every session and counts those
-// that answered.
-func probeSDK(ctx context.Context, sessions []*sdkSession, workers int) int {
-	var ok, next atomic.Int64
-	var wg sync.WaitGroup
-	for range max(1, min(workers, len(sessions))) {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(sessions) || ctx.Err() != nil {
-					return
-				}
-				if sessions[i].call(ctx) == nil {
-					ok.Add(1)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return int(ok.Load())
 }
