@@ -63,7 +63,7 @@ func storeFlows(t *testing.T, fx *fixture) {
 	}
 	for i := range fx.set.Len() {
 		logs := fx.set.Logs(i)
-		for _, bad := range []string{"CROSSSLOT", "MOVED", "non local key", "limits: degraded"} {
+		for _, bad := range []string{"CROSSSLOT", "MOVED", "non local key", "limits: the store is unreachable", "limits: renewing leases", "task store is unreachable"} {
 			if strings.Contains(logs, bad) {
 				t.Errorf("replica %d logged %q", i, bad)
 			}

@@ -61,9 +61,6 @@ type Options struct {
 	// PoolSize is the connections per node (0: go-redis's default, 10 per
 	// CPU).
 	PoolSize int
-	// InsecureSkipVerify turns off certificate checks. Only tests set it:
-	// the config has no such key, and a URL's skip_verify is refused.
-	InsecureSkipVerify bool
 }
 
 // Client is the shared connection: a redis.UniversalClient (a *redis.Client
@@ -173,7 +170,8 @@ func Parse(mode string, raw secret.Value) (*Parsed, error) {
 }
 
 // tls completes a rediss:// URL's TLS settings (cfg; nil for none) from o:
-// the CA bundle, and skip-verify for tests.
+// the CA bundle. Certificate checks are never off (a URL's skip_verify is
+// refused).
 func (o Options) tls(cfg *tls.Config) error {
 	if cfg == nil {
 		if o.CAFile != "" {
@@ -193,7 +191,6 @@ func (o Options) tls(cfg *tls.Config) error {
 		cfg.RootCAs = pool
 	}
 	cfg.MinVersion = tls.VersionTLS12
-	cfg.InsecureSkipVerify = o.InsecureSkipVerify //nolint:gosec // tests only; see Options
 	return nil
 }
 
