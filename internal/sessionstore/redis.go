@@ -294,8 +294,9 @@ func pairs(flat []any) map[string]string {
 }
 
 // Create admits and stores r: the caller's share (one script), then the
-// cap and the record in r's group (one script), or in the next group with
-// room under a new id (r.ID changes) when that one is full.
+// cap and the record in r's group (one script), or, when that one is full
+// and the fleet is not, in the next group with room under a new id (r.ID
+// changes).
 func (s *Redis) Create(ctx context.Context, r *Record, b Bounds) error {
 	if err := r.check(); err != nil {
 		return err
@@ -325,9 +326,19 @@ func (s *Redis) Create(ctx context.Context, r *Record, b Bounds) error {
 		if n == 0 {
 			return nil
 		}
+		if i == 0 && s.full(ctx, b.Limit) {
+			break // no group has room: refused in four round trips, not 32
+		}
 	}
 	s.unshare(r)
 	return &LimitError{}
+}
+
+// full reports whether the live sessions in every group reach limit (one
+// round trip; an error says no, and the groups are tried).
+func (s *Redis) full(ctx context.Context, limit int) bool {
+	n, err := s.Count(ctx)
+	return err == nil && n >= limit
 }
 
 // groupCap is group g's part of the cap limit (-1: no cap); the parts sum
