@@ -24,6 +24,7 @@ func (s *Server) Fingerprint() string {
 		TokenURL, GrantType, ClientID, ClientSecret, RefreshToken   string
 		Scope, Audience, TokenField, TokenTypeField, ExpiresInField string
 		DefaultTokenType, AuthStyle                                 string
+		ClientMetadataURL, AuthorizationURL                         string
 		RefreshSkew                                                 time.Duration
 		ExtraTokenParams                                            map[string]string
 	}
@@ -55,6 +56,7 @@ func (s *Server) Fingerprint() string {
 			TokenTypeField: a.TokenTypeField, ExpiresInField: a.ExpiresInField,
 			DefaultTokenType: a.DefaultTokenType, AuthStyle: a.AuthStyle,
 			RefreshSkew: a.RefreshSkew, ExtraTokenParams: reveal(a.ExtraTokenParams),
+			ClientMetadataURL: a.ClientMetadataURL, AuthorizationURL: a.AuthorizationURL,
 		}
 	}
 	// Marshalling plain strings, slices and maps (sorted keys) cannot fail.

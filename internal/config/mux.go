@@ -153,6 +153,10 @@ type Inbound struct {
 	// DefaultProfile is the profile of a caller no ProfileBy selects;
 	// "": every tool (and /mcp/{profile} may pick any profile).
 	DefaultProfile string
+	// PublicURL is the base URL users' browsers reach mcp-mux at (no
+	// trailing slash): connected accounts' redirect URI is
+	// PublicURL/oauth/callback. Empty: no connected accounts.
+	PublicURL string
 }
 
 // Inbound auth modes.
@@ -245,6 +249,7 @@ func (c *Config) parseMuxBlocks(root *rawdoc.Node) []Problem {
 		}
 	}
 	c.checkProfiles(f)
+	c.checkAccounts()
 	c.Warnings = append(c.Warnings, f.warnings...)
 	return f.problems
 }
@@ -473,11 +478,44 @@ func (c *Config) parseInbound(o *object) {
 	if n := len(in.RequestStateKey.Reveal()); n > 0 && n < 32 {
 		o.f.problem(o.field("request_state_key"), "must be at least 32 bytes long (it is a key, not a password)")
 	}
+	if o.present("public_url") {
+		in.PublicURL = publicURL(o.str("public_url", ""), o.field("public_url"), o.f)
+	}
 	if a := objectAt(o.take("auth"), o.field("auth"), o.f); a != nil {
 		parseInboundAuth(a, &in.Auth)
 		a.rejectUnknown()
 	}
 	in.parseProfileBy(o)
+}
+
+// publicURL checks inbound.public_url and returns it without a trailing
+// slash: an absolute http(s) URL with no credentials, query or fragment.
+func publicURL(s, field string, f *findings) string {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		f.problem(field, "must be an absolute http or https URL with no credentials, query or fragment (the base URL browsers reach mcp-mux at)")
+		return ""
+	}
+	return strings.TrimRight(s, "/")
+}
+
+// checkAccounts makes connected-account servers (oauth grant_type
+// authorization_code) invalid when inbound.public_url, which their
+// redirect URI is made of, is not set: the other servers are served.
+func (c *Config) checkAccounts() {
+	if c.Inbound.PublicURL != "" {
+		return
+	}
+	kept := c.Servers[:0]
+	for _, s := range c.Servers {
+		if s.Type == TypeStdio || !s.OAuth.PerUser() {
+			kept = append(kept, s)
+			continue
+		}
+		c.Invalid = append(c.Invalid, ServerError{Name: s.Name, Problems: []Problem{{Server: s.Name, Field: "oauth.grant_type",
+			Message: "authorization_code needs inbound.public_url: the base URL users' browsers reach mcp-mux at (the redirect URI is <public_url>/oauth/callback)"}}})
+	}
+	c.Servers = kept
 }
 
 // headerName reads an optional header name into dst (which holds the

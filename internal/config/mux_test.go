@@ -157,6 +157,8 @@ func TestMuxBlockProblems(t *testing.T) {
 			"inbound.max_sessions_per_user: must be between 1 and inbound.max_sessions (10)",
 			"inbound.max_listens_per_user: must be between 1 and inbound.max_sessions (10)",
 			"inbound.max_parked_calls_per_user: must be between 1 and inbound.max_parked_calls (1024)"}},
+		{`{"inbound": {"public_url": "https://u:p@mux.example/"}}`, []string{
+			"inbound.public_url: must be an absolute http or https URL with no credentials, query or fragment (the base URL browsers reach mcp-mux at)"}},
 		{`{"admin": {"token": "$MUX_ADMIN_TOKEN"}}`, []string{
 			"admin.token: is empty because the environment variable MUX_ADMIN_TOKEN is not set; set it, or remove admin.token to turn the admin API off"}},
 		{`{"admin": {"token": ""}}`, []string{
@@ -189,6 +191,27 @@ func TestMuxBlockProblems(t *testing.T) {
 				t.Errorf("error text = %q", err)
 			}
 		})
+	}
+}
+
+// TestPublicURL: inbound.public_url is kept without its trailing slash,
+// and makes an authorization_code server valid.
+func TestPublicURL(t *testing.T) {
+	cfg, err := load(t, "c.json", `{"inbound": {"public_url": "https://mux.example/base/"},
+	  "mcpServers": {"gh": {"type": "http", "url": "https://gh.example/mcp", "oauth": {"grant_type": "authorization_code"}}}}`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Inbound.PublicURL != "https://mux.example/base" || !cfg.Server("gh").OAuth.PerUser() {
+		t.Fatalf("public_url %q, per user %v", cfg.Inbound.PublicURL, cfg.Server("gh").OAuth.PerUser())
+	}
+	cfg, err = load(t, "c.json", `{"mcpServers": {"gh": {"type": "http", "url": "https://gh.example/mcp", "oauth": {"grant_type": "authorization_code"}},
+	  "ok": {"command": "x"}}}`, nil)
+	if err != nil || len(cfg.Servers) != 1 || len(cfg.Invalid) != 1 {
+		t.Fatalf("without public_url: err %v, servers %d, invalid %+v", err, len(cfg.Servers), cfg.Invalid)
+	}
+	if got := cfg.Invalid[0].Error(); !strings.Contains(got, "authorization_code needs inbound.public_url") {
+		t.Fatalf("invalid gh: %s", got)
 	}
 }
 

@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -186,7 +187,9 @@ type OAuth struct {
 	Enabled bool
 	// TokenURL may be empty: it is then discovered from the server.
 	TokenURL string
-	// GrantType is "client_credentials" (default) or "refresh_token".
+	// GrantType is "client_credentials" (default), "refresh_token" or
+	// "authorization_code" (each caller connects their own account: the
+	// connected accounts of DESIGN §2.9).
 	GrantType        string
 	ClientID         string
 	ClientSecret     secret.Value
@@ -202,6 +205,13 @@ type OAuth struct {
 	// AuthStyle is how client credentials are sent: "auto" (default),
 	// "basic" (HTTP Basic) or "post" (form body).
 	AuthStyle string
+	// ClientMetadataURL (authorization_code) is the https URL of the
+	// client's Client ID Metadata Document, used as its client_id where the
+	// authorization server supports them; empty: the mux's own document.
+	ClientMetadataURL string
+	// AuthorizationURL (authorization_code) overrides the discovered
+	// authorization endpoint.
+	AuthorizationURL string
 	// Extra holds unknown keys verbatim.
 	Extra map[string]json.RawMessage
 }
@@ -496,20 +506,22 @@ func parseOAuth(n *rawdoc.Node, f *findings) *OAuth {
 		return nil
 	}
 	a := &OAuth{
-		Enabled:          o.boolean("enabled", true),
-		TokenURL:         o.str("token_url", ""),
-		GrantType:        o.oneOf("grant_type", "client_credentials", "client_credentials", "refresh_token"),
-		ClientID:         o.str("client_id", ""),
-		ClientSecret:     o.secret("client_secret"),
-		RefreshToken:     o.secret("refresh_token"),
-		Scope:            o.str("scope", ""),
-		Audience:         o.str("audience", ""),
-		TokenField:       o.str("token_field", "access_token"),
-		TokenTypeField:   o.str("token_type_field", "token_type"),
-		ExpiresInField:   o.str("expires_in_field", "expires_in"),
-		DefaultTokenType: o.str("default_token_type", "Bearer"),
-		RefreshSkew:      60 * time.Second,
-		AuthStyle:        o.oneOf("auth_style", "auto", "auto", "basic", "post"),
+		Enabled:           o.boolean("enabled", true),
+		TokenURL:          o.str("token_url", ""),
+		GrantType:         o.oneOf("grant_type", "client_credentials", "client_credentials", "refresh_token", GrantAuthorizationCode),
+		ClientID:          o.str("client_id", ""),
+		ClientSecret:      o.secret("client_secret"),
+		RefreshToken:      o.secret("refresh_token"),
+		Scope:             o.str("scope", ""),
+		Audience:          o.str("audience", ""),
+		TokenField:        o.str("token_field", "access_token"),
+		TokenTypeField:    o.str("token_type_field", "token_type"),
+		ExpiresInField:    o.str("expires_in_field", "expires_in"),
+		DefaultTokenType:  o.str("default_token_type", "Bearer"),
+		RefreshSkew:       60 * time.Second,
+		AuthStyle:         o.oneOf("auth_style", "auto", "auto", "basic", "post"),
+		ClientMetadataURL: o.str("client_metadata_url", ""),
+		AuthorizationURL:  o.str("authorization_url", ""),
 	}
 	if skew, ok := o.number("refresh_skew_seconds"); ok {
 		// DeerFlow uses max(refresh_skew_seconds, 0).
@@ -521,11 +533,36 @@ func parseOAuth(n *rawdoc.Node, f *findings) *OAuth {
 	if a.TokenURL != "" {
 		checkHTTPURL(a.TokenURL, "oauth.token_url", f)
 	}
+	if a.AuthorizationURL != "" {
+		checkHTTPURL(a.AuthorizationURL, "oauth.authorization_url", f)
+	}
+	if a.ClientMetadataURL != "" {
+		checkClientMetadataURL(a.ClientMetadataURL, f)
+	}
 	if a.Enabled {
 		checkGrant(o, a.GrantType)
 	}
 	a.Extra = o.extras()
 	return a
+}
+
+// GrantAuthorizationCode is the OAuth grant of connected accounts: every
+// caller authorizes mcp-mux to act as them.
+const GrantAuthorizationCode = "authorization_code"
+
+// PerUser reports whether the block connects each caller's own account
+// (an enabled authorization_code grant).
+func (a *OAuth) PerUser() bool {
+	return a != nil && a.Enabled && a.GrantType == GrantAuthorizationCode
+}
+
+// checkClientMetadataURL checks a Client ID Metadata Document URL: https
+// with a path (the document's URL is the client_id), no fragment.
+func checkClientMetadataURL(s string, f *findings) {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "https" || u.Host == "" || u.Path == "" || u.Path == "/" || u.Fragment != "" || u.User != nil {
+		f.problem("oauth.client_metadata_url", "must be an https URL with a path and no fragment or credentials (it is the client_id)")
+	}
 }
 
 // grantRequires lists the keys each OAuth grant type requires, with the

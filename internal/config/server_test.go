@@ -13,7 +13,7 @@ import (
 // "field: message" strings (nil when valid).
 func problemsOf(t *testing.T, server string, env map[string]string) (*Server, []string, []Problem) {
 	t.Helper()
-	cfg := mustLoad(t, servers(`"s": `+server), env)
+	cfg := mustLoad(t, `{"inbound": {"public_url": "https://mux.example"}, "mcpServers": {"s": `+server+`}}`, env)
 	var out []string
 	for _, se := range cfg.Invalid {
 		for _, p := range se.Problems {
@@ -290,7 +290,12 @@ func TestOAuth(t *testing.T) {
 		{`{"enabled": false}`, nil},
 		{`{"grant_type": "refresh_token"}`, []string{"oauth.refresh_token: OAuth refresh_token grant requires refresh_token"}},
 		{`{"grant_type": "refresh_token", "refresh_token": "$RT"}`, nil},
-		{`{"grant_type": "password", "enabled": false}`, []string{"oauth.grant_type: must be one of 'client_credentials' or 'refresh_token'"}},
+		{`{"grant_type": "password", "enabled": false}`, []string{"oauth.grant_type: must be one of 'client_credentials', 'refresh_token' or 'authorization_code'"}},
+		{`{"grant_type": "authorization_code"}`, nil},
+		{`{"grant_type": "authorization_code", "client_metadata_url": "https://app.example/client.json", "authorization_url": "https://as.example/authorize"}`, nil},
+		{`{"grant_type": "authorization_code", "client_metadata_url": "https://app.example/"}`, []string{"oauth.client_metadata_url: must be an https URL with a path and no fragment or credentials (it is the client_id)"}},
+		{`{"grant_type": "authorization_code", "client_metadata_url": "http://app.example/c.json"}`, []string{"oauth.client_metadata_url: must be an https URL with a path and no fragment or credentials (it is the client_id)"}},
+		{`{"grant_type": "authorization_code", "authorization_url": "ftp://as"}`, []string{"oauth.authorization_url: must be an absolute http or https URL"}},
 		{`{"enabled": false, "auth_style": "header"}`, []string{"oauth.auth_style: must be one of 'auto', 'basic' or 'post'"}},
 		{`{"enabled": false, "token_url": "not a url"}`, []string{"oauth.token_url: must be an absolute http or https URL"}},
 		{`{"enabled": false, "extra_token_params": {"a": 1}}`, []string{"oauth.extra_token_params.a: must be a string, not a number"}},

@@ -148,7 +148,7 @@ type dialing struct {
 	// The SDK reports a refused initialize only as text ("Unauthorized"), so
 	// the HTTP status is recorded here and returned as a *StatusError: a 401
 	// must let the caller refresh its token and retry.
-	refused atomic.Int32
+	refused atomic.Pointer[StatusError]
 }
 
 func newDialing(ctx context.Context, u *Upstream, key Key, control bool) *dialing {
@@ -268,8 +268,8 @@ func (d *dialing) failed(cs *mcp.ClientSession, err error) error {
 	if err == nil {
 		err = context.Canceled
 	}
-	if code := d.refused.Load(); code != 0 {
-		return fmt.Errorf("initialize: %w (%w)", err, &StatusError{Code: int(code)})
+	if refusal := d.refused.Load(); refusal != nil {
+		return fmt.Errorf("initialize: %w (%w)", err, refusal)
 	}
 	return fmt.Errorf("initialize: %w", err)
 }
@@ -380,16 +380,19 @@ func sessionCaps(key Key, control bool) string {
 	return key.Caps
 }
 
-// statusRecorder notes a request refused with 401 or 403.
+// statusRecorder notes a request refused with 401 or 403, with its
+// challenges.
 type statusRecorder struct {
 	base    http.RoundTripper
-	refused *atomic.Int32
+	refused *atomic.Pointer[StatusError]
 }
 
 func (t statusRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := t.base.RoundTrip(r)
-	if err == nil && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
-		t.refused.Store(int32(resp.StatusCode))
+	if err == nil {
+		if refusal := refusalOf(resp); refusal != nil {
+			t.refused.Store(refusal)
+		}
 	}
 	return resp, err
 }

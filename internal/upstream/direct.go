@@ -222,13 +222,47 @@ var (
 
 // StatusError reports an upstream that refused a request with an HTTP status
 // (401 and 403 in particular: the credentials were not accepted).
-type StatusError struct{ Code int }
+type StatusError struct {
+	Code int
+	// Challenges are the refusal's WWW-Authenticate values (401 and 403
+	// only), bounded by challengesOf: what the server asks for (RFC 6750,
+	// RFC 9728's resource_metadata), never a credential.
+	Challenges []string
+}
 
 func (e *StatusError) Error() string { return fmt.Sprintf("upstream answered HTTP %d", e.Code) }
 
+// refusalOf returns the *StatusError of a 401 or 403 response, nil for
+// any other.
+func refusalOf(resp *http.Response) *StatusError {
+	if resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
+		return nil
+	}
+	return &StatusError{Code: resp.StatusCode, Challenges: challengesOf(resp.Header)}
+}
+
+// Bounds on the WWW-Authenticate values a refusal keeps.
+const (
+	maxChallenges    = 4
+	maxChallengeSize = 2048
+)
+
+// challengesOf returns h's WWW-Authenticate values: at most maxChallenges,
+// each cut to maxChallengeSize bytes (a longer one is dropped: cut, it
+// would parse as another challenge).
+func challengesOf(h http.Header) []string {
+	var out []string
+	for _, v := range h.Values("Www-Authenticate") {
+		if len(v) <= maxChallengeSize && len(out) < maxChallenges {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 func (d *direct) statusError(resp *http.Response) error {
-	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
-		return &StatusError{Code: resp.StatusCode}
+	if e := refusalOf(resp); e != nil {
+		return e
 	}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	var m wire.Message

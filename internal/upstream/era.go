@@ -130,16 +130,22 @@ func (d *dialing) sessionVersion(hdr http.Header) string {
 
 // probeHTTP asks an HTTP server with server/discover (hdr its headers) and
 // returns the eras it speaks; answered is false when no answer came at all
-// (neither a result, a JSON-RPC error nor an HTTP status).
+// (neither a result, a JSON-RPC error nor an HTTP status) or the server
+// refused the credentials (401, 403: it said nothing of its eras, and a
+// server that wants each user's token refuses every probe before one
+// connects).
 func (d *dialing) probeHTTP(hdr http.Header) (s eraSet, answered bool) {
 	u := d.u
 	pd := &direct{url: u.opts.URL, client: u.http, header: hdr, protocol: VersionModern, maxEvent: stdioproc.MaxFrame,
 		async: &u.async, modern: modernreq.New(discoveryCapsJSON(), nil)}
 	raw, err := pd.call(d.connCtx, "server/discover", []byte("{}"), nil, func(*wire.Message) {})
+	status, refused := errors.AsType[*StatusError](err)
 	switch {
 	case err == nil:
 		return discoverEras(raw), true
-	case !errors.As(err, new(*wire.Error)) && !errors.As(err, new(*StatusError)):
+	case refused && (status.Code == http.StatusUnauthorized || status.Code == http.StatusForbidden):
+		return eraSet{legacy: true}, false
+	case !errors.As(err, new(*wire.Error)) && !refused:
 		return eraSet{legacy: true}, false
 	}
 	return eraSet{legacy: true}, true
