@@ -49,6 +49,9 @@ type Options struct {
 	// Tasks is whether durable tasks are on: submit tools are wrapped and
 	// the built-in task tools listed.
 	Tasks bool
+	// AccountServers are the servers where each caller connects their own
+	// account: when there are any, the built-in connect_account is listed.
+	AccountServers []string
 }
 
 // Policy is Options compiled once per config, shared by every catalog
@@ -58,6 +61,9 @@ type Policy struct {
 	search bool
 	topK   int
 	tasks  bool
+	// connect is the built-in connect_account tool; nil without
+	// connected-account servers.
+	connect json.RawMessage
 	// profiles are the compiled profiles; nil when there are none.
 	profiles map[string]*profileFilter
 }
@@ -65,7 +71,7 @@ type Policy struct {
 // NewPolicy compiles o.
 func NewPolicy(o Options) *Policy {
 	return &Policy{guard: newGuard(o.Guardrails), search: o.ToolSearch.Enabled, topK: o.ToolSearch.AutoPromoteTopK, tasks: o.Tasks,
-		profiles: newProfiles(o.Profiles)}
+		connect: connectTool(o.AccountServers), profiles: newProfiles(o.Profiles)}
 }
 
 // Route is one visible tool and where calls to it go.
@@ -81,7 +87,8 @@ type Route[S any] struct {
 	Deny json.RawMessage
 	// Task is the durable-task toolset of a submit tool, or nil.
 	Task *taskpoll.Toolset
-	// Builtin marks a built-in task tool, which has no server.
+	// Builtin marks a built-in tool (a task tool, connect_account), which
+	// has no server.
 	Builtin bool
 
 	source  string         // the owning server's name, for logs

@@ -483,3 +483,35 @@ func TestHotPathAllocations(t *testing.T) {
 		t.Errorf("%v allocations per lookup and list", n)
 	}
 }
+
+// TestConnectAccountBuiltin: with connected-account servers the built-in
+// connect_account is listed after the servers' tools, its server argument
+// one of them, and a server's own tool of that name loses to it; without,
+// it is not there.
+func TestConnectAccountBuiltin(t *testing.T) {
+	own := source("gh", false, "connect_account", "search")
+	on := build([]srv{own}, catalog.Options{AccountServers: []string{"gh", "jira"}})
+	r := on.Lookup(catalog.ConnectAccountName)
+	if r == nil || !r.Builtin || r.Server != "" {
+		t.Fatalf("connect_account route %+v", r)
+	}
+	var tool struct {
+		InputSchema struct {
+			Properties struct {
+				Server struct {
+					Enum []string `json:"enum"`
+				} `json:"server"`
+			} `json:"properties"`
+		} `json:"inputSchema"`
+	}
+	if err := json.Unmarshal(r.JSON, &tool); err != nil || strings.Join(tool.InputSchema.Properties.Server.Enum, ",") != "gh,jira" {
+		t.Fatalf("connect_account tool %s: %v", r.JSON, err)
+	}
+	if got := listed(t, on.ListJSON()); got[len(got)-1] != catalog.ConnectAccountName || len(got) != 2 {
+		t.Fatalf("listed %q: connect_account is not last", got)
+	}
+	off := build([]srv{source("gh", false, "search")}, catalog.Options{})
+	if off.Lookup(catalog.ConnectAccountName) != nil {
+		t.Fatal("connect_account without connected-account servers")
+	}
+}

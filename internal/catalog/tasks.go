@@ -43,14 +43,20 @@ func taskRolesOf(sc *config.Server, tasks bool) taskRoles {
 	return tr
 }
 
-// reserveBuiltins reserves the built-in task tools' names in c and returns
-// their routes, which Build lists after the servers' tools.
+// reserveBuiltins reserves the built-in tools' names in c — the task
+// tools with durable tasks on, connect_account with connected-account
+// servers — and returns their routes, which Build lists after the
+// servers' tools.
 func (c *Catalog[S]) reserveBuiltins(pol *Policy) []*Route[S] {
-	if !pol.tasks {
-		return nil
+	var tools []json.RawMessage
+	if pol.tasks {
+		tools = taskpoll.BuiltinTools()
+	}
+	if pol.connect != nil {
+		tools = append(tools[:len(tools):len(tools)], pol.connect)
 	}
 	var out []*Route[S]
-	for _, raw := range taskpoll.BuiltinTools() {
+	for _, raw := range tools {
 		var t struct {
 			Name string `json:"name"`
 		}

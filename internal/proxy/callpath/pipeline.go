@@ -120,6 +120,7 @@ func (s *Router) Stages() []Stage {
 		tasksStage(s),        // tasks.go: a durable task's submit, a server's own task
 		interceptorsStage(s), // interceptors.go: the compiled-in interceptors
 		credentialsStage(s),  // credentials.go: the caller's upstream headers, renewed after a 401
+		accountsStage(s),     // accounts.go: the caller's own token on a connected-account server; consent
 	}
 }
 

@@ -30,6 +30,8 @@ func policyStage(s *Router) Stage {
 				switch r := c.Route; {
 				case r == nil:
 					return nil, errUnknownTool(c.Name)
+				case r.Builtin && r.Name == ConnectAccountName: // accounts.go
+					return s.connectAccount(ctx, c)
 				case r.Builtin: // tasks.go
 					return s.builtinTask(ctx, c.Session, c.Key, c.Name, c.Args), nil
 				}

@@ -55,6 +55,8 @@ type Options struct {
 	Telemetry *telemetry.Telemetry
 	// Limits checks calls against the limits rules (nil: none).
 	Limits *ratelimit.Limiter
+	// Accounts connects callers' own accounts (nil: none).
+	Accounts Accounts
 }
 
 // Router routes the calls of both eras to their backends.
@@ -70,12 +72,14 @@ type Router struct {
 	audit    *audit.Auditor
 	tel      *telemetry.Telemetry
 	limits   *ratelimit.Limiter
+	accounts Accounts
 }
 
 // New returns a Router with opts.
 func New(opts Options) *Router {
 	return &Router{log: opts.Log, maxCalls: opts.MaxSessionCalls, tasks: opts.Tasks, rt: opts.Runtime, life: opts.Life,
-		pageSize: opts.PageSize, subs: opts.Subs, panics: opts.Panics, audit: opts.Audit, tel: opts.Telemetry, limits: opts.Limits}
+		pageSize: opts.PageSize, subs: opts.Subs, panics: opts.Panics, audit: opts.Audit, tel: opts.Telemetry, limits: opts.Limits,
+		accounts: opts.Accounts}
 }
 
 // logFor is the logger for a line about the request ctx belongs to

@@ -61,6 +61,9 @@ type Backend struct {
 	Resolver    *headers.Resolver // upstream headers (http/sse); nil when there are none
 	Base        *ResolverRef      // the resolver Up's own requests use
 	Metrics     *CallMetrics
+	// PerUser marks a server where each caller connects their own account
+	// (oauth grant_type authorization_code): the accounts stage.
+	PerUser bool
 }
 
 // NewRuntime returns an empty runtime for cfg.
@@ -135,7 +138,20 @@ type (
 // backend's own *config.Server: guardrails, tool_search and profiles; tasks is
 // whether durable tasks are on.
 func NewCatalogPolicy(cfg *config.Config, tasks bool) *CatalogPolicy {
-	return catalog.NewPolicy(catalog.Options{Guardrails: cfg.Guardrails, ToolSearch: cfg.ToolSearch, Tasks: tasks, Profiles: cfg.Profiles})
+	return catalog.NewPolicy(catalog.Options{Guardrails: cfg.Guardrails, ToolSearch: cfg.ToolSearch, Tasks: tasks, Profiles: cfg.Profiles,
+		AccountServers: AccountServers(cfg)})
+}
+
+// AccountServers are cfg's enabled servers where each caller connects
+// their own account (oauth grant_type authorization_code, over http or sse).
+func AccountServers(cfg *config.Config) []string {
+	var out []string
+	for _, s := range cfg.Servers {
+		if s.Enabled && s.Type != config.TypeStdio && s.OAuth.PerUser() {
+			out = append(out, s.Name)
+		}
+	}
+	return out
 }
 
 // BuildCatalog builds the catalog of the backends' last discoveries.

@@ -198,6 +198,13 @@ func (st *Session) logRefreshDue() bool {
 	return now-last >= int64(time.Second) && st.logRefresh.CompareAndSwap(last, now)
 }
 
+// SupportsURLElicitation reports whether the client declared URL-mode
+// elicitation (2025-11-25: elicitation.url).
+func (st *Session) SupportsURLElicitation() bool {
+	c := st.ClientCaps
+	return c != nil && c.Elicitation != nil && c.Elicitation.URL != nil
+}
+
 // Supports reports whether the client declared the capability a
 // server-to-client request needs.
 func (st *Session) Supports(method string) bool {

@@ -56,9 +56,9 @@ func (k *SDKSink) Request(ctx context.Context, method string, params json.RawMes
 	return SessionRequest(rctx, k.st, method, params)
 }
 
-// DeliverNotification sends progress or a log message (past the
-// session's level) on the stream of the SDK-path request whose handler
-// context ctx is.
+// DeliverNotification sends progress, a log message (past the
+// session's level) or an elicitation's completion on the stream of the
+// SDK-path request whose handler context ctx is.
 func DeliverNotification(ctx context.Context, st *Session, method string, params json.RawMessage) {
 	if method == "notifications/message" && !st.WantsLog(params) {
 		return
@@ -81,6 +81,11 @@ func DeliverNotification(ctx context.Context, st *Session, method string, params
 		var p mcp.LoggingMessageParams
 		if json.Unmarshal(params, &p) == nil {
 			_ = ss.Log(ctx, &p)
+		}
+	case "notifications/elicitation/complete":
+		var p mcp.ElicitationCompleteParams
+		if json.Unmarshal(params, &p) == nil {
+			_ = ss.NotifyElicitationComplete(ctx, &p)
 		}
 	}
 }
