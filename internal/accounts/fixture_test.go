@@ -30,23 +30,23 @@ type fixture struct {
 
 	mu sync.Mutex
 	// knobs
-	issuerPath      string   // the issuer's path ("" = the origin)
-	issuerOverride  string   // metadata's issuer ("" = the real one)
-	issSupported    bool     // authorization_response_iss_parameter_supported
-	issMode         string   // "" (send when supported), "none", "right", "wrong", "normalized"
-	authMethods     []string // token_endpoint_auth_methods_supported
-	cimd            bool
-	noRegistration  bool
-	asScopes        []string
-	prmScopes       []string
-	challengeScope  string
-	prmResource     string // "" = the real one
-	expiresIn       int
-	tokenMode       string // "", "redirect", "huge", "slow"
-	refreshMode     string // "", "invalid_grant"
-	refreshDelay    time.Duration
-	deny            bool
-	insufficient    string // scope a call with a token is refused 403 for
+	issuerPath     string   // the issuer's path ("" = the origin)
+	issuerOverride string   // metadata's issuer ("" = the real one)
+	issSupported   bool     // authorization_response_iss_parameter_supported
+	issMode        string   // "" (send when supported), "none", "right", "wrong", "normalized"
+	authMethods    []string // token_endpoint_auth_methods_supported
+	cimd           bool
+	noRegistration bool
+	asScopes       []string
+	prmScopes      []string
+	challengeScope string
+	prmResource    string // "" = the real one
+	expiresIn      int
+	tokenMode      string // "", "redirect", "huge", "slow"
+	refreshMode    string // "", "invalid_grant"
+	refreshDelay   time.Duration
+	deny           bool
+	insufficient   string // scope a call with a token is refused 403 for
 	// records
 	requests   int
 	authorizes []url.Values
@@ -75,9 +75,9 @@ func newFixture(t *testing.T) *fixture {
 	return f
 }
 
-func (f *fixture) url() string      { return f.srv.URL + "/mcp" }
-func (f *fixture) issuer() string   { return f.srv.URL + f.issuerPath }
-func (f *fixture) count() int       { f.mu.Lock(); defer f.mu.Unlock(); return f.requests }
+func (f *fixture) url() string           { return f.srv.URL + "/mcp" }
+func (f *fixture) issuer() string        { return f.srv.URL + f.issuerPath }
+func (f *fixture) count() int            { f.mu.Lock(); defer f.mu.Unlock(); return f.requests }
 func (f *fixture) set(fn func(*fixture)) { f.mu.Lock(); defer f.mu.Unlock(); fn(f) }
 
 func (f *fixture) serve(w http.ResponseWriter, r *http.Request) {
