@@ -333,6 +333,8 @@ func tokenFailure(what string, err error) string {
 		return what + " timed out"
 	case strings.Contains(err.Error(), "follows no redirect"):
 		return what + " was redirected, and mcp-mux follows no redirect on a credential request"
+	case strings.Contains(err.Error(), "cannot parse") || strings.Contains(err.Error(), "missing access_token"):
+		return what + " answered no usable token (malformed, or over 1 MiB)"
 	}
 	return what + " failed"
 }

@@ -78,9 +78,14 @@ func (m *Manager) Start(ctx context.Context, r StartRequest) (*Consent, error) {
 	id, uh := rand.Text(), m.userHash(r.User)
 	expires := m.o.Now().Add(m.o.StateTTL)
 	if err := m.store.reserve(ctx, uh, id, expires, m.o.MaxPendingPerUser, m.o.MaxPending); err != nil {
-		if errors.Is(err, errTooManyUser) || errors.Is(err, errTooManyAll) {
+		switch {
+		case errors.Is(err, errTooManyUser):
 			m.count(sc.Name, "too_many")
-			return nil, fmt.Errorf("server '%s': %w (%v; finish or let one expire first)", sc.Name, ErrTooManyConsents, err)
+			return nil, fmt.Errorf("server '%s': %w: this user already has %d; finish one or let it expire (after %s) first",
+				sc.Name, ErrTooManyConsents, m.o.MaxPendingPerUser, m.o.StateTTL)
+		case errors.Is(err, errTooManyAll):
+			m.count(sc.Name, "too_many")
+			return nil, fmt.Errorf("server '%s': %w: the mux already has %d; try again later", sc.Name, ErrTooManyConsents, m.o.MaxPending)
 		}
 		return nil, fmt.Errorf("server '%s': %w", sc.Name, err)
 	}
