@@ -53,7 +53,7 @@ func (s *tokenSource) discover(ctx context.Context) (endpoint, error) {
 		return endpoint{}, err
 	}
 	ep.resource = prm.Resource
-	ep.scope = challengeScope(challenges)
+	ep.scope = ChallengeScope(challenges)
 	if ep.scope == "" && len(prm.ScopesSupported) > 0 {
 		ep.scope = strings.Join(prm.ScopesSupported, " ")
 	}
@@ -126,8 +126,8 @@ func (s *tokenSource) probeRequest(ctx context.Context, resourceURL string) (*ht
 // (2025-03-26 behaviour), as go-sdk's own clients do.
 func (s *tokenSource) resourceMetadata(ctx context.Context, challenges []oauthex.Challenge, resourceURL string) (*oauthex.ProtectedResourceMetadata, error) {
 	var errs []error
-	for _, c := range prmCandidates(challengeParam(challenges, "resource_metadata"), resourceURL) {
-		prm, err := oauthex.GetProtectedResourceMetadata(ctx, c.url, c.resource, s.client)
+	for _, c := range PRMCandidates(ChallengeParam(challenges, "resource_metadata"), resourceURL) {
+		prm, err := oauthex.GetProtectedResourceMetadata(ctx, c.URL, c.Resource, s.client)
 		if err == nil && prm != nil {
 			return prm, nil
 		}
@@ -138,7 +138,7 @@ func (s *tokenSource) resourceMetadata(ctx context.Context, challenges []oauthex
 			return nil, errors.Join(errs...)
 		}
 	}
-	if challengeParam(challenges, "resource_metadata") != "" {
+	if ChallengeParam(challenges, "resource_metadata") != "" {
 		// The server pointed at metadata that could not be used: say why.
 		return nil, fmt.Errorf("protected resource metadata: %w", errors.Join(errs...))
 	}
@@ -152,23 +152,23 @@ func (s *tokenSource) resourceMetadata(ctx context.Context, challenges []oauthex
 	}, nil
 }
 
-// prmCandidate is a URL that may hold protected resource metadata and the
+// PRMCandidate is a URL that may hold protected resource metadata and the
 // resource identifier the metadata there must declare.
-type prmCandidate struct{ url, resource string }
+type PRMCandidate struct{ URL, Resource string }
 
-// prmCandidates lists where protected resource metadata may be, in the MCP
+// PRMCandidates lists where protected resource metadata may be, in the MCP
 // spec's order, each with the resource identifier it must declare.
-func prmCandidates(fromChallenge, resourceURL string) []prmCandidate {
-	var out []prmCandidate
+func PRMCandidates(fromChallenge, resourceURL string) []PRMCandidate {
+	var out []PRMCandidate
 	if fromChallenge != "" {
-		out = append(out, prmCandidate{fromChallenge, resourceURL})
+		out = append(out, PRMCandidate{fromChallenge, resourceURL})
 	}
 	ru, err := url.Parse(resourceURL)
 	if err != nil {
 		return out
 	}
 	if p := strings.Trim(ru.Path, "/"); p != "" {
-		out = append(out, prmCandidate{
+		out = append(out, PRMCandidate{
 			(&url.URL{Scheme: ru.Scheme, Host: ru.Host, Path: "/.well-known/oauth-protected-resource/" + p}).String(),
 			resourceURL,
 		})
@@ -177,16 +177,16 @@ func prmCandidates(fromChallenge, resourceURL string) []prmCandidate {
 	if strings.Trim(ru.Path, "/") == "" {
 		root = resourceURL
 	}
-	out = append(out, prmCandidate{
+	out = append(out, PRMCandidate{
 		(&url.URL{Scheme: ru.Scheme, Host: ru.Host, Path: "/.well-known/oauth-protected-resource"}).String(),
 		root,
 	})
 	return out
 }
 
-// challengeParam returns the first non-empty value of the parameter name
+// ChallengeParam returns the first non-empty value of the parameter name
 // among the challenges cs, or "".
-func challengeParam(cs []oauthex.Challenge, name string) string {
+func ChallengeParam(cs []oauthex.Challenge, name string) string {
 	for _, c := range cs {
 		if v := c.Params[name]; v != "" {
 			return v
@@ -195,8 +195,8 @@ func challengeParam(cs []oauthex.Challenge, name string) string {
 	return ""
 }
 
-// challengeScope is the scope a Bearer challenge asks for.
-func challengeScope(cs []oauthex.Challenge) string {
+// ChallengeScope is the scope a Bearer challenge asks for.
+func ChallengeScope(cs []oauthex.Challenge) string {
 	for _, c := range cs {
 		if c.Scheme == "bearer" && c.Params["scope"] != "" {
 			return c.Params["scope"]

@@ -114,7 +114,7 @@ func newTokenSource(server string, o OAuthOptions, static []field, client *http.
 		skew:         refreshSkew(o.RefreshSkew),
 		fields:       newResponseFields(o.TokenField, o.TokenTypeField, o.ExpiresInField),
 		static:       static,
-		client:       withoutRedirects(client),
+		client:       WithoutRedirects(client),
 		log:          log,
 		life:         ctx,
 		cancelLife:   cancel,
@@ -130,23 +130,23 @@ func newTokenSource(server string, o OAuthOptions, static []field, client *http.
 // tokenClient returns a copy of client whose transport normalizes token
 // responses to fields and which follows no redirect.
 func tokenClient(client *http.Client, fields responseFields) *http.Client {
-	c := withoutRedirects(client)
+	c := WithoutRedirects(client)
 	c.Transport = &normalizingTransport{base: client.Transport, fields: fields}
 	return c
 }
 
-// withoutRedirects returns a copy of client that follows no redirect:
+// WithoutRedirects returns a copy of client that follows no redirect:
 // every credential request (token, refresh, exchange, discovery) goes
 // where it was configured or discovered, or fails, so that no client
 // secret, refresh token or caller's token is ever re-sent to a URL an
 // endpoint names.
-func withoutRedirects(client *http.Client) *http.Client {
-	return &http.Client{Transport: client.Transport, Jar: client.Jar, Timeout: client.Timeout, CheckRedirect: refuseRedirect}
+func WithoutRedirects(client *http.Client) *http.Client {
+	return &http.Client{Transport: client.Transport, Jar: client.Jar, Timeout: client.Timeout, CheckRedirect: RefuseRedirect}
 }
 
-// refuseRedirect is the CheckRedirect of credential requests; its error
+// RefuseRedirect is the CheckRedirect of credential requests; its error
 // names the status, never the redirect's target or body.
-func refuseRedirect(req *http.Request, _ []*http.Request) error {
+func RefuseRedirect(req *http.Request, _ []*http.Request) error {
 	status := 0
 	if req.Response != nil {
 		status = req.Response.StatusCode

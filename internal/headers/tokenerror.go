@@ -52,7 +52,7 @@ func refusedError(what, tokenURL string, re *oauth2.RetrieveError) error {
 	if re.Response != nil {
 		msg += fmt.Sprintf(" (HTTP %d)", re.Response.StatusCode)
 	}
-	if code := safeErrorCode(re.ErrorCode); code != "" {
+	if code := SafeErrorCode(re.ErrorCode); code != "" {
 		msg += ": " + code
 	}
 	return errors.New(msg)
@@ -68,12 +68,12 @@ func transportError(what, tokenURL string, inner error) error {
 	return fmt.Errorf("%s request to %s failed: %w", what, secret.RedactURL(tokenURL), inner)
 }
 
-// errorCodeChars are the bytes safeErrorCode lets through.
+// errorCodeChars are the bytes SafeErrorCode lets through.
 const errorCodeChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-."
 
-// safeErrorCode returns an RFC 6749 error code if it looks like one (it is
+// SafeErrorCode returns an RFC 6749 error code if it looks like one (it is
 // server-controlled text, so anything else is dropped).
-func safeErrorCode(code string) string {
+func SafeErrorCode(code string) string {
 	if code == "" || len(code) > 64 {
 		return ""
 	}

@@ -1,0 +1,85 @@
+package accounts
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/mcp-mux/mcp-mux/internal/seal"
+)
+
+// Two replicas on one Redis (and one Cluster): the consent starts on A,
+// the browser lands on B; A's Wait returns, A reads the token B stored,
+// and B's Result says done.
+func TestCrossReplica(t *testing.T) {
+	for _, kind := range []string{"redis", "cluster"} {
+		t.Run(kind, func(t *testing.T) {
+			store := newStoreFn(t, kind)
+			f := newFixture(t)
+			a := newEnv(t, f, store(), nil)
+			b := newEnv(t, f, store(), nil)
+			c, err := a.start("alice", StartRequest{Session: "s"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			waited := make(chan error, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				waited <- a.m.Wait(ctx, c.ID)
+			}()
+			time.Sleep(50 * time.Millisecond) // let Wait subscribe; the 1 s re-check covers a miss anyway
+			loc := a.redirect(c.URL)
+			begin := time.Now()
+			if st, body := get(t, b.mux.URL+"/oauth/callback?"+loc.RawQuery); st != 200 {
+				t.Fatalf("callback on B: %d %s", st, body)
+			}
+			if err := <-waited; err != nil {
+				t.Fatalf("Wait on A: %v", err)
+			}
+			if d := time.Since(begin); d > 800*time.Millisecond {
+				t.Errorf("A woke after %v: the publish did not reach it", d)
+			}
+			if done, err := b.m.Result(context.Background(), c.ID); !done || err != nil {
+				t.Errorf("Result on B: %v %v", done, err)
+			}
+			if _, err := a.token("alice"); err != nil {
+				t.Errorf("Token on A: %v", err)
+			}
+		})
+	}
+}
+
+// A Manager under another key opens nothing of the first's: not its
+// states, not its vault.
+func TestOtherKey(t *testing.T) {
+	f := newFixture(t)
+	s, _ := OpenBoltStore(BoltOptions{Dir: t.TempDir()})
+	defer s.Close()
+	e := newEnv(t, f, s, nil)
+	e.connect("alice")
+	c, _ := e.start("bob", StartRequest{})
+	loc := e.redirect(c.URL)
+	o, err := New(Options{PublicURL: "https://mux.example.com", Sealer: seal.New("another-key-0123456789abcdef0123456789"),
+		Store: s, Logger: hclog.NewNullLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	o.Configure([]ServerConfig{{Name: "srv", URL: f.url()}})
+	if _, err := o.Token(context.Background(), "alice", "srv"); err == nil {
+		t.Error("another key read alice's token")
+	}
+	rec := httptest.NewRecorder()
+	o.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/oauth/callback?"+loc.RawQuery, nil))
+	if rec.Code != 400 {
+		t.Errorf("another key accepted the state: %d", rec.Code)
+	}
+	if got := rec.Header().Get("Cache-Control"); got != "no-store" || rec.Header().Get("Referrer-Policy") != "no-referrer" {
+		t.Errorf("headers %v", rec.Header())
+	}
+}
