@@ -182,6 +182,18 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, env fun
 		defer store.Close()
 	}
 	sessions, stateKey := sessionStore(cfg, rc, log)
+	acctStore, localKey, err := openAccountStore(cfg, rc, f.dataDir, env, log.Named("accounts"))
+	if err != nil {
+		_ = ln.Close()
+		log.Error("opening the account store", "err", err)
+		return 1
+	}
+	if acctStore != nil {
+		defer acctStore.Close() // after the server
+	}
+	if localKey != "" {
+		stateKey = localKey
+	}
 	routeOTelErrors(cfg.Telemetry, env, log.Named("telemetry"))
 	ids := callerIDs(cfg, stateKey)
 	auditor, err := openAudit(cfg.Telemetry.Audit, ids, log)
@@ -192,7 +204,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, env fun
 	}
 	defer closeAudit(auditor, log) // after the server: its last calls are recorded
 	srv := proxy.New(proxy.Options{Logger: log, Version: version, StdioSupervisor: selfExe, TaskStore: store, TaskConfig: taskConfig(cfg.Tasks),
-		SessionStore: sessions, StateKey: stateKey, Telemetry: telemetryOptions(cfg.Telemetry, ids, env, log), Audit: auditor, LimitStore: limitStore(cfg, rc)})
+		SessionStore: sessions, StateKey: stateKey, Telemetry: telemetryOptions(cfg.Telemetry, ids, env, log), Audit: auditor, LimitStore: limitStore(cfg, rc),
+		AccountStore: acctStore})
 	if err := srv.Apply(cfg); err != nil {
 		_ = ln.Close()
 		_ = srv.Close(context.Background())

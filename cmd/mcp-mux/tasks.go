@@ -17,15 +17,25 @@ import (
 )
 
 // taskDataDir returns the embedded task store's directory when cfg needs
-// one (durable tasks on, no store.redis_url), "" when it does not: dir
+// one (durable tasks on, no store.redis_url), "" when it does not
+// (dataDir). serve and validate resolve it alike.
+func taskDataDir(cfg *config.Config, dir string, env func(string) (string, bool)) (string, error) {
+	if !cfg.Tasks.Enabled || !cfg.Store.RedisURL.IsZero() {
+		return "", nil
+	}
+	d, err := dataDir(dir, env)
+	if err != nil {
+		return "", fmt.Errorf("the embedded task store needs %w", err)
+	}
+	return d, nil
+}
+
+// dataDir returns the directory embedded stores live in: dir
 // (--data-dir, else MCP_MUX_DATA_DIR) when given, else
 // $XDG_STATE_HOME/mcp-mux (an absolute XDG_STATE_HOME), else
-// $HOME/.local/state/mcp-mux. serve and validate resolve it alike.
-func taskDataDir(cfg *config.Config, dir string, env func(string) (string, bool)) (string, error) {
-	switch {
-	case !cfg.Tasks.Enabled || !cfg.Store.RedisURL.IsZero():
-		return "", nil
-	case dir != "":
+// $HOME/.local/state/mcp-mux.
+func dataDir(dir string, env func(string) (string, bool)) (string, error) {
+	if dir != "" {
 		return dir, nil
 	}
 	if state := lookup(env, "XDG_STATE_HOME"); filepath.IsAbs(state) {
@@ -34,7 +44,7 @@ func taskDataDir(cfg *config.Config, dir string, env func(string) (string, bool)
 	if home := lookup(env, "HOME"); filepath.IsAbs(home) {
 		return filepath.Join(home, ".local", "state", "mcp-mux"), nil
 	}
-	return "", errors.New("the embedded task store needs a data directory: give --data-dir (or MCP_MUX_DATA_DIR), set XDG_STATE_HOME or HOME, or use store.redis_url")
+	return "", errors.New("a data directory: give --data-dir (or MCP_MUX_DATA_DIR), set XDG_STATE_HOME or HOME, or use store.redis_url")
 }
 
 // openTaskStore opens the durable task store when mcp_tasks.enabled: Redis

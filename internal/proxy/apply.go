@@ -98,6 +98,7 @@ func (s *Server) apply(cfg *config.Config, fresh bool) ([]config.Problem, error)
 	if err := ex.build(cfg); err != nil {
 		return nil, err
 	}
+	s.setUpAccounts(cfg)
 	refuse := func(running, next *config.Server) error { return s.refuse(running, next, fresh) }
 	ex.run(reload.Plan(runningView(ex.old), cfg, reload.Options{Fresh: fresh, Refuse: refuse}))
 	ex.swap()
@@ -248,7 +249,7 @@ func (ex *execution) skip(name string, err error) {
 // settings and resolver res.
 func (ex *execution) share(a *reload.Action, prev *callpath.Backend, res *headers.Resolver) {
 	b := *prev
-	b.Prefix, b.Config, b.Resolver, b.HeaderKey = a.Next.ToolNamePrefix, a.Next, res, a.HeaderKey
+	b.Prefix, b.Config, b.Resolver, b.HeaderKey, b.PerUser = a.Next.ToolNamePrefix, a.Next, res, a.HeaderKey, perUser(a.Next)
 	b.Metrics = ex.s.metrics.forServer(a.Name)
 	ex.rt.Add(&b)
 	if res != prev.Resolver {
@@ -271,7 +272,7 @@ func (ex *execution) reconnect(a *reload.Action, res *headers.Resolver) {
 		return
 	}
 	b := &callpath.Backend{Name: a.Name, Prefix: a.Next.ToolNamePrefix, Fingerprint: a.Fingerprint, HeaderKey: a.HeaderKey, Up: up, Config: a.Next, Resolver: res,
-		Base: ref, Metrics: ex.s.metrics.forServer(a.Name)}
+		Base: ref, Metrics: ex.s.metrics.forServer(a.Name), PerUser: perUser(a.Next)}
 	ex.rt.Add(b)
 	ex.started = append(ex.started, b)
 }
@@ -455,11 +456,18 @@ func (s *Server) upstreamOptions(sc *config.Server, ref *callpath.ResolverRef) u
 	o.Handler = guardedHandler{s.panics, &s.fwd}
 	o.Via = s.via
 	o.RoundTripper = s.opts.UpstreamTransport
-	// Discovery uses the newest credentials built for this upstream.
+	// Discovery uses the newest credentials built for this upstream; a
+	// per-user server's, a connected user's token.
 	o.BaseHeaders = ref.BaseHeaders
+	if perUser(sc) {
+		o.BaseHeaders = s.accountHeaders(sc.Name, ref.BaseHeaders)
+	}
 	o.OnUnauthorized = ref.Unauthorized
 	return o
 }
+
+// perUser reports whether each caller connects their own account on sc.
+func perUser(sc *config.Server) bool { return sc.Type != config.TypeStdio && sc.OAuth.PerUser() }
 
 // refreshCatalog rebuilds the current runtime's catalog from its backends'
 // tool lists and tells each session whose visible lists changed. prev, when

@@ -21,6 +21,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-mux/mcp-mux/internal/accounts"
 	"github.com/mcp-mux/mcp-mux/internal/admission"
 	"github.com/mcp-mux/mcp-mux/internal/audit"
 	"github.com/mcp-mux/mcp-mux/internal/config"
@@ -115,6 +116,13 @@ type Options struct {
 	// UpstreamTransport carries every HTTP upstream's requests (nil: a
 	// pooled http.Transport per upstream); for embedding and tests.
 	UpstreamTransport http.RoundTripper
+	// AccountStore keeps connected accounts (package accounts: Redis or
+	// the embedded file); nil: none. With inbound.public_url set, the
+	// engine runs on it (accounts.go). Its owner closes it after Close.
+	AccountStore accounts.Store
+	// AccountHTTPClient makes the connected accounts' discovery,
+	// registration and token requests (nil: the engine's bounded client).
+	AccountHTTPClient *http.Client
 }
 
 // Server is the mcp-mux MCP server.
@@ -126,30 +134,33 @@ type Server struct {
 	applyMu sync.Mutex
 	catMu   sync.Mutex
 
-	sdk      *mcp.Server
-	send     mcp.MethodHandler // captured sending handler: in-request notifications
-	modern   *modern.Handler   // the 2026-07-28 era (package modern)
-	via      *via.Marker       // this process in the requests it sends upstream (internal/via)
-	states   *seal.Sealer      // requestState key without inbound.request_state_key
-	buffers  wire.Buffers      // request and response bodies (requests.go, fastpath.go)
-	sessions *sessions.Table   // 2025-11-25 sessions (package sessions)
-	recv     receiver          // the SDK's receiving middleware (middleware.go)
-	fwd      forwarder         // every upstream's handler (forward.go)
-	requests requestTable      // SDK-path HTTP requests (requests.go)
-	metrics  *metrics
-	panics   *panicguard.Guard       // internal/panicguard, recover.go
-	subs     *subscriptions.Registry // resource subscriptions by server (package subscriptions)
-	bodies   *admission.Bodies       // request body bounds (requests.go)
-	calls    *callpath.Router        // the call path both eras share (package callpath)
-	gate     callpath.Life           // orders session registration and calls against Close
-	applied  atomic.Bool             // a config has been applied
-	ready    atomic.Bool             // …and its servers discovered (becomeReady)
-	life     context.Context         // ends when Close starts
-	draining atomic.Bool             // Drain was called: not ready
-	retry    retryfwd.Forwarder      // retries of calls parked on other replicas
-	started  time.Time
-	stop     context.CancelFunc
-	bg       sync.WaitGroup
+	sdk       *mcp.Server
+	send      mcp.MethodHandler // captured sending handler: in-request notifications
+	modern    *modern.Handler   // the 2026-07-28 era (package modern)
+	via       *via.Marker       // this process in the requests it sends upstream (internal/via)
+	states    *seal.Sealer      // requestState key without inbound.request_state_key
+	buffers   wire.Buffers      // request and response bodies (requests.go, fastpath.go)
+	sessions  *sessions.Table   // 2025-11-25 sessions (package sessions)
+	recv      receiver          // the SDK's receiving middleware (middleware.go)
+	fwd       forwarder         // every upstream's handler (forward.go)
+	requests  requestTable      // SDK-path HTTP requests (requests.go)
+	metrics   *metrics
+	panics    *panicguard.Guard       // internal/panicguard, recover.go
+	replica   string                  // this process among the replicas (sessionstore.NewReplica)
+	subs      *subscriptions.Registry // resource subscriptions by server (package subscriptions)
+	bodies    *admission.Bodies       // request body bounds (requests.go)
+	calls     *callpath.Router        // the call path both eras share (package callpath)
+	gate      callpath.Life           // orders session registration and calls against Close
+	accounts  accountsPort            // connected accounts (accounts.go)
+	publicURL string                  // the inbound.public_url the engine was made with
+	applied   atomic.Bool             // a config has been applied
+	ready     atomic.Bool             // …and its servers discovered (becomeReady)
+	life      context.Context         // ends when Close starts
+	draining  atomic.Bool             // Drain was called: not ready
+	retry     retryfwd.Forwarder      // retries of calls parked on other replicas
+	started   time.Time
+	stop      context.CancelFunc
+	bg        sync.WaitGroup
 
 	refs    *runtimeRefs // upstreams and resolvers by the runtimes holding them (apply.go)
 	reloads reloadLog
@@ -222,8 +233,10 @@ func New(opts Options) *Server {
 		s.log.Error("limits are off", "err", err)
 	}
 	s.calls = callpath.New(callpath.Options{Log: s.log, MaxSessionCalls: opts.MaxSessionCalls, Tasks: s.tasks, Runtime: &s.rt, Life: &s.gate,
-		PageSize: opts.PageSize, Subs: s.subs, Panics: s.panics, Audit: opts.Audit, Telemetry: s.tel, Limits: s.limits})
+		PageSize: opts.PageSize, Subs: s.subs, Panics: s.panics, Audit: opts.Audit, Telemetry: s.tel, Limits: s.limits,
+		Accounts: &s.accounts})
 	replica := sessionstore.NewReplica()
+	s.replica = replica
 	s.openSessions(opts, replica)
 	s.modern = modern.New(modern.Options{Log: s.log, SDK: s.sdk, Send: s.send, Calls: s.calls, Runtime: &s.rt,
 		Gate: &s.gate, Life: s.life, Background: &s.bg, Panics: s.panics, Tasks: s.tasks, States: s.states, Replica: replica, Elsewhere: s.retry.Elsewhere, Telemetry: s.tel,
@@ -270,6 +283,8 @@ func (s *Server) Handler() http.Handler {
 	})
 	mux.Handle(inbound.MetadataPath, meta)
 	mux.Handle(inbound.MetadataPath+"/mcp", meta)
+	mux.HandleFunc("GET /oauth/callback", s.serveAccounts)
+	mux.HandleFunc("GET /oauth/client-metadata.json", s.serveAccounts)
 	mux.HandleFunc("GET /healthz", serveHealth)
 	mux.HandleFunc("GET /readyz", s.serveReady)
 	mux.Handle("GET /metrics", s.metrics.handler())
@@ -311,6 +326,11 @@ func (s *Server) Close(ctx context.Context) error {
 	}
 	if err := s.limits.Close(); err != nil {
 		s.log.Warn("shutdown: limits", "err", err)
+	}
+	if m := s.accounts.m.Load(); m != nil {
+		if err := m.Close(); err != nil {
+			s.log.Warn("shutdown: connected accounts", "err", err)
+		}
 	}
 	if err := s.tel.Shutdown(ctx); err != nil {
 		s.log.Warn("shutdown: telemetry", "err", err)

@@ -79,10 +79,11 @@ func HeaderOptions(sc *config.Server, carrier string) *headers.Options {
 }
 
 // oauthOptions returns a server's enabled oauth block as the resolver's
-// options; nil when it has none.
+// options; nil when it has none, or when each caller connects their own
+// account (authorization_code: the accounts stage's, not the resolver's).
 func oauthOptions(sc *config.Server) *headers.OAuthOptions {
 	a := sc.OAuth
-	if a == nil || !a.Enabled {
+	if a == nil || !a.Enabled || a.PerUser() {
 		return nil
 	}
 	return &headers.OAuthOptions{
