@@ -10,7 +10,10 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync"
 	"sync/atomic"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/mcp-mux/mcp-mux/internal/accounts"
 	"github.com/mcp-mux/mcp-mux/internal/config"
@@ -25,7 +28,9 @@ var errNoAccounts = errors.New("connected accounts are not set up on this mcp-mu
 
 // accountsPort is the engine as callpath.Accounts, set once made.
 type accountsPort struct {
-	m atomic.Pointer[accounts.Manager]
+	m        atomic.Pointer[accounts.Manager]
+	log      hclog.Logger
+	detected sync.Map // server name → true: it asked for a Bearer token (Detect)
 }
 
 var _ callpath.Accounts = (*accountsPort)(nil)
@@ -108,6 +113,21 @@ func (p *accountsPort) Disconnect(ctx context.Context, user, server string) (boo
 	return m.Disconnect(ctx, user, server)
 }
 
+// Detected reports whether server asked for a Bearer token (Detect).
+func (p *accountsPort) Detected(server string) bool {
+	_, ok := p.detected.Load(server)
+	return ok
+}
+
+// Detect notes that server, configured with no credentials, answered a
+// call 401 with a Bearer challenge: its callers connect their accounts
+// from now on (logged once).
+func (p *accountsPort) Detect(server string) {
+	if _, had := p.detected.LoadOrStore(server, true); !had {
+		p.log.Info("connected accounts: the server asks for a Bearer token; each caller connects their own account on it", "server", server)
+	}
+}
+
 // setUpAccounts makes the engine at the first config with
 // inbound.public_url (and a store), and gives it cfg's per-user servers.
 // A later change of public_url needs a restart: it is logged.
@@ -126,6 +146,7 @@ func (s *Server) setUpAccounts(cfg *config.Config) {
 			s.log.Error("connected accounts are off", "err", err)
 			return
 		}
+		s.accounts.log = s.log.Named("accounts")
 		s.accounts.m.Store(made)
 		s.publicURL = cfg.Inbound.PublicURL
 		m = made
@@ -135,16 +156,40 @@ func (s *Server) setUpAccounts(cfg *config.Config) {
 	m.Configure(accountServers(cfg))
 }
 
-// accountServers are cfg's per-user servers as the engine takes them.
+// accountsOn reports whether the engine runs.
+func (s *Server) accountsOn() bool { return s.accounts.m.Load() != nil }
+
+// accountServers are cfg's servers as the engine takes them: the per-user
+// ones, and those that may turn out to be (detectable).
 func accountServers(cfg *config.Config) []accounts.ServerConfig {
 	var out []accounts.ServerConfig
-	for _, name := range callpath.AccountServers(cfg) {
-		sc := cfg.Server(name)
-		a := sc.OAuth
-		out = append(out, accounts.ServerConfig{Name: sc.Name, URL: sc.URL, ClientID: a.ClientID, ClientSecret: a.ClientSecret,
-			ClientMetadataURL: a.ClientMetadataURL, Scope: a.Scope, AuthorizationURL: a.AuthorizationURL, TokenURL: a.TokenURL})
+	for _, sc := range cfg.Servers {
+		switch {
+		case perUser(sc):
+			a := sc.OAuth
+			out = append(out, accounts.ServerConfig{Name: sc.Name, URL: sc.URL, ClientID: a.ClientID, ClientSecret: a.ClientSecret,
+				ClientMetadataURL: a.ClientMetadataURL, Scope: a.Scope, AuthorizationURL: a.AuthorizationURL, TokenURL: a.TokenURL})
+		case detectable(sc):
+			out = append(out, accounts.ServerConfig{Name: sc.Name, URL: sc.URL, Detected: true})
+		}
 	}
 	return out
+}
+
+// detectable reports whether sc may turn out to want each caller's
+// account: an http or sse server configured with no credentials of its
+// own (no oauth, user_auth or token_exchange block, no static
+// Authorization header), when connected accounts are on.
+func detectable(sc *config.Server) bool {
+	if sc.Type == config.TypeStdio || sc.OAuth != nil || sc.UserAuth != nil || sc.TokenExchange != nil {
+		return false
+	}
+	for k := range sc.Headers {
+		if http.CanonicalHeaderKey(k) == "Authorization" {
+			return false
+		}
+	}
+	return true
 }
 
 // accountHeaders returns the headers a per-user server's own requests

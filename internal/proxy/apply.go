@@ -249,7 +249,8 @@ func (ex *execution) skip(name string, err error) {
 // settings and resolver res.
 func (ex *execution) share(a *reload.Action, prev *callpath.Backend, res *headers.Resolver) {
 	b := *prev
-	b.Prefix, b.Config, b.Resolver, b.HeaderKey, b.PerUser = a.Next.ToolNamePrefix, a.Next, res, a.HeaderKey, perUser(a.Next)
+	b.Prefix, b.Config, b.Resolver, b.HeaderKey = a.Next.ToolNamePrefix, a.Next, res, a.HeaderKey
+	b.PerUser, b.Detect = perUser(a.Next), ex.s.accountsOn() && detectable(a.Next)
 	b.Metrics = ex.s.metrics.forServer(a.Name)
 	ex.rt.Add(&b)
 	if res != prev.Resolver {
@@ -272,7 +273,7 @@ func (ex *execution) reconnect(a *reload.Action, res *headers.Resolver) {
 		return
 	}
 	b := &callpath.Backend{Name: a.Name, Prefix: a.Next.ToolNamePrefix, Fingerprint: a.Fingerprint, HeaderKey: a.HeaderKey, Up: up, Config: a.Next, Resolver: res,
-		Base: ref, Metrics: ex.s.metrics.forServer(a.Name), PerUser: perUser(a.Next)}
+		Base: ref, Metrics: ex.s.metrics.forServer(a.Name), PerUser: perUser(a.Next), Detect: ex.s.accountsOn() && detectable(a.Next)}
 	ex.rt.Add(b)
 	ex.started = append(ex.started, b)
 }
@@ -459,7 +460,7 @@ func (s *Server) upstreamOptions(sc *config.Server, ref *callpath.ResolverRef) u
 	// Discovery uses the newest credentials built for this upstream; a
 	// per-user server's, a connected user's token.
 	o.BaseHeaders = ref.BaseHeaders
-	if perUser(sc) {
+	if perUser(sc) || s.accountsOn() && detectable(sc) {
 		o.BaseHeaders = s.accountHeaders(sc.Name, ref.BaseHeaders)
 	}
 	o.OnUnauthorized = ref.Unauthorized

@@ -54,6 +54,11 @@ type Accounts interface {
 	// Disconnect forgets user's tokens for server and reports whether
 	// there were any.
 	Disconnect(ctx context.Context, user, server string) (bool, error)
+	// Detected reports whether server, configured with no credentials,
+	// turned out to want each caller's account (Detect).
+	Detected(server string) bool
+	// Detect notes that server answered a call with a Bearer challenge.
+	Detect(server string)
 }
 
 // Renewal is what Accounts.Rejected asks for.
@@ -90,7 +95,10 @@ const (
 
 // accountsStage sends a call to a connected-account server with its
 // caller's token, and asks for consent when there is none or the server
-// refuses it. Left out when no server connects accounts.
+// refuses it. A server configured with no credentials (Backend.Detect)
+// becomes one when it answers a call 401 with a Bearer challenge (the
+// seed's "detects the OAuth requirement"). Left out when no server
+// connects accounts or may.
 func accountsStage(s *Router) Stage {
 	return Stage{
 		Name:    "accounts",
@@ -98,8 +106,15 @@ func accountsStage(s *Router) Stage {
 		Needed:  hasAccounts,
 		Wrap: func(next CallFunc) CallFunc {
 			return func(ctx context.Context, c *Call) (json.RawMessage, error) {
-				if s.accounts == nil || !c.Backend.PerUser {
+				if s.accounts == nil || !c.Backend.PerUser && !c.Backend.Detect {
 					return next(ctx, c)
+				}
+				if !c.Backend.PerUser && !s.accounts.Detected(c.Backend.Name) {
+					raw, err := next(ctx, c)
+					if refusal, ok := errors.AsType[*upstream.StatusError](err); !ok || !bearerChallenge(refusal) {
+						return raw, err
+					}
+					s.accounts.Detect(c.Backend.Name)
 				}
 				if err := s.consentRetried(ctx, c, &c.Upward); err != nil {
 					return c.consentRefused(err)
@@ -110,10 +125,25 @@ func accountsStage(s *Router) Stage {
 	}
 }
 
-// hasAccounts reports whether a server of rt connects its callers' accounts.
+// hasAccounts reports whether a server of rt connects its callers'
+// accounts, or may turn out to.
 func hasAccounts(rt *Runtime) bool {
 	for _, b := range rt.Backends {
-		if b.PerUser {
+		if b.PerUser || b.Detect {
+			return true
+		}
+	}
+	return false
+}
+
+// bearerChallenge reports whether refusal is a 401 with a Bearer challenge.
+func bearerChallenge(refusal *upstream.StatusError) bool {
+	if refusal.Code != http.StatusUnauthorized {
+		return false
+	}
+	for _, ch := range refusal.Challenges {
+		scheme, _, _ := strings.Cut(strings.TrimSpace(ch), " ")
+		if strings.EqualFold(scheme, "bearer") {
 			return true
 		}
 	}
@@ -302,7 +332,7 @@ func (s *Router) connectAccount(ctx context.Context, c *Call) (json.RawMessage, 
 		return wire.ToolError(`connect_account needs {"server": "<name>"}; servers with connected accounts: ` + accountServers(c.Runtime)), nil
 	}
 	b := c.Runtime.ByName[a.Server]
-	if b == nil || !b.PerUser || s.accounts == nil {
+	if b == nil || s.accounts == nil || !b.PerUser && !(b.Detect && s.accounts.Detected(b.Name)) {
 		return wire.ToolError(fmt.Sprintf("no MCP server %s connects accounts; these do: %s", quoteBounded(a.Server), accountServers(c.Runtime))), nil
 	}
 	c.Backend = b

@@ -21,6 +21,7 @@ import (
 // fakeAccounts is an Accounts whose consents complete when the test says.
 type fakeAccounts struct {
 	mu       sync.Mutex
+	detected map[string]bool
 	tokens   map[string]string // user+"/"+server → token
 	started  []string          // the step-up scopes of each Start, joined
 	renew    Renewal           // what Rejected answers
@@ -31,7 +32,19 @@ type fakeAccounts struct {
 }
 
 func newFakeAccounts() *fakeAccounts {
-	return &fakeAccounts{tokens: map[string]string{}, done: map[string]bool{}, wakeup: make(chan struct{})}
+	return &fakeAccounts{tokens: map[string]string{}, done: map[string]bool{}, wakeup: make(chan struct{}), detected: map[string]bool{}}
+}
+
+func (f *fakeAccounts) Detected(server string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.detected[server]
+}
+
+func (f *fakeAccounts) Detect(server string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.detected[server] = true
 }
 
 func (f *fakeAccounts) Token(_ context.Context, user, server string) (secret.Value, bool, error) {
@@ -390,5 +403,35 @@ func TestConnectAccountTool(t *testing.T) {
 	raw, _ = call(`{"server":"`+long+`"}`, k)
 	if !wire.IsToolError(raw) || strings.Contains(string(raw), long) || !strings.Contains(string(raw), `\"gh\"`) {
 		t.Fatalf("unknown server: %s", raw)
+	}
+}
+
+// TestAccountsStageDetects: a server configured with no credentials is
+// passed by until it answers 401 with a Bearer challenge; from then on its
+// callers connect their accounts (here: asked at once, then sent with the
+// token). A 401 without a Bearer challenge, or a 403, detects nothing.
+func TestAccountsStageDetects(t *testing.T) {
+	acc := newFakeAccounts()
+	close(acc.wakeup)
+	s := testRouter(t, Options{Accounts: acc})
+	detectCall := func() *Call {
+		c := accountCall(true)
+		c.Backend.PerUser, c.Backend.Detect = false, true
+		c.Sink = &askSink{action: "accept"}
+		return c
+	}
+	basic := &upstream.StatusError{Code: http.StatusUnauthorized, Challenges: []string{`Basic realm="x"`}}
+	n := &sentWith{answers: []error{basic}}
+	if _, err := accountsStage(s).Wrap(n.next)(t.Context(), detectCall()); !errors.Is(err, basic) || acc.Detected("s") {
+		t.Fatalf("a Basic challenge: %v, detected %v", err, acc.Detected("s"))
+	}
+	bearer := &upstream.StatusError{Code: http.StatusUnauthorized, Challenges: []string{`Bearer resource_metadata="https://s.example/.well-known/oauth-protected-resource"`}}
+	n = &sentWith{answers: []error{bearer, nil}}
+	raw, err := accountsStage(s).Wrap(n.next)(t.Context(), detectCall())
+	if err != nil || wire.IsToolError(raw) || !acc.Detected("s") {
+		t.Fatalf("a Bearer challenge: %s, %v, detected %v", raw, err, acc.Detected("s"))
+	}
+	if len(n.auth) != 2 || n.auth[0] != "" || n.auth[1] != "Bearer tok-c0" {
+		t.Fatalf("sent %q", n.auth)
 	}
 }

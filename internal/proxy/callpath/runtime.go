@@ -64,6 +64,9 @@ type Backend struct {
 	// PerUser marks a server where each caller connects their own account
 	// (oauth grant_type authorization_code): the accounts stage.
 	PerUser bool
+	// Detect marks a server configured with no credentials that becomes
+	// one when it asks for a Bearer token (with connected accounts on).
+	Detect bool
 }
 
 // NewRuntime returns an empty runtime for cfg.
