@@ -217,7 +217,7 @@ func New(opts Options) *Server {
 	s.life = ctx
 	s.states = seal.New(opts.StateKey)
 	if opts.TaskStore != nil {
-		svc, err := taskpoll.New(taskpoll.Options{Store: opts.TaskStore, Caller: &callpath.TaskCaller{Runtime: &s.rt, Panics: s.panics, Telemetry: s.tel}, Config: opts.TaskConfig,
+		svc, err := taskpoll.New(taskpoll.Options{Store: opts.TaskStore, Caller: &callpath.TaskCaller{Runtime: &s.rt, Panics: s.panics, Telemetry: s.tel, Accounts: &s.accounts}, Config: opts.TaskConfig,
 			Logger: s.log.Named("tasks"), Registerer: s.metrics.reg})
 		if err != nil {
 			s.log.Error("durable tasks are off", "err", err)

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/panicguard"
+	"github.com/mcp-mux/mcp-mux/internal/secret"
 	"github.com/mcp-mux/mcp-mux/internal/taskpoll"
 	"github.com/mcp-mux/mcp-mux/internal/telemetry"
 	"github.com/mcp-mux/mcp-mux/internal/upstream"
@@ -121,10 +122,12 @@ type TaskCaller struct {
 	Runtime   *atomic.Pointer[Runtime] // where the running runtime is published
 	Panics    *panicguard.Guard        // recovers a call (the poller's goroutine)
 	Telemetry *telemetry.Telemetry     // nil: no spans
+	Accounts  Accounts                 // the submitting user's token on a connected-account server (nil: none)
 }
 
 // CallTool runs a task tool with the server's own credentials only (static
-// headers and OAuth, never a request's secrets), on the task's (user,
+// headers and OAuth, never a request's secrets) — on a connected-account
+// server, the submitting user's stored token — on the task's (user,
 // thread) scope, retrying once after a 401 with a refreshed token.
 func (s *TaskCaller) CallTool(ctx context.Context, call taskpoll.Call) (_ json.RawMessage, err error) {
 	ctx, span := s.span(ctx, call)
@@ -137,22 +140,56 @@ func (s *TaskCaller) CallTool(ctx context.Context, call taskpoll.Call) (_ json.R
 	params := wire.AppendCallParams(nil, call.Tool, call.Args, nil)
 	key := upstream.Key{User: call.User, Thread: call.Thread}
 	for attempt := 0; ; attempt++ {
-		var hdr http.Header
-		if b.Resolver != nil {
-			h, err := b.Resolver.Base(ctx)
-			if err != nil {
-				return nil, fmt.Errorf("MCP task server %q credentials: %w", call.Server, err)
-			}
-			hdr = h
+		hdr, tok, err := s.headers(ctx, b, call.User)
+		if err != nil {
+			return nil, err
+		}
+		if tok != "" {
+			key.Cred = fingerprint("account:"+call.User, nil) // as the accounts stage keys it
 		}
 		raw, err := b.Up.CallTool(ctx, upstream.Call{Key: key, Params: params, Header: hdr}) // no sink: no caller waits
-		var se *upstream.StatusError
-		if attempt == 0 && errors.As(err, &se) && se.Code == http.StatusUnauthorized && b.Resolver != nil {
-			b.Resolver.UnauthorizedHeader(hdr)
-			continue
+		se, refused := errors.AsType[*upstream.StatusError](err)
+		if attempt > 0 || !refused || se.Code != http.StatusUnauthorized {
+			return raw, err
 		}
-		return raw, err
+		switch {
+		case tok != "":
+			if r, rerr := s.Accounts.Rejected(ctx, call.User, call.Server, tok, se); rerr != nil || !r.Again {
+				return raw, err
+			}
+		case b.Resolver != nil:
+			b.Resolver.UnauthorizedHeader(hdr)
+		default:
+			return raw, err
+		}
 	}
+}
+
+// headers returns the headers a task call to b goes out with for user:
+// the server's base headers and, on a connected-account server, user's
+// token (tok).
+func (s *TaskCaller) headers(ctx context.Context, b *Backend, user string) (hdr http.Header, tok secret.Value, err error) {
+	if b.Resolver != nil {
+		if hdr, err = b.Resolver.Base(ctx); err != nil {
+			return nil, "", fmt.Errorf("MCP task server %q credentials: %w", b.Name, err)
+		}
+	}
+	if s.Accounts == nil || !b.PerUser && !(b.Detect && s.Accounts.Detected(b.Name)) {
+		return hdr, "", nil
+	}
+	tok, ok, err := s.Accounts.Token(ctx, user, b.Name)
+	switch {
+	case err != nil:
+		return nil, "", fmt.Errorf("MCP task server %q: the task's user's connected account: %w", b.Name, err)
+	case !ok:
+		return nil, "", fmt.Errorf("MCP task server %q: the task's user has no connected account there any more (they connect it again with connect_account)", b.Name)
+	}
+	hdr = hdr.Clone()
+	if hdr == nil {
+		hdr = http.Header{}
+	}
+	hdr.Set("Authorization", "Bearer "+tok.Reveal())
+	return hdr, tok, nil
 }
 
 // span starts a task call's span, linked to the task's submit; the
