@@ -365,7 +365,7 @@ body.stale #stale { display:inline; }
     <thead><tr><th>server</th><th>transport</th><th>state</th><th class="n">tools</th><th class="n">prompts</th><th class="n">resources</th><th class="n">upstream sessions</th><th class="n">stdio processes</th></tr></thead>
     <tbody id="servers">
     {{- range .Servers}}
-      <tr data-server="{{.Name}}" data-state="{{.State}}"><td><b>{{.Name}}</b>{{if .Cause}}<b class="cause">{{.Cause}}</b>{{end}}{{if .Reason}}<pre class="reason" title="{{.Reason}}">{{.Reason}}</pre>{{end}}</td><td>{{.Transport}}</td><td><span class="state state-{{.State}}">{{.State}}</span></td>
+      <tr data-server="{{.Name}}" data-state="{{.State}}"><td><b>{{.Name}}</b>{{if .Cause}}<b class="cause">{{.Cause}}</b>{{end}}{{if .Reason}}<pre class="reason" title="{{.Reason}}">{{.Reason}}</pre>{{end}}{{with .Accounts}}<div class="muted accounts">connected accounts: {{.Connected}} users · consents {{.ConsentsCompleted}} completed, {{.ConsentsFailed}} failed of {{.ConsentsStarted}} · {{.Refreshes}} refreshes</div>{{end}}</td><td>{{.Transport}}</td><td><span class="state state-{{.State}}">{{.State}}</span></td>
         {{- if eq .State "up"}}<td class="n">{{.Tools}}{{if .HiddenTools}} <span class="muted" title="hidden by guardrails">(+{{.HiddenTools}} hidden)</span>{{end}}</td><td class="n">{{.Prompts}}</td><td class="n">{{.Resources}}</td>
         {{- else}}{{$t := printf "not counted while the server is %s" .State}}<td class="n muted" title="{{$t}}">—</td><td class="n muted" title="{{$t}}">—</td><td class="n muted" title="{{$t}}">—</td>{{end -}}
         <td class="n">{{.UpstreamSessions}}</td><td class="n">{{.StdioProcesses}}</td></tr>

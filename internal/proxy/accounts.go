@@ -12,13 +12,16 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcp-mux/mcp-mux/internal/accounts"
 	"github.com/mcp-mux/mcp-mux/internal/config"
 	"github.com/mcp-mux/mcp-mux/internal/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/internal/secret"
+	"github.com/mcp-mux/mcp-mux/internal/status"
 	"github.com/mcp-mux/mcp-mux/internal/upstream"
 )
 
@@ -224,4 +227,64 @@ func (s *Server) serveAccounts(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m.Handler().ServeHTTP(w, r)
+}
+
+// accountStats returns the engine's numbers by server (nil when it does
+// not run); counting connected users reads the store, bounded by
+// statsTimeout.
+func (s *Server) accountStats() map[string]accounts.ServerStats {
+	m := s.accounts.m.Load()
+	if m == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), statsTimeout)
+	defer cancel()
+	out := map[string]accounts.ServerStats{}
+	for _, st := range m.Stats(ctx) {
+		out[st.Name] = st
+	}
+	return out
+}
+
+// statsTimeout bounds the store reads of one accountStats.
+const statsTimeout = 2 * time.Second
+
+// accountsStatus is a server's connected-account numbers for the status
+// page (never a token, never a user id).
+func accountsStatus(st accounts.ServerStats) *status.Accounts {
+	return &status.Accounts{Connected: st.Connected, ConsentsStarted: st.ConsentsStarted, ConsentsCompleted: st.ConsentsCompleted,
+		ConsentsFailed: st.ConsentsFailed, Refreshes: st.Refreshes, Failures: st.Failures}
+}
+
+// awaitingReason is the reason of a per-user server whose discovery is
+// refused: nobody connected an account yet.
+const awaitingReason = "awaiting a connected account: its tools are discovered with the first account a user connects (connect_account)"
+
+var (
+	acctConnDesc    = prometheus.NewDesc("mcp_mux_account_users", "Users with a connected account on the server (from the store).", []string{"server"}, nil)
+	acctConsentDesc = prometheus.NewDesc("mcp_mux_account_consents_total", "Connected-account consents on this replica, by server and outcome (started, completed, failed).", []string{"server", "outcome"}, nil)
+	acctRefreshDesc = prometheus.NewDesc("mcp_mux_account_refreshes_total", "Connected-account token refreshes on this replica, by server.", []string{"server"}, nil)
+	acctFailDesc    = prometheus.NewDesc("mcp_mux_account_failures_total", "Connected-account failures on this replica, by server and reason.", []string{"server", "reason"}, nil)
+)
+
+// accountsCollector exports the engine's numbers.
+type accountsCollector struct{ s *Server }
+
+func (c accountsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{acctConnDesc, acctConsentDesc, acctRefreshDesc, acctFailDesc} {
+		ch <- d
+	}
+}
+
+func (c accountsCollector) Collect(ch chan<- prometheus.Metric) {
+	for name, st := range c.s.accountStats() {
+		ch <- prometheus.MustNewConstMetric(acctConnDesc, prometheus.GaugeValue, float64(st.Connected), name)
+		ch <- prometheus.MustNewConstMetric(acctConsentDesc, prometheus.CounterValue, float64(st.ConsentsStarted), name, "started")
+		ch <- prometheus.MustNewConstMetric(acctConsentDesc, prometheus.CounterValue, float64(st.ConsentsCompleted), name, "completed")
+		ch <- prometheus.MustNewConstMetric(acctConsentDesc, prometheus.CounterValue, float64(st.ConsentsFailed), name, "failed")
+		ch <- prometheus.MustNewConstMetric(acctRefreshDesc, prometheus.CounterValue, float64(st.Refreshes), name)
+		for reason, n := range st.Failures {
+			ch <- prometheus.MustNewConstMetric(acctFailDesc, prometheus.CounterValue, float64(n), name, reason)
+		}
+	}
 }

@@ -37,7 +37,7 @@ func newMetrics(s *Server) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.005, 3, 9), // 5 ms … ~33 s
 		}, []string{"server", "outcome"}),
 	}
-	m.reg.MustRegister(m.calls, m.duration, m.discovery, stateCollector{s},
+	m.reg.MustRegister(m.calls, m.duration, m.discovery, stateCollector{s}, accountsCollector{s},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

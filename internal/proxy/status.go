@@ -3,12 +3,14 @@ package proxy
 import (
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 
 	"github.com/mcp-mux/mcp-mux/internal/catalog"
 	"github.com/mcp-mux/mcp-mux/internal/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/internal/status"
+	"github.com/mcp-mux/mcp-mux/internal/upstream"
 )
 
 // Server states in a Status (package status).
@@ -35,7 +37,21 @@ type Status = status.Snapshot
 func (s *Server) Status() Status {
 	st := s.localStatus()
 	st.Sessions = s.sessions.Total()
+	if stats := s.accountStats(); stats != nil {
+		for i := range st.Servers {
+			if a, ok := stats[st.Servers[i].Name]; ok && perUserStatus(s.rt.Load(), st.Servers[i].Name) {
+				st.Servers[i].Accounts = accountsStatus(a)
+			}
+		}
+	}
 	return st
+}
+
+// perUserStatus reports whether rt's server name connects each user's
+// account (configured so, or detected).
+func perUserStatus(rt *callpath.Runtime, name string) bool {
+	b := rt.ByName[name]
+	return b != nil && b.PerUser
 }
 
 // localStatus is Status without Sessions: what this process knows, with
@@ -88,6 +104,9 @@ func runningStatus(ss *ServerStatus, b *callpath.Backend, reason string) {
 	}
 	if reason != "" {
 		ss.Reason, ss.Cause = reason, ""
+	}
+	if se, ok := errors.AsType[*upstream.StatusError](b.Up.Err()); ok && b.PerUser && reason == "" && se.Code == http.StatusUnauthorized {
+		ss.Reason, ss.Cause = awaitingReason, "awaiting a connected account"
 	}
 	if ss.State == StateUp {
 		l := b.Up.Lists()

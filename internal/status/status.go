@@ -67,6 +67,22 @@ type Server struct {
 	// running stdio server processes.
 	UpstreamSessions int `json:"upstream_sessions"`
 	StdioProcesses   int `json:"stdio_processes"`
+	// Accounts are the numbers of a server where each user connects their
+	// own account; nil for any other.
+	Accounts *Accounts `json:"accounts,omitempty"`
+}
+
+// Accounts are a connected-account server's numbers: never a token, never
+// a user id.
+type Accounts struct {
+	// Connected counts the users with a connected account (from the store).
+	Connected int `json:"connected"`
+	// The consents, refreshes and failures (by reason) on this replica.
+	ConsentsStarted   int64            `json:"consents_started"`
+	ConsentsCompleted int64            `json:"consents_completed"`
+	ConsentsFailed    int64            `json:"consents_failed"`
+	Refreshes         int64            `json:"refreshes"`
+	Failures          map[string]int64 `json:"failures,omitempty"`
 }
 
 // Snapshot is the state of the running mux at one moment.
