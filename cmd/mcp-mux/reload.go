@@ -107,6 +107,7 @@ func mountAdmin(routes *http.ServeMux, srv *proxy.Server, r *reloader, log hclog
 		Reload:         func() error { return r.reload("api") },
 		ResetUpstreams: srv.ResetUpstreams,
 		StdioCommands:  extra,
+		Disconnect:     srv.DisconnectAccount,
 		Logger:         log.Named("admin"),
 	})
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -45,7 +46,10 @@ type AdminOptions struct {
 	// StdioCommands extend the stdio commands API-written servers may run
 	// (npx and uvx are always allowed).
 	StdioCommands []string
-	Logger        hclog.Logger
+	// Disconnect forgets a user's connected account on a server
+	// (proxy.Server.DisconnectAccount); nil: the route answers 404.
+	Disconnect func(ctx context.Context, user, server string) (bool, error)
+	Logger     hclog.Logger
 }
 
 // AdminRoutes are the admin API's route patterns.
@@ -56,6 +60,7 @@ var AdminRoutes = []string{
 	"POST /api/extensions/mcp/{name}/enable",
 	"POST /api/extensions/mcp/{name}/disable",
 	"POST /api/mcp/cache/reset",
+	"DELETE /api/accounts/{server}",
 }
 
 // MountAdmin adds the admin config API (DeerFlow's gateway shapes) to mux:
@@ -65,6 +70,7 @@ var AdminRoutes = []string{
 //	PATCH /api/mcp/config  {"server_name": "…", "enabled": bool}
 //	POST  /api/extensions/mcp/{name}/enable|disable
 //	POST  /api/mcp/cache/reset → re-discover every server, close pooled sessions
+//	DELETE /api/accounts/{server}?user=<id> → forget the user's connected account there
 //
 // Every route needs "Authorization: Bearer <admin.token>" and answers 404
 // when no token is configured. Writes go through the same parsing and
@@ -85,6 +91,31 @@ func MountAdmin(mux *http.ServeMux, o AdminOptions) {
 	mux.Handle(AdminRoutes[3], a.guard(func(w http.ResponseWriter, r *http.Request) { a.setEnabled(w, r.PathValue("name"), true) }))
 	mux.Handle(AdminRoutes[4], a.guard(func(w http.ResponseWriter, r *http.Request) { a.setEnabled(w, r.PathValue("name"), false) }))
 	mux.Handle(AdminRoutes[5], a.guard(a.reset))
+	mux.Handle(AdminRoutes[6], a.guard(a.disconnect))
+}
+
+// maxAccountUser bounds the user id the disconnect route takes.
+const maxAccountUser = 256
+
+// disconnect forgets a user's connected account on a server: 200
+// {"disconnected": bool}, 400 for a missing or oversized user, 404 when
+// connected accounts are off.
+func (a *admin) disconnect(w http.ResponseWriter, r *http.Request) {
+	if a.o.Disconnect == nil {
+		http.NotFound(w, r)
+		return
+	}
+	user := r.URL.Query().Get("user")
+	if user == "" || len(user) > maxAccountUser {
+		writeDetail(w, http.StatusBadRequest, fmt.Sprintf("give the user as ?user=<id> (at most %d bytes)", maxAccountUser))
+		return
+	}
+	had, err := a.o.Disconnect(r.Context(), user, r.PathValue("server"))
+	if err != nil {
+		a.fail(w, "Failed to disconnect the account", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"disconnected": had})
 }
 
 type admin struct {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -41,10 +42,11 @@ type adminFixture struct {
 	path string
 	url  string
 
-	mu      sync.Mutex
-	running *config.Config
-	reloads int
-	resets  int
+	mu          sync.Mutex
+	running     *config.Config
+	reloads     int
+	resets      int
+	disconnects []string
 }
 
 func lookup(k string) (string, bool) { v, ok := adminEnv[k]; return v, ok }
@@ -80,6 +82,12 @@ func startAdmin(t *testing.T, path, doc string) *adminFixture {
 			return nil
 		},
 		ResetUpstreams: func() { f.mu.Lock(); f.resets++; f.mu.Unlock() },
+		Disconnect: func(_ context.Context, user, server string) (bool, error) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.disconnects = append(f.disconnects, user+"@"+server)
+			return server == "gh", nil
+		},
 	})
 	ts := httptest.NewServer(mux)
 	t.Cleanup(ts.Close)
@@ -134,7 +142,7 @@ func TestAdminDisabledWithoutToken(t *testing.T) {
 	f := startAdmin(t, filepath.Join(t.TempDir(), "c.json"), `{"mcpServers": {}}`)
 	for _, r := range AdminRoutes {
 		method, path, _ := strings.Cut(r, " ")
-		path = strings.Replace(path, "{name}", "x", 1)
+		path = strings.Replace(strings.Replace(path, "{name}", "x", 1), "{server}", "x", 1)
 		if code, _ := f.do(method, path, "anything", "{}"); code != http.StatusNotFound {
 			t.Errorf("%s = %d, want 404 without admin.token", r, code)
 		}
@@ -382,5 +390,27 @@ func TestAdminCacheReset(t *testing.T) {
 	code, body := f.do("POST", "/api/mcp/cache/reset", adminToken, "")
 	if code != http.StatusOK || body != `{"message":"MCP tools cache reset. Tools will reload on next use.","success":true}`+"\n" || f.resets != 1 {
 		t.Errorf("reset: %d %s (resets %d)", code, body, f.resets)
+	}
+}
+
+// TestAdminDisconnect: the admin forgets a user's connected account on a
+// server with the admin token; the user is required and bounded.
+func TestAdminDisconnect(t *testing.T) {
+	f := startAdmin(t, filepath.Join(t.TempDir(), "c.json"), adminDoc)
+	if code, body := f.do("DELETE", "/api/accounts/gh?user=alice", "", ""); code != http.StatusUnauthorized {
+		t.Fatalf("without the token: %d %s", code, body)
+	}
+	if code, body := f.do("DELETE", "/api/accounts/gh?user=alice", adminToken, ""); code != http.StatusOK || !strings.Contains(body, `"disconnected":true`) {
+		t.Fatalf("disconnect: %d %s", code, body)
+	}
+	for _, q := range []string{"", "?user=", "?user=" + strings.Repeat("u", 257)} {
+		if code, _ := f.do("DELETE", "/api/accounts/gh"+q, adminToken, ""); code != http.StatusBadRequest {
+			t.Errorf("user %q: %d, want 400", q, code)
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.disconnects) != 1 || f.disconnects[0] != "alice@gh" {
+		t.Fatalf("disconnects %q", f.disconnects)
 	}
 }

@@ -9,6 +9,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -287,4 +288,38 @@ func (c accountsCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(acctFailDesc, prometheus.CounterValue, float64(n), name, reason)
 		}
 	}
+}
+
+// errNotAccountServer refuses a disconnect of a server where nobody
+// connects an account.
+var errNotAccountServer = errors.New("the server does not connect users' accounts")
+
+// DisconnectAccount forgets user's connected account on server (the admin
+// API's route) and reports whether there was one.
+func (s *Server) DisconnectAccount(ctx context.Context, user, server string) (bool, error) {
+	b := s.rt.Load().ByName[server]
+	if b == nil || !b.PerUser && !(b.Detect && s.accounts.Detected(server)) {
+		return false, errNotAccountServer
+	}
+	return s.accounts.Disconnect(ctx, user, server)
+}
+
+// serveDisconnect is DELETE /oauth/connections/{server}: the caller forgets
+// their own connected account on a server (200 {"disconnected": bool}; 404
+// for a server that connects none).
+func (s *Server) serveDisconnect(w http.ResponseWriter, r *http.Request) {
+	caller := callpath.CallerFrom(r.Context())
+	had, err := s.DisconnectAccount(r.Context(), caller.User, r.PathValue("server"))
+	switch {
+	case errors.Is(err, errNotAccountServer):
+		http.Error(w, "no such connected-account server", http.StatusNotFound)
+		return
+	case err != nil:
+		s.log.Warn("connected accounts: disconnect failed", "err", err)
+		http.Error(w, "the disconnect failed; try again", http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = fmt.Fprintf(w, `{"disconnected":%t}`+"\n", had)
 }

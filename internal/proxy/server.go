@@ -285,6 +285,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(inbound.MetadataPath+"/mcp", meta)
 	mux.HandleFunc("GET /oauth/callback", s.serveAccounts)
 	mux.HandleFunc("GET /oauth/client-metadata.json", s.serveAccounts)
+	mux.Handle("DELETE /oauth/connections/{server}", s.authenticate(http.HandlerFunc(s.serveDisconnect)))
 	mux.HandleFunc("GET /healthz", serveHealth)
 	mux.HandleFunc("GET /readyz", s.serveReady)
 	mux.Handle("GET /metrics", s.metrics.handler())
