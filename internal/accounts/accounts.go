@@ -122,8 +122,8 @@ type Manager struct {
 	mu      sync.Mutex
 	servers map[string]ServerConfig
 	local   map[string]string // consents started here: id → server
-	waiters map[string][]chan struct{}
-	stats   map[string]*counters
+	waits   waiters
+	tally   tally
 }
 
 // New checks o, fills in its defaults and returns a Manager listening for
@@ -149,8 +149,6 @@ func New(o Options) (*Manager, error) {
 		tmpl:     template.Must(template.New("page").Parse(pageHTML)),
 		servers:  map[string]ServerConfig{},
 		local:    map[string]string{},
-		waiters:  map[string][]chan struct{}{},
-		stats:    map[string]*counters{},
 	}
 	if m.direct.Timeout <= 0 || m.direct.Timeout > defaultTimeout {
 		m.direct.Timeout = defaultTimeout
@@ -158,7 +156,7 @@ func New(o Options) (*Manager, error) {
 	if u.Scheme == "https" {
 		m.cimd = o.PublicURL + "/oauth/client-metadata.json"
 	}
-	m.stopListen = o.Store.listen(m.wake)
+	m.stopListen = o.Store.listen(m.waits.wake)
 	return m, nil
 }
 

@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html/template"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/oauth2"
@@ -82,13 +85,13 @@ func parseCallback(raw string) (callbackQuery, error) {
 func (m *Manager) callback(w http.ResponseWriter, r *http.Request) {
 	q, err := parseCallback(r.URL.RawQuery)
 	if err != nil {
-		m.page(w, http.StatusBadRequest, "", "This authorization response is invalid: "+err.Error()+".")
+		page(m.tmpl, w, http.StatusBadRequest, "", "This authorization response is invalid: "+err.Error()+".")
 		return
 	}
 	b, err := m.state.Open(q.state, "")
 	var sd stateData
 	if err != nil || json.Unmarshal(b, &sd) != nil || !validID(sd.ID) {
-		m.page(w, http.StatusBadRequest, "", "This authorization response's state is invalid or has expired. Start again from your MCP client.")
+		page(m.tmpl, w, http.StatusBadRequest, "", "This authorization response's state is invalid or has expired. Start again from your MCP client.")
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 2*defaultTimeout)
@@ -96,20 +99,20 @@ func (m *Manager) callback(w http.ResponseWriter, r *http.Request) {
 	p, err := m.take(ctx, sd)
 	if err != nil {
 		m.log.Error("taking a pending consent", "err", err)
-		m.page(w, http.StatusServiceUnavailable, "", "The consent could not be read; try again.")
+		page(m.tmpl, w, http.StatusServiceUnavailable, "", "The consent could not be read; try again.")
 		return
 	}
 	if p == nil {
-		m.page(w, http.StatusBadRequest, "", "This consent was already used or has expired. Start again from your MCP client.")
+		page(m.tmpl, w, http.StatusBadRequest, "", "This consent was already used or has expired. Start again from your MCP client.")
 		return
 	}
 	o := m.complete(ctx, p, q)
 	m.finish(ctx, p.ID, p.Server, o)
 	if o.Reason != "" {
-		m.page(w, http.StatusBadRequest, p.Server, "Could not connect "+p.Server+": "+o.Message+".")
+		page(m.tmpl, w, http.StatusBadRequest, p.Server, "Could not connect "+p.Server+": "+o.Message+".")
 		return
 	}
-	m.page(w, http.StatusOK, p.Server, "Connected "+p.Server+". You can close this window.")
+	page(m.tmpl, w, http.StatusOK, p.Server, "Connected "+p.Server+". You can close this window.")
 }
 
 // take reads and deletes a pending record; nil when it is gone.
@@ -145,7 +148,7 @@ func (m *Manager) complete(ctx context.Context, p *pending, q callbackQuery) out
 	if msg := checkIss(q.iss, p.Issuer, p.IssSupported); msg != "" {
 		return outcome{Reason: "iss", Message: msg}
 	}
-	tok, err := m.oauthConfig(p).Exchange(context.WithValue(ctx, oauth2.HTTPClient, m.direct), q.code,
+	tok, err := oauthConfig(p, m.redirect).Exchange(context.WithValue(ctx, oauth2.HTTPClient, m.direct), q.code,
 		oauth2.VerifierOption(p.Verifier), oauth2.SetAuthURLParam("resource", p.Resource))
 	if err != nil {
 		return outcome{Reason: "exchange", Message: tokenFailure("the code exchange", err)}
@@ -181,14 +184,14 @@ const pageHTML = `<!doctype html>
 
 // page writes the callback's answer: never a code or token, not cached,
 // no referrer (the code is in the URL).
-func (m *Manager) page(w http.ResponseWriter, status int, server, message string) {
+func page(tmpl *template.Template, w http.ResponseWriter, status int, server, message string) {
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	_ = m.tmpl.Execute(w, struct{ Server, Message string }{server, message})
+	_ = tmpl.Execute(w, struct{ Server, Message string }{server, message})
 }
 
 // outcome is how a consent ended: Reason "" is success; else one of the
@@ -213,22 +216,11 @@ func (m *Manager) finish(ctx context.Context, id, server string, o outcome) {
 	delete(m.local, id)
 	m.mu.Unlock()
 	if server != "" {
-		m.countOutcome(server, o.Reason)
+		m.tally.outcome(server, o.Reason)
 	}
 	b, _ := jsonBytes(o)
 	if err := m.store.putResult(ctx, id, b, m.o.StateTTL, true); err != nil {
 		m.log.Error("storing a consent's outcome; its call waits until the consent expires", "server", server, "err", err)
-	}
-}
-
-// wake wakes the local waiters of id.
-func (m *Manager) wake(id string) {
-	m.mu.Lock()
-	chs := m.waiters[id]
-	delete(m.waiters, id)
-	m.mu.Unlock()
-	for _, ch := range chs {
-		close(ch)
 	}
 }
 
@@ -269,13 +261,10 @@ func (m *Manager) Result(ctx context.Context, id string) (bool, error) {
 // re-checks every second, for a lost wake-up.
 func (m *Manager) Wait(ctx context.Context, id string) error {
 	for {
-		ch := make(chan struct{})
-		m.mu.Lock()
-		m.waiters[id] = append(m.waiters[id], ch)
-		m.mu.Unlock()
+		ch := m.waits.add(id)
 		done, err := m.Result(ctx, id)
 		if done || (err != nil && ctx.Err() != nil) {
-			m.unwait(id, ch)
+			m.waits.remove(id, ch)
 			var ce *ConsentError
 			if errors.As(err, &ce) && ce.Reason == "expired" {
 				m.countExpired(id)
@@ -288,29 +277,53 @@ func (m *Manager) Wait(ctx context.Context, id string) error {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			m.unwait(id, ch)
+			m.waits.remove(id, ch)
 			return ctx.Err()
 		}
 		t.Stop()
-		m.unwait(id, ch)
+		m.waits.remove(id, ch)
 	}
 }
 
-// unwait removes a waiter's channel.
-func (m *Manager) unwait(id string, ch chan struct{}) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	chs := m.waiters[id]
-	for i, c := range chs {
-		if c == ch {
-			chs = append(chs[:i], chs[i+1:]...)
-			break
-		}
+// waiters are the local Waits, by consent id. It is safe for concurrent
+// use.
+type waiters struct {
+	mu sync.Mutex
+	by map[string][]chan struct{}
+}
+
+// add registers a waiter of id; wake closes its channel.
+func (w *waiters) add(id string) chan struct{} {
+	ch := make(chan struct{})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.by == nil {
+		w.by = map[string][]chan struct{}{}
 	}
+	w.by[id] = append(w.by[id], ch)
+	return ch
+}
+
+// wake wakes the waiters of id.
+func (w *waiters) wake(id string) {
+	w.mu.Lock()
+	chs := w.by[id]
+	delete(w.by, id)
+	w.mu.Unlock()
+	for _, ch := range chs {
+		close(ch)
+	}
+}
+
+// remove drops a waiter's channel.
+func (w *waiters) remove(id string, ch chan struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	chs := slices.DeleteFunc(w.by[id], func(c chan struct{}) bool { return c == ch })
 	if len(chs) == 0 {
-		delete(m.waiters, id)
+		delete(w.by, id)
 	} else {
-		m.waiters[id] = chs
+		w.by[id] = chs
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/internal/headers"
 	"github.com/mcp-mux/mcp-mux/internal/secret"
+	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
 
 // discovered is what a consent learns about a server's authorization.
@@ -83,14 +84,14 @@ func (m *Manager) discover(ctx context.Context, sc ServerConfig, www []string) (
 	return d, nil
 }
 
-// probeBody is the unauthenticated probe: a JSON-RPC ping a protected
-// server answers with 401 before reading it.
-const probeBody = `{"jsonrpc":"2.0","id":"mcp-mux-accounts-probe","method":"ping"}`
+// probeID is the id of the unauthenticated probe: a JSON-RPC ping a
+// protected server answers with 401 before reading it.
+const probeID = `"mcp-mux-accounts-probe"`
 
 // probe POSTs the ping without credentials and returns the challenges of
 // its 401 (none for any other answer).
 func (m *Manager) probe(ctx context.Context, resourceURL string) ([]string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, resourceURL, strings.NewReader(probeBody))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, resourceURL, bytes.NewReader(wire.AppendRequest(nil, json.RawMessage(probeID), "ping", nil)))
 	if err != nil {
 		return nil, fmt.Errorf("probing %s: %w", secret.RedactURL(resourceURL), err)
 	}
@@ -181,15 +182,15 @@ func preStyle(noSecret bool, methods []string) oauth2.AuthStyle {
 }
 
 // regKey is the store key of a dynamic registration.
-func (m *Manager) regKey(server, issuer string) string {
-	sum := sha256.Sum256([]byte(server + "\x00" + issuer + "\x00" + m.redirect))
+func regKey(server, issuer, redirect string) string {
+	sum := sha256.Sum256([]byte(server + "\x00" + issuer + "\x00" + redirect))
 	return hex.EncodeToString(sum[:16])
 }
 
 // dynamic returns the stored registration at d's issuer, registering
 // (RFC 7591) when there is none.
 func (m *Manager) dynamic(ctx context.Context, sc ServerConfig, d *discovered) (client, error) {
-	key := m.regKey(sc.Name, d.issuer)
+	key := regKey(sc.Name, d.issuer, m.redirect)
 	if b, err := m.store.getReg(ctx, key); err != nil {
 		return client{}, err
 	} else if b != nil {

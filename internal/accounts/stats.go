@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"sync"
 )
 
 // Failure reasons of ServerStats.Failures.
@@ -27,53 +28,65 @@ type counters struct {
 	failures                              map[string]int64
 }
 
-// counter returns server's counters; m.mu must be held.
-func (m *Manager) counter(server string) *counters {
-	c := m.stats[server]
+// tally counts per server in this process. It is safe for concurrent use.
+type tally struct {
+	mu sync.Mutex
+	by map[string]*counters
+}
+
+// get returns server's counters; t.mu must be held.
+func (t *tally) get(server string) *counters {
+	if t.by == nil {
+		t.by = map[string]*counters{}
+	}
+	c := t.by[server]
 	if c == nil {
 		c = &counters{failures: map[string]int64{}}
-		m.stats[server] = c
+		t.by[server] = c
 	}
 	return c
 }
 
-// count counts a failure of server; reasons outside the fixed set are
-// not counted (server names come from the configuration).
-func (m *Manager) count(server, reason string) {
-	if !slices.Contains(failureReasons, reason) {
-		return
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.servers[server]; ok {
-		m.counter(server).failures[reason]++
+// add applies fn to server's counters.
+func (t *tally) add(server string, fn func(*counters)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	fn(t.get(server))
+}
+
+// fail counts a failure of server; reasons outside the fixed set are not
+// counted.
+func (t *tally) fail(server, reason string) {
+	if slices.Contains(failureReasons, reason) {
+		t.add(server, func(c *counters) { c.failures[reason]++ })
 	}
 }
 
-func (m *Manager) countStarted(server string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.counter(server).started++
+// outcome counts a finished consent.
+func (t *tally) outcome(server, reason string) {
+	t.add(server, func(c *counters) {
+		if reason == "" {
+			c.completed++
+			return
+		}
+		c.failed++
+		if slices.Contains(failureReasons, reason) {
+			c.failures[reason]++
+		}
+	})
 }
 
-func (m *Manager) countRefresh(server string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.counter(server).refreshes++
-}
-
-// countOutcome counts a finished consent.
-func (m *Manager) countOutcome(server, reason string) {
-	m.mu.Lock()
-	if reason == "" {
-		m.counter(server).completed++
-	} else {
-		m.counter(server).failed++
+// snapshot returns the numbers of the servers named.
+func (t *tally) snapshot(names []string) []ServerStats {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]ServerStats, 0, len(names))
+	for _, n := range names {
+		c := t.get(n)
+		out = append(out, ServerStats{Name: n, ConsentsStarted: c.started, ConsentsCompleted: c.completed,
+			ConsentsFailed: c.failed, Refreshes: c.refreshes, Failures: maps.Clone(c.failures)})
 	}
-	m.mu.Unlock()
-	if reason != "" {
-		m.count(server, reason)
-	}
+	return out
 }
 
 // countExpired counts a consent started here that expired, once.
@@ -83,7 +96,7 @@ func (m *Manager) countExpired(id string) {
 	delete(m.local, id)
 	m.mu.Unlock()
 	if ok {
-		m.countOutcome(server, "expired")
+		m.tally.outcome(server, "expired")
 	}
 }
 
@@ -92,13 +105,8 @@ func (m *Manager) countExpired(id string) {
 func (m *Manager) Stats(ctx context.Context) []ServerStats {
 	m.mu.Lock()
 	names := slices.Sorted(maps.Keys(m.servers))
-	out := make([]ServerStats, 0, len(names))
-	for _, n := range names {
-		c := m.counter(n)
-		out = append(out, ServerStats{Name: n, ConsentsStarted: c.started, ConsentsCompleted: c.completed,
-			ConsentsFailed: c.failed, Refreshes: c.refreshes, Failures: maps.Clone(c.failures)})
-	}
 	m.mu.Unlock()
+	out := m.tally.snapshot(names)
 	for i := range out {
 		if _, n, err := m.store.users(ctx, out[i].Name, 0); err == nil {
 			out[i].Connected = n

@@ -166,7 +166,7 @@ func (m *Manager) refresh(ctx context.Context, uh, server, sent string, viaRejec
 	if e.Refresh == "" {
 		return m.dropExpired(ctx, uh, server, e, viaReject)
 	}
-	m.countRefresh(server)
+	m.tally.add(server, func(c *counters) { c.refreshes++ })
 	tok, err := m.refreshConfig(server, e).Token(context.WithValue(ctx, oauth2.HTTPClient, m.direct))
 	if err != nil {
 		return m.refreshFailed(ctx, uh, server, e, viaReject, err)
@@ -220,7 +220,7 @@ func (m *Manager) dropExpired(ctx context.Context, uh, server string, e *entry, 
 // refreshFailed drops the entry on invalid_grant (ErrNotConnected); on
 // another failure a token that has not expired is still returned.
 func (m *Manager) refreshFailed(ctx context.Context, uh, server string, e *entry, viaReject bool, err error) (secret.Value, error) {
-	m.count(server, "refresh")
+	m.tally.fail(server, "refresh")
 	var re *oauth2.RetrieveError
 	if errors.As(err, &re) && re.ErrorCode == "invalid_grant" {
 		if _, derr := m.store.deleteToken(ctx, uh, server); derr != nil {
