@@ -2,14 +2,8 @@ package accounts
 
 import (
 	"context"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"html/template"
 	"net/http"
-	"net/url"
-	"strings"
 	"sync"
 	"time"
 
@@ -115,7 +109,7 @@ type Manager struct {
 	direct     *http.Client  // probe, registration, token: no redirects, bounded
 	redirect   string
 	cimd       string
-	tmpl       *template.Template // the callback's page
+	pages      pages // the callback's answers
 	sf         singleflight.Group
 	stopListen func()
 
@@ -132,11 +126,11 @@ func New(o Options) (*Manager, error) {
 	if o.Sealer == nil || o.Store == nil {
 		return nil, errors.New("accounts: a Sealer and a Store are required")
 	}
-	u, err := url.Parse(o.PublicURL)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-		return nil, errors.New("accounts: the public URL must be an absolute http(s) URL without query or fragment")
+	var https bool
+	var err error
+	if o.PublicURL, https, err = checkPublicURL(o.PublicURL); err != nil {
+		return nil, err
 	}
-	o.PublicURL = strings.TrimSuffix(o.PublicURL, "/")
 	o = withDefaults(o)
 	m := &Manager{
 		o: o, log: o.Logger, store: o.Store,
@@ -146,14 +140,14 @@ func New(o Options) (*Manager, error) {
 		hc:       o.HTTPClient,
 		direct:   headers.WithoutRedirects(o.HTTPClient),
 		redirect: o.PublicURL + "/oauth/callback",
-		tmpl:     template.Must(template.New("page").Parse(pageHTML)),
+		pages:    newPages(),
 		servers:  map[string]ServerConfig{},
 		local:    map[string]string{},
 	}
 	if m.direct.Timeout <= 0 || m.direct.Timeout > defaultTimeout {
 		m.direct.Timeout = defaultTimeout
 	}
-	if u.Scheme == "https" {
+	if https {
 		m.cimd = o.PublicURL + "/oauth/client-metadata.json"
 	}
 	m.stopListen = o.Store.listen(m.waits.wake)
@@ -224,29 +218,6 @@ func (m *Manager) Close() error {
 	return nil
 }
 
-// userHash is the keyed hash the store knows a user by.
-func (m *Manager) userHash(user string) string {
-	return hex.EncodeToString(m.o.Sealer.MAC("accounts user\x00" + user)[:16])
-}
-
-// sealJSON seals v with p for the binding.
-func sealJSON(p *seal.Purpose, binding string, v any) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	return []byte(p.Seal(binding, b, 0)), nil
-}
-
-// openJSON opens what sealJSON sealed into v.
-func openJSON(p *seal.Purpose, binding string, b []byte, v any) error {
-	pt, err := p.Open(string(b), binding)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(pt, v)
-}
-
 // validID reports whether id looks like a consent id (rand.Text: 26
 // base32 characters).
 func validID(id string) bool {
@@ -260,15 +231,4 @@ func validID(id string) bool {
 		}
 	}
 	return true
-}
-
-// cutNUL splits s at its first NUL.
-func cutNUL(s string) (before, after string, ok bool) { return strings.Cut(s, "\x00") }
-
-// checkUser bounds a user id.
-func checkUser(user string) error {
-	if user == "" || len(user) > maxUserLen {
-		return fmt.Errorf("a user id must have 1 to %d bytes", maxUserLen)
-	}
-	return nil
 }

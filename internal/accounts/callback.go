@@ -49,6 +49,23 @@ func (m *Manager) clientMetadata(w http.ResponseWriter, _ *http.Request) {
 	})
 }
 
+// checkPublicURL checks the mux's public URL, returns it without a
+// trailing slash and reports whether it is https (a client metadata
+// document needs an https id).
+func checkPublicURL(raw string) (string, bool, error) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return "", false, errors.New("accounts: the public URL must be an absolute http(s) URL without query or fragment")
+	}
+	return strings.TrimSuffix(raw, "/"), u.Scheme == "https", nil
+}
+
+// pages writes the callback's answers.
+type pages struct{ tmpl *template.Template }
+
+// newPages parses the callback's page.
+func newPages() pages { return pages{template.Must(template.New("page").Parse(pageHTML))} }
+
 // callbackQuery is the authorization response.
 type callbackQuery struct {
 	state, code, iss, errCode string
@@ -85,13 +102,13 @@ func parseCallback(raw string) (callbackQuery, error) {
 func (m *Manager) callback(w http.ResponseWriter, r *http.Request) {
 	q, err := parseCallback(r.URL.RawQuery)
 	if err != nil {
-		page(m.tmpl, w, http.StatusBadRequest, "", "This authorization response is invalid: "+err.Error()+".")
+		m.pages.write(w, http.StatusBadRequest, "", "This authorization response is invalid: "+err.Error()+".")
 		return
 	}
 	b, err := m.state.Open(q.state, "")
 	var sd stateData
 	if err != nil || json.Unmarshal(b, &sd) != nil || !validID(sd.ID) {
-		page(m.tmpl, w, http.StatusBadRequest, "", "This authorization response's state is invalid or has expired. Start again from your MCP client.")
+		m.pages.write(w, http.StatusBadRequest, "", "This authorization response's state is invalid or has expired. Start again from your MCP client.")
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 2*defaultTimeout)
@@ -99,20 +116,20 @@ func (m *Manager) callback(w http.ResponseWriter, r *http.Request) {
 	p, err := m.take(ctx, sd)
 	if err != nil {
 		m.log.Error("taking a pending consent", "err", err)
-		page(m.tmpl, w, http.StatusServiceUnavailable, "", "The consent could not be read; try again.")
+		m.pages.write(w, http.StatusServiceUnavailable, "", "The consent could not be read; try again.")
 		return
 	}
 	if p == nil {
-		page(m.tmpl, w, http.StatusBadRequest, "", "This consent was already used or has expired. Start again from your MCP client.")
+		m.pages.write(w, http.StatusBadRequest, "", "This consent was already used or has expired. Start again from your MCP client.")
 		return
 	}
 	o := m.complete(ctx, p, q)
 	m.finish(ctx, p.ID, p.Server, o)
 	if o.Reason != "" {
-		page(m.tmpl, w, http.StatusBadRequest, p.Server, "Could not connect "+p.Server+": "+o.Message+".")
+		m.pages.write(w, http.StatusBadRequest, p.Server, "Could not connect "+p.Server+": "+o.Message+".")
 		return
 	}
-	page(m.tmpl, w, http.StatusOK, p.Server, "Connected "+p.Server+". You can close this window.")
+	m.pages.write(w, http.StatusOK, p.Server, "Connected "+p.Server+". You can close this window.")
 }
 
 // take reads and deletes a pending record; nil when it is gone.
@@ -184,14 +201,14 @@ const pageHTML = `<!doctype html>
 
 // page writes the callback's answer: never a code or token, not cached,
 // no referrer (the code is in the URL).
-func page(tmpl *template.Template, w http.ResponseWriter, status int, server, message string) {
+func (p pages) write(w http.ResponseWriter, status int, server, message string) {
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	_ = tmpl.Execute(w, struct{ Server, Message string }{server, message})
+	_ = p.tmpl.Execute(w, struct{ Server, Message string }{server, message})
 }
 
 // outcome is how a consent ended: Reason "" is success; else one of the
@@ -307,12 +324,11 @@ func (w *waiters) add(id string) chan struct{} {
 // wake wakes the waiters of id.
 func (w *waiters) wake(id string) {
 	w.mu.Lock()
-	chs := w.by[id]
-	delete(w.by, id)
-	w.mu.Unlock()
-	for _, ch := range chs {
+	defer w.mu.Unlock()
+	for _, ch := range w.by[id] {
 		close(ch)
 	}
+	delete(w.by, id)
 }
 
 // remove drops a waiter's channel.

@@ -26,12 +26,7 @@ func TestCrossReplica(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			waited := make(chan error, 1)
-			go func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				waited <- a.m.Wait(ctx, c.ID)
-			}()
+			waited := a.waitAsync(c.ID)
 			time.Sleep(50 * time.Millisecond) // let Wait subscribe; the 1 s re-check covers a miss anyway
 			loc := a.redirect(c.URL)
 			begin := time.Now()
@@ -58,9 +53,7 @@ func TestCrossReplica(t *testing.T) {
 // states, not its vault.
 func TestOtherKey(t *testing.T) {
 	f := newFixture(t)
-	s, _ := OpenBoltStore(BoltOptions{Dir: t.TempDir()})
-	defer s.Close()
-	e := newEnv(t, f, s, nil)
+	e, s := boltEnv(t, f, nil)
 	e.connect("alice")
 	c, _ := e.start("bob", StartRequest{})
 	loc := e.redirect(c.URL)

@@ -225,3 +225,11 @@ func boundName(s string) string {
 	}
 	return s
 }
+
+// checkUser bounds a user id.
+func checkUser(user string) error {
+	if user == "" || len(user) > maxUserLen {
+		return fmt.Errorf("a user id must have 1 to %d bytes", maxUserLen)
+	}
+	return nil
+}

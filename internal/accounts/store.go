@@ -3,6 +3,9 @@ package accounts
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
+	"sync"
 	"time"
 )
 
@@ -43,9 +46,9 @@ type Store interface {
 	// getReg and putReg read and write a client registration.
 	getReg(ctx context.Context, key string) ([]byte, error)
 	putReg(ctx context.Context, key string, rec []byte) error
-	// lock takes a short lock named key across replicas; ok is false
-	// when another holds it. unlock releases it.
-	lock(ctx context.Context, key string, ttl time.Duration) (unlock func(), ok bool, err error)
+	// lock takes the short refresh lock of (uh, server) across replicas;
+	// ok is false when another holds it. unlock releases it.
+	lock(ctx context.Context, uh, server string, ttl time.Duration) (unlock func(), ok bool, err error)
 	// listen calls fn with the id of every result stored with wake until
 	// the returned stop is called.
 	listen(fn func(id string)) (stop func())
@@ -65,3 +68,36 @@ var (
 	errTooManyUser = errors.New("too many pending consents for this user")
 	errTooManyAll  = errors.New("too many pending consents")
 )
+
+// listeners are the functions a store's listen registered, each by its
+// own pointer. It is safe for concurrent use.
+type listeners struct {
+	mu  sync.Mutex
+	fns map[*func(string)]struct{}
+}
+
+// add registers fn and returns its removal.
+func (l *listeners) add(fn func(string)) (remove func()) {
+	key := &fn
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fns == nil {
+		l.fns = map[*func(string)]struct{}{}
+	}
+	l.fns[key] = struct{}{}
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		delete(l.fns, key)
+	}
+}
+
+// call calls every listener with id, outside the lock.
+func (l *listeners) call(id string) {
+	l.mu.Lock()
+	keys := slices.Collect(maps.Keys(l.fns))
+	l.mu.Unlock()
+	for _, fn := range keys {
+		(*fn)(id)
+	}
+}

@@ -190,7 +190,7 @@ func (m *Manager) refresh(ctx context.Context, uh, server, sent string, viaRejec
 func (m *Manager) acquire(ctx context.Context, uh, server string) (func(), error) {
 	deadline := time.Now().Add(lockTTL)
 	for {
-		unlock, ok, err := m.store.lock(ctx, binding(uh, server), lockTTL)
+		unlock, ok, err := m.store.lock(ctx, uh, server, lockTTL)
 		if err != nil || ok {
 			return unlock, err
 		}
