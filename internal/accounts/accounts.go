@@ -85,13 +85,14 @@ var (
 // Bounds of caller-chosen values.
 const (
 	maxUserLen      = 1024
+	maxServerLen    = 256
 	maxSessionLen   = 1024
 	maxScopes       = 32
 	maxScopeLen     = 256
 	maxChallenges   = 16
 	maxChallengeLen = 8 << 10
-	maxTokenLen     = 12 << 10 // an access or refresh token
-	lockTTL         = 15 * time.Second
+	maxTokenLen     = 12 << 10         // an access or refresh token
+	lockTTL         = 30 * time.Second // longer than a refresh may take
 	resultGrace     = 30 * time.Second // a taken consent's exchange may still be running
 	defaultTimeout  = 10 * time.Second
 )
@@ -121,7 +122,7 @@ type Manager struct {
 }
 
 // New checks o, fills in its defaults and returns a Manager listening for
-// results on o.Store. It does no request.
+// results on o.Store (on Redis: subscribed to its channel).
 func New(o Options) (*Manager, error) {
 	if o.Sealer == nil || o.Store == nil {
 		return nil, errors.New("accounts: a Sealer and a Store are required")

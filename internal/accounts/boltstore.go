@@ -67,8 +67,8 @@ func parsePending(v []byte) (expMS int64, uh string, rec []byte, ok bool) {
 	return int64(binary.BigEndian.Uint64(v)), string(v[9 : 9+n]), v[9+n:], true
 }
 
-func (s *BoltStore) reserve(_ context.Context, uh, id string, expires time.Time, maxUser, maxAll int) error {
-	now := s.now().UnixMilli()
+func (s *BoltStore) reserve(_ context.Context, uh, id string, ttl time.Duration, maxUser, maxAll int) error {
+	now, expires := s.now().UnixMilli(), s.now().Add(ttl)
 	return s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bPending)
 		var stale [][]byte
@@ -105,7 +105,8 @@ func (s *BoltStore) release(_ context.Context, _, id string) error {
 	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bPending).Delete([]byte(id)) })
 }
 
-func (s *BoltStore) putPending(_ context.Context, uh, id string, rec []byte, expires time.Time) error {
+func (s *BoltStore) putPending(_ context.Context, uh, id string, rec []byte, ttl time.Duration) error {
+	expires := s.now().Add(ttl)
 	return s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bPending)
 		if _, owner, _, ok := parsePending(b.Get([]byte(id))); !ok || owner != uh {

@@ -100,6 +100,11 @@ func parseCallback(raw string) (callbackQuery, error) {
 // callback completes a consent: state, single use, RFC 9207 iss, the code
 // exchange, the vault; then it wakes the waiting call.
 func (m *Manager) callback(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet { // a HEAD must not use up the consent
+		w.Header().Set("Allow", http.MethodGet)
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
 	q, err := parseCallback(r.URL.RawQuery)
 	if err != nil {
 		m.pages.write(w, http.StatusBadRequest, "", "This authorization response is invalid: "+err.Error()+".")

@@ -86,9 +86,9 @@ func (s *RedisStore) usersKey(server string) string {
 func (s *RedisStore) resultKey(id string) string { return s.prefix + "acct:r:{" + id + "}" }
 func (s *RedisStore) channel() string            { return s.prefix + "acct:done" }
 
-func (s *RedisStore) reserve(ctx context.Context, uh, id string, expires time.Time, maxUser, maxAll int) error {
+func (s *RedisStore) reserve(ctx context.Context, uh, id string, ttl time.Duration, maxUser, maxAll int) error {
 	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
-	exp := strconv.FormatInt(expires.UnixMilli(), 10)
+	exp := strconv.FormatInt(time.Now().Add(ttl).UnixMilli(), 10)
 	ok, err := s.reserveScript.Run(ctx, s.c, []string{s.user(uh, "pending")}, id, now, exp, maxUser).Int()
 	if err != nil {
 		return fmt.Errorf("reserving a pending consent: %w", err)
@@ -116,8 +116,8 @@ func (s *RedisStore) release(ctx context.Context, uh, id string) error {
 	return nil
 }
 
-func (s *RedisStore) putPending(ctx context.Context, uh, id string, rec []byte, expires time.Time) error {
-	if err := s.c.Set(ctx, s.user(uh, "p:"+id), rec, time.Until(expires)).Err(); err != nil {
+func (s *RedisStore) putPending(ctx context.Context, uh, id string, rec []byte, ttl time.Duration) error {
+	if err := s.c.Set(ctx, s.user(uh, "p:"+id), rec, ttl).Err(); err != nil {
 		return fmt.Errorf("storing a pending consent: %w", err)
 	}
 	return nil

@@ -77,7 +77,7 @@ func (m *Manager) Start(ctx context.Context, r StartRequest) (*Consent, error) {
 	}
 	id, uh := rand.Text(), m.userHash(r.User)
 	expires := m.o.Now().Add(m.o.StateTTL)
-	if err := m.store.reserve(ctx, uh, id, expires, m.o.MaxPendingPerUser, m.o.MaxPending); err != nil {
+	if err := m.store.reserve(ctx, uh, id, m.o.StateTTL, m.o.MaxPendingPerUser, m.o.MaxPending); err != nil {
 		switch {
 		case errors.Is(err, errTooManyUser):
 			m.tally.fail(sc.Name, "too_many")
@@ -150,7 +150,7 @@ func (m *Manager) begin(ctx context.Context, sc ServerConfig, r StartRequest, id
 	if err != nil {
 		return nil, fmt.Errorf("server '%s': sealing the consent: %w", sc.Name, err)
 	}
-	if err := m.store.putPending(ctx, uh, id, rec, expires); err != nil {
+	if err := m.store.putPending(ctx, uh, id, rec, m.o.StateTTL); err != nil {
 		return nil, fmt.Errorf("server '%s': %w", sc.Name, err)
 	}
 	if err := m.mark(ctx, id, expires); err != nil {

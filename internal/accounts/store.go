@@ -16,14 +16,14 @@ import (
 // keyed hashes. NewRedisStore and OpenBoltStore make one; its methods are
 // the Manager's alone.
 type Store interface {
-	// reserve counts a new pending consent of user hash uh, refused with
-	// errTooManyUser or errTooManyAll past the bounds; expired ones do
-	// not count.
-	reserve(ctx context.Context, uh, id string, expires time.Time, maxUser, maxAll int) error
+	// reserve counts a new pending consent of user hash uh for ttl,
+	// refused with errTooManyUser or errTooManyAll past the bounds;
+	// expired ones do not count.
+	reserve(ctx context.Context, uh, id string, ttl time.Duration, maxUser, maxAll int) error
 	// release undoes a reserve whose consent did not start.
 	release(ctx context.Context, uh, id string) error
-	// putPending stores the record of a reserved consent until expires.
-	putPending(ctx context.Context, uh, id string, rec []byte, expires time.Time) error
+	// putPending stores the record of a reserved consent for ttl.
+	putPending(ctx context.Context, uh, id string, rec []byte, ttl time.Duration) error
 	// takePending returns and deletes the record in one step (nil when
 	// there is none: taken, expired or never stored).
 	takePending(ctx context.Context, uh, id string) ([]byte, error)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -270,8 +271,12 @@ func (m *Manager) Rejected(ctx context.Context, user, server string, sent secret
 	if e == nil {
 		return Retry{}, ErrNotConnected
 	}
-	if status == 403 {
+	switch status {
+	case http.StatusForbidden:
 		return m.forbidden(server, e, wwwAuthenticate)
+	case http.StatusUnauthorized:
+	default:
+		return Retry{}, fmt.Errorf("server '%s': HTTP %d is not a refusal Rejected handles", server, status)
 	}
 	if e.Access != sent.Reveal() {
 		return Retry{Again: true}, nil // a newer token is stored
@@ -291,9 +296,7 @@ func (m *Manager) Rejected(ctx context.Context, user, server string, sent secret
 // forbidden handles a 403: only insufficient_scope with new scopes asks
 // for a step-up.
 func (m *Manager) forbidden(server string, e *entry, www []string) (Retry, error) {
-	if len(www) > maxChallenges {
-		www = www[:maxChallenges]
-	}
+	www = slices.DeleteFunc(slices.Clone(www[:min(len(www), maxChallenges)]), func(h string) bool { return len(h) > maxChallengeLen })
 	cs, _ := oauthex.ParseWWWAuthenticate(www)
 	if headers.ChallengeParam(cs, "error") != "insufficient_scope" {
 		return Retry{}, fmt.Errorf("server '%s' refused the call (HTTP 403)", server)
@@ -317,6 +320,9 @@ func (m *Manager) Connected(ctx context.Context, user, server string) (bool, err
 	if err := checkUser(user); err != nil {
 		return false, err
 	}
+	if len(server) > maxServerLen {
+		return false, nil
+	}
 	e, err := m.entry(ctx, m.userHash(user), server)
 	return e != nil, err
 }
@@ -326,6 +332,9 @@ func (m *Manager) Connected(ctx context.Context, user, server string) (bool, err
 func (m *Manager) Disconnect(ctx context.Context, user, server string) (bool, error) {
 	if err := checkUser(user); err != nil {
 		return false, err
+	}
+	if len(server) > maxServerLen {
+		return false, nil
 	}
 	uh := m.userHash(user)
 	names := []string{server}
