@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,6 +46,43 @@ func TestCrossReplica(t *testing.T) {
 			}
 			if _, err := a.token("alice"); err != nil {
 				t.Errorf("Token on A: %v", err)
+			}
+		})
+	}
+}
+
+// Replicas refreshing one user's token at once: one refresh across both
+// (the store lock), and both return its token.
+func TestCrossReplicaRefresh(t *testing.T) {
+	for _, kind := range []string{"redis", "cluster"} {
+		t.Run(kind, func(t *testing.T) {
+			store := newStoreFn(t, kind)
+			f := newFixture(t)
+			f.expiresIn = 600
+			var clock offsetClock
+			withClock := func(o *Options) { o.Now = clock.now }
+			a, b := newEnv(t, f, store(), withClock), newEnv(t, f, store(), withClock)
+			a.connect("alice")
+			f.set(func(f *fixture) { f.expiresIn, f.refreshDelay = 7200, 300*time.Millisecond })
+			clock.set(600 * time.Second)
+			var wg sync.WaitGroup
+			got := make([]string, 10)
+			for i := range got {
+				e := a
+				if i%2 == 1 {
+					e = b
+				}
+				wg.Go(func() {
+					v, err := e.token("alice")
+					if err != nil {
+						t.Errorf("Token: %v", err)
+					}
+					got[i] = v.Reveal()
+				})
+			}
+			wg.Wait()
+			if f.refreshes != 1 || len(slices.Compact(slices.Clone(got))) != 1 {
+				t.Errorf("%d refreshes; tokens %v", f.refreshes, got)
 			}
 		})
 	}
