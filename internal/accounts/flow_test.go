@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -122,18 +121,7 @@ func TestRefresh(t *testing.T) {
 		}
 		clock.set(600 * time.Second) // within RefreshBefore of its expiry
 		f.set(func(f *fixture) { f.refreshDelay = 200 * time.Millisecond })
-		var wg sync.WaitGroup
-		got := make([]string, 20)
-		for i := range 20 {
-			wg.Go(func() {
-				v, err := e.token("alice")
-				if err != nil {
-					t.Errorf("Token: %v", err)
-				}
-				got[i] = v.Reveal()
-			})
-		}
-		wg.Wait()
+		got := tokensAtOnce(t, "alice", 20, e)
 		if f.refreshes != 1 {
 			t.Errorf("%d refreshes for 20 concurrent calls, want 1", f.refreshes)
 		}

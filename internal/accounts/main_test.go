@@ -219,3 +219,20 @@ func (c *offsetClock) set(d time.Duration) {
 	defer c.mu.Unlock()
 	c.d = d
 }
+
+// tokensAtOnce calls Token for user n times at once, spread over envs.
+func tokensAtOnce(t *testing.T, user string, n int, envs ...*env) []string {
+	var wg sync.WaitGroup
+	got := make([]string, n)
+	for i := range n {
+		wg.Go(func() {
+			v, err := envs[i%len(envs)].token(user)
+			if err != nil {
+				t.Errorf("Token: %v", err)
+			}
+			got[i] = v.Reveal()
+		})
+	}
+	wg.Wait()
+	return got
+}

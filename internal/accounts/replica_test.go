@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -65,22 +64,7 @@ func TestCrossReplicaRefresh(t *testing.T) {
 			a.connect("alice")
 			f.set(func(f *fixture) { f.expiresIn, f.refreshDelay = 7200, 300*time.Millisecond })
 			clock.set(600 * time.Second)
-			var wg sync.WaitGroup
-			got := make([]string, 10)
-			for i := range got {
-				e := a
-				if i%2 == 1 {
-					e = b
-				}
-				wg.Go(func() {
-					v, err := e.token("alice")
-					if err != nil {
-						t.Errorf("Token: %v", err)
-					}
-					got[i] = v.Reveal()
-				})
-			}
-			wg.Wait()
+			got := tokensAtOnce(t, "alice", 10, a, b)
 			if f.refreshes != 1 || len(slices.Compact(slices.Clone(got))) != 1 {
 				t.Errorf("%d refreshes; tokens %v", f.refreshes, got)
 			}
