@@ -116,7 +116,7 @@ type Manager struct {
 
 	mu      sync.Mutex
 	servers map[string]ServerConfig
-	local   map[string]string // consents started here: id → server
+	local   map[string]localConsent // consents started here, by id
 	waits   waiters
 	tally   tally
 }
@@ -143,7 +143,7 @@ func New(o Options) (*Manager, error) {
 		redirect: o.PublicURL + "/oauth/callback",
 		pages:    newPages(),
 		servers:  map[string]ServerConfig{},
-		local:    map[string]string{},
+		local:    map[string]localConsent{},
 	}
 	if m.direct.Timeout <= 0 || m.direct.Timeout > defaultTimeout {
 		m.direct.Timeout = defaultTimeout
@@ -191,8 +191,8 @@ func (m *Manager) Configure(servers []ServerConfig) {
 	m.mu.Lock()
 	m.servers = next
 	var gone []string
-	for id, server := range m.local {
-		if _, ok := next[server]; !ok {
+	for id, c := range m.local {
+		if _, ok := next[c.server]; !ok {
 			gone = append(gone, id)
 			delete(m.local, id)
 		}
@@ -203,6 +203,12 @@ func (m *Manager) Configure(servers []ServerConfig) {
 		m.finish(ctx, id, "", outcome{Reason: "removed", Message: "the server was removed from the configuration"})
 		cancel()
 	}
+}
+
+// localConsent is a consent started by this Manager.
+type localConsent struct {
+	server  string
+	expires time.Time
 }
 
 // server returns the configuration of a per-user server.

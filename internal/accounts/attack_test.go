@@ -95,6 +95,21 @@ func TestWaitExpired(t *testing.T) {
 	if st := e.m.Stats(context.Background())[0]; st.Failures["expired"] != 1 || st.ConsentsFailed != 1 {
 		t.Errorf("Stats = %+v", st)
 	}
+	// An abandoned consent nobody waits for is forgotten (and counted)
+	// when a later one starts; a waited-for one is not counted again.
+	if _, err := e.start("bob", StartRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	clock.set(2 * (seal10m + resultGrace + time.Second))
+	if _, err := e.start("carol", StartRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	e.m.mu.Lock()
+	n := len(e.m.local)
+	e.m.mu.Unlock()
+	if st := e.m.Stats(context.Background())[0]; st.Failures["expired"] != 2 || n != 1 {
+		t.Errorf("Stats = %+v, %d remembered", st, n)
+	}
 }
 
 const seal10m = 10 * time.Minute

@@ -159,9 +159,7 @@ func (m *Manager) begin(ctx context.Context, sc ServerConfig, r StartRequest, id
 	st, _ := jsonBytes(stateData{ID: id, UH: uh})
 	state := m.state.Seal("", st, m.o.StateTTL)
 	authURL := oauthConfig(p, m.redirect).AuthCodeURL(state, oauth2.S256ChallengeOption(p.Verifier), oauth2.SetAuthURLParam("resource", p.Resource))
-	m.mu.Lock()
-	m.local[id] = sc.Name
-	m.mu.Unlock()
+	m.remember(id, sc.Name, expires)
 	return &Consent{ID: id, URL: authURL, Server: sc.Name, Expires: expires}, nil
 }
 

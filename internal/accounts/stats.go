@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 )
 
 // Failure reasons of ServerStats.Failures.
@@ -92,11 +93,30 @@ func (t *tally) snapshot(names []string) []ServerStats {
 // countExpired counts a consent started here that expired, once.
 func (m *Manager) countExpired(id string) {
 	m.mu.Lock()
-	server, ok := m.local[id]
+	c, ok := m.local[id]
 	delete(m.local, id)
 	m.mu.Unlock()
 	if ok {
-		m.tally.outcome(server, "expired")
+		m.tally.outcome(c.server, "expired")
+	}
+}
+
+// remember records a consent started here; consents abandoned past their
+// expiry are forgotten (and counted as expired), so the record is bounded.
+func (m *Manager) remember(id, server string, expires time.Time) {
+	now := m.o.Now()
+	m.mu.Lock()
+	var gone []string
+	for old, c := range m.local {
+		if now.After(c.expires.Add(resultGrace)) {
+			delete(m.local, old)
+			gone = append(gone, c.server)
+		}
+	}
+	m.local[id] = localConsent{server: server, expires: expires}
+	m.mu.Unlock()
+	for _, s := range gone {
+		m.tally.outcome(s, "expired")
 	}
 }
 
