@@ -301,15 +301,14 @@ func (m *Manager) forbidden(server string, e *entry, www []string) (Retry, error
 	if headers.ChallengeParam(cs, "error") != "insufficient_scope" {
 		return Retry{}, fmt.Errorf("server '%s' refused the call (HTTP 403)", server)
 	}
-	want := union(strings.Fields(headers.ChallengeScope(cs)))
+	want := union(slices.DeleteFunc(strings.Fields(headers.ChallengeScope(cs)), func(s string) bool {
+		return len(s) > maxScopeLen || strings.ContainsRune(s, '"')
+	}))
 	have := union(e.Scopes, e.Asked)
-	var missing []string
-	for _, s := range want {
-		if !slices.Contains(have, s) && len(s) <= maxScopeLen {
-			missing = append(missing, s)
-		}
-	}
-	if len(missing) == 0 {
+	switch {
+	case len(want) == 0:
+		return Retry{}, fmt.Errorf("server '%s' refused the call for its scope but named none (HTTP 403)", server)
+	case !slices.ContainsFunc(want, func(s string) bool { return !slices.Contains(have, s) }):
 		return Retry{}, fmt.Errorf("server '%s' refuses even with scopes %q", server, strings.Join(want, " "))
 	}
 	return Retry{StepUp: want}, nil
