@@ -264,15 +264,16 @@ func (m *Manager) Result(ctx context.Context, id string) (bool, error) {
 		return false, err
 	}
 	var o outcome
-	if b == nil || json.Unmarshal(b, &o) != nil {
-		return true, &ConsentError{Reason: "expired", Message: "the consent is unknown or has expired"}
-	}
 	switch {
+	case b == nil || json.Unmarshal(b, &o) != nil:
+		o = outcome{Reason: "expired", Message: "the consent is unknown or has expired"}
 	case o.Pending && m.o.Now().UnixMilli() > o.Expires+resultGrace.Milliseconds():
-		return true, &ConsentError{Reason: "expired", Message: "the consent has expired"}
+		o = outcome{Reason: "expired", Message: "the consent has expired"}
 	case o.Pending:
 		return false, nil
-	case o.Reason != "":
+	}
+	m.forget(id, o.Reason == "expired")
+	if o.Reason != "" {
 		return true, &ConsentError{Reason: o.Reason, Message: o.Message}
 	}
 	return true, nil
@@ -287,10 +288,6 @@ func (m *Manager) Wait(ctx context.Context, id string) error {
 		done, err := m.Result(ctx, id)
 		if done || (err != nil && ctx.Err() != nil) {
 			m.waits.remove(id, ch)
-			var ce *ConsentError
-			if errors.As(err, &ce) && ce.Reason == "expired" {
-				m.countExpired(id)
-			}
 			return err
 		}
 		t := time.NewTimer(time.Second)

@@ -30,10 +30,10 @@ func TestCrossReplica(t *testing.T) {
 			waited := a.waitAsync(c.ID)
 			time.Sleep(50 * time.Millisecond) // let Wait subscribe; the 1 s re-check covers a miss anyway
 			loc := a.redirect(c.URL)
-			begin := time.Now()
 			if st, body := get(t, b.mux.URL+"/oauth/callback?"+loc.RawQuery); st != 200 {
 				t.Fatalf("callback on B: %d %s", st, body)
 			}
+			begin := time.Now()
 			if err := <-waited; err != nil {
 				t.Fatalf("Wait on A: %v", err)
 			}
@@ -43,6 +43,11 @@ func TestCrossReplica(t *testing.T) {
 			if done, err := b.m.Result(context.Background(), c.ID); !done || err != nil {
 				t.Errorf("Result on B: %v %v", done, err)
 			}
+			a.m.mu.Lock()
+			if len(a.m.local) != 0 {
+				t.Error("A still remembers the consent B completed")
+			}
+			a.m.mu.Unlock()
 			if _, err := a.token("alice"); err != nil {
 				t.Errorf("Token on A: %v", err)
 			}

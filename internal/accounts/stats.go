@@ -90,34 +90,27 @@ func (t *tally) snapshot(names []string) []ServerStats {
 	return out
 }
 
-// countExpired counts a consent started here that expired, once.
-func (m *Manager) countExpired(id string) {
+// forget drops a finished consent started here; one that expired is
+// counted (once: the first to see it here).
+func (m *Manager) forget(id string, expired bool) {
 	m.mu.Lock()
 	c, ok := m.local[id]
 	delete(m.local, id)
 	m.mu.Unlock()
-	if ok {
+	if ok && expired {
 		m.tally.outcome(c.server, "expired")
 	}
 }
 
-// remember records a consent started here; consents abandoned past their
-// expiry are forgotten (and counted as expired), so the record is bounded.
+// remember records a consent started here; those past their expiry are
+// forgotten (another replica may have completed them), so the record is
+// bounded.
 func (m *Manager) remember(id, server string, expires time.Time) {
 	now := m.o.Now()
 	m.mu.Lock()
-	var gone []string
-	for old, c := range m.local {
-		if now.After(c.expires.Add(resultGrace)) {
-			delete(m.local, old)
-			gone = append(gone, c.server)
-		}
-	}
+	defer m.mu.Unlock()
+	maps.DeleteFunc(m.local, func(_ string, c localConsent) bool { return now.After(c.expires.Add(resultGrace)) })
 	m.local[id] = localConsent{server: server, expires: expires}
-	m.mu.Unlock()
-	for _, s := range gone {
-		m.tally.outcome(s, "expired")
-	}
 }
 
 // Stats returns the numbers of every configured per-user server, sorted
