@@ -2,14 +2,8 @@ package accounts
 
 import (
 	"context"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"html/template"
 	"net/http"
-	"net/url"
-	"strings"
 	"sync"
 	"time"
 
@@ -91,13 +85,14 @@ var (
 // Bounds of caller-chosen values.
 const (
 	maxUserLen      = 1024
+	maxServerLen    = 256
 	maxSessionLen   = 1024
 	maxScopes       = 32
 	maxScopeLen     = 256
 	maxChallenges   = 16
 	maxChallengeLen = 8 << 10
-	maxTokenLen     = 12 << 10 // an access or refresh token
-	lockTTL         = 15 * time.Second
+	maxTokenLen     = 12 << 10         // an access or refresh token
+	lockTTL         = 30 * time.Second // longer than a refresh may take
 	resultGrace     = 30 * time.Second // a taken consent's exchange may still be running
 	defaultTimeout  = 10 * time.Second
 )
@@ -115,28 +110,28 @@ type Manager struct {
 	direct     *http.Client  // probe, registration, token: no redirects, bounded
 	redirect   string
 	cimd       string
-	tmpl       *template.Template // the callback's page
+	pages      pages // the callback's answers
 	sf         singleflight.Group
 	stopListen func()
 
 	mu      sync.Mutex
 	servers map[string]ServerConfig
-	local   map[string]string // consents started here: id → server
-	waiters map[string][]chan struct{}
-	stats   map[string]*counters
+	local   map[string]localConsent // consents started here, by id
+	waits   waiters
+	tally   tally
 }
 
 // New checks o, fills in its defaults and returns a Manager listening for
-// results on o.Store. It does no request.
+// results on o.Store (on Redis: subscribed to its channel).
 func New(o Options) (*Manager, error) {
 	if o.Sealer == nil || o.Store == nil {
 		return nil, errors.New("accounts: a Sealer and a Store are required")
 	}
-	u, err := url.Parse(o.PublicURL)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-		return nil, errors.New("accounts: the public URL must be an absolute http(s) URL without query or fragment")
+	var https bool
+	var err error
+	if o.PublicURL, https, err = checkPublicURL(o.PublicURL); err != nil {
+		return nil, err
 	}
-	o.PublicURL = strings.TrimSuffix(o.PublicURL, "/")
 	o = withDefaults(o)
 	m := &Manager{
 		o: o, log: o.Logger, store: o.Store,
@@ -146,19 +141,17 @@ func New(o Options) (*Manager, error) {
 		hc:       o.HTTPClient,
 		direct:   headers.WithoutRedirects(o.HTTPClient),
 		redirect: o.PublicURL + "/oauth/callback",
-		tmpl:     template.Must(template.New("page").Parse(pageHTML)),
+		pages:    newPages(),
 		servers:  map[string]ServerConfig{},
-		local:    map[string]string{},
-		waiters:  map[string][]chan struct{}{},
-		stats:    map[string]*counters{},
+		local:    map[string]localConsent{},
 	}
 	if m.direct.Timeout <= 0 || m.direct.Timeout > defaultTimeout {
 		m.direct.Timeout = defaultTimeout
 	}
-	if u.Scheme == "https" {
+	if https {
 		m.cimd = o.PublicURL + "/oauth/client-metadata.json"
 	}
-	m.stopListen = o.Store.listen(m.wake)
+	m.stopListen = o.Store.listen(m.waits.wake)
 	return m, nil
 }
 
@@ -198,8 +191,8 @@ func (m *Manager) Configure(servers []ServerConfig) {
 	m.mu.Lock()
 	m.servers = next
 	var gone []string
-	for id, server := range m.local {
-		if _, ok := next[server]; !ok {
+	for id, c := range m.local {
+		if _, ok := next[c.server]; !ok {
 			gone = append(gone, id)
 			delete(m.local, id)
 		}
@@ -210,6 +203,12 @@ func (m *Manager) Configure(servers []ServerConfig) {
 		m.finish(ctx, id, "", outcome{Reason: "removed", Message: "the server was removed from the configuration"})
 		cancel()
 	}
+}
+
+// localConsent is a consent started by this Manager.
+type localConsent struct {
+	server  string
+	expires time.Time
 }
 
 // server returns the configuration of a per-user server.
@@ -226,29 +225,6 @@ func (m *Manager) Close() error {
 	return nil
 }
 
-// userHash is the keyed hash the store knows a user by.
-func (m *Manager) userHash(user string) string {
-	return hex.EncodeToString(m.o.Sealer.MAC("accounts user\x00" + user)[:16])
-}
-
-// sealJSON seals v with p for the binding.
-func sealJSON(p *seal.Purpose, binding string, v any) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	return []byte(p.Seal(binding, b, 0)), nil
-}
-
-// openJSON opens what sealJSON sealed into v.
-func openJSON(p *seal.Purpose, binding string, b []byte, v any) error {
-	pt, err := p.Open(string(b), binding)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(pt, v)
-}
-
 // validID reports whether id looks like a consent id (rand.Text: 26
 // base32 characters).
 func validID(id string) bool {
@@ -262,15 +238,4 @@ func validID(id string) bool {
 		}
 	}
 	return true
-}
-
-// cutNUL splits s at its first NUL.
-func cutNUL(s string) (before, after string, ok bool) { return strings.Cut(s, "\x00") }
-
-// checkUser bounds a user id.
-func checkUser(user string) error {
-	if user == "" || len(user) > maxUserLen {
-		return fmt.Errorf("a user id must have 1 to %d bytes", maxUserLen)
-	}
-	return nil
 }

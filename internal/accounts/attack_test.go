@@ -80,9 +80,7 @@ func TestCallbackState(t *testing.T) {
 func TestWaitExpired(t *testing.T) {
 	f := newFixture(t)
 	var clock offsetClock
-	s, _ := OpenBoltStore(BoltOptions{Dir: t.TempDir()})
-	defer s.Close()
-	e := newEnv(t, f, s, func(o *Options) { o.Now = clock.now })
+	e, _ := boltEnv(t, f, func(o *Options) { o.Now = clock.now })
 	c, _ := e.start("alice", StartRequest{})
 	if done, err := e.m.Result(context.Background(), c.ID); done || err != nil {
 		t.Fatalf("a fresh consent: %v %v", done, err)
@@ -97,6 +95,22 @@ func TestWaitExpired(t *testing.T) {
 	if st := e.m.Stats(context.Background())[0]; st.Failures["expired"] != 1 || st.ConsentsFailed != 1 {
 		t.Errorf("Stats = %+v", st)
 	}
+	// An abandoned consent nobody waits for is forgotten when a later one
+	// starts (uncounted: another replica may have completed it); a
+	// waited-for one is not counted again.
+	if _, err := e.start("bob", StartRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	clock.set(2 * (seal10m + resultGrace + time.Second))
+	if _, err := e.start("carol", StartRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	e.m.mu.Lock()
+	n := len(e.m.local)
+	e.m.mu.Unlock()
+	if st := e.m.Stats(context.Background())[0]; st.Failures["expired"] != 1 || n != 1 {
+		t.Errorf("Stats = %+v, %d remembered", st, n)
+	}
 }
 
 const seal10m = 10 * time.Minute
@@ -105,9 +119,7 @@ const seal10m = 10 * time.Minute
 func TestDenied(t *testing.T) {
 	f := newFixture(t)
 	f.deny = true
-	s, _ := OpenBoltStore(BoltOptions{Dir: t.TempDir()})
-	defer s.Close()
-	e := newEnv(t, f, s, nil)
+	e, _ := boltEnv(t, f, nil)
 	c, _ := e.start("alice", StartRequest{})
 	st, body := e.open(c.URL)
 	if st != 400 || !strings.Contains(body, "access was denied") {
@@ -139,9 +151,7 @@ func TestIss(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			f.issSupported, f.issMode = tc.advertised, tc.mode
-			s, _ := OpenBoltStore(BoltOptions{Dir: t.TempDir()})
-			defer s.Close()
-			e := newEnv(t, f, s, nil)
+			e, _ := boltEnv(t, f, nil)
 			c, err := e.start("alice", StartRequest{})
 			if err != nil {
 				t.Fatal(err)
@@ -217,9 +227,7 @@ func TestHostileTokenEndpoint(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			f := newFixture(t)
 			f.tokenMode = mode
-			s, _ := OpenBoltStore(BoltOptions{Dir: t.TempDir()})
-			defer s.Close()
-			e := newEnv(t, f, s, nil)
+			e, _ := boltEnv(t, f, nil)
 			c, _ := e.start("alice", StartRequest{})
 			begin := time.Now()
 			st, body := e.open(c.URL)
@@ -250,9 +258,7 @@ func TestDiscoveryRefusals(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t)
 			set(f)
-			s, _ := OpenBoltStore(BoltOptions{Dir: t.TempDir()})
-			defer s.Close()
-			e := newEnv(t, f, s, nil)
+			e, _ := boltEnv(t, f, nil)
 			_, err := e.start("alice", StartRequest{})
 			if err == nil {
 				t.Fatal("Start succeeded")
@@ -297,13 +303,11 @@ func TestClientAuth(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			f.authMethods, f.cimd = tc.methods, tc.cimd
-			s, _ := OpenBoltStore(BoltOptions{Dir: t.TempDir()})
-			defer s.Close()
 			var scs []func(*ServerConfig)
 			if tc.sc != nil {
 				scs = append(scs, tc.sc)
 			}
-			e := newEnv(t, f, s, nil, scs...)
+			e, _ := boltEnv(t, f, nil, scs...)
 			e.connect("alice")
 			r := f.tokenReqs[0]
 			if r.basic != tc.basic || r.form.Get("client_secret") != tc.secret || r.form.Get("client_id") != tc.clientID {
@@ -341,9 +345,7 @@ func TestScopes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			f.challengeScope, f.prmScopes, f.asScopes = tc.challenge, tc.prm, tc.as
-			s, _ := OpenBoltStore(BoltOptions{Dir: t.TempDir()})
-			defer s.Close()
-			e := newEnv(t, f, s, nil, func(s *ServerConfig) { s.Scope = tc.cfg })
+			e, _ := boltEnv(t, f, nil, func(s *ServerConfig) { s.Scope = tc.cfg })
 			c, err := e.start("alice", StartRequest{})
 			if err != nil {
 				t.Fatal(err)
@@ -360,9 +362,7 @@ func TestScopes(t *testing.T) {
 // reusing the first issuer's client.
 func TestIssuerMigration(t *testing.T) {
 	f := newFixture(t)
-	s, _ := OpenBoltStore(BoltOptions{Dir: t.TempDir()})
-	defer s.Close()
-	e := newEnv(t, f, s, nil)
+	e, _ := boltEnv(t, f, nil)
 	e.connect("alice")
 	f.set(func(f *fixture) { f.issuerPath = "/as2" })
 	c, err := e.start("alice", StartRequest{})
@@ -378,9 +378,7 @@ func TestIssuerMigration(t *testing.T) {
 // A reload that removes a server fails its pending consents.
 func TestConfigureRemoves(t *testing.T) {
 	f := newFixture(t)
-	s, _ := OpenBoltStore(BoltOptions{Dir: t.TempDir()})
-	defer s.Close()
-	e := newEnv(t, f, s, nil)
+	e, _ := boltEnv(t, f, nil)
 	c, _ := e.start("alice", StartRequest{})
 	e.m.Configure(nil)
 	if ce := consentErr(t, e.waitErr(c.ID)); ce.Reason != "removed" {
@@ -394,10 +392,54 @@ func TestConfigureRemoves(t *testing.T) {
 // The client metadata document is served for an https public URL only.
 func TestClientMetadata(t *testing.T) {
 	f := newFixture(t)
-	s, _ := OpenBoltStore(BoltOptions{Dir: t.TempDir()})
-	defer s.Close()
-	e := newEnv(t, f, s, nil)
+	e, _ := boltEnv(t, f, nil)
 	if st, _ := get(t, e.mux.URL+"/oauth/client-metadata.json"); st != http.StatusNotFound {
 		t.Errorf("http public URL: %d", st)
+	}
+}
+
+// consentErr is the ConsentError of err, or fails.
+func consentErr(t *testing.T, err error) *ConsentError {
+	t.Helper()
+	var ce *ConsentError
+	if !errors.As(err, &ce) {
+		t.Fatalf("want a ConsentError, got %v", err)
+	}
+	return ce
+}
+
+// redirect asks the AS for the consent URL and returns its redirect (the
+// callback URL) without following it.
+func (e *env) redirect(u string) *url.URL {
+	e.t.Helper()
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Get(u)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	resp.Body.Close()
+	loc, err := resp.Location()
+	if err != nil {
+		e.t.Fatalf("the AS did not redirect: %v", err)
+	}
+	return loc
+}
+
+// Only GET completes a consent: a HEAD (a link prefetcher) leaves it.
+func TestCallbackHead(t *testing.T) {
+	e, _ := boltEnv(t, newFixture(t), nil)
+	c, _ := e.start("alice", StartRequest{})
+	loc := e.redirect(c.URL)
+	cb := e.mux.URL + "/oauth/callback?" + loc.RawQuery
+	if resp, err := http.Head(cb); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("HEAD: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	if st, _ := get(t, cb); st != 200 {
+		t.Errorf("GET after HEAD: %d", st)
+	}
+	if _, err := e.m.Rejected(context.Background(), "alice", "srv", "x", 500, nil); e.keep(err) == nil {
+		t.Error("Rejected took a 500")
 	}
 }

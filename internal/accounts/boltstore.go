@@ -6,31 +6,22 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/mcp-mux/mcp-mux/internal/boltfile"
 )
 
-// BoltOptions configure OpenBoltStore.
-type BoltOptions struct {
-	// Dir is the data directory (--data-dir); the file is Dir/accounts.db.
-	Dir string
-	// OpenTimeout bounds waiting for another process's lock on the file
-	// (default 5s): only one mux may use an embedded store.
-	OpenTimeout time.Duration
-}
+// BoltOptions configure OpenBoltStore: the file is Dir/accounts.db.
+type BoltOptions = boltfile.Options
 
 // BoltStore is the embedded single-node Store: one bbolt file; results
 // wake the Managers of this process only.
 type BoltStore struct {
 	db   *bolt.DB
 	now  func() time.Time
-	mu   sync.Mutex
-	subs map[int]func(string)
-	next int
+	subs listeners
 }
 
 var (
@@ -44,33 +35,16 @@ var _ Store = (*BoltStore)(nil)
 
 // OpenBoltStore opens (creating) the embedded store in o.Dir.
 func OpenBoltStore(o BoltOptions) (*BoltStore, error) {
-	if o.Dir == "" {
-		return nil, errors.New("the embedded accounts store needs a data directory (--data-dir or MCP_MUX_DATA_DIR)")
-	}
-	if o.OpenTimeout <= 0 {
-		o.OpenTimeout = 5 * time.Second
-	}
-	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
-		return nil, fmt.Errorf("creating the data directory: %w", err)
-	}
-	path := filepath.Join(o.Dir, "accounts.db")
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: o.OpenTimeout})
+	db, err := boltfile.Open(o, "accounts.db", "accounts store")
 	if err != nil {
-		return nil, fmt.Errorf("opening the embedded accounts store %s: %w", path, err)
+		return nil, err
 	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bPending, bResults, bTokens, bRegs} {
-			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	err = db.Update(func(tx *bolt.Tx) error { return boltfile.Buckets(tx, bPending, bResults, bTokens, bRegs) })
 	if err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("initializing the embedded accounts store: %w", err)
 	}
-	return &BoltStore{db: db, now: time.Now, subs: make(map[int]func(string))}, nil
+	return &BoltStore{db: db, now: time.Now}, nil
 }
 
 // Close closes the file.
@@ -93,8 +67,8 @@ func parsePending(v []byte) (expMS int64, uh string, rec []byte, ok bool) {
 	return int64(binary.BigEndian.Uint64(v)), string(v[9 : 9+n]), v[9+n:], true
 }
 
-func (s *BoltStore) reserve(_ context.Context, uh, id string, expires time.Time, maxUser, maxAll int) error {
-	now := s.now().UnixMilli()
+func (s *BoltStore) reserve(_ context.Context, uh, id string, ttl time.Duration, maxUser, maxAll int) error {
+	now, expires := s.now().UnixMilli(), s.now().Add(ttl)
 	return s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bPending)
 		var stale [][]byte
@@ -131,7 +105,8 @@ func (s *BoltStore) release(_ context.Context, _, id string) error {
 	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bPending).Delete([]byte(id)) })
 }
 
-func (s *BoltStore) putPending(_ context.Context, uh, id string, rec []byte, expires time.Time) error {
+func (s *BoltStore) putPending(_ context.Context, uh, id string, rec []byte, ttl time.Duration) error {
+	expires := s.now().Add(ttl)
 	return s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bPending)
 		if _, owner, _, ok := parsePending(b.Get([]byte(id))); !ok || owner != uh {
@@ -167,19 +142,10 @@ func (s *BoltStore) putResult(_ context.Context, id string, res []byte, ttl time
 		}
 		return b.Put([]byte(id), append(binary.BigEndian.AppendUint64(nil, uint64(exp)), res...))
 	})
-	if err != nil || !wake {
-		return err
+	if err == nil && wake {
+		s.subs.call(id)
 	}
-	s.mu.Lock()
-	fns := make([]func(string), 0, len(s.subs))
-	for _, fn := range s.subs {
-		fns = append(fns, fn)
-	}
-	s.mu.Unlock()
-	for _, fn := range fns {
-		fn(id)
-	}
-	return nil
+	return err
 }
 
 // pruneResults deletes up to 64 expired results, so results cost no more
@@ -284,19 +250,10 @@ func (s *BoltStore) putReg(_ context.Context, key string, rec []byte) error {
 
 // lock always succeeds: one process uses the file, and the Manager's
 // singleflight already serializes its refreshes.
-func (s *BoltStore) lock(context.Context, string, time.Duration) (func(), bool, error) {
+func (s *BoltStore) lock(context.Context, string, string, time.Duration) (func(), bool, error) {
 	return func() {}, true, nil
 }
 
 func (s *BoltStore) listen(fn func(string)) func() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	id := s.next
-	s.next++
-	s.subs[id] = fn
-	return func() {
-		s.mu.Lock()
-		delete(s.subs, id)
-		s.mu.Unlock()
-	}
+	return s.subs.add(fn)
 }

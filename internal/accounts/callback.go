@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html/template"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/oauth2"
@@ -46,6 +49,23 @@ func (m *Manager) clientMetadata(w http.ResponseWriter, _ *http.Request) {
 	})
 }
 
+// checkPublicURL checks the mux's public URL, returns it without a
+// trailing slash and reports whether it is https (a client metadata
+// document needs an https id).
+func checkPublicURL(raw string) (string, bool, error) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return "", false, errors.New("accounts: the public URL must be an absolute http(s) URL without query or fragment")
+	}
+	return strings.TrimSuffix(raw, "/"), u.Scheme == "https", nil
+}
+
+// pages writes the callback's answers.
+type pages struct{ tmpl *template.Template }
+
+// newPages parses the callback's page.
+func newPages() pages { return pages{template.Must(template.New("page").Parse(pageHTML))} }
+
 // callbackQuery is the authorization response.
 type callbackQuery struct {
 	state, code, iss, errCode string
@@ -80,15 +100,20 @@ func parseCallback(raw string) (callbackQuery, error) {
 // callback completes a consent: state, single use, RFC 9207 iss, the code
 // exchange, the vault; then it wakes the waiting call.
 func (m *Manager) callback(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet { // a HEAD must not use up the consent
+		w.Header().Set("Allow", http.MethodGet)
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
 	q, err := parseCallback(r.URL.RawQuery)
 	if err != nil {
-		m.page(w, http.StatusBadRequest, "", "This authorization response is invalid: "+err.Error()+".")
+		m.pages.write(w, http.StatusBadRequest, "", "This authorization response is invalid: "+err.Error()+".")
 		return
 	}
 	b, err := m.state.Open(q.state, "")
 	var sd stateData
 	if err != nil || json.Unmarshal(b, &sd) != nil || !validID(sd.ID) {
-		m.page(w, http.StatusBadRequest, "", "This authorization response's state is invalid or has expired. Start again from your MCP client.")
+		m.pages.write(w, http.StatusBadRequest, "", "This authorization response's state is invalid or has expired. Start again from your MCP client.")
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 2*defaultTimeout)
@@ -96,20 +121,20 @@ func (m *Manager) callback(w http.ResponseWriter, r *http.Request) {
 	p, err := m.take(ctx, sd)
 	if err != nil {
 		m.log.Error("taking a pending consent", "err", err)
-		m.page(w, http.StatusServiceUnavailable, "", "The consent could not be read; try again.")
+		m.pages.write(w, http.StatusServiceUnavailable, "", "The consent could not be read; try again.")
 		return
 	}
 	if p == nil {
-		m.page(w, http.StatusBadRequest, "", "This consent was already used or has expired. Start again from your MCP client.")
+		m.pages.write(w, http.StatusBadRequest, "", "This consent was already used or has expired. Start again from your MCP client.")
 		return
 	}
 	o := m.complete(ctx, p, q)
 	m.finish(ctx, p.ID, p.Server, o)
 	if o.Reason != "" {
-		m.page(w, http.StatusBadRequest, p.Server, "Could not connect "+p.Server+": "+o.Message+".")
+		m.pages.write(w, http.StatusBadRequest, p.Server, "Could not connect "+p.Server+": "+o.Message+".")
 		return
 	}
-	m.page(w, http.StatusOK, p.Server, "Connected "+p.Server+". You can close this window.")
+	m.pages.write(w, http.StatusOK, p.Server, "Connected "+p.Server+". You can close this window.")
 }
 
 // take reads and deletes a pending record; nil when it is gone.
@@ -145,7 +170,7 @@ func (m *Manager) complete(ctx context.Context, p *pending, q callbackQuery) out
 	if msg := checkIss(q.iss, p.Issuer, p.IssSupported); msg != "" {
 		return outcome{Reason: "iss", Message: msg}
 	}
-	tok, err := m.oauthConfig(p).Exchange(context.WithValue(ctx, oauth2.HTTPClient, m.direct), q.code,
+	tok, err := oauthConfig(p, m.redirect).Exchange(context.WithValue(ctx, oauth2.HTTPClient, m.direct), q.code,
 		oauth2.VerifierOption(p.Verifier), oauth2.SetAuthURLParam("resource", p.Resource))
 	if err != nil {
 		return outcome{Reason: "exchange", Message: tokenFailure("the code exchange", err)}
@@ -181,14 +206,14 @@ const pageHTML = `<!doctype html>
 
 // page writes the callback's answer: never a code or token, not cached,
 // no referrer (the code is in the URL).
-func (m *Manager) page(w http.ResponseWriter, status int, server, message string) {
+func (p pages) write(w http.ResponseWriter, status int, server, message string) {
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	_ = m.tmpl.Execute(w, struct{ Server, Message string }{server, message})
+	_ = p.tmpl.Execute(w, struct{ Server, Message string }{server, message})
 }
 
 // outcome is how a consent ended: Reason "" is success; else one of the
@@ -213,22 +238,11 @@ func (m *Manager) finish(ctx context.Context, id, server string, o outcome) {
 	delete(m.local, id)
 	m.mu.Unlock()
 	if server != "" {
-		m.countOutcome(server, o.Reason)
+		m.tally.outcome(server, o.Reason)
 	}
 	b, _ := jsonBytes(o)
 	if err := m.store.putResult(ctx, id, b, m.o.StateTTL, true); err != nil {
 		m.log.Error("storing a consent's outcome; its call waits until the consent expires", "server", server, "err", err)
-	}
-}
-
-// wake wakes the local waiters of id.
-func (m *Manager) wake(id string) {
-	m.mu.Lock()
-	chs := m.waiters[id]
-	delete(m.waiters, id)
-	m.mu.Unlock()
-	for _, ch := range chs {
-		close(ch)
 	}
 }
 
@@ -250,15 +264,16 @@ func (m *Manager) Result(ctx context.Context, id string) (bool, error) {
 		return false, err
 	}
 	var o outcome
-	if b == nil || json.Unmarshal(b, &o) != nil {
-		return true, &ConsentError{Reason: "expired", Message: "the consent is unknown or has expired"}
-	}
 	switch {
+	case b == nil || json.Unmarshal(b, &o) != nil:
+		o = outcome{Reason: "expired", Message: "the consent is unknown or has expired"}
 	case o.Pending && m.o.Now().UnixMilli() > o.Expires+resultGrace.Milliseconds():
-		return true, &ConsentError{Reason: "expired", Message: "the consent has expired"}
+		o = outcome{Reason: "expired", Message: "the consent has expired"}
 	case o.Pending:
 		return false, nil
-	case o.Reason != "":
+	}
+	m.forget(id, o.Reason == "expired")
+	if o.Reason != "" {
 		return true, &ConsentError{Reason: o.Reason, Message: o.Message}
 	}
 	return true, nil
@@ -269,17 +284,10 @@ func (m *Manager) Result(ctx context.Context, id string) (bool, error) {
 // re-checks every second, for a lost wake-up.
 func (m *Manager) Wait(ctx context.Context, id string) error {
 	for {
-		ch := make(chan struct{})
-		m.mu.Lock()
-		m.waiters[id] = append(m.waiters[id], ch)
-		m.mu.Unlock()
+		ch := m.waits.add(id)
 		done, err := m.Result(ctx, id)
 		if done || (err != nil && ctx.Err() != nil) {
-			m.unwait(id, ch)
-			var ce *ConsentError
-			if errors.As(err, &ce) && ce.Reason == "expired" {
-				m.countExpired(id)
-			}
+			m.waits.remove(id, ch)
 			return err
 		}
 		t := time.NewTimer(time.Second)
@@ -288,29 +296,52 @@ func (m *Manager) Wait(ctx context.Context, id string) error {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			m.unwait(id, ch)
+			m.waits.remove(id, ch)
 			return ctx.Err()
 		}
 		t.Stop()
-		m.unwait(id, ch)
+		m.waits.remove(id, ch)
 	}
 }
 
-// unwait removes a waiter's channel.
-func (m *Manager) unwait(id string, ch chan struct{}) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	chs := m.waiters[id]
-	for i, c := range chs {
-		if c == ch {
-			chs = append(chs[:i], chs[i+1:]...)
-			break
-		}
+// waiters are the local Waits, by consent id. It is safe for concurrent
+// use.
+type waiters struct {
+	mu sync.Mutex
+	by map[string][]chan struct{}
+}
+
+// add registers a waiter of id; wake closes its channel.
+func (w *waiters) add(id string) chan struct{} {
+	ch := make(chan struct{})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.by == nil {
+		w.by = map[string][]chan struct{}{}
 	}
+	w.by[id] = append(w.by[id], ch)
+	return ch
+}
+
+// wake wakes the waiters of id.
+func (w *waiters) wake(id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, ch := range w.by[id] {
+		close(ch)
+	}
+	delete(w.by, id)
+}
+
+// remove drops a waiter's channel.
+func (w *waiters) remove(id string, ch chan struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	chs := slices.DeleteFunc(w.by[id], func(c chan struct{}) bool { return c == ch })
 	if len(chs) == 0 {
-		delete(m.waiters, id)
+		delete(w.by, id)
 	} else {
-		m.waiters[id] = chs
+		w.by[id] = chs
 	}
 }
 

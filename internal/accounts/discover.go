@@ -1,15 +1,11 @@
 package accounts
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -41,14 +37,17 @@ type discovered struct {
 // none), the protected resource metadata and the authorization server's
 // metadata, as the MCP authorization spec says.
 func (m *Manager) discover(ctx context.Context, sc ServerConfig, www []string) (*discovered, error) {
+	// A malformed header leaves only the well-known URLs to try.
+	challenges, _ := oauthex.ParseWWWAuthenticate(www)
 	if www == nil {
-		var err error
-		if www, err = m.probe(ctx, sc.URL); err != nil {
+		req, err := headers.NewProbe(ctx, sc.URL)
+		if err != nil {
+			return nil, fmt.Errorf("probing %s: %w", secret.RedactURL(sc.URL), err)
+		}
+		if challenges, err = headers.Probe(m.direct, req); err != nil {
 			return nil, err
 		}
 	}
-	// A malformed header leaves only the well-known URLs to try.
-	challenges, _ := oauthex.ParseWWWAuthenticate(www)
 	prm, err := m.resourceMetadata(ctx, challenges, sc.URL)
 	if err != nil {
 		return nil, err
@@ -81,39 +80,6 @@ func (m *Manager) discover(ctx context.Context, sc ServerConfig, www []string) (
 		return nil, errors.New("the authorization server metadata has no authorization or token endpoint")
 	}
 	return d, nil
-}
-
-// probeBody is the unauthenticated probe: a JSON-RPC ping a protected
-// server answers with 401 before reading it.
-const probeBody = `{"jsonrpc":"2.0","id":"mcp-mux-accounts-probe","method":"ping"}`
-
-// probe POSTs the ping without credentials and returns the challenges of
-// its 401 (none for any other answer).
-func (m *Manager) probe(ctx context.Context, resourceURL string) ([]string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, resourceURL, strings.NewReader(probeBody))
-	if err != nil {
-		return nil, fmt.Errorf("probing %s: %w", secret.RedactURL(resourceURL), err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, err := m.direct.Do(req)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // url.Error would repeat the full URL
-		}
-		return nil, fmt.Errorf("probing %s: %w", secret.RedactURL(resourceURL), err)
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized {
-		return []string{}, nil
-	}
-	www := resp.Header.Values("WWW-Authenticate")
-	if len(www) > maxChallenges {
-		www = www[:maxChallenges]
-	}
-	return www, nil
 }
 
 // resourceMetadata fetches the protected resource metadata from the
@@ -181,15 +147,15 @@ func preStyle(noSecret bool, methods []string) oauth2.AuthStyle {
 }
 
 // regKey is the store key of a dynamic registration.
-func (m *Manager) regKey(server, issuer string) string {
-	sum := sha256.Sum256([]byte(server + "\x00" + issuer + "\x00" + m.redirect))
+func regKey(server, issuer, redirect string) string {
+	sum := sha256.Sum256([]byte(server + "\x00" + issuer + "\x00" + redirect))
 	return hex.EncodeToString(sum[:16])
 }
 
 // dynamic returns the stored registration at d's issuer, registering
 // (RFC 7591) when there is none.
 func (m *Manager) dynamic(ctx context.Context, sc ServerConfig, d *discovered) (client, error) {
-	key := m.regKey(sc.Name, d.issuer)
+	key := regKey(sc.Name, d.issuer, m.redirect)
 	if b, err := m.store.getReg(ctx, key); err != nil {
 		return client{}, err
 	} else if b != nil {
@@ -255,11 +221,4 @@ func registrationError(endpoint string, err error) error {
 		msg += ": timed out"
 	}
 	return errors.New(msg)
-}
-
-// jsonBytes marshals v.
-func jsonBytes(v any) ([]byte, error) {
-	var b bytes.Buffer
-	err := json.NewEncoder(&b).Encode(v)
-	return bytes.TrimSpace(b.Bytes()), err
 }

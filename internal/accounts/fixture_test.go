@@ -1,6 +1,7 @@
 package accounts
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -134,22 +135,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func (f *fixture) prm(w http.ResponseWriter) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	res := f.prmResource
-	if res == "" {
-		res = f.url()
-	}
-	writeJSON(w, 200, map[string]any{"resource": res, "authorization_servers": []string{f.issuer()}, "scopes_supported": f.prmScopes})
+	writeJSON(w, 200, map[string]any{"resource": cmp.Or(f.prmResource, f.url()), "authorization_servers": []string{f.issuer()}, "scopes_supported": f.prmScopes})
 }
 
 func (f *fixture) asMeta(w http.ResponseWriter) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	iss := f.issuerOverride
-	if iss == "" {
-		iss = f.issuer()
-	}
 	m := map[string]any{
-		"issuer": iss, "authorization_endpoint": f.srv.URL + "/authorize", "token_endpoint": f.srv.URL + "/token",
+		"issuer": cmp.Or(f.issuerOverride, f.issuer()), "authorization_endpoint": f.srv.URL + "/authorize", "token_endpoint": f.srv.URL + "/token",
 		"response_types_supported": []string{"code"}, "code_challenge_methods_supported": []string{"S256"},
 		"token_endpoint_auth_methods_supported": f.authMethods, "scopes_supported": f.asScopes,
 		"authorization_response_iss_parameter_supported": f.issSupported, "client_id_metadata_document_supported": f.cimd,
@@ -282,4 +275,22 @@ func (f *fixture) register(w http.ResponseWriter, r *http.Request) {
 		out["client_secret"] = markerSecret
 	}
 	writeJSON(w, 201, out)
+}
+
+// noMarkers fails the test if a secret marker is in the log or an error.
+func (e *env) noMarkers() {
+	text := e.log.String()
+	e.emu.Lock()
+	for _, err := range e.errs {
+		text += "\n" + err.Error()
+	}
+	e.emu.Unlock()
+	e.f.mu.Lock()
+	vs := append([]string(nil), e.f.verifiers...)
+	e.f.mu.Unlock()
+	for _, mk := range append([]string{markerSecret, markerAccess, markerRefresh, markerCode}, vs...) {
+		if mk != "" && strings.Contains(text, mk) {
+			e.t.Errorf("secret marker %q leaked into the log or an error:\n%s", mk, text)
+		}
+	}
 }

@@ -6,8 +6,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -37,12 +35,7 @@ func TestConsentFlow(t *testing.T) {
 			q.Get("client_id") != "dyn-client-1" || q.Get("redirect_uri") != e.mux.URL+"/oauth/callback" {
 			t.Errorf("authorization URL query = %v", q)
 		}
-		waited := make(chan error, 1)
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			waited <- e.m.Wait(ctx, c.ID)
-		}()
+		waited := e.waitAsync(c.ID)
 		st, body := e.open(c.URL)
 		if st != 200 || !strings.Contains(body, "Connected srv") || strings.Contains(body, markerCode) {
 			t.Fatalf("callback page %d: %s", st, body)
@@ -90,8 +83,8 @@ func TestConsentFlow(t *testing.T) {
 		if got, _ := e.token("bob"); got != bob {
 			t.Error("Disconnect of alice changed bob's token")
 		}
-		if n := e.m.Stats(context.Background())[0].Connected; n != 1 {
-			t.Errorf("Connected = %d after a disconnect", n)
+		if st := e.m.Stats(context.Background()); st[0].Connected != 1 {
+			t.Errorf("Stats after a disconnect: %+v", st)
 		}
 	})
 }
@@ -99,9 +92,7 @@ func TestConsentFlow(t *testing.T) {
 // A vault entry copied to another user (or server) does not open.
 func TestVaultBinding(t *testing.T) {
 	f := newFixture(t)
-	s, _ := OpenBoltStore(BoltOptions{Dir: t.TempDir()})
-	defer s.Close()
-	e := newEnv(t, f, s, nil)
+	e, s := boltEnv(t, f, nil)
 	e.connect("alice")
 	ctx := context.Background()
 	rec, _ := s.getToken(ctx, e.m.userHash("alice"), "srv")
@@ -130,18 +121,7 @@ func TestRefresh(t *testing.T) {
 		}
 		clock.set(600 * time.Second) // within RefreshBefore of its expiry
 		f.set(func(f *fixture) { f.refreshDelay = 200 * time.Millisecond })
-		var wg sync.WaitGroup
-		got := make([]string, 20)
-		for i := range 20 {
-			wg.Go(func() {
-				v, err := e.token("alice")
-				if err != nil {
-					t.Errorf("Token: %v", err)
-				}
-				got[i] = v.Reveal()
-			})
-		}
-		wg.Wait()
+		got := tokensAtOnce(t, "alice", 20, e)
 		if f.refreshes != 1 {
 			t.Errorf("%d refreshes for 20 concurrent calls, want 1", f.refreshes)
 		}
@@ -168,19 +148,10 @@ func TestRefresh(t *testing.T) {
 	})
 }
 
-// offsetClock is the time plus a settable offset.
-type offsetClock struct{ d atomic.Int64 }
-
-func (c *offsetClock) now() time.Time      { return time.Now().Add(time.Duration(c.d.Load())) }
-func (c *offsetClock) set(d time.Duration) { c.d.Store(int64(d)) }
-
 // A 401 refreshes once (Again); a 401 to the refreshed token drops the
 // entry; a 401 to an older token only retries.
 func TestRejected401(t *testing.T) {
-	f := newFixture(t)
-	s, _ := OpenBoltStore(BoltOptions{Dir: t.TempDir()})
-	defer s.Close()
-	e := newEnv(t, f, s, nil)
+	e, _ := boltEnv(t, newFixture(t), nil)
 	e.connect("alice")
 	ctx := context.Background()
 	old, _ := e.token("alice")
@@ -198,8 +169,8 @@ func TestRejected401(t *testing.T) {
 	if _, err := e.m.Rejected(ctx, "alice", "srv", cur, 401, nil); !errors.Is(err, ErrNotConnected) {
 		t.Errorf("401 to the refreshed token: %v, want ErrNotConnected", e.keep(err))
 	}
-	if f.refreshes != 1 {
-		t.Errorf("%d refreshes, want 1", f.refreshes)
+	if n := e.f.refreshes; n != 1 {
+		t.Errorf("%d refreshes, want 1", n)
 	}
 }
 
@@ -208,9 +179,7 @@ func TestRejected401(t *testing.T) {
 func TestStepUp(t *testing.T) {
 	f := newFixture(t)
 	f.challengeScope = "mcp:basic"
-	s, _ := OpenBoltStore(BoltOptions{Dir: t.TempDir()})
-	defer s.Close()
-	e := newEnv(t, f, s, nil)
+	e, _ := boltEnv(t, f, nil)
 	e.connect("alice")
 	ctx := context.Background()
 	tok, _ := e.token("alice")

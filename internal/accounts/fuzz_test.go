@@ -43,3 +43,23 @@ func FuzzCallbackQuery(f *testing.F) {
 		}
 	})
 }
+
+// An upstream's 403 challenge is untrusted: Rejected's step-up never
+// panics and asks only for scopes Start accepts.
+func FuzzForbidden(f *testing.F) {
+	for _, s := range []string{`Bearer error="insufficient_scope", scope="a b"`, `Bearer error="insufficient_scope"`,
+		`Bearer error="insufficient_scope", scope="` + strings.Repeat("x ", 100) + `"`, `Basic realm="x", Bearer error=insufficient_scope, scope=c`, `"`} {
+		f.Add(s)
+	}
+	m := &Manager{}
+	e := &entry{Scopes: []string{"a"}, Asked: []string{"a"}}
+	f.Fuzz(func(t *testing.T, h string) {
+		r, err := m.forbidden("srv", e, []string{h})
+		if err == nil && checkStart(StartRequest{User: "u", StepUp: r.StepUp}) != nil {
+			t.Fatalf("%q: a step-up Start refuses: %q", h, r.StepUp)
+		}
+		if err == nil && len(r.StepUp) == 0 {
+			t.Fatalf("%q: no error and no step-up", h)
+		}
+	})
+}

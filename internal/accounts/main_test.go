@@ -3,13 +3,9 @@ package accounts
 import (
 	"bytes"
 	"context"
-	"errors"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,19 +22,6 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const sealKey = "accounts-test-request-state-key-0123456789"
-
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // storeKinds are the stores every table test runs on.
 var storeKinds = []string{"bolt", "redis", "cluster"}
@@ -92,7 +75,7 @@ type env struct {
 	f    *fixture
 	m    *Manager
 	mux  *httptest.Server
-	log  *syncBuffer
+	log  *mcptest.LogBuffer
 	errs []error
 	emu  sync.Mutex
 }
@@ -100,14 +83,11 @@ type env struct {
 // newEnv makes a Manager on store for the fixture's server "srv".
 func newEnv(t *testing.T, f *fixture, store Store, opt func(*Options), sc ...func(*ServerConfig)) *env {
 	t.Helper()
-	e := &env{t: t, f: f, log: &syncBuffer{}}
-	var h atomic.Value
-	e.mux = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.Load().(http.Handler).ServeHTTP(w, r)
-	}))
+	e := &env{t: t, f: f, log: &mcptest.LogBuffer{}}
+	e.mux = httptest.NewUnstartedServer(nil)
 	t.Cleanup(e.mux.Close)
 	o := Options{
-		PublicURL: e.mux.URL, Sealer: seal.New(sealKey), Store: store, Replica: "r1",
+		PublicURL: "http://" + e.mux.Listener.Addr().String(), Sealer: seal.New(sealKey), Store: store, Replica: "r1",
 		Logger:     hclog.New(&hclog.LoggerOptions{Output: e.log, Level: hclog.Trace}),
 		HTTPClient: &http.Client{Timeout: time.Second},
 	}
@@ -119,7 +99,8 @@ func newEnv(t *testing.T, f *fixture, store Store, opt func(*Options), sc ...fun
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = m.Close() })
-	h.Store(m.Handler())
+	e.mux.Config.Handler = m.Handler()
+	e.mux.Start()
 	cfg := ServerConfig{Name: "srv", URL: f.url()}
 	for _, fn := range sc {
 		fn(&cfg)
@@ -138,24 +119,6 @@ func (e *env) keep(err error) error {
 		e.emu.Unlock()
 	}
 	return err
-}
-
-// noMarkers fails the test if a secret marker is in the log or an error.
-func (e *env) noMarkers() {
-	text := e.log.String()
-	e.emu.Lock()
-	for _, err := range e.errs {
-		text += "\n" + err.Error()
-	}
-	e.emu.Unlock()
-	e.f.mu.Lock()
-	vs := append([]string(nil), e.f.verifiers...)
-	e.f.mu.Unlock()
-	for _, mk := range append([]string{markerSecret, markerAccess, markerRefresh, markerCode}, vs...) {
-		if mk != "" && strings.Contains(text, mk) {
-			e.t.Errorf("secret marker %q leaked into the log or an error:\n%s", mk, text)
-		}
-	}
 }
 
 // start starts a consent for user.
@@ -177,23 +140,6 @@ func (e *env) open(u string) (int, string) {
 	var b bytes.Buffer
 	_, _ = b.ReadFrom(resp.Body)
 	return resp.StatusCode, b.String()
-}
-
-// redirect asks the AS for the consent URL and returns its redirect (the
-// callback URL) without following it.
-func (e *env) redirect(u string) *url.URL {
-	e.t.Helper()
-	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := c.Get(u)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	resp.Body.Close()
-	loc, err := resp.Location()
-	if err != nil {
-		e.t.Fatalf("the AS did not redirect: %v", err)
-	}
-	return loc
 }
 
 // get GETs a URL and returns the status and body.
@@ -234,12 +180,59 @@ func (e *env) token(user string) (secret.Value, error) {
 	return v, e.keep(err)
 }
 
-// consentErr is the ConsentError of err, or fails.
-func consentErr(t *testing.T, err error) *ConsentError {
+// boltEnv is newEnv on a fresh bbolt store.
+func boltEnv(t *testing.T, f *fixture, opt func(*Options), sc ...func(*ServerConfig)) (*env, *BoltStore) {
 	t.Helper()
-	var ce *ConsentError
-	if !errors.As(err, &ce) {
-		t.Fatalf("want a ConsentError, got %v", err)
+	s, err := OpenBoltStore(BoltOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return ce
+	t.Cleanup(func() { _ = s.Close() })
+	return newEnv(t, f, s, opt, sc...), s
+}
+
+// waitAsync runs Wait in the background; its error arrives on the channel.
+func (e *env) waitAsync(id string) <-chan error {
+	ch := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		ch <- e.keep(e.m.Wait(ctx, id))
+	}()
+	return ch
+}
+
+// offsetClock is the time plus a settable offset.
+type offsetClock struct {
+	mu sync.Mutex
+	d  time.Duration
+}
+
+func (c *offsetClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.d)
+}
+
+func (c *offsetClock) set(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.d = d
+}
+
+// tokensAtOnce calls Token for user n times at once, spread over envs.
+func tokensAtOnce(t *testing.T, user string, n int, envs ...*env) []string {
+	var wg sync.WaitGroup
+	got := make([]string, n)
+	for i := range n {
+		wg.Go(func() {
+			v, err := envs[i%len(envs)].token(user)
+			if err != nil {
+				t.Errorf("Token: %v", err)
+			}
+			got[i] = v.Reveal()
+		})
+	}
+	wg.Wait()
+	return got
 }

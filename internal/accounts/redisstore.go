@@ -39,9 +39,8 @@ type RedisStore struct {
 
 	reserveScript, takeScript, unlockScript *redis.Script
 
-	mu   sync.Mutex
-	subs map[int]func(string)
-	next int
+	subs listeners
+	mu   sync.Mutex // guards sub and done
 	sub  *storeclient.Subscription
 	done chan struct{}
 }
@@ -76,7 +75,6 @@ func NewRedisStore(o RedisOptions) *RedisStore {
 		reserveScript: redis.NewScript(reserveLua),
 		takeScript:    redis.NewScript(takeLua),
 		unlockScript:  redis.NewScript(unlockLua),
-		subs:          make(map[int]func(string)),
 	}
 }
 
@@ -88,9 +86,9 @@ func (s *RedisStore) usersKey(server string) string {
 func (s *RedisStore) resultKey(id string) string { return s.prefix + "acct:r:{" + id + "}" }
 func (s *RedisStore) channel() string            { return s.prefix + "acct:done" }
 
-func (s *RedisStore) reserve(ctx context.Context, uh, id string, expires time.Time, maxUser, maxAll int) error {
+func (s *RedisStore) reserve(ctx context.Context, uh, id string, ttl time.Duration, maxUser, maxAll int) error {
 	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
-	exp := strconv.FormatInt(expires.UnixMilli(), 10)
+	exp := strconv.FormatInt(time.Now().Add(ttl).UnixMilli(), 10)
 	ok, err := s.reserveScript.Run(ctx, s.c, []string{s.user(uh, "pending")}, id, now, exp, maxUser).Int()
 	if err != nil {
 		return fmt.Errorf("reserving a pending consent: %w", err)
@@ -118,8 +116,8 @@ func (s *RedisStore) release(ctx context.Context, uh, id string) error {
 	return nil
 }
 
-func (s *RedisStore) putPending(ctx context.Context, uh, id string, rec []byte, expires time.Time) error {
-	if err := s.c.Set(ctx, s.user(uh, "p:"+id), rec, time.Until(expires)).Err(); err != nil {
+func (s *RedisStore) putPending(ctx context.Context, uh, id string, rec []byte, ttl time.Duration) error {
+	if err := s.c.Set(ctx, s.user(uh, "p:"+id), rec, ttl).Err(); err != nil {
 		return fmt.Errorf("storing a pending consent: %w", err)
 	}
 	return nil
@@ -231,9 +229,7 @@ func (s *RedisStore) putReg(ctx context.Context, key string, rec []byte) error {
 	return nil
 }
 
-// lock's key is "<uh>\x00<server>".
-func (s *RedisStore) lock(ctx context.Context, key string, ttl time.Duration) (func(), bool, error) {
-	uh, server, _ := cutNUL(key)
+func (s *RedisStore) lock(ctx context.Context, uh, server string, ttl time.Duration) (func(), bool, error) {
 	k := s.user(uh, "lock:"+server)
 	owner := rand.Text()
 	ok, err := s.c.SetNX(ctx, k, owner, ttl).Result()
@@ -252,11 +248,9 @@ func (s *RedisStore) lock(ctx context.Context, key string, ttl time.Duration) (f
 
 // listen starts the channel's reader with the first listener.
 func (s *RedisStore) listen(fn func(string)) func() {
+	remove := s.subs.add(fn)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	id := s.next
-	s.next++
-	s.subs[id] = fn
 	if s.sub == nil {
 		s.sub = s.c.Listen(context.Background(), s.channel())
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -265,11 +259,7 @@ func (s *RedisStore) listen(fn func(string)) func() {
 		s.done = make(chan struct{})
 		go s.read(s.sub, s.done)
 	}
-	return func() {
-		s.mu.Lock()
-		delete(s.subs, id)
-		s.mu.Unlock()
-	}
+	return remove
 }
 
 // read dispatches the ids published on the channel until sub closes.
@@ -280,18 +270,8 @@ func (s *RedisStore) read(sub *storeclient.Subscription, done chan struct{}) {
 		if errors.Is(err, redis.ErrClosed) {
 			return
 		}
-		m, ok := msg.(*redis.Message)
-		if err != nil || !ok || !validID(m.Payload) {
-			continue
-		}
-		s.mu.Lock()
-		fns := make([]func(string), 0, len(s.subs))
-		for _, fn := range s.subs {
-			fns = append(fns, fn)
-		}
-		s.mu.Unlock()
-		for _, fn := range fns {
-			fn(m.Payload)
+		if m, ok := msg.(*redis.Message); ok && err == nil && validID(m.Payload) {
+			s.subs.call(m.Payload)
 		}
 	}
 }
@@ -299,12 +279,11 @@ func (s *RedisStore) read(sub *storeclient.Subscription, done chan struct{}) {
 // Close stops the channel's reader.
 func (s *RedisStore) Close() error {
 	s.mu.Lock()
-	sub, done := s.sub, s.done
-	s.sub = nil
-	s.mu.Unlock()
-	if sub != nil {
-		_ = sub.Close()
-		<-done
+	defer s.mu.Unlock()
+	if s.sub != nil { // read takes no lock: waiting for it here is safe
+		_ = s.sub.Close()
+		<-s.done
+		s.sub = nil
 	}
 	return nil
 }

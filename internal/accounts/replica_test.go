@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 	"time"
 
@@ -26,18 +27,13 @@ func TestCrossReplica(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			waited := make(chan error, 1)
-			go func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				waited <- a.m.Wait(ctx, c.ID)
-			}()
+			waited := a.waitAsync(c.ID)
 			time.Sleep(50 * time.Millisecond) // let Wait subscribe; the 1 s re-check covers a miss anyway
 			loc := a.redirect(c.URL)
-			begin := time.Now()
 			if st, body := get(t, b.mux.URL+"/oauth/callback?"+loc.RawQuery); st != 200 {
 				t.Fatalf("callback on B: %d %s", st, body)
 			}
+			begin := time.Now()
 			if err := <-waited; err != nil {
 				t.Fatalf("Wait on A: %v", err)
 			}
@@ -47,8 +43,35 @@ func TestCrossReplica(t *testing.T) {
 			if done, err := b.m.Result(context.Background(), c.ID); !done || err != nil {
 				t.Errorf("Result on B: %v %v", done, err)
 			}
+			a.m.mu.Lock()
+			if len(a.m.local) != 0 {
+				t.Error("A still remembers the consent B completed")
+			}
+			a.m.mu.Unlock()
 			if _, err := a.token("alice"); err != nil {
 				t.Errorf("Token on A: %v", err)
+			}
+		})
+	}
+}
+
+// Replicas refreshing one user's token at once: one refresh across both
+// (the store lock), and both return its token.
+func TestCrossReplicaRefresh(t *testing.T) {
+	for _, kind := range []string{"redis", "cluster"} {
+		t.Run(kind, func(t *testing.T) {
+			store := newStoreFn(t, kind)
+			f := newFixture(t)
+			f.expiresIn = 600
+			var clock offsetClock
+			withClock := func(o *Options) { o.Now = clock.now }
+			a, b := newEnv(t, f, store(), withClock), newEnv(t, f, store(), withClock)
+			a.connect("alice")
+			f.set(func(f *fixture) { f.expiresIn, f.refreshDelay = 7200, 300*time.Millisecond })
+			clock.set(600 * time.Second)
+			got := tokensAtOnce(t, "alice", 10, a, b)
+			if f.refreshes != 1 || len(slices.Compact(slices.Clone(got))) != 1 {
+				t.Errorf("%d refreshes; tokens %v", f.refreshes, got)
 			}
 		})
 	}
@@ -58,9 +81,7 @@ func TestCrossReplica(t *testing.T) {
 // states, not its vault.
 func TestOtherKey(t *testing.T) {
 	f := newFixture(t)
-	s, _ := OpenBoltStore(BoltOptions{Dir: t.TempDir()})
-	defer s.Close()
-	e := newEnv(t, f, s, nil)
+	e, s := boltEnv(t, f, nil)
 	e.connect("alice")
 	c, _ := e.start("bob", StartRequest{})
 	loc := e.redirect(c.URL)

@@ -77,14 +77,14 @@ func (m *Manager) Start(ctx context.Context, r StartRequest) (*Consent, error) {
 	}
 	id, uh := rand.Text(), m.userHash(r.User)
 	expires := m.o.Now().Add(m.o.StateTTL)
-	if err := m.store.reserve(ctx, uh, id, expires, m.o.MaxPendingPerUser, m.o.MaxPending); err != nil {
+	if err := m.store.reserve(ctx, uh, id, m.o.StateTTL, m.o.MaxPendingPerUser, m.o.MaxPending); err != nil {
 		switch {
 		case errors.Is(err, errTooManyUser):
-			m.count(sc.Name, "too_many")
+			m.tally.fail(sc.Name, "too_many")
 			return nil, fmt.Errorf("server '%s': %w: this user already has %d; finish one or let it expire (after %s) first",
 				sc.Name, ErrTooManyConsents, m.o.MaxPendingPerUser, m.o.StateTTL)
 		case errors.Is(err, errTooManyAll):
-			m.count(sc.Name, "too_many")
+			m.tally.fail(sc.Name, "too_many")
 			return nil, fmt.Errorf("server '%s': %w: the mux already has %d; try again later", sc.Name, ErrTooManyConsents, m.o.MaxPending)
 		}
 		return nil, fmt.Errorf("server '%s': %w", sc.Name, err)
@@ -96,7 +96,7 @@ func (m *Manager) Start(ctx context.Context, r StartRequest) (*Consent, error) {
 		}
 		return nil, err
 	}
-	m.countStarted(sc.Name)
+	m.tally.add(sc.Name, func(c *counters) { c.started++ })
 	return c, nil
 }
 
@@ -129,12 +129,12 @@ func checkStart(r StartRequest) error {
 func (m *Manager) begin(ctx context.Context, sc ServerConfig, r StartRequest, id, uh string, expires time.Time) (*Consent, error) {
 	d, err := m.discover(ctx, sc, r.WWWAuthenticate)
 	if err != nil {
-		m.count(sc.Name, "discovery")
+		m.tally.fail(sc.Name, "discovery")
 		return nil, fmt.Errorf("server '%s': discovering its authorization server: %w", sc.Name, err)
 	}
 	cl, err := m.register(ctx, sc, d)
 	if err != nil {
-		m.count(sc.Name, "registration")
+		m.tally.fail(sc.Name, "registration")
 		return nil, fmt.Errorf("server '%s': %w", sc.Name, err)
 	}
 	scopes, err := m.scopes(ctx, sc, d, uh, r.StepUp)
@@ -150,7 +150,7 @@ func (m *Manager) begin(ctx context.Context, sc ServerConfig, r StartRequest, id
 	if err != nil {
 		return nil, fmt.Errorf("server '%s': sealing the consent: %w", sc.Name, err)
 	}
-	if err := m.store.putPending(ctx, uh, id, rec, expires); err != nil {
+	if err := m.store.putPending(ctx, uh, id, rec, m.o.StateTTL); err != nil {
 		return nil, fmt.Errorf("server '%s': %w", sc.Name, err)
 	}
 	if err := m.mark(ctx, id, expires); err != nil {
@@ -158,20 +158,18 @@ func (m *Manager) begin(ctx context.Context, sc ServerConfig, r StartRequest, id
 	}
 	st, _ := jsonBytes(stateData{ID: id, UH: uh})
 	state := m.state.Seal("", st, m.o.StateTTL)
-	authURL := m.oauthConfig(p).AuthCodeURL(state, oauth2.S256ChallengeOption(p.Verifier), oauth2.SetAuthURLParam("resource", p.Resource))
-	m.mu.Lock()
-	m.local[id] = sc.Name
-	m.mu.Unlock()
+	authURL := oauthConfig(p, m.redirect).AuthCodeURL(state, oauth2.S256ChallengeOption(p.Verifier), oauth2.SetAuthURLParam("resource", p.Resource))
+	m.remember(id, sc.Name, expires)
 	return &Consent{ID: id, URL: authURL, Server: sc.Name, Expires: expires}, nil
 }
 
 // oauthConfig is the x/oauth2 configuration of a consent (or refresh).
-func (m *Manager) oauthConfig(p *pending) *oauth2.Config {
+func oauthConfig(p *pending, redirect string) *oauth2.Config {
 	return &oauth2.Config{
 		ClientID:     p.Client.ID,
 		ClientSecret: p.Client.Secret,
 		Endpoint:     oauth2.Endpoint{AuthURL: p.AuthURL, TokenURL: p.TokenURL, AuthStyle: p.Client.Style},
-		RedirectURL:  m.redirect,
+		RedirectURL:  redirect,
 		Scopes:       p.Scopes,
 	}
 }
@@ -224,4 +222,12 @@ func boundName(s string) string {
 		return s[:64] + "…"
 	}
 	return s
+}
+
+// checkUser bounds a user id.
+func checkUser(user string) error {
+	if user == "" || len(user) > maxUserLen {
+		return fmt.Errorf("a user id must have 1 to %d bytes", maxUserLen)
+	}
+	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"sync"
+	"time"
 )
 
 // Failure reasons of ServerStats.Failures.
@@ -27,64 +29,88 @@ type counters struct {
 	failures                              map[string]int64
 }
 
-// counter returns server's counters; m.mu must be held.
-func (m *Manager) counter(server string) *counters {
-	c := m.stats[server]
+// tally counts per server in this process. It is safe for concurrent use.
+type tally struct {
+	mu sync.Mutex
+	by map[string]*counters
+}
+
+// get returns server's counters; t.mu must be held.
+func (t *tally) get(server string) *counters {
+	if t.by == nil {
+		t.by = map[string]*counters{}
+	}
+	c := t.by[server]
 	if c == nil {
 		c = &counters{failures: map[string]int64{}}
-		m.stats[server] = c
+		t.by[server] = c
 	}
 	return c
 }
 
-// count counts a failure of server; reasons outside the fixed set are
-// not counted (server names come from the configuration).
-func (m *Manager) count(server, reason string) {
-	if !slices.Contains(failureReasons, reason) {
-		return
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.servers[server]; ok {
-		m.counter(server).failures[reason]++
-	}
+// add applies fn to server's counters.
+func (t *tally) add(server string, fn func(*counters)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	fn(t.get(server))
 }
 
-func (m *Manager) countStarted(server string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.counter(server).started++
-}
-
-func (m *Manager) countRefresh(server string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.counter(server).refreshes++
-}
-
-// countOutcome counts a finished consent.
-func (m *Manager) countOutcome(server, reason string) {
-	m.mu.Lock()
-	if reason == "" {
-		m.counter(server).completed++
-	} else {
-		m.counter(server).failed++
-	}
-	m.mu.Unlock()
-	if reason != "" {
-		m.count(server, reason)
+// fail counts a failure of server; reasons outside the fixed set are not
+// counted.
+func (t *tally) fail(server, reason string) {
+	if slices.Contains(failureReasons, reason) {
+		t.add(server, func(c *counters) { c.failures[reason]++ })
 	}
 }
 
-// countExpired counts a consent started here that expired, once.
-func (m *Manager) countExpired(id string) {
+// outcome counts a finished consent.
+func (t *tally) outcome(server, reason string) {
+	t.add(server, func(c *counters) {
+		if reason == "" {
+			c.completed++
+			return
+		}
+		c.failed++
+		if slices.Contains(failureReasons, reason) {
+			c.failures[reason]++
+		}
+	})
+}
+
+// snapshot returns the numbers of the servers named.
+func (t *tally) snapshot(names []string) []ServerStats {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]ServerStats, 0, len(names))
+	for _, n := range names {
+		c := t.get(n)
+		out = append(out, ServerStats{Name: n, ConsentsStarted: c.started, ConsentsCompleted: c.completed,
+			ConsentsFailed: c.failed, Refreshes: c.refreshes, Failures: maps.Clone(c.failures)})
+	}
+	return out
+}
+
+// forget drops a finished consent started here; one that expired is
+// counted (once: the first to see it here).
+func (m *Manager) forget(id string, expired bool) {
 	m.mu.Lock()
-	server, ok := m.local[id]
+	c, ok := m.local[id]
 	delete(m.local, id)
 	m.mu.Unlock()
-	if ok {
-		m.countOutcome(server, "expired")
+	if ok && expired {
+		m.tally.outcome(c.server, "expired")
 	}
+}
+
+// remember records a consent started here; those past their expiry are
+// forgotten (another replica may have completed them), so the record is
+// bounded.
+func (m *Manager) remember(id, server string, expires time.Time) {
+	now := m.o.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	maps.DeleteFunc(m.local, func(_ string, c localConsent) bool { return now.After(c.expires.Add(resultGrace)) })
+	m.local[id] = localConsent{server: server, expires: expires}
 }
 
 // Stats returns the numbers of every configured per-user server, sorted
@@ -92,13 +118,8 @@ func (m *Manager) countExpired(id string) {
 func (m *Manager) Stats(ctx context.Context) []ServerStats {
 	m.mu.Lock()
 	names := slices.Sorted(maps.Keys(m.servers))
-	out := make([]ServerStats, 0, len(names))
-	for _, n := range names {
-		c := m.counter(n)
-		out = append(out, ServerStats{Name: n, ConsentsStarted: c.started, ConsentsCompleted: c.completed,
-			ConsentsFailed: c.failed, Refreshes: c.refreshes, Failures: maps.Clone(c.failures)})
-	}
 	m.mu.Unlock()
+	out := m.tally.snapshot(names)
 	for i := range out {
 		if _, n, err := m.store.users(ctx, out[i].Name, 0); err == nil {
 			out[i].Connected = n

@@ -3,6 +3,9 @@ package accounts
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
+	"sync"
 	"time"
 )
 
@@ -13,14 +16,14 @@ import (
 // keyed hashes. NewRedisStore and OpenBoltStore make one; its methods are
 // the Manager's alone.
 type Store interface {
-	// reserve counts a new pending consent of user hash uh, refused with
-	// errTooManyUser or errTooManyAll past the bounds; expired ones do
-	// not count.
-	reserve(ctx context.Context, uh, id string, expires time.Time, maxUser, maxAll int) error
+	// reserve counts a new pending consent of user hash uh for ttl,
+	// refused with errTooManyUser or errTooManyAll past the bounds;
+	// expired ones do not count.
+	reserve(ctx context.Context, uh, id string, ttl time.Duration, maxUser, maxAll int) error
 	// release undoes a reserve whose consent did not start.
 	release(ctx context.Context, uh, id string) error
-	// putPending stores the record of a reserved consent until expires.
-	putPending(ctx context.Context, uh, id string, rec []byte, expires time.Time) error
+	// putPending stores the record of a reserved consent for ttl.
+	putPending(ctx context.Context, uh, id string, rec []byte, ttl time.Duration) error
 	// takePending returns and deletes the record in one step (nil when
 	// there is none: taken, expired or never stored).
 	takePending(ctx context.Context, uh, id string) ([]byte, error)
@@ -43,9 +46,9 @@ type Store interface {
 	// getReg and putReg read and write a client registration.
 	getReg(ctx context.Context, key string) ([]byte, error)
 	putReg(ctx context.Context, key string, rec []byte) error
-	// lock takes a short lock named key across replicas; ok is false
-	// when another holds it. unlock releases it.
-	lock(ctx context.Context, key string, ttl time.Duration) (unlock func(), ok bool, err error)
+	// lock takes the short refresh lock of (uh, server) across replicas;
+	// ok is false when another holds it. unlock releases it.
+	lock(ctx context.Context, uh, server string, ttl time.Duration) (unlock func(), ok bool, err error)
 	// listen calls fn with the id of every result stored with wake until
 	// the returned stop is called.
 	listen(fn func(id string)) (stop func())
@@ -65,3 +68,36 @@ var (
 	errTooManyUser = errors.New("too many pending consents for this user")
 	errTooManyAll  = errors.New("too many pending consents")
 )
+
+// listeners are the functions a store's listen registered, each by its
+// own pointer. It is safe for concurrent use.
+type listeners struct {
+	mu  sync.Mutex
+	fns map[*func(string)]struct{}
+}
+
+// add registers fn and returns its removal.
+func (l *listeners) add(fn func(string)) (remove func()) {
+	key := &fn
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fns == nil {
+		l.fns = map[*func(string)]struct{}{}
+	}
+	l.fns[key] = struct{}{}
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		delete(l.fns, key)
+	}
+}
+
+// call calls every listener with id, outside the lock.
+func (l *listeners) call(id string) {
+	l.mu.Lock()
+	keys := slices.Collect(maps.Keys(l.fns))
+	l.mu.Unlock()
+	for _, fn := range keys {
+		(*fn)(id)
+	}
+}

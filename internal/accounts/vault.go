@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -166,7 +167,7 @@ func (m *Manager) refresh(ctx context.Context, uh, server, sent string, viaRejec
 	if e.Refresh == "" {
 		return m.dropExpired(ctx, uh, server, e, viaReject)
 	}
-	m.countRefresh(server)
+	m.tally.add(server, func(c *counters) { c.refreshes++ })
 	tok, err := m.refreshConfig(server, e).Token(context.WithValue(ctx, oauth2.HTTPClient, m.direct))
 	if err != nil {
 		return m.refreshFailed(ctx, uh, server, e, viaReject, err)
@@ -190,7 +191,7 @@ func (m *Manager) refresh(ctx context.Context, uh, server, sent string, viaRejec
 func (m *Manager) acquire(ctx context.Context, uh, server string) (func(), error) {
 	deadline := time.Now().Add(lockTTL)
 	for {
-		unlock, ok, err := m.store.lock(ctx, binding(uh, server), lockTTL)
+		unlock, ok, err := m.store.lock(ctx, uh, server, lockTTL)
 		if err != nil || ok {
 			return unlock, err
 		}
@@ -220,7 +221,7 @@ func (m *Manager) dropExpired(ctx context.Context, uh, server string, e *entry, 
 // refreshFailed drops the entry on invalid_grant (ErrNotConnected); on
 // another failure a token that has not expired is still returned.
 func (m *Manager) refreshFailed(ctx context.Context, uh, server string, e *entry, viaReject bool, err error) (secret.Value, error) {
-	m.count(server, "refresh")
+	m.tally.fail(server, "refresh")
 	var re *oauth2.RetrieveError
 	if errors.As(err, &re) && re.ErrorCode == "invalid_grant" {
 		if _, derr := m.store.deleteToken(ctx, uh, server); derr != nil {
@@ -270,8 +271,12 @@ func (m *Manager) Rejected(ctx context.Context, user, server string, sent secret
 	if e == nil {
 		return Retry{}, ErrNotConnected
 	}
-	if status == 403 {
+	switch status {
+	case http.StatusForbidden:
 		return m.forbidden(server, e, wwwAuthenticate)
+	case http.StatusUnauthorized:
+	default:
+		return Retry{}, fmt.Errorf("server '%s': HTTP %d is not a refusal Rejected handles", server, status)
 	}
 	if e.Access != sent.Reveal() {
 		return Retry{Again: true}, nil // a newer token is stored
@@ -291,22 +296,19 @@ func (m *Manager) Rejected(ctx context.Context, user, server string, sent secret
 // forbidden handles a 403: only insufficient_scope with new scopes asks
 // for a step-up.
 func (m *Manager) forbidden(server string, e *entry, www []string) (Retry, error) {
-	if len(www) > maxChallenges {
-		www = www[:maxChallenges]
-	}
+	www = slices.DeleteFunc(slices.Clone(www[:min(len(www), maxChallenges)]), func(h string) bool { return len(h) > maxChallengeLen })
 	cs, _ := oauthex.ParseWWWAuthenticate(www)
 	if headers.ChallengeParam(cs, "error") != "insufficient_scope" {
 		return Retry{}, fmt.Errorf("server '%s' refused the call (HTTP 403)", server)
 	}
-	want := union(strings.Fields(headers.ChallengeScope(cs)))
+	want := union(slices.DeleteFunc(strings.Fields(headers.ChallengeScope(cs)), func(s string) bool {
+		return len(s) > maxScopeLen || strings.ContainsRune(s, '"')
+	}))
 	have := union(e.Scopes, e.Asked)
-	var missing []string
-	for _, s := range want {
-		if !slices.Contains(have, s) && len(s) <= maxScopeLen {
-			missing = append(missing, s)
-		}
-	}
-	if len(missing) == 0 {
+	switch {
+	case len(want) == 0:
+		return Retry{}, fmt.Errorf("server '%s' refused the call for its scope but named none (HTTP 403)", server)
+	case !slices.ContainsFunc(want, func(s string) bool { return !slices.Contains(have, s) }):
 		return Retry{}, fmt.Errorf("server '%s' refuses even with scopes %q", server, strings.Join(want, " "))
 	}
 	return Retry{StepUp: want}, nil
@@ -317,6 +319,9 @@ func (m *Manager) Connected(ctx context.Context, user, server string) (bool, err
 	if err := checkUser(user); err != nil {
 		return false, err
 	}
+	if len(server) > maxServerLen {
+		return false, nil
+	}
 	e, err := m.entry(ctx, m.userHash(user), server)
 	return e != nil, err
 }
@@ -326,6 +331,9 @@ func (m *Manager) Connected(ctx context.Context, user, server string) (bool, err
 func (m *Manager) Disconnect(ctx context.Context, user, server string) (bool, error) {
 	if err := checkUser(user); err != nil {
 		return false, err
+	}
+	if len(server) > maxServerLen {
+		return false, nil
 	}
 	uh := m.userHash(user)
 	names := []string{server}

@@ -78,46 +78,53 @@ func (s *tokenSource) authServerEndpoint(ctx context.Context, issuer string) (en
 	return endpoint{tokenURL: asm.TokenEndpoint, authMethods: asm.TokenEndpointAuthMethodsSupported}, nil
 }
 
-// probe sends the unauthenticated request and returns the WWW-Authenticate
-// challenges of a 401 (none for any other answer).
+// probe sends the unauthenticated request, with the static headers but no
+// Authorization, and returns the WWW-Authenticate challenges of a 401.
 func (s *tokenSource) probe(ctx context.Context, resourceURL string) ([]oauthex.Challenge, error) {
-	req, err := s.probeRequest(ctx, resourceURL)
+	req, err := NewProbe(ctx, resourceURL)
 	if err != nil {
 		return nil, fmt.Errorf("probing %s: %w", secret.RedactURL(resourceURL), err)
-	}
-	resp, err := s.client.Do(req)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // url.Error would repeat the full URL
-		}
-		return nil, fmt.Errorf("probing %s: %w", secret.RedactURL(resourceURL), err)
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized {
-		return nil, nil
-	}
-	// A malformed header leaves only the well-known URLs to try.
-	challenges, _ := oauthex.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate"))
-	return challenges, nil
-}
-
-// probeRequest builds the probe: a JSON-RPC ping to resourceURL carrying
-// the static headers but no Authorization.
-func (s *tokenSource) probeRequest(ctx context.Context, resourceURL string) (*http.Request, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, resourceURL, bytes.NewReader(wire.AppendRequest(nil, json.RawMessage(probeID), "ping", nil)))
-	if err != nil {
-		return nil, err
 	}
 	for _, f := range s.static {
 		if !strings.EqualFold(f.name, "Authorization") {
 			req.Header[f.name] = []string{f.value.Reveal()}
 		}
 	}
+	return Probe(s.client, req)
+}
+
+// NewProbe builds the unauthenticated probe of the MCP server at
+// resourceURL: a JSON-RPC ping, which a protected server answers with 401
+// before looking at it.
+func NewProbe(ctx context.Context, resourceURL string) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, resourceURL, bytes.NewReader(wire.AppendRequest(nil, json.RawMessage(probeID), "ping", nil)))
+	if err != nil {
+		return nil, err
+	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	return req, nil
+}
+
+// Probe sends the probe req on client and returns the WWW-Authenticate
+// challenges of a 401 answer (none for any other answer, or a malformed
+// header: then only the well-known URLs are left to try).
+func Probe(client *http.Client, req *http.Request) ([]oauthex.Challenge, error) {
+	resp, err := client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // url.Error would repeat the full URL
+		}
+		return nil, fmt.Errorf("probing %s: %w", secret.RedactURL(req.URL.String()), err)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		return nil, nil
+	}
+	challenges, _ := oauthex.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate"))
+	return challenges, nil
 }
 
 // resourceMetadata fetches the protected resource metadata: from the URL the

@@ -8,13 +8,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/mcp-mux/mcp-mux/internal/boltfile"
 )
 
 // BoltOptions configure OpenBoltStore.
@@ -63,26 +63,14 @@ var _ Store = (*BoltStore)(nil)
 
 // OpenBoltStore opens (creating) the embedded store in o.Dir.
 func OpenBoltStore(o BoltOptions) (*BoltStore, error) {
-	if o.Dir == "" {
-		return nil, errors.New("the embedded task store needs a data directory (--data-dir or MCP_MUX_DATA_DIR)")
-	}
-	if o.OpenTimeout <= 0 {
-		o.OpenTimeout = 5 * time.Second
-	}
-	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
-		return nil, fmt.Errorf("creating the data directory: %w", err)
-	}
-	path := filepath.Join(o.Dir, "tasks.db")
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: o.OpenTimeout})
+	db, err := boltfile.Open(boltfile.Options{Dir: o.Dir, OpenTimeout: o.OpenTimeout}, "tasks.db", "task store")
 	if err != nil {
-		return nil, fmt.Errorf("opening the embedded task store %s: %w", path, err)
+		return nil, err
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		fresh := tx.Bucket(bActive) == nil
-		for _, b := range [][]byte{bTasks, bDue, bThread, bUser, bRemote, bCounts, bActive, bExpiry} {
-			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-				return err
-			}
+		if err := boltfile.Buckets(tx, bTasks, bDue, bThread, bUser, bRemote, bCounts, bActive, bExpiry); err != nil {
+			return err
 		}
 		if fresh {
 			return countActive(tx) // a file from before the per-user cap
