@@ -2,9 +2,9 @@ package proxy
 
 // Connected accounts (DESIGN §2.9): the engine (package accounts) is made
 // at the first Apply whose config sets inbound.public_url, over the store
-// Options.AccountStore opened, and serves the call pipeline's accounts
-// stage (through accountsPort), the /oauth/ routes, the upstreams'
-// discovery of per-user servers and the status page.
+// Options.AccountStore opened, and serves — through accountsPort — the
+// call pipeline's accounts stage, the /oauth/ routes, the upstreams'
+// discovery of per-user servers, revocation and the status page.
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/accounts"
 	"github.com/mcp-mux/mcp-mux/internal/config"
 	"github.com/mcp-mux/mcp-mux/internal/proxy/callpath"
+	"github.com/mcp-mux/mcp-mux/internal/seal"
 	"github.com/mcp-mux/mcp-mux/internal/secret"
 	"github.com/mcp-mux/mcp-mux/internal/status"
 	"github.com/mcp-mux/mcp-mux/internal/upstream"
@@ -30,11 +31,18 @@ import (
 // set up (no inbound.public_url at startup, or no store).
 var errNoAccounts = errors.New("connected accounts are not set up on this mcp-mux: inbound.public_url must be set when it starts")
 
-// accountsPort is the engine as callpath.Accounts, set once made.
+// accountsPort is the engine as callpath.Accounts, set once made, and
+// what the Server asks of connected accounts.
 type accountsPort struct {
 	m        atomic.Pointer[accounts.Manager]
 	log      hclog.Logger
-	detected sync.Map // server name → true: it asked for a Bearer token (Detect)
+	rt       *atomic.Pointer[callpath.Runtime] // the Server's running runtime
+	detected sync.Map                          // server name → true: it asked for a Bearer token (Detect)
+
+	// Set in New, read at the first Apply that makes the engine.
+	store     accounts.Store
+	hc        *http.Client
+	publicURL string // the inbound.public_url the engine was made with
 }
 
 var _ callpath.Accounts = (*accountsPort)(nil)
@@ -132,36 +140,35 @@ func (p *accountsPort) Detect(server string) {
 	}
 }
 
-// setUpAccounts makes the engine at the first config with
-// inbound.public_url (and a store), and gives it cfg's per-user servers.
-// A later change of public_url needs a restart: it is logged.
-func (s *Server) setUpAccounts(cfg *config.Config) {
-	m := s.accounts.m.Load()
+// setUp makes the engine at the first config with inbound.public_url
+// (and a store), sealing with states, and gives it cfg's per-user
+// servers. A later change of public_url needs a restart: it is logged.
+func (p *accountsPort) setUp(cfg *config.Config, states *seal.Sealer, replica string) {
+	m := p.m.Load()
 	switch {
 	case m == nil && cfg.Inbound.PublicURL == "":
 		return
-	case m == nil && s.opts.AccountStore == nil:
-		s.log.Warn("connected accounts: inbound.public_url is set but no account store was opened; restart mcp-mux to use them")
+	case m == nil && p.store == nil:
+		p.log.Warn("connected accounts: inbound.public_url is set but no account store was opened; restart mcp-mux to use them")
 		return
 	case m == nil:
-		made, err := accounts.New(accounts.Options{PublicURL: cfg.Inbound.PublicURL, Sealer: s.states, Store: s.opts.AccountStore,
-			Replica: s.replica, Logger: s.log.Named("accounts"), HTTPClient: s.opts.AccountHTTPClient})
+		made, err := accounts.New(accounts.Options{PublicURL: cfg.Inbound.PublicURL, Sealer: states, Store: p.store,
+			Replica: replica, Logger: p.log, HTTPClient: p.hc})
 		if err != nil {
-			s.log.Error("connected accounts are off", "err", err)
+			p.log.Error("connected accounts are off", "err", err)
 			return
 		}
-		s.accounts.log = s.log.Named("accounts")
-		s.accounts.m.Store(made)
-		s.publicURL = cfg.Inbound.PublicURL
+		p.publicURL = cfg.Inbound.PublicURL
+		p.m.Store(made)
 		m = made
-	case cfg.Inbound.PublicURL != s.publicURL:
-		s.log.Warn("connected accounts: inbound.public_url changed; the new URL applies after a restart", "running", s.publicURL)
+	case cfg.Inbound.PublicURL != p.publicURL:
+		p.log.Warn("connected accounts: inbound.public_url changed; the new URL applies after a restart", "running", p.publicURL)
 	}
 	m.Configure(accountServers(cfg))
 }
 
-// accountsOn reports whether the engine runs.
-func (s *Server) accountsOn() bool { return s.accounts.m.Load() != nil }
+// on reports whether the engine runs.
+func (p *accountsPort) on() bool { return p.m.Load() != nil }
 
 // accountServers are cfg's servers as the engine takes them: the per-user
 // ones, and those that may turn out to be (detectable).
@@ -199,10 +206,10 @@ func detectable(sc *config.Server) bool {
 // accountHeaders returns the headers a per-user server's own requests
 // (discovery) go out with: base's, with the token of a user who
 // connected, when any did.
-func (s *Server) accountHeaders(name string, base func(context.Context) (http.Header, error)) func(context.Context) (http.Header, error) {
+func (p *accountsPort) headers(name string, base func(context.Context) (http.Header, error)) func(context.Context) (http.Header, error) {
 	return func(ctx context.Context) (http.Header, error) {
 		h, err := base(ctx)
-		m := s.accounts.m.Load()
+		m := p.m.Load()
 		if err != nil || m == nil {
 			return h, err
 		}
@@ -221,8 +228,8 @@ func (s *Server) accountHeaders(name string, base func(context.Context) (http.He
 
 // serveAccounts serves /oauth/callback and /oauth/client-metadata.json
 // (no caller: the browser comes back from the authorization server).
-func (s *Server) serveAccounts(w http.ResponseWriter, r *http.Request) {
-	m := s.accounts.m.Load()
+func (p *accountsPort) serve(w http.ResponseWriter, r *http.Request) {
+	m := p.m.Load()
 	if m == nil {
 		http.NotFound(w, r)
 		return
@@ -233,8 +240,8 @@ func (s *Server) serveAccounts(w http.ResponseWriter, r *http.Request) {
 // accountStats returns the engine's numbers by server (nil when it does
 // not run); counting connected users reads the store, bounded by
 // statsTimeout.
-func (s *Server) accountStats() map[string]accounts.ServerStats {
-	m := s.accounts.m.Load()
+func (p *accountsPort) stats() map[string]accounts.ServerStats {
+	m := p.m.Load()
 	if m == nil {
 		return nil
 	}
@@ -278,7 +285,7 @@ func (c accountsCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c accountsCollector) Collect(ch chan<- prometheus.Metric) {
-	for name, st := range c.s.accountStats() {
+	for name, st := range c.s.accounts.stats() {
 		ch <- prometheus.MustNewConstMetric(acctConnDesc, prometheus.GaugeValue, float64(st.Connected), name)
 		ch <- prometheus.MustNewConstMetric(acctConsentDesc, prometheus.CounterValue, float64(st.ConsentsStarted), name, "started")
 		ch <- prometheus.MustNewConstMetric(acctConsentDesc, prometheus.CounterValue, float64(st.ConsentsCompleted), name, "completed")
@@ -297,25 +304,31 @@ var errNotAccountServer = errors.New("the server does not connect users' account
 // DisconnectAccount forgets user's connected account on server (the admin
 // API's route) and reports whether there was one.
 func (s *Server) DisconnectAccount(ctx context.Context, user, server string) (bool, error) {
-	b := s.rt.Load().ByName[server]
-	if b == nil || !b.PerUser && !(b.Detect && s.accounts.Detected(server)) {
+	return s.accounts.disconnect(ctx, user, server)
+}
+
+// disconnect is Disconnect of a server of the running runtime that
+// connects accounts (errNotAccountServer for any other).
+func (p *accountsPort) disconnect(ctx context.Context, user, server string) (bool, error) {
+	b := p.rt.Load().ByName[server]
+	if b == nil || !b.PerUser && !(b.Detect && p.Detected(server)) {
 		return false, errNotAccountServer
 	}
-	return s.accounts.Disconnect(ctx, user, server)
+	return p.Disconnect(ctx, user, server)
 }
 
 // serveDisconnect is DELETE /oauth/connections/{server}: the caller forgets
 // their own connected account on a server (200 {"disconnected": bool}; 404
 // for a server that connects none).
-func (s *Server) serveDisconnect(w http.ResponseWriter, r *http.Request) {
+func (p *accountsPort) serveDisconnect(w http.ResponseWriter, r *http.Request) {
 	caller := callpath.CallerFrom(r.Context())
-	had, err := s.DisconnectAccount(r.Context(), caller.User, r.PathValue("server"))
+	had, err := p.disconnect(r.Context(), caller.User, r.PathValue("server"))
 	switch {
 	case errors.Is(err, errNotAccountServer):
 		http.Error(w, "no such connected-account server", http.StatusNotFound)
 		return
 	case err != nil:
-		s.log.Warn("connected accounts: disconnect failed", "err", err)
+		p.log.Warn("connected accounts: disconnect failed", "err", err)
 		http.Error(w, "the disconnect failed; try again", http.StatusServiceUnavailable)
 		return
 	}

@@ -98,7 +98,7 @@ func (s *Server) apply(cfg *config.Config, fresh bool) ([]config.Problem, error)
 	if err := ex.build(cfg); err != nil {
 		return nil, err
 	}
-	s.setUpAccounts(cfg)
+	s.accounts.setUp(cfg, s.states, s.replica)
 	refuse := func(running, next *config.Server) error { return s.refuse(running, next, fresh) }
 	ex.run(reload.Plan(runningView(ex.old), cfg, reload.Options{Fresh: fresh, Refuse: refuse}))
 	ex.swap()
@@ -250,7 +250,7 @@ func (ex *execution) skip(name string, err error) {
 func (ex *execution) share(a *reload.Action, prev *callpath.Backend, res *headers.Resolver) {
 	b := *prev
 	b.Prefix, b.Config, b.Resolver, b.HeaderKey = a.Next.ToolNamePrefix, a.Next, res, a.HeaderKey
-	b.PerUser, b.Detect = perUser(a.Next), ex.s.accountsOn() && detectable(a.Next)
+	b.PerUser, b.Detect = perUser(a.Next), ex.s.accounts.on() && detectable(a.Next)
 	b.Metrics = ex.s.metrics.forServer(a.Name)
 	ex.rt.Add(&b)
 	if res != prev.Resolver {
@@ -273,7 +273,7 @@ func (ex *execution) reconnect(a *reload.Action, res *headers.Resolver) {
 		return
 	}
 	b := &callpath.Backend{Name: a.Name, Prefix: a.Next.ToolNamePrefix, Fingerprint: a.Fingerprint, HeaderKey: a.HeaderKey, Up: up, Config: a.Next, Resolver: res,
-		Base: ref, Metrics: ex.s.metrics.forServer(a.Name), PerUser: perUser(a.Next), Detect: ex.s.accountsOn() && detectable(a.Next)}
+		Base: ref, Metrics: ex.s.metrics.forServer(a.Name), PerUser: perUser(a.Next), Detect: ex.s.accounts.on() && detectable(a.Next)}
 	ex.rt.Add(b)
 	ex.started = append(ex.started, b)
 }
@@ -460,8 +460,8 @@ func (s *Server) upstreamOptions(sc *config.Server, ref *callpath.ResolverRef) u
 	// Discovery uses the newest credentials built for this upstream; a
 	// per-user server's, a connected user's token.
 	o.BaseHeaders = ref.BaseHeaders
-	if perUser(sc) || s.accountsOn() && detectable(sc) {
-		o.BaseHeaders = s.accountHeaders(sc.Name, ref.BaseHeaders)
+	if perUser(sc) || s.accounts.on() && detectable(sc) {
+		o.BaseHeaders = s.accounts.headers(sc.Name, ref.BaseHeaders)
 	}
 	o.OnUnauthorized = ref.Unauthorized
 	return o

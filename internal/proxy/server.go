@@ -237,6 +237,7 @@ func New(opts Options) *Server {
 		Accounts: &s.accounts})
 	replica := sessionstore.NewReplica()
 	s.replica = replica
+	s.accounts.log, s.accounts.rt, s.accounts.store, s.accounts.hc = s.log.Named("accounts"), &s.rt, opts.AccountStore, opts.AccountHTTPClient
 	s.openSessions(opts, replica)
 	s.modern = modern.New(modern.Options{Log: s.log, SDK: s.sdk, Send: s.send, Calls: s.calls, Runtime: &s.rt,
 		Gate: &s.gate, Life: s.life, Background: &s.bg, Panics: s.panics, Tasks: s.tasks, States: s.states, Replica: replica, Elsewhere: s.retry.Elsewhere, Telemetry: s.tel,
@@ -283,9 +284,9 @@ func (s *Server) Handler() http.Handler {
 	})
 	mux.Handle(inbound.MetadataPath, meta)
 	mux.Handle(inbound.MetadataPath+"/mcp", meta)
-	mux.HandleFunc("GET /oauth/callback", s.serveAccounts)
-	mux.HandleFunc("GET /oauth/client-metadata.json", s.serveAccounts)
-	mux.Handle("DELETE /oauth/connections/{server}", s.authenticate(http.HandlerFunc(s.serveDisconnect)))
+	mux.HandleFunc("GET /oauth/callback", s.accounts.serve)
+	mux.HandleFunc("GET /oauth/client-metadata.json", s.accounts.serve)
+	mux.Handle("DELETE /oauth/connections/{server}", s.authenticate(http.HandlerFunc(s.accounts.serveDisconnect)))
 	mux.HandleFunc("GET /healthz", serveHealth)
 	mux.HandleFunc("GET /readyz", s.serveReady)
 	mux.Handle("GET /metrics", s.metrics.handler())

@@ -37,7 +37,7 @@ type Status = status.Snapshot
 func (s *Server) Status() Status {
 	st := s.localStatus()
 	st.Sessions = s.sessions.Total()
-	if stats := s.accountStats(); stats != nil {
+	if stats := s.accounts.stats(); stats != nil {
 		for i := range st.Servers {
 			if a, ok := stats[st.Servers[i].Name]; ok && perUserStatus(s.rt.Load(), st.Servers[i].Name) {
 				st.Servers[i].Accounts = accountsStatus(a)
