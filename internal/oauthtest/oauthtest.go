@@ -176,6 +176,22 @@ func (a *AS) Stats(t testing.TB) Stats {
 	return s
 }
 
+// Secrets returns every code, PKCE verifier, access token and refresh
+// token the authorization server issued or was sent so far.
+func (a *AS) Secrets(t testing.TB) []string {
+	t.Helper()
+	resp, err := a.hc.Get(a.Issuer + "/test/secrets")
+	if err != nil {
+		t.Fatalf("oauthtest: secrets: %v", err)
+	}
+	defer resp.Body.Close()
+	var s []string
+	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+		t.Fatalf("oauthtest: secrets: %v", err)
+	}
+	return s
+}
+
 // SetTokenTTL sets the lifetime of the tokens issued from now on.
 func (a *AS) SetTokenTTL(t testing.TB, ttl time.Duration) {
 	t.Helper()

@@ -15,6 +15,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/accounts"
 	"github.com/mcp-mux/mcp-mux/internal/config"
 	"github.com/mcp-mux/mcp-mux/internal/proxy/callpath"
+	"github.com/mcp-mux/mcp-mux/internal/seal"
 	"github.com/mcp-mux/mcp-mux/internal/secret"
 	"github.com/mcp-mux/mcp-mux/internal/upstream"
 )
@@ -109,9 +110,11 @@ func (p *accountsPort) Disconnect(ctx context.Context, user, server string) (boo
 }
 
 // setUpAccounts makes the engine at the first config with
-// inbound.public_url (and a store), and gives it cfg's per-user servers.
-// A later change of public_url needs a restart: it is logged.
-func (s *Server) setUpAccounts(cfg *config.Config) {
+// inbound.public_url (and a store), sealing with states (the runtime's:
+// inbound.request_state_key's when set, which every replica shares), and
+// gives it cfg's per-user servers. A later change of public_url needs a
+// restart: it is logged.
+func (s *Server) setUpAccounts(cfg *config.Config, states *seal.Sealer) {
 	m := s.accounts.m.Load()
 	switch {
 	case m == nil && cfg.Inbound.PublicURL == "":
@@ -120,7 +123,7 @@ func (s *Server) setUpAccounts(cfg *config.Config) {
 		s.log.Warn("connected accounts: inbound.public_url is set but no account store was opened; restart mcp-mux to use them")
 		return
 	case m == nil:
-		made, err := accounts.New(accounts.Options{PublicURL: cfg.Inbound.PublicURL, Sealer: s.states, Store: s.opts.AccountStore,
+		made, err := accounts.New(accounts.Options{PublicURL: cfg.Inbound.PublicURL, Sealer: states, Store: s.opts.AccountStore,
 			Replica: s.replica, Logger: s.log.Named("accounts"), HTTPClient: s.opts.AccountHTTPClient})
 		if err != nil {
 			s.log.Error("connected accounts are off", "err", err)

@@ -98,7 +98,7 @@ func (s *Server) apply(cfg *config.Config, fresh bool) ([]config.Problem, error)
 	if err := ex.build(cfg); err != nil {
 		return nil, err
 	}
-	s.setUpAccounts(cfg)
+	s.setUpAccounts(cfg, ex.rt.States)
 	refuse := func(running, next *config.Server) error { return s.refuse(running, next, fresh) }
 	ex.run(reload.Plan(runningView(ex.old), cfg, reload.Options{Fresh: fresh, Refuse: refuse}))
 	ex.swap()

@@ -13,7 +13,9 @@
 //     anything else is invalid_grant;
 //   - with CLIENT_ID set, requires that client and CLIENT_SECRET (Basic
 //     or in the body) at the token endpoint;
-//   - counts token requests: GET /test/stats.
+//   - counts token requests: GET /test/stats; GET /test/secrets lists
+//     every code, PKCE verifier, access and refresh token it issued or
+//     received (for tests that look for them where they must not be).
 import http from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { OAuth2Server } from 'oauth2-mock-server';
@@ -29,6 +31,9 @@ const svc = server.service;
 const codes = new Map();    // code → {user, scope, challenge}
 const refresh = new Map();  // refresh token → {user, scope}
 const stats = { authorize: 0, authorization_code: 0, refresh_token: 0, refused: 0, pkce_s256: 0, resource: 0, client_ok: 0, client_bad: 0, refused_reasons: {} };
+
+const secrets = new Set();
+function keep(v) { if (typeof v === 'string' && v !== '') secrets.add(v); }
 
 function refuse(resp, why) {
   stats.refused++;
@@ -48,6 +53,7 @@ svc.on('beforeAuthorizeRedirect', (redirect, req) => {
     redirect.url.searchParams.set('error', 'access_denied');
     return;
   }
+  keep(code);
   codes.set(code, { user, scope: typeof req.query.scope === 'string' ? req.query.scope : '', resource: req.query.resource });
 });
 
@@ -81,6 +87,7 @@ function clientOK(req) {
 svc.on('beforeResponse', (resp, req) => {
   const b = req.body;
   if (b.grant_type !== 'authorization_code' && b.grant_type !== 'refresh_token') return;
+  keep(b.code); keep(b.code_verifier); keep(b.refresh_token);
   if (!clientOK(req)) {
     stats.client_bad++;
     resp.statusCode = 401;
@@ -98,6 +105,7 @@ svc.on('beforeResponse', (resp, req) => {
   resp.body.expires_in = ttl;
   if (g.scope) resp.body.scope = g.scope; else delete resp.body.scope;
   delete resp.body.id_token;
+  keep(resp.body.access_token); keep(resp.body.refresh_token);
   refresh.set(resp.body.refresh_token, { user: g.user, scope: g.scope });
 });
 
@@ -107,6 +115,11 @@ const httpServer = http.createServer((req, res) => {
   if (u.pathname === '/test/stats' && req.method === 'GET') {
     res.setHeader('Content-Type', 'application/json');
     res.end(JSON.stringify(stats));
+    return;
+  }
+  if (u.pathname === '/test/secrets' && req.method === 'GET') {
+    res.setHeader('Content-Type', 'application/json');
+    res.end(JSON.stringify([...secrets]));
     return;
   }
   if (u.pathname === '/test/ttl' && req.method === 'POST') {
