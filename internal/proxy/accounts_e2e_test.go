@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -200,6 +201,19 @@ func TestConnectedAccountsTwoUsers(t *testing.T) {
 	if alice.consents() != 1 || !strings.Contains(alice.pages[0], "Connected up") {
 		t.Fatalf("alice consented %d times, page %q", alice.consents(), alice.pages)
 	}
+	// The consent's elicitation is completed by the mux's
+	// notifications/elicitation/complete.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		alice.mu.Lock()
+		n := alice.complete
+		alice.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("alice got %d notifications/elicitation/complete; want 1", n)
+		}
+	}
 	// The per-user server's tools are discovered with alice's token.
 	waitTool(t, alice.cs, "up_whoami")
 
@@ -289,6 +303,40 @@ func TestConnectedAccountsTwoUsers(t *testing.T) {
 		t.Fatalf("the server refused %d tokens: one was not refreshed in time", withTok)
 	}
 	t.Logf("authorization server: %+v; server calls %v", after, up.Calls())
+	acctNoSecrets(t, m, as, alice, bob)
+}
+
+// acctNoSecrets checks that no code, PKCE verifier, access or refresh
+// token the authorization server saw, no state and not the client secret
+// is in the mux's log (trace level), its /metrics or its status.
+func acctNoSecrets(t *testing.T, m *mux, as *oauthtest.AS, users ...*acctUser) {
+	t.Helper()
+	secrets := append(as.Secrets(t), acctClientSecret)
+	states := 0
+	for _, u := range users {
+		for _, v := range u.browser.Visited() {
+			if pu, err := url.Parse(v); err == nil && pu.Path == "/oauth/callback" && pu.Query().Get("state") != "" {
+				secrets = append(secrets, pu.Query().Get("state"))
+				states++
+			}
+		}
+	}
+	resp, err := testHTTP.Get(m.ts.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	status, _ := json.Marshal(m.srv.Status())
+	sources := map[string]string{"log": m.logs.String(), "/metrics": string(metrics), "status": string(status)}
+	for name, text := range sources {
+		for _, sec := range secrets {
+			if i := strings.Index(text, sec); i >= 0 || strings.Contains(text, url.QueryEscape(sec)) {
+				t.Errorf("the mux's %s holds a secret (%.12s…) at %d", name, sec, i)
+			}
+		}
+	}
+	t.Logf("looked for %d secrets (%d states) in the log (%d bytes), /metrics and the status", len(secrets), states, len(sources["log"]))
 }
 
 // TestConnectedAccountsCallbackAttacks (issue 35), through mux's real
