@@ -342,7 +342,8 @@ func acctNoSecrets(t *testing.T, m *mux, as *oauthtest.AS, users ...*acctUser) {
 // TestConnectedAccountsCallbackAttacks (issue 35), through mux's real
 // /oauth/callback: a replayed callback URL is refused with 400 and
 // exchanges nothing; a callback carrying alice's state with bob's code is
-// refused and connects nobody. The consents are started by clients that
+// refused (the authorization server checks the code against alice's PKCE
+// verifier), connects nobody, and spends both alice's state and bob's code. The consents are started by clients that
 // cannot show a URL: their calls fail with -32042 carrying the URL.
 func TestConnectedAccountsCallbackAttacks(t *testing.T) {
 	as := oauthtest.StartAS(t, oauthtest.ASOptions{ClientID: acctClientID, ClientSecret: acctClientSecret})
@@ -422,8 +423,8 @@ func TestConnectedAccountsCallbackAttacks(t *testing.T) {
 	mixed.RawQuery = q.Encode()
 	before := as.Stats(t)
 	status, page, err = alice.browser.Get(ctx, mixed.String())
-	if err != nil || status != http.StatusBadRequest || !strings.Contains(page, "Could not connect up") {
-		t.Fatalf("alice's state with bob's code: HTTP %d %v %s; want 400", status, err, page)
+	if err != nil || status != http.StatusBadRequest || !strings.Contains(page, "Could not connect up") || !strings.Contains(page, "code exchange was refused") {
+		t.Fatalf("alice's state with bob's code: HTTP %d %v %s; want 400, the exchange refused", status, err, page)
 	}
 	if st := as.Stats(t); st.AuthorizationCode != before.AuthorizationCode {
 		t.Fatalf("a token was issued for bob's code under alice's state: %+v", st)
@@ -434,6 +435,14 @@ func TestConnectedAccountsCallbackAttacks(t *testing.T) {
 	// alice's own state is spent: her real callback is refused as well.
 	if status, _, _ := alice.browser.Get(ctx, aliceCB); status != http.StatusBadRequest {
 		t.Fatalf("alice's spent state: HTTP %d; want 400", status)
+	}
+	// bob's code was spent by the attempt (the authorization server
+	// checked it against alice's verifier): his own callback fails too.
+	if status, page, _ := bob.browser.Get(ctx, bobCB); status != http.StatusBadRequest || !strings.Contains(page, "code exchange was refused") {
+		t.Fatalf("bob's callback after his code was tried: HTTP %d %s; want 400", status, page)
+	}
+	if connected(bob) {
+		t.Fatal("bob is connected with a spent code")
 	}
 	if calls := up.Calls(); len(calls) != 0 {
 		t.Fatalf("the server saw calls %v", calls)
