@@ -43,7 +43,7 @@ var (
 // node or npm is missing or the install fails.
 func Install(t testing.TB) string {
 	t.Helper()
-	once.Do(func() { dir, instErr = install() })
+	once.Do(func() { dir, instErr = InstallFS("nodeclients", files) })
 	if instErr != nil {
 		t.Fatalf("nodeclients: %v", instErr)
 	}
@@ -78,19 +78,21 @@ func Script(t testing.TB, name string) string {
 	return p
 }
 
-// install installs the pinned packages and the driver scripts into the
-// cache directory of the lock file's hash, under a file lock, and returns
-// that directory.
-func install() (string, error) {
+// InstallFS installs the packages fsys pins (its package.json and
+// package-lock.json, at its root) and its other files into the cache
+// directory name-<the lock file's hash>, under a file lock, and returns
+// that directory. Other test support with its own pinned npm packages
+// installs them through it.
+func InstallFS(name string, fsys fs.FS) (string, error) {
 	if err := requireTools(); err != nil {
 		return "", err
 	}
-	lock, err := files.ReadFile("package-lock.json")
+	lock, err := fs.ReadFile(fsys, "package-lock.json")
 	if err != nil {
 		return "", err
 	}
 	sum := sha256.Sum256(lock)
-	d := filepath.Join(cacheBase(), "nodeclients-"+hex.EncodeToString(sum[:6]))
+	d := filepath.Join(cacheBase(), name+"-"+hex.EncodeToString(sum[:6]))
 	if err := os.MkdirAll(d, 0o755); err != nil {
 		return "", err
 	}
@@ -100,7 +102,7 @@ func install() (string, error) {
 	}
 	defer unlock()
 	// The scripts are rewritten every time (they are not part of the hash).
-	if err := writeScripts(d); err != nil {
+	if err := writeScripts(d, fsys); err != nil {
 		return "", err
 	}
 	if err := npmCI(d, hex.EncodeToString(sum[:])); err != nil {
@@ -149,14 +151,14 @@ func lockDir(d string) (unlock func(), err error) {
 	}, nil
 }
 
-// writeScripts writes the embedded files into d, leaving unchanged ones
+// writeScripts writes the files of fsys into d, leaving unchanged ones
 // alone.
-func writeScripts(d string) error {
-	return fs.WalkDir(files, ".", func(p string, e fs.DirEntry, err error) error {
+func writeScripts(d string, fsys fs.FS) error {
+	return fs.WalkDir(fsys, ".", func(p string, e fs.DirEntry, err error) error {
 		if err != nil || e.IsDir() {
 			return err
 		}
-		b, err := files.ReadFile(p)
+		b, err := fs.ReadFile(fsys, p)
 		if err != nil {
 			return err
 		}

@@ -141,8 +141,10 @@ func (p *accountsPort) Detect(server string) {
 }
 
 // setUp makes the engine at the first config with inbound.public_url
-// (and a store), sealing with states, and gives it cfg's per-user
-// servers. A later change of public_url needs a restart: it is logged.
+// (and a store), sealing with states (the runtime's:
+// inbound.request_state_key's when set, which every replica shares), and
+// gives it cfg's per-user servers. A later change of public_url needs a
+// restart: it is logged.
 func (p *accountsPort) setUp(cfg *config.Config, states *seal.Sealer, replica string) {
 	m := p.m.Load()
 	switch {

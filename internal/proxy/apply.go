@@ -98,7 +98,7 @@ func (s *Server) apply(cfg *config.Config, fresh bool) ([]config.Problem, error)
 	if err := ex.build(cfg); err != nil {
 		return nil, err
 	}
-	s.accounts.setUp(cfg, s.states, s.replica)
+	s.accounts.setUp(cfg, ex.rt.States, s.replica)
 	refuse := func(running, next *config.Server) error { return s.refuse(running, next, fresh) }
 	ex.run(reload.Plan(runningView(ex.old), cfg, reload.Options{Fresh: fresh, Refuse: refuse}))
 	ex.swap()

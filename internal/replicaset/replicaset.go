@@ -57,6 +57,9 @@ type Options struct {
 	// Env is added to each process's environment (the test's, without
 	// MCP_MUX_* variables).
 	Env []string
+	// Args are added to each process's serve arguments (e.g.
+	// "--log-level", "trace").
+	Args []string
 	// ShutdownDelay is each replica's --shutdown-delay: how long /readyz
 	// answers 503 after SIGTERM before the listener closes. Zero means
 	// one second, five health-check intervals; negative means none.
@@ -452,8 +455,9 @@ func (s *Set) args(i int) []string {
 	if delay < 0 {
 		delay = 0
 	}
-	return []string{"serve", "--config", s.cfgPath, "--listen", s.replicas[i].addr, "--ops-listen", s.replicas[i].opsAddr,
+	args := []string{"serve", "--config", s.cfgPath, "--listen", s.replicas[i].addr, "--ops-listen", s.replicas[i].opsAddr,
 		"--log-format", "json", "--shutdown-delay", delay.String()}
+	return append(args, s.opts.Args...)
 }
 
 func (s *Set) env() []string { return append(mcptest.BaseEnv(), s.opts.Env...) }

@@ -3,6 +3,7 @@ package callpath
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -31,7 +32,13 @@ func policyStage(s *Router) Stage {
 				case r == nil:
 					return nil, errUnknownTool(c.Name)
 				case r.Builtin && r.Name == ConnectAccountName: // accounts.go
-					return s.connectAccount(ctx, c)
+					// Answered before the outcome stage: its refusal
+					// (-32042) is unwrapped here.
+					res, err := s.connectAccount(ctx, c)
+					if rf, ok := errors.AsType[refusal](err); ok {
+						return nil, rf.err
+					}
+					return res, err
 				case r.Builtin: // tasks.go
 					return s.builtinTask(ctx, c.Session, c.Key, c.Name, c.Args), nil
 				}
