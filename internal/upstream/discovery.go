@@ -26,6 +26,11 @@ func (u *Upstream) requestRefresh() {
 	}
 }
 
+// Rediscover asks for a discovery round now: after a failed one, the
+// backoff is cut short (credentials it lacked may have arrived: a user
+// connected an account); while up, the lists are refreshed.
+func (u *Upstream) Rediscover() { u.requestRefresh() }
+
 // run keeps a control session, rediscovering tools whenever it comes up or
 // the server announces a change, and retries with capped backoff.
 func (u *Upstream) run() {
@@ -92,17 +97,21 @@ func (r *rediscovery) report(err error) {
 	}
 }
 
-// wait counts a failed round and waits out the backoff (stderr is not
-// logged meanwhile); false when the Upstream is closing.
+// wait counts a failed round and waits out the backoff, or until
+// Rediscover (stderr is not logged meanwhile); false when the Upstream is
+// closing.
 func (r *rediscovery) wait() bool {
 	r.failures++
 	r.u.retrying.Store(true)
+	t := time.NewTimer(r.bo.next())
+	defer t.Stop()
 	select {
 	case <-r.u.ctx.Done():
 		return false
-	case <-time.After(r.bo.next()):
-		return true
+	case <-t.C:
+	case <-r.u.refresh: // Rediscover
 	}
+	return true
 }
 
 // recovered resets the schedule after a round that worked.

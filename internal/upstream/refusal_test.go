@@ -90,3 +90,35 @@ func TestRefusalKeepsChallengesAndTeachesNoEra(t *testing.T) {
 		t.Fatalf("era after the token = %q, want %q", era, upstream.VersionModern)
 	}
 }
+
+// TestRediscoverCutsTheBackoffShort: a server refused for want of a token
+// is retried on its backoff (a minute here); Rediscover, told a token
+// arrived, runs the next round at once.
+func TestRediscoverCutsTheBackoffShort(t *testing.T) {
+	backend := mcptest.ServeHTTPBothEras(t, mcptest.NewServer("test"))
+	var want, token atomic.Value
+	want.Store("t0k3n")
+	front := bearerFront(t, backend.URL, &want, `Bearer error="invalid_token"`)
+	u := startNoWait(t, upstream.Options{Name: "web", Transport: upstream.HTTP, URL: front.URL + "/mcp", RetryMin: time.Minute, RetryMax: time.Minute,
+		InitTimeout: 5 * time.Second,
+		BaseHeaders: func(context.Context) (http.Header, error) {
+			h := http.Header{}
+			if tok, _ := token.Load().(string); tok != "" {
+				h.Set("Authorization", "Bearer "+tok)
+			}
+			return h, nil
+		}})
+	<-u.Discovered()
+	if u.Err() == nil {
+		t.Fatal("discovery without a token succeeded")
+	}
+	token.Store("t0k3n")
+	u.Rediscover()
+	deadline := time.Now().Add(10 * time.Second)
+	for u.Err() != nil || len(u.Tools()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no discovery within 10 s of Rediscover: %v", u.Err())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -168,6 +168,9 @@ func (s *Router) asUser(ctx context.Context, c *Call, next CallFunc, asked int) 
 		raw, err := next(ctx, c)
 		refusal, refused := errors.AsType[*upstream.StatusError](err)
 		if !refused || (refusal.Code != http.StatusUnauthorized && refusal.Code != http.StatusForbidden) {
+			if err == nil {
+				rediscoverRefused(c.Backend)
+			}
 			return raw, err
 		}
 		r, err := s.accounts.Rejected(ctx, user, server, tok, refusal)
@@ -180,6 +183,19 @@ func (s *Router) asUser(ctx context.Context, c *Call, next CallFunc, asked int) 
 		return s.consent(ctx, c, refusal, r.StepUp, asked, func(ctx context.Context) (json.RawMessage, error) {
 			return s.asUser(ctx, c, next, asked+1)
 		})
+	}
+}
+
+// rediscoverRefused asks b's upstream for a discovery round when its last
+// one was refused for want of a token: a call just went through with a
+// user's, so the server's tools can be listed now (rather than at the
+// backoff's next round).
+func rediscoverRefused(b *Backend) {
+	if b.Up == nil {
+		return
+	}
+	if se, ok := errors.AsType[*upstream.StatusError](b.Up.Err()); ok && (se.Code == http.StatusUnauthorized || se.Code == http.StatusForbidden) {
+		b.Up.Rediscover()
 	}
 }
 
@@ -351,6 +367,7 @@ func (s *Router) connectAccount(ctx context.Context, c *Call) (json.RawMessage, 
 		return c.consentRefused(err)
 	}
 	connected := func(context.Context) (json.RawMessage, error) {
+		rediscoverRefused(b)
 		return toolText(fmt.Sprintf("Your account on MCP server %q is connected.", b.Name)), nil
 	}
 	if _, ok, err := s.accounts.Token(ctx, c.Caller.User, b.Name); err != nil || ok {
