@@ -241,17 +241,7 @@ func (b *Browser) Open(ctx context.Context, authURL string) (int, string, error)
 	b.mu.Lock()
 	b.visited = append(b.visited, u)
 	b.mu.Unlock()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return 0, "", err
-	}
-	resp, err := b.hc.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	return resp.StatusCode, string(body), err
+	return b.Get(ctx, u)
 }
 
 // Authorize opens authURL at the authorization server only and returns
