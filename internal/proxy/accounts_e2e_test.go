@@ -29,7 +29,9 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/config"
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/internal/oauthtest"
+	"github.com/mcp-mux/mcp-mux/internal/otlptest"
 	"github.com/mcp-mux/mcp-mux/internal/proxy"
+	"github.com/mcp-mux/mcp-mux/internal/telemetry"
 )
 
 const (
@@ -41,7 +43,7 @@ const (
 // api_keys alice and bob, the protected server "up" as a connected-account
 // server (pre-registered client acctClientID), its accounts in a bbolt
 // store.
-func acctMux(t *testing.T, up *oauthtest.Resource) *mux {
+func acctMux(t *testing.T, up *oauthtest.Resource, spans *otlptest.Receiver) *mux {
 	t.Helper()
 	ts := httptest.NewUnstartedServer(nil)
 	publicURL := "http://" + ts.Listener.Addr().String()
@@ -61,8 +63,12 @@ func acctMux(t *testing.T, up *oauthtest.Resource) *mux {
 		t.Fatal(err)
 	}
 	logs := &mcptest.LogBuffer{}
-	srv := proxy.New(proxy.Options{Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Trace, JSONFormat: true}),
-		RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond, AccountStore: store})
+	opts := proxy.Options{Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Trace, JSONFormat: true}),
+		RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond, AccountStore: store}
+	if spans != nil {
+		opts.Telemetry = telemetry.Options{Enabled: true, Endpoint: spans.Endpoint(), Env: func(string) (string, bool) { return "", false }}
+	}
+	srv := proxy.New(opts)
 	if err := srv.Apply(cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +195,8 @@ func waitTool(t *testing.T, cs *mcp.ClientSession, name string) {
 func TestConnectedAccountsTwoUsers(t *testing.T) {
 	as := oauthtest.StartAS(t, oauthtest.ASOptions{ClientID: acctClientID, ClientSecret: acctClientSecret})
 	up := oauthtest.StartResource(t, as)
-	m := acctMux(t, up)
+	spans := otlptest.Start(t)
+	m := acctMux(t, up, spans)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
@@ -303,13 +310,14 @@ func TestConnectedAccountsTwoUsers(t *testing.T) {
 		t.Fatalf("the server refused %d tokens: one was not refreshed in time", withTok)
 	}
 	t.Logf("authorization server: %+v; server calls %v", after, up.Calls())
-	acctNoSecrets(t, m, as, alice, bob)
+	acctNoSecrets(t, m, spans, as, alice, bob)
 }
 
 // acctNoSecrets checks that no code, PKCE verifier, access or refresh
 // token the authorization server saw, no state and not the client secret
-// is in the mux's log (trace level), its /metrics or its status.
-func acctNoSecrets(t *testing.T, m *mux, as *oauthtest.AS, users ...*acctUser) {
+// is in the mux's log (trace level), its /metrics, its status or the spans
+// it exported.
+func acctNoSecrets(t *testing.T, m *mux, spans *otlptest.Receiver, as *oauthtest.AS, users ...*acctUser) {
 	t.Helper()
 	secrets := append(as.Secrets(t), acctClientSecret)
 	states := 0
@@ -328,7 +336,8 @@ func acctNoSecrets(t *testing.T, m *mux, as *oauthtest.AS, users ...*acctUser) {
 	metrics, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	status, _ := json.Marshal(m.srv.Status())
-	sources := map[string]string{"log": m.logs.String(), "/metrics": string(metrics), "status": string(status)}
+	exported := spans.WaitSpans(t, 20*time.Second, func(all []otlptest.Span) bool { return len(all) > 0 })
+	sources := map[string]string{"log": m.logs.String(), "/metrics": string(metrics), "status": string(status), "spans": otlptest.Dump(exported)}
 	for name, text := range sources {
 		for _, sec := range secrets {
 			if i := strings.Index(text, sec); i >= 0 || strings.Contains(text, url.QueryEscape(sec)) {
@@ -336,7 +345,7 @@ func acctNoSecrets(t *testing.T, m *mux, as *oauthtest.AS, users ...*acctUser) {
 			}
 		}
 	}
-	t.Logf("looked for %d secrets (%d states) in the log (%d bytes), /metrics and the status", len(secrets), states, len(sources["log"]))
+	t.Logf("looked for %d secrets (%d states) in the log (%d bytes), /metrics, the status and %d spans", len(secrets), states, len(sources["log"]), len(exported))
 }
 
 // TestConnectedAccountsCallbackAttacks (issue 35), through mux's real
@@ -348,7 +357,7 @@ func acctNoSecrets(t *testing.T, m *mux, as *oauthtest.AS, users ...*acctUser) {
 func TestConnectedAccountsCallbackAttacks(t *testing.T) {
 	as := oauthtest.StartAS(t, oauthtest.ASOptions{ClientID: acctClientID, ClientSecret: acctClientSecret})
 	up := oauthtest.StartResource(t, as)
-	m := acctMux(t, up)
+	m := acctMux(t, up, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	alice := connectAcctUser(t, m.ts.URL, "alice", aliceKey, "2025-11-25", false)
