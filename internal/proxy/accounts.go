@@ -10,7 +10,9 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/mcp-mux/mcp-mux/internal/accounts"
 	"github.com/mcp-mux/mcp-mux/internal/config"
@@ -167,6 +169,26 @@ func (s *Server) accountHeaders(name string, base func(context.Context) (http.He
 		}
 		h.Set("Authorization", "Bearer "+tok.Reveal())
 		return h, nil
+	}
+}
+
+// accountUnauthorized tells the engine, after base, that a per-user
+// server refused the connected user's token its own request carried
+// (sent): that token is refreshed or dropped, so the user is asked to
+// connect again instead of discovery retrying it for ever.
+func (s *Server) accountUnauthorized(name string, base func(http.Header)) func(http.Header) {
+	return func(sent http.Header) {
+		base(sent)
+		m := s.accounts.m.Load()
+		tok, ok := strings.CutPrefix(sent.Get("Authorization"), "Bearer ")
+		if m == nil || !ok || tok == "" {
+			return
+		}
+		ctx, cancel := context.WithTimeout(s.life, 30*time.Second)
+		defer cancel()
+		if err := m.AnyRejected(ctx, name, secret.Value(tok)); err != nil {
+			s.log.Warn("connected accounts: the server refused a connected token; it stays", "server", name, "err", err)
+		}
 	}
 }
 

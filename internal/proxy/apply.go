@@ -459,10 +459,11 @@ func (s *Server) upstreamOptions(sc *config.Server, ref *callpath.ResolverRef) u
 	// Discovery uses the newest credentials built for this upstream; a
 	// per-user server's, a connected user's token.
 	o.BaseHeaders = ref.BaseHeaders
+	o.OnUnauthorized = ref.Unauthorized
 	if perUser(sc) {
 		o.BaseHeaders = s.accountHeaders(sc.Name, ref.BaseHeaders)
+		o.OnUnauthorized = s.accountUnauthorized(sc.Name, ref.Unauthorized)
 	}
-	o.OnUnauthorized = ref.Unauthorized
 	return o
 }
 

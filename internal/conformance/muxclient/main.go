@@ -18,7 +18,8 @@
 //     authorization_code; with -detect, no oauth block at all) and
 //     inbound.public_url at the mux's own listener. The client calls
 //     connect_account, lists the tools and calls the upstream's first
-//     tool; each consent the mux asks for (a URL-mode elicitation) is
+//     tool (connecting again when no tool appears and the mux asked for
+//     a new consent); each consent the mux asks for (a URL-mode elicitation) is
 //     "approved" by fetching its URL: the scenario's authorization server
 //     redirects straight to the mux's /oauth/callback.
 //
@@ -272,7 +273,8 @@ func runAccounts(serverURL, scenario string, f flags, log hclog.Logger) error {
 	go func() { _ = hs.Serve(ln) }()
 	defer hs.Close()
 
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
+	// Within the harness's --timeout (the tests give 60s).
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 	defer cancel()
 	// A 2026-07-28 client is the go-sdk's default: it negotiates its
 	// latest version.
@@ -296,7 +298,7 @@ func runAccounts(serverURL, scenario string, f flags, log hclog.Logger) error {
 	}
 	defer cs.Close()
 	fmt.Printf("connected to mcp-mux at protocol version %s\n", cs.InitializeResult().ProtocolVersion)
-	err = driveAccounts(ctx, cs, scenario)
+	err = driveAccounts(ctx, cs, &consents)
 	fmt.Printf("consents approved: %d\n", consents.Load())
 	return err
 }
@@ -354,34 +356,51 @@ func approve(ctx context.Context, req *mcp.ElicitRequest, consents *atomic.Int32
 
 // driveAccounts connects the user's account (connect_account), lists the
 // upstream's tools and calls the first. The tools of a connected-account
-// server appear once a first user connected: the list is retried a few
-// times.
-func driveAccounts(ctx context.Context, cs *mcp.ClientSession, scenario string) error {
-	if err := callTool(ctx, cs, "connect_account", map[string]any{"server": "upstream"}); err != nil {
-		return err
-	}
-	var tool string
-	for i := 0; tool == "" && i < 50; i++ {
-		if i > 0 {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(100 * time.Millisecond):
-			}
+// server appear once a user connected and the mux's discovery with that
+// token succeeded; when they do not, the user connects again (the server
+// may have refused the token: the mux then asks for a new consent), at
+// most three times, while connecting asked for a consent.
+func driveAccounts(ctx context.Context, cs *mcp.ClientSession, consents *atomic.Int32) error {
+	for round := 0; round < 3; round++ {
+		before := consents.Load()
+		if err := callTool(ctx, cs, "connect_account", map[string]any{"server": "upstream"}); err != nil {
+			return err
 		}
-		res, err := cs.ListTools(ctx, nil)
+		tool, err := upstreamTool(ctx, cs, 8*time.Second)
 		if err != nil {
 			return err
 		}
-		for _, t := range res.Tools {
-			if strings.HasPrefix(t.Name, "upstream_") {
-				tool = t.Name
-				break
-			}
+		if tool != "" {
+			return callTool(ctx, cs, tool, map[string]any{})
+		}
+		if consents.Load() == before {
+			break // connected already, and still no tools
 		}
 	}
-	if tool == "" {
-		return errors.New("the upstream's tools were not discovered through the mux after connecting")
+	return errors.New("the upstream's tools were not discovered through the mux after connecting")
+}
+
+// upstreamTool polls the tool list for up to wait and returns the first
+// of the upstream's tools, "" when none appeared.
+func upstreamTool(ctx context.Context, cs *mcp.ClientSession, wait time.Duration) (string, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		res, err := cs.ListTools(ctx, nil)
+		if err != nil {
+			return "", err
+		}
+		for _, t := range res.Tools {
+			if strings.HasPrefix(t.Name, "upstream_") {
+				return t.Name, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return "", nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
-	return callTool(ctx, cs, tool, map[string]any{})
 }
