@@ -264,7 +264,10 @@ func runAccounts(serverURL, scenario string, f flags, log hclog.Logger) error {
 		return err
 	}
 	defer store.Close()
-	srv := proxy.New(proxy.Options{Logger: log, AccountStore: store})
+	// A per-user server is discovered once a user connected, at the next
+	// round of its rediscovery backoff (nothing wakes it on a consent):
+	// short rounds keep the scenario well within the harness's timeout.
+	srv := proxy.New(proxy.Options{Logger: log, AccountStore: store, RetryMin: 250 * time.Millisecond, RetryMax: time.Second})
 	if err := srv.Apply(cfg); err != nil {
 		return err
 	}
