@@ -212,3 +212,38 @@ func TestStepUp(t *testing.T) {
 		t.Errorf("%d authorizations", n)
 	}
 }
+
+// A 401 to a token AnyToken gave (the mux's own discovery) refreshes the
+// user's token once and drops the refreshed one when it is refused too;
+// a token no user holds is ignored.
+func TestAnyRejected(t *testing.T) {
+	f := newFixture(t)
+	s, _ := OpenBoltStore(BoltOptions{Dir: t.TempDir()})
+	defer s.Close()
+	e := newEnv(t, f, s, nil)
+	e.connect("alice")
+	ctx := context.Background()
+	old, err := e.m.AnyToken(ctx, "srv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.keep(e.m.AnyRejected(ctx, "srv", "not-a-token-anyone-holds")); err != nil || f.refreshes != 0 {
+		t.Fatalf("unknown token: %v, %d refreshes", err, f.refreshes)
+	}
+	if err := e.keep(e.m.AnyRejected(ctx, "srv", old)); err != nil {
+		t.Fatalf("first 401: %v", err)
+	}
+	cur, err := e.m.AnyToken(ctx, "srv")
+	if err != nil || cur == old || f.refreshes != 1 {
+		t.Fatalf("the 401 did not refresh: %v, %d refreshes", err, f.refreshes)
+	}
+	if err := e.keep(e.m.AnyRejected(ctx, "srv", cur)); err != nil {
+		t.Fatalf("second 401: %v", err)
+	}
+	if _, err := e.token("alice"); !errors.Is(err, ErrNotConnected) {
+		t.Errorf("after a 401 to the refreshed token: %v, want ErrNotConnected", err)
+	}
+	if err := e.m.AnyRejected(ctx, "nope", cur); !errors.Is(err, ErrUnknownServer) {
+		t.Errorf("unknown server: %v", err)
+	}
+}

@@ -293,6 +293,37 @@ func (m *Manager) Rejected(ctx context.Context, user, server string, sent secret
 	return Retry{Again: true}, nil
 }
 
+// AnyRejected handles the server's 401 to a token AnyToken gave (the
+// mux's own requests, such as discovery): the user it belongs to has it
+// refreshed once, else dropped, so that they are asked to connect again
+// (the server may have moved to another authorization server). A token
+// no user holds any more is ignored.
+func (m *Manager) AnyRejected(ctx context.Context, server string, sent secret.Value) error {
+	if _, ok := m.server(server); !ok {
+		return fmt.Errorf("server '%s': %w", boundName(server), ErrUnknownServer)
+	}
+	uhs, _, err := m.store.users(ctx, server, usersShown)
+	if err != nil {
+		return err
+	}
+	for _, uh := range uhs {
+		e, err := m.entry(ctx, uh, server)
+		if err != nil || e == nil || e.Access != sent.Reveal() {
+			continue
+		}
+		if e.Refresh == "" || e.ViaReject {
+			_, err := m.store.deleteToken(ctx, uh, server)
+			return err
+		}
+		_, err = m.refreshShared(ctx, uh, server, e.Access, true)
+		if errors.Is(err, ErrNotConnected) {
+			return nil // dropped
+		}
+		return err
+	}
+	return nil
+}
+
 // forbidden handles a 403: only insufficient_scope with new scopes asks
 // for a step-up.
 func (m *Manager) forbidden(server string, e *entry, www []string) (Retry, error) {

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -225,6 +226,26 @@ func (p *accountsPort) headers(name string, base func(context.Context) (http.Hea
 		}
 		h.Set("Authorization", "Bearer "+tok.Reveal())
 		return h, nil
+	}
+}
+
+// unauthorized tells the engine, after base, that a per-user server
+// refused the connected user's token its own request carried (sent): that
+// token is refreshed or dropped, so the user is asked to connect again
+// instead of discovery retrying it for ever. life ends with the Server.
+func (p *accountsPort) unauthorized(life context.Context, name string, base func(http.Header)) func(http.Header) {
+	return func(sent http.Header) {
+		base(sent)
+		m := p.m.Load()
+		tok, ok := strings.CutPrefix(sent.Get("Authorization"), "Bearer ")
+		if m == nil || !ok || tok == "" {
+			return
+		}
+		ctx, cancel := context.WithTimeout(life, 30*time.Second)
+		defer cancel()
+		if err := m.AnyRejected(ctx, name, secret.Value(tok)); err != nil {
+			p.log.Warn("connected accounts: the server refused a connected token; it stays", "server", name, "err", err)
+		}
 	}
 }
 

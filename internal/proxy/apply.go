@@ -460,10 +460,11 @@ func (s *Server) upstreamOptions(sc *config.Server, ref *callpath.ResolverRef) u
 	// Discovery uses the newest credentials built for this upstream; a
 	// per-user server's, a connected user's token.
 	o.BaseHeaders = ref.BaseHeaders
+	o.OnUnauthorized = ref.Unauthorized
 	if perUser(sc) || s.accounts.on() && detectable(sc) {
 		o.BaseHeaders = s.accounts.headers(sc.Name, ref.BaseHeaders)
+		o.OnUnauthorized = s.accounts.unauthorized(s.life, sc.Name, ref.Unauthorized)
 	}
-	o.OnUnauthorized = ref.Unauthorized
 	return o
 }
 
