@@ -30,3 +30,15 @@ func connectTool(servers []string) json.RawMessage {
 	b, _ := json.Marshal(tool) // strings, bools and maps: cannot fail
 	return b
 }
+
+// accountServers are the names of the sources where each caller connects
+// their own account.
+func accountServers[S any](sources []Source[S]) []string {
+	var out []string
+	for _, src := range sources {
+		if src.Accounts {
+			out = append(out, src.Name)
+		}
+	}
+	return out
+}

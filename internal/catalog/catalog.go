@@ -37,6 +37,9 @@ type Source[S any] struct {
 	Config *config.Server
 	// Lists is what the server's last discovery found.
 	Lists upstream.Lists
+	// Accounts: each caller connects their own account on the server;
+	// the built-in connect_account is listed, naming it.
+	Accounts bool
 }
 
 // Options is what a catalog takes from the config besides each source's
@@ -49,9 +52,6 @@ type Options struct {
 	// Tasks is whether durable tasks are on: submit tools are wrapped and
 	// the built-in task tools listed.
 	Tasks bool
-	// AccountServers are the servers where each caller connects their own
-	// account: when there are any, the built-in connect_account is listed.
-	AccountServers []string
 }
 
 // Policy is Options compiled once per config, shared by every catalog
@@ -61,9 +61,6 @@ type Policy struct {
 	search bool
 	topK   int
 	tasks  bool
-	// connect is the built-in connect_account tool; nil without
-	// connected-account servers.
-	connect json.RawMessage
 	// profiles are the compiled profiles; nil when there are none.
 	profiles map[string]*profileFilter
 }
@@ -71,7 +68,7 @@ type Policy struct {
 // NewPolicy compiles o.
 func NewPolicy(o Options) *Policy {
 	return &Policy{guard: newGuard(o.Guardrails), search: o.ToolSearch.Enabled, topK: o.ToolSearch.AutoPromoteTopK, tasks: o.Tasks,
-		connect: connectTool(o.AccountServers), profiles: newProfiles(o.Profiles)}
+		profiles: newProfiles(o.Profiles)}
 }
 
 // Route is one visible tool and where calls to it go.
@@ -143,7 +140,7 @@ func Build[S any](sources []Source[S], pol *Policy, log hclog.Logger) *Catalog[S
 // build is Build of one catalog: the full one (f nil) or a profile's view.
 func build[S any](sources []Source[S], pol *Policy, f *profileFilter, log hclog.Logger) *Catalog[S] {
 	c := &Catalog[S]{routes: make(map[string]*Route[S])}
-	builtins := c.reserveBuiltins(pol)
+	builtins := c.reserveBuiltins(pol, sources)
 	for i := range sources {
 		c.addTools(&sources[i], pol, f, log)
 	}

@@ -490,7 +490,10 @@ func TestHotPathAllocations(t *testing.T) {
 // it is not there.
 func TestConnectAccountBuiltin(t *testing.T) {
 	own := source("gh", false, "connect_account", "search")
-	on := build([]srv{own}, catalog.Options{AccountServers: []string{"gh", "jira"}})
+	own.Accounts = true
+	jira := source("jira", false)
+	jira.Accounts = true
+	on := build([]srv{own, jira}, catalog.Options{})
 	r := on.Lookup(catalog.ConnectAccountName)
 	if r == nil || !r.Builtin || r.Server != "" {
 		t.Fatalf("connect_account route %+v", r)

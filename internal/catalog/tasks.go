@@ -47,13 +47,13 @@ func taskRolesOf(sc *config.Server, tasks bool) taskRoles {
 // tools with durable tasks on, connect_account with connected-account
 // servers — and returns their routes, which Build lists after the
 // servers' tools.
-func (c *Catalog[S]) reserveBuiltins(pol *Policy) []*Route[S] {
+func (c *Catalog[S]) reserveBuiltins(pol *Policy, sources []Source[S]) []*Route[S] {
 	var tools []json.RawMessage
 	if pol.tasks {
 		tools = taskpoll.BuiltinTools()
 	}
-	if pol.connect != nil {
-		tools = append(tools[:len(tools):len(tools)], pol.connect)
+	if connect := connectTool(accountServers(sources)); connect != nil {
+		tools = append(tools[:len(tools):len(tools)], connect)
 	}
 	var out []*Route[S]
 	for _, raw := range tools {

@@ -1,18 +1,4 @@
-//go:build accountsdetect
-
 package conformance
-
-// OUT OF THE DEFAULT SUITE (build tag accountsdetect) because it FAILS:
-// mcp-mux does not yet detect that an http server without an oauth block
-// needs a connected account (DESIGN §2.9, "an http(s) server with no
-// oauth block that answers 401 with a Bearer challenge"): with
-// inbound.public_url set, such a server is not per-user, so
-// connect_account is not listed ("unknown tool") and the server stays
-// undiscovered. Run it with
-//
-//	go test -tags accountsdetect -run TestAccountsDetectAsClient ./internal/conformance/
-//
-// and drop the build tag once detection is implemented.
 
 import (
 	"strings"

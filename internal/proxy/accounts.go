@@ -334,7 +334,7 @@ func (s *Server) DisconnectAccount(ctx context.Context, user, server string) (bo
 // connects accounts (errNotAccountServer for any other).
 func (p *accountsPort) disconnect(ctx context.Context, user, server string) (bool, error) {
 	b := p.rt.Load().ByName[server]
-	if b == nil || !b.PerUser && !(b.Detect && p.Detected(server)) {
+	if b == nil || !b.ConnectsAccounts(p) {
 		return false, errNotAccountServer
 	}
 	return p.Disconnect(ctx, user, server)

@@ -296,7 +296,7 @@ func (ex *execution) swap() {
 	for _, b := range ex.resolverChanged {
 		b.Base.Set(b.Resolver)
 	}
-	next := callpath.BuildCatalog(rt.Backends, rt.Policy, s.log)
+	next := callpath.BuildCatalog(rt.Backends, rt.Policy, &s.accounts, s.log)
 	catalog.LogDuplicates(old.Catalog.Load(), next, s.log)
 	rt.Catalog.Store(next)
 	s.limits.SetRules(rt.Config.Limits)
@@ -465,6 +465,14 @@ func (s *Server) upstreamOptions(sc *config.Server, ref *callpath.ResolverRef) u
 		o.BaseHeaders = s.accounts.headers(sc.Name, ref.BaseHeaders)
 		o.OnUnauthorized = s.accounts.unauthorized(s.life, sc.Name, ref.Unauthorized)
 	}
+	if s.accounts.on() && detectable(sc) {
+		o.OnRefused = func(se *upstream.StatusError) {
+			if callpath.BearerChallenge(se) && !s.accounts.Detected(sc.Name) {
+				s.accounts.Detect(sc.Name)
+				s.refreshCatalog(nil) // connect_account names it now
+			}
+		}
+	}
 	return o
 }
 
@@ -481,7 +489,7 @@ func (s *Server) refreshCatalog(prev *callpath.Runtime) {
 	if prev != nil {
 		before = prev.Catalog.Load()
 	}
-	next := callpath.BuildCatalog(rt.Backends, rt.Policy, s.log)
+	next := callpath.BuildCatalog(rt.Backends, rt.Policy, &s.accounts, s.log)
 	catalog.LogDuplicates(rt.Catalog.Load(), next, s.log)
 	rt.Catalog.Store(next)
 	s.catMu.Unlock()

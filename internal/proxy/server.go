@@ -249,7 +249,7 @@ func New(opts Options) *Server {
 	origins, _ := newOriginPolicy(nil, nil)
 	empty := callpath.NewRuntime(&config.Config{})
 	empty.Policy, empty.Auth, empty.Origins, empty.States = callpath.NewCatalogPolicy(&config.Config{}, s.tasks != nil), none, origins, s.states
-	empty.Catalog.Store(callpath.BuildCatalog(nil, empty.Policy, s.log))
+	empty.Catalog.Store(callpath.BuildCatalog(nil, empty.Policy, nil, s.log))
 	s.rt.Store(empty)
 	s.bg.Go(func() { s.sessions.Run(ctx) })
 	return s

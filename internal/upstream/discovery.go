@@ -195,11 +195,18 @@ func (r *rediscovery) withBaseHeaders(ctx context.Context) (context.Context, htt
 	return withHeaders(ctx, h), h
 }
 
-// unauthorized tells OnUnauthorized about a dial refused with 401 while
-// carrying sent, so that a token is refreshed before the next round.
+// unauthorized tells OnRefused about a dial refused with 401 or 403, and
+// OnUnauthorized about one refused with 401 while carrying sent, so that
+// a token is refreshed before the next round.
 func (r *rediscovery) unauthorized(err error, sent http.Header) {
-	var se *StatusError
-	if r.u.opts.OnUnauthorized != nil && sent != nil && errors.As(err, &se) && se.Code == http.StatusUnauthorized {
+	se, refused := errors.AsType[*StatusError](err)
+	if !refused {
+		return
+	}
+	if r.u.opts.OnRefused != nil {
+		r.u.opts.OnRefused(se)
+	}
+	if r.u.opts.OnUnauthorized != nil && sent != nil && se.Code == http.StatusUnauthorized {
 		r.u.opts.OnUnauthorized(sent)
 	}
 }

@@ -144,6 +144,9 @@ func (d *dialing) probeHTTP(hdr http.Header) (s eraSet, answered bool) {
 	case err == nil:
 		return discoverEras(raw), true
 	case refused && (status.Code == http.StatusUnauthorized || status.Code == http.StatusForbidden):
+		if d.control && u.opts.OnRefused != nil {
+			u.opts.OnRefused(status) // discovery's own probe: what the server asks for
+		}
 		return eraSet{legacy: true}, false
 	case !errors.As(err, new(*wire.Error)) && !refused:
 		return eraSet{legacy: true}, false

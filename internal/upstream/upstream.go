@@ -91,6 +91,10 @@ type Options struct {
 	// OnUnauthorized is told when a request carrying sent was answered 401,
 	// so that a token can be refreshed before the next attempt.
 	OnUnauthorized func(sent http.Header)
+	// OnRefused is told when a discovery round was refused with 401 or
+	// 403, with the server's challenges (a server asking each user for a
+	// token says so there).
+	OnRefused func(*StatusError)
 
 	// InitTimeout bounds starting a session (spawn + initialize) and a
 	// discovery round. Zero means no limit.

@@ -279,6 +279,11 @@ func runAccounts(serverURL, scenario string, f flags, log hclog.Logger) error {
 	// Within the harness's --timeout (the tests give 60s).
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 	defer cancel()
+	// The first discovery round tells a server with no oauth block that
+	// asks for a Bearer token (-detect) from one that does not.
+	if err := srv.WaitDiscovery(ctx); err != nil {
+		return err
+	}
 	// A 2026-07-28 client is the go-sdk's default: it negotiates its
 	// latest version.
 	era := f.era

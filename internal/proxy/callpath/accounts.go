@@ -109,9 +109,9 @@ func accountsStage(s *Router) Stage {
 				if s.accounts == nil || !c.Backend.PerUser && !c.Backend.Detect {
 					return next(ctx, c)
 				}
-				if !c.Backend.PerUser && !s.accounts.Detected(c.Backend.Name) {
+				if !c.Backend.ConnectsAccounts(s.accounts) {
 					raw, err := next(ctx, c)
-					if refusal, ok := errors.AsType[*upstream.StatusError](err); !ok || !bearerChallenge(refusal) {
+					if refusal, ok := errors.AsType[*upstream.StatusError](err); !ok || !BearerChallenge(refusal) {
 						return raw, err
 					}
 					s.accounts.Detect(c.Backend.Name)
@@ -136,8 +136,8 @@ func hasAccounts(rt *Runtime) bool {
 	return false
 }
 
-// bearerChallenge reports whether refusal is a 401 with a Bearer challenge.
-func bearerChallenge(refusal *upstream.StatusError) bool {
+// BearerChallenge reports whether refusal is a 401 with a Bearer challenge.
+func BearerChallenge(refusal *upstream.StatusError) bool {
 	if refusal.Code != http.StatusUnauthorized {
 		return false
 	}
@@ -345,11 +345,11 @@ func (s *Router) connectAccount(ctx context.Context, c *Call) (json.RawMessage, 
 		Disconnect bool   `json:"disconnect"`
 	}
 	if json.Unmarshal(c.Args, &a) != nil || a.Server == "" {
-		return wire.ToolError(`connect_account needs {"server": "<name>"}; servers with connected accounts: ` + accountServers(c.Runtime)), nil
+		return wire.ToolError(`connect_account needs {"server": "<name>"}; servers with connected accounts: ` + s.accountServers(c.Runtime)), nil
 	}
 	b := c.Runtime.ByName[a.Server]
-	if b == nil || s.accounts == nil || !b.PerUser && !(b.Detect && s.accounts.Detected(b.Name)) {
-		return wire.ToolError(fmt.Sprintf("no MCP server %s connects accounts; these do: %s", quoteBounded(a.Server), accountServers(c.Runtime))), nil
+	if b == nil || s.accounts == nil || !b.ConnectsAccounts(s.accounts) {
+		return wire.ToolError(fmt.Sprintf("no MCP server %s connects accounts; these do: %s", quoteBounded(a.Server), s.accountServers(c.Runtime))), nil
 	}
 	c.Backend = b
 	if a.Disconnect {
@@ -380,10 +380,10 @@ func (s *Router) connectAccount(ctx context.Context, c *Call) (json.RawMessage, 
 }
 
 // accountServers lists rt's connected-account servers for a message.
-func accountServers(rt *Runtime) string {
+func (s *Router) accountServers(rt *Runtime) string {
 	var names []string
 	for _, b := range rt.Backends {
-		if b.PerUser {
+		if b.ConnectsAccounts(s.accounts) {
 			names = append(names, fmt.Sprintf("%q", b.Name))
 		}
 	}

@@ -141,27 +141,22 @@ type (
 // backend's own *config.Server: guardrails, tool_search and profiles; tasks is
 // whether durable tasks are on.
 func NewCatalogPolicy(cfg *config.Config, tasks bool) *CatalogPolicy {
-	return catalog.NewPolicy(catalog.Options{Guardrails: cfg.Guardrails, ToolSearch: cfg.ToolSearch, Tasks: tasks, Profiles: cfg.Profiles,
-		AccountServers: AccountServers(cfg)})
+	return catalog.NewPolicy(catalog.Options{Guardrails: cfg.Guardrails, ToolSearch: cfg.ToolSearch, Tasks: tasks, Profiles: cfg.Profiles})
 }
 
-// AccountServers are cfg's enabled servers where each caller connects
-// their own account (oauth grant_type authorization_code, over http or sse).
-func AccountServers(cfg *config.Config) []string {
-	var out []string
-	for _, s := range cfg.Servers {
-		if s.Enabled && s.Type != config.TypeStdio && s.OAuth.PerUser() {
-			out = append(out, s.Name)
-		}
-	}
-	return out
+// ConnectsAccounts reports whether each caller connects their own account
+// on b: configured so, or detected (a, nil for no connected accounts).
+func (b *Backend) ConnectsAccounts(a Accounts) bool {
+	return b.PerUser || b.Detect && a != nil && a.Detected(b.Name)
 }
 
-// BuildCatalog builds the catalog of the backends' last discoveries.
-func BuildCatalog(backends []*Backend, pol *CatalogPolicy, log hclog.Logger) *Catalog {
+// BuildCatalog builds the catalog of the backends' last discoveries
+// (accounts tells which connect their callers' accounts; nil: none).
+func BuildCatalog(backends []*Backend, pol *CatalogPolicy, accounts Accounts, log hclog.Logger) *Catalog {
 	src := make([]catalog.Source[*Backend], len(backends))
 	for i, b := range backends {
-		src[i] = catalog.Source[*Backend]{Server: b, Name: b.Name, Prefix: b.Prefix, Config: b.Config, Lists: b.Up.Lists()}
+		src[i] = catalog.Source[*Backend]{Server: b, Name: b.Name, Prefix: b.Prefix, Config: b.Config, Lists: b.Up.Lists(),
+			Accounts: b.ConnectsAccounts(accounts)}
 	}
 	return catalog.Build(src, pol, log)
 }

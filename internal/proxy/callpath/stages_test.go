@@ -165,7 +165,7 @@ func TestPipelineLeavesOutUnconfigured(t *testing.T) {
 func TestSessionStage(t *testing.T) {
 	s := testRouter(t, Options{MaxSessionCalls: 1})
 	rt := s.rt.Load()
-	rt.Catalog.Store(BuildCatalog(nil, NewCatalogPolicy(&config.Config{}, false), hclog.NewNullLogger()))
+	rt.Catalog.Store(BuildCatalog(nil, NewCatalogPolicy(&config.Config{}, false), nil, hclog.NewNullLogger()))
 	for _, e := range endings {
 		c := testCall()
 		c.Runtime = rt
@@ -339,7 +339,7 @@ func TestArgumentsStage(t *testing.T) {
 // unpromoted deferred tool are answered here, never forwarded.
 func TestPolicyStage(t *testing.T) {
 	s := testRouter(t, Options{})
-	view := BuildCatalog(nil, NewCatalogPolicy(&config.Config{}, false), hclog.NewNullLogger())
+	view := BuildCatalog(nil, NewCatalogPolicy(&config.Config{}, false), nil, hclog.NewNullLogger())
 	forwarded := false
 	next := func(context.Context, *Call) (json.RawMessage, error) {
 		forwarded = true

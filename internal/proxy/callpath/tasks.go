@@ -174,7 +174,7 @@ func (s *TaskCaller) headers(ctx context.Context, b *Backend, user string) (hdr 
 			return nil, "", fmt.Errorf("MCP task server %q credentials: %w", b.Name, err)
 		}
 	}
-	if s.Accounts == nil || !b.PerUser && !(b.Detect && s.Accounts.Detected(b.Name)) {
+	if s.Accounts == nil || !b.ConnectsAccounts(s.Accounts) {
 		return hdr, "", nil
 	}
 	tok, ok, err := s.Accounts.Token(ctx, user, b.Name)
