@@ -19,17 +19,16 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/upstream/paramheader"
 )
 
-func (u *Upstream) requestRefresh() {
+// Rediscover asks for a discovery round now: after a failed one, the
+// backoff is cut short (credentials it lacked may have arrived: a user
+// connected an account); while up, the lists are refreshed (a server's
+// list_changed asks the same).
+func (u *Upstream) Rediscover() {
 	select {
 	case u.refresh <- struct{}{}:
 	default:
 	}
 }
-
-// Rediscover asks for a discovery round now: after a failed one, the
-// backoff is cut short (credentials it lacked may have arrived: a user
-// connected an account); while up, the lists are refreshed.
-func (u *Upstream) Rediscover() { u.requestRefresh() }
 
 // run keeps a control session, rediscovering tools whenever it comes up or
 // the server announces a change, and retries with capped backoff.

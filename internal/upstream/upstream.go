@@ -337,7 +337,7 @@ func (o *Options) roundTripper() http.RoundTripper {
 // initialize result lacked prompts or resources (it had none yet) still
 // announces them later with list_changed.
 func clientMaker(u *Upstream) func(caps *mcp.ClientCapabilities, lists bool) *mcp.Client {
-	refresh := func() { u.requestRefresh() }
+	refresh := func() { u.Rediscover() }
 	return func(caps *mcp.ClientCapabilities, lists bool) *mcp.Client {
 		o := &mcp.ClientOptions{Capabilities: caps}
 		if lists {
