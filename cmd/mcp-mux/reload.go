@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -107,7 +109,19 @@ func mountAdmin(routes *http.ServeMux, srv *proxy.Server, r *reloader, log hclog
 		Reload:         func() error { return r.reload("api") },
 		ResetUpstreams: srv.ResetUpstreams,
 		StdioCommands:  extra,
-		Disconnect:     srv.DisconnectAccount,
+		Disconnect:     disconnectAccount(srv),
 		Logger:         log.Named("admin"),
 	})
+}
+
+// disconnectAccount is the admin API's Disconnect: srv's, with a server
+// that connects no accounts as the API's 404.
+func disconnectAccount(srv *proxy.Server) func(ctx context.Context, user, server string) (bool, error) {
+	return func(ctx context.Context, user, server string) (bool, error) {
+		had, err := srv.DisconnectAccount(ctx, user, server)
+		if errors.Is(err, proxy.ErrNotAccountServer) {
+			return false, fmt.Errorf("%w: %w", api.ErrNoAccountServer, err)
+		}
+		return had, err
+	}
 }

@@ -47,7 +47,8 @@ type AdminOptions struct {
 	// (npx and uvx are always allowed).
 	StdioCommands []string
 	// Disconnect forgets a user's connected account on a server
-	// (proxy.Server.DisconnectAccount); nil: the route answers 404.
+	// (proxy.Server.DisconnectAccount); nil: the route answers 404, as
+	// does an error wrapping ErrNoAccountServer.
 	Disconnect func(ctx context.Context, user, server string) (bool, error)
 	Logger     hclog.Logger
 }
@@ -94,6 +95,10 @@ func MountAdmin(mux *http.ServeMux, o AdminOptions) {
 	mux.Handle(AdminRoutes[6], a.guard(a.disconnect))
 }
 
+// ErrNoAccountServer is Disconnect's error for a server where nobody
+// connects an account.
+var ErrNoAccountServer = errors.New("no such connected-account server")
+
 // maxAccountUser bounds the user id the disconnect route takes.
 const maxAccountUser = 256
 
@@ -111,6 +116,10 @@ func (a *admin) disconnect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	had, err := a.o.Disconnect(r.Context(), user, r.PathValue("server"))
+	if errors.Is(err, ErrNoAccountServer) {
+		writeDetail(w, http.StatusNotFound, "no server of that name connects users' accounts")
+		return
+	}
 	if err != nil {
 		a.fail(w, "Failed to disconnect the account", err)
 		return

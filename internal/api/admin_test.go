@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -85,6 +86,9 @@ func startAdmin(t *testing.T, path, doc string) *adminFixture {
 		Disconnect: func(_ context.Context, user, server string) (bool, error) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
+			if server == "plain" {
+				return false, fmt.Errorf("%w: plain", ErrNoAccountServer)
+			}
 			f.disconnects = append(f.disconnects, user+"@"+server)
 			return server == "gh", nil
 		},
@@ -402,6 +406,9 @@ func TestAdminDisconnect(t *testing.T) {
 	}
 	if code, body := f.do("DELETE", "/api/accounts/gh?user=alice", adminToken, ""); code != http.StatusOK || !strings.Contains(body, `"disconnected":true`) {
 		t.Fatalf("disconnect: %d %s", code, body)
+	}
+	if code, body := f.do("DELETE", "/api/accounts/plain?user=alice", adminToken, ""); code != http.StatusNotFound {
+		t.Fatalf("a server that connects no accounts: %d %s, want 404", code, body)
 	}
 	for _, q := range []string{"", "?user=", "?user=" + strings.Repeat("u", 257)} {
 		if code, _ := f.do("DELETE", "/api/accounts/gh"+q, adminToken, ""); code != http.StatusBadRequest {

@@ -270,7 +270,8 @@ func (b *Browser) Authorize(ctx context.Context, authURL string) (string, error)
 	return resp.Header.Get("Location"), nil
 }
 
-// Get requests u as the browser, following no redirect: status and body.
+// Get requests u as the browser, following its redirects (at most 5, each
+// recorded in Visited): the last status and body.
 func (b *Browser) Get(ctx context.Context, u string) (int, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {

@@ -220,12 +220,7 @@ func (p *accountsPort) headers(name string, base func(context.Context) (http.Hea
 		if terr != nil {
 			return h, nil // nobody connected yet: the server refuses, and waits for one
 		}
-		h = h.Clone()
-		if h == nil {
-			h = http.Header{}
-		}
-		h.Set("Authorization", "Bearer "+tok.Reveal())
-		return h, nil
+		return callpath.WithBearer(h, tok), nil
 	}
 }
 
@@ -320,9 +315,9 @@ func (c accountsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// errNotAccountServer refuses a disconnect of a server where nobody
+// ErrNotAccountServer refuses a disconnect of a server where nobody
 // connects an account.
-var errNotAccountServer = errors.New("the server does not connect users' accounts")
+var ErrNotAccountServer = errors.New("the server does not connect users' accounts")
 
 // DisconnectAccount forgets user's connected account on server (the admin
 // API's route) and reports whether there was one.
@@ -331,11 +326,11 @@ func (s *Server) DisconnectAccount(ctx context.Context, user, server string) (bo
 }
 
 // disconnect is Disconnect of a server of the running runtime that
-// connects accounts (errNotAccountServer for any other).
+// connects accounts (ErrNotAccountServer for any other).
 func (p *accountsPort) disconnect(ctx context.Context, user, server string) (bool, error) {
 	b := p.rt.Load().ByName[server]
 	if b == nil || !b.ConnectsAccounts(p) {
-		return false, errNotAccountServer
+		return false, ErrNotAccountServer
 	}
 	return p.Disconnect(ctx, user, server)
 }
@@ -347,7 +342,7 @@ func (p *accountsPort) serveDisconnect(w http.ResponseWriter, r *http.Request) {
 	caller := callpath.CallerFrom(r.Context())
 	had, err := p.disconnect(r.Context(), caller.User, r.PathValue("server"))
 	switch {
-	case errors.Is(err, errNotAccountServer):
+	case errors.Is(err, ErrNotAccountServer):
 		http.Error(w, "no such connected-account server", http.StatusNotFound)
 		return
 	case err != nil:

@@ -38,20 +38,15 @@ func (s *Server) Status() Status {
 	st := s.localStatus()
 	st.Sessions = s.sessions.Total()
 	if stats := s.accounts.stats(); stats != nil {
+		rt := s.rt.Load()
 		for i := range st.Servers {
-			if a, ok := stats[st.Servers[i].Name]; ok && perUserStatus(s.rt.Load(), st.Servers[i].Name) {
+			b := rt.ByName[st.Servers[i].Name]
+			if a, ok := stats[st.Servers[i].Name]; ok && b != nil && b.ConnectsAccounts(&s.accounts) {
 				st.Servers[i].Accounts = accountsStatus(a)
 			}
 		}
 	}
 	return st
-}
-
-// perUserStatus reports whether rt's server name connects each user's
-// account (configured so, or detected).
-func perUserStatus(rt *callpath.Runtime, name string) bool {
-	b := rt.ByName[name]
-	return b != nil && b.PerUser
 }
 
 // localStatus is Status without Sessions: what this process knows, with

@@ -202,13 +202,19 @@ func rediscoverRefused(b *Backend) {
 // withToken sets c's upstream Authorization to tok, and keys its upstream
 // session by its caller (never by the token: a refresh keeps the session).
 func (c *Call) withToken(tok secret.Value) {
-	h := c.upHeader.Clone()
+	c.upHeader = WithBearer(c.upHeader, tok)
+	c.Key.Cred = fingerprint("account:"+c.Caller.User, nil)
+}
+
+// WithBearer returns a copy of h (nil: none) with its Authorization set
+// to tok as a Bearer token.
+func WithBearer(h http.Header, tok secret.Value) http.Header {
+	h = h.Clone()
 	if h == nil {
 		h = http.Header{}
 	}
 	h.Set("Authorization", "Bearer "+tok.Reveal())
-	c.upHeader = h
-	c.Key.Cred = fingerprint("account:"+c.Caller.User, nil)
+	return h
 }
 
 // consent asks c's caller to connect their account on c.Backend (refused

@@ -184,12 +184,7 @@ func (s *TaskCaller) headers(ctx context.Context, b *Backend, user string) (hdr 
 	case !ok:
 		return nil, "", fmt.Errorf("MCP task server %q: the task's user has no connected account there any more (they connect it again with connect_account)", b.Name)
 	}
-	hdr = hdr.Clone()
-	if hdr == nil {
-		hdr = http.Header{}
-	}
-	hdr.Set("Authorization", "Bearer "+tok.Reveal())
-	return hdr, tok, nil
+	return WithBearer(hdr, tok), tok, nil
 }
 
 // span starts a task call's span, linked to the task's submit; the
