@@ -91,6 +91,10 @@ const (
 	// retryWait bounds how long a 2026-07-28 retry waits for a consent
 	// the client accepted but whose callback has not arrived yet.
 	retryWait = 30 * time.Second
+	// consentGrace is how long past its expiry a live 2025-11-25 call
+	// still waits for a consent (a callback just in time is still being
+	// exchanged).
+	consentGrace = 30 * time.Second
 )
 
 // accountsStage sends a call to a connected-account server with its
@@ -233,8 +237,15 @@ func (s *Router) consent(ctx context.Context, c *Call, refused *upstream.StatusE
 	}
 	ir := consentInputRequired(ask, cons.ID)
 	return c.Era.Fulfil(ctx, c.Sink, c.Upward, ir, func(ctx context.Context, params json.RawMessage) (json.RawMessage, error) {
-		// A 2025-11-25 client answered live: wait for the callback.
-		if err := s.consentRetried(ctx, c, &params); err != nil {
+		// A 2025-11-25 client answered live: wait for the callback, no
+		// longer than the consent lives (whatever the store does).
+		wctx, cancel := context.WithDeadline(ctx, cons.Expires.Add(consentGrace))
+		err := s.consentRetried(wctx, c, &params)
+		cancel()
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("connecting your account on MCP server %q: the link expired before the authorization came back; call again for a new one", c.Backend.Name)
+		}
+		if err != nil {
 			return c.consentRefused(err)
 		}
 		c.Sink.Notify("notifications/elicitation/complete", completeParams(cons.ID))

@@ -29,6 +29,7 @@ type fakeAccounts struct {
 	done     map[string]bool // consent id → completed
 	wakeup   chan struct{}   // closed to complete every consent
 	waits    int
+	expires  time.Time // when set, every consent's expiry
 }
 
 func newFakeAccounts() *fakeAccounts {
@@ -76,7 +77,11 @@ func (f *fakeAccounts) Start(_ context.Context, user, server string, _ *upstream
 		f.done[id] = true
 		f.mu.Unlock()
 	}()
-	return &Consent{ID: id, URL: "https://as.example/authorize?state=" + id, Expires: time.Now().Add(time.Minute)}, nil
+	exp := time.Now().Add(time.Minute)
+	if !f.expires.IsZero() {
+		exp = f.expires
+	}
+	return &Consent{ID: id, URL: "https://as.example/authorize?state=" + id, Expires: exp}, nil
 }
 
 func (f *fakeAccounts) Wait(ctx context.Context, user, id string) error {
@@ -433,5 +438,26 @@ func TestAccountsStageDetects(t *testing.T) {
 	}
 	if len(n.auth) != 2 || n.auth[0] != "" || n.auth[1] != "Bearer tok-c0" {
 		t.Fatalf("sent %q", n.auth)
+	}
+}
+
+// TestAccountsStageLegacyConsentExpires: a 2025-11-25 call waits for its
+// consent no longer than the consent lives (and its grace): a browser that
+// never comes back ends the call with a tool error saying to call again,
+// and nothing is sent.
+func TestAccountsStageLegacyConsentExpires(t *testing.T) {
+	acc := newFakeAccounts()
+	acc.expires = time.Now().Add(-consentGrace + 200*time.Millisecond)
+	s := testRouter(t, Options{Accounts: acc})
+	c := accountCall(true)
+	c.Sink = &askSink{action: "accept"} // accepted, but the callback never comes
+	n := &sentWith{}
+	start := time.Now()
+	raw, err := accountsStage(s).Wrap(n.next)(t.Context(), c)
+	if err != nil || !wire.IsToolError(raw) || !strings.Contains(string(raw), "link expired") || len(n.auth) != 0 {
+		t.Fatalf("%s, %v, sent %d", raw, err, len(n.auth))
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("waited %s past the consent's life", d)
 	}
 }
