@@ -110,6 +110,7 @@ func mountAdmin(routes *http.ServeMux, srv *proxy.Server, r *reloader, log hclog
 		ResetUpstreams: srv.ResetUpstreams,
 		StdioCommands:  extra,
 		Disconnect:     disconnectAccount(srv),
+		Approvals:      srv.Approvals(),
 		Logger:         log.Named("admin"),
 	})
 }

@@ -50,7 +50,10 @@ type AdminOptions struct {
 	// (proxy.Server.DisconnectAccount); nil: the route answers 404, as
 	// does an error wrapping ErrNoAccountServer.
 	Disconnect func(ctx context.Context, user, server string) (bool, error)
-	Logger     hclog.Logger
+	// Approvals lists and decides approval requests (approvals.go); nil:
+	// its routes answer 404.
+	Approvals Approvals
+	Logger    hclog.Logger
 }
 
 // AdminRoutes are the admin API's route patterns.
@@ -62,6 +65,8 @@ var AdminRoutes = []string{
 	"POST /api/extensions/mcp/{name}/disable",
 	"POST /api/mcp/cache/reset",
 	"DELETE /api/accounts/{server}",
+	"GET /api/approvals",
+	"POST /api/approvals/{id}",
 }
 
 // MountAdmin adds the admin config API (DeerFlow's gateway shapes) to mux:
@@ -72,6 +77,8 @@ var AdminRoutes = []string{
 //	POST  /api/extensions/mcp/{name}/enable|disable
 //	POST  /api/mcp/cache/reset → re-discover every server, close pooled sessions
 //	DELETE /api/accounts/{server}?user=<id> → forget the user's connected account there
+//	GET   /api/approvals → {"approvals": [pending records], "total": n}
+//	POST  /api/approvals/{id} {"decision": "approve"|"deny", "reason"?, "by"?} → the decided record
 //
 // Every route needs "Authorization: Bearer <admin.token>" and answers 404
 // when no token is configured. Writes go through the same parsing and
@@ -93,6 +100,8 @@ func MountAdmin(mux *http.ServeMux, o AdminOptions) {
 	mux.Handle(AdminRoutes[4], a.guard(func(w http.ResponseWriter, r *http.Request) { a.setEnabled(w, r.PathValue("name"), false) }))
 	mux.Handle(AdminRoutes[5], a.guard(a.reset))
 	mux.Handle(AdminRoutes[6], a.guard(a.disconnect))
+	mux.Handle(AdminRoutes[7], a.guard(a.approvalsList))
+	mux.Handle(AdminRoutes[8], a.guard(a.approvalDecide))
 }
 
 // ErrNoAccountServer is Disconnect's error for a server where nobody

@@ -86,6 +86,11 @@ type StatusReport struct {
 	// the limits rules with their use on this replica.
 	Profiles []status.Profile `json:"profiles"`
 	Limits   []status.Limit   `json:"limits"`
+	// Approvals are the pending approval requests (at most
+	// status.MaxApprovalsShown, soonest to expire first) and how many
+	// there are.
+	Approvals        []status.Approval `json:"approvals"`
+	PendingApprovals int               `json:"pending_approvals"`
 }
 
 // CallReport is one recent call: the snapshot's own type.
@@ -171,6 +176,7 @@ func (h *statusAPI) report(ctx context.Context) StatusReport {
 		Servers: serverReports(st.Servers), Reloads: reloadReports(st.Reloads), Tasks: h.taskReport(ctx),
 		SlowCalls: append([]CallReport{}, st.SlowCalls...), FailedCalls: append([]CallReport{}, st.FailedCalls...),
 		Profiles: append([]status.Profile{}, st.Profiles...), Limits: append([]status.Limit{}, st.Limits...),
+		Approvals: append([]status.Approval{}, st.Approvals...), PendingApprovals: st.PendingApprovals,
 	}
 }
 
@@ -393,6 +399,13 @@ body.stale #stale { display:inline; }
   <table>
     <thead><tr><th>limit</th><th>for each</th><th>applies to</th><th class="n">calls / period</th><th class="n">in flight (cap)</th><th class="n">refused here</th></tr></thead>
     <tbody id="limits">{{range .Limits}}{{template "limit" .}}{{else}}<tr><td colspan="6" class="muted">no limits configured</td></tr>{{end}}</tbody>
+  </table>
+</section>
+<section>
+  <h2>Pending approvals ({{.PendingApprovals}})</h2>
+  <table>
+    <thead><tr><th>approval</th><th>caller</th><th>server</th><th>tool</th><th>rule</th><th>arguments (redacted)</th><th>expires</th></tr></thead>
+    <tbody id="approvals">{{range .Approvals}}<tr data-approval="{{.ID}}"><td><code>{{.ID}}</code></td><td><code>{{.Caller}}</code></td><td>{{.Server}}</td><td>{{.Tool}}</td><td>{{.Rule}}</td><td><pre class="reason">{{.Preview}}</pre></td><td>{{when .Expires}}</td></tr>{{else}}<tr><td colspan="7" class="muted">no call waits for an approval</td></tr>{{end}}</tbody>
   </table>
 </section>
 <section>

@@ -103,6 +103,19 @@ type Record struct {
 	// Arguments are the call's arguments as secret.RedactJSON leaves them.
 	Arguments        json.RawMessage `json:"arguments,omitempty"`
 	ArgumentsOmitted string          `json:"arguments_omitted,omitempty"`
+	// Approval is the approval a call ran under, or (kind "approval") a
+	// decision.
+	Approval *Approval `json:"approval,omitempty"`
+}
+
+// Approval is what a record says of an approval: its id, rule, the
+// decision (approve, deny) and who decided (caller, or the operator's
+// name).
+type Approval struct {
+	ID       string `json:"id"`
+	Rule     string `json:"rule"`
+	Decision string `json:"decision,omitempty"`
+	By       string `json:"decided_by,omitempty"`
 }
 
 // Options configure New.

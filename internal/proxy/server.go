@@ -23,6 +23,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/internal/accounts"
 	"github.com/mcp-mux/mcp-mux/internal/admission"
+	"github.com/mcp-mux/mcp-mux/internal/approvals"
 	"github.com/mcp-mux/mcp-mux/internal/audit"
 	"github.com/mcp-mux/mcp-mux/internal/config"
 	"github.com/mcp-mux/mcp-mux/internal/inbound"
@@ -120,6 +121,10 @@ type Options struct {
 	// the embedded file); nil: none. With inbound.public_url set, the
 	// engine runs on it (accounts.go). Its owner closes it after Close.
 	AccountStore accounts.Store
+	// ApprovalStore opens where the approvals rules' requests live
+	// (package approvals: Redis or the embedded file), at first use; nil:
+	// no store, and a call an approvals rule matches is refused.
+	ApprovalStore func() (approvals.Store, error)
 	// AccountHTTPClient makes the connected accounts' discovery,
 	// registration and token requests (nil: the engine's bounded client).
 	AccountHTTPClient *http.Client
@@ -152,6 +157,7 @@ type Server struct {
 	calls     *callpath.Router        // the call path both eras share (package callpath)
 	gate      callpath.Life           // orders session registration and calls against Close
 	accounts  accountsPort            // connected accounts (accounts.go)
+	approvals approvalDesk            // the approvals rules' requests (approvals.go)
 	publicURL string                  // the inbound.public_url the engine was made with
 	applied   atomic.Bool             // a config has been applied
 	ready     atomic.Bool             // …and its servers discovered (becomeReady)
@@ -232,9 +238,10 @@ func New(opts Options) *Server {
 	if s.limits, err = ratelimit.New(ratelimit.Options{Store: opts.LimitStore, Registerer: s.metrics.reg, Log: s.log.Named("limits")}); err != nil {
 		s.log.Error("limits are off", "err", err)
 	}
+	s.approvals.setUp(s, opts)
 	s.calls = callpath.New(callpath.Options{Log: s.log, MaxSessionCalls: opts.MaxSessionCalls, Tasks: s.tasks, Runtime: &s.rt, Life: &s.gate,
 		PageSize: opts.PageSize, Subs: s.subs, Panics: s.panics, Audit: opts.Audit, Telemetry: s.tel, Limits: s.limits,
-		Accounts: &s.accounts})
+		Accounts: &s.accounts, Approvals: s.approvals.m})
 	replica := sessionstore.NewReplica()
 	s.replica = replica
 	s.accounts.log, s.accounts.rt, s.accounts.store, s.accounts.hc = s.log.Named("accounts"), &s.rt, opts.AccountStore, opts.AccountHTTPClient
@@ -334,6 +341,7 @@ func (s *Server) Close(ctx context.Context) error {
 			s.log.Warn("shutdown: connected accounts", "err", err)
 		}
 	}
+	s.approvals.close()
 	if err := s.tel.Shutdown(ctx); err != nil {
 		s.log.Warn("shutdown: telemetry", "err", err)
 	}

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -37,6 +38,7 @@ type Status = status.Snapshot
 func (s *Server) Status() Status {
 	st := s.localStatus()
 	st.Sessions = s.sessions.Total()
+	s.approvals.status(context.Background(), &st)
 	if stats := s.accounts.stats(); stats != nil {
 		rt := s.rt.Load()
 		for i := range st.Servers {

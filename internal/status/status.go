@@ -117,6 +117,27 @@ type Snapshot struct {
 	// SlowCalls and FailedCalls are the recent slow and failed requests
 	// (tool calls, prompt gets, resource reads), newest first.
 	SlowCalls, FailedCalls []Call
+	// Approvals are the pending approval requests (the first
+	// MaxApprovalsShown, soonest to expire first); PendingApprovals counts
+	// them all.
+	Approvals        []Approval
+	PendingApprovals int
+}
+
+// MaxApprovalsShown bounds Snapshot.Approvals.
+const MaxApprovalsShown = 50
+
+// Approval is one pending approval request: no argument values beyond
+// its redacted preview.
+type Approval struct {
+	ID      string    `json:"id"`
+	Caller  string    `json:"caller,omitempty"` // hashed as spans and audit records show callers
+	Server  string    `json:"server"`
+	Tool    string    `json:"tool"`
+	Rule    string    `json:"rule"`
+	Preview string    `json:"arguments_preview"`
+	Created time.Time `json:"created"`
+	Expires time.Time `json:"expires"`
 }
 
 // Call is one recent request, as its audit record (package audit) has it.

@@ -117,6 +117,7 @@ func (s *Router) Stages() []Stage {
 		outcomeStage(s),      // upstream.go: an upstream's failure as the caller gets it
 		contentStage(s),      // content.go: arguments and result on the span and record, where opted in
 		argumentsStage(s),    // arguments.go: the params sent upstream (fixed arguments, own names, _meta)
+		approvalsStage(s),    // approvals.go: a human's yes before a call an approvals rule matches
 		tasksStage(s),        // tasks.go: a durable task's submit, a server's own task
 		interceptorsStage(s), // interceptors.go: the compiled-in interceptors
 		credentialsStage(s),  // credentials.go: the caller's upstream headers, renewed after a 401

@@ -20,6 +20,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/mcp-mux/mcp-mux/internal/approvals"
 	"github.com/mcp-mux/mcp-mux/internal/audit"
 	"github.com/mcp-mux/mcp-mux/internal/panicguard"
 	"github.com/mcp-mux/mcp-mux/internal/ratelimit"
@@ -57,29 +58,32 @@ type Options struct {
 	Limits *ratelimit.Limiter
 	// Accounts connects callers' own accounts (nil: none).
 	Accounts Accounts
+	// Approvals keeps the approvals rules' requests (nil: approvals off).
+	Approvals *approvals.Manager
 }
 
 // Router routes the calls of both eras to their backends.
 type Router struct {
-	log      hclog.Logger
-	maxCalls int
-	tasks    *taskpoll.Service
-	rt       *atomic.Pointer[Runtime]
-	life     *Life
-	pageSize int
-	subs     *subscriptions.Registry
-	panics   *panicguard.Guard
-	audit    *audit.Auditor
-	tel      *telemetry.Telemetry
-	limits   *ratelimit.Limiter
-	accounts Accounts
+	log       hclog.Logger
+	maxCalls  int
+	tasks     *taskpoll.Service
+	rt        *atomic.Pointer[Runtime]
+	life      *Life
+	pageSize  int
+	subs      *subscriptions.Registry
+	panics    *panicguard.Guard
+	audit     *audit.Auditor
+	tel       *telemetry.Telemetry
+	limits    *ratelimit.Limiter
+	accounts  Accounts
+	approvals *approvals.Manager
 }
 
 // New returns a Router with opts.
 func New(opts Options) *Router {
 	return &Router{log: opts.Log, maxCalls: opts.MaxSessionCalls, tasks: opts.Tasks, rt: opts.Runtime, life: opts.Life,
 		pageSize: opts.PageSize, subs: opts.Subs, panics: opts.Panics, audit: opts.Audit, tel: opts.Telemetry, limits: opts.Limits,
-		accounts: opts.Accounts}
+		accounts: opts.Accounts, approvals: opts.Approvals}
 }
 
 // logFor is the logger for a line about the request ctx belongs to
