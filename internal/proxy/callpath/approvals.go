@@ -217,6 +217,8 @@ func (s *Router) askOperator(ctx context.Context, c *Call, rule *config.Approval
 	switch rec.State {
 	case approvals.Approved:
 		return s.runApproved(ctx, c, rule, rec.ID, next)
+	case approvals.Used: // approved, and taken by an identical call first
+		return c.notApproved(rule, fmt.Sprintf("approval %s was used already (an approval runs one call); call again to ask for a new one.", rec.ID))
 	case approvals.Denied:
 		msg := fmt.Sprintf("%s on MCP server %q was denied by an operator (approval %s)", c.what(), c.Backend.Name, rec.ID)
 		if rec.Reason != "" {
