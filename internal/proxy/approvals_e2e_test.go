@@ -383,4 +383,3 @@ func TestOperatorApprovalPendingAndExpiry(t *testing.T) {
 		t.Fatalf("expired approval ran: %s", resultText(res))
 	}
 }
-
