@@ -34,7 +34,8 @@ func newLedger(t *testing.T) (*ledger, string) {
 	l := &ledger{runs: map[string]int{}}
 	s := mcp.NewServer(&mcp.Implementation{Name: "ledger", Version: "1"}, nil)
 	type in struct {
-		Path string `json:"path"`
+		Path  string `json:"path"`
+		Token string `json:"token,omitempty"`
 	}
 	tool := func(name string, a *mcp.ToolAnnotations) {
 		mcp.AddTool(s, &mcp.Tool{Name: name, Annotations: a}, func(_ context.Context, _ *mcp.CallToolRequest, args in) (*mcp.CallToolResult, any, error) {
@@ -71,6 +72,12 @@ func approvalsConfig(upURL string, wait int) string {
 // Redis client rc), its admin API mounted with token "admin-token".
 func approvalsMux(t *testing.T, cfg string, rc *storeclient.Client) *mux {
 	t.Helper()
+	return approvalsMuxWith(t, cfg, nil, rc, proxy.Options{})
+}
+
+// approvalsMuxWith is approvalsMux with env and opts.
+func approvalsMuxWith(t *testing.T, cfg string, env map[string]string, rc *storeclient.Client, opts proxy.Options) *mux {
+	t.Helper()
 	dir := t.TempDir()
 	open := func() (approvals.Store, error) {
 		if rc != nil {
@@ -78,7 +85,8 @@ func approvalsMux(t *testing.T, cfg string, rc *storeclient.Client) *mux {
 		}
 		return approvals.OpenBoltStore(approvals.BoltOptions{Dir: dir})
 	}
-	m, _ := startMuxEnv(t, cfg, nil, proxy.Options{ApprovalStore: open})
+	opts.ApprovalStore = open
+	m, _ := startMuxEnv(t, cfg, env, opts)
 	routes := http.NewServeMux()
 	api.MountAdmin(routes, api.AdminOptions{Path: "/nonexistent.json", Token: func() secret.Value { return "admin-token" }, Approvals: m.srv.Approvals()})
 	routes.Handle("/", m.srv.Handler())
