@@ -121,8 +121,12 @@ func (c *Call) approvalRequest(rule *config.ApprovalRule) approvals.Request {
 		args, _ = json.Marshal(c.Params)
 	}
 	preview := "{}"
+	var sc *secret.Scrubber
+	if c.Backend.Up != nil {
+		sc = c.scrubber()
+	}
 	if len(args) > 0 {
-		if red, err := secret.RedactJSON(args, c.scrubber(), approvals.MaxPreview); err == nil {
+		if red, err := secret.RedactJSON(args, sc, approvals.MaxPreview); err == nil {
 			preview = string(red)
 		} else {
 			preview = "(arguments too large to show)"
