@@ -297,7 +297,7 @@ func (ex *execution) swap() {
 		b.Base.Set(b.Resolver)
 	}
 	next := callpath.BuildCatalog(rt.Backends, rt.Policy, &s.accounts, s.log)
-	catalog.LogDuplicates(old.Catalog.Load(), next, s.log)
+	catalog.LogWarnings(old.Catalog.Load(), next, s.log)
 	rt.Catalog.Store(next)
 	s.limits.SetRules(rt.Config.Limits)
 	s.rt.Store(rt)
@@ -490,7 +490,7 @@ func (s *Server) refreshCatalog(prev *callpath.Runtime) {
 		before = prev.Catalog.Load()
 	}
 	next := callpath.BuildCatalog(rt.Backends, rt.Policy, &s.accounts, s.log)
-	catalog.LogDuplicates(rt.Catalog.Load(), next, s.log)
+	catalog.LogWarnings(rt.Catalog.Load(), next, s.log)
 	rt.Catalog.Store(next)
 	s.catMu.Unlock()
 	s.notifyChanges(before, next)
