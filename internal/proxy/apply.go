@@ -137,6 +137,12 @@ func (ex *execution) build(cfg *config.Config) error {
 	}
 	rt := callpath.NewRuntime(cfg)
 	rt.Policy, rt.Auth, rt.Interceptors, rt.Origins = callpath.NewCatalogPolicy(cfg, s.tasks != nil), auth, icepts, origins
+	for _, w := range cfg.Warnings {
+		rt.Warnings = append(rt.Warnings, w.Error())
+	}
+	for _, p := range ipro {
+		rt.Warnings = append(rt.Warnings, "skipping interceptor: "+p.Error())
+	}
 	rt.Profiles = profile.New(cfg)
 	s.durable.warnSettings(ex.old.Config, cfg)
 	rt.States = s.states
