@@ -140,9 +140,7 @@ func (ex *execution) build(cfg *config.Config) error {
 	for _, w := range cfg.Warnings {
 		rt.Warnings = append(rt.Warnings, w.Error())
 	}
-	for _, p := range ipro {
-		rt.Warnings = append(rt.Warnings, "skipping interceptor: "+p.Error())
-	}
+	rt.Warnings = append(rt.Warnings, interceptorWarnings(ipro)...)
 	rt.Profiles = profile.New(cfg)
 	s.durable.warnSettings(ex.old.Config, cfg)
 	rt.States = s.states
