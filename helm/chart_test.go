@@ -466,12 +466,11 @@ func TestRefusedValues(t *testing.T) {
 		{"replicas with a null store", map[string]any{"replicas": 2, "config": map[string]any{"store": nil, "inbound": map[string]any{"auth": map[string]any{"mode": "trusted_header"}}}}, "replicas > 1 needs config.store.redis_url"},
 		{"replicas with a null redis_url", map[string]any{"replicas": 2, "config": map[string]any{"store": map[string]any{"redis_url": nil}, "inbound": map[string]any{"auth": map[string]any{"mode": "trusted_header"}}}}, "replicas > 1 needs config.store.redis_url"},
 		{"replicas with a store that is not an object", map[string]any{"replicas": 2, "config": map[string]any{"store": "redis://redis:6379", "inbound": map[string]any{"auth": map[string]any{"mode": "trusted_header"}}}}, "config.store must be an object"},
-		{"a null inbound", map[string]any{"config": map[string]any{"inbound": nil}}, "config.inbound.auth.allow_remote: true"},
-		{"a null auth", map[string]any{"config": map[string]any{"inbound": map[string]any{"auth": nil}}}, "config.inbound.auth.allow_remote: true"},
-		{"a null config", map[string]any{"config": nil}, "config.inbound.auth.allow_remote: true"},
+		{"an inbound that is not an object", map[string]any{"config": map[string]any{"inbound": "x"}}, "config.inbound must be an object"},
+		{"an auth that is not an object", map[string]any{"config": map[string]any{"inbound": map[string]any{"auth": []any{"api_keys"}}}}, "config.inbound.auth must be an object"},
 		{"a config that is not an object", map[string]any{"config": "{}"}, "config must be an object"},
 		{"replicas with the data claim", map[string]any{"replicas": 2, "dataPersistentVolumeClaim": "c", "config": map[string]any{"store": map[string]any{"redis_url": "$REDIS_URL"}, "inbound": map[string]any{"auth": map[string]any{"mode": "trusted_header"}}}}, "dataPersistentVolumeClaim holds the embedded task store of one replica"},
-		{"remote none", map[string]any{}, "config.inbound.auth.allow_remote: true"},
+		{"remote none", map[string]any{"config": map[string]any{"inbound": map[string]any{"auth": map[string]any{"mode": "none"}}}}, "config.inbound.auth.allow_remote: true"},
 		{"unknown mode", map[string]any{"mode": "daemonset"}, `mode must be "deployment" or "sidecar"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -421,3 +421,48 @@ func TestAdminDisconnect(t *testing.T) {
 		t.Fatalf("disconnects %q", f.disconnects)
 	}
 }
+
+// TestAdminShowsTokenExchange: GET shows a token exchange's endpoint and
+// settings as written (an operator confirms which endpoint is live) with
+// only its client_secret masked, and a PUT of GET's body writes the file
+// unchanged.
+func TestAdminShowsTokenExchange(t *testing.T) {
+	doc := `{
+  "mcpServers": {
+    "tx": {"type": "http", "url": "https://svc.example/mcp",
+           "token_exchange": {"token_url": "https://idp.example/token", "client_id": "mux", "client_secret": "lit-client-secret",
+                              "audience": "api://svc", "scope": "mcp.read", "auth_style": "basic", "subject_header": "X-User-Token"}}
+  },
+  "admin": {"token": "$ADMIN_TOKEN"}
+}`
+	f := startAdmin(t, filepath.Join(t.TempDir(), "c.json"), doc)
+	before := f.file()
+	code, got := f.do("GET", "/api/mcp/config", adminToken, "")
+	if code != http.StatusOK {
+		t.Fatalf("GET: %d %s", code, got)
+	}
+	var shape struct {
+		Servers map[string]struct {
+			TokenExchange map[string]any `json:"token_exchange"`
+		} `json:"mcp_servers"`
+	}
+	if err := json.Unmarshal([]byte(got), &shape); err != nil {
+		t.Fatalf("%v: %s", err, got)
+	}
+	tx := shape.Servers["tx"].TokenExchange
+	for k, want := range map[string]string{"token_url": "https://idp.example/token", "client_id": "mux", "audience": "api://svc",
+		"scope": "mcp.read", "auth_style": "basic", "subject_header": "X-User-Token", "client_secret": "***"} {
+		if tx[k] != want {
+			t.Errorf("token_exchange.%s = %v, want %q", k, tx[k], want)
+		}
+	}
+	if code, put := f.do("PUT", "/api/mcp/config", adminToken, got); code != http.StatusOK || put != got {
+		t.Fatalf("PUT of GET's body: %d\n%s\nGET had\n%s", code, put, got)
+	}
+	var a, b any
+	_ = json.Unmarshal([]byte(before), &a)
+	_ = json.Unmarshal([]byte(f.file()), &b)
+	if ja, jb := fmt.Sprint(a), fmt.Sprint(b); ja != jb {
+		t.Errorf("the round trip changed the file:\n%s\n%s", before, f.file())
+	}
+}

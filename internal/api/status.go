@@ -76,12 +76,21 @@ type StatusReport struct {
 	StdioProcesses int `json:"stdio_processes"`
 	// Reloads are the recent reload attempts, newest first.
 	Reloads []ReloadReport `json:"reloads"`
-	Tasks   TasksReport    `json:"tasks"`
+	// Warnings are the running config's warnings and its catalog's (tools
+	// whose overridden annotations contradict each other), at most
+	// status.MaxLines.
+	Warnings []string    `json:"warnings"`
+	Tasks    TasksReport `json:"tasks"`
 	// SlowCalls and FailedCalls are the recent slow and failed tool calls,
 	// prompt gets and resource reads (package audit), newest first, each
-	// with its trace id when it was traced.
+	// with its request id and, when it was traced, its trace id.
 	SlowCalls   []CallReport `json:"slow_calls"`
 	FailedCalls []CallReport `json:"failed_calls"`
+	// TracesExported reports whether spans are exported (telemetry export
+	// on): only then do calls have trace ids, and the page shows them;
+	// otherwise it shows each call's request id (in its log lines and
+	// audit record).
+	TracesExported bool `json:"traces_exported"`
 	// Profiles are the configured profiles with their tool counts; Limits
 	// the limits rules with their use on this replica.
 	Profiles []status.Profile `json:"profiles"`
@@ -101,12 +110,17 @@ type CallReport = status.Call
 // in the same fields.
 type ServerReport = status.Server
 
-// ReloadReport is one reload attempt.
+// ReloadReport is one reload attempt: its problems, what it changed
+// (servers added, removed, enabled, disabled or changed; top-level blocks
+// changed) and the new config's warnings, each list at most
+// status.MaxLines.
 type ReloadReport struct {
 	Time     time.Time `json:"time"`
 	Trigger  string    `json:"trigger"`
 	Outcome  string    `json:"outcome"`
 	Problems []string  `json:"problems,omitempty"`
+	Changes  []string  `json:"changes,omitempty"`
+	Warnings []string  `json:"warnings,omitempty"`
 }
 
 // TasksReport counts durable tasks by status.
@@ -174,7 +188,8 @@ func (h *statusAPI) report(ctx context.Context) StatusReport {
 		Tools: st.Tools, HiddenTools: st.HiddenTools, StaleTools: st.StaleTools, BuiltinTools: st.BuiltinTools,
 		Sessions: st.Sessions, StdioProcesses: st.StdioProcesses,
 		Servers: serverReports(st.Servers), Reloads: reloadReports(st.Reloads), Tasks: h.taskReport(ctx),
-		SlowCalls: append([]CallReport{}, st.SlowCalls...), FailedCalls: append([]CallReport{}, st.FailedCalls...),
+		Warnings:  append([]string{}, st.Warnings...),
+		SlowCalls: append([]CallReport{}, st.SlowCalls...), FailedCalls: append([]CallReport{}, st.FailedCalls...), TracesExported: st.Tracing,
 		Profiles: append([]status.Profile{}, st.Profiles...), Limits: append([]status.Limit{}, st.Limits...),
 		Approvals: append([]status.Approval{}, st.Approvals...), PendingApprovals: st.PendingApprovals,
 	}
@@ -191,7 +206,8 @@ func reloadReports(reloads []status.ReloadEvent) []ReloadReport {
 	out := make([]ReloadReport, 0, len(reloads))
 	for i := len(reloads) - 1; i >= 0; i-- {
 		ev := reloads[i]
-		out = append(out, ReloadReport{Time: ev.Time, Trigger: ev.Trigger, Outcome: ev.Outcome, Problems: ev.Problems})
+		out = append(out, ReloadReport{Time: ev.Time, Trigger: ev.Trigger, Outcome: ev.Outcome, Problems: ev.Problems,
+			Changes: ev.Changes, Warnings: ev.Warnings})
 	}
 	return out
 }
@@ -238,10 +254,11 @@ func (h *statusAPI) page(w http.ResponseWriter, r *http.Request) {
 		"default-src 'none'; connect-src 'self'; script-src 'nonce-"+nonce+"'; style-src 'nonce-"+nonce+"'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	_ = statusPage.Execute(w, pageData{
-		StatusReport: h.report(r.Context()),
-		Nonce:        nonce,
-		RefreshMS:    h.o.Refresh.Milliseconds(),
-		TaskStatuses: taskStatuses,
+		StatusReport:   h.report(r.Context()),
+		Nonce:          nonce,
+		RefreshMS:      h.o.Refresh.Milliseconds(),
+		TaskStatuses:   taskStatuses,
+		AnonymousTitle: anonymousTitle, NoCallerTitle: noCallerTitle,
 	})
 }
 
@@ -270,6 +287,8 @@ type pageData struct {
 	Nonce        string
 	RefreshMS    int64
 	TaskStatuses []taskpoll.Status
+	// The titles of a caller cell that shows no id, for the script.
+	AnonymousTitle, NoCallerTitle string
 }
 
 var statusPage = template.Must(template.New("status").Funcs(template.FuncMap{
@@ -279,7 +298,15 @@ var statusPage = template.Must(template.New("status").Funcs(template.FuncMap{
 	},
 	"toolsNote": toolsNote,
 	"refused":   refusedText,
+	"row":       func(tracing bool, c CallReport) callRow { return callRow{CallReport: c, Tracing: tracing} },
 }).Parse(statusHTML + callHTML + limitHTML))
+
+// callRow is a recent call as the page shows it: with its trace id when
+// traces are exported, else its request id.
+type callRow struct {
+	CallReport
+	Tracing bool
+}
 
 // refusedText is a limit's refusals by kind: "in_flight 2, rate 5"; "0".
 func refusedText(m map[string]int64) string {
@@ -304,12 +331,23 @@ const limitHTML = `{{define "limit"}}<tr data-limit="{{.Name}}"><td>{{.Name}}</t
 	`<td class="n">{{if .Calls}}{{.Calls}} / {{.PerSeconds}} s{{else}}—{{end}}</td>` +
 	`<td class="n">{{if .InFlight}}{{.Running}} ({{.InFlight}}){{else}}—{{end}}</td><td class="n">{{refused .Refused}}</td></tr>{{end}}`
 
-// callHTML renders a recent call (the script's calls(), in HTML).
-const callHTML = `{{define "callHead"}}<tr><th>time</th><th>method</th><th>target</th><th>caller</th><th>outcome</th><th class="n">ms</th><th>trace id</th></tr>{{end}}` +
+// callHTML renders a recent call (the script's calls(), in HTML): an
+// anonymous caller as "anonymous", one records show no id of as "—"; the
+// trace id when traces are exported, else the request id.
+const callHTML = `{{define "callHead"}}<tr><th>time</th><th>method</th><th>target</th><th>caller</th><th>outcome</th><th class="n">ms</th>` +
+	`<th class="ref">{{if .}}trace id{{else}}request id{{end}}</th></tr>{{end}}` +
 	`{{define "call"}}<tr data-target="{{.Target}}" data-outcome="{{.Outcome}}"><td>{{when .Time}}</td><td>{{.Kind}}</td>` +
-	`<td>{{if .Server}}{{.Server}} · {{end}}{{.Target}}</td><td>{{.Caller}}</td>` +
+	`<td>{{if .Server}}{{.Server}} · {{end}}{{.Target}}</td>` +
+	`<td>{{if .Anonymous}}<span class="muted" title="` + anonymousTitle + `">anonymous</span>{{else if .Caller}}{{.Caller}}` +
+	`{{else}}<span class="muted" title="` + noCallerTitle + `">—</span>{{end}}</td>` +
 	`<td>{{.Outcome}}{{if .Denial}}: {{.Denial}}{{end}}{{if and .ErrorType (ne .ErrorType .Outcome)}} ({{.ErrorType}}){{end}}</td>` +
-	`<td class="n">{{printf "%.1f" .DurationMS}}</td><td class="trace">{{.TraceID}}</td></tr>{{end}}`
+	`<td class="n">{{printf "%.1f" .DurationMS}}</td><td class="trace">{{if .Tracing}}{{.TraceID}}{{else}}{{.RequestID}}{{end}}</td></tr>{{end}}`
+
+// The titles of a call's caller cell when it shows no id.
+const (
+	anonymousTitle = "no caller identity: inbound.auth.mode is none"
+	noCallerTitle  = "caller ids are not recorded (telemetry.audit.user_id: none)"
+)
 
 // statusHTML is the page: rendered here, then re-rendered by its script
 // from /api/status every RefreshMS. No external assets.
@@ -326,8 +364,9 @@ body { margin:0; font:14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif
 header { display:flex; gap:1.5rem; align-items:baseline; flex-wrap:wrap; padding:1rem 1.5rem; background:#fff; border-bottom:1px solid var(--line); }
 header h1 { font-size:1.15rem; margin:0; }
 header .meta { color:var(--muted); }
-main { padding:1rem 1.5rem 2rem; display:grid; gap:1.25rem; }
-section { background:#fff; border:1px solid var(--line); border-radius:6px; padding:.75rem 1rem; }
+main { padding:1rem 1.5rem 2rem; display:grid; grid-template-columns:minmax(0, 1fr); gap:1.25rem; }
+section { background:#fff; border:1px solid var(--line); border-radius:6px; padding:.75rem 1rem; min-width:0; }
+.scroll { overflow-x:auto; }
 h2 { font-size:.95rem; margin:.1rem 0 .6rem; }
 table { border-collapse:collapse; width:100%; }
 th, td { text-align:left; padding:.35rem .6rem; border-top:1px solid var(--line); vertical-align:top; }
@@ -342,6 +381,15 @@ pre.reason { margin:.25rem 0 0; white-space:pre-wrap; word-break:break-word; fon
 .totals div b { display:block; font-size:1.4rem; font-variant-numeric:tabular-nums; }
 .muted { color:var(--muted); }
 td.trace { font:12px ui-monospace, SFMono-Regular, Menlo, monospace; }
+pre.warning { color:var(--warn); }
+td pre.reason { min-width:14rem; } /* a narrow window scrolls the table rather than squeezing the text */
+ul.lines { margin:0; padding-left:1.1rem; }
+@media (max-width:600px) {
+  header, main { padding-left:.6rem; padding-right:.6rem; }
+  header { gap:.4rem 1rem; }
+  section { padding:.6rem; }
+  .totals { gap:1rem; }
+}
 #stale { display:none; color:var(--bad); font-weight:600; }
 body.stale #stale { display:inline; }
 </style>
@@ -367,7 +415,7 @@ body.stale #stale { display:inline; }
 </section>
 <section>
   <h2>Servers</h2>
-  <table>
+  <div class="scroll"><table>
     <thead><tr><th>server</th><th>transport</th><th>state</th><th class="n">tools</th><th class="n">prompts</th><th class="n">resources</th><th class="n">upstream sessions</th><th class="n">stdio processes</th></tr></thead>
     <tbody id="servers">
     {{- range .Servers}}
@@ -379,11 +427,15 @@ body.stale #stale { display:inline; }
       <tr><td colspan="8" class="muted">no servers configured</td></tr>
     {{- end}}
     </tbody>
-  </table>
+  </table></div>
+</section>
+<section>
+  <h2>Config warnings</h2>
+  <div id="warnings">{{range .Warnings}}<pre class="reason warning">{{.}}</pre>{{else}}<span class="muted">no warnings</span>{{end}}</div>
 </section>
 <section>
   <h2>Durable tasks</h2>
-  <div id="tasks">
+  <div id="tasks" class="scroll">
   {{- if not .Tasks.Enabled}}<span class="muted">durable tasks are off (mcp_tasks.enabled)</span>
   {{- else if .Tasks.Error}}<span class="muted">{{.Tasks.Error}}</span>
   {{- else}}<table><thead><tr>{{range .TaskStatuses}}<th class="n">{{.}}</th>{{end}}</tr></thead><tbody><tr>{{$t := .Tasks.ByStatus}}{{range .TaskStatuses}}<td class="n" data-status="{{.}}">{{count $t .}}</td>{{end}}</tr></tbody></table>
@@ -392,14 +444,14 @@ body.stale #stale { display:inline; }
 </section>
 <section>
   <h2>Profiles and limits</h2>
-  <table>
+  <div class="scroll"><table>
     <thead><tr><th>profile</th><th class="n">tools</th></tr></thead>
     <tbody id="profiles">{{range .Profiles}}<tr data-profile="{{.Name}}"><td>{{.Name}}</td><td class="n">{{.Tools}}</td></tr>{{else}}<tr><td colspan="2" class="muted">no profiles configured: every caller sees every tool</td></tr>{{end}}</tbody>
-  </table>
-  <table>
+  </table></div>
+  <div class="scroll"><table>
     <thead><tr><th>limit</th><th>for each</th><th>applies to</th><th class="n">calls / period</th><th class="n">in flight (cap)</th><th class="n">refused here</th></tr></thead>
     <tbody id="limits">{{range .Limits}}{{template "limit" .}}{{else}}<tr><td colspan="6" class="muted">no limits configured</td></tr>{{end}}</tbody>
-  </table>
+  </table></div>
 </section>
 <section>
   <h2>Pending approvals ({{.PendingApprovals}})</h2>
@@ -410,30 +462,32 @@ body.stale #stale { display:inline; }
 </section>
 <section>
   <h2>Recent failed calls</h2>
-  <table>
-    <thead>{{template "callHead"}}</thead>
-    <tbody id="failed-calls">{{range .FailedCalls}}{{template "call" .}}{{else}}<tr><td colspan="7" class="muted">no failed calls since start</td></tr>{{end}}</tbody>
-  </table>
+  <div class="scroll"><table>
+    <thead>{{template "callHead" .TracesExported}}</thead>
+    <tbody id="failed-calls">{{range .FailedCalls}}{{template "call" (row $.TracesExported .)}}{{else}}<tr><td colspan="7" class="muted">no failed calls since start</td></tr>{{end}}</tbody>
+  </table></div>
 </section>
 <section>
   <h2>Recent slow calls</h2>
-  <table>
-    <thead>{{template "callHead"}}</thead>
-    <tbody id="slow-calls">{{range .SlowCalls}}{{template "call" .}}{{else}}<tr><td colspan="7" class="muted">no slow calls since start</td></tr>{{end}}</tbody>
-  </table>
+  <div class="scroll"><table>
+    <thead>{{template "callHead" .TracesExported}}</thead>
+    <tbody id="slow-calls">{{range .SlowCalls}}{{template "call" (row $.TracesExported .)}}{{else}}<tr><td colspan="7" class="muted">no slow calls since start</td></tr>{{end}}</tbody>
+  </table></div>
 </section>
 <section>
   <h2>Recent reloads</h2>
-  <table>
-    <thead><tr><th>time</th><th>trigger</th><th>outcome</th><th>problems</th></tr></thead>
+  <div class="scroll"><table>
+    <thead><tr><th>time</th><th>trigger</th><th>outcome</th><th>changes</th><th>problems and warnings</th></tr></thead>
     <tbody id="reloads">
     {{- range .Reloads}}
-      <tr><td>{{when .Time}}</td><td>{{.Trigger}}</td><td>{{.Outcome}}</td><td>{{range .Problems}}<pre class="reason">{{.}}</pre>{{end}}</td></tr>
+      <tr><td>{{when .Time}}</td><td>{{.Trigger}}</td><td>{{.Outcome}}</td>
+        <td>{{if .Changes}}<ul class="lines">{{range .Changes}}<li>{{.}}</li>{{end}}</ul>{{else}}<span class="muted">—</span>{{end}}</td>
+        <td>{{range .Problems}}<pre class="reason">{{.}}</pre>{{end}}{{range .Warnings}}<pre class="reason warning">{{.}}</pre>{{end}}</td></tr>
     {{- else}}
-      <tr><td colspan="4" class="muted">no reloads since start</td></tr>
+      <tr><td colspan="5" class="muted">no reloads since start</td></tr>
     {{- end}}
     </tbody>
-  </table>
+  </table></div>
 </section>
 </main>
 <script nonce="{{.Nonce}}">
@@ -504,14 +558,24 @@ body.stale #stale { display:inline; }
       var th = el("thead"); th.appendChild(head); var tb = el("tbody"); tb.appendChild(counts);
       t.appendChild(th); t.appendChild(tb); tasks.appendChild(t);
     }
+    var warnings = document.getElementById("warnings");
+    warnings.replaceChildren();
+    s.warnings.forEach(function (w) { warnings.appendChild(el("pre", "reason warning", w)); });
+    if (!s.warnings.length) warnings.appendChild(el("span", "muted", "no warnings"));
     var reloads = document.getElementById("reloads");
     reloads.replaceChildren();
     s.reloads.forEach(function (r) {
-      var probs = el("td");
-      (r.problems || []).forEach(function (p) { probs.appendChild(el("pre", "reason", p)); });
-      reloads.appendChild(row([el("td", "", when(r.time)), el("td", "", r.trigger), el("td", "", r.outcome), probs]));
+      var changes = el("td"), notes = el("td");
+      if ((r.changes || []).length) {
+        var ul = el("ul", "lines");
+        r.changes.forEach(function (c) { ul.appendChild(el("li", "", c)); });
+        changes.appendChild(ul);
+      } else changes.appendChild(el("span", "muted", "\u2014"));
+      (r.problems || []).forEach(function (p) { notes.appendChild(el("pre", "reason", p)); });
+      (r.warnings || []).forEach(function (w) { notes.appendChild(el("pre", "reason warning", w)); });
+      reloads.appendChild(row([el("td", "", when(r.time)), el("td", "", r.trigger), el("td", "", r.outcome), changes, notes]));
     });
-    if (!s.reloads.length) reloads.appendChild(empty(4, "no reloads since start"));
+    if (!s.reloads.length) reloads.appendChild(empty(5, "no reloads since start"));
     var profiles = document.getElementById("profiles");
     profiles.replaceChildren();
     s.profiles.forEach(function (p) { var tr = row([el("td", "", p.name), num(p.tools)]); tr.dataset.profile = p.name; profiles.appendChild(tr); });
@@ -526,17 +590,30 @@ body.stale #stale { display:inline; }
       limits.appendChild(tr);
     });
     if (!s.limits.length) limits.appendChild(empty(6, "no limits configured"));
-    calls("failed-calls", s.failed_calls, "no failed calls since start");
-    calls("slow-calls", s.slow_calls, "no slow calls since start");
+    document.querySelectorAll("th.ref").forEach(function (th) { th.textContent = s.traces_exported ? "trace id" : "request id"; });
+    calls("failed-calls", s.failed_calls, "no failed calls since start", s.traces_exported);
+    calls("slow-calls", s.slow_calls, "no slow calls since start", s.traces_exported);
   }
-  // calls renders recent calls (the template's "call" rows).
-  function calls(id, list, none) {
+  // caller is a call's caller cell (the template's): "anonymous" when no
+  // authentication identified it, "\u2014" when records show no ids.
+  function caller(c) {
+    var td = el("td");
+    if (c.anonymous || !c.caller) {
+      var span = el("span", "muted", c.anonymous ? "anonymous" : "\u2014");
+      span.title = c.anonymous ? {{.AnonymousTitle}} : {{.NoCallerTitle}};
+      td.appendChild(span);
+    } else td.textContent = c.caller;
+    return td;
+  }
+  // calls renders recent calls (the template's "call" rows): the trace id
+  // when traces are exported, else the request id.
+  function calls(id, list, none, tracing) {
     var tb = document.getElementById(id);
     tb.replaceChildren();
     list.forEach(function (c) {
       var outcome = el("td", "", c.outcome + (c.denial_reason ? ": " + c.denial_reason : "") + (c.error_type && c.error_type !== c.outcome ? " (" + c.error_type + ")" : ""));
       var tr = row([el("td", "", when(c.time)), el("td", "", c.kind), el("td", "", (c.server ? c.server + " \u00b7 " : "") + c.target),
-        el("td", "", c.caller || ""), outcome, num(c.duration_ms.toFixed(1)), el("td", "trace", c.trace_id || "")]);
+        caller(c), outcome, num(c.duration_ms.toFixed(1)), el("td", "trace", (tracing ? c.trace_id : c.request_id) || "")]);
       tr.dataset.target = c.target; tr.dataset.outcome = c.outcome;
       tb.appendChild(tr);
     });

@@ -346,10 +346,13 @@ func runChromium(t *testing.T, args ...string) string {
 
 // TestStatusPageChromium opens the page in headless Chromium: its script
 // refreshes from /api/status and re-renders every server (the DOM after
-// the refreshes is checked), and a screenshot is written for people to look
-// at.
+// the refreshes is checked); 420 px wide, with something in every table,
+// the page is no wider than its window (each wide table scrolls in its
+// own box); and screenshots, wide and narrow, are written to the test's
+// artifact directory for people to look at (go test -artifacts keeps
+// them).
 func TestStatusPageChromium(t *testing.T) {
-	m := startStatusMux(t, api.StatusOptions{Refresh: 300 * time.Millisecond})
+	m := richMux(t, api.StatusOptions{Refresh: 300 * time.Millisecond}, framable)
 	dom := runChromium(t, "--virtual-time-budget=3000", "--dump-dom", m.ts.URL+"/")
 	refreshes := regexp.MustCompile(`data-refreshes="(\d+)"`).FindStringSubmatch(dom)
 	if refreshes == nil {
@@ -372,14 +375,20 @@ func TestStatusPageChromium(t *testing.T) {
 		t.Error("the stdio process total is not shown")
 	}
 
-	shot := filepath.Join(os.TempDir(), "mcp-mux-status-page.png")
-	_ = os.Remove(shot)
-	runChromium(t, "--virtual-time-budget=1500", "--hide-scrollbars", "--window-size=1280,900", "--screenshot="+shot, m.ts.URL+"/")
-	fi, err := os.Stat(shot)
-	if err != nil || fi.Size() < 10_000 {
-		t.Fatalf("screenshot %s: %v (%d bytes)", shot, err, sizeOf(fi))
+	scroll, client, over := narrowWidths(t, m)
+	if client > 420 || scroll > client || over != "" {
+		t.Errorf("at 420 px the page is %d px wide in a %d px viewport; sections wider than their box: %q", scroll, client, over)
 	}
-	t.Logf("status page screenshot: %s (%d bytes)", shot, fi.Size())
+
+	for _, size := range []string{"1280,900", "420,1400"} {
+		shot := filepath.Join(t.ArtifactDir(), "status-page-"+strings.Replace(size, ",", "x", 1)+".png")
+		runChromium(t, "--virtual-time-budget=1500", "--hide-scrollbars", "--window-size="+size, "--screenshot="+shot, m.ts.URL+"/")
+		fi, err := os.Stat(shot)
+		if err != nil || fi.Size() < 10_000 {
+			t.Fatalf("screenshot %s: %v (%d bytes)", shot, err, sizeOf(fi))
+		}
+		t.Logf("status page screenshot: %s (%d bytes)", shot, fi.Size())
+	}
 }
 
 func sizeOf(fi os.FileInfo) int64 {

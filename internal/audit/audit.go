@@ -233,9 +233,13 @@ func (e *Entry) Arguments(args json.RawMessage, sc *secret.Scrubber) {
 	e.args, e.sc, e.full = args, sc, true
 }
 
-// Caller is who made a request and on which session.
+// Caller is who made a request and on which session. Anonymous marks a
+// caller no authentication identified (inbound.auth mode none, User the
+// default user): records hash its User as any other, the recent calls of
+// the status page show it as anonymous.
 type Caller struct {
 	User, Thread, Session, Protocol string
+	Anonymous                       bool
 }
 
 // Finish ends e with the request's result (res, err): the record is
@@ -261,7 +265,7 @@ func (a *Auditor) Finish(ctx context.Context, e *Entry, c Caller, res json.RawMe
 	e.Denial = a.hideUser(e.Denial, c.User, e.Caller)
 	e.bound()
 	if slow || failed {
-		a.keep(&e.Record, slow, failed)
+		a.keep(&e.Record, c.Anonymous, slow, failed)
 	}
 	if a.w != nil {
 		a.w.put(a.shape(e))

@@ -174,6 +174,33 @@ func TestRecent(t *testing.T) {
 	}
 }
 
+// An anonymous caller (auth mode none: every caller is the default user)
+// is marked anonymous in the recent calls, without the default user's
+// hash, which says nothing; its record keeps the hash like any other.
+func TestRecentAnonymous(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	ids := secret.NewIDHash("k")
+	a, err := New(Options{Enabled: true, Output: path, Slow: time.Hour, IDs: ids})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []Caller{{User: "default", Anonymous: true}, {User: "alice"}} {
+		e := a.Start(ToolCall)
+		e.Tool = "t"
+		a.Finish(context.Background(), &e, c, nil, errors.New("x"))
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, failed := a.Recent()
+	if len(failed) != 2 || failed[1].Caller != "" || !failed[1].Anonymous || failed[0].Caller != ids.Of("alice") || failed[0].Anonymous {
+		t.Errorf("recent = %+v", failed)
+	}
+	if recs := readRecords(t, path); len(recs) != 2 || recs[0]["caller"] != ids.Of("default") || recs[0]["anonymous"] != nil {
+		t.Errorf("records = %v", recs)
+	}
+}
+
 // A file past its bound moves to .1 and a new one starts; a record that
 // cannot be queued (here: after Close) is dropped and counted.
 func TestRotationAndDrops(t *testing.T) {

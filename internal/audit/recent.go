@@ -19,10 +19,14 @@ func (r *ring) add(c status.Call) {
 	r.calls = append(r.calls, c)
 }
 
-// keep adds a finished request to the recent slow and failed ones.
-func (a *Auditor) keep(r *Record, slow, failed bool) {
-	c := status.Call{Time: r.Time, Kind: r.Kind, Server: r.Server, Target: r.Tool + r.Prompt + r.URI, Caller: r.Caller,
+// keep adds a finished request to the recent slow and failed ones; an
+// anonymous caller's (hashed) default user is left out.
+func (a *Auditor) keep(r *Record, anonymous, slow, failed bool) {
+	c := status.Call{Time: r.Time, Kind: r.Kind, Server: r.Server, Target: r.Tool + r.Prompt + r.URI, Caller: r.Caller, Anonymous: anonymous,
 		Outcome: r.Outcome, Denial: r.Denial, ErrorType: r.ErrorType, DurationMS: r.DurationMS, TraceID: r.TraceID, RequestID: r.RequestID}
+	if anonymous {
+		c.Caller = ""
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if slow {

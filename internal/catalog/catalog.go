@@ -120,8 +120,11 @@ type Catalog[S any] struct {
 	caps         mcp.ServerCapabilities
 	memo         atomic.Pointer[Memo]
 	// dups are the names and URIs a later server lost to an earlier one,
-	// in build order (logged by LogDuplicates).
-	dups []duplicate
+	// in build order; conflicts the listed tools whose overridden
+	// annotations contradict each other (conflicts.go). Both are logged by
+	// LogWarnings; a profile's view has no conflicts of its own.
+	dups      []duplicate
+	conflicts []conflict
 	// views are the profiles' catalogs by name (profiles.go); nil in a
 	// view and without profiles.
 	views map[string]*Catalog[S]

@@ -46,6 +46,9 @@ func (c *Catalog[S]) addTools(src *Source[S], pol *Policy, f *profileFilter, log
 		if c.guarded(r, pol, log) {
 			r.describe(src.Config, t, f.routingOf(src.Name))
 			c.list(r)
+			if f == nil {
+				c.noteConflict(src.Name, t, presentationOf(src.Config, t.Name).Annotations) // conflicts.go
+			}
 		}
 	}
 }

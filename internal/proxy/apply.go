@@ -137,6 +137,10 @@ func (ex *execution) build(cfg *config.Config) error {
 	}
 	rt := callpath.NewRuntime(cfg)
 	rt.Policy, rt.Auth, rt.Interceptors, rt.Origins = callpath.NewCatalogPolicy(cfg, s.tasks != nil), auth, icepts, origins
+	for _, w := range cfg.Warnings {
+		rt.Warnings = append(rt.Warnings, w.Error())
+	}
+	rt.Warnings = append(rt.Warnings, interceptorWarnings(ipro)...)
 	rt.Profiles = profile.New(cfg)
 	s.durable.warnSettings(ex.old.Config, cfg)
 	rt.States = s.states
@@ -297,7 +301,7 @@ func (ex *execution) swap() {
 		b.Base.Set(b.Resolver)
 	}
 	next := callpath.BuildCatalog(rt.Backends, rt.Policy, &s.accounts, s.log)
-	catalog.LogDuplicates(old.Catalog.Load(), next, s.log)
+	catalog.LogWarnings(old.Catalog.Load(), next, s.log)
 	rt.Catalog.Store(next)
 	s.limits.SetRules(rt.Config.Limits)
 	s.rt.Store(rt)
@@ -490,7 +494,7 @@ func (s *Server) refreshCatalog(prev *callpath.Runtime) {
 		before = prev.Catalog.Load()
 	}
 	next := callpath.BuildCatalog(rt.Backends, rt.Policy, &s.accounts, s.log)
-	catalog.LogDuplicates(rt.Catalog.Load(), next, s.log)
+	catalog.LogWarnings(rt.Catalog.Load(), next, s.log)
 	rt.Catalog.Store(next)
 	s.catMu.Unlock()
 	s.notifyChanges(before, next)

@@ -9,8 +9,13 @@ import (
 // warnings (config.Config.Warnings), without applying it or connecting to
 // anything, so that `mcp-mux validate` prints every warning `serve` would.
 func ConfigWarnings(cfg *config.Config) []string {
-	var out []string
 	_, problems := interceptor.Build(cfg.Interceptors, interceptor.Options{})
+	return interceptorWarnings(problems)
+}
+
+// interceptorWarnings are the warnings of the interceptors Build skipped.
+func interceptorWarnings(problems []error) []string {
+	var out []string
 	for _, p := range problems {
 		out = append(out, "skipping interceptor: "+p.Error())
 	}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -241,30 +242,19 @@ func TestMissingCommandAndRefusedURLSkipped(t *testing.T) {
 }
 
 func TestFailedUpstreamRetriedAndToolsAppear(t *testing.T) {
+	// The port stays ours from the start: until the server "comes up" the
+	// listener resets every connection, as a port nothing listens on does,
+	// so no other process can take it meanwhile.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens yet
-	cfg := fmt.Sprintf(`{"mcpServers": {"late": {"type": "http", "url": "http://%s/mcp"}}}`, addr)
-	m := startMux(t, cfg, proxy.Options{})
-
-	changed := make(chan struct{}, 4)
-	cs := connect(t, m.ts.URL, &mcp.ClientOptions{
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
-	})
-	if names := toolNames(t, cs); len(names) != 0 {
-		t.Fatalf("tools before the server is up: %v", names)
-	}
-	// Now start the server on that address.
-	ln, err = net.Listen("tcp", addr)
-	if err != nil {
-		t.Skipf("port %s taken meanwhile: %v", addr, err)
-	}
+	gate := &downListener{Listener: ln}
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return mcptest.NewServer("late") }, nil)
 	hs := &http.Server{Handler: h}
-	go func() { _ = hs.Serve(ln) }()
+	go func() { _ = hs.Serve(gate) }()
+	cfg := fmt.Sprintf(`{"mcpServers": {"late": {"type": "http", "url": "http://%s/mcp"}}}`, ln.Addr())
+	m := startMux(t, cfg, proxy.Options{})
 	t.Cleanup(func() {
 		// Close the mux first so that it ends its upstream sessions cleanly.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -273,6 +263,18 @@ func TestFailedUpstreamRetriedAndToolsAppear(t *testing.T) {
 		_ = hs.Close()
 	})
 
+	changed := make(chan struct{}, 4)
+	cs := connect(t, m.ts.URL, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	if names := toolNames(t, cs); len(names) != 0 {
+		t.Fatalf("tools before the server is up: %v", names)
+	}
+	if gate.refused.Load() == 0 {
+		t.Fatal("the mux never tried the server while it was down")
+	}
+	gate.up.Store(true) // the server comes up on that address
+
 	select {
 	case <-changed:
 	case <-time.After(15 * time.Second):
@@ -280,6 +282,29 @@ func TestFailedUpstreamRetriedAndToolsAppear(t *testing.T) {
 	}
 	if names := toolNames(t, cs); !contains(names, "late_echo") {
 		t.Fatalf("late_echo missing after recovery: %v", names)
+	}
+}
+
+// downListener stands for a server that is down until up is set: it
+// resets each connection it accepts (counting them in refused), then
+// serves as its Listener.
+type downListener struct {
+	net.Listener
+	up      atomic.Bool
+	refused atomic.Int64
+}
+
+func (l *downListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil || l.up.Load() {
+			return c, err
+		}
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0) // a reset, as from a closed port
+		}
+		_ = c.Close()
+		l.refused.Add(1)
 	}
 }
 

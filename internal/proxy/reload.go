@@ -2,12 +2,14 @@ package proxy
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcp-mux/mcp-mux/internal/config"
+	"github.com/mcp-mux/mcp-mux/internal/proxy/reload"
 	"github.com/mcp-mux/mcp-mux/internal/status"
 )
 
@@ -69,6 +71,7 @@ func (s *Server) Reload(trigger string, cfg *config.Config, loadErr error) Reloa
 		loadErr = errors.New("no config")
 	}
 	if loadErr == nil {
+		prev := s.rt.Load().Config
 		var problems []config.Problem
 		problems, loadErr = s.apply(cfg, false)
 		if loadErr == nil {
@@ -79,6 +82,9 @@ func (s *Server) Reload(trigger string, cfg *config.Config, loadErr error) Reloa
 				ev.Outcome = ReloadPartial
 				ev.Problems = append(ev.Problems, p.Error())
 			}
+			rt := s.rt.Load()
+			ev.Changes = reload.Changes(prev, cfg)
+			ev.Warnings = slices.Concat(rt.Warnings, rt.Catalog.Load().Warnings())
 		}
 	}
 	if loadErr != nil {
@@ -89,8 +95,9 @@ func (s *Server) Reload(trigger string, cfg *config.Config, loadErr error) Reloa
 		s.log.Warn("reload problem", "trigger", trigger, "outcome", ev.Outcome, "problem", p)
 	}
 	if ev.Outcome != ReloadRejected {
-		s.log.Info("config reloaded", "trigger", trigger, "outcome", ev.Outcome, "servers", len(s.rt.Load().Backends))
+		s.log.Info("config reloaded", "trigger", trigger, "outcome", ev.Outcome, "servers", len(s.rt.Load().Backends), "changes", len(ev.Changes))
 	}
+	ev.Problems, ev.Changes, ev.Warnings = status.Bound(ev.Problems), status.Bound(ev.Changes), status.Bound(ev.Warnings)
 	s.reloads.record(ev)
 	return ev
 }

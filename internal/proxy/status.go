@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/mcp-mux/mcp-mux/internal/catalog"
@@ -65,6 +66,8 @@ func (s *Server) localStatus() Status {
 		Tools:        cat.Len(),
 		BuiltinTools: counts[""].Listed,
 		Reloads:      s.Reloads(),
+		Warnings:     status.Bound(slices.Concat(rt.Warnings, cat.Warnings())),
+		Tracing:      s.tel.Tracing(),
 	}
 	st.SlowCalls, st.FailedCalls = s.opts.Audit.Recent()
 	st.Profiles, st.Limits = status.Profiles(cat.ProfileSizes()), s.limits.Usage()

@@ -5,8 +5,10 @@
 package status
 
 import (
+	"fmt"
 	"sort"
 	"time"
+	"unicode/utf8"
 )
 
 // Server states in a Snapshot. Starting, Up and Retrying are the states
@@ -110,6 +112,13 @@ type Snapshot struct {
 	StdioProcesses int
 	// Reloads are the recent reload attempts, oldest first.
 	Reloads []ReloadEvent
+	// Warnings are the running config's warnings (near-miss keys, skipped
+	// interceptors, …) and the catalog's (tools whose overridden
+	// annotations contradict each other), bounded by Bound.
+	Warnings []string
+	// Tracing reports whether spans are exported (telemetry export on):
+	// only then do calls have trace ids.
+	Tracing bool
 	// Profiles are the configured profiles with their tool counts.
 	Profiles []Profile
 	// Limits are the limits rules with their use on this replica.
@@ -148,8 +157,14 @@ type Call struct {
 	Server string `json:"server,omitempty"`
 	// Target is the tool, prompt or resource URI.
 	Target string `json:"target"`
-	// Caller is the caller's id as audit records show it (hashed by default).
+	// Caller is the caller's id as audit records show it (hashed by
+	// default); "" when the caller was anonymous (Anonymous) or records
+	// show no ids (user_id none).
 	Caller string `json:"caller,omitempty"`
+	// Anonymous marks a call no authentication identified (inbound.auth
+	// mode none: every caller is the same default user, whose hash says
+	// nothing).
+	Anonymous bool `json:"anonymous,omitempty"`
 	// Outcome is ok, tool_error, error or denied; Denial says why a
 	// request was denied, ErrorType what kind of error ended it.
 	Outcome    string  `json:"outcome"`
@@ -171,6 +186,51 @@ type ReloadEvent struct {
 	// servers skipped as invalid, each safe to show (they name files,
 	// servers and fields, never a configured value).
 	Problems []string
+	// Changes say what the reload changed: servers added, removed,
+	// enabled, disabled or changed, and top-level blocks changed (none for
+	// a rejected reload).
+	Changes []string
+	// Warnings are the new config's warnings (near-miss keys, …) and its
+	// catalog's when it was swapped in.
+	Warnings []string
+}
+
+// Bounds of a list of lines in a snapshot (a reload's problems, changes
+// and warnings; the snapshot's warnings): at most MaxLines lines of at
+// most MaxLineBytes bytes each.
+const (
+	MaxLines     = 20
+	MaxLineBytes = 1000
+)
+
+// Bound returns lines within the bounds: each line past MaxLineBytes cut
+// (at a rune boundary, "…" appended), and past MaxLines lines the last
+// kept one replaced by "… and N more". nil stays nil.
+func Bound(lines []string) []string {
+	if lines == nil {
+		return nil
+	}
+	n := min(len(lines), MaxLines)
+	out := make([]string, n)
+	for i := range n {
+		out[i] = clipLine(lines[i])
+	}
+	if len(lines) > MaxLines {
+		out[MaxLines-1] = fmt.Sprintf("… and %d more", len(lines)-MaxLines+1)
+	}
+	return out
+}
+
+// clipLine cuts a line to MaxLineBytes.
+func clipLine(s string) string {
+	if len(s) <= MaxLineBytes {
+		return s
+	}
+	cut := MaxLineBytes - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // Profile is one configured profile: how many tools its callers see.

@@ -64,14 +64,44 @@ null block counts as an absent one.
 
 {{/*
 The mux config as JSON: .Values.config, a null or absent one as {}; one
-that is not an object is refused.
+that is not an object is refused. Who may call fails closed: a Deployment
+(listening on 0.0.0.0) whose config.inbound.auth names no mode gets
+api_keys, and api_keys with no keys gets one key, user "default", read
+from $MCP_MUX_API_KEY (put it in the Secret envFromSecret names; until the
+variable is set the mux does not start). A sidecar's unset mode stays
+unset: none, on 127.0.0.1.
 */}}
 {{- define "mcp-mux.config" -}}
 {{- $cfg := .Values.config | default dict -}}
 {{- if not (kindIs "map" $cfg) -}}
 {{- fail (printf "config must be an object (the mcp-mux config file), not %s" (kindOf $cfg)) -}}
 {{- end -}}
+{{- $cfg = deepCopy $cfg -}}
+{{- $inbound := include "mcp-mux.block" (list $cfg "inbound" "config.inbound" "{auth: {mode: api_keys, keys: {…}}}") | fromJson -}}
+{{- $auth := include "mcp-mux.block" (list $inbound "auth" "config.inbound.auth" "{mode: api_keys, keys: {…}}") | fromJson -}}
+{{- $changed := false -}}
+{{- if and (eq (toString .Values.mode) "deployment") (not (get $auth "mode")) -}}
+{{- $_ := set $auth "mode" "api_keys" -}}
+{{- $changed = true -}}
+{{- end -}}
+{{- if and (eq (toString (get $auth "mode")) "api_keys") (not (get $auth "keys")) -}}
+{{- $_ := set $auth "keys" (dict "default" "$MCP_MUX_API_KEY") -}}
+{{- $changed = true -}}
+{{- end -}}
+{{- if $changed -}}
+{{- $_ := set $inbound "auth" $auth -}}
+{{- $_ := set $cfg "inbound" $inbound -}}
+{{- end -}}
 {{- toJson $cfg -}}
+{{- end -}}
+
+{{/* Whether the config's callers use the chart's default key, $MCP_MUX_API_KEY. */}}
+{{- define "mcp-mux.defaultKey" -}}
+{{- if not .Values.existingConfigMap -}}
+{{- $cfg := include "mcp-mux.config" . | fromJson -}}
+{{- $keys := get (get (get $cfg "inbound" | default dict) "auth" | default dict) "keys" | default dict -}}
+{{- if and (kindIs "map" $keys) (eq (toString (get $keys "default")) "$MCP_MUX_API_KEY") -}}true{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/*

@@ -48,6 +48,20 @@ var oauthPlain = map[string]bool{"token_url": true, "token_field": true, "token_
 // keepPlain returns n unchanged: the masking of an oauthPlain field.
 func keepPlain(n *rawdoc.Node) *rawdoc.Node { return n }
 
+// exchangePlain are the token_exchange fields shown as written although the
+// block's name (and some of theirs) looks like a secret's: they say where
+// and how the exchange happens, so an operator can confirm which endpoint
+// is live. Its client_secret and actor_token are masked; any other field
+// goes by the sensitive-key rule.
+var exchangePlain = map[string]bool{
+	"enabled": true, "token_url": true, "client_id": true, "auth_style": true, "subject_header": true,
+	"subject_token_type": true, "audience": true, "resource": true, "scope": true, "requested_token_type": true,
+	"actor_token_type": true, "header": true, "token_prefix": true, "refresh_skew_seconds": true,
+}
+
+// exchangeSensitive reports whether a token_exchange field holds a secret.
+func exchangeSensitive(key string) bool { return !exchangePlain[key] && isSensitive(key) }
+
 // snakeKey normalizes a key for sensitiveKey: camelCase → snake_case,
 // lower case, anything not alphanumeric → "_".
 func snakeKey(key string) string {
@@ -93,9 +107,13 @@ func isMasked(n *rawdoc.Node) bool { return n != nil && n.Kind == rawdoc.String 
 
 // MaskedServers returns the file's servers in the admin API's shape,
 // {"mcp_servers": {name: server}}, with every env and header value, every
-// oauth.extra_token_params and user_auth.users value and every value under
-// a sensitive key as "***", and oauth client_secret and refresh_token null.
-// Empty content has no servers.
+// oauth.extra_token_params and user_auth.users value, every value under
+// a sensitive key, token_exchange's client_secret and actor_token, and the
+// credentials of url and the token_urls (url.go) as "***", and oauth
+// client_secret and refresh_token null. token_exchange's other fields and
+// oauth's token_url, token_field, token_type_field and default_token_type
+// are shown: they name endpoints and formats, not secrets. Empty content
+// has no servers.
 func MaskedServers(data []byte, filename string) (json.RawMessage, error) {
 	root, err := decodeRaw(data, filename)
 	if err != nil {
@@ -121,15 +139,41 @@ func maskServer(n *rawdoc.Node) *rawdoc.Node {
 		switch k {
 		case "env", "headers":
 			v = maskValues(v)
+		case "url":
+			v = maskURL(v)
 		case "oauth":
 			v = maskObject(v, map[string]func(*rawdoc.Node) *rawdoc.Node{
 				"client_secret":      func(*rawdoc.Node) *rawdoc.Node { return &rawdoc.Node{Kind: rawdoc.Null} },
 				"refresh_token":      func(*rawdoc.Node) *rawdoc.Node { return &rawdoc.Node{Kind: rawdoc.Null} },
 				"extra_token_params": maskValues,
-				"token_url":          keepPlain, "token_field": keepPlain, "token_type_field": keepPlain, "default_token_type": keepPlain,
+				"token_url":          maskURL, "token_field": keepPlain, "token_type_field": keepPlain, "default_token_type": keepPlain,
 			})
+		case "token_exchange":
+			v = maskExchange(v)
 		case "user_auth":
 			v = maskObject(v, map[string]func(*rawdoc.Node) *rawdoc.Node{"users": maskValues})
+		default:
+			v = maskTree(v, isSensitive(k))
+		}
+		out.Set(k, v)
+	}
+	return out
+}
+
+// maskExchange masks a token_exchange block: its secrets (client_secret,
+// actor_token) as "***", its token_url's credentials (maskURL), the other
+// fields shown as written.
+func maskExchange(n *rawdoc.Node) *rawdoc.Node {
+	if n.Kind != rawdoc.Object {
+		return maskTree(n, false)
+	}
+	out := &rawdoc.Node{Kind: rawdoc.Object}
+	for i, k := range n.Keys {
+		v := n.Vals[i]
+		switch {
+		case k == "token_url":
+			v = maskURL(v)
+		case exchangePlain[k]:
 		default:
 			v = maskTree(v, isSensitive(k))
 		}
@@ -313,11 +357,14 @@ const (
 	maskedUser        = "Cannot set user_auth credential for '%s' to masked value '%s'; provide a real value."
 	maskedTokenParam  = "Cannot set oauth extra_token_params key '%s' to masked value '%s'; provide a real value."
 	maskedExtraConfig = "Cannot set extra config key '%s' to masked value '%s'; provide a real value."
+	maskedExchange    = "Cannot set token_exchange key '%s' to masked value '%s'; provide a real value."
 )
 
 // serverMerges are the server fields with a merge rule of their own; any
 // other field goes through restore.
 var serverMerges = map[string]func(in, st *rawdoc.Node) (*rawdoc.Node, error){
+	"url":                  mergeURL,
+	"token_exchange":       mergeExchange,
 	"env":                  mergeEnv,
 	"headers":              mergeHeaders,
 	"oauth":                mergeOAuth,
@@ -468,8 +515,51 @@ func mergeOAuthField(k string, v, sv *rawdoc.Node) (_ *rawdoc.Node, keep bool, _
 		v, err := mergeValues(v, sv, false, maskedTokenParam)
 		return v, true, err
 	}
+	if k == "token_url" {
+		v, err := restoreURL("oauth.token_url", v, sv)
+		return v, true, err
+	}
 	v, err := restore(k, v, sv, !oauthPlain[k] && isSensitive(k))
 	return v, true, err
+}
+
+// mergeExchange merges a written token_exchange block with the stored one:
+// its client_secret and actor_token "***" or omitted keep the stored value
+// ("" clears it), its token_url with masked credentials the stored URL, the
+// rest as written.
+func mergeExchange(in, st *rawdoc.Node) (*rawdoc.Node, error) {
+	if in.Kind != rawdoc.Object {
+		return in, nil
+	}
+	out := &rawdoc.Node{Kind: rawdoc.Object}
+	for i, k := range in.Keys {
+		v, err := mergeExchangeField(k, in.Vals[i], st.Obj(k))
+		if err != nil {
+			return nil, err
+		}
+		out.Set(k, v)
+	}
+	for _, k := range []string{"client_secret", "actor_token"} {
+		if sv := st.Obj(k); sv != nil && sv.Kind != rawdoc.Null && in.Get(k) == nil {
+			out.Set(k, sv)
+		}
+	}
+	return out, nil
+}
+
+// mergeExchangeField merges one written token_exchange field with the
+// stored one.
+func mergeExchangeField(k string, v, sv *rawdoc.Node) (*rawdoc.Node, error) {
+	switch {
+	case k == "token_url":
+		return restoreURL("token_exchange.token_url", v, sv)
+	case exchangeSensitive(k) && isMasked(v):
+		if sv == nil || sv.Kind == rawdoc.Null || isMasked(sv) {
+			return nil, editErr(maskedExchange, k, Masked)
+		}
+		return sv, nil
+	}
+	return restore(k, v, sv, exchangeSensitive(k))
 }
 
 // mergeOAuthSecret resolves a client_secret or refresh_token sent null or
@@ -731,11 +821,13 @@ func changedDestination(merged, st *rawdoc.Node) string {
 	return changedTokenURL(merged, st)
 }
 
-// changedTokenURL returns "oauth.token_url" when merged has an oauth block
-// whose token_url differs from st's, else "".
+// changedTokenURL returns "oauth.token_url" or "token_exchange.token_url"
+// when merged has that block and its token_url differs from st's, else "".
 func changedTokenURL(merged, st *rawdoc.Node) string {
-	if o := merged.Obj("oauth"); o != nil && !sameValue(o.Obj("token_url"), st.Obj("oauth").Obj("token_url")) {
-		return "oauth.token_url"
+	for _, block := range []string{"oauth", "token_exchange"} {
+		if o := merged.Obj(block); o != nil && !sameValue(o.Obj("token_url"), st.Obj(block).Obj("token_url")) {
+			return block + ".token_url"
+		}
 	}
 	return ""
 }

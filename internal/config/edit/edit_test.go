@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/mcp-mux/mcp-mux/internal/config"
+	"github.com/mcp-mux/mcp-mux/internal/config/internal/rawdoc"
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 )
 
@@ -356,5 +357,126 @@ func TestReplaceServersDepthBound(t *testing.T) {
 	body := `{"mcp_servers": {"x": {"command": "echo", "extra": ` + strings.Repeat(`[`, 9_990) + strings.Repeat(`]`, 9_990) + `}}}`
 	if _, _, err := ReplaceServers([]byte(`{"mcpServers": {}}`), "c.json", []byte(body)); err == nil || !strings.Contains(err.Error(), "deeper than 64 levels") {
 		t.Errorf("ReplaceServers: %v", err)
+	}
+}
+
+// exchangeDoc has a token_exchange block whose settings are not secrets
+// (the block's name only looks like a secret's) beside two that are, and
+// URLs carrying credentials.
+const exchangeDoc = `{
+  "mcpServers": {
+    "tx": {
+      "type": "http", "url": "https://svc-user:lit-url-password@h/mcp?api_key=lit-query-key&region=eu",
+      "token_exchange": {"enabled": true, "token_url": "https://idp/token", "client_id": "mux", "client_secret": "lit-tx-secret",
+        "audience": "api://svc", "scope": "read write", "auth_style": "post", "subject_header": "X-User-Token",
+        "subject_token_type": "urn:ietf:params:oauth:token-type:jwt", "requested_token_type": "urn:ietf:params:oauth:token-type:access_token",
+        "actor_token": "$ACTOR", "actor_token_type": "urn:ietf:params:oauth:token-type:jwt", "header": "X-Upstream", "token_prefix": "Token",
+        "resource": "https://svc/", "refresh_skew_seconds": 30}
+    }
+  }
+}`
+
+// TestMaskedTokenExchange: GET shows where and how a token exchange happens
+// and masks only its secrets and the URLs' credentials; PUTting GET's body
+// back writes the stored document unchanged.
+func TestMaskedTokenExchange(t *testing.T) {
+	out, err := MaskedServers([]byte(exchangeDoc), "c.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"lit-tx-secret", "$ACTOR", "lit-url-password", "svc-user", "lit-query-key"} {
+		if strings.Contains(string(out), s) {
+			t.Errorf("masked output contains %q:\n%s", s, out)
+		}
+	}
+	var got struct {
+		Servers map[string]map[string]any `json:"mcp_servers"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	tx := got.Servers["tx"]["token_exchange"].(map[string]any)
+	for k, want := range map[string]any{
+		"token_url": "https://idp/token", "client_id": "mux", "audience": "api://svc", "scope": "read write", "auth_style": "post",
+		"subject_header": "X-User-Token", "subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
+		"requested_token_type": "urn:ietf:params:oauth:token-type:access_token", "actor_token_type": "urn:ietf:params:oauth:token-type:jwt",
+		"header": "X-Upstream", "token_prefix": "Token", "resource": "https://svc/", "enabled": true, "refresh_skew_seconds": 30.0,
+		"client_secret": Masked, "actor_token": Masked,
+	} {
+		if tx[k] != want {
+			t.Errorf("token_exchange.%s = %v, want %v", k, tx[k], want)
+		}
+	}
+	if u := got.Servers["tx"]["url"]; u != "https://***@h/mcp?api_key=***&region=eu" {
+		t.Errorf("url = %v, want its credentials masked", u)
+	}
+
+	back, _, err := ReplaceServers([]byte(exchangeDoc), "c.json", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := canonical(t, exchangeDoc), canonical(t, string(back)); a != b {
+		t.Errorf("round trip changed the document:\n%s\n%s", a, b)
+	}
+}
+
+// TestReplaceTokenExchange: the masked secrets of a token_exchange block and
+// of URLs resolve to the stored ones only where they were stored, and stay
+// bound to the token endpoint they were written for.
+func TestReplaceTokenExchange(t *testing.T) {
+	tests := []struct{ name, body, want string }{
+		{"new token_url keeps the secret", `{"mcp_servers": {"tx": {"type": "http", "url": "https://***@h/mcp?api_key=***&region=eu",
+		  "token_exchange": {"token_url": "https://evil/token", "client_id": "mux", "client_secret": "***"}}}}`,
+			"MCP server 'tx' changes token_exchange.token_url while keeping the stored value of token_exchange.client_secret"},
+		{"omitted secret is kept, so bound too", `{"mcp_servers": {"tx": {"type": "http", "url": "https://***@h/mcp?api_key=***&region=eu",
+		  "token_exchange": {"token_url": "https://evil/token", "client_id": "mux"}}}}`,
+			"MCP server 'tx' changes token_exchange.token_url while keeping the stored value of token_exchange.client_secret"},
+		{"masked secret none stored", `{"mcp_servers": {"new": {"type": "http", "url": "https://n/mcp", "token_exchange": {"token_url": "https://idp/token", "client_secret": "***"}}}}`,
+			"Cannot set token_exchange key 'client_secret' to masked value '***'"},
+		{"masked URL credentials on another host", `{"mcp_servers": {"tx": {"type": "http", "url": "https://***@evil/mcp"}}}`,
+			"Cannot set url to a URL with masked credentials '***' that is not the stored URL"},
+		{"masked query key elsewhere", `{"mcp_servers": {"tx": {"type": "http", "url": "https://h/mcp?api_key=***"}}}`,
+			"Cannot set url to a URL with masked credentials '***' that is not the stored URL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := ReplaceServers([]byte(exchangeDoc), "c.json", []byte(tt.body))
+			var ee *EditError
+			if !errors.As(err, &ee) || !strings.HasPrefix(ee.Msg, tt.want) {
+				t.Fatalf("err = %v, want %q", err, tt.want)
+			}
+			for _, s := range []string{"lit-tx-secret", "lit-url-password", "lit-query-key", "evil"} {
+				if strings.Contains(ee.Msg, s) {
+					t.Errorf("error echoes %q", s)
+				}
+			}
+		})
+	}
+	// The settings that are not secrets may change while the secret is kept.
+	out, _, err := ReplaceServers([]byte(exchangeDoc), "c.json", []byte(`{"mcp_servers": {"tx": {"type": "http", "url": "https://***@h/mcp?api_key=***&region=eu",
+	  "token_exchange": {"token_url": "https://idp/token", "client_id": "mux2", "audience": "api://other", "client_secret": "***", "actor_token": "***"}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"client_id": "mux2"`, `"audience": "api://other"`, `"client_secret": "lit-tx-secret"`, `"actor_token": "$ACTOR"`,
+		`"url": "https://svc-user:lit-url-password@h/mcp?api_key=lit-query-key&region=eu"`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("written file lacks %s:\n%s", want, out)
+		}
+	}
+}
+
+func TestMaskURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://h/mcp":                         "https://h/mcp",
+		"$MCP_URL":                              "$MCP_URL",
+		"https://tok@h/mcp":                     "https://***@h/mcp",
+		"https://u:p@h:8443/a@b?token=x&q=1#f":  "https://***@h:8443/a@b?token=***&q=1#f",
+		"https://h/mcp?Api-Key=x&apiKey=&plain": "https://h/mcp?Api-Key=***&apiKey=&plain",
+		"http://h/p?access%5Ftoken=x":           "http://h/p?access%5Ftoken=***",
+	} {
+		if got := maskURL(rawdoc.Str(in)).Text; got != want {
+			t.Errorf("maskURL(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/mcp-mux/mcp-mux/internal/audit"
+	"github.com/mcp-mux/mcp-mux/internal/inbound"
 )
 
 // auditStage records each tools/call, prompts/get and resources/read
@@ -29,11 +30,23 @@ func auditStage(s *Router) Stage {
 					c.Record.URI, c.Record.BytesIn = c.Name, len(c.Name)
 				}
 				raw, err := next(ctx, c)
-				s.audit.Finish(ctx, &c.Record, audit.Caller{User: c.Session.User, Thread: c.Key.Thread, Session: c.Session.ID, Protocol: c.Era.Version()}, raw, err)
+				s.audit.Finish(ctx, &c.Record, audit.Caller{User: c.Session.User, Thread: c.Key.Thread, Session: c.Session.ID, Protocol: c.Era.Version(),
+					Anonymous: s.anonymous(c)}, raw, err)
 				return raw, err
 			}
 		},
 	}
+}
+
+// anonymous reports whether no authentication identified c's caller: the
+// runtime the call ran on (else the current one) takes every caller for
+// the default user (inbound.auth mode none).
+func (s *Router) anonymous(c *Call) bool {
+	rt := c.Runtime
+	if rt == nil && s.rt != nil {
+		rt = s.rt.Load()
+	}
+	return rt != nil && rt.Auth != nil && rt.Auth.Mode() == inbound.ModeNone
 }
 
 // auditKind is the record kind of method.

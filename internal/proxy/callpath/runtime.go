@@ -35,6 +35,9 @@ type Runtime struct {
 	Interceptors []interceptor.Interceptor
 	States       *seal.Sealer      // seals 2026-07-28 requestStates and task ids
 	Skipped      map[string]string // enabled servers that could not be set up: the reason
+	// Warnings are Config's warnings and those of setting it up (skipped
+	// interceptors), one text each, as the status page lists them.
+	Warnings []string
 
 	pipeline atomic.Pointer[pipeline] // the call pipeline, assembled on first use (Router.Run)
 
