@@ -199,3 +199,40 @@ func TestDocsListEveryMetric(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeCommands: the README's two commands are the example's runner
+// and exactly the test command CI runs (.ci/run's last go test).
+func TestReadmeCommands(t *testing.T) {
+	root, err := Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci, err := os.ReadFile(filepath.Join(root, ".ci", "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ciTest string
+	for _, l := range strings.Split(string(ci), "\n") {
+		if strings.HasPrefix(l, "go test ") {
+			ciTest = l
+		}
+	}
+	if ciTest == "" {
+		t.Fatal(".ci/run runs no go test")
+	}
+	var cmds []string
+	for _, b := range pages(t)[0].Blocks() {
+		if b.Lang != "sh" {
+			continue
+		}
+		for _, l := range strings.Split(b.Body, "\n") {
+			cmd, _, _ := strings.Cut(l, "#")
+			cmds = append(cmds, strings.TrimSpace(cmd))
+		}
+	}
+	for _, want := range []string{"./examples/run.sh", ciTest} {
+		if !slices.Contains(cmds, want) {
+			t.Errorf("the README's commands %q do not include %q", cmds, want)
+		}
+	}
+}
