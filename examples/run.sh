@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Runs the example: examples/demo-http-server in the background and mcp-mux in
 # the foreground on http://127.0.0.1:8931/mcp with examples/extensions_config.json.
+# Other ports come from the environment: MCP_MUX_LISTEN (mcp-mux, default
+# 127.0.0.1:8931) and DEMO_HTTP_LISTEN (the demo server, default
+# 127.0.0.1:8932); the config reads the demo's URL from DEMO_URL, set here
+# from DEMO_HTTP_LISTEN unless it is set.
 # Needs Go; the "everything" server also needs Node.js (npx). Without npx, or
 # while npm is still downloading, mcp-mux skips that server and retries it in
 # the background. Extra arguments go to `mcp-mux serve` (e.g. --log-level debug).
@@ -17,6 +21,8 @@ go build -o "$bin/demo-http-server" ./examples/demo-http-server
 command -v npx >/dev/null || echo "note: npx not found; the \"everything\" server will be skipped" >&2
 
 export DEMO_TOKEN="${DEMO_TOKEN:-demo-token}"
+export DEMO_HTTP_LISTEN="${DEMO_HTTP_LISTEN:-127.0.0.1:8932}"
+export DEMO_URL="${DEMO_URL:-http://$DEMO_HTTP_LISTEN/mcp}"
 demo_pid="" mux_pid=""
 stop() {
   [[ -n $mux_pid ]] && kill -TERM "$mux_pid" 2>/dev/null || true

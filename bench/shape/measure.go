@@ -29,7 +29,7 @@ const module = "github.com/mcp-mux/mcp-mux"
 
 // support are the trees of test and measurement support: not product
 // code, so neither measured nor layered (ARCHITECTURE.md's last row).
-var support = []string{"bench", "examples", "internal/mcptest", "internal/otlptest", "internal/nodeclients", "internal/oauthtest", "internal/conformance", "internal/replicaset"}
+var support = []string{"bench", "examples", "internal/mcptest", "internal/otlptest", "internal/nodeclients", "internal/oauthtest", "internal/conformance", "internal/replicaset", "internal/doctest"}
 
 // Func is one function or method and its cyclomatic complexity.
 type Func struct {

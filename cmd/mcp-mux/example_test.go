@@ -29,13 +29,18 @@ func TestExampleConfigs(t *testing.T) {
 	jsonPath := filepath.Join(dir, "extensions_config.json")
 	yamlPath := filepath.Join(dir, "extensions_config.yaml")
 	for _, p := range []string{jsonPath, yamlPath} {
-		// examples/run.sh sets DEMO_TOKEN; validate as it runs.
-		r := runMux(t, t.TempDir(), []string{"DEMO_TOKEN=demo-token"}, "validate", "--config", p)
+		// examples/run.sh sets DEMO_TOKEN and DEMO_URL; validate as it runs.
+		r := runMux(t, t.TempDir(), []string{"DEMO_TOKEN=demo-token", "DEMO_URL=http://127.0.0.1:8932/mcp"}, "validate", "--config", p)
 		if r.code != 0 || !strings.HasSuffix(r.stdout, ": ok, 2 server(s), 2 enabled\n") || r.stderr != "" {
 			t.Errorf("validate %s: code %d, stdout %q, stderr %q", p, r.code, r.stdout, r.stderr)
 		}
 	}
-	env := func(k string) (string, bool) { return "token-" + k, true }
+	env := func(k string) (string, bool) {
+		if k == "DEMO_URL" {
+			return "http://127.0.0.1:8932/mcp", true
+		}
+		return "token-" + k, true
+	}
 	a, err := config.Load(jsonPath, config.LoadOptions{LookupEnv: env})
 	if err != nil {
 		t.Fatal(err)
@@ -43,6 +48,9 @@ func TestExampleConfigs(t *testing.T) {
 	b, err := config.Load(yamlPath, config.LoadOptions{LookupEnv: env})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(a.Servers) != 2 || len(a.Invalid)+len(b.Invalid) != 0 {
+		t.Fatalf("the example has %d valid servers (invalid: %+v %+v), want 2", len(a.Servers), a.Invalid, b.Invalid)
 	}
 	if len(a.Servers) != len(b.Servers) {
 		t.Fatalf("JSON has %d servers, YAML %d", len(a.Servers), len(b.Servers))
@@ -88,8 +96,8 @@ func TestExampleEndToEnd(t *testing.T) {
 		t.Fatalf("demo server said %q, %v", line, err)
 	}
 
-	// The example config with the demo server on its free port and a marker
-	// in the stdio server's environment to find its processes.
+	// The example config, its demo server on a free port through DEMO_URL,
+	// and a marker in the stdio server's environment to find its processes.
 	raw, err := os.ReadFile(filepath.Join(examplesDir, "extensions_config.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +107,6 @@ func TestExampleEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	servers := doc["mcpServers"].(map[string]any)
-	servers["demo"].(map[string]any)["url"] = demoURL
 	marker := fmt.Sprintf("MCP_MUX_TEST_MARKER=example-%d-%d", os.Getpid(), time.Now().UnixNano())
 	k, v, _ := strings.Cut(marker, "=")
 	servers["everything"].(map[string]any)["env"] = map[string]any{k: v}
@@ -113,7 +120,7 @@ func TestExampleEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	cfg := writeFile(t, dir, "extensions_config.json", mustJSON(t, doc))
 
-	s := startServe(t, dir, []string{"DEMO_TOKEN=demo-token-e2e"}, "--config", cfg, "--listen", "127.0.0.1:0")
+	s := startServe(t, dir, []string{"DEMO_TOKEN=demo-token-e2e", "DEMO_URL=" + demoURL}, "--config", cfg, "--listen", "127.0.0.1:0")
 	t.Cleanup(func() {
 		for _, pid := range liveProcesses(nil, marker) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)

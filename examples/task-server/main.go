@@ -1,7 +1,7 @@
 // Command task-server is a minimal durable-task upstream for mcp-mux: a
 // Streamable-HTTP MCP server with one submit/status/cancel triple that
-// speaks the ordinary-tools protocol mcp-mux polls (README "Durable
-// background tasks", "What a task server must answer").
+// speaks the ordinary-tools protocol mcp-mux polls (docs/tasks.md:
+// "How it works", "What a task server must answer").
 //
 //	go run ./examples/task-server [--listen 127.0.0.1:8933] [--work 5s]
 //

@@ -15,7 +15,7 @@ import (
 	"unicode/utf8"
 )
 
-// The bounds, in bytes. README's "Bounds" table lists each with what a
+// The bounds, in bytes. docs/security.md's "Bounds on what a caller chooses" table lists each with what a
 // caller gets past it.
 const (
 	// ID bounds a JSON-RPC request id as sent (its JSON text).

@@ -275,7 +275,7 @@ func parseServer(name string, n *rawdoc.Node) (*Server, serverResult) {
 	s := &Server{Name: name, Raw: n.JSON()}
 	s.readTransport(o)
 	s.readSettings(o)
-	s.checkTransport(f)
+	s.checkTransport(f, unsetVar(o, "command"), unsetVar(o, "url"))
 	s.readHeaders(o)
 	s.OAuth = parseOAuth(o.take("oauth"), f)
 	s.UserAuth = parseUserAuth(o.take("user_auth"), f)
@@ -335,17 +335,36 @@ func (s *Server) readSettings(o *object) {
 func (s *Server) remote() bool { return s.Type == TypeHTTP || s.Type == TypeSSE }
 
 // checkTransport requires a command of a stdio server and an absolute
-// http(s) url of a remote one.
-func (s *Server) checkTransport(f *findings) {
+// http(s) url of a remote one. commandVar and urlVar name the unset
+// variable a missing command or url came from, if any.
+func (s *Server) checkTransport(f *findings, commandVar, urlVar string) {
 	switch {
 	case s.Type == TypeStdio && s.Command == "":
-		f.problem("command", "stdio transport requires 'command' field")
+		f.problem("command", "stdio transport requires 'command' field%s", fromUnset(commandVar))
 	case !s.remote():
 	case s.URL == "":
-		f.problem("url", "%s transport requires 'url' field", s.Type)
+		f.problem("url", "%s transport requires 'url' field%s", s.Type, fromUnset(urlVar))
 	default:
 		checkHTTPURL(s.URL, "url", f)
 	}
+}
+
+// unsetVar returns the name of the unset variable key's string value was
+// written as ("$NAME"), or "".
+func unsetVar(o *object, key string) string {
+	if n := o.n.Get(key); n != nil && n.Kind == rawdoc.String {
+		return n.Unset
+	}
+	return ""
+}
+
+// fromUnset says where an empty required value came from: the unset
+// variable name (never a value), or nothing.
+func fromUnset(name string) string {
+	if name == "" {
+		return ""
+	}
+	return "; it comes from $" + name + ", which is not set"
 }
 
 // readHeaders reads the static headers; on a remote server each name and

@@ -2,10 +2,8 @@ package config
 
 import (
 	"encoding/json"
-	"os"
 	"reflect"
 	"slices"
-	"strings"
 	"testing"
 )
 
@@ -113,25 +111,4 @@ func FuzzToolOverride(f *testing.F) {
 			}
 		}
 	})
-}
-
-// TestReadmeToolOverrideExample: the README's tool override example loads
-// and means what the README says.
-func TestReadmeToolOverrideExample(t *testing.T) {
-	doc, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, block := range configBlocks(string(doc)) {
-		if !strings.Contains(block, `"fixed_arguments"`) {
-			continue
-		}
-		cfg := mustLoad(t, block, map[string]string{"CRM_ACCOUNT": "acme"})
-		ov := cfg.Server("crm").Tools["lookup"]
-		if ov.Name != "find_customer" || *ov.Description != "Finds a customer by name." || string(ov.FixedArguments["account"]) != `"acme"` {
-			t.Errorf("README example override %+v", ov)
-		}
-		return
-	}
-	t.Fatal("the README has no tool override example")
 }

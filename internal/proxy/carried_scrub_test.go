@@ -21,7 +21,7 @@ import (
 // A value the caller carried in X-Mux-Secrets is a credential: where it
 // shows in the arguments of a server that opted in to recording them, the
 // span's gen_ai.tool.call.arguments and the audit record show [REDACTED]
-// instead (README, per-server telemetry). The value sits under a member
+// instead (docs/observability.md, what is recorded of a call). The value sits under a member
 // name nothing else redacts, so only the carried secret's scrubbing can
 // hide it.
 func TestCarriedSecretScrubbedFromArguments(t *testing.T) {

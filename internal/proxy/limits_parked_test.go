@@ -217,7 +217,7 @@ func modernCallRaw2(url string, hdr map[string]string, tool string) (int, rpcRep
 }
 
 // A durable task holds its caller's in_flight slot only while its submit
-// runs (README: limits, calls that wait): with one call in flight per
+// runs (docs/limits.md: calls that wait): with one call in flight per
 // caller, alice submits a second task while her first still runs, and
 // each submit answers at once.
 func TestDurableTaskHoldsSlotOnlyForSubmit(t *testing.T) {

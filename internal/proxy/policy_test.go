@@ -219,7 +219,8 @@ func TestGuardrailsHotReload(t *testing.T) {
 	}
 }
 
-// TestReadmeGuardrailExample keeps the README's guardrail example honest.
+// TestReadmeGuardrailExample keeps the guardrail example of docs/tools.md
+// honest.
 func TestReadmeGuardrailExample(t *testing.T) {
 	url := toolServer(t, nil, "forget", "search")
 	m := startMux(t, fmt.Sprintf(`{

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/internal/api"
 	"github.com/mcp-mux/mcp-mux/internal/config"
+	"github.com/mcp-mux/mcp-mux/internal/doctest"
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/internal/proxy"
 	"github.com/mcp-mux/mcp-mux/internal/storeclient"
@@ -467,7 +467,7 @@ func TestTaskToolTextsNameNoDeerFlow(t *testing.T) {
 
 // TestTaskAPIThreadIsThePath: the task REST API's thread is the path's
 // {thread_id} (DESIGN §2.5), whatever thread header the API request
-// carries, and the README says so.
+// carries, and docs/tasks.md says so.
 func TestTaskAPIThreadIsThePath(t *testing.T) {
 	ts, cs := pendingJobsMux(t)
 	_, res := callText(t, cs, "jobs_submit_job", map[string]any{"input": "x"})
@@ -502,13 +502,13 @@ func TestTaskAPIThreadIsThePath(t *testing.T) {
 			t.Errorf("%s %s (thread header %q) = %d %s, want %d with %s", c.method, c.path, c.header, code, body, c.code, c.has)
 		}
 	}
-	readme, err := os.ReadFile("../../README.md")
+	page, err := doctest.Load("docs/tasks.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	section := string(readme)[strings.Index(string(readme), "- **REST API**"):]
+	section := page.Text[strings.Index(page.Text, "- **REST API**"):]
 	section = section[:strings.Index(section, "\n- **")]
 	if !strings.Contains(section, "The thread is the path's `{thread_id}`") || strings.Contains(section, "The thread is the caller's") {
-		t.Errorf("README's task REST API bullet does not say the path names the thread:\n%s", section)
+		t.Errorf("docs/tasks.md's task REST API bullet does not say the path names the thread:\n%s", section)
 	}
 }

@@ -27,8 +27,8 @@ const HAProxyBin = "/usr/sbin/haproxy"
 // backendName is the HAProxy backend of the replicas; server i is "r<i>".
 const backendName = "mux"
 
-// haproxyTemplate is the README's HAProxy example (section "Load
-// balancers"), placeholders and all; TestREADMELoadBalancers holds the two
+// haproxyTemplate is the HAProxy example of docs/replicas-and-kubernetes.md
+// ("Load balancers"), placeholders and all; TestDocsLoadBalancers holds the two
 // equal.
 //
 //go:embed haproxy.cfg.tmpl
@@ -78,7 +78,7 @@ func render(name, src string, data any) (string, error) {
 	return b.String(), nil
 }
 
-// haproxyConfig renders the balancer's config (the README's, see
+// haproxyConfig renders the balancer's config (the docs', see
 // haproxyTemplate) for servers.
 //
 // Each request is balanced on its own (http-server-close and http-reuse

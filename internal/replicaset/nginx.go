@@ -17,8 +17,9 @@ import (
 // NginxBin is where Debian's nginx package installs the binary.
 const NginxBin = "/usr/sbin/nginx"
 
-// nginxTemplate is the README's nginx example (section "Load balancers"),
-// placeholders and all; TestREADMELoadBalancers holds the two equal.
+// nginxTemplate is the nginx example of docs/replicas-and-kubernetes.md
+// ("Load balancers"), placeholders and all; TestDocsLoadBalancers holds
+// the two equal.
 //
 //go:embed nginx.conf.tmpl
 var nginxTemplate string
@@ -34,7 +35,7 @@ func renderNginx(p nginxParams) (string, error) {
 	return render("nginx.conf.tmpl", nginxTemplate, p)
 }
 
-// nginxMain is the main config the test's nginx runs: the README's
+// nginxMain is the main config the test's nginx runs: the docs'
 // example included in an http block whose files all lie in the test's
 // directory (%[1]s), one process that dies with the test.
 const nginxMain = `daemon off;

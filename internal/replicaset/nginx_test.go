@@ -14,7 +14,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/replicaset"
 )
 
-// TestNginxSession: the README's nginx config in front of two replicas
+// TestNginxSession: the docs' nginx config in front of two replicas
 // carries a go-sdk client's 2025-11-25 session through every interactive
 // flow (its GET stream included) and 2026-07-28 calls, balanced over
 // both replicas with no stickiness.

@@ -27,7 +27,7 @@ const (
 )
 
 // TestRedisOutageTakesNothingDown (issue 34): two replicas behind HAProxy
-// with the README's config, checked every 500 ms with a 500 ms check
+// with the docs' config, checked every 500 ms with a 500 ms check
 // timeout and taken out on the first failed check, sharing sessions,
 // durable tasks and limits through a Redis that is out for 30 s while
 // clients call 2026-07-28 tools through the balancer. No check fails (so no

@@ -4,41 +4,41 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mcp-mux/mcp-mux/internal/doctest"
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/internal/proxy"
 )
 
-// readmeURL is the mux address the README's examples use.
+// readmeURL is the mux address the docs' examples use (the quick start's).
 const readmeURL = "http://127.0.0.1:8931"
 
-// readmeCurl returns the shell commands of the README's block between
-// <!-- curl-2026 --> and <!-- /curl-2026 -->, one per blank-line-separated
-// paragraph of its sh fence.
+// readmeCurl returns the shell commands of the docs' block marked
+// <!-- curl-2026 -->, one per blank-line-separated paragraph of its sh
+// fence.
 func readmeCurl(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
+	pages, err := doctest.Pages()
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(b), "<!-- curl-2026 -->")
-	block, _, ok2 := strings.Cut(rest, "<!-- /curl-2026 -->")
-	if !ok || !ok2 {
-		t.Fatal("README.md has no <!-- curl-2026 --> … <!-- /curl-2026 --> block")
+	var blocks []doctest.Block
+	for _, p := range pages {
+		for _, b := range p.Blocks() {
+			if b.Marker == "curl-2026" {
+				blocks = append(blocks, b)
+			}
+		}
 	}
-	block = strings.TrimSpace(block)
-	block, ok = strings.CutPrefix(block, "```sh\n")
-	block, ok2 = strings.CutSuffix(block, "```")
-	if !ok || !ok2 {
-		t.Fatalf("the curl-2026 block is not one sh fence:\n%s", block)
+	if len(blocks) != 1 || blocks[0].Lang != "sh" {
+		t.Fatalf("want one sh block marked <!-- curl-2026 --> in the docs, found %+v", blocks)
 	}
 	var cmds []string
-	for _, c := range strings.Split(block, "\n\n") {
+	for _, c := range strings.Split(blocks[0].Body, "\n\n") {
 		if c = strings.TrimSpace(c); c != "" {
 			cmds = append(cmds, c)
 		}
@@ -46,8 +46,8 @@ func readmeCurl(t *testing.T) []string {
 	return cmds
 }
 
-// runCurl runs one README command with sh and real curl against base
-// instead of the README's address, and returns the JSON-RPC reply.
+// runCurl runs one docs command with sh and real curl against base
+// instead of the docs' address, and returns the JSON-RPC reply.
 func runCurl(t *testing.T, cmd, base string) (string, rpcReply) {
 	t.Helper()
 	if !strings.Contains(cmd, readmeURL+"/mcp") {
@@ -62,12 +62,12 @@ func runCurl(t *testing.T, cmd, base string) (string, rpcReply) {
 	return string(out), reply(t, string(out))
 }
 
-// TestReadmeCurl2026: the README's curl examples of a 2026-07-28
+// TestDocsCurl2026: the docs' curl examples of a 2026-07-28
 // server/discover and tools/call, run as written with real curl against a
 // mux serving the demo server's tool set as "demo", succeed; and each of
 // the three things they carry that a legacy request does not is needed
 // (issue 19).
-func TestReadmeCurl2026(t *testing.T) {
+func TestDocsCurl2026(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Fatal("no curl in PATH")
 	}

@@ -5,18 +5,20 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/mcp-mux/mcp-mux/internal/doctest"
 )
 
-// readmeServers are the replicas of the README's load balancer examples.
+// readmeServers are the replicas of the docs' load balancer examples
+// (docs/replicas-and-kubernetes.md).
 var readmeServers = []lbServer{
 	{Name: "mux1", Addr: "10.0.0.11:8931", OpsPort: "8932"},
 	{Name: "mux2", Addr: "10.0.0.12:8931", OpsPort: "8932"},
 	{Name: "mux3", Addr: "10.0.0.13:8931", OpsPort: "8932"},
 }
 
-// readmeHAProxy and readmeNginx render the templates with the README's
+// readmeHAProxy and readmeNginx render the templates with the docs'
 // values.
 func readmeHAProxy() (string, error) {
 	return renderHAProxy(haproxyParams{Bind: ":8931", Stats: "127.0.0.1:8404", Inter: "500ms", Fall: 2, Rise: 2, Servers: readmeServers})
@@ -26,16 +28,16 @@ func readmeNginx() (string, error) {
 	return renderNginx(nginxParams{Listen: "8931", Servers: readmeServers})
 }
 
-// TestREADMELoadBalancers: the README's HAProxy and nginx examples are
-// haproxy.cfg.tmpl and nginx.conf.tmpl, which the replica set runs, with
-// the README's addresses and check timing in place of the placeholders;
-// and both are valid configs for the installed haproxy and nginx.
-func TestREADMELoadBalancers(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+// TestDocsLoadBalancers: the HAProxy and nginx examples of
+// docs/replicas-and-kubernetes.md are haproxy.cfg.tmpl and nginx.conf.tmpl,
+// which the replica set runs, with the page's addresses and check timing in
+// place of the placeholders; and both are valid configs for the installed
+// haproxy and nginx.
+func TestDocsLoadBalancers(t *testing.T) {
+	page, err := doctest.Load("docs/replicas-and-kubernetes.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme := string(b)
 	for _, c := range []struct {
 		lang, tmpl, bin string
 		render          func() (string, error)
@@ -49,12 +51,12 @@ func TestREADMELoadBalancers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := fencedBlock(readme, c.lang)
+			got, err := fencedBlock(page, c.lang)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got != want {
-				t.Errorf("README's %s example is not %s with the README's values; it should read:\n%s", c.lang, c.tmpl, want)
+				t.Errorf("the docs' %s example is not %s with the docs' values; it should read:\n%s", c.lang, c.tmpl, want)
 			}
 			if _, err := os.Stat(c.bin); err != nil {
 				t.Skipf("%s is not installed (Debian package %s), so the example is not checked by it: %v", c.bin, c.lang, err)
@@ -64,19 +66,19 @@ func TestREADMELoadBalancers(t *testing.T) {
 	}
 }
 
-// fencedBlock returns the body of the README's one code block fenced as
+// fencedBlock returns the body of the page's one code block fenced as
 // ```lang.
-func fencedBlock(readme, lang string) (string, error) {
-	open := "\n```" + lang + "\n"
-	if n := strings.Count(readme, open); n != 1 {
-		return "", fmt.Errorf("README has %d ```%s blocks, want 1", n, lang)
+func fencedBlock(page doctest.Page, lang string) (string, error) {
+	var bodies []string
+	for _, b := range page.Blocks() {
+		if b.Lang == lang {
+			bodies = append(bodies, b.Body)
+		}
 	}
-	_, rest, _ := strings.Cut(readme, open)
-	body, _, ok := strings.Cut(rest, "\n```\n")
-	if !ok {
-		return "", fmt.Errorf("README's ```%s block does not end", lang)
+	if len(bodies) != 1 {
+		return "", fmt.Errorf("%s has %d ```%s blocks, want 1", page.Path, len(bodies), lang)
 	}
-	return body + "\n", nil
+	return bodies[0], nil
 }
 
 // checkHAProxy runs haproxy -c on cfg.
