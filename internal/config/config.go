@@ -49,6 +49,8 @@ type Config struct {
 	Profiles map[string]*Profile
 	// Limits is the "limits" block (config/limits.go).
 	Limits Limits
+	// Policy is the "policy" block (config/policy.go).
+	Policy Policy
 	// Extra holds the unknown top-level keys (DeerFlow's "middlewares",
 	// "skills", …) verbatim, as written before $VAR expansion.
 	Extra map[string]json.RawMessage
