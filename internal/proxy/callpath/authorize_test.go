@@ -89,7 +89,10 @@ func TestAuthorizeStage(t *testing.T) {
 	}}, m)
 	stage := authorizeStage(s)
 	forwarded := 0
-	next := func(context.Context, *Call) (json.RawMessage, error) { forwarded++; return json.RawMessage(`{"content":[]}`), nil }
+	next := func(context.Context, *Call) (json.RawMessage, error) {
+		forwarded++
+		return json.RawMessage(`{"content":[]}`), nil
+	}
 
 	c := policyCall(t, rt, `{"amount": 987654, "limit": 1}`)
 	var raw json.RawMessage
@@ -171,7 +174,10 @@ func TestAuthorizeAuthZEN(t *testing.T) {
 	s := testRouter(t, Options{})
 	stage := authorizeStage(s)
 	forwarded := 0
-	next := func(context.Context, *Call) (json.RawMessage, error) { forwarded++; return json.RawMessage(`{"content":[]}`), nil }
+	next := func(context.Context, *Call) (json.RawMessage, error) {
+		forwarded++
+		return json.RawMessage(`{"content":[]}`), nil
+	}
 
 	c := policyCall(t, rt, `{"amount": 5, "password": "hunter2-secret", "note": "carried-secret-0042"}`)
 	c.Caller.Secrets = map[string]string{"k": "carried-secret-0042"}
