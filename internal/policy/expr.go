@@ -49,6 +49,10 @@ var (
 	// ErrArgs: the call's arguments are past a bound of what an expression
 	// may read (ArgsError says which).
 	ErrArgs = errors.New("arguments cannot be evaluated")
+	// ErrRuntime: the expression failed on the values it read (a missing
+	// key, a value of another type, an index out of range); the error
+	// names the kind of failure, never a value.
+	ErrRuntime = errors.New("CEL evaluation error")
 )
 
 // Expr is one compiled condition. It is immutable and safe for concurrent
@@ -113,9 +117,9 @@ func Compile(src string) (*Expr, error) {
 func (x *Expr) Source() string { return x.src }
 
 // Eval evaluates x over v within CostLimit, stopping when ctx ends. An
-// error (ErrCostLimit, ErrInterrupted, ErrArgs, or a runtime error such as
-// a missing map key) leaves the result false; a decision fails closed on
-// it. v caches its converted arguments: evaluate every expression of one
+// error (ErrCostLimit, ErrInterrupted, ErrArgs, ErrRuntime — a missing map
+// key, a value of another type) leaves the result false; a decision fails
+// closed on it. No error quotes a value the call carried. v caches its converted arguments: evaluate every expression of one
 // call with the same *Vars, from one goroutine.
 func (x *Expr) Eval(ctx context.Context, v *Vars) (bool, error) {
 	out, _, err := x.prg.ContextEval(ctx, (*activation)(v))
@@ -141,5 +145,22 @@ func evalError(err error, v *Vars) error {
 	case errors.Is(err, ErrArgs) && v.argsErr != nil:
 		return v.argsErr
 	}
-	return err
+	return fmt.Errorf("%w: %s", ErrRuntime, failureKind(err.Error()))
+}
+
+// failureKind is what a CEL runtime error says without the values it may
+// quote (a map key, a string that is not a timestamp or a regexp, an
+// index the caller sent): its message up to the first colon when that is
+// plain words ("no such key", "no such overload", "index out of bounds"),
+// a conversion error (which names types only) whole, else "evaluation
+// error".
+func failureKind(msg string) string {
+	if strings.HasPrefix(msg, "type conversion error from '") && !strings.ContainsAny(msg, `":`) {
+		return msg
+	}
+	kind, _, _ := strings.Cut(msg, ":")
+	if len(kind) == 0 || len(kind) > 40 || strings.ContainsFunc(kind, func(r rune) bool { return r != ' ' && (r < 'a' || r > 'z') }) {
+		return "evaluation error"
+	}
+	return kind
 }

@@ -149,6 +149,31 @@ func TestCostLimit(t *testing.T) {
 	}
 }
 
+// TestRuntimeErrorsQuoteNoValue: a condition that fails on what the
+// caller sent says how it failed, never with the value (which CEL's own
+// messages quote).
+func TestRuntimeErrorsQuoteNoValue(t *testing.T) {
+	args := json.RawMessage(`{"s": "sekrit-val(", "l": [1], "i": 987654}`)
+	for expr, want := range map[string]string{
+		`args[args.s] == 1`:                       "no such key",
+		`args.s.matches(args.s)`:                  "error parsing regexp",
+		`timestamp(args.s) > timestamp(0)`:        "evaluation error",
+		`args.l[args.i] == 1`:                     "index out of bounds",
+		`int(args.s) > 1`:                         "type conversion error from 'string' to 'int'",
+		`args.s + 1 == 2`:                         "no such overload",
+		`args.s.size() / (args.l.size() - 1) > 0`: "division by zero",
+	} {
+		x, err := Compile(expr)
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		_, err = x.Eval(t.Context(), &Vars{Args: args})
+		if !errors.Is(err, ErrRuntime) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "sekrit") || strings.Contains(err.Error(), "987654") {
+			t.Errorf("%s: %v, want ErrRuntime saying %q and no value", expr, err, want)
+		}
+	}
+}
+
 // TestEvalInterrupted: an evaluation stops when the call's context ends.
 func TestEvalInterrupted(t *testing.T) {
 	x, err := Compile(`args.items.all(a, a >= 0)`)
