@@ -19,7 +19,7 @@ func FuzzArgsValue(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		v, err := ArgsValue(data)
+		v, err := argsValue(data)
 		if err != nil {
 			if !errors.Is(err, ErrArgs) {
 				t.Fatalf("%v: not an ArgsError", err)

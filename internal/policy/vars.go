@@ -112,7 +112,7 @@ func (a *activation) Parent() interpreter.Activation { return nil }
 // bound, an error value every expression reading them fails with.
 func (a *activation) argsVal() ref.Val {
 	if a.args == nil {
-		a.args, a.argsErr = ArgsValue(a.Args)
+		a.args, a.argsErr = argsValue(a.Args)
 		if a.argsErr != nil {
 			a.args = types.WrapErr(a.argsErr)
 		}
@@ -133,7 +133,7 @@ func (a *Annotations) val() ref.Val {
 // ArgsError is arguments past a bound of what an expression may read. It
 // names the bound, never a value.
 type ArgsError struct {
-	What string // "bytes", "depth", "values", "JSON", "a repeated member name"
+	What string // "bytes", "levels of nesting", "values", "JSON that does not parse", "a repeated member name"
 	Max  int    // the bound; 0 for JSON that does not parse
 }
 
@@ -146,13 +146,13 @@ func (e *ArgsError) Error() string {
 
 func (e *ArgsError) Unwrap() error { return ErrArgs }
 
-// ArgsValue converts a call's JSON arguments to the CEL value an
+// argsValue converts a call's JSON arguments to the CEL value an
 // expression reads as args, within MaxArgsBytes, MaxArgsDepth and
 // MaxArgsValues: objects are maps with string keys (a repeated member name
 // is an error), arrays are lists, numbers are int when they are integers
 // written without a fraction or exponent that fit in 64 bits and double
 // otherwise, null is null. Empty or null arguments are {}.
-func ArgsValue(raw json.RawMessage) (ref.Val, error) {
+func argsValue(raw json.RawMessage) (ref.Val, error) {
 	t := bytes.TrimSpace(raw)
 	if len(t) == 0 || string(t) == "null" {
 		return types.NewStringInterfaceMap(types.DefaultTypeAdapter, map[string]any{}), nil
