@@ -14,12 +14,19 @@
 // process in the middle includes what it did between its own turns (span
 // batches exported late), shared among its paths by their calls.
 //
+// The cel and authzen variants put issue 36's policy on the call path: one
+// policy.rules rule reading the arguments, or a policy.authzen decision
+// asked of a local endpoint (a process of its own, which decodes each
+// request and allows it).
+//
 //	go run ./bench/mcpbench [-duration 5s] [-sessions 1,16] [-telemetry off,100,1]
+//	go run ./bench/mcpbench -telemetry off,cel,authzen -sessions 1
 package main
 
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -51,16 +58,17 @@ import (
 )
 
 func main() {
-	role := flag.String("role", "", "internal: upstream, mux, revproxy or otlp")
+	role := flag.String("role", "", "internal: upstream, mux, revproxy, otlp or authzen")
 	upstreamURL := flag.String("upstream", "", "internal: upstream URL for -role mux and revproxy")
 	otlp := flag.String("otlp", "", "internal: OTLP/HTTP endpoint for -role mux (empty: telemetry off)")
 	ratio := flag.Float64("ratio", 1, "internal: share of new traces sampled for -role mux with -otlp")
 	limits := flag.String("limits", "", "internal: the limits rule of -role mux, shared through -redis")
+	policyBlock := flag.String("policy", "", "internal: the policy block of -role mux")
 	redisURL := flag.String("redis", "redis://127.0.0.1:6379", "Redis of the limits variants")
 	duration := flag.Duration("duration", 5*time.Second, "measuring time per run")
 	warmup := flag.Duration("warmup", time.Second, "warm-up time per run")
 	sessions := flag.String("sessions", "1,16", "comma-separated concurrent session counts")
-	variants := flag.String("telemetry", "off,100,1", "comma-separated mux variants: off, a percentage of traces sampled with OTLP export on, limits (a Redis-shared rate on the call path) or limits-inflight (a rate and calls in flight)")
+	variants := flag.String("telemetry", "off,100,1", "comma-separated mux variants: off, a percentage of traces sampled with OTLP export on, limits (a Redis-shared rate on the call path), limits-inflight (a rate and calls in flight), cel (one policy rule over the arguments) or authzen (a policy.authzen decision from a local endpoint)")
 	rounds := flag.Int("rounds", 5, "alternating direct/mux rounds the measuring time is split into")
 	profile := flag.String("muxprofile", "", "write the mux process's CPU profile to this file (FILE.telN for a telemetry variant's mux)")
 	flag.Parse()
@@ -76,7 +84,7 @@ func main() {
 		serveChild(mcpHandler(mcptest.NewServer("bench")))
 		return
 	case "mux":
-		serveMux(*upstreamURL, *otlp, *ratio, *limits, *redisURL)
+		serveMux(*upstreamURL, *otlp, *ratio, *limits, *redisURL, *policyBlock)
 		return
 	case "revproxy":
 		target, err := url.Parse(*upstreamURL)
@@ -91,6 +99,9 @@ func main() {
 		return
 	case "otlp":
 		serveChild(otlpHandler())
+		return
+	case "authzen":
+		serveChild(authzenHandler())
 		return
 	}
 	o := options{duration: *duration, warmup: *warmup, rounds: max(*rounds, 1), profile: *profile, redis: *redisURL}
@@ -132,12 +143,16 @@ func serveChild(h http.Handler) {
 // serveMux serves a mux in front of up; with otlp set it exports its spans
 // there, sampling ratio of new traces; with limits, that rule is on the
 // call path, its budget shared through the Redis at redisURL, and every
-// caller is served under a profile (the policy path of issue 22).
-func serveMux(up, otlp string, ratio float64, limits, redisURL string) {
+// caller is served under a profile (the policy path of issue 22); with
+// policyBlock, that is its policy block (issue 36).
+func serveMux(up, otlp string, ratio float64, limits, redisURL, policyBlock string) {
 	rules := ""
 	if limits != "" {
 		rules = `, "limits": {"rules": [` + limits + `]}` +
 			`, "profiles": {"bench": {"include_tools": ["bench_*"], "exclude_tools": ["bench_fail"]}}, "inbound": {"default_profile": "bench"}`
+	}
+	if policyBlock != "" {
+		rules += `, "policy": ` + policyBlock
 	}
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`{"mcpServers": {"bench": {"type": "http", "url": %q}}%s}`, up, rules)),
 		config.LoadOptions{Filename: "bench.json"})
@@ -171,6 +186,25 @@ func serveMux(up, otlp string, ratio float64, limits, redisURL string) {
 	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = srv.Close(ctx)
+}
+
+// authzenHandler is a local AuthZEN Access Evaluation endpoint: it
+// decodes each request, as a decision point must, and allows it.
+func authzenHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Subject  map[string]any `json:"subject"`
+			Action   map[string]any `json:"action"`
+			Resource map[string]any `json:"resource"`
+			Context  map[string]any `json:"context"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Action["name"] == nil {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"decision": true}`)
+	})
 }
 
 // mallocsPath reports the process's cumulative heap allocation count.

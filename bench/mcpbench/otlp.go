@@ -21,6 +21,11 @@ type variant struct {
 	// limits is the limits rule of a limits variant (telemetry off): a
 	// budget shared through Redis (-redis) that never refuses.
 	limits string
+	// policy is a policy variant's kind (telemetry off): "cel", one
+	// policy.rules rule that reads the arguments and never denies, or
+	// "authzen", a policy.authzen decision from a local endpoint that
+	// always allows.
+	policy string
 }
 
 // limitVariants are the mux variants with a Redis-shared limit on the
@@ -46,9 +51,13 @@ func parseVariants(s string) ([]variant, error) {
 			vs = append(vs, variant{name: f, limits: rule})
 			continue
 		}
+		if f == "cel" || f == "authzen" {
+			vs = append(vs, variant{name: f, policy: f})
+			continue
+		}
 		pct, err := strconv.ParseFloat(f, 64)
 		if err != nil || pct <= 0 || pct > 100 {
-			return nil, fmt.Errorf("bad variant %q: want off, limits, limits-inflight or a percentage in (0, 100]", f)
+			return nil, fmt.Errorf("bad variant %q: want off, limits, limits-inflight, cel, authzen or a percentage in (0, 100]", f)
 		}
 		vs = append(vs, variant{name: "tel" + f, ratio: pct / 100})
 	}
@@ -58,7 +67,7 @@ func parseVariants(s string) ([]variant, error) {
 // suffix is what the variant adds to a leg's name ("" for off, so that the
 // off rows keep today's names).
 func (v variant) suffix() string {
-	if v.ratio == 0 && v.limits == "" {
+	if v.ratio == 0 && v.limits == "" && v.policy == "" {
 		return ""
 	}
 	return "/" + v.name

@@ -39,11 +39,12 @@ type leg struct {
 }
 
 // fleet is the processes a run starts: the upstream, the reverse proxy, a
-// mux per telemetry variant and, when one exports, the OTLP receiver.
+// mux per telemetry variant and, when one exports, the OTLP receiver; when
+// one asks, the AuthZEN endpoint.
 type fleet struct {
-	up, rp, otlp *child
-	muxes        []*child
-	variants     []variant
+	up, rp, otlp, pdp *child
+	muxes             []*child
+	variants          []variant
 }
 
 func startFleet(o options) (*fleet, error) {
@@ -75,6 +76,13 @@ func (f *fleet) start(o options) (err error) {
 		if v.ratio > 0 {
 			args = append(args, "-otlp", "http://"+f.otlp.addr+"/"+v.name, "-ratio", strconv.FormatFloat(v.ratio, 'g', -1, 64))
 		}
+		if v.policy != "" {
+			block, err := f.policyBlock(v.policy)
+			if err != nil {
+				return err
+			}
+			args = append(args, "-policy", block)
+		}
 		mx, err := startChild(args...)
 		if err != nil {
 			return fmt.Errorf("mux%s: %w", v.suffix(), err)
@@ -84,10 +92,25 @@ func (f *fleet) start(o options) (err error) {
 	return nil
 }
 
+// policyBlock is the policy block of a policy variant's mux: for
+// "authzen", the endpoint's, started on first use.
+func (f *fleet) policyBlock(kind string) (string, error) {
+	if kind == "cel" {
+		return `{"rules": [{"name": "bench", "tool": "bench_echo", "condition": "args.text.size() > 100000 || args.text.startsWith('DROP ')", "effect": "deny"}]}`, nil
+	}
+	if f.pdp == nil {
+		var err error
+		if f.pdp, err = startChild("-role", "authzen"); err != nil {
+			return "", fmt.Errorf("authzen endpoint: %w", err)
+		}
+	}
+	return fmt.Sprintf(`{"authzen": {"url": "http://%s/access/v1/evaluation", "timeout_ms": 1000}}`, f.pdp.addr), nil
+}
+
 // profileFor names the CPU profile file of v's mux: file itself for off,
 // file.<variant> for the others.
 func profileFor(file string, v variant) string {
-	if file == "" || (v.ratio == 0 && v.limits == "") {
+	if file == "" || v.suffix() == "" {
 		return file
 	}
 	return file + "." + v.name
@@ -99,7 +122,7 @@ func (f *fleet) upURL() string { return "http://" + f.up.addr + "/mcp" }
 // spans as it closes).
 func (f *fleet) stop() {
 	f.stopMuxes()
-	for _, c := range []*child{f.rp, f.otlp, f.up} {
+	for _, c := range []*child{f.rp, f.otlp, f.pdp, f.up} {
 		if c != nil {
 			c.stop()
 		}

@@ -79,23 +79,31 @@ const MaxRecordBytes = 80 << 10
 
 // Record is one audited request.
 type Record struct {
-	Time       time.Time `json:"time"`
-	Kind       string    `json:"kind"`
-	RequestID  string    `json:"request_id,omitempty"`
-	TraceID    string    `json:"trace_id,omitempty"`
-	Caller     string    `json:"caller,omitempty"`
-	Thread     string    `json:"thread,omitempty"`
-	Session    string    `json:"session,omitempty"`
-	Protocol   string    `json:"protocol,omitempty"`
-	Server     string    `json:"server,omitempty"`
-	Tool       string    `json:"tool,omitempty"`
-	RawTool    string    `json:"raw_tool,omitempty"`
-	Prompt     string    `json:"prompt,omitempty"`
-	URI        string    `json:"uri,omitempty"`
-	Outcome    string    `json:"outcome"`
-	Denial     string    `json:"denial_reason,omitempty"`
-	ErrorType  string    `json:"error_type,omitempty"`
-	DurationMS float64   `json:"duration_ms"`
+	Time      time.Time `json:"time"`
+	Kind      string    `json:"kind"`
+	RequestID string    `json:"request_id,omitempty"`
+	TraceID   string    `json:"trace_id,omitempty"`
+	Caller    string    `json:"caller,omitempty"`
+	Thread    string    `json:"thread,omitempty"`
+	Session   string    `json:"session,omitempty"`
+	Protocol  string    `json:"protocol,omitempty"`
+	Server    string    `json:"server,omitempty"`
+	Tool      string    `json:"tool,omitempty"`
+	RawTool   string    `json:"raw_tool,omitempty"`
+	Prompt    string    `json:"prompt,omitempty"`
+	URI       string    `json:"uri,omitempty"`
+	Outcome   string    `json:"outcome"`
+	Denial    string    `json:"denial_reason,omitempty"`
+	// PolicyRule and PolicyEffect are policy.rules' decision: the rule that
+	// decided ("" when none matched) and its effect, allow or deny; absent
+	// when no rule applies to the call's method.
+	PolicyRule   string `json:"policy_rule,omitempty"`
+	PolicyEffect string `json:"policy_effect,omitempty"`
+	// AuthZEN is policy.authzen's outcome: allow, deny, error or
+	// circuit_open (on_error decided).
+	AuthZEN    string  `json:"authzen,omitempty"`
+	ErrorType  string  `json:"error_type,omitempty"`
+	DurationMS float64 `json:"duration_ms"`
 	// BytesIn and BytesOut are the sizes of the arguments (a resource's URI)
 	// and of the result; absent when 0.
 	BytesIn  int `json:"bytes_in,omitempty"`
@@ -309,6 +317,7 @@ func (r *Record) bound() {
 	r.RequestID = bounds.Clip(r.RequestID, reqid.MaxLen)
 	r.Caller = bounds.Clip(r.Caller, bounds.User)
 	r.Denial = bounds.Clip(r.Denial, bounds.Reason)
+	r.PolicyRule = bounds.Clip(r.PolicyRule, bounds.Name)
 	r.Server = bounds.Clip(r.Server, bounds.Name)
 	r.Protocol = bounds.Clip(r.Protocol, bounds.Name)
 	r.ErrorType = bounds.Clip(r.ErrorType, bounds.Name)

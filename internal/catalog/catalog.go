@@ -92,6 +92,7 @@ type Route[S any] struct {
 	routing config.Routing // effective routing (server routing + tool override)
 	idx     int            // position in Catalog.order
 	params  paramSpec      // x-mcp-header bindings of JSON, read on demand
+	annots  annotSpec      // the annotations of JSON, read on demand
 	// fixed are the arguments the tool's override sets in every call
 	// (Arguments, overrides.go); nil for none.
 	fixed *fixedArgs

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mcp-mux/mcp-mux/internal/config/internal/rawdoc"
+	"github.com/mcp-mux/mcp-mux/internal/policy"
 )
 
 // Approvers: who says yes to a call an approvals rule matches.
@@ -47,8 +48,9 @@ type ApprovalRule struct {
 	// destructiveHint (after overrides) is true.
 	Destructive bool
 	// Condition is a CEL expression over the call (package policy); ""
-	// matches every call the other fields match.
+	// matches every call the other fields match. Cond is it compiled.
 	Condition string
+	Cond      *policy.Expr
 	// Approver is ApproverCaller or ApproverOperator.
 	Approver string
 	// Wait is how long an operator-approved call waits for the decision.
@@ -122,7 +124,8 @@ func parseApprovalRule(o *object) (r ApprovalRule, ok bool) {
 	r.Destructive = o.boolean("destructive", false)
 	r.Condition = o.str("condition", "")
 	if r.Condition != "" {
-		if err := CheckCondition(r.Condition); err != nil {
+		var err error
+		if r.Cond, err = policy.Compile(r.Condition); err != nil {
 			o.f.problem(o.field("condition"), "rule %q: %v", r.Name, err)
 		}
 	}

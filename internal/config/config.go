@@ -51,6 +51,8 @@ type Config struct {
 	Limits Limits
 	// Approvals is the "approvals" block (config/approvals.go).
 	Approvals Approvals
+	// Policy is the "policy" block (config/policy.go).
+	Policy Policy
 	// Extra holds the unknown top-level keys (DeerFlow's "middlewares",
 	// "skills", …) verbatim, as written before $VAR expansion.
 	Extra map[string]json.RawMessage

@@ -18,6 +18,7 @@ func FuzzParse(f *testing.F) {
 		`{"mcpServers": {"a": {"command": "x", "routing": {"priority": 1e400}, "session_init_timeout": null}}}`,
 		`{"mcpServers": {"": {"transport": "sse"}}, "guardrails": {"allowed_tools": []}, "inbound": {"auth": {"mode": "jwt"}}}`,
 		`{"mcpServers": {"t": {"command": "x", "task_toolsets": [{"name": "n", "submit_tool": "a", "status_tool": "a", "cancel_tool": "c"}]}}}`,
+		`{"policy": {"rules": [{"name": "r", "tool": "*_x", "methods": ["prompts/get"], "condition": "args.a.b[0] > 1 && has(args.c)", "effect": "deny"}], "authzen": {"url": "http://127.0.0.1:1/x", "timeout_ms": 10}}}`,
 	} {
 		f.Add([]byte(s), false)
 	}

@@ -233,6 +233,7 @@ var muxBlocks = []struct {
 	{"telemetry", (*Config).parseTelemetry},
 	{"profiles", (*Config).parseProfiles},
 	{"limits", (*Config).parseLimits},
+	{"policy", (*Config).parsePolicy},
 	{"approvals", (*Config).parseApprovals},
 }
 

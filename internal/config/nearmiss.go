@@ -16,7 +16,7 @@ var serverKeys = []string{"enabled", "type", "transport", "command", "args", "en
 	"session_init_timeout", "tool_call_timeout", "task_toolsets", "session_scope", "max_sessions", "idle_timeout_seconds", "telemetry"}
 
 // topLevelKeys are the top-level keys mcp-mux reads.
-var topLevelKeys = []string{"mcpServers", "mcpInterceptors", "guardrails", "tool_search", "mcp_tasks", "store", "inbound", "admin", "telemetry", "profiles", "limits", "approvals"}
+var topLevelKeys = []string{"mcpServers", "mcpInterceptors", "guardrails", "tool_search", "mcp_tasks", "store", "inbound", "admin", "telemetry", "profiles", "limits", "policy", "approvals"}
 
 // likelyKey returns the known key that key is most likely a misspelling
 // of, or "" when none is close: at most one edit for keys of up to four

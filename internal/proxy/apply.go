@@ -119,8 +119,9 @@ type execution struct {
 }
 
 // build makes the new runtime for cfg, with no backends yet: its inbound
-// settings (authentication, origins), interceptors, catalog policy and
-// requestState sealer. It fails when the inbound settings cannot be built.
+// settings (authentication, origins), interceptors, catalog policy,
+// requestState sealer and policy block. It fails when the inbound
+// settings or the policy rules cannot be built.
 func (ex *execution) build(cfg *config.Config) error {
 	s := ex.s
 	auth, err := s.newAuthenticator(cfg)
@@ -146,6 +147,9 @@ func (ex *execution) build(cfg *config.Config) error {
 	rt.States = s.states
 	if k := cfg.Inbound.RequestStateKey; !k.IsZero() {
 		rt.States = seal.New(k.Reveal())
+	}
+	if rt.Authz, err = callpath.NewAuthz(cfg, ex.old.Authz, s.policy); err != nil {
+		return err
 	}
 	ex.rt = rt
 	return nil
@@ -329,12 +333,13 @@ func (ex *execution) forgetRemoved() {
 	}
 }
 
-// runtimeRefs counts the runtimes holding each upstream and headers
-// resolver (runtimes built by reloads share the ones whose settings did not
-// change), and closes each when the last runtime holding it is released.
+// runtimeRefs counts the runtimes holding each upstream, headers resolver
+// and AuthZEN client (runtimes built by reloads share the ones whose
+// settings did not change), and closes each when the last runtime holding
+// it is released.
 type runtimeRefs struct {
 	mu       sync.Mutex
-	refs     map[any]int // *upstream.Upstream and *headers.Resolver → runtimes holding it
+	refs     map[any]int // *upstream.Upstream, *headers.Resolver and *authzen.Client → runtimes holding it
 	retiring sync.WaitGroup
 	ctx      context.Context // cancelled by stop: retired runtimes close at once
 	stop     context.CancelFunc
@@ -350,11 +355,14 @@ func newRuntimeRefs(drain time.Duration, log hclog.Logger) *runtimeRefs {
 	return r
 }
 
-// hold counts rt's references to its upstreams and resolvers.
-// Requires applyMu.
+// hold counts rt's references to its upstreams, resolvers and AuthZEN
+// client. Requires applyMu.
 func (s *runtimeRefs) hold(rt *callpath.Runtime) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if rt.Authz != nil && rt.Authz.AuthZEN != nil {
+		s.refs[rt.Authz.AuthZEN]++
+	}
 	for _, b := range rt.Backends {
 		s.refs[b.Up]++
 		if b.Resolver != nil {
@@ -368,6 +376,12 @@ func (s *runtimeRefs) hold(rt *callpath.Runtime) {
 func (s *runtimeRefs) release(rt *callpath.Runtime) {
 	var wg sync.WaitGroup
 	s.mu.Lock()
+	if a := rt.Authz; a != nil && a.AuthZEN != nil {
+		if s.refs[a.AuthZEN]--; s.refs[a.AuthZEN] == 0 {
+			delete(s.refs, a.AuthZEN)
+			a.AuthZEN.Close()
+		}
+	}
 	for _, b := range rt.Backends {
 		if s.refs[b.Up]--; s.refs[b.Up] == 0 {
 			delete(s.refs, b.Up)

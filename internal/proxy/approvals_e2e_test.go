@@ -64,6 +64,7 @@ func approvalsConfig(upURL string, wait int) string {
 	return fmt.Sprintf(`{"mcpServers": {"up": {"type": "http", "url": %q}},
 	  "approvals": {"rules": [
 	    {"name": "servers", "tool": "up_wipe", "approver": "operator", "wait_seconds": %d, "expires_seconds": 60},
+	    {"name": "big-peeks", "tool": "up_peek", "condition": "args.path.startsWith('/big')", "approver": "caller"},
 	    {"name": "destructive", "destructive": true, "approver": "caller"}
 	  ]}}`, upURL, wait)
 }
@@ -186,6 +187,10 @@ func TestCallerApprovalGoSDK(t *testing.T) {
 			}
 			if res := callPath(t, cs, "up_peek", path); res.IsError || len(a.questions()) != 2 {
 				t.Fatalf("read-only call: %s, asked %d times (want no question)", resultText(res), len(a.questions()))
+			}
+			a.approve = true
+			if res := callPath(t, cs, "up_peek", "/big"+path); res.IsError || len(a.questions()) != 3 || !strings.Contains(a.questions()[2], `"big-peeks"`) {
+				t.Fatalf("read-only call the condition matches: %s, asked %q (want the big-peeks rule's question)", resultText(res), a.questions())
 			}
 			mute := (&asker{}).connect(t, m.ts.URL, pv, false)
 			res = callPath(t, mute, "up_remove", path+"-mute")

@@ -175,6 +175,7 @@ type Server struct {
 	tel     *telemetry.Telemetry
 	durable taskBridge         // the task service's lifecycle and events (tasks.go)
 	limits  *ratelimit.Limiter // the limits rules (package ratelimit)
+	policy  *callpath.PolicyMetrics
 }
 
 // New returns a Server with no upstreams; call Apply to configure it.
@@ -200,6 +201,8 @@ func New(opts Options) *Server {
 	s.reloads.register(s.metrics.reg)
 	opts.Telemetry.Registerer = s.metrics.reg
 	s.tel = telemetry.Start(opts.Telemetry, s.log)
+	s.policy = callpath.NewPolicyMetrics()
+	s.metrics.reg.MustRegister(s.policy.Collectors()...)
 	if err := opts.Audit.Register(s.metrics.reg); err != nil {
 		s.log.Error("audit: the record counters are off", "err", err)
 	}

@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path"
 	"slices"
 	"strings"
 	"time"
@@ -25,6 +24,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/approvals"
 	"github.com/mcp-mux/mcp-mux/internal/audit"
 	"github.com/mcp-mux/mcp-mux/internal/config"
+	"github.com/mcp-mux/mcp-mux/internal/policy"
 	"github.com/mcp-mux/mcp-mux/internal/seal"
 	"github.com/mcp-mux/mcp-mux/internal/secret"
 	"github.com/mcp-mux/mcp-mux/internal/telemetry"
@@ -52,7 +52,10 @@ func approvalsStage(s *Router) Stage {
 		Needed:  func(rt *Runtime) bool { return rt.Config != nil && len(rt.Config.Approvals.Rules) > 0 },
 		Wrap: func(next CallFunc) CallFunc {
 			return func(ctx context.Context, c *Call) (json.RawMessage, error) {
-				rule := c.approvalRule()
+				rule, err := c.approvalRule(ctx)
+				if err != nil { // a condition that fails to evaluate: the safe side
+					return c.notApproved(rule, fmt.Sprintf("%s on MCP server %q: the condition of approval rule %q could not be evaluated (%v). Nothing was sent to the server.", c.what(), c.Backend.Name, rule.Name, err))
+				}
 				if rule == nil {
 					return next(ctx, c)
 				}
@@ -70,26 +73,31 @@ func approvalsStage(s *Router) Stage {
 	}
 }
 
-// approvalRule is the first approvals rule of c's runtime that matches c.
-func (c *Call) approvalRule() *config.ApprovalRule {
+// approvalRule is the first approvals rule of c's runtime that matches c;
+// a condition that fails to evaluate returns its rule and the error.
+func (c *Call) approvalRule(ctx context.Context) (*config.ApprovalRule, error) {
 	rules := c.Runtime.Config.Approvals.Rules
+	var vars *policy.Vars // built for the first condition, shared by the rest
 	for i := range rules {
 		r := &rules[i]
 		switch {
 		case !slices.Contains(r.Methods, c.Method):
 		case r.Server != "" && r.Server != c.Backend.Name:
-		case r.Tool != "" && !globMatch(r.Tool, c.Name):
+		case r.Tool != "" && !policy.Glob(r.Tool, c.Name):
 		case r.Destructive && !c.destructive():
+		case r.Cond == nil:
+			return r, nil
 		default:
-			return r
+			if vars == nil {
+				vars = c.policyVars()
+			}
+			ok, err := r.Cond.Eval(ctx, vars)
+			if err != nil || ok {
+				return r, err
+			}
 		}
 	}
-	return nil
-}
-
-func globMatch(pattern, name string) bool {
-	ok, _ := path.Match(pattern, name)
-	return ok
+	return nil, nil
 }
 
 // destructive reports whether c calls a tool whose effective

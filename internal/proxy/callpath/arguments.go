@@ -40,6 +40,7 @@ func argumentsStage(s *Router) Stage {
 				if err != nil {
 					return nil, refusal{&jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("tool %q: %v", c.Name, err)}}
 				}
+				c.Applied = args
 				fwd, progress := forwardMeta(c.Meta)
 				c.back = returnPath{sink: c.Sink, panics: s.panics, progress: progress}
 				c.Upward = c.Era.Retry(wire.AppendCallParams(make([]byte, 0, len(args)+len(r.Raw)+len(fwd)+64), r.Raw, args, fwd))

@@ -55,6 +55,7 @@ type Call struct {
 	Backend *Backend        // route: the server the call goes to
 	Raw     string          // route: the tool's or prompt's name at its server
 	Upward  json.RawMessage // arguments: the params sent upstream
+	Applied json.RawMessage // arguments: tools/call: the arguments sent upstream (fixed ones set)
 	Record  audit.Entry     // audit: the call's record (zero when audit is off)
 
 	upHeader http.Header                     // credentials: the upstream headers
@@ -117,6 +118,7 @@ func (s *Router) Stages() []Stage {
 		outcomeStage(s),      // upstream.go: an upstream's failure as the caller gets it
 		contentStage(s),      // content.go: arguments and result on the span and record, where opted in
 		argumentsStage(s),    // arguments.go: the params sent upstream (fixed arguments, own names, _meta)
+		authorizeStage(s),    // authorize.go: policy.rules (CEL) and policy.authzen on what the call asks
 		approvalsStage(s),    // approvals.go: a human's yes before a call an approvals rule matches
 		tasksStage(s),        // tasks.go: a durable task's submit, a server's own task
 		interceptorsStage(s), // interceptors.go: the compiled-in interceptors

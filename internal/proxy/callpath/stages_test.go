@@ -106,7 +106,7 @@ func TestStagesListed(t *testing.T) {
 		}
 		names = append(names, st.Name)
 	}
-	want := "audit session route policy limits outcome content arguments approvals tasks interceptors credentials accounts"
+	want := "audit session route policy limits outcome content arguments authorize approvals tasks interceptors credentials accounts"
 	if got := strings.Join(names, " "); got != want {
 		t.Fatalf("stages %q, want %q", got, want)
 	}
@@ -129,7 +129,7 @@ func TestPipelineLeavesOutUnconfigured(t *testing.T) {
 	}
 	s := testRouter(t, Options{})
 	rt := s.rt.Load()
-	optional := []string{"audit", "limits", "content", "approvals", "interceptors", "credentials", "accounts"}
+	optional := []string{"audit", "limits", "content", "authorize", "approvals", "interceptors", "credentials", "accounts"}
 	in := assembled(s, rt)
 	for _, name := range optional {
 		if in[name] {
@@ -146,6 +146,11 @@ func TestPipelineLeavesOutUnconfigured(t *testing.T) {
 	}}
 	rt.Config.Limits.Rules = []config.LimitRule{{Name: "r", Scope: config.LimitScopeTool, InFlight: 1}}
 	rt.Config.Approvals.Rules = []config.ApprovalRule{{Name: "a", Approver: config.ApproverCaller, Methods: []string{"tools/call"}}}
+	rt.Config.Policy.Rules = []config.PolicyRule{{Name: "p", Condition: "true", Effect: config.PolicyAllow}}
+	var err error
+	if rt.Authz, err = NewAuthz(rt.Config, nil, nil); err != nil {
+		t.Fatal(err)
+	}
 	rt.Add(&Backend{Name: "s", Resolver: &headers.Resolver{}, Config: &config.Server{Telemetry: config.ServerTelemetry{Arguments: true}}, PerUser: true})
 	lim, err := ratelimit.New(ratelimit.Options{})
 	if err != nil {
