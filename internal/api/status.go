@@ -455,10 +455,10 @@ body.stale #stale { display:inline; }
 </section>
 <section>
   <h2>Pending approvals ({{.PendingApprovals}})</h2>
-  <table>
+  <div class="scroll"><table>
     <thead><tr><th>approval</th><th>caller</th><th>server</th><th>tool</th><th>rule</th><th>arguments (redacted)</th><th>expires</th></tr></thead>
     <tbody id="approvals">{{range .Approvals}}<tr data-approval="{{.ID}}"><td><code>{{.ID}}</code></td><td><code>{{.Caller}}</code></td><td>{{.Server}}</td><td>{{.Tool}}</td><td>{{.Rule}}</td><td><pre class="reason">{{.Preview}}</pre></td><td>{{when .Expires}}</td></tr>{{else}}<tr><td colspan="7" class="muted">no call waits for an approval</td></tr>{{end}}</tbody>
-  </table>
+  </table></div>
 </section>
 <section>
   <h2>Recent failed calls</h2>
