@@ -76,9 +76,13 @@ type Store struct {
 }
 
 // Telemetry is the "telemetry" block: OpenTelemetry traces over OTLP, off
-// by default. The standard OTEL_* variables win over it. Read at startup.
+// by default. The standard OTEL_* variables win over it, and turn export
+// on unless it says "enabled": false. Read at startup.
 type Telemetry struct {
 	Enabled bool
+	// Off: the block says "enabled": false (written, not the default), so
+	// the OTEL_* variables do not turn export on.
+	Off bool
 	// Endpoint is the OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT wins); a
 	// secret, since a URL may carry credentials.
 	Endpoint secret.Value
@@ -404,6 +408,7 @@ func (c *Config) parseAdmin(o *object) {
 func (c *Config) parseTelemetry(o *object) {
 	t := &c.Telemetry
 	t.Enabled = o.boolean("enabled", false)
+	t.Off = !t.Enabled && o.has("enabled")
 	t.Endpoint = o.secret("endpoint")
 	if !t.Endpoint.IsZero() {
 		// Never echoed: a URL may carry credentials.

@@ -98,6 +98,20 @@ func TestTelemetryTrustParent(t *testing.T) {
 	}
 }
 
+// TestTelemetryOff: only a written "enabled": false is Off, which keeps
+// the OTEL_* variables from turning export on (issue 39); an absent key,
+// an absent block or null leave it to them.
+func TestTelemetryOff(t *testing.T) {
+	for content, want := range map[string]bool{
+		`{}`: false, `{"telemetry": {}}`: false, `{"telemetry": {"enabled": null}}`: false,
+		`{"telemetry": {"enabled": true}}`: false, `{"telemetry": {"enabled": false}}`: true,
+	} {
+		if cfg := mustLoad(t, content, nil); cfg.Telemetry.Off != want {
+			t.Errorf("%s: Off = %v, want %v", content, cfg.Telemetry.Off, want)
+		}
+	}
+}
+
 func TestToolSearchClamp(t *testing.T) {
 	for value, want := range map[string]int{"0": 1, "-4": 1, "9": 5, "1": 1} {
 		cfg := mustLoad(t, `{"tool_search": {"auto_promote_top_k": `+value+`}}`, nil)

@@ -192,7 +192,7 @@ func New(opts Options) *Server {
 	s.subs = subscriptions.New(subscriptions.Options{UnsubscribeTimeout: callpath.NotifyTimeout})
 	s.bodies = admission.NewBodies(admission.BodyOptions{Max: callpath.MaxBody, Timeout: opts.BodyTimeout, Buffers: &s.buffers, Log: s.log})
 	s.reloads.register(s.metrics.reg)
-	opts.Telemetry.Registerer = s.metrics.reg
+	opts.Telemetry.Registerer, opts.Telemetry.Gatherer = s.metrics.reg, s.metrics.reg
 	s.tel = telemetry.Start(opts.Telemetry, s.log)
 	if err := opts.Audit.Register(s.metrics.reg); err != nil {
 		s.log.Error("audit: the record counters are off", "err", err)
