@@ -268,8 +268,9 @@ func (s *Server) openSessions(opts Options, replica string) {
 	s.sessions = sessions.New(o)
 }
 
-// Handler returns the HTTP handler: /mcp, /healthz, /readyz and /metrics,
-// all behind the Host and Origin checks (GuardHosts).
+// Handler returns the HTTP handler: /mcp, /healthz, /readyz and /metrics
+// (to whom admin.metrics says: metricsGate), all behind the Host and Origin
+// checks (GuardHosts).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mcpH := reqid.Tag(s.via.Guard(s.authenticate(s.mcpHandler()), via.GuardOptions{Log: s.log, RequestID: requestID}))
@@ -289,7 +290,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("DELETE /oauth/connections/{server}", s.authenticate(http.HandlerFunc(s.accounts.serveDisconnect)))
 	mux.HandleFunc("GET /healthz", serveHealth)
 	mux.HandleFunc("GET /readyz", s.serveReady)
-	mux.Handle("GET /metrics", s.metrics.handler())
+	mux.Handle("GET /metrics", s.metricsGate(s.metrics.handler()))
 	return s.panics.Handler(s.GuardHosts(mux))
 }
 
