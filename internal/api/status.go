@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mcp-mux/mcp-mux/internal/secret"
+	"github.com/mcp-mux/mcp-mux/internal/inbound"
 	"github.com/mcp-mux/mcp-mux/internal/status"
 	"github.com/mcp-mux/mcp-mux/internal/taskpoll"
 )
@@ -130,7 +130,7 @@ func (h *statusAPI) guard(next http.HandlerFunc) http.Handler {
 		if h.o.AdminToken != nil {
 			token = h.o.AdminToken()
 		}
-		if token != "" && !secret.Presented(r, token) {
+		if token != "" && !inbound.PresentsToken(r, token) {
 			if !scriptRequest(r) {
 				w.Header().Set("WWW-Authenticate", `Basic realm="mcp-mux status", charset="UTF-8"`)
 			}

@@ -9,8 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mcp-mux/mcp-mux/internal/config"
+	"github.com/mcp-mux/mcp-mux/internal/inbound"
 	"github.com/mcp-mux/mcp-mux/internal/proxy/callpath"
-	"github.com/mcp-mux/mcp-mux/internal/secret"
 )
 
 // metrics are the Server's Prometheus metrics, on a registry of its own.
@@ -90,7 +90,7 @@ func (s *Server) metricsGate(next http.Handler) http.Handler {
 			http.NotFound(w, r)
 			return
 		case config.MetricsAdminToken:
-			if !secret.Presented(r, adm.Token.Reveal()) {
+			if !inbound.PresentsToken(r, adm.Token.Reveal()) {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="mcp-mux metrics"`)
 				w.Header().Add("WWW-Authenticate", `Basic realm="mcp-mux metrics", charset="UTF-8"`)
 				http.Error(w, "/metrics needs the admin token (bearer, or as the Basic auth password)", http.StatusUnauthorized)
