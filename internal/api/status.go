@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/base64"
 	"fmt"
 	"html/template"
@@ -12,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcp-mux/mcp-mux/internal/inbound"
 	"github.com/mcp-mux/mcp-mux/internal/status"
 	"github.com/mcp-mux/mcp-mux/internal/taskpoll"
 )
@@ -149,7 +149,7 @@ func (h *statusAPI) guard(next http.HandlerFunc) http.Handler {
 		if h.o.AdminToken != nil {
 			token = h.o.AdminToken()
 		}
-		if token != "" && !presentsToken(r, token) {
+		if token != "" && !inbound.PresentsToken(r, token) {
 			if !scriptRequest(r) {
 				w.Header().Set("WWW-Authenticate", `Basic realm="mcp-mux status", charset="UTF-8"`)
 			}
@@ -168,16 +168,6 @@ func (h *statusAPI) guard(next http.HandlerFunc) http.Handler {
 func scriptRequest(r *http.Request) bool {
 	mode := r.Header.Get("Sec-Fetch-Mode")
 	return mode != "" && mode != "navigate"
-}
-
-func presentsToken(r *http.Request, token string) bool {
-	got := ""
-	if _, pw, ok := r.BasicAuth(); ok {
-		got = pw
-	} else if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-		got = strings.TrimSpace(v)
-	}
-	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
 }
 
 // report gathers the status now.
