@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/attribute"
@@ -25,6 +26,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/audit"
 	"github.com/mcp-mux/mcp-mux/internal/config"
 	"github.com/mcp-mux/mcp-mux/internal/policy"
+	"github.com/mcp-mux/mcp-mux/internal/reqid"
 	"github.com/mcp-mux/mcp-mux/internal/seal"
 	"github.com/mcp-mux/mcp-mux/internal/secret"
 	"github.com/mcp-mux/mcp-mux/internal/telemetry"
@@ -42,6 +44,19 @@ const (
 	// maxQuestionArgs bounds the redacted arguments a question shows.
 	maxQuestionArgs = 600
 )
+
+// approvalGate runs the approvals rules' questions and waits on the
+// Router's approvals Manager.
+type approvalGate struct {
+	m     *approvals.Manager
+	audit *audit.Auditor
+	log   hclog.Logger
+}
+
+// approvalGate is the Router's gate.
+func (s *Router) approvalGate() *approvalGate {
+	return &approvalGate{m: s.approvals, audit: s.audit, log: s.log}
+}
 
 // approvalsStage holds a call an approvals rule matches until it is
 // approved (approvals.go). Left out when there are no approvals rules.
@@ -64,10 +79,11 @@ func approvalsStage(s *Router) Stage {
 				}
 				telemetry.Event(ctx, "mcp_mux.approval", attribute.String("mcp_mux.approval.rule", rule.Name),
 					attribute.String("mcp_mux.approval.approver", rule.Approver))
+				g := s.approvalGate()
 				if rule.Approver == config.ApproverCaller {
-					return s.askCaller(ctx, c, rule, next)
+					return g.askCaller(ctx, c, rule, next)
 				}
-				return s.askOperator(ctx, c, rule, next)
+				return g.askOperator(ctx, c, rule, next)
 			}
 		},
 	}
@@ -146,21 +162,21 @@ func (c *Call) approvalRequest(rule *config.ApprovalRule) approvals.Request {
 
 // askCaller asks c's caller to approve c: live on a 2025-11-25 session, as
 // an input_required round on 2026-07-28 whose retry carries the answer.
-func (s *Router) askCaller(ctx context.Context, c *Call, rule *config.ApprovalRule, next CallFunc) (json.RawMessage, error) {
+func (g *approvalGate) askCaller(ctx context.Context, c *Call, rule *config.ApprovalRule, next CallFunc) (json.RawMessage, error) {
 	if id, approved, ok := approvalAnswer(c.Upward); ok {
 		c.Upward = RetryParams(c.Upward, nil, "")
-		return s.callerAnswered(ctx, c, rule, id, approved, next)
+		return g.callerAnswered(ctx, c, rule, id, approved, next)
 	}
 	if !supportsForm(c.Session) {
-		s.approvals.Count(rule.Name, "unaskable")
+		g.m.Count(rule.Name, "unaskable")
 		return c.notApproved(rule, fmt.Sprintf("%s on MCP server %q needs your approval (rule %q), and this client cannot be asked: it declared no form elicitation capability. Nothing was sent to the server.",
 			c.what(), c.Backend.Name, rule.Name))
 	}
 	q := c.approvalRequest(rule)
 	q.Once, q.Expires = true, min(q.Expires, seal.StateTTL) // a question lives as long as its requestState
-	rec, _, err := s.approvals.Ask(ctx, q)
+	rec, _, err := g.m.Ask(ctx, q)
 	if err != nil {
-		return c.notApproved(rule, s.approvalTrouble(ctx, err))
+		return c.notApproved(rule, g.approvalTrouble(ctx, err))
 	}
 	answered := false
 	ir := approvalInputRequired(c.question(rule, rec), rec.ID)
@@ -170,22 +186,22 @@ func (s *Router) askCaller(ctx context.Context, c *Call, rule *config.ApprovalRu
 		if !ok {
 			id, approved = rec.ID, false
 		}
-		return s.callerAnswered(ctx, c, rule, id, approved, next)
+		return g.callerAnswered(ctx, c, rule, id, approved, next)
 	})
 	if err != nil && !answered {
 		// A live question that failed (the client went away, or could
 		// not answer): the request no longer counts as pending.
-		_, _ = s.approvals.Decide(context.WithoutCancel(ctx), rec.ID, approvals.Deny, "caller", "not answered")
+		_, _ = g.m.Decide(context.WithoutCancel(ctx), rec.ID, approvals.Deny, "caller", "not answered")
 	}
 	return raw, err
 }
 
 // callerAnswered runs c once when its caller approved the request id —
 // theirs, for this very call — and refuses it otherwise.
-func (s *Router) callerAnswered(ctx context.Context, c *Call, rule *config.ApprovalRule, id string, approved bool, next CallFunc) (json.RawMessage, error) {
-	rec, err := s.approvals.Get(ctx, id)
+func (g *approvalGate) callerAnswered(ctx context.Context, c *Call, rule *config.ApprovalRule, id string, approved bool, next CallFunc) (json.RawMessage, error) {
+	rec, err := g.m.Get(ctx, id)
 	if err != nil {
-		return c.notApproved(rule, s.approvalTrouble(ctx, err))
+		return c.notApproved(rule, g.approvalTrouble(ctx, err))
 	}
 	q := c.approvalRequest(rule)
 	if rec.User != q.User || rec.Server != q.Server || rec.Tool != q.Tool || rec.Method != q.Method || rec.Rule != q.Rule || rec.Digest != approvals.Digest(q.Args) {
@@ -195,40 +211,40 @@ func (s *Router) callerAnswered(ctx context.Context, c *Call, rule *config.Appro
 	if approved {
 		decision = approvals.Approve
 	}
-	if _, err := s.approvals.Decide(ctx, id, decision, "caller", ""); err != nil {
-		return c.notApproved(rule, s.approvalTrouble(ctx, err))
+	if _, err := g.m.Decide(ctx, id, decision, "caller", ""); err != nil {
+		return c.notApproved(rule, g.approvalTrouble(ctx, err))
 	}
-	s.NoteApprovalDecision(ctx, rec, decision, "caller")
+	g.note(ctx, rec, decision, "caller")
 	if !approved {
 		return c.notApproved(rule, fmt.Sprintf("%s on MCP server %q was not approved; nothing was sent to the server.", c.what(), c.Backend.Name))
 	}
-	return s.runApproved(ctx, c, rule, id, next)
+	return g.runApproved(ctx, c, rule, id, next)
 }
 
 // askOperator records c as waiting for an operator and runs it once
 // approved: while it waits (rule.Wait), or on its identical retry.
-func (s *Router) askOperator(ctx context.Context, c *Call, rule *config.ApprovalRule, next CallFunc) (json.RawMessage, error) {
-	rec, fresh, err := s.approvals.Ask(ctx, c.approvalRequest(rule))
+func (g *approvalGate) askOperator(ctx context.Context, c *Call, rule *config.ApprovalRule, next CallFunc) (json.RawMessage, error) {
+	rec, fresh, err := g.m.Ask(ctx, c.approvalRequest(rule))
 	if err != nil {
-		return c.notApproved(rule, s.approvalTrouble(ctx, err))
+		return c.notApproved(rule, g.approvalTrouble(ctx, err))
 	}
 	if fresh {
-		s.logFor(ctx).Info("call waits for an operator's approval", "approval", rec.ID, "rule", rule.Name, "server", rec.Server, "tool", rec.Tool)
+		reqid.Logger(ctx, g.log).Info("call waits for an operator's approval", "approval", rec.ID, "rule", rule.Name, "server", rec.Server, "tool", rec.Tool)
 	}
 	if rec.State == approvals.Pending {
 		wctx, cancel := context.WithTimeout(ctx, rule.Wait)
-		rec, err = s.approvals.Wait(wctx, rec.ID)
+		rec, err = g.m.Wait(wctx, rec.ID)
 		cancel()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		if err != nil {
-			return c.notApproved(rule, s.approvalTrouble(ctx, err))
+			return c.notApproved(rule, g.approvalTrouble(ctx, err))
 		}
 	}
 	switch rec.State {
 	case approvals.Approved:
-		return s.runApproved(ctx, c, rule, rec.ID, next)
+		return g.runApproved(ctx, c, rule, rec.ID, next)
 	case approvals.Used: // approved, and taken by an identical call first
 		return c.notApproved(rule, fmt.Sprintf("approval %s was used already (an approval runs one call); call again to ask for a new one.", rec.ID))
 	case approvals.Denied:
@@ -243,30 +259,35 @@ func (s *Router) askOperator(ctx context.Context, c *Call, rule *config.Approval
 }
 
 // runApproved takes the approval id and runs c; a taken one is refused.
-func (s *Router) runApproved(ctx context.Context, c *Call, rule *config.ApprovalRule, id string, next CallFunc) (json.RawMessage, error) {
-	ok, err := s.approvals.Take(ctx, id)
+func (g *approvalGate) runApproved(ctx context.Context, c *Call, rule *config.ApprovalRule, id string, next CallFunc) (json.RawMessage, error) {
+	ok, err := g.m.Take(ctx, id)
 	if err != nil {
-		return c.notApproved(rule, s.approvalTrouble(ctx, err))
+		return c.notApproved(rule, g.approvalTrouble(ctx, err))
 	}
 	if !ok {
 		return c.notApproved(rule, fmt.Sprintf("approval %s was used already (an approval runs one call); call again to ask for a new one.", id))
 	}
-	s.approvals.Count(rule.Name, "ran")
+	g.m.Count(rule.Name, "ran")
 	c.Record.Approval = &audit.Approval{ID: id, Rule: rule.Name, Decision: approvals.Approve}
 	telemetry.Event(ctx, "mcp_mux.approval.granted", attribute.String("mcp_mux.approval.id", id))
 	return next(ctx, c)
 }
 
-// NoteApprovalDecision audits a decision on rec and counts it.
+// NoteApprovalDecision audits a decision on rec (an operator's, from the admin API) and counts it.
 func (s *Router) NoteApprovalDecision(ctx context.Context, rec *approvals.Record, decision, by string) {
-	s.approvals.Count(rec.Rule, decision)
-	if s.audit == nil {
+	s.approvalGate().note(ctx, rec, decision, by)
+}
+
+// note audits a decision on rec and counts it.
+func (g *approvalGate) note(ctx context.Context, rec *approvals.Record, decision, by string) {
+	g.m.Count(rec.Rule, decision)
+	if g.audit == nil {
 		return
 	}
-	e := s.audit.Start("approval")
+	e := g.audit.Start("approval")
 	e.Server, e.Tool = rec.Server, rec.Tool
 	e.Approval = &audit.Approval{ID: rec.ID, Rule: rec.Rule, Decision: decision, By: by}
-	s.audit.Finish(ctx, &e, audit.Caller{User: rec.User}, nil, nil)
+	g.audit.Finish(ctx, &e, audit.Caller{User: rec.User}, nil, nil)
 }
 
 // notApproved answers c with msg: a tool error for a tools/call, an
@@ -292,7 +313,7 @@ func (c *Call) what() string {
 
 // approvalTrouble is the message of a failed step; a store error is
 // logged, not shown (it may name the store).
-func (s *Router) approvalTrouble(ctx context.Context, err error) string {
+func (g *approvalGate) approvalTrouble(ctx context.Context, err error) string {
 	switch {
 	case errors.Is(err, approvals.ErrTooManyUser):
 		return "You have too many calls waiting for approval; wait for them to be decided or to expire. Nothing was sent to the server."
@@ -303,7 +324,7 @@ func (s *Router) approvalTrouble(ctx context.Context, err error) string {
 	case errors.Is(err, approvals.ErrDecided):
 		return "That approval was answered already; call again to ask for a new one. Nothing was sent to the server."
 	}
-	s.logFor(ctx).Error("approvals store", "err", err)
+	reqid.Logger(ctx, g.log).Error("approvals store", "err", err)
 	return "The approval could not be checked (the store is unreachable); nothing was sent to the server. Try again later."
 }
 
