@@ -34,7 +34,9 @@ type conn struct {
 	direct  *direct            // http only
 	modern  *modernreq.Request // a 2026-07-28 stdio session: the _meta its requests carry
 	cancel  context.CancelFunc
-	done    chan struct{} // closed when the session has ended
+	done    chan struct{} // closed when the session has ended (end)
+	ended   sync.Once
+	conns   *connTable // the table that holds it once it is up; close takes it out
 
 	mu         sync.Mutex
 	seq        uint64
@@ -126,13 +128,29 @@ func (u *Upstream) dialOnce(ctx context.Context, key Key, control bool) (*conn, 
 	}
 	c := d.adopt(cs, transport, hdr)
 	u.conns.add(cs, c)
-	go func() {
-		_ = cs.Wait()
-		u.conns.remove(cs)
-		close(c.done)
-	}()
+	c.conns = &u.conns
+	d.watchEnd()
 	d.setLogLevel()
 	return c, nil
+}
+
+// watchEnd arranges for the session's done to close when it ends by
+// itself. A raw connection (stdio, SSE) reports it from its reader (raw's
+// Ended). Over HTTP only the discovery session can end so: its event
+// stream may fail, and one goroutine per server waits for that. An HTTP
+// call session's SDK side does no I/O once initialized (its calls, their
+// streams and its notifications go direct; it has no standalone stream),
+// so only its close ends it, and an idle pooled session costs no goroutine
+// of mcp-mux's; an expired one is learnt from the 404 of its next call.
+func (d *dialing) watchEnd() {
+	c := d.c
+	if c.raw != nil || !d.control {
+		return
+	}
+	go func() {
+		_ = c.cs.Wait()
+		c.end()
+	}()
 }
 
 // dialing is the bring-up of one session (dial).
@@ -233,7 +251,7 @@ func (d *dialing) stdio() (mcp.Transport, string, error) {
 // connection before the SDK sees them (rawconn).
 func (d *dialing) raw(inner mcp.Transport) *rawconn.Transport {
 	u, c := d.u, d.c
-	return &rawconn.Transport{Inner: inner,
+	return &rawconn.Transport{Inner: inner, Ended: c.end,
 		Notify: func(method string, params json.RawMessage) bool {
 			if !forwardedNotifications[method] {
 				return false
@@ -343,9 +361,16 @@ func (c *conn) notRun(err error, start time.Time) bool {
 func (c *conn) close() {
 	if c.cs != nil {
 		_ = c.cs.Close()
+		if c.conns != nil {
+			c.conns.remove(c.cs)
+		}
 	}
 	c.kill()
+	c.end()
 }
+
+// end marks the session ended: done closes, once.
+func (c *conn) end() { c.ended.Do(func() { close(c.done) }) }
 
 func (c *conn) kill() {
 	c.cancel()

@@ -328,3 +328,38 @@ func TestCallAfterCloseFails(t *testing.T) {
 		})
 	}
 }
+
+// A discovery session that ends by itself (its stdio process killed, its
+// SSE stream closed by the server) is noticed from its connection's reader
+// and re-established: no goroutine of mcp-mux's waits on it.
+func TestDiscoverySessionEndNoticed(t *testing.T) {
+	t.Run("stdio", func(t *testing.T) {
+		name := "ended-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		u := start(t, stdioOptions(name, mcptest.StdioOptions{}))
+		first := mcptest.StdioServers(name)
+		if len(first) != 1 {
+			t.Fatalf("stdio servers before any call = %v, want the discovery session's one", first)
+		}
+		if err := syscall.Kill(first[0], syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 20*time.Second, "the discovery session to be re-established", func() bool {
+			now := mcptest.StdioServers(name)
+			return u.Reconnects() >= 1 && len(now) == 1 && now[0] != first[0]
+		})
+	})
+	t.Run("sse", func(t *testing.T) {
+		srv := mcptest.NewServer("old")
+		u := start(t, sseOptions(t, srv))
+		for ss := range srv.Sessions() {
+			_ = ss.Close()
+		}
+		waitFor(t, 20*time.Second, "the discovery session to be re-established", func() bool {
+			n := 0
+			for range srv.Sessions() {
+				n++
+			}
+			return u.Reconnects() >= 1 && n == 1
+		})
+	})
+}

@@ -3,6 +3,7 @@ package upstream_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -103,4 +104,77 @@ func TestPoolWaitBoundedByCallTimeout(t *testing.T) {
 	if n := u.Sessions(); n != 1 {
 		t.Errorf("Sessions() = %d, want 1", n)
 	}
+}
+
+// An idle pooled HTTP call session costs no goroutine of mcp-mux's (its
+// SDK side does no I/O once initialized: calls go direct), and still ends
+// as a session should: the idle sweep closes it with a DELETE the server
+// sees, and the next call on its key opens a new one.
+func TestIdleHTTPCallSessionsHoldNoMuxGoroutine(t *testing.T) {
+	srv := mcptest.NewServer("web")
+	o := httpOptions(t, srv)
+	o.IdleTimeout = 2 * time.Second
+	u := start(t, o)
+	serverSessions := func() int {
+		n := 0
+		for range srv.Sessions() {
+			n++
+		}
+		return n
+	}
+	base := settledMuxGoroutines(t)
+	const n = 4
+	for i := range n {
+		if got := callText(t, u, upstream.Key{Thread: fmt.Sprint("t", i)}, "count", ""); got != "1" {
+			t.Fatalf("count on thread %d = %s, want 1", i, got)
+		}
+	}
+	if s := u.Sessions(); s != n {
+		t.Fatalf("Sessions() = %d, want %d", s, n)
+	}
+	if got := settledMuxGoroutines(t); got > base {
+		t.Errorf("mcp-mux goroutines %d → %d with %d idle call sessions, want none added", base, got, n)
+	}
+	// The discovery session stays; the sweep DELETEs the idle call sessions.
+	waitFor(t, 20*time.Second, "the idle sweep to close the call sessions on the server", func() bool {
+		return u.Sessions() == 0 && serverSessions() == 1
+	})
+	if got := callText(t, u, upstream.Key{Thread: "t0"}, "count", ""); got != "1" {
+		t.Errorf("count on a new session after the sweep = %s, want 1", got)
+	}
+}
+
+// settledMuxGoroutines counts the goroutines running mcp-mux's upstream
+// code once the count holds still (what earlier tests left winds down).
+func settledMuxGoroutines(t *testing.T) int {
+	t.Helper()
+	count := func() int {
+		buf := make([]byte, 1<<20)
+		for {
+			n := runtime.Stack(buf, true)
+			if n < len(buf) {
+				buf = buf[:n]
+				break
+			}
+			buf = make([]byte, 2*len(buf))
+		}
+		c := 0
+		for g := range strings.SplitSeq(string(buf), "\n\n") {
+			if strings.Contains(g, "mcp-mux/internal/upstream.") {
+				c++
+			}
+		}
+		return c
+	}
+	last := count()
+	for range 100 {
+		time.Sleep(50 * time.Millisecond)
+		c := count()
+		if c == last {
+			return c
+		}
+		last = c
+	}
+	t.Fatalf("the goroutine count did not settle (last %d)", last)
+	return 0
 }

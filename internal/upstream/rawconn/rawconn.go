@@ -43,6 +43,9 @@ type Transport struct {
 	// Cancelled is offered each notifications/cancelled (its params) and
 	// reports whether it cancelled a request Request took.
 	Cancelled func(params json.RawMessage) bool
+	// Ended, if set, is called once when the connection ends: its reader
+	// failed (the server went away) or it was closed.
+	Ended func()
 
 	conn *Conn
 }
@@ -54,7 +57,7 @@ func (t *Transport) Connect(ctx context.Context) (mcp.Connection, error) {
 		return nil, err
 	}
 	t.conn = &Conn{Connection: c, pending: make(map[jsonrpc.ID]chan *jsonrpc.Response), closed: make(chan struct{}),
-		notify: t.Notify, request: t.Request, cancelled: t.Cancelled}
+		notify: t.Notify, request: t.Request, cancelled: t.Cancelled, ended: t.Ended}
 	return t.conn, nil
 }
 
@@ -68,6 +71,7 @@ type Conn struct {
 	notify    func(method string, params json.RawMessage) bool
 	request   func(c *Conn, id jsonrpc.ID, method string, params json.RawMessage) bool
 	cancelled func(params json.RawMessage) bool
+	ended     func()
 	seq       atomic.Uint64
 	mu        sync.Mutex
 	pending   map[jsonrpc.ID]chan *jsonrpc.Response
@@ -157,8 +161,15 @@ func (c *Conn) Close() error {
 	return c.Connection.Close()
 }
 
-// markClosed ends the Calls waiting and refuses new ones.
-func (c *Conn) markClosed() { c.closeOnce.Do(func() { close(c.closed) }) }
+// markClosed ends the Calls waiting, refuses new ones and reports the end.
+func (c *Conn) markClosed() {
+	c.closeOnce.Do(func() {
+		close(c.closed)
+		if c.ended != nil {
+			c.ended()
+		}
+	})
+}
 
 // Call sends one request and waits for its raw result. A JSON-RPC error is
 // returned as *wire.Error; a request that never left mcp-mux fails with
