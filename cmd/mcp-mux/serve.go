@@ -236,6 +236,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, env fun
 		return 1
 	}
 	log.Info("serving", "addr", ln.Addr().String(), "endpoint", "http://"+ln.Addr().String()+"/mcp", "servers", len(cfg.Servers))
+	if cfg.Admin.Metrics == config.MetricsOpsListener && ops == nil {
+		log.Warn(`admin.metrics is "ops_listener" but there is no --ops-listen: /metrics is served nowhere`)
+	}
 	sumCtx, stopSummary := context.WithCancel(ctx)
 	var summary sync.WaitGroup
 	summary.Go(func() { logSummary(sumCtx, log, srv) })

@@ -17,7 +17,8 @@ import (
 func routeOTelErrors(t config.Telemetry, env func(string) (string, bool), log hclog.Logger) {
 	var s secret.Scrubber
 	s.AddURL(t.Endpoint.Reveal())
-	for _, name := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"} {
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+		"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_HEADERS"} {
 		if v, ok := env(name); ok {
 			s.AddURL(v)
 			s.Add(v)
@@ -45,7 +46,7 @@ func callerIDs(cfg *config.Config, stateKey string) *secret.IDHash {
 // options (the OTEL_* variables, read through env, win over it); ids hash
 // the callers.
 func telemetryOptions(t config.Telemetry, ids *secret.IDHash, env func(string) (string, bool), log hclog.Logger) telemetry.Options {
-	return telemetry.Options{Enabled: t.Enabled, Endpoint: t.Endpoint.Reveal(), Protocol: t.Protocol, SampleRatio: t.SampleRatio,
+	return telemetry.Options{Enabled: t.Enabled, Off: t.Off, Endpoint: t.Endpoint.Reveal(), Protocol: t.Protocol, SampleRatio: t.SampleRatio,
 		TrustParent: t.TrustParent, UserID: t.UserID, IDs: ids, Version: version, Env: env, Log: log.Named("telemetry")}
 }
 

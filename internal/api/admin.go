@@ -275,12 +275,12 @@ func (a *admin) screenWritten(data []byte, cfg *config.Config, names []string) e
 }
 
 // sameLaunch reports whether a written server starts exactly as the stored
-// one does: same type, command, args and environment. Its enabled flag does
+// one does: same type, command, args, environment and working directory. Its enabled flag does
 // not count: enabling a server the file already runs that way launches
 // nothing the file did not say.
 func sameLaunch(old, s *config.Server) bool {
 	return old != nil && old.Type == s.Type && old.Command == s.Command && slices.Equal(old.Args, s.Args) &&
-		sameEnv(old.Env, s.Env)
+		sameEnv(old.Env, s.Env) && old.Cwd == s.Cwd
 }
 
 // sameEnv reports whether two environments hold the same values.

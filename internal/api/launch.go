@@ -13,7 +13,8 @@ package api
 // run those instead of a package). Launcher options must be ones the policy
 // knows; those that run shell text, load code or redirect what is fetched
 // are refused. For any other allowed command every argument is screened for
-// code-running flags.
+// code-running flags. A working directory (cwd) is refused: it decides
+// which local programs and settings a launcher loads.
 
 import (
 	"fmt"
@@ -200,7 +201,20 @@ func (p *launchPolicy) check(s *config.Server) error {
 	if err := p.checkArgs(s.Name, s.Command, s.Args); err != nil {
 		return err
 	}
-	return checkEnv(s.Name, s.Env)
+	if err := checkEnv(s.Name, s.Env); err != nil {
+		return err
+	}
+	return checkCwd(s.Name, s.Cwd)
+}
+
+// checkCwd refuses a working directory: the directory decides which local
+// programs (node_modules/.bin), settings (.npmrc, uv.toml, pyproject.toml)
+// and files a launcher loads, so only the file may set one.
+func checkCwd(name, cwd string) error {
+	if cwd == "" {
+		return nil
+	}
+	return fmt.Errorf("MCP server '%s' sets a working directory (cwd), which decides what local programs and settings its launcher loads; set it in the config file instead.", name)
 }
 
 // checkCommand requires a bare executable name that the policy allows: no

@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/base64"
 	"fmt"
 	"html/template"
@@ -12,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcp-mux/mcp-mux/internal/inbound"
 	"github.com/mcp-mux/mcp-mux/internal/status"
 	"github.com/mcp-mux/mcp-mux/internal/taskpoll"
 )
@@ -149,7 +149,7 @@ func (h *statusAPI) guard(next http.HandlerFunc) http.Handler {
 		if h.o.AdminToken != nil {
 			token = h.o.AdminToken()
 		}
-		if token != "" && !presentsToken(r, token) {
+		if token != "" && !inbound.PresentsToken(r, token) {
 			if !scriptRequest(r) {
 				w.Header().Set("WWW-Authenticate", `Basic realm="mcp-mux status", charset="UTF-8"`)
 			}
@@ -168,16 +168,6 @@ func (h *statusAPI) guard(next http.HandlerFunc) http.Handler {
 func scriptRequest(r *http.Request) bool {
 	mode := r.Header.Get("Sec-Fetch-Mode")
 	return mode != "" && mode != "navigate"
-}
-
-func presentsToken(r *http.Request, token string) bool {
-	got := ""
-	if _, pw, ok := r.BasicAuth(); ok {
-		got = pw
-	} else if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-		got = strings.TrimSpace(v)
-	}
-	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
 }
 
 // report gathers the status now.
@@ -455,10 +445,10 @@ body.stale #stale { display:inline; }
 </section>
 <section>
   <h2>Pending approvals ({{.PendingApprovals}})</h2>
-  <table>
+  <div class="scroll"><table>
     <thead><tr><th>approval</th><th>caller</th><th>server</th><th>tool</th><th>rule</th><th>arguments (redacted)</th><th>expires</th></tr></thead>
     <tbody id="approvals">{{range .Approvals}}<tr data-approval="{{.ID}}"><td><code>{{.ID}}</code></td><td><code>{{.Caller}}</code></td><td>{{.Server}}</td><td>{{.Tool}}</td><td>{{.Rule}}</td><td><pre class="reason">{{.Preview}}</pre></td><td>{{when .Expires}}</td></tr>{{else}}<tr><td colspan="7" class="muted">no call waits for an approval</td></tr>{{end}}</tbody>
-  </table>
+  </table></div>
 </section>
 <section>
   <h2>Recent failed calls</h2>

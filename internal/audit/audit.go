@@ -280,6 +280,16 @@ func (a *Auditor) Finish(ctx context.Context, e *Entry, c Caller, res json.RawMe
 	}
 }
 
+// Caller is a caller id as the records show it (Options.UserID: hashed
+// by default, plain or none, ""), for other logs that name callers (the
+// "audit" interceptor's line); a nil Auditor shows none.
+func (a *Auditor) Caller(id string) string {
+	if a == nil {
+		return ""
+	}
+	return a.user(id)
+}
+
 // user is a caller id as configured.
 func (a *Auditor) user(id string) string {
 	switch {

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -113,7 +114,7 @@ func Parse(data []byte, opts LoadOptions) (*Config, error) {
 	for _, d := range dups {
 		cfg.Warnings = append(cfg.Warnings, duplicateWarning(d))
 	}
-	problems := cfg.parseServers(root.Get("mcpServers"), opts.Listen)
+	problems := cfg.parseServers(root.Get("mcpServers"), opts.Listen, filepath.Dir(opts.Filename))
 	cfg.parseInterceptors(root.Get("mcpInterceptors"))
 	problems = append(problems, cfg.parseMuxBlocks(root)...)
 	cfg.keepUnknown(root)
@@ -172,7 +173,7 @@ func duplicateWarning(d rawdoc.DupKey) Problem {
 
 // parseServers validates every server in file order and returns the fatal
 // problems (only when mcpServers itself is malformed).
-func (c *Config) parseServers(n *rawdoc.Node, listen string) []Problem {
+func (c *Config) parseServers(n *rawdoc.Node, listen, dir string) []Problem {
 	if n == nil || n.Kind == rawdoc.Null {
 		return nil
 	}
@@ -183,7 +184,7 @@ func (c *Config) parseServers(n *rawdoc.Node, listen string) []Problem {
 		s, res := parseServer(name, n.Vals[i])
 		c.Warnings = append(c.Warnings, res.warnings...)
 		if len(res.problems) == 0 {
-			res.problems = selfProblems(s, listen)
+			res.problems = append(selfProblems(s, listen), cwdProblems(s, dir)...)
 		}
 		if len(res.problems) > 0 {
 			c.Invalid = append(c.Invalid, ServerError{Name: name, Problems: res.problems})

@@ -125,7 +125,7 @@ func TestEnvExpansion(t *testing.T) {
 	      "env": {"$TOKEN": "$TOKEN", "NESTED": "$UNSET"},
 	      "description": "$TOKEN",
 	      "routing": {"mode": "prefer", "keywords": ["$KW"]},
-	      "cwd": "$TOKEN"
+	      "autoApprove": "$TOKEN"
 	    }
 	  }
 	}`, env)
@@ -145,7 +145,7 @@ func TestEnvExpansion(t *testing.T) {
 	if v := s.Env["NESTED"]; v.Reveal() != "" {
 		t.Errorf("unset variable should expand to empty, got %q", v.Reveal())
 	}
-	if got := string(s.Extra["cwd"]); got != `"$TOKEN"` {
+	if got := string(s.Extra["autoApprove"]); got != `"$TOKEN"` {
 		t.Errorf("extras are kept verbatim: %s", got)
 	}
 	if got := string(cfg.Extra["middlewares"]); got != `["$TOKEN"]` {

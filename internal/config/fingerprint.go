@@ -10,7 +10,7 @@ import (
 )
 
 // Fingerprint returns a sha256 hex digest of the fields that define the
-// upstream connection: type, command, args, env, url, headers, oauth,
+// upstream connection: type, command, args, env, cwd, url, headers, oauth,
 // session_scope, the timeouts and the pool bounds. Two servers with the same fingerprint can
 // share a running upstream across a reload; description, routing, tools,
 // task_toolsets, user_auth and headers_from_context do not affect it and must
@@ -32,6 +32,7 @@ func (s *Server) Fingerprint() string {
 		Type, Command                       string
 		Args                                []string
 		Env                                 map[string]string
+		Cwd                                 string `json:",omitempty"`
 		URL                                 string
 		Headers                             map[string]string
 		OAuth                               *oauth
@@ -40,7 +41,7 @@ func (s *Server) Fingerprint() string {
 		MaxSessions                         int
 		IdleTimeout                         time.Duration
 	}{
-		Type: s.Type, Command: s.Command, Env: reveal(s.Env),
+		Type: s.Type, Command: s.Command, Env: reveal(s.Env), Cwd: s.Cwd,
 		URL: s.URL, Headers: reveal(s.Headers), SessionScope: s.SessionScope, ProtocolVersion: s.ProtocolVersion,
 		SessionInitTimeout: s.SessionInitTimeout, ToolCallTimeout: s.ToolCallTimeout,
 		MaxSessions: s.MaxSessions, IdleTimeout: s.IdleTimeout,

@@ -76,9 +76,13 @@ type Store struct {
 }
 
 // Telemetry is the "telemetry" block: OpenTelemetry traces over OTLP, off
-// by default. The standard OTEL_* variables win over it. Read at startup.
+// by default. The standard OTEL_* variables win over it, and turn export
+// on unless it says "enabled": false. Read at startup.
 type Telemetry struct {
 	Enabled bool
+	// Off: the block says "enabled": false (written, not the default), so
+	// the OTEL_* variables do not turn export on.
+	Off bool
 	// Endpoint is the OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT wins); a
 	// secret, since a URL may carry credentials.
 	Endpoint secret.Value
@@ -188,7 +192,23 @@ type Admin struct {
 	// AllowedEnv names the environment variables an admin API write may
 	// refer to as "$VAR" besides those the file's servers already use.
 	AllowedEnv []string
+	// Metrics is who may read /metrics on the main listener: MetricsOpen
+	// (default), MetricsAdminToken or MetricsOpsListener. The ops listener
+	// (--ops-listen) serves it open whatever this says. Read per request.
+	Metrics string
 }
+
+// admin.metrics values.
+const (
+	// MetricsOpen: anyone who reaches the main listener (the default).
+	MetricsOpen = "open"
+	// MetricsAdminToken: the admin token, as a bearer or the Basic auth
+	// password, as the status page takes it.
+	MetricsAdminToken = "admin_token"
+	// MetricsOpsListener: not on the main listener (404); only on the ops
+	// listener.
+	MetricsOpsListener = "ops_listener"
+)
 
 // defaultBlocks returns the mux blocks' defaults.
 func defaultBlocks() (Guardrails, ToolSearch, Tasks, Store, Inbound) {
@@ -242,6 +262,7 @@ var muxBlocks = []struct {
 func (c *Config) parseMuxBlocks(root *rawdoc.Node) []Problem {
 	f := &findings{}
 	c.Guardrails, c.ToolSearch, c.Tasks, c.Store, c.Inbound = defaultBlocks()
+	c.Admin.Metrics = MetricsOpen
 	c.Telemetry = Telemetry{Protocol: "http/protobuf", SampleRatio: 1, UserID: "hashed",
 		Audit: Audit{Output: "stderr", MaxFileMB: 100, Detail: "standard", UserID: "hashed", SlowCall: time.Second}}
 	for _, b := range muxBlocks {
@@ -395,6 +416,10 @@ func (c *Config) parseAdmin(o *object) {
 		}
 	}
 	c.Admin.AllowedEnv = o.strList("allowed_env")
+	c.Admin.Metrics = o.oneOf("metrics", MetricsOpen, MetricsOpen, MetricsAdminToken, MetricsOpsListener)
+	if c.Admin.Metrics == MetricsAdminToken && c.Admin.Token.IsZero() {
+		o.f.problem(o.field("metrics"), "is %q but admin.token is not set; set one, or choose %q or %q", MetricsAdminToken, MetricsOpen, MetricsOpsListener)
+	}
 	for i, v := range c.Admin.AllowedEnv {
 		if !isVarName(v) {
 			o.f.problem(fmt.Sprintf("%s[%d]", o.field("allowed_env"), i), "must be an environment variable name (letters, digits and _, not starting with a digit)")
@@ -406,6 +431,7 @@ func (c *Config) parseAdmin(o *object) {
 func (c *Config) parseTelemetry(o *object) {
 	t := &c.Telemetry
 	t.Enabled = o.boolean("enabled", false)
+	t.Off = !t.Enabled && o.has("enabled")
 	t.Endpoint = o.secret("endpoint")
 	if !t.Endpoint.IsZero() {
 		// Never echoed: a URL may carry credentials.

@@ -98,6 +98,34 @@ func TestTelemetryTrustParent(t *testing.T) {
 	}
 }
 
+// TestAdminMetrics: admin.metrics is open unless set (issue 39), also
+// without an admin block.
+func TestAdminMetrics(t *testing.T) {
+	for content, want := range map[string]string{
+		`{}`: MetricsOpen, `{"admin": {"token": "t"}}`: MetricsOpen,
+		`{"admin": {"token": "t", "metrics": "admin_token"}}`: MetricsAdminToken,
+		`{"admin": {"metrics": "ops_listener"}}`:              MetricsOpsListener,
+	} {
+		if cfg := mustLoad(t, content, nil); cfg.Admin.Metrics != want {
+			t.Errorf("%s: metrics %q, want %q", content, cfg.Admin.Metrics, want)
+		}
+	}
+}
+
+// TestTelemetryOff: only a written "enabled": false is Off, which keeps
+// the OTEL_* variables from turning export on (issue 39); an absent key,
+// an absent block or null leave it to them.
+func TestTelemetryOff(t *testing.T) {
+	for content, want := range map[string]bool{
+		`{}`: false, `{"telemetry": {}}`: false, `{"telemetry": {"enabled": null}}`: false,
+		`{"telemetry": {"enabled": true}}`: false, `{"telemetry": {"enabled": false}}`: true,
+	} {
+		if cfg := mustLoad(t, content, nil); cfg.Telemetry.Off != want {
+			t.Errorf("%s: Off = %v, want %v", content, cfg.Telemetry.Off, want)
+		}
+	}
+}
+
 func TestToolSearchClamp(t *testing.T) {
 	for value, want := range map[string]int{"0": 1, "-4": 1, "9": 5, "1": 1} {
 		cfg := mustLoad(t, `{"tool_search": {"auto_promote_top_k": `+value+`}}`, nil)
@@ -164,6 +192,8 @@ func TestMuxBlockProblems(t *testing.T) {
 		{`{"admin": {"token": ""}}`, []string{
 			"admin.token: must not be empty; set a token, or remove admin.token to turn the admin API off"}},
 		{`{"admin": {"token": 5, "user": "x"}}`, []string{"admin.token: must be a string, not a number", "admin.user: unknown key"}},
+		{`{"admin": {"token": "t", "metrics": "token"}}`, []string{"admin.metrics: must be one of 'open', 'admin_token' or 'ops_listener'"}},
+		{`{"admin": {"metrics": "admin_token"}}`, []string{`admin.metrics: is "admin_token" but admin.token is not set; set one, or choose "open" or "ops_listener"`}},
 		{`{"telemetry": {"trust_parent": "yes"}}`, []string{"telemetry.trust_parent: must be a boolean, not a string"}},
 		{`{"telemetry": {"trust_parents": true}}`, []string{`telemetry.trust_parents: unknown key; did you mean "trust_parent"?`}},
 		{`{"admin": {"allowed_env": ["OK_1", "1BAD", "A-B", ""]}}`, []string{

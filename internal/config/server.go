@@ -57,6 +57,10 @@ type Server struct {
 	Command string
 	Args    []string
 	Env     map[string]secret.Value
+	// Cwd is the working directory of the server's processes: an existing
+	// directory, absolute (a relative "cwd" is taken from the config
+	// file's directory); "" for mcp-mux's own.
+	Cwd string
 
 	// http, sse. Header names keep their original spellings.
 	URL     string
@@ -96,8 +100,8 @@ type Server struct {
 	// its calls (its "telemetry" object; nothing by default).
 	Telemetry ServerTelemetry
 
-	// Extra holds unknown server keys (e.g. DeerFlow's "cwd") verbatim, as
-	// written before $VAR expansion.
+	// Extra holds unknown server keys (e.g. Cline's "autoApprove")
+	// verbatim, as written before $VAR expansion.
 	Extra map[string]json.RawMessage
 	// Raw is the server's object as written in the file, before $VAR
 	// expansion (compact JSON, keys in file order), for round-tripping.
@@ -293,7 +297,7 @@ func parseServer(name string, n *rawdoc.Node) (*Server, serverResult) {
 }
 
 // readTransport reads how the server is reached: enabled, type, command,
-// args, env (warning about unset variables) and url.
+// args, env (warning about unset variables), url and cwd.
 func (s *Server) readTransport(o *object) {
 	s.Enabled = o.boolean("enabled", true)
 	s.Type = serverType(o)
@@ -309,6 +313,7 @@ func (s *Server) readTransport(o *object) {
 		}
 	}
 	s.URL = o.str("url", "")
+	s.readCwd(o)
 }
 
 // readSettings reads the description, naming, timeouts, session scope,

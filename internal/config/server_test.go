@@ -413,7 +413,7 @@ func TestTaskToolsets(t *testing.T) {
 }
 
 func TestServerDefaultsAndExtras(t *testing.T) {
-	s, problems, warnings := problemsOf(t, `{"command": "x", "cwd": "/srv", "custom": {"a": [1, "$X"]}}`, nil)
+	s, problems, warnings := problemsOf(t, `{"command": "x", "autoApprove": ["read"], "custom": {"a": [1, "$X"]}}`, nil)
 	if s == nil {
 		t.Fatalf("problems: %q", problems)
 	}
@@ -421,10 +421,10 @@ func TestServerDefaultsAndExtras(t *testing.T) {
 		s.ToolCallTimeout != 0 || s.Routing.Mode != RoutingOff || s.Routing.Priority != 0 || len(warnings) != 0 {
 		t.Errorf("defaults = %+v", s)
 	}
-	if string(s.Extra["cwd"]) != `"/srv"` || string(s.Extra["custom"]) != `{"a":[1,"$X"]}` || len(s.Extra) != 2 {
+	if string(s.Extra["autoApprove"]) != `["read"]` || string(s.Extra["custom"]) != `{"a":[1,"$X"]}` || len(s.Extra) != 2 {
 		t.Errorf("extra = %v", s.Extra)
 	}
-	if string(s.Raw) != `{"command":"x","cwd":"/srv","custom":{"a":[1,"$X"]}}` {
+	if string(s.Raw) != `{"command":"x","autoApprove":["read"],"custom":{"a":[1,"$X"]}}` {
 		t.Errorf("raw = %s", s.Raw)
 	}
 	for value, want := range map[string]string{

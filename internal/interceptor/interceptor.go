@@ -5,7 +5,8 @@
 // tools/call in list order (the first listed is outermost). DeerFlow's
 // entries are Python import paths; those, like any unknown name, are
 // reported and skipped. Interceptors see who called which tool and how it
-// ended, never arguments, results' content, headers or secrets.
+// ended (the caller as the audit records show it), never arguments,
+// results' content, headers or secrets.
 package interceptor
 
 import (
@@ -45,6 +46,10 @@ type Interceptor func(ctx context.Context, c *Call, next Next) (json.RawMessage,
 // Options are what a built-in may use.
 type Options struct {
 	Logger hclog.Logger
+	// User is how a caller id appears in a log line: as the audit records
+	// show it (audit.Auditor.Caller: hashed unless telemetry.audit.user_id
+	// says plain or none). Nil, or "" for an id: no caller in the line.
+	User func(id string) string
 }
 
 // builtins is the registry: the only place interceptor names are defined.

@@ -132,7 +132,7 @@ func (ex *execution) build(cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
-	icepts, ipro := interceptor.Build(cfg.Interceptors, interceptor.Options{Logger: s.log})
+	icepts, ipro := interceptor.Build(cfg.Interceptors, interceptor.Options{Logger: s.log, User: s.opts.Audit.Caller})
 	for _, p := range ipro {
 		s.log.Warn("skipping interceptor", "reason", p)
 	}

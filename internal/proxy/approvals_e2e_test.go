@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -91,7 +92,8 @@ func approvalsMuxWith(t *testing.T, cfg string, env map[string]string, rc *store
 	routes := http.NewServeMux()
 	api.MountAdmin(routes, api.AdminOptions{Path: "/nonexistent.json", Token: func() secret.Value { return "admin-token" }, Approvals: m.srv.Approvals()})
 	routes.Handle("/", m.srv.Handler())
-	m.ts.Config.Handler = routes
+	m.ts = httptest.NewServer(routes) // the first one stays as startMuxEnv made it (and closes it)
+	t.Cleanup(m.ts.Close)
 	return m
 }
 

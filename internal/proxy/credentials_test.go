@@ -27,9 +27,11 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-mux/mcp-mux/internal/audit"
 	"github.com/mcp-mux/mcp-mux/internal/config"
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/internal/proxy"
+	"github.com/mcp-mux/mcp-mux/internal/secret"
 )
 
 // startMuxEnv is startMux with $VAR expansion from env and Trace logging; it
@@ -934,7 +936,13 @@ func TestAuditInterceptor(t *testing.T) {
 	  "mcpInterceptors": ["audit", "my_package.mcp.auth:build_auth_interceptor"],
 	  "mcpServers": {"up": {"type": "http", "url": %q, "headers": {"X-Key": "sekrit-static-audit-8e9f"},
 	    "user_auth": {"users": {"alice": "Bearer sekrit-user-audit-0a1b"}}}}}`, up.url())
-	m, _ := startMuxEnv(t, cfg, nil, proxy.Options{})
+	// Records off; the line shows callers as records would: hashed (issue 39).
+	ids := secret.NewIDHash("audit-interceptor-key")
+	a, err := audit.New(audit.Options{IDs: ids})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := startMuxEnv(t, cfg, nil, proxy.Options{Audit: a})
 	alice, _ := connectAs(t, m.ts.URL, "X-Mux-User", "alice")
 	bob, _ := connectAs(t, m.ts.URL, "X-Mux-User", "bob")
 	ctx := withHeaders(context.Background(), "X-Mux-Thread-Id", "thread-42")
@@ -985,9 +993,9 @@ func TestAuditInterceptor(t *testing.T) {
 		t.Fatalf("%d audit lines for 3 calls: %+v", len(audits), audits)
 	}
 	want := []line{
-		{User: "alice", Thread: "thread-42", Server: "up", Tool: "up_echo", Outcome: "ok"},
-		{User: "alice", Thread: "thread-42", Server: "up", Tool: "up_fail", Outcome: "tool_error"},
-		{User: "bob", Thread: bob.ID(), Server: "up", Tool: "up_headers"},
+		{User: ids.Of("alice"), Thread: "thread-42", Server: "up", Tool: "up_echo", Outcome: "ok"},
+		{User: ids.Of("alice"), Thread: "thread-42", Server: "up", Tool: "up_fail", Outcome: "tool_error"},
+		{User: ids.Of("bob"), Thread: bob.ID(), Server: "up", Tool: "up_headers"},
 	}
 	for i, w := range want {
 		a := audits[i]

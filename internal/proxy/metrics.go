@@ -8,6 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/mcp-mux/mcp-mux/internal/config"
+	"github.com/mcp-mux/mcp-mux/internal/inbound"
 	"github.com/mcp-mux/mcp-mux/internal/proxy/callpath"
 )
 
@@ -71,6 +73,32 @@ func (m *metrics) forget(name string) {
 	}{m.calls, m.duration, m.discovery} {
 		vec.DeletePartialMatch(prometheus.Labels{"server": name})
 	}
+}
+
+// metricsGate serves /metrics on the main listener to whom the current
+// config's admin.metrics says: anyone (open), a request presenting the
+// admin token (admin_token: 401 otherwise, with both challenges), no one
+// (ops_listener: 404, as an unknown route).
+func (s *Server) metricsGate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var adm config.Admin
+		if cfg := s.Config(); cfg != nil {
+			adm = cfg.Admin
+		}
+		switch adm.Metrics {
+		case config.MetricsOpsListener:
+			http.NotFound(w, r)
+			return
+		case config.MetricsAdminToken:
+			if !inbound.PresentsToken(r, adm.Token.Reveal()) {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="mcp-mux metrics"`)
+				w.Header().Add("WWW-Authenticate", `Basic realm="mcp-mux metrics", charset="UTF-8"`)
+				http.Error(w, "/metrics needs the admin token (bearer, or as the Basic auth password)", http.StatusUnauthorized)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func (m *metrics) handler() http.Handler {

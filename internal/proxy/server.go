@@ -199,7 +199,7 @@ func New(opts Options) *Server {
 	s.subs = subscriptions.New(subscriptions.Options{UnsubscribeTimeout: callpath.NotifyTimeout})
 	s.bodies = admission.NewBodies(admission.BodyOptions{Max: callpath.MaxBody, Timeout: opts.BodyTimeout, Buffers: &s.buffers, Log: s.log})
 	s.reloads.register(s.metrics.reg)
-	opts.Telemetry.Registerer = s.metrics.reg
+	opts.Telemetry.Registerer, opts.Telemetry.Gatherer = s.metrics.reg, s.metrics.reg
 	s.tel = telemetry.Start(opts.Telemetry, s.log)
 	s.policy = callpath.NewPolicyMetrics()
 	s.metrics.reg.MustRegister(s.policy.Collectors()...)
@@ -278,8 +278,9 @@ func (s *Server) openSessions(opts Options, replica string) {
 	s.sessions = sessions.New(o)
 }
 
-// Handler returns the HTTP handler: /mcp, /healthz, /readyz and /metrics,
-// all behind the Host and Origin checks (GuardHosts).
+// Handler returns the HTTP handler: /mcp, /healthz, /readyz and /metrics
+// (to whom admin.metrics says: metricsGate), all behind the Host and Origin
+// checks (GuardHosts).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mcpH := reqid.Tag(s.via.Guard(s.authenticate(s.mcpHandler()), via.GuardOptions{Log: s.log, RequestID: requestID}))
@@ -299,7 +300,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("DELETE /oauth/connections/{server}", s.authenticate(http.HandlerFunc(s.accounts.serveDisconnect)))
 	mux.HandleFunc("GET /healthz", serveHealth)
 	mux.HandleFunc("GET /readyz", s.serveReady)
-	mux.Handle("GET /metrics", s.metrics.handler())
+	mux.Handle("GET /metrics", s.metricsGate(s.metrics.handler()))
 	return s.panics.Handler(s.GuardHosts(mux))
 }
 

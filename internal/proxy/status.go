@@ -130,24 +130,24 @@ func addServer(st *Status, ss *ServerStatus, counts map[string]catalog.ToolCount
 	st.Servers = append(st.Servers, *ss)
 }
 
-// stderrMark starts the stderr lines a stdio server's reason ends with.
-const stderrMark = "; stderr: "
-
 // errorCause is the most specific part of a discovery error: the last
 // ": "-separated part of its text outside quotes ("connection refused" of
 // "…: dial tcp 127.0.0.1:1: connect: connection refused"), followed, for a
-// stdio server, by its last stderr line. It reads the error's text, which
-// is scrubbed of credentials, never the chain beneath it. "" when the text
-// is a single part.
+// stdio server, by its last stderr line (cut to 200 characters). It reads
+// the error's text and the stderr lines, which are scrubbed of credentials,
+// never the chain beneath them. "" when the text is a single part and
+// there is no stderr line (the cause would repeat the reason).
 func errorCause(err error) string {
-	text, stderr, _ := strings.Cut(err.Error(), stderrMark)
+	text, last := err.Error(), ""
+	if se, ok := errors.AsType[*upstream.StderrError](err); ok {
+		text, last = se.Err.Error(), se.Last
+	}
 	parts := splitOutsideQuotes(text, ": ")
-	if len(parts) < 2 {
+	if len(parts) < 2 && last == "" {
 		return ""
 	}
 	cause := strings.TrimSpace(parts[len(parts)-1])
-	if lines := strings.Split(stderr, " | "); stderr != "" {
-		last := lines[len(lines)-1]
+	if last != "" {
 		if r := []rune(last); len(r) > 200 {
 			last = string(r[:200]) + "…"
 		}

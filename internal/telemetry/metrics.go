@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	prombridge "go.opentelemetry.io/contrib/bridges/prometheus"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
@@ -23,8 +24,10 @@ import (
 // Prometheus series: a Prometheus reader on the same registry (so
 // /metrics serves them beside the mcp_mux_* series, as
 // mcp_server_operation_duration_seconds and so on), and with export on an
-// OTLP reader too. Latency histograms carry the trace id of a sampled span
-// as an exemplar.
+// OTLP reader too, which also carries the registry's mcp_mux_* series
+// through the Prometheus bridge (go.opentelemetry.io/contrib/bridges/
+// prometheus). Latency histograms carry the trace id of a sampled span as
+// an exemplar.
 
 // durationBuckets are the operation histograms' bounds, in seconds.
 var durationBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
@@ -101,7 +104,8 @@ func (k setKey) set() attribute.Set {
 }
 
 // newMeters starts the meter provider: its Prometheus reader registers
-// with reg (nil: none), its OTLP reader exports when otlp is set.
+// with reg (nil: none), its OTLP reader exports when otlp is set, with
+// o.Gatherer's mcp_mux_* series.
 func newMeters(ctx context.Context, reg prometheus.Registerer, res *resource.Resource, otlp bool, o Options, env func(string) (string, bool)) (*meters, error) {
 	// Every label value is bounded at the edge (names not in the caller's
 	// view are "_unknown"); the cardinality limit bounds each instrument's
@@ -122,7 +126,11 @@ func newMeters(ctx context.Context, reg prometheus.Registerer, res *resource.Res
 		if err != nil {
 			return nil, err
 		}
-		opts = append(opts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp)))
+		var ro []sdkmetric.PeriodicReaderOption
+		if o.Gatherer != nil {
+			ro = append(ro, sdkmetric.WithProducer(prombridge.NewMetricProducer(prombridge.WithGatherer(muxSeries{o.Gatherer}))))
+		}
+		opts = append(opts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp, ro...)))
 	}
 	mp := sdkmetric.NewMeterProvider(opts...)
 	meter := mp.Meter("github.com/mcp-mux/mcp-mux")
@@ -145,7 +153,7 @@ func metricExporter(ctx context.Context, o Options, env func(string) (string, bo
 	_, endpointEnv := env("OTEL_EXPORTER_OTLP_ENDPOINT")
 	_, metricsEndpointEnv := env("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
 	useConfig := o.Endpoint != "" && !endpointEnv && !metricsEndpointEnv
-	if protocol(o, env) == "grpc" {
+	if protocol(o, env, "METRICS") == "grpc" {
 		var opts []otlpmetricgrpc.Option
 		if useConfig {
 			opts = append(opts, otlpmetricgrpc.WithEndpointURL(o.Endpoint))

@@ -12,10 +12,12 @@
 //
 // Metrics in the conventions (mcp.server.operation.duration and the rest)
 // are recorded always, beside mcp-mux's own Prometheus series; export
-// (traces and metrics over OTLP) is off by default. With it off no span is
-// started, and a caller's trace context goes upstream only from a trusted
-// parent. The standard OTEL_* variables configure the exporters, the
-// sampler and the resource, and win over the config block's settings.
+// (traces and metrics over OTLP, the mcp_mux_* series with the MCP ones) is
+// off by default, turned on by the config block or the standard OTEL_*
+// variables (export.go says which wins). With it off no span is started,
+// and a caller's trace context goes upstream only from a trusted parent.
+// The OTEL_* variables configure the exporters, the sampler and the
+// resource, and win over the config block's settings.
 package telemetry
 
 import (
@@ -45,9 +47,13 @@ const SchemaURL = semconv.SchemaURL
 
 // Options configure New.
 type Options struct {
-	// Enabled turns export on; OTEL_SDK_DISABLED=true or
-	// OTEL_TRACES_EXPORTER=none turn it off again.
+	// Enabled turns export on (the block's "enabled": true);
+	// OTEL_SDK_DISABLED=true or OTEL_<SIGNAL>_EXPORTER=none turn it off
+	// again (signals).
 	Enabled bool
+	// Off is the block's explicit "enabled": false: the OTEL_* variables
+	// do not turn export on.
+	Off bool
 	// Endpoint is the OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT and
 	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT win); empty: the exporter's default.
 	Endpoint string
@@ -75,7 +81,10 @@ type Options struct {
 	// Registerer serves the MCP metrics beside mcp-mux's Prometheus
 	// series (nil: they are not served there).
 	Registerer prometheus.Registerer
-	Log        hclog.Logger
+	// Gatherer's mcp_mux_* series go over OTLP with the MCP metrics while
+	// metric export is on (nil: none).
+	Gatherer prometheus.Gatherer
+	Log      hclog.Logger
 }
 
 // Telemetry starts mcp-mux's spans and records its MCP metrics. A nil
@@ -102,7 +111,10 @@ func New(ctx context.Context, o Options) (*Telemetry, error) {
 	if t.ids == nil {
 		t.ids = secret.NewIDHash("")
 	}
-	on := o.Enabled && !envIs(env, "OTEL_SDK_DISABLED", "true")
+	traces, metrics := signals(o, env)
+	if bad := unsupportedExporters(env); len(bad) > 0 && o.Log != nil {
+		o.Log.Warn("telemetry: mcp-mux exports over OTLP only; these exporters are ignored", "exporters", strings.Join(bad, ", "))
+	}
 	// Schemaless: the SDK's default resource follows a newer schema than
 	// the conventions pinned here, and two schemas do not merge.
 	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(
@@ -116,10 +128,13 @@ func New(ctx context.Context, o Options) (*Telemetry, error) {
 			res = merged
 		}
 	}
-	if t.m, err = newMeters(ctx, o.Registerer, res, on && !envIs(env, "OTEL_METRICS_EXPORTER", "none"), o, env); err != nil {
+	if t.m, err = newMeters(ctx, o.Registerer, res, metrics != "", o, env); err != nil {
 		return nil, err
 	}
-	if !on || envIs(env, "OTEL_TRACES_EXPORTER", "none") {
+	if metrics != "" && o.Log != nil {
+		o.Log.Info("telemetry: exporting metrics over OTLP", "protocol", protocol(o, env, "METRICS"), "turned_on_by", metrics)
+	}
+	if traces == "" {
 		return t, nil
 	}
 	exp, err := exporter(ctx, o, env)
@@ -139,7 +154,7 @@ func New(ctx context.Context, o Options) (*Telemetry, error) {
 	t.tracer = t.tp.Tracer("github.com/mcp-mux/mcp-mux", trace.WithInstrumentationVersion(o.Version), trace.WithSchemaURL(semconv.SchemaURL))
 	t.tracing = true
 	if o.Log != nil {
-		o.Log.Info("telemetry: exporting traces over OTLP", "protocol", protocol(o, env))
+		o.Log.Info("telemetry: exporting traces over OTLP", "protocol", protocol(o, env, "TRACES"), "turned_on_by", traces)
 	}
 	return t, nil
 }
@@ -150,9 +165,10 @@ func envIs(env func(string) (string, bool), name, want string) bool {
 	return strings.EqualFold(strings.TrimSpace(v), want)
 }
 
-// protocol is the OTLP protocol of traces: the variables', else o's.
-func protocol(o Options, env func(string) (string, bool)) string {
-	for _, name := range []string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
+// protocol is the OTLP protocol of a signal (TRACES, METRICS): the
+// variables', else o's.
+func protocol(o Options, env func(string) (string, bool), signal string) string {
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_" + signal + "_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
 		if v, ok := env(name); ok && v != "" {
 			return v
 		}
@@ -169,7 +185,7 @@ func exporter(ctx context.Context, o Options, env func(string) (string, bool)) (
 	_, endpointEnv := env("OTEL_EXPORTER_OTLP_ENDPOINT")
 	_, tracesEndpointEnv := env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 	useConfig := o.Endpoint != "" && !endpointEnv && !tracesEndpointEnv
-	switch p := protocol(o, env); p {
+	switch p := protocol(o, env, "TRACES"); p {
 	case "grpc":
 		var opts []otlptracegrpc.Option
 		if useConfig {

@@ -86,7 +86,7 @@ func (r *rediscovery) round() (*conn, error) {
 func (r *rediscovery) report(err error) {
 	u := r.u
 	if lines := u.stderr.Tail(); len(lines) > 0 {
-		err = &stderrError{err: err, lines: lines}
+		err = &StderrError{Err: err, Lines: lines, Last: u.stderr.Last()}
 	}
 	u.catalog.setErr(err)
 	if r.failures == 0 {

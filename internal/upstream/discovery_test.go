@@ -107,7 +107,7 @@ func TestFailureReasonCarriesStderr(t *testing.T) {
 	if n := strings.Count(logs.String(), `"@message":"fatal: no config file"`); n != 1 {
 		t.Errorf("the stderr line was logged %d times across retries, want once:\n%s", n, logs)
 	}
-	if got := u.Stderr(); len(got) == 0 || got[len(got)-1] != "fatal: no config file" {
+	if got := u.Stderr(); len(got) != 1 || !strings.HasPrefix(got[0], "fatal: no config file (×") { // once, with its count
 		t.Errorf("Stderr() = %q", got)
 	}
 }

@@ -374,21 +374,26 @@ func (u *Upstream) Lists() Lists { return u.catalog.current() }
 // Err returns the last discovery error, or nil while the server is healthy.
 func (u *Upstream) Err() error { return u.catalog.lastErr() }
 
-// Stderr returns the last lines a stdio server wrote on stderr (up to 20,
-// oldest first).
+// Stderr returns the last distinct lines a stdio server wrote on stderr,
+// oldest first, each written more than once followed by its count
+// (stdioproc.StderrLog.Tail).
 func (u *Upstream) Stderr() []string { return u.stderr.Tail() }
 
-// stderrError is a failure reason with the server's last stderr lines.
-type stderrError struct {
-	err   error
-	lines []string
+// StderrError is a failure reason with the server's last stderr lines
+// (scrubbed of the credentials mcp-mux holds for it).
+type StderrError struct {
+	Err error
+	// Lines are the last distinct lines, oldest first, with their counts
+	// (Stderr); Last is the newest line as written.
+	Lines []string
+	Last  string
 }
 
-func (e *stderrError) Error() string {
-	return e.err.Error() + "; stderr: " + strings.Join(e.lines, " | ")
+func (e *StderrError) Error() string {
+	return e.Err.Error() + "; stderr: " + strings.Join(e.Lines, " | ")
 }
 
-func (e *stderrError) Unwrap() error { return e.err }
+func (e *StderrError) Unwrap() error { return e.Err }
 
 // Sessions returns the number of pooled call sessions.
 func (u *Upstream) Sessions() int { return u.pool.size() }

@@ -19,7 +19,7 @@ import (
 )
 
 // UpstreamOptions returns a server's upstream settings: transport, command,
-// URL, static headers, timeouts and pool bounds. The caller adds the
+// working directory, URL, static headers, timeouts and pool bounds. The caller adds the
 // logger, the supervisor, retry bounds and the hooks.
 func UpstreamOptions(sc *config.Server) upstream.Options {
 	return upstream.Options{
@@ -27,6 +27,7 @@ func UpstreamOptions(sc *config.Server) upstream.Options {
 		Transport:       sc.Type,
 		Command:         sc.Command,
 		Args:            sc.Args,
+		Dir:             sc.Cwd,
 		URL:             sc.URL,
 		InitTimeout:     sc.SessionInitTimeout,
 		CallTimeout:     sc.ToolCallTimeout,

@@ -2,10 +2,13 @@ package stdioproc
 
 import (
 	"bytes"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -15,27 +18,36 @@ import (
 // second, and not at all while the server is failing and being retried: a
 // server that fails the same way on every attempt is not logged anew each
 // time. Credential values mcp-mux holds for the server (its env values, its
-// headers) are scrubbed first. The last stderrKeep lines are kept; a failed discovery appends them
-// to the server's failure reason.
+// headers) are scrubbed first. The last stderrKeep distinct lines are kept,
+// a line seen again moved to the end with its count (a server retried for
+// ten minutes keeps one line, not the same line twenty times); a failed
+// discovery appends Tail to the server's failure reason.
 type StderrLog struct {
 	log   hclog.Logger
 	quiet func() bool         // true while retrying a failed server
 	scrub func(string) string // removes credential values (the server's env, headers)
 
 	mu      sync.Mutex
-	ring    [stderrKeep]string
-	next    int // ring index of the next line
-	n       int // lines in the ring
+	kept    []stderrLine // distinct lines, oldest first; at most stderrKeep
 	window  time.Time
 	count   int
 	dropped int
 	now     func() time.Time
 }
 
+// stderrLine is one distinct kept line and how many times it was written.
+type stderrLine struct {
+	text string
+	n    int
+}
+
 const (
 	stderrBurst   = 20   // lines logged per second at most
-	stderrKeep    = 20   // lines kept for the failure reason
+	stderrKeep    = 10   // distinct lines kept for the failure reason
 	stderrLineMax = 2048 // bytes kept of one line
+	// StderrTailMax bounds Tail in characters (runes): the newest lines
+	// that fit, the newest alone cut to fit.
+	StderrTailMax = 1000
 )
 
 // NewStderrLog returns the stderr log of one server: lines go to log at
@@ -69,14 +81,29 @@ func (l *StderrLog) add(line []byte, muted bool) {
 	}
 	text := l.scrub(strings.ToValidUTF8(string(line), "\uFFFD"))
 	l.mu.Lock()
-	l.ring[l.next] = text
-	l.next = (l.next + 1) % stderrKeep
-	l.n = min(l.n+1, stderrKeep)
+	l.keepLocked(text)
 	logIt := l.allowLocked()
 	l.mu.Unlock()
 	if logIt && !muted && (l.quiet == nil || !l.quiet()) {
 		l.log.Debug(text)
 	}
+}
+
+// keepLocked appends text to the kept lines, or moves the same line to the
+// end with its count raised; l.mu is held.
+func (l *StderrLog) keepLocked(text string) {
+	n := 1
+	for i, k := range l.kept {
+		if k.text == text {
+			n += k.n
+			l.kept = append(l.kept[:i], l.kept[i+1:]...)
+			break
+		}
+	}
+	if len(l.kept) == stderrKeep {
+		l.kept = append(l.kept[:0], l.kept[1:]...)
+	}
+	l.kept = append(l.kept, stderrLine{text: text, n: n})
 }
 
 // allowLocked applies the rate limit; l.mu is held.
@@ -96,15 +123,43 @@ func (l *StderrLog) allowLocked() bool {
 	return true
 }
 
-// Tail returns the kept lines, oldest first.
+// Tail returns the kept lines, oldest first, each written more than once
+// followed by its count (" (×20)"): the newest lines whose text fits in
+// StderrTailMax characters in all, the newest alone cut to fit ("…").
 func (l *StderrLog) Tail() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := make([]string, 0, l.n)
-	for i := range l.n {
-		out = append(out, l.ring[(l.next-l.n+i+stderrKeep)%stderrKeep])
+	var out []string
+	left := StderrTailMax
+	for i := len(l.kept) - 1; i >= 0; i-- {
+		text, count := l.kept[i].text, ""
+		if l.kept[i].n > 1 {
+			count = " (×" + strconv.Itoa(l.kept[i].n) + ")"
+		}
+		r := utf8.RuneCountInString(text) + utf8.RuneCountInString(count)
+		if r > left {
+			if len(out) == 0 { // the newest line alone: cut, keeping its count
+				text = string([]rune(text)[:left-utf8.RuneCountInString(count)-1]) + "…"
+				out = append(out, text+count)
+			}
+			break
+		}
+		left -= r
+		out = append(out, text+count)
 	}
+	slices.Reverse(out)
 	return out
+}
+
+// Last returns the newest kept line without its count, "" when there is
+// none.
+func (l *StderrLog) Last() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.kept) == 0 {
+		return ""
+	}
+	return l.kept[len(l.kept)-1].text
 }
 
 // StderrWriter is one process's stderr, cut into lines. While muted, lines
