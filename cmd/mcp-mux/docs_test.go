@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -11,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/doctest"
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
@@ -74,10 +78,16 @@ const docsURL = "http://127.0.0.1:8931"
 // rpcErrorRE finds a JSON-RPC error object or a tool error in an answer.
 var rpcErrorRE = regexp.MustCompile(`"error"\s*:\s*\{|"isError"\s*:\s*true`)
 
+// docsAdminToken is the admin token the curl examples' mux has; the
+// scripts get it as $MCP_MUX_ADMIN_TOKEN, as the docs write it.
+const docsAdminToken = "docs-admin-token-0123456789abcdef"
+
 // TestDocsCurlExamples: every sh block of the docs that runs curl runs, as
 // one script, against a running mcp-mux serving the quick start's demo
-// tools: every curl succeeds (HTTP errors fail it: --fail-with-body) and
-// no answer is a JSON-RPC or tool error.
+// tools with an admin token ($MCP_MUX_ADMIN_TOKEN) and an operator
+// approvals rule on demo_add, one call of which is pending approval
+// ($APPROVAL_ID): every curl succeeds (HTTP errors fail it:
+// --fail-with-body) and no answer is a JSON-RPC or tool error.
 func TestDocsCurlExamples(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Fatal("no curl in PATH")
@@ -99,9 +109,15 @@ func TestDocsCurlExamples(t *testing.T) {
 	}
 	up := mcptest.ServeHTTP(t, mcptest.NewServer("demo"))
 	dir := t.TempDir()
-	cfg := writeFile(t, dir, "config.json", fmt.Sprintf(`{"mcpServers": {"demo": {"type": "http", "url": %q}}}`, up.URL+"/mcp"))
-	s := startServe(t, dir, nil, "--config", cfg, "--listen", "127.0.0.1:0")
-	waitTools(t, connect(t, s.url("/mcp")), "demo_echo")
+	cfg := writeFile(t, dir, "config.json", fmt.Sprintf(`{"mcpServers": {"demo": {"type": "http", "url": %q}},
+  "admin": {"token": "$MCP_MUX_ADMIN_TOKEN"},
+  "approvals": {"rules": [{"name": "adds", "tool": "demo_add", "approver": "operator", "wait_seconds": 1}]}}`, up.URL+"/mcp"))
+	env := []string{"MCP_MUX_ADMIN_TOKEN=" + docsAdminToken}
+	s := startServe(t, dir, env, "--config", cfg, "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"))
+	cs := connect(t, s.url("/mcp"))
+	waitTools(t, cs, "demo_echo", "demo_add")
+	id := pendingApproval(t, s, cs)
+	env = append(env, "APPROVAL_ID="+id)
 	for _, b := range blocks {
 		if strings.Count(b.Body, "curl ") != strings.Count(b.Body, "curl -sS ") || !strings.Contains(b.Body, docsURL+"/") {
 			t.Errorf("%s: every curl of an example is `curl -sS` to %s, so that the test can run it", b.Where(), docsURL)
@@ -109,10 +125,51 @@ func TestDocsCurlExamples(t *testing.T) {
 		}
 		script := "set -e\n" + strings.NewReplacer(docsURL, "http://"+s.addr, "curl -sS ", "curl -sS --fail-with-body ").Replace(b.Body)
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		out, err := exec.CommandContext(ctx, "sh", "-c", script).CombinedOutput()
+		cmd := exec.CommandContext(ctx, "sh", "-c", script)
+		cmd.Env = append(baseEnv(), env...)
+		out, err := cmd.CombinedOutput()
 		cancel()
 		if err != nil || rpcErrorRE.Match(out) {
 			t.Errorf("%s: %v\n%s\noutput:\n%s", b.Where(), err, b.Body, out)
 		}
 	}
+}
+
+// pendingApproval makes one call of demo_add through s wait past its
+// rule's wait_seconds and returns the id of the approval it left pending,
+// as GET /api/approvals lists it and the call's tool error names it.
+func pendingApproval(t *testing.T, s *server, cs *mcp.ClientSession) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "demo_add", Arguments: map[string]any{"a": 1, "b": 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url("/api/approvals"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+docsAdminToken)
+	resp, err := newHTTPClient(t).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Approvals []struct{ ID, State string }
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /api/approvals: %d, %v", resp.StatusCode, err)
+	}
+	text := ""
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			text += tc.Text
+		}
+	}
+	if !res.IsError || len(list.Approvals) != 1 || list.Approvals[0].State != "pending" || !strings.Contains(text, list.Approvals[0].ID) {
+		t.Fatalf("a demo_add call past wait_seconds: %q; pending approvals %+v", text, list.Approvals)
+	}
+	return list.Approvals[0].ID
 }
