@@ -117,10 +117,23 @@ func blockChanges(old, next *config.Config) []string {
 		{"telemetry", old.Telemetry, next.Telemetry},
 		{"profiles", old.Profiles, next.Profiles},
 		{"limits", old.Limits, next.Limits},
+		{"policy", old.Policy, next.Policy},
+		{"approvals", plainApprovals(old.Approvals), plainApprovals(next.Approvals)},
 	} {
 		if !reflect.DeepEqual(b.a, b.b) {
 			out = append(out, "changed "+b.name)
 		}
+	}
+	return out
+}
+
+// plainApprovals is a's rules as written (without their compiled
+// conditions, which compare unequal however alike).
+func plainApprovals(a config.Approvals) []config.ApprovalRule {
+	out := make([]config.ApprovalRule, len(a.Rules))
+	for i, r := range a.Rules {
+		r.Cond = nil
+		out[i] = r
 	}
 	return out
 }

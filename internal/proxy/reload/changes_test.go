@@ -32,7 +32,12 @@ func TestChanges(t *testing.T) {
 		"on":      {"type": "http", "url": "https://on/mcp", "enabled": false},
 		"breaks":  {"type": "http", "url": "https://breaks/mcp"},
 		"fixed":   {"type": "http"}
-	}, "limits": {"rules": [{"name": "r", "scope": "tool", "calls": 5, "per_seconds": 1}]}}`)
+	}, "limits": {"rules": [{"name": "r", "scope": "tool", "calls": 5, "per_seconds": 1}]},
+	   "approvals": {"rules": [{"name": "a", "approver": "caller", "condition": "args.n > 1"}]}}`)
+	same := parse(t, `{"approvals": {"rules": [{"name": "a", "approver": "caller", "condition": "args.n > 1"}]}}`)
+	if c := Changes(same, parse(t, `{"approvals": {"rules": [{"name": "a", "approver": "caller", "condition": "args.n > 1"}]}}`)); len(c) != 0 {
+		t.Errorf("the same approvals, compiled twice, change: %q", c)
+	}
 	next := parse(t, `{"mcpServers": {
 		"keep":    {"type": "http", "url": "https://keep/mcp"},
 		"desc":    {"type": "http", "url": "https://desc/mcp", "description": "new words"},
@@ -59,6 +64,7 @@ func TestChanges(t *testing.T) {
 		"removed gone",
 		"changed tool_search",
 		"changed limits",
+		"changed approvals",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("Changes =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
