@@ -1,11 +1,9 @@
 package config
 
 import (
-	"fmt"
 	"path"
 	"time"
 
-	"github.com/mcp-mux/mcp-mux/internal/config/internal/rawdoc"
 	"github.com/mcp-mux/mcp-mux/internal/policy"
 )
 
@@ -63,39 +61,10 @@ type ApprovalRule struct {
 
 // parseApprovals reads the "approvals" block.
 func (c *Config) parseApprovals(o *object) {
-	n := o.take("rules")
-	if n == nil {
-		return
-	}
-	if n.Kind != rawdoc.Array {
-		o.f.problem(o.field("rules"), "must be a list of rules, not %s", kindName(n.Kind))
-		return
-	}
-	if len(n.Items) > MaxApprovalRules {
-		o.f.problem(o.field("rules"), "has %d rules; at most %d", len(n.Items), MaxApprovalRules)
-		return
-	}
-	seen := map[string]bool{}
-	for i, item := range n.Items {
-		p := fmt.Sprintf("%s[%d]", o.field("rules"), i)
-		ro := objectAt(item, p, o.f)
-		if ro == nil {
-			if item.Kind == rawdoc.Null {
-				o.f.problem(p, "must be an object")
-			}
-			continue
-		}
+	c.Approvals.Rules = parseRules(o, MaxApprovalRules, func(ro *object) (ApprovalRule, string, bool) {
 		r, ok := parseApprovalRule(ro)
-		ro.rejectUnknown()
-		if r.Name != "" && seen[r.Name] {
-			o.f.problem(ro.field("name"), "%q names another rule too; rule names must be unique", r.Name)
-			ok = false
-		}
-		seen[r.Name] = true
-		if ok {
-			c.Approvals.Rules = append(c.Approvals.Rules, r)
-		}
-	}
+		return r, r.Name, ok
+	})
 }
 
 // parseApprovalRule reads one rule; ok is false when it has a problem.

@@ -1,11 +1,8 @@
 package config
 
 import (
-	"fmt"
 	"path"
 	"time"
-
-	"github.com/mcp-mux/mcp-mux/internal/config/internal/rawdoc"
 )
 
 // Limit scopes: what one budget of a rule is counted per.
@@ -55,35 +52,10 @@ type LimitRule struct {
 func (c *Config) parseLimits(o *object) {
 	mode := o.oneOf("on_store_error", "open", "open", "closed")
 	c.Limits.FailClosed = mode == "closed"
-	n := o.take("rules")
-	if n == nil {
-		return
-	}
-	if n.Kind != rawdoc.Array {
-		o.f.problem(o.field("rules"), "must be a list of rules, not %s", kindName(n.Kind))
-		return
-	}
-	seen := map[string]bool{}
-	for i, item := range n.Items {
-		p := fmt.Sprintf("%s[%d]", o.field("rules"), i)
-		ro := objectAt(item, p, o.f)
-		if ro == nil {
-			if item.Kind == rawdoc.Null {
-				o.f.problem(p, "must be an object")
-			}
-			continue
-		}
+	c.Limits.Rules = parseRules(o, 0, func(ro *object) (LimitRule, string, bool) {
 		r, ok := parseLimitRule(ro)
-		ro.rejectUnknown()
-		if r.Name != "" && seen[r.Name] {
-			o.f.problem(ro.field("name"), "%q names another rule too; rule names must be unique", r.Name)
-			ok = false
-		}
-		seen[r.Name] = true
-		if ok {
-			c.Limits.Rules = append(c.Limits.Rules, r)
-		}
-	}
+		return r, r.Name, ok
+	})
 }
 
 // parseLimitRule reads one rule; ok is false when it has a problem.

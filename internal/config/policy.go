@@ -6,7 +6,6 @@ import (
 	"path"
 	"time"
 
-	"github.com/mcp-mux/mcp-mux/internal/config/internal/rawdoc"
 	"github.com/mcp-mux/mcp-mux/internal/policy"
 	"github.com/mcp-mux/mcp-mux/internal/secret"
 )
@@ -82,41 +81,10 @@ func (c *Config) parsePolicy(o *object) {
 // parsePolicyRules reads policy.rules: names unique, every condition
 // compiled.
 func parsePolicyRules(o *object) []PolicyRule {
-	n := o.take("rules")
-	if n == nil {
-		return nil
-	}
-	if n.Kind != rawdoc.Array {
-		o.f.problem(o.field("rules"), "must be a list of rules, not %s", kindName(n.Kind))
-		return nil
-	}
-	if len(n.Items) > MaxPolicyRules {
-		o.f.problem(o.field("rules"), "has %d rules; at most %d", len(n.Items), MaxPolicyRules)
-		return nil
-	}
-	var rules []PolicyRule
-	seen := map[string]bool{}
-	for i, item := range n.Items {
-		p := fmt.Sprintf("%s[%d]", o.field("rules"), i)
-		ro := objectAt(item, p, o.f)
-		if ro == nil {
-			if item.Kind == rawdoc.Null {
-				o.f.problem(p, "must be an object")
-			}
-			continue
-		}
+	return parseRules(o, MaxPolicyRules, func(ro *object) (PolicyRule, string, bool) {
 		r, ok := parsePolicyRule(ro)
-		ro.rejectUnknown()
-		if r.Name != "" && seen[r.Name] {
-			o.f.problem(ro.field("name"), "%q names another rule too; rule names must be unique", r.Name)
-			ok = false
-		}
-		seen[r.Name] = true
-		if ok {
-			rules = append(rules, r)
-		}
-	}
-	return rules
+		return r, r.Name, ok
+	})
 }
 
 // parsePolicyRule reads one rule; ok is false when it has a problem.
