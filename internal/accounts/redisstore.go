@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -37,7 +36,7 @@ type RedisStore struct {
 	c      *storeclient.Client
 	prefix string
 
-	reserveScript, takeScript, unlockScript *redis.Script
+	takeScript, unlockScript *redis.Script
 
 	subs listeners
 	mu   sync.Mutex // guards sub and done
@@ -46,15 +45,6 @@ type RedisStore struct {
 }
 
 var _ Store = (*RedisStore)(nil)
-
-// reserveLua: KEYS zset; ARGV id, now ms, expiry ms, max. 1: added, 0: full.
-const reserveLua = `
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[2])
-if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then return 0 end
-redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
-local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-redis.call('PEXPIREAT', KEYS[1], last[2])
-return 1`
 
 // takeLua: KEYS record, user zset; ARGV id. The record, deleted, or nil.
 const takeLua = `
@@ -72,9 +62,8 @@ return 0`
 func NewRedisStore(o RedisOptions) *RedisStore {
 	return &RedisStore{
 		c: o.Client, prefix: o.KeyPrefix,
-		reserveScript: redis.NewScript(reserveLua),
-		takeScript:    redis.NewScript(takeLua),
-		unlockScript:  redis.NewScript(unlockLua),
+		takeScript:   redis.NewScript(takeLua),
+		unlockScript: redis.NewScript(unlockLua),
 	}
 }
 
@@ -87,17 +76,16 @@ func (s *RedisStore) resultKey(id string) string { return s.prefix + "acct:r:{" 
 func (s *RedisStore) channel() string            { return s.prefix + "acct:done" }
 
 func (s *RedisStore) reserve(ctx context.Context, uh, id string, ttl time.Duration, maxUser, maxAll int) error {
-	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
-	exp := strconv.FormatInt(time.Now().Add(ttl).UnixMilli(), 10)
-	ok, err := s.reserveScript.Run(ctx, s.c, []string{s.user(uh, "pending")}, id, now, exp, maxUser).Int()
+	now := time.Now()
+	ok, err := s.c.Reserve(ctx, s.user(uh, "pending"), id, now, now.Add(ttl), maxUser)
 	if err != nil {
 		return fmt.Errorf("reserving a pending consent: %w", err)
 	}
-	if ok == 0 {
+	if !ok {
 		return errTooManyUser
 	}
-	ok, err = s.reserveScript.Run(ctx, s.c, []string{s.all()}, id, now, exp, maxAll).Int()
-	if err == nil && ok == 1 {
+	ok, err = s.c.Reserve(ctx, s.all(), id, now, now.Add(ttl), maxAll)
+	if err == nil && ok {
 		return nil
 	}
 	_ = s.c.ZRem(ctx, s.user(uh, "pending"), id).Err() // best effort: the entry expires anyway

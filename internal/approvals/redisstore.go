@@ -34,19 +34,10 @@ type RedisStore struct {
 	c      *storeclient.Client
 	prefix string
 
-	reserveScript, decideScript, takeScript *redis.Script
+	decideScript, takeScript *redis.Script
 }
 
 var _ Store = (*RedisStore)(nil)
-
-// reserveLua: KEYS zset; ARGV id, now ms, expiry ms, max. 1: added, 0: full.
-const reserveLua = `
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[2])
-if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then return 0 end
-redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
-local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-redis.call('PEXPIREAT', KEYS[1], last[2])
-return 1`
 
 // decideLua: KEYS record; ARGV now ms, state, by, reason.
 const decideLua = `
@@ -67,7 +58,7 @@ return 1`
 // NewRedisStore returns a Store on o.Client.
 func NewRedisStore(o RedisOptions) *RedisStore {
 	return &RedisStore{c: o.Client, prefix: o.KeyPrefix,
-		reserveScript: redis.NewScript(reserveLua), decideScript: redis.NewScript(decideLua), takeScript: redis.NewScript(takeLua)}
+		decideScript: redis.NewScript(decideLua), takeScript: redis.NewScript(takeLua)}
 }
 
 func (s *RedisStore) record(id string) string { return s.prefix + "appr:r:{" + id + "}" }
@@ -115,16 +106,15 @@ func (s *RedisStore) create(ctx context.Context, rec *Record, maxUser, maxAll in
 
 // reserve counts rec in its caller's and the fleet's pending sets.
 func (s *RedisStore) reserve(ctx context.Context, rec *Record, maxUser, maxAll int, now time.Time) error {
-	ms, exp := strconv.FormatInt(now.UnixMilli(), 10), strconv.FormatInt(rec.Expires.UnixMilli(), 10)
-	ok, err := s.reserveScript.Run(ctx, s.c, []string{s.userSet(rec.User)}, rec.ID, ms, exp, maxUser).Int()
+	ok, err := s.c.Reserve(ctx, s.userSet(rec.User), rec.ID, now, rec.Expires, maxUser)
 	switch {
 	case err != nil:
 		return err
-	case ok == 0:
+	case !ok:
 		return ErrTooManyUser
 	}
-	ok, err = s.reserveScript.Run(ctx, s.c, []string{s.all()}, rec.ID, ms, exp, maxAll).Int()
-	if err == nil && ok == 1 {
+	ok, err = s.c.Reserve(ctx, s.all(), rec.ID, now, rec.Expires, maxAll)
+	if err == nil && ok {
 		return nil
 	}
 	_ = s.c.ZRem(ctx, s.userSet(rec.User), rec.ID).Err() // best effort: it expires anyway
