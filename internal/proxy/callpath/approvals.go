@@ -117,25 +117,15 @@ func (c *Call) approvalRule(ctx context.Context) (*config.ApprovalRule, error) {
 }
 
 // destructive reports whether c calls a tool whose effective
-// destructiveHint is true: set so (by the server or an override), or
-// left unset on a tool not marked readOnlyHint (MCP's default).
+// destructiveHint is true (catalog.Route.Annotations: after overrides,
+// MCP's default true where unset) and that is not read-only (MCP: the
+// hint means something only when readOnlyHint is false).
 func (c *Call) destructive() bool {
 	if c.Method != "tools/call" || c.Route == nil {
 		return false
 	}
-	var t struct {
-		Annotations struct {
-			ReadOnly    *bool `json:"readOnlyHint"`
-			Destructive *bool `json:"destructiveHint"`
-		} `json:"annotations"`
-	}
-	if json.Unmarshal(c.Route.JSON, &t) != nil {
-		return true // undecodable: the safe side
-	}
-	if a := t.Annotations; a.Destructive != nil {
-		return *a.Destructive
-	}
-	return t.Annotations.ReadOnly == nil || !*t.Annotations.ReadOnly
+	a := c.Route.Annotations()
+	return a.DestructiveHint && !a.ReadOnlyHint
 }
 
 // approvalRequest is what c asks approval for under rule.
