@@ -54,6 +54,9 @@ type Config struct {
 	Approvals Approvals
 	// Policy is the "policy" block (config/policy.go).
 	Policy Policy
+	// Processors is the top-level "processors" list (config/processors.go):
+	// asked about every server's calls, before a server's own.
+	Processors []Processor
 	// Extra holds the unknown top-level keys (DeerFlow's "middlewares",
 	// "skills", …) verbatim, as written before $VAR expansion.
 	Extra map[string]json.RawMessage

@@ -271,6 +271,7 @@ func (c *Config) parseMuxBlocks(root *rawdoc.Node) []Problem {
 			o.rejectUnknown()
 		}
 	}
+	c.Processors = parseProcessors(root.Get("processors"), "processors", f)
 	c.checkProfiles(f)
 	c.checkAccounts()
 	c.Warnings = append(c.Warnings, f.warnings...)

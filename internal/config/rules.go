@@ -11,33 +11,38 @@ import (
 // whether it is valid; names are unique, and max (when > 0) bounds the
 // list. The valid rules are returned in order; nil when there is no list.
 func parseRules[R any](o *object, max int, read func(*object) (R, string, bool)) []R {
-	n := o.take("rules")
+	return parseNamedList(o.take("rules"), o.field("rules"), o.f, "rule", max, read)
+}
+
+// parseNamedList reads n, a list at path of objects named uniquely (what
+// says what they are: "rule", "processor"), as parseRules does.
+func parseNamedList[R any](n *rawdoc.Node, path string, f *findings, what string, max int, read func(*object) (R, string, bool)) []R {
 	if n == nil {
 		return nil
 	}
 	if n.Kind != rawdoc.Array {
-		o.f.problem(o.field("rules"), "must be a list of rules, not %s", kindName(n.Kind))
+		f.problem(path, "must be a list of %ss, not %s", what, kindName(n.Kind))
 		return nil
 	}
 	if max > 0 && len(n.Items) > max {
-		o.f.problem(o.field("rules"), "has %d rules; at most %d", len(n.Items), max)
+		f.problem(path, "has %d %ss; at most %d", len(n.Items), what, max)
 		return nil
 	}
 	var rules []R
 	seen := map[string]bool{}
 	for i, item := range n.Items {
-		p := fmt.Sprintf("%s[%d]", o.field("rules"), i)
-		ro := objectAt(item, p, o.f)
+		p := fmt.Sprintf("%s[%d]", path, i)
+		ro := objectAt(item, p, f)
 		if ro == nil {
 			if item.Kind == rawdoc.Null {
-				o.f.problem(p, "must be an object")
+				f.problem(p, "must be an object")
 			}
 			continue
 		}
 		r, name, ok := read(ro)
 		ro.rejectUnknown()
 		if name != "" && seen[name] {
-			o.f.problem(ro.field("name"), "%q names another rule too; rule names must be unique", name)
+			f.problem(ro.field("name"), "%q names another %s too; %s names must be unique", name, what, what)
 			ok = false
 		}
 		seen[name] = true

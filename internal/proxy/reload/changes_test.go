@@ -33,7 +33,8 @@ func TestChanges(t *testing.T) {
 		"breaks":  {"type": "http", "url": "https://breaks/mcp"},
 		"fixed":   {"type": "http"}
 	}, "limits": {"rules": [{"name": "r", "scope": "tool", "calls": 5, "per_seconds": 1}]},
-	   "approvals": {"rules": [{"name": "a", "approver": "caller", "condition": "args.n > 1"}]}}`)
+	   "approvals": {"rules": [{"name": "a", "approver": "caller", "condition": "args.n > 1"}]},
+	   "processors": [{"name": "p", "url": "https://p/secret-path", "phase": "request"}]}`)
 	same := parse(t, `{"approvals": {"rules": [{"name": "a", "approver": "caller", "condition": "args.n > 1"}]}}`)
 	if c := Changes(same, parse(t, `{"approvals": {"rules": [{"name": "a", "approver": "caller", "condition": "args.n > 1"}]}}`)); len(c) != 0 {
 		t.Errorf("the same approvals, compiled twice, change: %q", c)
@@ -49,7 +50,8 @@ func TestChanges(t *testing.T) {
 		"new":     {"type": "http", "url": "https://new/mcp"},
 		"newoff":  {"type": "http", "url": "https://newoff/mcp", "enabled": false},
 		"newbad":  {"type": "stdio"}
-	}, "limits": {"rules": [{"name": "r", "scope": "tool", "calls": 6, "per_seconds": 1}]}, "tool_search": {"enabled": true}}`)
+	}, "limits": {"rules": [{"name": "r", "scope": "tool", "calls": 6, "per_seconds": 1}]}, "tool_search": {"enabled": true},
+	   "processors": [{"name": "p", "url": "https://p/secret-path", "phase": "both"}]}`)
 	got := Changes(old, next)
 	want := []string{
 		"changed desc",
@@ -65,12 +67,13 @@ func TestChanges(t *testing.T) {
 		"changed tool_search",
 		"changed limits",
 		"changed approvals",
+		"changed processors",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("Changes =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	for _, line := range got {
-		if strings.Contains(line, "words") || strings.Contains(line, "host") {
+		if strings.Contains(line, "words") || strings.Contains(line, "host") || strings.Contains(line, "secret-path") {
 			t.Errorf("a change shows a value: %s", line)
 		}
 	}
