@@ -114,6 +114,23 @@ type Record struct {
 	// Approval is the approval a call ran under, or (kind "approval") a
 	// decision.
 	Approval *Approval `json:"approval,omitempty"`
+	// Processors are the external processors asked about the call, in
+	// order (at most MaxProcessors).
+	Processors []Processor `json:"processors,omitempty"`
+}
+
+// MaxProcessors bounds the processors a record lists: two phases of two
+// lists of at most 16 each.
+const MaxProcessors = 64
+
+// Processor is what a record says of one external processor's decision:
+// its name, the phase (request, response), the action (pass, deny,
+// mutate, error_allowed, error_denied, cancelled) and how long it took.
+type Processor struct {
+	Name   string  `json:"name"`
+	Phase  string  `json:"phase"`
+	Action string  `json:"action"`
+	MS     float64 `json:"ms"`
 }
 
 // Approval is what a record says of an approval: its id, rule, the
@@ -331,6 +348,13 @@ func (r *Record) bound() {
 	r.Server = bounds.Clip(r.Server, bounds.Name)
 	r.Protocol = bounds.Clip(r.Protocol, bounds.Name)
 	r.ErrorType = bounds.Clip(r.ErrorType, bounds.Name)
+	if len(r.Processors) > MaxProcessors {
+		r.Processors = r.Processors[:MaxProcessors]
+	}
+	for i := range r.Processors {
+		p := &r.Processors[i]
+		p.Name, p.Phase, p.Action = bounds.Clip(p.Name, bounds.Name), bounds.Clip(p.Phase, bounds.Name), bounds.Clip(p.Action, bounds.Name)
+	}
 }
 
 // shape trims e's record to the configured detail and redacts its

@@ -125,7 +125,7 @@ func CleanReason(s string) string {
 
 // The members of a CallToolResult and of its content blocks.
 var (
-	resultMembers = map[string]bool{"content": true, "structuredContent": true, "isError": true, "_meta": true}
+	resultMembers = map[string]bool{"content": true, "structuredContent": true, "isError": true, "_meta": true, "resultType": true}
 	blockRequired = map[string][]string{
 		"text":          {"text"},
 		"image":         {"data", "mimeType"},
@@ -139,7 +139,7 @@ var (
 // with a "content" array of content blocks (text, image, audio,
 // resource_link, resource, each with its required string members),
 // "structuredContent" an object, "isError" a boolean, "_meta" an object,
-// and nothing else.
+// "resultType" (2026-07-28) "complete", and nothing else.
 func CheckResult(raw json.RawMessage) error {
 	var r map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &r); err != nil || r == nil {
@@ -167,6 +167,9 @@ func CheckResult(raw json.RawMessage) error {
 	}
 	if v, ok := r["_meta"]; ok && !isObject(v) {
 		return errors.New(`"_meta" is not an object`)
+	}
+	if v, ok := r["resultType"]; ok && string(v) != `"complete"` {
+		return errors.New(`"resultType" is not "complete"`)
 	}
 	return nil
 }

@@ -307,6 +307,7 @@ func (ex *execution) swap() {
 	next := callpath.BuildCatalog(rt.Backends, rt.Policy, &s.accounts, s.log)
 	catalog.LogWarnings(old.Catalog.Load(), next, s.log)
 	rt.Catalog.Store(next)
+	rt.Processors = callpath.NewProcessors(rt, old.Processors, s.processors)
 	s.limits.SetRules(rt.Config.Limits)
 	s.rt.Store(rt)
 	if first {
@@ -320,6 +321,7 @@ func (ex *execution) swap() {
 	s.durable.start()
 	ex.forgetRemoved()
 	s.refs.retire(old)
+	old.Processors.Retire(rt.Processors)
 	s.refreshCatalog(old)
 }
 

@@ -28,6 +28,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/config"
 	"github.com/mcp-mux/mcp-mux/internal/inbound"
 	"github.com/mcp-mux/mcp-mux/internal/panicguard"
+	"github.com/mcp-mux/mcp-mux/internal/processor"
 	"github.com/mcp-mux/mcp-mux/internal/proxy/callpath"
 	"github.com/mcp-mux/mcp-mux/internal/proxy/modern"
 	"github.com/mcp-mux/mcp-mux/internal/proxy/retryfwd"
@@ -176,6 +177,8 @@ type Server struct {
 	durable taskBridge         // the task service's lifecycle and events (tasks.go)
 	limits  *ratelimit.Limiter // the limits rules (package ratelimit)
 	policy  *callpath.PolicyMetrics
+	// processors counts the external processors' decisions (package processor).
+	processors *processor.Metrics
 }
 
 // New returns a Server with no upstreams; call Apply to configure it.
@@ -203,6 +206,8 @@ func New(opts Options) *Server {
 	s.tel = telemetry.Start(opts.Telemetry, s.log)
 	s.policy = callpath.NewPolicyMetrics()
 	s.metrics.reg.MustRegister(s.policy.Collectors()...)
+	s.processors = processor.NewMetrics()
+	s.metrics.reg.MustRegister(s.processors.Collectors()...)
 	if err := opts.Audit.Register(s.metrics.reg); err != nil {
 		s.log.Error("audit: the record counters are off", "err", err)
 	}
@@ -244,7 +249,7 @@ func New(opts Options) *Server {
 	s.approvals.setUp(s, opts)
 	s.calls = callpath.New(callpath.Options{Log: s.log, MaxSessionCalls: opts.MaxSessionCalls, Tasks: s.tasks, Runtime: &s.rt, Life: &s.gate,
 		PageSize: opts.PageSize, Subs: s.subs, Panics: s.panics, Audit: opts.Audit, Telemetry: s.tel, Limits: s.limits,
-		Accounts: &s.accounts, Approvals: s.approvals.m})
+		Accounts: &s.accounts, Approvals: s.approvals.m, IDs: s.approvals.ids})
 	replica := sessionstore.NewReplica()
 	s.replica = replica
 	s.accounts.log, s.accounts.rt, s.accounts.store, s.accounts.hc = s.log.Named("accounts"), &s.rt, opts.AccountStore, opts.AccountHTTPClient

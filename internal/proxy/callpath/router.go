@@ -25,6 +25,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/panicguard"
 	"github.com/mcp-mux/mcp-mux/internal/ratelimit"
 	"github.com/mcp-mux/mcp-mux/internal/reqid"
+	"github.com/mcp-mux/mcp-mux/internal/secret"
 	"github.com/mcp-mux/mcp-mux/internal/subscriptions"
 	"github.com/mcp-mux/mcp-mux/internal/taskpoll"
 	"github.com/mcp-mux/mcp-mux/internal/telemetry"
@@ -60,6 +61,9 @@ type Options struct {
 	Accounts Accounts
 	// Approvals keeps the approvals rules' requests (nil: approvals off).
 	Approvals *approvals.Manager
+	// IDs hashes callers as external processors see them (the spans' and
+	// audit records' IDHash); nil: a random key of the Router's own.
+	IDs *secret.IDHash
 }
 
 // Router routes the calls of both eras to their backends.
@@ -77,13 +81,17 @@ type Router struct {
 	limits    *ratelimit.Limiter
 	accounts  Accounts
 	approvals *approvals.Manager
+	ids       *secret.IDHash
 }
 
 // New returns a Router with opts.
 func New(opts Options) *Router {
+	if opts.IDs == nil {
+		opts.IDs = secret.NewIDHash("")
+	}
 	return &Router{log: opts.Log, maxCalls: opts.MaxSessionCalls, tasks: opts.Tasks, rt: opts.Runtime, life: opts.Life,
 		pageSize: opts.PageSize, subs: opts.Subs, panics: opts.Panics, audit: opts.Audit, tel: opts.Telemetry, limits: opts.Limits,
-		accounts: opts.Accounts, approvals: opts.Approvals}
+		accounts: opts.Accounts, approvals: opts.Approvals, ids: opts.IDs}
 }
 
 // logFor is the logger for a line about the request ctx belongs to

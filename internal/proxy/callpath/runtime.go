@@ -34,6 +34,7 @@ type Runtime struct {
 	Origins      OriginCheck            // Host and Origin checks
 	Interceptors []interceptor.Interceptor
 	Authz        *Authz            // the policy block (authorize.go); nil: none
+	Processors   *Processors       // the external processors (processors.go); nil: none
 	States       *seal.Sealer      // seals 2026-07-28 requestStates and task ids
 	Skipped      map[string]string // enabled servers that could not be set up: the reason
 	// Warnings are Config's warnings and those of setting it up (skipped
