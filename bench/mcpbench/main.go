@@ -17,10 +17,13 @@
 // The cel and authzen variants put issue 36's policy on the call path: one
 // policy.rules rule reading the arguments, or a policy.authzen decision
 // asked of a local endpoint (a process of its own, which decodes each
-// request and allows it).
+// request and allows it). The processor variant puts one response-phase
+// external processor (issue 37) on the call path: a local endpoint that
+// decodes each request and passes it.
 //
 //	go run ./bench/mcpbench [-duration 5s] [-sessions 1,16] [-telemetry off,100,1]
 //	go run ./bench/mcpbench -telemetry off,cel,authzen -sessions 1
+//	go run ./bench/mcpbench -telemetry off,processor -sessions 1
 package main
 
 import (
@@ -58,17 +61,17 @@ import (
 )
 
 func main() {
-	role := flag.String("role", "", "internal: upstream, mux, revproxy, otlp or authzen")
+	role := flag.String("role", "", "internal: upstream, mux, revproxy, otlp, authzen or processor")
 	upstreamURL := flag.String("upstream", "", "internal: upstream URL for -role mux and revproxy")
 	otlp := flag.String("otlp", "", "internal: OTLP/HTTP endpoint for -role mux (empty: telemetry off)")
 	ratio := flag.Float64("ratio", 1, "internal: share of new traces sampled for -role mux with -otlp")
 	limits := flag.String("limits", "", "internal: the limits rule of -role mux, shared through -redis")
-	policyBlock := flag.String("policy", "", "internal: the policy block of -role mux")
+	policyBlock := flag.String("policy", "", "internal: the policy block of -role mux, or (a list) its processors")
 	redisURL := flag.String("redis", "redis://127.0.0.1:6379", "Redis of the limits variants")
 	duration := flag.Duration("duration", 5*time.Second, "measuring time per run")
 	warmup := flag.Duration("warmup", time.Second, "warm-up time per run")
 	sessions := flag.String("sessions", "1,16", "comma-separated concurrent session counts")
-	variants := flag.String("telemetry", "off,100,1", "comma-separated mux variants: off, a percentage of traces sampled with OTLP export on, limits (a Redis-shared rate on the call path), limits-inflight (a rate and calls in flight), cel (one policy rule over the arguments) or authzen (a policy.authzen decision from a local endpoint)")
+	variants := flag.String("telemetry", "off,100,1", "comma-separated mux variants: off, a percentage of traces sampled with OTLP export on, limits (a Redis-shared rate on the call path), limits-inflight (a rate and calls in flight), cel (one policy rule over the arguments), authzen (a policy.authzen decision from a local endpoint) or processor (one response-phase external processor on loopback)")
 	rounds := flag.Int("rounds", 5, "alternating direct/mux rounds the measuring time is split into")
 	profile := flag.String("muxprofile", "", "write the mux process's CPU profile to this file (FILE.telN for a telemetry variant's mux)")
 	flag.Parse()
@@ -102,6 +105,9 @@ func main() {
 		return
 	case "authzen":
 		serveChild(authzenHandler())
+		return
+	case "processor":
+		serveChild(processorHandler())
 		return
 	}
 	o := options{duration: *duration, warmup: *warmup, rounds: max(*rounds, 1), profile: *profile, redis: *redisURL}
@@ -151,7 +157,10 @@ func serveMux(up, otlp string, ratio float64, limits, redisURL, policyBlock stri
 		rules = `, "limits": {"rules": [` + limits + `]}` +
 			`, "profiles": {"bench": {"include_tools": ["bench_*"], "exclude_tools": ["bench_fail"]}}, "inbound": {"default_profile": "bench"}`
 	}
-	if policyBlock != "" {
+	switch {
+	case strings.HasPrefix(policyBlock, "["): // the processor variant's list
+		rules += `, "processors": ` + policyBlock
+	case policyBlock != "":
 		rules += `, "policy": ` + policyBlock
 	}
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`{"mcpServers": {"bench": {"type": "http", "url": %q}}%s}`, up, rules)),
@@ -204,6 +213,24 @@ func authzenHandler() http.Handler {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"decision": true}`)
+	})
+}
+
+// processorHandler is a local external processor: it decodes each
+// request, as a processor must, and passes the call.
+func processorHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Phase  string          `json:"phase"`
+			Tool   string          `json:"tool"`
+			Result json.RawMessage `json:"result"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Phase != "response" || len(req.Result) == 0 {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"action": "pass"}`)
 	})
 }
 

@@ -24,7 +24,8 @@ type variant struct {
 	// policy is a policy variant's kind (telemetry off): "cel", one
 	// policy.rules rule that reads the arguments and never denies, or
 	// "authzen", a policy.authzen decision from a local endpoint that
-	// always allows.
+	// always allows, or "processor", one response-phase external processor
+	// (a local endpoint that decodes each request and passes it).
 	policy string
 }
 
@@ -51,13 +52,13 @@ func parseVariants(s string) ([]variant, error) {
 			vs = append(vs, variant{name: f, limits: rule})
 			continue
 		}
-		if f == "cel" || f == "authzen" {
+		if f == "cel" || f == "authzen" || f == "processor" {
 			vs = append(vs, variant{name: f, policy: f})
 			continue
 		}
 		pct, err := strconv.ParseFloat(f, 64)
 		if err != nil || pct <= 0 || pct > 100 {
-			return nil, fmt.Errorf("bad variant %q: want off, limits, limits-inflight, cel, authzen or a percentage in (0, 100]", f)
+			return nil, fmt.Errorf("bad variant %q: want off, limits, limits-inflight, cel, authzen, processor or a percentage in (0, 100]", f)
 		}
 		vs = append(vs, variant{name: "tel" + f, ratio: pct / 100})
 	}

@@ -43,6 +43,7 @@ type leg struct {
 // one asks, the AuthZEN endpoint.
 type fleet struct {
 	up, rp, otlp, pdp *child
+	proc              *child // the processor variant's external processor
 	muxes             []*child
 	variants          []variant
 }
@@ -95,6 +96,9 @@ func (f *fleet) start(o options) (err error) {
 // policyBlock is the policy block of a policy variant's mux: for
 // "authzen", the endpoint's, started on first use.
 func (f *fleet) policyBlock(kind string) (string, error) {
+	if kind == "processor" {
+		return f.processorBlock()
+	}
 	if kind == "cel" {
 		return `{"rules": [{"name": "bench", "tool": "bench_echo", "condition": "args.text.size() > 100000 || args.text.startsWith('DROP ')", "effect": "deny"}]}`, nil
 	}
@@ -105,6 +109,19 @@ func (f *fleet) policyBlock(kind string) (string, error) {
 		}
 	}
 	return fmt.Sprintf(`{"authzen": {"url": "http://%s/access/v1/evaluation", "timeout_ms": 1000}}`, f.pdp.addr), nil
+}
+
+// processorBlock is the processor variant's processors list: one
+// response-phase processor (a process of its own, started on first use)
+// on every tool.
+func (f *fleet) processorBlock() (string, error) {
+	if f.proc == nil {
+		var err error
+		if f.proc, err = startChild("-role", "processor"); err != nil {
+			return "", fmt.Errorf("processor: %w", err)
+		}
+	}
+	return fmt.Sprintf(`[{"name": "bench", "url": "http://%s/process", "phase": "response", "timeout_ms": 1000}]`, f.proc.addr), nil
 }
 
 // profileFor names the CPU profile file of v's mux: file itself for off,
@@ -122,7 +139,7 @@ func (f *fleet) upURL() string { return "http://" + f.up.addr + "/mcp" }
 // spans as it closes).
 func (f *fleet) stop() {
 	f.stopMuxes()
-	for _, c := range []*child{f.rp, f.otlp, f.pdp, f.up} {
+	for _, c := range []*child{f.rp, f.otlp, f.pdp, f.proc, f.up} {
 		if c != nil {
 			c.stop()
 		}
