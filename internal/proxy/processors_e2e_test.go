@@ -7,12 +7,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-mux/mcp-mux/internal/audit"
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/internal/processor"
 	"github.com/mcp-mux/mcp-mux/internal/proxy"
@@ -190,7 +192,12 @@ func TestProcessorsEndToEnd(t *testing.T) {
 	up := newCountingEcho(t)
 	pr := guardProcessor(t)
 	cfg := processorsConfig(up.url, pr.URL)
-	m := startMux(t, cfg, proxy.Options{})
+	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
+	a, err := audit.New(audit.Options{Enabled: true, Output: auditPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := startMux(t, cfg, proxy.Options{Audit: a})
 	modernSDK := startMux(t, cfg, proxy.Options{DisableModernFastPath: true})
 	paths := processorPaths(t, m, modernSDK)
 	for name, call := range paths {
@@ -241,5 +248,23 @@ func TestProcessorsEndToEnd(t *testing.T) {
 		if got != want {
 			t.Errorf("%s = %v, want %v (one a path)", series, got, want)
 		}
+	}
+	// The audit records name each processor's decision; a deny is the record's denial.
+	recs, _ := auditRecords(t, a, auditPath)
+	denied, masked := 0, 0
+	for _, r := range recs {
+		for _, p := range r.Processors {
+			switch {
+			case p.Name != "guard":
+				t.Errorf("record of processor %q", p.Name)
+			case p.Phase == processor.Request && p.Action == processor.Deny && r.Denial == "processor: guard" && r.Outcome == audit.Denied:
+				denied++
+			case p.Phase == processor.Response && p.Action == processor.Mutate:
+				masked++
+			}
+		}
+	}
+	if want := len(paths) - 1; denied != want || masked != want { // the 2026-07-28 SDK path's mux has no auditor
+		t.Errorf("records: %d request-phase denials, %d response-phase mutations; want %d each", denied, masked, want)
 	}
 }
