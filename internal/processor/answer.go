@@ -147,7 +147,7 @@ func CheckResult(raw json.RawMessage) error {
 	}
 	for k := range r {
 		if !resultMembers[k] {
-			return fmt.Errorf("unknown member %.64q", k)
+			return errors.New("a member other than content, structuredContent, isError, _meta and resultType")
 		}
 	}
 	var blocks []map[string]json.RawMessage
@@ -182,7 +182,7 @@ func checkBlock(b map[string]json.RawMessage) error {
 	}
 	req, ok := blockRequired[typ]
 	if !ok {
-		return fmt.Errorf("unknown type %.32q", typ)
+		return errors.New("a block of a type other than text, image, audio, resource_link and resource")
 	}
 	for _, k := range req {
 		if k == "resource" {

@@ -293,12 +293,15 @@ func TestListRun(t *testing.T) {
 }
 
 // FuzzDecodeAnswer: any answer decodes or is refused without panicking,
-// and a decoded one keeps the contract.
+// an error quotes nothing of it (the seeds carry a canary), and a decoded
+// one keeps the contract.
 func FuzzDecodeAnswer(f *testing.F) {
 	for _, s := range []string{`{"action":"pass"}`, `{"action":"deny","reason":"x\u0000"}`, `{"action":"mutate","arguments":{"a":1}}`,
 		`{"action":"mutate","result":{"content":[{"type":"text","text":"a"},{"type":"resource","resource":{"uri":"x","blob":"AA"}}]}}`,
 		`{"action":"mutate","result":{"content":[{"type":"resource_link","uri":"u","name":"n"}],"structuredContent":{},"_meta":{}}}`,
-		`[[[[`, `{"action":"mutate","arguments":null}`, `{}`, ``} {
+		`[[[[`, `{"action":"mutate","arguments":null}`, `{}`, ``,
+		`{"action":"mutate","result":{"content":[{"type":"CANARY","text":"a"}]}}`, `{"action":"mutate","result":{"CANARY":1,"content":[]}}`,
+		`{"action":"CANARY"}`, `{"CANARY":"pass"}`, `{"action":"deny","reason":"CANARY"} CANARY`} {
 		f.Add([]byte(s), true)
 		f.Add([]byte(s), false)
 	}
@@ -309,7 +312,7 @@ func FuzzDecodeAnswer(f *testing.F) {
 		}
 		a, err := processor.DecodeAnswer(data, phase)
 		if err != nil {
-			if strings.Contains(err.Error(), string(data)) && len(data) > 8 {
+			if strings.Contains(err.Error(), "CANARY") {
 				t.Errorf("the error quotes the answer: %v", err)
 			}
 			return

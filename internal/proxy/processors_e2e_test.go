@@ -18,6 +18,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/internal/processor"
 	"github.com/mcp-mux/mcp-mux/internal/proxy"
+	"github.com/mcp-mux/mcp-mux/internal/taskpoll"
 )
 
 // countingEcho serves, in both eras, "echo": it counts its runs by the
@@ -266,5 +267,42 @@ func TestProcessorsEndToEnd(t *testing.T) {
 	}
 	if want := len(paths) - 1; denied != want || masked != want { // the 2026-07-28 SDK path's mux has no auditor
 		t.Errorf("records: %d request-phase denials, %d response-phase mutations; want %d each", denied, masked, want)
+	}
+}
+
+// TestProcessorsDurableTaskSubmit: a durable task's submit goes through
+// the request phase in both eras: a deny creates no task (the upstream's
+// submit tool never runs), a pass submits it.
+func TestProcessorsDurableTaskSubmit(t *testing.T) {
+	up := &mcptest.TaskServer{PollsToComplete: 1}
+	upTS := mcptest.ServeHTTP(t, up.MCP())
+	pr := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var c processor.Call
+		body, _ := io.ReadAll(r.Body)
+		_ = json.Unmarshal(body, &c)
+		if c.Phase == processor.Request && c.Tool == "submit_job" && strings.Contains(string(c.Arguments), `"deny`) {
+			_, _ = io.WriteString(w, `{"action":"deny","reason":"no jobs like that"}`)
+			return
+		}
+		_, _ = io.WriteString(w, `{"action":"pass"}`)
+	}))
+	t.Cleanup(pr.Close)
+	st, err := taskpoll.OpenBoltStore(taskpoll.BoltOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ts := taskMux(t, `{"mcpServers": {"jobs": `+mcptest.TaskServerJSON(upTS.URL+"/mcp", "")+`},
+		"mcp_tasks": {"enabled": true}, "processors": [{"name": "jobs-guard", "url": "`+pr.URL+`", "phase": "request"}]}`, st)
+	for _, pv := range []string{"2025-11-25", ""} {
+		cs := (&asker{}).connect(t, ts.URL, pv, false)
+		before := up.Submits()
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "jobs_submit_job", Arguments: map[string]any{"input": "deny-" + pv}})
+		if err != nil || !res.IsError || !strings.Contains(resultText(res), `processor "jobs-guard" denied the call: no jobs like that`) || up.Submits() != before {
+			t.Fatalf("%q: denied submit: %+v %v; the upstream started %d jobs", pv, res, err, up.Submits()-before)
+		}
+		res, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "jobs_submit_job", Arguments: map[string]any{"input": "ok-" + pv}})
+		if err != nil || res.IsError || up.Submits() != before+1 {
+			t.Fatalf("%q: passed submit: %+v %v; the upstream started %d jobs", pv, res, err, up.Submits()-before)
+		}
 	}
 }
