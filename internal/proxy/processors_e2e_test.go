@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/internal/audit"
+	"github.com/mcp-mux/mcp-mux/internal/config"
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
 	"github.com/mcp-mux/mcp-mux/internal/processor"
 	"github.com/mcp-mux/mcp-mux/internal/proxy"
@@ -304,5 +305,46 @@ func TestProcessorsDurableTaskSubmit(t *testing.T) {
 		if err != nil || res.IsError || up.Submits() != before+1 {
 			t.Fatalf("%q: passed submit: %+v %v; the upstream started %d jobs", pv, res, err, up.Submits()-before)
 		}
+	}
+}
+
+// TestProcessorsReload: a reload that adds, changes or removes processors
+// applies to the next call, on the same upstream session.
+func TestProcessorsReload(t *testing.T) {
+	up := newCountingEcho(t)
+	pr := guardProcessor(t)
+	plain := fmt.Sprintf(`{"mcpServers": {"a": {"type": "http", "url": %q}}}`, up.url)
+	m := startMux(t, plain, proxy.Options{})
+	cs := (&asker{}).connect(t, m.ts.URL, "2025-11-25", false)
+	call := func(id string) *mcp.CallToolResult {
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "a_echo", Arguments: map[string]any{"mode": "deny", "id": id}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	apply := func(cfg string) {
+		c, err := config.Parse([]byte(cfg), config.LoadOptions{Filename: "test.json"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.srv.Apply(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res := call("before"); res.IsError || up.ran("before") != 1 {
+		t.Fatalf("no processors: %s", resultText(res))
+	}
+	apply(fmt.Sprintf(`{"mcpServers": {"a": {"type": "http", "url": %q}}, "processors": [{"name": "guard", "url": %q, "phase": "request"}]}`, up.url, pr.URL))
+	if res := call("top"); !res.IsError || !strings.Contains(resultText(res), `processor "guard" denied`) || up.ran("top") != 0 {
+		t.Fatalf("a top-level processor added by a reload: %s", resultText(res))
+	}
+	apply(fmt.Sprintf(`{"mcpServers": {"a": {"type": "http", "url": %q, "processors": [{"name": "own", "url": %q, "phase": "request"}]}}}`, up.url, pr.URL))
+	if res := call("own"); !res.IsError || !strings.Contains(resultText(res), `processor "own" denied`) || up.ran("own") != 0 {
+		t.Fatalf("a server's processor added by a reload: %s", resultText(res))
+	}
+	apply(plain)
+	if res := call("after"); res.IsError || up.ran("after") != 1 {
+		t.Fatalf("processors removed by a reload: %s", resultText(res))
 	}
 }
