@@ -54,6 +54,9 @@ type Config struct {
 	Approvals Approvals
 	// Policy is the "policy" block (config/policy.go).
 	Policy Policy
+	// ResultGuards is the "result_guards" block (config/resultguards.go);
+	// nil: none. A server's own block replaces it (ResultGuardsFor).
+	ResultGuards *ResultGuards
 	// Extra holds the unknown top-level keys (DeerFlow's "middlewares",
 	// "skills", …) verbatim, as written before $VAR expansion.
 	Extra map[string]json.RawMessage

@@ -99,6 +99,9 @@ type Server struct {
 	// Telemetry is what the server lets spans and audit records carry of
 	// its calls (its "telemetry" object; nothing by default).
 	Telemetry ServerTelemetry
+	// ResultGuards is the server's "result_guards" object, which replaces
+	// the top-level block for its tools (nil: the top-level one applies).
+	ResultGuards *ResultGuards
 
 	// Extra holds unknown server keys (e.g. Cline's "autoApprove")
 	// verbatim, as written before $VAR expansion.
@@ -287,6 +290,7 @@ func parseServer(name string, n *rawdoc.Node) (*Server, serverResult) {
 	s.TokenExchange = parseTokenExchange(o.take("token_exchange"), f)
 	s.readRouting(o)
 	s.Telemetry = parseServerTelemetry(o)
+	s.ResultGuards = parseServerResultGuards(o)
 	s.Extra = o.extras()
 	warnNearMisses(n.Keys, s.Extra, f)
 	s.crossCheck(f)

@@ -119,6 +119,7 @@ func blockChanges(old, next *config.Config) []string {
 		{"limits", old.Limits, next.Limits},
 		{"policy", old.Policy, next.Policy},
 		{"approvals", plainApprovals(old.Approvals), plainApprovals(next.Approvals)},
+		{"result_guards", old.ResultGuards, next.ResultGuards},
 	} {
 		if !reflect.DeepEqual(b.a, b.b) {
 			out = append(out, "changed "+b.name)
