@@ -114,6 +114,19 @@ type Record struct {
 	// Approval is the approval a call ran under, or (kind "approval") a
 	// decision.
 	Approval *Approval `json:"approval,omitempty"`
+	// ResultGuard is what the result guards did to a tool's result.
+	ResultGuard *ResultGuard `json:"result_guard,omitempty"`
+}
+
+// ResultGuard is what a record says of the result guards: the action on
+// a result over its budget (truncated, spilled, refused; "" within it),
+// the credentials redacted, the result's size and what was kept, in
+// characters.
+type ResultGuard struct {
+	Action     string `json:"action,omitempty"`
+	Redactions int    `json:"redactions,omitempty"`
+	Chars      int    `json:"chars"`
+	Kept       int    `json:"kept"`
 }
 
 // Approval is what a record says of an approval: its id, rule, the

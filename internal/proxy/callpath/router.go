@@ -25,6 +25,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/panicguard"
 	"github.com/mcp-mux/mcp-mux/internal/ratelimit"
 	"github.com/mcp-mux/mcp-mux/internal/reqid"
+	"github.com/mcp-mux/mcp-mux/internal/spill"
 	"github.com/mcp-mux/mcp-mux/internal/subscriptions"
 	"github.com/mcp-mux/mcp-mux/internal/taskpoll"
 	"github.com/mcp-mux/mcp-mux/internal/telemetry"
@@ -60,6 +61,10 @@ type Options struct {
 	Accounts Accounts
 	// Approvals keeps the approvals rules' requests (nil: approvals off).
 	Approvals *approvals.Manager
+	// Spill keeps the results the result guards spill (nil: in this
+	// process); GuardMetrics counts what the guards do (nil: unregistered).
+	Spill        spill.Store
+	GuardMetrics *GuardMetrics
 }
 
 // Router routes the calls of both eras to their backends.
@@ -77,13 +82,14 @@ type Router struct {
 	limits    *ratelimit.Limiter
 	accounts  Accounts
 	approvals *approvals.Manager
+	guards    *resultGuards // the result guards' spilled results (guards.go)
 }
 
 // New returns a Router with opts.
 func New(opts Options) *Router {
 	return &Router{log: opts.Log, maxCalls: opts.MaxSessionCalls, tasks: opts.Tasks, rt: opts.Runtime, life: opts.Life,
 		pageSize: opts.PageSize, subs: opts.Subs, panics: opts.Panics, audit: opts.Audit, tel: opts.Telemetry, limits: opts.Limits,
-		accounts: opts.Accounts, approvals: opts.Approvals}
+		accounts: opts.Accounts, approvals: opts.Approvals, guards: newResultGuards(opts.Spill, opts.GuardMetrics, opts.Log)}
 }
 
 // logFor is the logger for a line about the request ctx belongs to
