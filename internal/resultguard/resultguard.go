@@ -112,13 +112,7 @@ func redactMember(m map[string]json.RawMessage, key string, sc *secret.Scrubber)
 
 // redactString is s without known values and credential-shaped strings.
 func redactString(s string, sc *secret.Scrubber) (string, int) {
-	n := 0
-	if sc != nil {
-		if t := sc.Scrub(s); t != s {
-			n += max(1, strings.Count(t, secret.Redacted)-strings.Count(s, secret.Redacted))
-			s = t
-		}
-	}
+	s, n := sc.Redact(s) // linear, whatever the values (secret.Scrubber.Redact)
 	s, k := secret.RedactTokens(s)
 	return s, n + k
 }
