@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mcp-mux/mcp-mux/internal/mcptest"
+	"github.com/mcp-mux/mcp-mux/internal/secret"
 	"github.com/mcp-mux/mcp-mux/internal/storeclient"
 )
 
@@ -26,6 +27,15 @@ func forStores(t *testing.T, fn func(t *testing.T, s Store, sleep func(time.Dura
 		rc := redis.NewClient(&redis.Options{Addr: rs.Addr})
 		t.Cleanup(func() { _ = rc.Close() })
 		fn(t, NewRedis(RedisOptions{Client: storeclient.Wrap(rc), KeyPrefix: "t:"}), time.Sleep)
+	})
+	t.Run("cluster", func(t *testing.T) { // the put script's keys share one slot
+		cl := mcptest.StartRedisCluster(t, 3)
+		c, err := storeclient.Open(storeclient.Options{Mode: storeclient.Cluster, URL: secret.Value(cl.URL())})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		fn(t, NewRedis(RedisOptions{Client: c, KeyPrefix: "t:"}), time.Sleep)
 	})
 }
 
