@@ -21,9 +21,13 @@
 // external processor (issue 37) on the call path: a local endpoint that
 // decodes each request and passes it.
 //
+// The guards variant puts issue 37's built-in result guards on every
+// result: redaction (known values and credential-shaped strings) and a
+// budget no result reaches, so each result is parsed, scanned and counted.
+//
 //	go run ./bench/mcpbench [-duration 5s] [-sessions 1,16] [-telemetry off,100,1]
 //	go run ./bench/mcpbench -telemetry off,cel,authzen -sessions 1
-//	go run ./bench/mcpbench -telemetry off,processor -sessions 1
+//	go run ./bench/mcpbench -telemetry off,processor,guards -sessions 1
 package main
 
 import (
@@ -67,11 +71,12 @@ func main() {
 	ratio := flag.Float64("ratio", 1, "internal: share of new traces sampled for -role mux with -otlp")
 	limits := flag.String("limits", "", "internal: the limits rule of -role mux, shared through -redis")
 	policyBlock := flag.String("policy", "", "internal: the policy block of -role mux, or (a list) its processors")
+	guards := flag.String("guards", "", "internal: the result_guards block of -role mux")
 	redisURL := flag.String("redis", "redis://127.0.0.1:6379", "Redis of the limits variants")
 	duration := flag.Duration("duration", 5*time.Second, "measuring time per run")
 	warmup := flag.Duration("warmup", time.Second, "warm-up time per run")
 	sessions := flag.String("sessions", "1,16", "comma-separated concurrent session counts")
-	variants := flag.String("telemetry", "off,100,1", "comma-separated mux variants: off, a percentage of traces sampled with OTLP export on, limits (a Redis-shared rate on the call path), limits-inflight (a rate and calls in flight), cel (one policy rule over the arguments), authzen (a policy.authzen decision from a local endpoint) or processor (one response-phase external processor on loopback)")
+	variants := flag.String("telemetry", "off,100,1", "comma-separated mux variants: off, a percentage of traces sampled with OTLP export on, limits (a Redis-shared rate on the call path), limits-inflight (a rate and calls in flight), cel (one policy rule over the arguments), authzen (a policy.authzen decision from a local endpoint), processor (one response-phase external processor on loopback) or guards (result_guards: redaction and a budget no result reaches)")
 	rounds := flag.Int("rounds", 5, "alternating direct/mux rounds the measuring time is split into")
 	profile := flag.String("muxprofile", "", "write the mux process's CPU profile to this file (FILE.telN for a telemetry variant's mux)")
 	flag.Parse()
@@ -87,7 +92,7 @@ func main() {
 		serveChild(mcpHandler(mcptest.NewServer("bench")))
 		return
 	case "mux":
-		serveMux(*upstreamURL, *otlp, *ratio, *limits, *redisURL, *policyBlock)
+		serveMux(*upstreamURL, *otlp, *ratio, *limits, *redisURL, *policyBlock, *guards)
 		return
 	case "revproxy":
 		target, err := url.Parse(*upstreamURL)
@@ -150,8 +155,9 @@ func serveChild(h http.Handler) {
 // there, sampling ratio of new traces; with limits, that rule is on the
 // call path, its budget shared through the Redis at redisURL, and every
 // caller is served under a profile (the policy path of issue 22); with
-// policyBlock, that is its policy block (issue 36).
-func serveMux(up, otlp string, ratio float64, limits, redisURL, policyBlock string) {
+// policyBlock, that is its policy block (issue 36); with guards, that is
+// its result_guards block (issue 37).
+func serveMux(up, otlp string, ratio float64, limits, redisURL, policyBlock, guards string) {
 	rules := ""
 	if limits != "" {
 		rules = `, "limits": {"rules": [` + limits + `]}` +
@@ -162,6 +168,9 @@ func serveMux(up, otlp string, ratio float64, limits, redisURL, policyBlock stri
 		rules += `, "processors": ` + policyBlock
 	case policyBlock != "":
 		rules += `, "policy": ` + policyBlock
+	}
+	if guards != "" {
+		rules += `, "result_guards": ` + guards
 	}
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`{"mcpServers": {"bench": {"type": "http", "url": %q}}%s}`, up, rules)),
 		config.LoadOptions{Filename: "bench.json"})

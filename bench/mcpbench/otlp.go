@@ -27,6 +27,15 @@ type variant struct {
 	// always allows, or "processor", one response-phase external processor
 	// (a local endpoint that decodes each request and passes it).
 	policy string
+	// guards is a guards variant's result_guards block (telemetry off):
+	// redaction and a budget no result reaches.
+	guards string
+}
+
+// guardVariants are the mux variants with the built-in result guards on
+// every result: redaction with a budget that never triggers.
+var guardVariants = map[string]string{
+	"guards": `{"redact": true, "max_result_chars": 1000000}`,
 }
 
 // limitVariants are the mux variants with a Redis-shared limit on the
@@ -52,13 +61,17 @@ func parseVariants(s string) ([]variant, error) {
 			vs = append(vs, variant{name: f, limits: rule})
 			continue
 		}
+		if block, ok := guardVariants[f]; ok {
+			vs = append(vs, variant{name: f, guards: block})
+			continue
+		}
 		if f == "cel" || f == "authzen" || f == "processor" {
 			vs = append(vs, variant{name: f, policy: f})
 			continue
 		}
 		pct, err := strconv.ParseFloat(f, 64)
 		if err != nil || pct <= 0 || pct > 100 {
-			return nil, fmt.Errorf("bad variant %q: want off, limits, limits-inflight, cel, authzen, processor or a percentage in (0, 100]", f)
+			return nil, fmt.Errorf("bad variant %q: want off, limits, limits-inflight, cel, authzen, processor, guards or a percentage in (0, 100]", f)
 		}
 		vs = append(vs, variant{name: "tel" + f, ratio: pct / 100})
 	}
@@ -68,7 +81,7 @@ func parseVariants(s string) ([]variant, error) {
 // suffix is what the variant adds to a leg's name ("" for off, so that the
 // off rows keep today's names).
 func (v variant) suffix() string {
-	if v.ratio == 0 && v.limits == "" && v.policy == "" {
+	if v.ratio == 0 && v.limits == "" && v.policy == "" && v.guards == "" {
 		return ""
 	}
 	return "/" + v.name

@@ -11,12 +11,12 @@ import (
 )
 
 func TestParseVariants(t *testing.T) {
-	vs, err := parseVariants("off, 100,1%,0.5,limits")
+	vs, err := parseVariants("off, 100,1%,0.5,limits,guards")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []variant{{name: "off"}, {name: "tel100", ratio: 1}, {name: "tel1", ratio: 0.01}, {name: "tel0.5", ratio: 0.005},
-		{name: "limits", limits: limitVariants["limits"]}}
+		{name: "limits", limits: limitVariants["limits"]}, {name: "guards", guards: guardVariants["guards"]}}
 	if len(vs) != len(want) {
 		t.Fatalf("got %v, want %v", vs, want)
 	}

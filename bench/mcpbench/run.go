@@ -77,6 +77,9 @@ func (f *fleet) start(o options) (err error) {
 		if v.ratio > 0 {
 			args = append(args, "-otlp", "http://"+f.otlp.addr+"/"+v.name, "-ratio", strconv.FormatFloat(v.ratio, 'g', -1, 64))
 		}
+		if v.guards != "" {
+			args = append(args, "-guards", v.guards)
+		}
 		if v.policy != "" {
 			block, err := f.policyBlock(v.policy)
 			if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/config"
 	"github.com/mcp-mux/mcp-mux/internal/ratelimit"
 	"github.com/mcp-mux/mcp-mux/internal/sessionstore"
+	"github.com/mcp-mux/mcp-mux/internal/spill"
 	"github.com/mcp-mux/mcp-mux/internal/storeclient"
 )
 
@@ -81,4 +82,14 @@ func limitStore(cfg *config.Config, c *storeclient.Client) *ratelimit.Store {
 		return nil
 	}
 	return &ratelimit.Store{Client: c, KeyPrefix: cfg.Store.KeyPrefix}
+}
+
+// spillStore is where the result guards keep spilled results: with the
+// shared Redis client c, that Redis (any replica serves a caller's
+// result); nil (in process) without one.
+func spillStore(cfg *config.Config, c *storeclient.Client) spill.Store {
+	if c == nil {
+		return nil
+	}
+	return spill.NewRedis(spill.RedisOptions{Client: c, KeyPrefix: cfg.Store.KeyPrefix})
 }

@@ -117,6 +117,8 @@ type Record struct {
 	// Processors are the external processors asked about the call, in
 	// order (at most MaxProcessors).
 	Processors []Processor `json:"processors,omitempty"`
+	// ResultGuard is what the result guards did to a tool's result.
+	ResultGuard *ResultGuard `json:"result_guard,omitempty"`
 }
 
 // MaxProcessors bounds the processors a record lists: two phases of two
@@ -131,6 +133,17 @@ type Processor struct {
 	Phase  string  `json:"phase"`
 	Action string  `json:"action"`
 	MS     float64 `json:"ms"`
+}
+
+// ResultGuard is what a record says of the result guards: the action on
+// a result over its budget (truncated, spilled, refused; "" within it),
+// the credentials redacted, the result's size and what was kept, in
+// characters.
+type ResultGuard struct {
+	Action     string `json:"action,omitempty"`
+	Redactions int    `json:"redactions,omitempty"`
+	Chars      int    `json:"chars"`
+	Kept       int    `json:"kept"`
 }
 
 // Approval is what a record says of an approval: its id, rule, the

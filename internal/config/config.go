@@ -57,6 +57,9 @@ type Config struct {
 	// Processors is the top-level "processors" list (config/processors.go):
 	// asked about every server's calls, before a server's own.
 	Processors []Processor
+	// ResultGuards is the "result_guards" block (config/resultguards.go);
+	// nil: none. A server's own block replaces it (ResultGuardsFor).
+	ResultGuards *ResultGuards
 	// Extra holds the unknown top-level keys (DeerFlow's "middlewares",
 	// "skills", …) verbatim, as written before $VAR expansion.
 	Extra map[string]json.RawMessage

@@ -255,6 +255,7 @@ var muxBlocks = []struct {
 	{"limits", (*Config).parseLimits},
 	{"policy", (*Config).parsePolicy},
 	{"approvals", (*Config).parseApprovals},
+	{"result_guards", (*Config).parseResultGuardsBlock},
 }
 
 // parseMuxBlocks fills the mux-specific blocks. They are strict: unknown keys

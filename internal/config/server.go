@@ -102,6 +102,9 @@ type Server struct {
 	// Processors are the server's own external processors
 	// (config/processors.go), asked after the top level's.
 	Processors []Processor
+	// ResultGuards is the server's "result_guards" object, which replaces
+	// the top-level block for its tools (nil: the top-level one applies).
+	ResultGuards *ResultGuards
 
 	// Extra holds unknown server keys (e.g. Cline's "autoApprove")
 	// verbatim, as written before $VAR expansion.
@@ -291,6 +294,7 @@ func parseServer(name string, n *rawdoc.Node) (*Server, serverResult) {
 	s.readRouting(o)
 	s.Telemetry = parseServerTelemetry(o)
 	s.Processors = parseProcessors(o.take("processors"), "processors", f)
+	s.ResultGuards = parseServerResultGuards(o)
 	s.Extra = o.extras()
 	warnNearMisses(n.Keys, s.Extra, f)
 	s.crossCheck(f)

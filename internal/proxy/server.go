@@ -37,6 +37,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/reqid"
 	"github.com/mcp-mux/mcp-mux/internal/seal"
 	"github.com/mcp-mux/mcp-mux/internal/sessionstore"
+	"github.com/mcp-mux/mcp-mux/internal/spill"
 	"github.com/mcp-mux/mcp-mux/internal/subscriptions"
 	"github.com/mcp-mux/mcp-mux/internal/taskpoll"
 	"github.com/mcp-mux/mcp-mux/internal/telemetry"
@@ -126,6 +127,9 @@ type Options struct {
 	// (package approvals: Redis or the embedded file), at first use; nil:
 	// no store, and a call an approvals rule matches is refused.
 	ApprovalStore func() (approvals.Store, error)
+	// SpillStore keeps the results the result guards spill (package
+	// spill: Redis, shared by the replicas on it); nil: in this process.
+	SpillStore spill.Store
 	// AccountHTTPClient makes the connected accounts' discovery,
 	// registration and token requests (nil: the engine's bounded client).
 	AccountHTTPClient *http.Client
@@ -208,6 +212,8 @@ func New(opts Options) *Server {
 	s.metrics.reg.MustRegister(s.policy.Collectors()...)
 	s.processors = processor.NewMetrics()
 	s.metrics.reg.MustRegister(s.processors.Collectors()...)
+	guards := callpath.NewGuardMetrics()
+	s.metrics.reg.MustRegister(guards.Collectors()...)
 	if err := opts.Audit.Register(s.metrics.reg); err != nil {
 		s.log.Error("audit: the record counters are off", "err", err)
 	}
@@ -249,7 +255,7 @@ func New(opts Options) *Server {
 	s.approvals.setUp(s, opts)
 	s.calls = callpath.New(callpath.Options{Log: s.log, MaxSessionCalls: opts.MaxSessionCalls, Tasks: s.tasks, Runtime: &s.rt, Life: &s.gate,
 		PageSize: opts.PageSize, Subs: s.subs, Panics: s.panics, Audit: opts.Audit, Telemetry: s.tel, Limits: s.limits,
-		Accounts: &s.accounts, Approvals: s.approvals.m, IDs: s.approvals.ids})
+		Accounts: &s.accounts, Approvals: s.approvals.m, IDs: s.approvals.ids, Spill: opts.SpillStore, GuardMetrics: guards})
 	replica := sessionstore.NewReplica()
 	s.replica = replica
 	s.accounts.log, s.accounts.rt, s.accounts.store, s.accounts.hc = s.log.Named("accounts"), &s.rt, opts.AccountStore, opts.AccountHTTPClient

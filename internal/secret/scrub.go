@@ -69,6 +69,7 @@ type Scrubber struct {
 	mu    sync.Mutex
 	pairs []string          // old, new, … as registered
 	r     *strings.Replacer // built from pairs on first use; nil after an Add
+	ac    *automaton        // Redact's, built from pairs on first use; nil after an Add
 }
 
 // Clone returns a Scrubber with the same values, to extend for one call.
@@ -147,7 +148,7 @@ func (s *Scrubber) add(old, repl string) {
 		}
 	}
 	s.pairs = append(s.pairs, old, repl)
-	s.r = nil
+	s.r, s.ac = nil, nil
 }
 
 // Scrub returns text with every registered value replaced.

@@ -128,6 +128,9 @@ func resource(s *Router, ctx context.Context, r request) (mcp.Result, error) {
 	if s.tasks != nil && strings.HasPrefix(uri, taskpoll.ResourcePrefix) {
 		return s.taskResource(ctx, r.st, r.method, uri) // tasks.go
 	}
+	if strings.HasPrefix(uri, ResultsPrefix) {
+		return s.guards.read(ctx, s.rt.Load(), CallerFrom(ctx).User, uri) // guards.go
+	}
 	return s.Forward(ctx, r.st, r.e, HeaderOf(r.req), nil, r.method, r.req.GetParams())
 }
 

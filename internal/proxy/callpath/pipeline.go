@@ -117,6 +117,7 @@ func (s *Router) Stages() []Stage {
 		limitsStage(s),       // limits.go: the limits rules; the slot comes back however the call ends
 		outcomeStage(s),      // upstream.go: an upstream's failure as the caller gets it
 		contentStage(s),      // content.go: arguments and result on the span and record, where opted in
+		guardsStage(s),       // guards.go: result_guards: redaction and the size budget of a tool's result
 		processorsStage(s),   // processors.go: the external processors on the arguments and the result
 		argumentsStage(s),    // arguments.go: the params sent upstream (fixed arguments, own names, _meta)
 		authorizeStage(s),    // authorize.go: policy.rules (CEL) and policy.authzen on what the call asks

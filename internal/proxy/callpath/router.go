@@ -26,6 +26,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/ratelimit"
 	"github.com/mcp-mux/mcp-mux/internal/reqid"
 	"github.com/mcp-mux/mcp-mux/internal/secret"
+	"github.com/mcp-mux/mcp-mux/internal/spill"
 	"github.com/mcp-mux/mcp-mux/internal/subscriptions"
 	"github.com/mcp-mux/mcp-mux/internal/taskpoll"
 	"github.com/mcp-mux/mcp-mux/internal/telemetry"
@@ -64,6 +65,10 @@ type Options struct {
 	// IDs hashes callers as external processors see them (the spans' and
 	// audit records' IDHash); nil: a random key of the Router's own.
 	IDs *secret.IDHash
+	// Spill keeps the results the result guards spill (nil: in this
+	// process); GuardMetrics counts what the guards do (nil: unregistered).
+	Spill        spill.Store
+	GuardMetrics *GuardMetrics
 }
 
 // Router routes the calls of both eras to their backends.
@@ -82,6 +87,7 @@ type Router struct {
 	accounts  Accounts
 	approvals *approvals.Manager
 	ids       *secret.IDHash
+	guards    *resultGuards // the result guards' spilled results (guards.go)
 }
 
 // New returns a Router with opts.
@@ -91,7 +97,7 @@ func New(opts Options) *Router {
 	}
 	return &Router{log: opts.Log, maxCalls: opts.MaxSessionCalls, tasks: opts.Tasks, rt: opts.Runtime, life: opts.Life,
 		pageSize: opts.PageSize, subs: opts.Subs, panics: opts.Panics, audit: opts.Audit, tel: opts.Telemetry, limits: opts.Limits,
-		accounts: opts.Accounts, approvals: opts.Approvals, ids: opts.IDs}
+		accounts: opts.Accounts, approvals: opts.Approvals, ids: opts.IDs, guards: newResultGuards(opts.Spill, opts.GuardMetrics, opts.Log)}
 }
 
 // logFor is the logger for a line about the request ctx belongs to

@@ -106,7 +106,7 @@ func TestStagesListed(t *testing.T) {
 		}
 		names = append(names, st.Name)
 	}
-	want := "audit session route policy limits outcome content processors arguments authorize approvals tasks interceptors credentials accounts"
+	want := "audit session route policy limits outcome content guards processors arguments authorize approvals tasks interceptors credentials accounts"
 	if got := strings.Join(names, " "); got != want {
 		t.Fatalf("stages %q, want %q", got, want)
 	}
@@ -129,7 +129,7 @@ func TestPipelineLeavesOutUnconfigured(t *testing.T) {
 	}
 	s := testRouter(t, Options{})
 	rt := s.rt.Load()
-	optional := []string{"audit", "limits", "content", "processors", "authorize", "approvals", "interceptors", "credentials", "accounts"}
+	optional := []string{"audit", "limits", "content", "guards", "processors", "authorize", "approvals", "interceptors", "credentials", "accounts"}
 	in := assembled(s, rt)
 	for _, name := range optional {
 		if in[name] {
@@ -151,12 +151,13 @@ func TestPipelineLeavesOutUnconfigured(t *testing.T) {
 	if rt.Authz, err = NewAuthz(rt.Config, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	rt.Add(&Backend{Name: "s", Resolver: &headers.Resolver{}, Config: &config.Server{Telemetry: config.ServerTelemetry{Arguments: true}}, PerUser: true})
 	if rt.Processors = NewProcessors(rt, nil, nil); rt.Processors != nil {
 		t.Fatal("processors built from a config with none")
 	}
 	rt.Config.Processors = []config.Processor{{Name: "p", URL: "http://127.0.0.1:9", Phase: config.PhaseBoth}}
 	rt.Processors = NewProcessors(rt, nil, nil)
+	rt.Add(&Backend{Name: "s", Resolver: &headers.Resolver{}, Config: &config.Server{Telemetry: config.ServerTelemetry{Arguments: true},
+		ResultGuards: &config.ResultGuards{Redact: true}}, PerUser: true})
 	lim, err := ratelimit.New(ratelimit.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -120,6 +120,7 @@ func blockChanges(old, next *config.Config) []string {
 		{"policy", old.Policy, next.Policy},
 		{"approvals", plainApprovals(old.Approvals), plainApprovals(next.Approvals)},
 		{"processors", old.Processors, next.Processors},
+		{"result_guards", old.ResultGuards, next.ResultGuards},
 	} {
 		if !reflect.DeepEqual(b.a, b.b) {
 			out = append(out, "changed "+b.name)

@@ -92,3 +92,17 @@ func TestChanges(t *testing.T) {
 		t.Error("nothing running: changes listed")
 	}
 }
+
+// A changed result_guards block is listed, top level as a block and a
+// server's own as a change of that server (kept connected).
+func TestChangesResultGuards(t *testing.T) {
+	old := parse(t, `{"mcpServers": {"s": {"type": "http", "url": "https://s/mcp"}}, "result_guards": {"redact": true}}`)
+	next := parse(t, `{"mcpServers": {"s": {"type": "http", "url": "https://s/mcp", "result_guards": {"max_result_chars": 5000}}},
+		"result_guards": {"redact": true, "max_result_chars": 20000}}`)
+	if got, want := Changes(old, next), []string{"changed s", "changed result_guards"}; !slices.Equal(got, want) {
+		t.Errorf("Changes = %q, want %q", got, want)
+	}
+	if c := Changes(old, parse(t, `{"mcpServers": {"s": {"type": "http", "url": "https://s/mcp"}}, "result_guards": {"redact": true}}`)); len(c) != 0 {
+		t.Errorf("the same block changes: %q", c)
+	}
+}
