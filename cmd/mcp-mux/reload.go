@@ -111,6 +111,7 @@ func mountAdmin(routes *http.ServeMux, srv *proxy.Server, r *reloader, log hclog
 		StdioCommands:  extra,
 		Disconnect:     disconnectAccount(srv),
 		Approvals:      srv.Approvals(),
+		Pins:           srv.Pins(),
 		Logger:         log.Named("admin"),
 	})
 }

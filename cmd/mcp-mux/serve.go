@@ -205,7 +205,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, env fun
 	defer closeAudit(auditor, log) // after the server: its last calls are recorded
 	srv := proxy.New(proxy.Options{Logger: log, Version: version, StdioSupervisor: selfExe, TaskStore: store, TaskConfig: taskConfig(cfg.Tasks),
 		SessionStore: sessions, StateKey: stateKey, Telemetry: telemetryOptions(cfg.Telemetry, ids, env, log), Audit: auditor, LimitStore: limitStore(cfg, rc),
-		AccountStore: acctStore, ApprovalStore: approvalStore(cfg, rc, f.dataDir, env, log.Named("approvals"))})
+		AccountStore: acctStore, ApprovalStore: approvalStore(cfg, rc, f.dataDir, env, log.Named("approvals")),
+		PinStore: pinStore(cfg, rc, f.dataDir, env, log.Named("pins"))})
 	if err := srv.Apply(cfg); err != nil {
 		_ = ln.Close()
 		_ = srv.Close(context.Background())

@@ -38,6 +38,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/sessionstore"
 	"github.com/mcp-mux/mcp-mux/internal/subscriptions"
 	"github.com/mcp-mux/mcp-mux/internal/taskpoll"
+	"github.com/mcp-mux/mcp-mux/internal/toolpin"
 	"github.com/mcp-mux/mcp-mux/internal/telemetry"
 	"github.com/mcp-mux/mcp-mux/internal/via"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
@@ -125,6 +126,13 @@ type Options struct {
 	// (package approvals: Redis or the embedded file), at first use; nil:
 	// no store, and a call an approvals rule matches is refused.
 	ApprovalStore func() (approvals.Store, error)
+	// PinStore opens where pinned tool definitions live (package toolpin:
+	// Redis or the embedded file), at first use by a server whose
+	// pin_tools is not off; nil: none, and pin_tools has no effect.
+	PinStore func() (toolpin.Store, error)
+	// PinPoll is how often a replica rereads the pins of the changes it
+	// lists (default 5 s), to learn of one accepted on another replica.
+	PinPoll time.Duration
 	// AccountHTTPClient makes the connected accounts' discovery,
 	// registration and token requests (nil: the engine's bounded client).
 	AccountHTTPClient *http.Client
@@ -158,6 +166,7 @@ type Server struct {
 	gate      callpath.Life           // orders session registration and calls against Close
 	accounts  accountsPort            // connected accounts (accounts.go)
 	approvals approvalDesk            // the approvals rules' requests (approvals.go)
+	pins      pinDesk                 // pinned tool definitions (pins.go)
 	publicURL string                  // the inbound.public_url the engine was made with
 	applied   atomic.Bool             // a config has been applied
 	ready     atomic.Bool             // …and its servers discovered (becomeReady)
@@ -242,6 +251,7 @@ func New(opts Options) *Server {
 		s.log.Error("limits are off", "err", err)
 	}
 	s.approvals.setUp(s, opts)
+	s.pins.setUp(s, opts)
 	s.calls = callpath.New(callpath.Options{Log: s.log, MaxSessionCalls: opts.MaxSessionCalls, Tasks: s.tasks, Runtime: &s.rt, Life: &s.gate,
 		PageSize: opts.PageSize, Subs: s.subs, Panics: s.panics, Audit: opts.Audit, Telemetry: s.tel, Limits: s.limits,
 		Accounts: &s.accounts, Approvals: s.approvals.m})
@@ -346,6 +356,7 @@ func (s *Server) Close(ctx context.Context) error {
 		}
 	}
 	s.approvals.close()
+	s.pins.close()
 	if err := s.tel.Shutdown(ctx); err != nil {
 		s.log.Warn("shutdown: telemetry", "err", err)
 	}
