@@ -32,3 +32,10 @@ func pinStore(cfg *config.Config, rc *storeclient.Client, dir string, env func(s
 		return st, nil
 	}
 }
+
+// closePins closes the pins store, if it was opened.
+func closePins(g *toolpin.Guard, log hclog.Logger) {
+	if err := g.Close(); err != nil {
+		log.Warn("closing the pins store", "err", err)
+	}
+}

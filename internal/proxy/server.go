@@ -38,8 +38,8 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/sessionstore"
 	"github.com/mcp-mux/mcp-mux/internal/subscriptions"
 	"github.com/mcp-mux/mcp-mux/internal/taskpoll"
-	"github.com/mcp-mux/mcp-mux/internal/toolpin"
 	"github.com/mcp-mux/mcp-mux/internal/telemetry"
+	"github.com/mcp-mux/mcp-mux/internal/toolpin"
 	"github.com/mcp-mux/mcp-mux/internal/via"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
@@ -126,10 +126,11 @@ type Options struct {
 	// (package approvals: Redis or the embedded file), at first use; nil:
 	// no store, and a call an approvals rule matches is refused.
 	ApprovalStore func() (approvals.Store, error)
-	// PinStore opens where pinned tool definitions live (package toolpin:
-	// Redis or the embedded file), at first use by a server whose
-	// pin_tools is not off; nil: none, and pin_tools has no effect.
-	PinStore func() (toolpin.Store, error)
+	// Pins checks the tool definitions of servers with pin_tools against
+	// their pins (package toolpin: in Redis or the embedded file, opened
+	// at first use); nil: none, and pin_tools has no effect. Its owner
+	// closes it after Close.
+	Pins *toolpin.Guard
 	// PinPoll is how often a replica rereads the pins of the changes it
 	// lists (default 5 s), to learn of one accepted on another replica.
 	PinPoll time.Duration
@@ -356,7 +357,6 @@ func (s *Server) Close(ctx context.Context) error {
 		}
 	}
 	s.approvals.close()
-	s.pins.close()
 	if err := s.tel.Shutdown(ctx); err != nil {
 		s.log.Warn("shutdown: telemetry", "err", err)
 	}

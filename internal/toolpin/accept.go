@@ -9,7 +9,7 @@ import (
 // Refused says why a call of server's tool is refused — its definition
 // changed under block mode and was not accepted, or it cannot be pinned —
 // and "" when it may run. A change another replica accepted meanwhile is
-// found in the store (one read): the call runs, and Changed is told.
+// found in the store (one read): the call runs, and Changed is signalled.
 func (g *Guard) Refused(ctx context.Context, server, tool string) string {
 	k := key{server, tool}
 	g.mu.Lock()
@@ -32,7 +32,7 @@ func (g *Guard) Refused(ctx context.Context, server, tool string) string {
 
 // acceptedElsewhere reports whether the store now pins c's new definition
 // (accepted on another replica); then c is no longer pending and Changed
-// is told.
+// is signalled.
 func (g *Guard) acceptedElsewhere(ctx context.Context, c *Change) bool {
 	st, err := g.st()
 	if err != nil {
@@ -57,18 +57,10 @@ func (g *Guard) acceptedElsewhere(ctx context.Context, c *Change) bool {
 	return true
 }
 
-// changed tells Options.Changed, if any.
-func (g *Guard) changed() {
-	if g.o.Changed != nil {
-		g.o.Changed()
-	}
-}
-
 // Accept pins the definition server now lists for tool, on every replica
 // (the store is shared), and returns the change it settles: ErrNotFound
 // for a tool the server's last Check did not list, ErrNothing for one
-// that has not changed. The caller builds the catalog again (Changed is
-// not told).
+// that has not changed. Changed is signalled.
 func (g *Guard) Accept(ctx context.Context, server, tool string) (*Change, error) {
 	k := key{server, tool}
 	g.mu.Lock()
@@ -97,6 +89,7 @@ func (g *Guard) Accept(ctx context.Context, server, tool string) (*Change, error
 	}
 	g.mu.Unlock()
 	g.o.Log.Info("a changed tool definition was accepted", "server", server, "tool", tool, "parts", c.Parts)
+	g.changed()
 	out := *c
 	return &out, nil
 }

@@ -122,7 +122,7 @@ func (r *round) tool(t Tool, pin *Record) (Tool, bool, error) {
 	if pin.Hash == now.Hash {
 		return t, true, nil
 	}
-	c := &Change{Server: r.server, Tool: t.Name, Mode: r.mode, Parts: Changed(pin, &now), hash: now.Hash, was: pin.Hash, rec: now, raw: t.Raw}
+	c := &Change{Server: r.server, Tool: t.Name, Mode: r.mode, Parts: Diff(pin, &now), hash: now.Hash, was: pin.Hash, rec: now, raw: t.Raw}
 	r.pending[key{r.server, t.Name}] = c
 	if r.mode == Warn {
 		return t, true, nil

@@ -59,9 +59,9 @@ func Digest(raw json.RawMessage) Record {
 	return rec
 }
 
-// Changed lists the parts whose hashes differ between was and now, in the
+// Diff lists the parts whose hashes differ between was and now, in the
 // order of parts ("raw" when either is not a tool object).
-func Changed(was, now *Record) []string {
+func Diff(was, now *Record) []string {
 	var out []string
 	for _, p := range parts {
 		if was.Parts[p.part] != now.Parts[p.part] {

@@ -76,10 +76,6 @@ type Options struct {
 	// Timeout bounds the store work of one Check, Refused or Accept
 	// (default DefaultTimeout).
 	Timeout time.Duration
-	// Changed is told, never from within Check, that a pin changed in the
-	// store (accepted on another replica): the catalog should be built
-	// again.
-	Changed func()
 	Now     func() time.Time
 }
 
@@ -87,6 +83,7 @@ type Options struct {
 type Guard struct {
 	o       Options
 	changes *prometheus.CounterVec // by server and mode
+	kick    chan struct{}          // Changed
 
 	mu       sync.Mutex
 	store    Store
@@ -110,11 +107,24 @@ func New(o Options) *Guard {
 	if o.Log == nil {
 		o.Log = hclog.NewNullLogger()
 	}
-	return &Guard{o: o, store: o.Store, pending: make(map[key]*Change), listed: make(map[string][]string),
+	return &Guard{o: o, store: o.Store, kick: make(chan struct{}, 1), pending: make(map[key]*Change), listed: make(map[string][]string),
 		unpinned: make(map[key]string), down: make(map[string]bool), changes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcp_mux_tool_definition_changes_total",
 			Help: "Tool definitions a server changed after they were pinned (pin_tools), by server and mode; each new definition counted once per replica.",
 		}, []string{"server", "mode"})}
+}
+
+// Changed receives when a pin changed in the store — accepted here or
+// found accepted on another replica — so that the catalog is built again
+// (which Check is part of). Never sent from within Check.
+func (g *Guard) Changed() <-chan struct{} { return g.kick }
+
+// changed signals Changed without blocking.
+func (g *Guard) changed() {
+	select {
+	case g.kick <- struct{}{}:
+	default:
+	}
 }
 
 // Register adds mcp_mux_tool_definition_changes_total to reg.
