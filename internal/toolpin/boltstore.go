@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -21,7 +22,7 @@ type BoltStore struct {
 
 var _ Store = (*BoltStore)(nil)
 
-var bServers = []byte("servers") // server → bucket: "h:"+tool → pin, "d:"+tool → definition
+var bServers = []byte("servers") // server → bucket: "h:"+tool → pin, "d:"+tool → definition, "n" → how many pins
 
 // OpenBoltStore opens (creating) the embedded store in o.Dir.
 func OpenBoltStore(o BoltOptions) (*BoltStore, error) {
@@ -77,8 +78,12 @@ func (s *BoltStore) add(_ context.Context, name, tool string, rec *Record, def [
 			out = cur
 			return nil
 		}
-		if b.Stats().KeyN >= 2*max {
+		n := count(b)
+		if n >= max {
 			return ErrFull
+		}
+		if err := b.Put(nKey, []byte(strconv.Itoa(n+1))); err != nil {
+			return err
 		}
 		return putIn(b, tool, rec, def)
 	})
@@ -109,6 +114,15 @@ func (s *BoltStore) put(_ context.Context, name, tool string, rec *Record, def [
 		}
 		return putIn(b, tool, rec, def)
 	})
+}
+
+// nKey counts a server's pins.
+var nKey = []byte("n")
+
+// count is how many pins b holds.
+func count(b *bolt.Bucket) int {
+	n, _ := strconv.Atoi(string(b.Get(nKey)))
+	return n
 }
 
 // putIn writes tool's pin and definition (nil: none kept) in b.

@@ -111,9 +111,9 @@ func (r *round) tool(t Tool, pin *Record) (Tool, bool, error) {
 	if pin == nil {
 		now.At = r.g.o.Now()
 		var err error
-		pin, err = r.st.add(r.ctx, r.server, t.Name, &now, kept(t.Raw), MaxPins)
+		pin, err = r.st.add(r.ctx, r.server, t.Name, &now, kept(t.Raw), r.g.o.MaxPins)
 		if errors.Is(err, ErrFull) {
-			return t, r.withhold(t, fmt.Sprintf("the server has %d pinned tools, as many as mcp-mux keeps", MaxPins)), nil
+			return t, r.withhold(t, fmt.Sprintf("the server has %d pinned tools, as many as mcp-mux keeps", r.g.o.MaxPins)), nil
 		}
 		if err != nil {
 			return t, false, err

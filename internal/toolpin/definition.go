@@ -62,6 +62,12 @@ func Digest(raw json.RawMessage) Record {
 // Diff lists the parts whose hashes differ between was and now, in the
 // order of parts ("raw" when either is not a tool object).
 func Diff(was, now *Record) []string {
+	if was.Hash == now.Hash {
+		return nil
+	}
+	if was.Parts["raw"] != "" || now.Parts["raw"] != "" {
+		return []string{"raw"}
+	}
 	var out []string
 	for _, p := range parts {
 		if was.Parts[p.part] != now.Parts[p.part] {

@@ -20,7 +20,7 @@ type RedisOptions struct {
 
 // RedisStore is the Store shared by replicas: one hash per server,
 //
-//	pins:{<server>}   h:<tool> → the pin (JSON), d:<tool> → its definition
+//	pins:{<server>}   h:<tool> → the pin (JSON), d:<tool> → its definition, n → how many pins
 //
 // every command and script on that one key, so all run on Redis Cluster.
 type RedisStore struct {
@@ -32,11 +32,13 @@ type RedisStore struct {
 var _ Store = (*RedisStore)(nil)
 
 // addScript: KEYS hash; ARGV h-field, record, d-field, definition ("" for
-// none), max fields. Returns the pin in force, or false when full.
+// none), max pins. Returns the pin in force, or false when full. The
+// field n counts the pins.
 const addScript = `
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
 if cur then return cur end
-if redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[5]) then return false end
+if tonumber(redis.call('HGET', KEYS[1], 'n') or '0') >= tonumber(ARGV[5]) then return false end
+redis.call('HINCRBY', KEYS[1], 'n', 1)
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], ARGV[3], ARGV[4]) end
 return ARGV[2]`
@@ -79,7 +81,7 @@ func (s *RedisStore) add(ctx context.Context, server, tool string, rec *Record, 
 	if err != nil {
 		return nil, fmt.Errorf("encoding a pin: %w", err)
 	}
-	v, err := s.addLua.Run(ctx, s.c, []string{s.key(server)}, "h:"+tool, b, "d:"+tool, def, strconv.Itoa(2*max)).Text()
+	v, err := s.addLua.Run(ctx, s.c, []string{s.key(server)}, "h:"+tool, b, "d:"+tool, def, strconv.Itoa(max)).Text()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return nil, ErrFull
@@ -109,7 +111,7 @@ func (s *RedisStore) put(ctx context.Context, server, tool string, rec *Record, 
 		return fmt.Errorf("encoding a pin: %w", err)
 	}
 	p := s.c.TxPipeline()
-	p.HSet(ctx, s.key(server), "h:"+tool, b)
+	p.HSet(ctx, s.key(server), "h:"+tool, b) // an accepted tool was pinned: n stays
 	if def != nil {
 		p.HSet(ctx, s.key(server), "d:"+tool, def)
 	} else {

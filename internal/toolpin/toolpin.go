@@ -76,6 +76,8 @@ type Options struct {
 	// Timeout bounds the store work of one Check, Refused or Accept
 	// (default DefaultTimeout).
 	Timeout time.Duration
+	// MaxPins bounds the pins of one server (default and at most MaxPins).
+	MaxPins int
 	Now     func() time.Time
 }
 
@@ -103,6 +105,9 @@ func New(o Options) *Guard {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.MaxPins <= 0 || o.MaxPins > MaxPins {
+		o.MaxPins = MaxPins
 	}
 	if o.Log == nil {
 		o.Log = hclog.NewNullLogger()
