@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -71,6 +72,7 @@ func pinsMux(t *testing.T, cfg string, rc *storeclient.Client) *pinned {
 	m, _ := startMuxEnv(t, cfg, nil, proxy.Options{Pins: g})
 	routes := http.NewServeMux()
 	api.MountAdmin(routes, api.AdminOptions{Path: "/nonexistent.json", Token: func() secret.Value { return "admin-token" }, Pins: g})
+	api.MountStatus(routes, api.StatusOptions{Source: m.srv})
 	routes.Handle("/", m.srv.Handler())
 	m.ts = httptest.NewServer(routes)
 	t.Cleanup(m.ts.Close)
@@ -145,6 +147,21 @@ func TestPinsWarn(t *testing.T) {
 	st := m.srv.Status()
 	if st.PendingToolChanges != 1 || st.ToolChanges[0].Tool != "read" || st.ToolChanges[0].Mode != "warn" || strings.Join(st.ToolChanges[0].Parts, ",") != "description" {
 		t.Fatalf("status: %d changes %+v", st.PendingToolChanges, st.ToolChanges)
+	}
+	for _, path := range []string{"/api/status", "/"} {
+		res, err := testHTTP.Get(m.ts.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		_ = res.Body.Close()
+		want := `"pending_tool_changes":1`
+		if path == "/" {
+			want = "Changed tool definitions (1)"
+		}
+		if !strings.Contains(string(body), want) || strings.Contains(string(body), "id_rsa") {
+			t.Fatalf("GET %s: want %q and never the description:\n%.2000s", path, want, body)
+		}
 	}
 	if v := metricValue(scrape(t, m.ts.URL), `mcp_mux_tool_definition_changes_total{mode="warn",server="up"}`); v != 1 {
 		t.Fatalf("mcp_mux_tool_definition_changes_total = %v, want 1", v)
