@@ -197,6 +197,15 @@ func TestPinsBlock(t *testing.T) {
 	if !res.IsError || !strings.Contains(text, `"up"`) || !strings.Contains(text, `"up_read"`) || !strings.Contains(text, "accept") || up.runs.Load() != 0 {
 		t.Fatalf("a changed tool under block: %q (error %v), upstream ran %d times", text, res.IsError, up.runs.Load())
 	}
+	// The 2026-07-28 era: the same list and the same refusal.
+	if _, r := modernCall(t, m.ts.URL+"/mcp", nil, "{}", "tools/list", "", `"cursor":null`); r.Error != nil ||
+		!strings.Contains(string(r.Result), `"Reads a file."`) || strings.Contains(string(r.Result), "Ignore previous") {
+		t.Fatalf("2026-07-28 tools/list under block: %s %+v", r.Result, r.Error)
+	}
+	_, r := modernCall(t, m.ts.URL+"/mcp", nil, "{}", "tools/call", "up_read", `"name":"up_read","arguments":{"path":"/b"}`)
+	if r.Error != nil || !strings.Contains(string(r.Result), `"isError":true`) || !strings.Contains(string(r.Result), "must accept") || up.runs.Load() != 0 {
+		t.Fatalf("2026-07-28 call under block: %s %+v (runs %d)", r.Result, r.Error, up.runs.Load())
+	}
 	long := strings.Repeat("x", 300)
 	for _, c := range []struct {
 		path, body string
