@@ -252,7 +252,6 @@ func New(opts Options) *Server {
 		s.log.Error("limits are off", "err", err)
 	}
 	s.approvals.setUp(s, opts)
-	s.pins.setUp(s, opts)
 	s.calls = callpath.New(callpath.Options{Log: s.log, MaxSessionCalls: opts.MaxSessionCalls, Tasks: s.tasks, Runtime: &s.rt, Life: &s.gate,
 		PageSize: opts.PageSize, Subs: s.subs, Panics: s.panics, Audit: opts.Audit, Telemetry: s.tel, Limits: s.limits,
 		Accounts: &s.accounts, Approvals: s.approvals.m})
@@ -272,6 +271,7 @@ func New(opts Options) *Server {
 	empty.Policy, empty.Auth, empty.Origins, empty.States = callpath.NewCatalogPolicy(&config.Config{}, s.tasks != nil), none, origins, s.states
 	empty.Catalog.Store(callpath.BuildCatalog(nil, empty.Policy, nil, s.log))
 	s.rt.Store(empty)
+	s.pins.setUp(s, opts) // its watch builds the catalog: after everything that does is set
 	s.bg.Go(func() { s.sessions.Run(ctx) })
 	return s
 }
