@@ -2,10 +2,12 @@ package proxy_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -333,4 +335,43 @@ func TestPinsToolSearch(t *testing.T) {
 	if text, names := search(t, cs, "read"); !contains(names, "up_read") || !strings.Contains(text, "Reads a file.") {
 		t.Fatalf("tool_search under block lost the pinned definition: %s", text)
 	}
+}
+
+// TestPinsOffOpensNothing: without pin_tools no store is opened (no
+// pins.db appears) and no tool is checked; a reload to warn opens it and
+// pins what the server lists.
+func TestPinsOffOpensNothing(t *testing.T) {
+	up := newRugPull(t, "Reads a file.")
+	dir := t.TempDir()
+	var opened atomic.Int32
+	g := toolpin.New(toolpin.Options{Open: func() (toolpin.Store, error) {
+		opened.Add(1)
+		return toolpin.OpenBoltStore(toolpin.BoltOptions{Dir: dir})
+	}})
+	t.Cleanup(func() { _ = g.Close() })
+	m, _ := startMuxEnv(t, fmt.Sprintf(`{"mcpServers": {"up": {"type": "http", "url": %q}}}`, up.url), nil, proxy.Options{Pins: g})
+	cs := connect(t, m.ts.URL, nil)
+	up.describe("Reads a file, differently.")
+	waitFor(t, "the new description", func() bool { return description(t, cs, "up_read") == "Reads a file, differently." })
+	if n := opened.Load(); n != 0 || fileExists(dir+"/pins.db") {
+		t.Fatalf("pin_tools off opened the pins store %d times", n)
+	}
+	cfg, err := config.Parse([]byte(pinConfig(up.url, "warn", "")), config.LoadOptions{Filename: "test.json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.srv.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if opened.Load() != 1 || !fileExists(dir+"/pins.db") {
+		t.Fatalf("a reload to warn: store opened %d times", opened.Load())
+	}
+	if _, err := g.Accept(context.Background(), "up", "read"); !errors.Is(err, toolpin.ErrNothing) {
+		t.Fatalf("the listed tool was not pinned on the reload: %v", err)
+	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
