@@ -375,3 +375,46 @@ func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
 }
+
+// TestPinsHugeSchema: a tool with a 256 KiB input schema is pinned by its
+// hash alone (the Redis record keeps no definition past 64 KiB); when the
+// server changes it under block, the tool is withheld (a call of it is
+// one of an unknown tool), nothing sent upstream.
+func TestPinsHugeSchema(t *testing.T) {
+	rs := mcptest.StartRedis(t, false)
+	rc := storeclient.Wrap(redis.NewClient(&redis.Options{Addr: rs.Addr}))
+	t.Cleanup(func() { _ = rc.Close() })
+	s := mcp.NewServer(&mcp.Implementation{Name: "big", Version: "1"}, nil)
+	var runs atomic.Int32
+	add := func(desc string) {
+		schema := map[string]any{"type": "object", "description": strings.Repeat("s", 256<<10), "properties": map[string]any{"q": map[string]any{"type": "string"}}}
+		s.AddTool(&mcp.Tool{Name: "query", Description: desc, InputSchema: schema}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			runs.Add(1)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ran"}}}, nil
+		})
+	}
+	add("Queries.")
+	url := mcptest.ServeHTTP(t, s).URL + "/mcp"
+	m := pinsMux(t, pinConfig(url, "block", ""), rc)
+	cs := connect(t, m.ts.URL, nil)
+	if d := description(t, cs, "up_query"); d != "Queries." {
+		t.Fatalf("first list: %q", d)
+	}
+	key := fmt.Sprintf("pins-%s:pins:{up}", t.Name())
+	if n, err := rs.Do("HSTRLEN", key, "d:query"); err != nil || n != "0" {
+		t.Fatalf("the kept definition of a 256 KiB tool: HSTRLEN %q, %v", n, err)
+	}
+	if n, err := rs.Do("HSTRLEN", key, "h:query"); err != nil || n == "0" || len(n) > 4 {
+		t.Fatalf("the pin of a 256 KiB tool: HSTRLEN %q, %v", n, err)
+	}
+	add("Queries. And more.")
+	waitFor(t, "the change found", func() bool { return m.srv.Status().PendingToolChanges == 1 })
+	if d := description(t, cs, "up_query"); d != "(not listed)" {
+		t.Fatalf("a changed tool whose definition was not kept is listed: %q", d)
+	}
+	// Withheld, the tool is not in the catalog: an unknown tool.
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "up_query", Arguments: map[string]any{"q": "x"}})
+	if err == nil && !res.IsError || runs.Load() != 0 {
+		t.Fatalf("a withheld tool's call: %+v, %v (runs %d)", res, err, runs.Load())
+	}
+}
