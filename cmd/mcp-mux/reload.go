@@ -17,6 +17,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/config"
 	"github.com/mcp-mux/mcp-mux/internal/proxy"
 	"github.com/mcp-mux/mcp-mux/internal/secret"
+	"github.com/mcp-mux/mcp-mux/internal/toolpin"
 )
 
 // reloader feeds config changes to the server: the file watcher, SIGHUP
@@ -94,7 +95,7 @@ func (r *reloader) stop() {
 
 // mountAdmin adds the admin config API, guarded by the running config's
 // admin.token.
-func mountAdmin(routes *http.ServeMux, srv *proxy.Server, r *reloader, log hclog.Logger, env func(string) (string, bool)) {
+func mountAdmin(routes *http.ServeMux, srv *proxy.Server, pins *toolpin.Guard, r *reloader, log hclog.Logger, env func(string) (string, bool)) {
 	var extra []string
 	if v, ok := env("MCP_MUX_STDIO_COMMAND_ALLOWLIST"); ok {
 		for _, c := range strings.Split(v, ",") {
@@ -111,6 +112,7 @@ func mountAdmin(routes *http.ServeMux, srv *proxy.Server, r *reloader, log hclog
 		StdioCommands:  extra,
 		Disconnect:     disconnectAccount(srv),
 		Approvals:      srv.Approvals(),
+		Pins:           pins,
 		Logger:         log.Named("admin"),
 	})
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/config"
 	"github.com/mcp-mux/mcp-mux/internal/proxy"
 	"github.com/mcp-mux/mcp-mux/internal/safelog"
+	"github.com/mcp-mux/mcp-mux/internal/toolpin"
 )
 
 // selfExe is this binary, which supervises each stdio server (see
@@ -203,9 +204,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, env fun
 		return 1
 	}
 	defer closeAudit(auditor, log) // after the server: its last calls are recorded
+	pins := toolpin.New(toolpin.Options{Open: pinStore(cfg, rc, f.dataDir, env, log.Named("pins")), Log: log.Named("pins")})
+	defer closePins(pins, log) // after the server
 	srv := proxy.New(proxy.Options{Logger: log, Version: version, StdioSupervisor: selfExe, TaskStore: store, TaskConfig: taskConfig(cfg.Tasks),
 		SessionStore: sessions, StateKey: stateKey, Telemetry: telemetryOptions(cfg.Telemetry, ids, env, log), Audit: auditor, LimitStore: limitStore(cfg, rc),
-		AccountStore: acctStore, ApprovalStore: approvalStore(cfg, rc, f.dataDir, env, log.Named("approvals")), SpillStore: spillStore(cfg, rc)})
+		AccountStore: acctStore, ApprovalStore: approvalStore(cfg, rc, f.dataDir, env, log.Named("approvals")), SpillStore: spillStore(cfg, rc),
+		Pins: pins})
 	if err := srv.Apply(cfg); err != nil {
 		_ = ln.Close()
 		_ = srv.Close(context.Background())
@@ -216,7 +220,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, env fun
 	defer rl.stop()
 	routes := http.NewServeMux()
 	api.MountTasks(routes, api.TasksOptions{Service: taskService(srv), Authenticated: srv.Authenticated})
-	mountAdmin(routes, srv, rl, log, env)
+	mountAdmin(routes, srv, pins, rl, log, env)
 	api.MountStatus(routes, api.StatusOptions{
 		Source:     srv,
 		Tasks:      func() api.TaskCounter { return taskCounter(srv) },

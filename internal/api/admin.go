@@ -53,7 +53,10 @@ type AdminOptions struct {
 	// Approvals lists and decides approval requests (approvals.go); nil:
 	// its routes answer 404.
 	Approvals Approvals
-	Logger    hclog.Logger
+	// Pins lists and accepts changed tool definitions (pins.go); nil: its
+	// routes answer 404.
+	Pins   Pins
+	Logger hclog.Logger
 }
 
 // AdminRoutes are the admin API's route patterns.
@@ -67,6 +70,8 @@ var AdminRoutes = []string{
 	"DELETE /api/accounts/{server}",
 	"GET /api/approvals",
 	"POST /api/approvals/{id}",
+	"GET /api/pins",
+	"POST /api/pins/{server}/{tool}",
 }
 
 // MountAdmin adds the admin config API (DeerFlow's gateway shapes) to mux:
@@ -79,6 +84,8 @@ var AdminRoutes = []string{
 //	DELETE /api/accounts/{server}?user=<id> → forget the user's connected account there
 //	GET   /api/approvals → {"approvals": [pending records], "total": n}
 //	POST  /api/approvals/{id} {"decision": "approve"|"deny", "reason"?, "by"?} → the decided record
+//	GET   /api/pins → {"changes": [changed tool definitions waiting], "total": n}
+//	POST  /api/pins/{server}/{tool} {"action": "accept"} → {"accepted": change}
 //
 // Every route needs "Authorization: Bearer <admin.token>" and answers 404
 // when no token is configured. Writes go through the same parsing and
@@ -102,6 +109,8 @@ func MountAdmin(mux *http.ServeMux, o AdminOptions) {
 	mux.Handle(AdminRoutes[6], a.guard(a.disconnect))
 	mux.Handle(AdminRoutes[7], a.guard(a.approvalsList))
 	mux.Handle(AdminRoutes[8], a.guard(a.approvalDecide))
+	mux.Handle(AdminRoutes[9], a.guard(a.pinsList))
+	mux.Handle(AdminRoutes[10], a.guard(a.pinAccept))
 }
 
 // ErrNoAccountServer is Disconnect's error for a server where nobody

@@ -100,6 +100,11 @@ type StatusReport struct {
 	// there are.
 	Approvals        []status.Approval `json:"approvals"`
 	PendingApprovals int               `json:"pending_approvals"`
+	// ToolChanges are the tool definitions servers changed since they
+	// were pinned (pin_tools), waiting for an operator (at most
+	// status.MaxToolChangesShown, oldest first), and how many there are.
+	ToolChanges        []status.ToolChange `json:"tool_changes"`
+	PendingToolChanges int                 `json:"pending_tool_changes"`
 }
 
 // CallReport is one recent call: the snapshot's own type.
@@ -182,6 +187,7 @@ func (h *statusAPI) report(ctx context.Context) StatusReport {
 		SlowCalls: append([]CallReport{}, st.SlowCalls...), FailedCalls: append([]CallReport{}, st.FailedCalls...), TracesExported: st.Tracing,
 		Profiles: append([]status.Profile{}, st.Profiles...), Limits: append([]status.Limit{}, st.Limits...),
 		Approvals: append([]status.Approval{}, st.Approvals...), PendingApprovals: st.PendingApprovals,
+		ToolChanges: append([]status.ToolChange{}, st.ToolChanges...), PendingToolChanges: st.PendingToolChanges,
 	}
 }
 
@@ -448,6 +454,13 @@ body.stale #stale { display:inline; }
   <div class="scroll"><table>
     <thead><tr><th>approval</th><th>caller</th><th>server</th><th>tool</th><th>rule</th><th>arguments (redacted)</th><th>expires</th></tr></thead>
     <tbody id="approvals">{{range .Approvals}}<tr data-approval="{{.ID}}"><td><code>{{.ID}}</code></td><td><code>{{.Caller}}</code></td><td>{{.Server}}</td><td>{{.Tool}}</td><td>{{.Rule}}</td><td><pre class="reason">{{.Preview}}</pre></td><td>{{when .Expires}}</td></tr>{{else}}<tr><td colspan="7" class="muted">no call waits for an approval</td></tr>{{end}}</tbody>
+  </table></div>
+</section>
+<section>
+  <h2>Changed tool definitions ({{.PendingToolChanges}})</h2>
+  <div class="scroll"><table>
+    <thead><tr><th>server</th><th>tool</th><th>pin_tools</th><th>changed</th><th>served</th><th>since</th></tr></thead>
+    <tbody id="tool-changes">{{range .ToolChanges}}<tr><td>{{.Server}}</td><td><code>{{.Tool}}</code></td><td>{{.Mode}}</td><td>{{range $i, $p := .Parts}}{{if $i}}, {{end}}{{$p}}{{end}}</td><td>{{if eq .Mode "warn"}}new definition{{else if .Held}}pinned definition; calls refused{{else}}withheld; calls refused{{end}}</td><td>{{when .Since}}</td></tr>{{else}}<tr><td colspan="6" class="muted">no server changed a pinned tool definition</td></tr>{{end}}</tbody>
   </table></div>
 </section>
 <section>

@@ -14,7 +14,7 @@ import (
 var serverKeys = []string{"enabled", "type", "transport", "command", "args", "env", "url", "headers", "oauth",
 	"user_auth", "headers_from_context", "token_exchange", "description", "routing", "tools", "tool_name_prefix",
 	"session_init_timeout", "tool_call_timeout", "task_toolsets", "session_scope", "max_sessions", "idle_timeout_seconds", "telemetry",
-	"cwd", "processors", "result_guards"}
+	"cwd", "processors", "result_guards", "pin_tools"}
 
 // topLevelKeys are the top-level keys mcp-mux reads.
 var topLevelKeys = []string{"mcpServers", "mcpInterceptors", "guardrails", "tool_search", "mcp_tasks", "store", "inbound", "admin", "telemetry", "profiles", "limits", "policy", "approvals", "processors", "result_guards"}

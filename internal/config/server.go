@@ -41,6 +41,13 @@ const (
 	OnMissingPassthrough = "passthrough"
 )
 
+// Modes of a server's pin_tools (package toolpin).
+const (
+	PinOff   = "off"   // tool definitions are not pinned (the default)
+	PinWarn  = "warn"  // a changed definition is logged, counted and listed; the new one is served
+	PinBlock = "block" // a changed definition is listed; the pinned one is served and calls refused until accepted
+)
+
 // DefaultSessionInitTimeout bounds discovery and session start-up when a
 // server does not set session_init_timeout (DeerFlow's default).
 const DefaultSessionInitTimeout = 60 * time.Second
@@ -105,6 +112,9 @@ type Server struct {
 	// ResultGuards is the server's "result_guards" object, which replaces
 	// the top-level block for its tools (nil: the top-level one applies).
 	ResultGuards *ResultGuards
+	// PinTools is PinOff (default), PinWarn or PinBlock: what a change of
+	// a tool's definition after mcp-mux first saw it does.
+	PinTools string
 
 	// Extra holds unknown server keys (e.g. Cline's "autoApprove")
 	// verbatim, as written before $VAR expansion.
@@ -332,6 +342,7 @@ func (s *Server) readSettings(o *object) {
 	s.SessionInitTimeout = o.timeout("session_init_timeout", DefaultSessionInitTimeout)
 	s.ToolCallTimeout = o.timeout("tool_call_timeout", 0)
 	s.SessionScope = o.oneOf("session_scope", ScopeThread, ScopeThread, ScopeUser, ScopeShared)
+	s.PinTools = o.oneOf("pin_tools", PinOff, PinOff, PinWarn, PinBlock)
 	s.ProtocolVersion = o.oneOf("protocol_version", "auto", "auto", "2025-11-25", "2026-07-28")
 	if s.ProtocolVersion == "2026-07-28" && s.Type == TypeSSE {
 		o.f.problem(o.field("protocol_version"), "sse servers speak 2025-11-25 (the legacy SSE transport predates 2026-07-28); use type http for a 2026-07-28 server")

@@ -667,3 +667,29 @@ func TestProtocolVersion(t *testing.T) {
 		}
 	}
 }
+
+// TestPinTools: pin_tools is off by default, one of off, warn, block,
+// and a near miss of the key is named.
+func TestPinTools(t *testing.T) {
+	s, got, _ := problemsOf(t, `{"command": "x"}`, nil)
+	if len(got) != 0 || s.PinTools != PinOff {
+		t.Fatalf("default pin_tools %q (problems %q)", s.PinTools, got)
+	}
+	for _, mode := range []string{PinOff, PinWarn, PinBlock} {
+		if s, got, _ := problemsOf(t, `{"command": "x", "pin_tools": "`+mode+`"}`, nil); len(got) != 0 || s.PinTools != mode {
+			t.Errorf("pin_tools %q: read %q, problems %q", mode, s.PinTools, got)
+		}
+	}
+	for value, want := range map[string]string{
+		`"pin_tools": "strict"`: "pin_tools: must be one of 'off', 'warn' or 'block'",
+		`"pin_tools": true`:     "pin_tools: must be a string, not a boolean",
+	} {
+		if _, got, _ := problemsOf(t, `{"command": "x", `+value+`}`, nil); len(got) != 1 || got[0] != want {
+			t.Errorf("%s: problems %q, want %q", value, got, want)
+		}
+	}
+	_, _, warnings := problemsOf(t, `{"command": "x", "pin_tool": "block"}`, nil)
+	if len(warnings) != 1 || !strings.Contains(warnings[0].Message, `did you mean "pin_tools"?`) {
+		t.Fatalf("a near miss of pin_tools: warnings %+v", warnings)
+	}
+}

@@ -259,7 +259,7 @@ func (ex *execution) share(a *reload.Action, prev *callpath.Backend, res *header
 	b := *prev
 	b.Prefix, b.Config, b.Resolver, b.HeaderKey = a.Next.ToolNamePrefix, a.Next, res, a.HeaderKey
 	b.PerUser, b.Detect = perUser(a.Next), ex.s.accounts.on() && detectable(a.Next)
-	b.Metrics = ex.s.metrics.forServer(a.Name)
+	b.Metrics, b.Pins = ex.s.metrics.forServer(a.Name), ex.s.pins.g
 	ex.rt.Add(&b)
 	if res != prev.Resolver {
 		ex.resolverChanged = append(ex.resolverChanged, &b)
@@ -281,7 +281,7 @@ func (ex *execution) reconnect(a *reload.Action, res *headers.Resolver) {
 		return
 	}
 	b := &callpath.Backend{Name: a.Name, Prefix: a.Next.ToolNamePrefix, Fingerprint: a.Fingerprint, HeaderKey: a.HeaderKey, Up: up, Config: a.Next, Resolver: res,
-		Base: ref, Metrics: ex.s.metrics.forServer(a.Name), PerUser: perUser(a.Next), Detect: ex.s.accounts.on() && detectable(a.Next)}
+		Base: ref, Metrics: ex.s.metrics.forServer(a.Name), PerUser: perUser(a.Next), Detect: ex.s.accounts.on() && detectable(a.Next), Pins: ex.s.pins.g}
 	ex.rt.Add(b)
 	ex.started = append(ex.started, b)
 }

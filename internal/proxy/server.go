@@ -41,6 +41,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/subscriptions"
 	"github.com/mcp-mux/mcp-mux/internal/taskpoll"
 	"github.com/mcp-mux/mcp-mux/internal/telemetry"
+	"github.com/mcp-mux/mcp-mux/internal/toolpin"
 	"github.com/mcp-mux/mcp-mux/internal/via"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
@@ -130,6 +131,14 @@ type Options struct {
 	// SpillStore keeps the results the result guards spill (package
 	// spill: Redis, shared by the replicas on it); nil: in this process.
 	SpillStore spill.Store
+	// Pins checks the tool definitions of servers with pin_tools against
+	// their pins (package toolpin: in Redis or the embedded file, opened
+	// at first use); nil: none, and pin_tools has no effect. Its owner
+	// closes it after Close.
+	Pins *toolpin.Guard
+	// PinPoll is how often a replica rereads the pins of the changes it
+	// lists (default 5 s), to learn of one accepted on another replica.
+	PinPoll time.Duration
 	// AccountHTTPClient makes the connected accounts' discovery,
 	// registration and token requests (nil: the engine's bounded client).
 	AccountHTTPClient *http.Client
@@ -163,6 +172,7 @@ type Server struct {
 	gate      callpath.Life           // orders session registration and calls against Close
 	accounts  accountsPort            // connected accounts (accounts.go)
 	approvals approvalDesk            // the approvals rules' requests (approvals.go)
+	pins      pinDesk                 // pinned tool definitions (pins.go)
 	publicURL string                  // the inbound.public_url the engine was made with
 	applied   atomic.Bool             // a config has been applied
 	ready     atomic.Bool             // …and its servers discovered (becomeReady)
@@ -272,6 +282,7 @@ func New(opts Options) *Server {
 	empty.Policy, empty.Auth, empty.Origins, empty.States = callpath.NewCatalogPolicy(&config.Config{}, s.tasks != nil), none, origins, s.states
 	empty.Catalog.Store(callpath.BuildCatalog(nil, empty.Policy, nil, s.log))
 	s.rt.Store(empty)
+	s.pins.setUp(s, opts) // its watch builds the catalog: after everything that does is set
 	s.bg.Go(func() { s.sessions.Run(ctx) })
 	return s
 }

@@ -40,6 +40,7 @@ func (s *Server) Status() Status {
 	st := s.localStatus()
 	st.Sessions = s.sessions.Total()
 	s.approvals.status(context.Background(), &st)
+	s.pins.status(&st)
 	if stats := s.accounts.stats(); stats != nil {
 		rt := s.rt.Load()
 		for i := range st.Servers {

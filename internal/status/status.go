@@ -131,6 +131,27 @@ type Snapshot struct {
 	// them all.
 	Approvals        []Approval
 	PendingApprovals int
+	// ToolChanges are the tool definitions servers changed since they were
+	// pinned (pin_tools), waiting for an operator (the first
+	// MaxToolChangesShown, oldest first); PendingToolChanges counts them all.
+	ToolChanges        []ToolChange
+	PendingToolChanges int
+}
+
+// MaxToolChangesShown bounds Snapshot.ToolChanges.
+const MaxToolChangesShown = 50
+
+// ToolChange is one changed tool definition waiting to be accepted: which
+// parts changed, never their text.
+type ToolChange struct {
+	Server string    `json:"server"`
+	Tool   string    `json:"tool"` // the tool's name at its server
+	Mode   string    `json:"mode"` // pin_tools: warn or block
+	Parts  []string  `json:"parts"`
+	Since  time.Time `json:"since"`
+	// Held is block mode's: the pinned definition is served (false: the
+	// tool is withheld).
+	Held bool `json:"held"`
 }
 
 // MaxApprovalsShown bounds Snapshot.Approvals.

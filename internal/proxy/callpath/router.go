@@ -1,7 +1,7 @@
 // Package callpath is the call path both protocol eras share: the call
 // pipeline — one Call per request forwarded to an upstream, built at the
 // edge with its Caller, run through the stages Router.Stages lists (one
-// file each: audit, policy, limits, content, processors, arguments, authorize, tasks,
+// file each: audit, policy, pins, limits, content, guards, processors, arguments, authorize, tasks,
 // interceptors, credentials, with the session, route and outcome steps of
 // the pipeline itself), assembled once per runtime without the stages its
 // configuration does not need — and what it runs on: the runtime built

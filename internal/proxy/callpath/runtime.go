@@ -19,6 +19,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/interceptor"
 	"github.com/mcp-mux/mcp-mux/internal/profile"
 	"github.com/mcp-mux/mcp-mux/internal/seal"
+	"github.com/mcp-mux/mcp-mux/internal/toolpin"
 	"github.com/mcp-mux/mcp-mux/internal/upstream"
 )
 
@@ -72,6 +73,9 @@ type Backend struct {
 	// Detect marks a server configured with no credentials that becomes
 	// one when it asks for a Bearer token (with connected accounts on).
 	Detect bool
+	// Pins checks the server's tool definitions against their pins under
+	// its pin_tools (pins.go); nil when mcp-mux keeps no pins.
+	Pins *toolpin.Guard
 }
 
 // NewRuntime returns an empty runtime for cfg.
@@ -155,13 +159,23 @@ func (b *Backend) ConnectsAccounts(a Accounts) bool {
 	return b.PerUser || b.Detect && a != nil && a.Detected(b.Name)
 }
 
-// BuildCatalog builds the catalog of the backends' last discoveries
+// BuildCatalog builds the catalog of the backends' last discoveries,
+// each server's tools checked against their pins first (pins.go)
 // (accounts tells which connect their callers' accounts; nil: none).
 func BuildCatalog(backends []*Backend, pol *CatalogPolicy, accounts Accounts, log hclog.Logger) *Catalog {
 	src := make([]catalog.Source[*Backend], len(backends))
+	var pins *toolpin.Guard
+	names := make([]string, len(backends))
 	for i, b := range backends {
-		src[i] = catalog.Source[*Backend]{Server: b, Name: b.Name, Prefix: b.Prefix, Config: b.Config, Lists: b.Up.Lists(),
+		src[i] = catalog.Source[*Backend]{Server: b, Name: b.Name, Prefix: b.Prefix, Config: b.Config, Lists: b.lists(),
 			Accounts: b.ConnectsAccounts(accounts)}
+		names[i] = b.Name
+		if b.Pins != nil {
+			pins = b.Pins
+		}
+	}
+	if pins != nil {
+		pins.Retain(names) // a removed server's changes are no longer listed
 	}
 	return catalog.Build(src, pol, log)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/headers"
 	"github.com/mcp-mux/mcp-mux/internal/interceptor"
 	"github.com/mcp-mux/mcp-mux/internal/ratelimit"
+	"github.com/mcp-mux/mcp-mux/internal/toolpin"
 	"github.com/mcp-mux/mcp-mux/internal/upstream"
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
@@ -106,7 +107,7 @@ func TestStagesListed(t *testing.T) {
 		}
 		names = append(names, st.Name)
 	}
-	want := "audit session route policy limits outcome content guards processors arguments authorize approvals tasks interceptors credentials accounts"
+	want := "audit session route policy pins limits outcome content guards processors arguments authorize approvals tasks interceptors credentials accounts"
 	if got := strings.Join(names, " "); got != want {
 		t.Fatalf("stages %q, want %q", got, want)
 	}
@@ -129,7 +130,7 @@ func TestPipelineLeavesOutUnconfigured(t *testing.T) {
 	}
 	s := testRouter(t, Options{})
 	rt := s.rt.Load()
-	optional := []string{"audit", "limits", "content", "guards", "processors", "authorize", "approvals", "interceptors", "credentials", "accounts"}
+	optional := []string{"audit", "pins", "limits", "content", "guards", "processors", "authorize", "approvals", "interceptors", "credentials", "accounts"}
 	in := assembled(s, rt)
 	for _, name := range optional {
 		if in[name] {
@@ -157,7 +158,7 @@ func TestPipelineLeavesOutUnconfigured(t *testing.T) {
 	rt.Config.Processors = []config.Processor{{Name: "p", URL: "http://127.0.0.1:9", Phase: config.PhaseBoth}}
 	rt.Processors = NewProcessors(rt, nil, nil)
 	rt.Add(&Backend{Name: "s", Resolver: &headers.Resolver{}, Config: &config.Server{Telemetry: config.ServerTelemetry{Arguments: true},
-		ResultGuards: &config.ResultGuards{Redact: true}}, PerUser: true})
+		ResultGuards: &config.ResultGuards{Redact: true}, PinTools: config.PinBlock}, PerUser: true, Pins: toolpin.New(toolpin.Options{})})
 	lim, err := ratelimit.New(ratelimit.Options{})
 	if err != nil {
 		t.Fatal(err)

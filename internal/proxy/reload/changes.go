@@ -11,8 +11,9 @@ import (
 // recent reloads: one line per server added, removed, enabled, disabled or
 // changed (the new file's valid servers in file order, then its invalid
 // ones, then the removed ones), then one per top-level block changed. A server's line says
-// whether its connection settings changed (it reconnects) or only the
-// rest (description, routing, tools, …), and whether its entry is invalid.
+// whether its connection settings changed (it reconnects), its pin_tools
+// changed, or only the rest (description, routing, tools, …), and whether
+// its entry is invalid.
 // Lines name servers and blocks, never a value. old nil: nothing ran.
 func Changes(old, next *config.Config) []string {
 	if old == nil || next == nil {
@@ -80,6 +81,8 @@ func serverChange(name string, before, after entry) []string {
 		return []string{"enabled " + name}
 	case b.Fingerprint() != a.Fingerprint():
 		return []string{"changed " + name + " (connection settings: reconnects)"}
+	case b.PinTools != a.PinTools:
+		return []string{"changed " + name + " (pin_tools)"}
 	case !bytes.Equal(b.Raw, a.Raw):
 		return []string{"changed " + name}
 	}

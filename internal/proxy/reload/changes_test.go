@@ -26,6 +26,7 @@ func TestChanges(t *testing.T) {
 	old := parse(t, `{"mcpServers": {
 		"keep":    {"type": "http", "url": "https://keep/mcp"},
 		"desc":    {"type": "http", "url": "https://desc/mcp", "description": "old words"},
+		"pins":    {"type": "http", "url": "https://pins/mcp", "pin_tools": "warn"},
 		"move":    {"type": "http", "url": "https://old-host/mcp"},
 		"gone":    {"type": "http", "url": "https://gone/mcp"},
 		"off":     {"type": "http", "url": "https://off/mcp"},
@@ -42,6 +43,7 @@ func TestChanges(t *testing.T) {
 	next := parse(t, `{"mcpServers": {
 		"keep":    {"type": "http", "url": "https://keep/mcp"},
 		"desc":    {"type": "http", "url": "https://desc/mcp", "description": "new words"},
+		"pins":    {"type": "http", "url": "https://pins/mcp", "pin_tools": "block"},
 		"move":    {"type": "http", "url": "https://new-host/mcp"},
 		"off":     {"type": "http", "url": "https://off/mcp", "enabled": false},
 		"on":      {"type": "http", "url": "https://on/mcp"},
@@ -55,6 +57,7 @@ func TestChanges(t *testing.T) {
 	got := Changes(old, next)
 	want := []string{
 		"changed desc",
+		"changed pins (pin_tools)",
 		"changed move (connection settings: reconnects)",
 		"disabled off",
 		"enabled on",
