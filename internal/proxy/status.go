@@ -113,6 +113,7 @@ func runningStatus(ss *ServerStatus, b *callpath.Backend, reason string) {
 		ss.Prompts, ss.Resources = len(l.Prompts), len(l.Resources)
 	}
 	ss.UpstreamSessions, ss.StdioProcesses = b.Up.Sessions(), b.Up.Processes()
+	ss.Protocol, ss.Eras = b.Up.Protocol()
 }
 
 // addServer appends a server to the snapshot with its catalog tool counts (only

@@ -207,3 +207,33 @@ func (u *Upstream) EraFor(client string) string {
 	}
 	return ""
 }
+
+// Protocol returns the protocol version the server's discovery session
+// negotiated ("" before the first discovery) and the eras the server was
+// found to speak, newest first (VersionModern, VersionLegacy).
+func (u *Upstream) Protocol() (version string, eras []string) {
+	if v := u.negotiated.Load(); v != nil {
+		version = *v
+	}
+	s := u.eras.load()
+	switch {
+	case u.opts.pinnedEra() != VersionAuto:
+		eras = []string{u.opts.pinnedEra()}
+	case s == nil:
+	case s.modern && s.legacy:
+		eras = []string{VersionModern, VersionLegacy}
+	case s.modern:
+		eras = []string{VersionModern}
+	default:
+		eras = []string{VersionLegacy}
+	}
+	return version, eras
+}
+
+// noteNegotiated records the protocol version of the discovery session c.
+func (u *Upstream) noteNegotiated(c *conn) {
+	if r := c.cs.InitializeResult(); r != nil && r.ProtocolVersion != "" {
+		v := r.ProtocolVersion
+		u.negotiated.Store(&v)
+	}
+}

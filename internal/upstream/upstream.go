@@ -179,6 +179,10 @@ type Lists struct {
 	Templates []Item
 	// Capabilities the server declared in its initialize result.
 	Capabilities *mcp.ServerCapabilities
+	// Hints are the caching hints a 2026-07-28 server gave its lists, by
+	// list method (cachehint.go); At is when the lists were fetched.
+	Hints map[string]CacheHint
+	At    time.Time
 }
 
 // Tool is one upstream tool: its raw name and its JSON exactly as listed.
@@ -236,9 +240,10 @@ type Upstream struct {
 
 	conns connTable // open sessions
 
-	control    atomic.Pointer[conn] // the discovery session while it is up
-	reconnects atomic.Int64         // sessions re-established after they ended
-	eras       eraMemory            // the protocol eras the server speaks, once known (era.go)
+	control    atomic.Pointer[conn]   // the discovery session while it is up
+	reconnects atomic.Int64           // sessions re-established after they ended
+	eras       eraMemory              // the protocol eras the server speaks, once known (era.go)
+	negotiated atomic.Pointer[string] // the discovery session's protocol version (era.go)
 	// annotations are the x-mcp-header bindings of the listed tools
 	// (paramheader), built once per discovered list.
 	annotations atomic.Pointer[paramheader.Index]
