@@ -293,6 +293,7 @@ var statusPage = template.Must(template.New("status").Funcs(template.FuncMap{
 		return m[string(s)]
 	},
 	"toolsNote": toolsNote,
+	"join":      strings.Join,
 	"refused":   refusedText,
 	"row":       func(tracing bool, c CallReport) callRow { return callRow{CallReport: c, Tracing: tracing} },
 }).Parse(statusHTML + callHTML + limitHTML))
@@ -415,7 +416,7 @@ body.stale #stale { display:inline; }
     <thead><tr><th>server</th><th>transport</th><th>state</th><th class="n">tools</th><th class="n">prompts</th><th class="n">resources</th><th class="n">upstream sessions</th><th class="n">stdio processes</th></tr></thead>
     <tbody id="servers">
     {{- range .Servers}}
-      <tr data-server="{{.Name}}" data-state="{{.State}}"><td><b>{{.Name}}</b>{{if .Cause}}<b class="cause">{{.Cause}}</b>{{end}}{{if .Reason}}<pre class="reason" title="{{.Reason}}">{{.Reason}}</pre>{{end}}{{with .Accounts}}<div class="muted accounts">connected accounts: {{.Connected}} users · consents {{.ConsentsCompleted}} completed, {{.ConsentsFailed}} failed of {{.ConsentsStarted}} · {{.Refreshes}} refreshes</div>{{end}}</td><td>{{.Transport}}</td><td><span class="state state-{{.State}}">{{.State}}</span></td>
+      <tr data-server="{{.Name}}" data-state="{{.State}}"><td><b>{{.Name}}</b>{{if .Cause}}<b class="cause">{{.Cause}}</b>{{end}}{{if .Reason}}<pre class="reason" title="{{.Reason}}">{{.Reason}}</pre>{{end}}{{with .Accounts}}<div class="muted accounts">connected accounts: {{.Connected}} users · consents {{.ConsentsCompleted}} completed, {{.ConsentsFailed}} failed of {{.ConsentsStarted}} · {{.Refreshes}} refreshes</div>{{end}}</td><td>{{.Transport}}{{if .Protocol}} <span class="muted protocol" title="eras it speaks: {{join .Eras ", "}}">{{.Protocol}}</span>{{end}}</td><td><span class="state state-{{.State}}">{{.State}}</span></td>
         {{- if eq .State "up"}}<td class="n">{{.Tools}}{{if .HiddenTools}} <span class="muted" title="hidden by guardrails">(+{{.HiddenTools}} hidden)</span>{{end}}</td><td class="n">{{.Prompts}}</td><td class="n">{{.Resources}}</td>
         {{- else}}{{$t := printf "not counted while the server is %s" .State}}<td class="n muted" title="{{$t}}">—</td><td class="n muted" title="{{$t}}">—</td><td class="n muted" title="{{$t}}">—</td>{{end -}}
         <td class="n">{{.UpstreamSessions}}</td><td class="n">{{.StdioProcesses}}</td></tr>
@@ -543,7 +544,9 @@ body.stale #stale { display:inline; }
       if (v.cause) name.appendChild(el("b", "cause", v.cause));
       if (v.reason) { var pre = el("pre", "reason", v.reason); pre.title = v.reason; name.appendChild(pre); }
       var state = el("td"); state.appendChild(el("span", "state state-" + v.state, v.state));
-      var tr = row([name, el("td", "", v.transport || ""), state].concat(countCells(v), [num(v.upstream_sessions), num(v.stdio_processes)]));
+      var tp = el("td", "", v.transport || "");
+      if (v.protocol) { var pv = el("span", "muted protocol", " " + v.protocol); pv.title = "eras it speaks: " + (v.eras || []).join(", "); tp.appendChild(pv); }
+      var tr = row([name, tp, state].concat(countCells(v), [num(v.upstream_sessions), num(v.stdio_processes)]));
       tr.dataset.server = v.name; tr.dataset.state = v.state;
       servers.appendChild(tr);
     });

@@ -61,6 +61,8 @@ type Policy struct {
 	search bool
 	topK   int
 	tasks  bool
+	// always are tool_search.always_listed's globs.
+	always []string
 	// profiles are the compiled profiles; nil when there are none.
 	profiles map[string]*profileFilter
 }
@@ -68,7 +70,7 @@ type Policy struct {
 // NewPolicy compiles o.
 func NewPolicy(o Options) *Policy {
 	return &Policy{guard: newGuard(o.Guardrails), search: o.ToolSearch.Enabled, topK: o.ToolSearch.AutoPromoteTopK, tasks: o.Tasks,
-		profiles: newProfiles(o.Profiles)}
+		always: o.ToolSearch.AlwaysListed, profiles: newProfiles(o.Profiles)}
 }
 
 // Route is one visible tool and where calls to it go.
@@ -160,10 +162,10 @@ func build[S any](sources []Source[S], pol *Policy, f *profileFilter, log hclog.
 	c.fullJSON = encodeTools(c.order, nil)
 	c.listJSON = c.fullJSON
 	if pol.search && len(c.order) > 0 {
-		c.search = buildSearch(c.order, pol.topK)
+		c.search = buildSearch(c.order, pol.topK, f.alwaysListed(pol))
 		c.listJSON = c.search.list
 	}
-	c.instructions = instructions(c.order, c.search != nil)
+	c.instructions = instructions(c.order, c.search)
 	c.res = buildResources(sources, log)
 	c.dups = append(c.dups, c.res.dups...)
 	c.caps = capabilities(sources, pol)

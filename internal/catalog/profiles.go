@@ -25,6 +25,7 @@ type profileFilter struct {
 	servers          map[string]bool // nil: every server
 	include, exclude []string
 	routing          map[string]*config.RoutingOverride
+	always           []string // always_listed globs; nil: the policy's
 }
 
 // newProfiles compiles the profiles block; nil when there are none.
@@ -34,7 +35,7 @@ func newProfiles(ps map[string]*config.Profile) map[string]*profileFilter {
 	}
 	out := make(map[string]*profileFilter, len(ps))
 	for name, p := range ps {
-		f := &profileFilter{include: p.IncludeTools, exclude: p.ExcludeTools, routing: p.Routing}
+		f := &profileFilter{include: p.IncludeTools, exclude: p.ExcludeTools, routing: p.Routing, always: p.AlwaysListed}
 		if p.Servers != nil {
 			f.servers = make(map[string]bool, len(p.Servers))
 			for _, s := range p.Servers {
@@ -67,6 +68,15 @@ func matchAny(globs []string, name string) bool {
 		}
 	}
 	return false
+}
+
+// alwaysListed returns the always_listed globs of the view f builds: the
+// profile's own when it has them, else the policy's.
+func (f *profileFilter) alwaysListed(pol *Policy) []string {
+	if f != nil && f.always != nil {
+		return f.always
+	}
+	return pol.always
 }
 
 // routingOf returns the profile's routing override of a server, or nil.

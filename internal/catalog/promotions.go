@@ -108,12 +108,22 @@ func (p *Promotions[S]) ToolsList(cat *Catalog[S]) json.RawMessage {
 	return p.list
 }
 
-// promotedList encodes the promoted routes in catalog order, then
-// tool_search; with none, the catalog's list.
+// promotedList encodes the promoted routes and the always-listed ones in
+// catalog order, then tool_search; with none promoted, the catalog's list.
 func promotedList[S any](cat *Catalog[S], routes []*Route[S]) json.RawMessage {
 	if len(routes) == 0 {
 		return cat.search.list
 	}
+	for _, i := range cat.search.always {
+		routes = append(routes, cat.order[i])
+	}
 	slices.SortFunc(routes, func(a, b *Route[S]) int { return cmp.Compare(a.idx, b.idx) })
-	return encodeTools(routes, toolSearchTool)
+	return encodeTools(slices.Compact(routes), toolSearchTool)
+}
+
+// AlwaysListed reports whether tool_search leaves the tool name listed
+// (tool_search.always_listed): callable without a promotion.
+func (c *Catalog[S]) AlwaysListed(name string) bool {
+	r := c.routes[name]
+	return c.search != nil && r != nil && r.Deny == nil && !c.search.defers(r.idx)
 }

@@ -113,20 +113,22 @@ type hint struct {
 	priority int
 	name     string
 	keywords []string
+	deferred bool // the tool is behind tool_search (the fetch wording)
 }
 
 // routingHints renders DeerFlow's <mcp_routing_hints> section for the
 // prefer-mode routes with keywords, ordered by priority (high first) then
-// name; "" when there are none. deferred selects the tool_search wording.
-func routingHints[S any](routes []*Route[S], deferred bool) string {
+// name; "" when there are none. A hint of a tool search defers (nil: no
+// tool_search) has the tool_search wording.
+func routingHints[S any](routes []*Route[S], search *searchIndex) string {
 	var hs []hint
 	for _, r := range routes {
 		if r.routing.Mode != config.RoutingPrefer || len(r.routing.Keywords) == 0 {
 			continue
 		}
-		hs = append(hs, hint{r.routing.Priority, r.Name, r.routing.Keywords})
+		hs = append(hs, hint{r.routing.Priority, r.Name, r.routing.Keywords, search.defers(r.idx)})
 	}
-	return renderHints(hs, deferred)
+	return renderHints(hs)
 }
 
 // byPriorityThenName orders hints high priority first, then by name.
@@ -138,7 +140,7 @@ func byPriorityThenName(a, b hint) int {
 }
 
 // renderHints renders the hints section; "" when there are none.
-func renderHints(hs []hint, deferred bool) string {
+func renderHints(hs []hint) string {
 	if len(hs) == 0 {
 		return ""
 	}
@@ -146,14 +148,14 @@ func renderHints(hs []hint, deferred bool) string {
 	var sb strings.Builder
 	sb.WriteString("<mcp_routing_hints>")
 	for _, h := range hs {
-		writeHint(&sb, h, deferred)
+		writeHint(&sb, h)
 	}
 	sb.WriteString("\n</mcp_routing_hints>")
 	return sb.String()
 }
 
 // writeHint writes one hint's lines, names and keywords escaped.
-func writeHint(sb *strings.Builder, h hint, deferred bool) {
+func writeHint(sb *strings.Builder, h hint) {
 	kw := make([]string, len(h.keywords))
 	for i, k := range h.keywords {
 		kw[i] = promptEscaper.Replace(k)
@@ -162,7 +164,7 @@ func writeHint(sb *strings.Builder, h hint, deferred bool) {
 	sb.WriteString("\nWhen the user's request involves ")
 	sb.WriteString(keywordList(kw))
 	sb.WriteString(":\n")
-	if deferred {
+	if h.deferred {
 		sb.WriteString("  use `tool_search` to fetch `" + name + "`, then prefer that MCP tool.")
 	} else {
 		sb.WriteString("  prefer the `" + name + "` tool.")
@@ -198,14 +200,16 @@ func deferredSection(names []string) string {
 // instructions renders the initialize result's instructions for a catalog's
 // listed routes: the deferred-tools section when tool_search is on, then the
 // routing hints, separated by a blank line as in DeerFlow's prompt template.
-func instructions[S any](routes []*Route[S], deferred bool) string {
+// search is the catalog's tool_search index (nil: off); its always-listed
+// tools are not deferred.
+func instructions[S any](routes []*Route[S], search *searchIndex) string {
 	var parts []string
-	if deferred {
-		if s := deferredSection(routeNames(routes)); s != "" {
+	if search != nil {
+		if s := deferredSection(search.deferredNames()); s != "" {
 			parts = append(parts, s)
 		}
 	}
-	if s := routingHints(routes, deferred); s != "" {
+	if s := routingHints(routes, search); s != "" {
 		parts = append(parts, s)
 	}
 	return strings.Join(parts, "\n\n")

@@ -57,6 +57,9 @@ type searchIndex struct {
 	tools  []deferredTool // catalog order: tools[i] is the catalog's order[i]
 	prefer []preferTool   // prefer-mode tools with keywords, by (-priority, name)
 	topK   int
+	// always are the positions (catalog order) of the always-listed tools:
+	// listed beside tool_search for every session, callable unpromoted.
+	always []int
 	list   json.RawMessage // tools/list of a session that promoted nothing
 }
 
@@ -68,6 +71,7 @@ type deferredTool struct {
 	foldText string // casefold(text)
 	desc     string
 	schema   json.RawMessage // inputSchema
+	always   bool            // always listed: never deferred
 }
 
 // preferTool is a prefer-mode tool with keywords, for auto-promotion.
@@ -78,13 +82,20 @@ type preferTool struct {
 	keywords []string // folded, trimmed, non-empty
 }
 
-// buildSearch indexes the listed routes; topK is clamped to 1..5.
-func buildSearch[S any](routes []*Route[S], topK int) *searchIndex {
+// buildSearch indexes the listed routes; topK is clamped to 1..5. The
+// routes whose names an always glob matches stay listed.
+func buildSearch[S any](routes []*Route[S], topK int, always []string) *searchIndex {
 	ix := &searchIndex{tools: make([]deferredTool, len(routes)), topK: min(max(topK, 1), 5)}
+	var listed []*Route[S]
 	for i, r := range routes {
 		ix.tools[i] = deferredOf(r)
 		if p, ok := preferOf(r); ok {
 			ix.prefer = append(ix.prefer, p)
+		}
+		if matchAny(always, r.Name) {
+			ix.always = append(ix.always, i)
+			ix.tools[i].always = true
+			listed = append(listed, r)
 		}
 	}
 	slices.SortStableFunc(ix.prefer, func(a, b preferTool) int {
@@ -93,8 +104,26 @@ func buildSearch[S any](routes []*Route[S], topK int) *searchIndex {
 		}
 		return strings.Compare(a.name, b.name)
 	})
-	ix.list = encodeTools[S](nil, toolSearchTool)
+	ix.list = encodeTools(listed, toolSearchTool)
 	return ix
+}
+
+// defers reports whether ix defers the listed tool at position i of the
+// catalog's order: every tool but an always-listed one; none without
+// tool_search (ix nil).
+func (ix *searchIndex) defers(i int) bool {
+	return ix != nil && i >= 0 && i < len(ix.tools) && !ix.tools[i].always
+}
+
+// deferredNames are the names of the deferred tools, in catalog order.
+func (ix *searchIndex) deferredNames() []string {
+	names := make([]string, 0, len(ix.tools)-len(ix.always))
+	for _, t := range ix.tools {
+		if !t.always {
+			names = append(names, t.name)
+		}
+	}
+	return names
 }
 
 // deferredOf reads a route's description and input schema (an object

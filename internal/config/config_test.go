@@ -105,7 +105,7 @@ func TestDeerFlowFixture(t *testing.T) {
 
 	// Defaults of the mux blocks, which the fixture does not set.
 	g, ts, tasks, st, in := defaultBlocks()
-	if !reflect.DeepEqual(cfg.Guardrails, g) || cfg.ToolSearch != ts || cfg.Tasks != tasks || cfg.Store != st || !reflect.DeepEqual(cfg.Inbound, in) {
+	if !reflect.DeepEqual(cfg.Guardrails, g) || !reflect.DeepEqual(cfg.ToolSearch, ts) || cfg.Tasks != tasks || cfg.Store != st || !reflect.DeepEqual(cfg.Inbound, in) {
 		t.Errorf("mux defaults differ: %+v %+v %+v %+v %+v", cfg.Guardrails, cfg.ToolSearch, cfg.Tasks, cfg.Store, cfg.Inbound)
 	}
 	if cfg.Guardrails.AllowedTools != nil || !cfg.Guardrails.Enabled || !cfg.Guardrails.FailClosed {

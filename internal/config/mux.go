@@ -31,7 +31,14 @@ type ToolSearch struct {
 	// AutoPromoteTopK is how many routing-keyword matches a query promotes
 	// (default 3, clamped to 1..5).
 	AutoPromoteTopK int
+	// AlwaysListed are path.Match globs on visible tool names that stay
+	// fully listed (and callable without a search) while the rest are
+	// deferred; a profile's own always_listed replaces them in its view.
+	AlwaysListed []string
 }
+
+// MaxAlwaysListed bounds the globs of one always_listed list.
+const MaxAlwaysListed = 256
 
 // Tasks is the "mcp_tasks" block: durable background tasks.
 type Tasks struct {
@@ -328,6 +335,7 @@ func providerList(o, pc *object, key string, dst *[]string) {
 func (c *Config) parseToolSearch(o *object) {
 	t := &c.ToolSearch
 	t.Enabled = o.boolean("enabled", false)
+	t.AlwaysListed = alwaysListed(o)
 	v, lit, ok := o.integer("auto_promote_top_k")
 	if !ok {
 		return

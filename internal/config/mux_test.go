@@ -10,7 +10,7 @@ import (
 func TestMuxBlocks(t *testing.T) {
 	cfg := mustLoad(t, `{
 	  "guardrails": {"enabled": false, "fail_closed": false, "allowed_tools": ["a_x"], "denied_tools": ["a_y"]},
-	  "tool_search": {"enabled": true, "auto_promote_top_k": 5},
+	  "tool_search": {"enabled": true, "auto_promote_top_k": 5, "always_listed": ["a_*", "b_read"]},
 	  "mcp_tasks": {"enabled": true, "poll_interval_seconds": 2.5, "lease_seconds": 60, "max_concurrent_polls": 4,
 	                "max_poll_backoff_seconds": 100, "input_required_poll_interval_seconds": 30,
 	                "tracking_degraded_after_errors": 5, "max_result_bytes": 2048, "result_preview_max_chars": 100,
@@ -27,7 +27,7 @@ func TestMuxBlocks(t *testing.T) {
 	if want := (Guardrails{AllowedTools: []string{"a_x"}, DeniedTools: []string{"a_y"}}); !reflect.DeepEqual(cfg.Guardrails, want) {
 		t.Errorf("guardrails = %+v", cfg.Guardrails)
 	}
-	if want := (ToolSearch{Enabled: true, AutoPromoteTopK: 5}); cfg.ToolSearch != want {
+	if want := (ToolSearch{Enabled: true, AutoPromoteTopK: 5, AlwaysListed: []string{"a_*", "b_read"}}); !reflect.DeepEqual(cfg.ToolSearch, want) {
 		t.Errorf("tool_search = %+v", cfg.ToolSearch)
 	}
 	want := Tasks{Enabled: true, PollInterval: 2500 * time.Millisecond, Lease: time.Minute, MaxConcurrentPolls: 4,

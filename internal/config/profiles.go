@@ -26,6 +26,9 @@ type Profile struct {
 	// ExcludeTools are globs on visible tool names never served, even if
 	// included.
 	ExcludeTools []string
+	// AlwaysListed replaces tool_search.always_listed in the profile's
+	// view; nil: the top-level list applies.
+	AlwaysListed []string
 	// Routing overrides the routing hints of a server's tools within the
 	// profile (server name → the fields set).
 	Routing map[string]*RoutingOverride
@@ -66,10 +69,22 @@ func (c *Config) parseProfiles(o *object) {
 		p := &Profile{Name: name, Servers: po.strList("servers"), IncludeTools: po.strList("include_tools"), ExcludeTools: po.strList("exclude_tools")}
 		checkGlobs(po, "include_tools", p.IncludeTools)
 		checkGlobs(po, "exclude_tools", p.ExcludeTools)
+		p.AlwaysListed = alwaysListed(po)
 		p.Routing = parseProfileRouting(po.take("routing"), po.field("routing"), o.f)
 		po.rejectUnknown()
 		c.Profiles[name] = p
 	}
+}
+
+// alwaysListed reads an "always_listed" list of globs, at most
+// MaxAlwaysListed of them.
+func alwaysListed(o *object) []string {
+	globs := o.strList("always_listed")
+	checkGlobs(o, "always_listed", globs)
+	if len(globs) > MaxAlwaysListed {
+		o.f.problem(o.field("always_listed"), "has %d globs; at most %d are allowed", len(globs), MaxAlwaysListed)
+	}
+	return globs
 }
 
 // checkGlobs records a problem for each pattern path.Match rejects.

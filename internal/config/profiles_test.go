@@ -61,3 +61,36 @@ func TestProfilesParsed(t *testing.T) {
 		t.Errorf("profiles %+v inbound %+v", cfg.Profiles, cfg.Inbound.ProfileBy)
 	}
 }
+
+// always_listed takes valid globs, at most MaxAlwaysListed, at the top
+// level and in a profile; a profile's [] pins nothing in its view.
+func TestAlwaysListedValidation(t *testing.T) {
+	many := `"x"` + strings.Repeat(`,"x"`, MaxAlwaysListed)
+	doc := `{"mcpServers": {"a": {"command": "x"}},
+	  "tool_search": {"enabled": true, "always_listed": ["a_*", "[bad"]},
+	  "profiles": {"p": {"always_listed": [` + many + `]}, "q": {"always_listed": []}}}`
+	cfg, err := Parse([]byte(doc), LoadOptions{Filename: "t.json", LookupEnv: func(string) (string, bool) { return "", false }})
+	var got []string
+	for _, p := range Problems(err) {
+		got = append(got, p.Field+": "+p.Message)
+	}
+	for _, want := range []string{
+		`tool_search.always_listed[1]: "[bad" is not a valid glob`,
+		`profiles.p.always_listed: has 257 globs; at most 256 are allowed`,
+	} {
+		if !slices.ContainsFunc(got, func(g string) bool { return strings.HasPrefix(g, want) }) {
+			t.Errorf("missing problem %q in:\n%s", want, strings.Join(got, "\n"))
+		}
+	}
+	if len(got) != 2 {
+		t.Errorf("problems = %q, want exactly 2", got)
+	}
+	cfg, err = Parse([]byte(`{"mcpServers": {"a": {"command": "x"}}, "profiles": {"q": {"always_listed": []}, "r": {}}}`),
+		LoadOptions{Filename: "t.json", LookupEnv: func(string) (string, bool) { return "", false }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q, r := cfg.Profiles["q"].AlwaysListed, cfg.Profiles["r"].AlwaysListed; q == nil || len(q) != 0 || r != nil {
+		t.Errorf("q = %#v (want empty, not nil), r = %#v (want nil)", q, r)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
@@ -135,7 +136,9 @@ func (s *Server) fastList(w http.ResponseWriter, r *http.Request, st *callpath.S
 			Protocol: st.Protocol, Transport: "tcp", User: st.User}, meta, r.Header)
 		defer span.End(nil, false)
 	}
-	raw := st.ToolsList(s.rt.Load().Catalog.Load()) // the session's profile's view
+	rt := s.rt.Load()
+	rt.RefreshStale(time.Now())            // lists past the TTL their servers gave
+	raw := st.ToolsList(rt.Catalog.Load()) // the session's profile's view
 	out := s.buffers.Get()
 	defer s.buffers.Put(out)
 	b := wire.AppendResult((*out)[:0], m.ID, raw)

@@ -109,8 +109,9 @@ func runningStatus(ss *ServerStatus, b *callpath.Backend, reason string) {
 	if se, ok := errors.AsType[*upstream.StatusError](b.Up.Err()); ok && b.PerUser && reason == "" && se.Code == http.StatusUnauthorized {
 		ss.Reason, ss.Cause = awaitingReason, "awaiting a connected account"
 	}
+	l := b.Up.Lists() // the last discovered, also while retrying
+	ss.Protocol, ss.Eras = l.Protocol, l.Eras
 	if ss.State == StateUp {
-		l := b.Up.Lists()
 		ss.Prompts, ss.Resources = len(l.Prompts), len(l.Resources)
 	}
 	ss.UpstreamSessions, ss.StdioProcesses = b.Up.Sessions(), b.Up.Processes()

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -173,7 +174,7 @@ func (r *rediscovery) discover() (_ *conn, err error) {
 		return nil, err
 	}
 	u.publish(lists)
-	u.log.Info("upstream discovered", "tools", len(lists.Tools), "prompts", len(lists.Prompts),
+	u.log.Info("upstream discovered", "protocol", lists.Protocol, "eras", strings.Join(lists.Eras, ","), "tools", len(lists.Tools), "prompts", len(lists.Prompts),
 		"resources", len(lists.Resources), "templates", len(lists.Templates), "duration", time.Since(start).Round(time.Millisecond))
 	return c, nil
 }
@@ -254,9 +255,22 @@ func (u *Upstream) publish(l Lists) {
 // lister fetches the lists of one discovery round on the control
 // session c.
 type lister struct {
-	u   *Upstream
-	ctx context.Context
-	c   *conn
+	u     *Upstream
+	ctx   context.Context
+	c     *conn
+	hints map[string]CacheHint // by list method, over its pages
+}
+
+// hint notes a page's caching hint for method.
+func (l *lister) hint(method string, ttlMs, scope json.RawMessage) {
+	h := HintOf(ttlMs, scope)
+	if !h.Set {
+		return
+	}
+	if l.hints == nil {
+		l.hints = make(map[string]CacheHint, 4)
+	}
+	l.hints[method] = l.hints[method].Narrow(h)
 }
 
 // lists fetches every list the server's capabilities announce. Only tools
@@ -265,7 +279,8 @@ type lister struct {
 // warning until it works again, so a server whose optional lists are broken
 // still serves its tools, and one without tools still serves the rest.
 func (l *lister) lists() (Lists, error) {
-	out := Lists{Capabilities: l.c.cs.InitializeResult().Capabilities}
+	ir := l.c.cs.InitializeResult()
+	out := Lists{Capabilities: ir.Capabilities, At: time.Now(), Protocol: ir.ProtocolVersion, Eras: l.u.eras.spoken(l.u.opts.pinnedEra())}
 	caps := out.Capabilities
 	if caps == nil {
 		caps = &mcp.ServerCapabilities{}
@@ -277,7 +292,9 @@ func (l *lister) lists() (Lists, error) {
 		}
 		out.Tools = tools
 	}
-	return out, l.optionals(caps, &out)
+	err := l.optionals(caps, &out)
+	out.Hints = l.hints
+	return out, err
 }
 
 // optionals fetches the prompts and resources lists into out, when caps
@@ -328,6 +345,7 @@ func (l *lister) items(method, field, keyField string) ([]Item, error) {
 		if err != nil {
 			return nil, err
 		}
+		l.pageHint(method, raw)
 		if err := budget.spend(len(raw), len(list)); err != nil {
 			return nil, err
 		}
@@ -364,6 +382,17 @@ func itemsPage(method, field string, raw json.RawMessage) (list []json.RawMessag
 	return list, next, nil
 }
 
+// pageHint notes the caching hint of a list page.
+func (l *lister) pageHint(method string, raw json.RawMessage) {
+	var page struct {
+		TTL   json.RawMessage `json:"ttlMs"`
+		Scope json.RawMessage `json:"cacheScope"`
+	}
+	if json.Unmarshal(raw, &page) == nil {
+		l.hint(method, page.TTL, page.Scope)
+	}
+}
+
 // keyed appends the items of list to items, keyed by keyField; an item
 // without one is left out with a warning.
 func (l *lister) keyed(items []Item, list []json.RawMessage, method, keyField string) []Item {
@@ -392,10 +421,13 @@ func (l *lister) tools() ([]Tool, error) {
 		var page struct {
 			Tools      []json.RawMessage `json:"tools"`
 			NextCursor string            `json:"nextCursor"`
+			TTL        json.RawMessage   `json:"ttlMs"`
+			Scope      json.RawMessage   `json:"cacheScope"`
 		}
 		if err := json.Unmarshal(raw, &page); err != nil {
 			return nil, fmt.Errorf("decoding tools/list result: %w", err)
 		}
+		l.hint("tools/list", page.TTL, page.Scope)
 		if err := budget.spend(len(raw), len(page.Tools)); err != nil {
 			return nil, err
 		}

@@ -207,3 +207,21 @@ func (u *Upstream) EraFor(client string) string {
 	}
 	return ""
 }
+
+// spoken are the eras the server was found to speak, newest first
+// (VersionModern, VersionLegacy), or just the pinned one; none before
+// that is known.
+func (m *eraMemory) spoken(pinned string) []string {
+	s := m.load()
+	switch {
+	case pinned != VersionAuto:
+		return []string{pinned}
+	case s == nil:
+		return nil
+	case s.modern && s.legacy:
+		return []string{VersionModern, VersionLegacy}
+	case s.modern:
+		return []string{VersionModern}
+	}
+	return []string{VersionLegacy}
+}

@@ -179,6 +179,14 @@ type Lists struct {
 	Templates []Item
 	// Capabilities the server declared in its initialize result.
 	Capabilities *mcp.ServerCapabilities
+	// Hints are the caching hints a 2026-07-28 server gave its lists, by
+	// list method (cachehint.go); At is when the lists were fetched.
+	Hints map[string]CacheHint
+	At    time.Time
+	// Protocol is the version the discovery session negotiated; Eras the
+	// eras the server speaks, newest first (2026-07-28, 2025-11-25).
+	Protocol string
+	Eras     []string
 }
 
 // Tool is one upstream tool: its raw name and its JSON exactly as listed.

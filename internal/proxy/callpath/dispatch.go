@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -54,7 +55,11 @@ func (s *Router) Dispatch(ctx context.Context, st *Session, e Era, method string
 	if h == nil {
 		return next(ctx, method, req)
 	}
-	return h(s, ctx, request{st: st, e: e, method: method, req: req, next: next, cat: s.rt.Load().View(st.Profile)})
+	rt := s.rt.Load()
+	if strings.HasSuffix(method, "/list") {
+		rt.RefreshStale(time.Now()) // lists past the TTL their servers gave
+	}
+	return h(s, ctx, request{st: st, e: e, method: method, req: req, next: next, cat: rt.View(st.Profile)})
 }
 
 // rootsChanged tells the servers the session's calls went to, then the SDK.

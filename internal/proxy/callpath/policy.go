@@ -61,7 +61,7 @@ func (s *Router) policy(ctx context.Context, c *Call) (json.RawMessage, bool) {
 	case r.Deny != nil:
 		s.logFor(ctx).Info("guardrail denied a tool call", "tool", c.Name, "session", st.ID)
 		return r.Deny, true
-	case cat.Searching() && !c.Era.Promoted(st, cat, c.Name):
+	case cat.Searching() && !cat.AlwaysListed(c.Name) && !c.Era.Promoted(st, cat, c.Name):
 		// A deferred tool the caller's era wants promoted first.
 		return catalog.DeferredError(c.Name), true
 	}

@@ -9,7 +9,9 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -488,6 +490,7 @@ var pagedLists = map[string]pagedList{
 
 // fastListResult is the result of one of the fastLists.
 func (s *Handler) fastListResult(cat *callpath.Catalog, rq modernReq, method, cursor string) (json.RawMessage, error) {
+	s.rt.Load().RefreshStale(time.Now())
 	if method == "tools/list" {
 		return s.fastToolsList(cat, rq), nil
 	}
@@ -513,12 +516,13 @@ func (s *Handler) fastToolsList(cat *callpath.Catalog, rq modernReq) json.RawMes
 // modernToolsList returns cat's list with resultType, ttlMs and
 // cacheScope, built once per catalog and cache scope (the catalog's Memo).
 func (s *Handler) modernToolsList(cat *callpath.Catalog) json.RawMessage {
-	scope := s.cacheScope()
-	if c := cat.Memo(); c != nil && c.Key == scope {
+	ttl, scope := s.listCaching("tools/list")
+	key := scope + " " + strconv.FormatInt(ttl, 10)
+	if c := cat.Memo(); c != nil && c.Key == key {
 		return c.Raw
 	}
 	raw := s.modernResult("tools/list", cat.ListJSON())
-	cat.SetMemo(&catalog.Memo{Key: scope, Raw: raw})
+	cat.SetMemo(&catalog.Memo{Key: key, Raw: raw})
 	return raw
 }
 

@@ -230,12 +230,13 @@ func (s *Handler) discover(ctx context.Context, method string, req mcp.Request, 
 	return res, err
 }
 
-// cacheTTLMs is how long a modern client may keep a list or read result.
-// Upstream lists change without notice to mcp-mux's callers' caches, so it
-// is short; subscriptions/listen tells listeners of changes at once.
+// cacheTTLMs is how long a modern client may keep a list or read result
+// when no upstream said: upstream lists change without notice to mcp-mux's
+// callers' caches, so it is short; subscriptions/listen tells listeners of
+// changes at once.
 const cacheTTLMs = 1000
 
-// cacheable is the caching hint of lists and discover: private whenever a
+// cacheable is the caching hint of server/discover: private whenever a
 // result can differ by caller (callers are told apart, or upstreams see
 // each caller's own credentials), public otherwise.
 func (s *Handler) cacheable() mcp.Cacheable {
@@ -255,12 +256,30 @@ func (s *Handler) cacheScope() string {
 	return "public"
 }
 
+// listCaching is the ttlMs and cacheScope of a list mcp-mux serves from
+// its catalog: the shortest TTL its upstreams gave that list (bounded by
+// upstream.MaxCacheTTL; cacheTTLMs when none gave one) and the narrowest
+// scope, its own or theirs.
+func (s *Handler) listCaching(method string) (ttlMs int64, scope string) {
+	h := s.rt.Load().ListHint(method)
+	ttlMs, scope = cacheTTLMs, s.cacheScope()
+	if h.Set {
+		ttlMs = h.TTL.Milliseconds()
+		if h.Private {
+			scope = "private"
+		}
+	}
+	return ttlMs, scope
+}
+
 // cachedMethods are the results that carry ttlMs and cacheScope.
 var cachedMethods = []string{"tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read"}
 
 // modernResult adds what a 2026-07-28 result must carry and a raw upstream
 // result may lack: resultType, and for lists and reads ttlMs and cacheScope.
-// Fields the result already has are kept.
+// Fields the result already has are kept, except an upstream read's
+// caching hint, which is bounded (upstream.MaxCacheTTL) and never wider
+// than mcp-mux's own scope (rebound).
 func (s *Handler) modernResult(method string, raw json.RawMessage) json.RawMessage {
 	cached := slices.Contains(cachedMethods, method)
 	if len(raw) >= 2 && raw[0] == '{' && !cached && !bytes.Contains(raw, []byte(`"resultType"`)) {
@@ -273,12 +292,15 @@ func (s *Handler) modernResult(method string, raw json.RawMessage) json.RawMessa
 		(have.ResultType != nil && string(have.ResultType) != `"complete"`) {
 		return raw
 	}
+	if cached && s.rebound(method, &have) {
+		return s.reboundResult(raw, &have)
+	}
 	add := make([]byte, 0, 96)
 	if have.ResultType == nil {
 		add = append(add, `"resultType":"complete",`...)
 	}
 	if cached {
-		add = s.appendCaching(add, &have)
+		add = s.appendCaching(method, add, &have)
 	}
 	if len(add) == 0 {
 		return raw
@@ -293,17 +315,60 @@ type resultMembers struct {
 	Scope      json.RawMessage `json:"cacheScope"`
 }
 
+// rebound reports whether a result's own caching hint must be replaced:
+// a ttlMs that is not an integer within 0..upstream.MaxCacheTTL, or a
+// public scope where mcp-mux's is private.
+func (s *Handler) rebound(method string, have *resultMembers) bool {
+	if have.TTL == nil && have.Scope == nil {
+		return false
+	}
+	var ms int64
+	if have.TTL != nil && (json.Unmarshal(have.TTL, &ms) != nil || ms < 0 || ms > upstream.MaxCacheTTL.Milliseconds()) {
+		return true
+	}
+	_, scope := s.listCaching(method)
+	return have.Scope != nil && scope == "private" && string(have.Scope) != `"private"`
+}
+
+// reboundResult is raw with its caching hint bounded and narrowed.
+func (s *Handler) reboundResult(raw json.RawMessage, have *resultMembers) json.RawMessage {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) != nil {
+		return raw
+	}
+	h := upstream.HintOf(have.TTL, have.Scope)
+	ms := int64(cacheTTLMs)
+	if h.Set {
+		ms = h.TTL.Milliseconds()
+	}
+	scope := s.cacheScope()
+	if h.Private {
+		scope = "private"
+	}
+	obj["ttlMs"], _ = json.Marshal(ms)
+	obj["cacheScope"], _ = json.Marshal(scope)
+	if obj["resultType"] == nil {
+		obj["resultType"] = json.RawMessage(`"complete"`)
+	}
+	out, err := json.Marshal(obj)
+	if err != nil {
+		return raw
+	}
+	return out
+}
+
 // appendCaching appends the ttlMs and cacheScope members a list or read
-// result lacks (have) to add.
-func (s *Handler) appendCaching(add []byte, have *resultMembers) []byte {
+// result lacks (have) to add: a list's from its upstreams (listCaching).
+func (s *Handler) appendCaching(method string, add []byte, have *resultMembers) []byte {
+	ttl, scope := s.listCaching(method)
 	if have.TTL == nil {
 		add = append(add, `"ttlMs":`...)
-		add = strconv.AppendInt(add, cacheTTLMs, 10)
+		add = strconv.AppendInt(add, ttl, 10)
 		add = append(add, ',')
 	}
 	if have.Scope == nil {
 		add = append(add, `"cacheScope":"`...)
-		add = append(add, s.cacheScope()...)
+		add = append(add, scope...)
 		add = append(add, `",`...)
 	}
 	return add
