@@ -113,6 +113,7 @@ func (s *Router) Stages() []Stage {
 		auditStage(s),        // audit.go: one record per tools/call, prompts/get, resources/read
 		sessionStage(s),      // pipeline.go: shutdown, the session's share, the pinned runtime and view
 		routeStage(s),        // pipeline.go: the route, looked up once in the caller's view
+		appsStage(s),         // apps.go: MCP Apps' ui:// URIs as listed, each read sent with its server's own
 		policyStage(s),       // policy.go: guardrails, tool_search, mcp-mux's own task tools
 		limitsStage(s),       // limits.go: the limits rules; the slot comes back however the call ends
 		outcomeStage(s),      // upstream.go: an upstream's failure as the caller gets it
@@ -260,8 +261,9 @@ func routeStage(s *Router) Stage {
 func (c *Call) route() error {
 	switch c.Method {
 	case "tools/call":
+		var err error
 		if c.Route == nil {
-			c.Route = c.View.Lookup(c.Name)
+			err = c.lookupTool() // apps.go: a visible name, or an app's call by its server's own name
 		}
 		if c.Route != nil {
 			c.Backend, c.Raw = c.Route.Server, c.Route.Raw
@@ -269,6 +271,7 @@ func (c *Call) route() error {
 		if c.Named != nil {
 			c.Named(c.View.ToolLabel(c.Name, c.Route))
 		}
+		return err
 	case "prompts/get":
 		p := c.View.Prompt(c.Name)
 		if p == nil {
