@@ -86,8 +86,8 @@ type appIndex[S any] struct {
 }
 
 // buildApps indexes the sources' names and the app servers' own tool
-// names among c's named routes.
-func (c *Catalog[S]) buildApps(sources []Source[S]) {
+// names among a catalog's named routes.
+func buildApps[S any](sources []Source[S], routes map[string]*Route[S]) appIndex[S] {
 	ix := appIndex[S]{servers: make(map[string]S, len(sources))}
 	for i := range sources {
 		src := &sources[i]
@@ -99,7 +99,7 @@ func (c *Catalog[S]) buildApps(sources []Source[S]) {
 			ix.apps[src.Name] = true
 		}
 	}
-	for _, r := range c.routes {
+	for _, r := range routes {
 		if ix.apps[r.source] {
 			if ix.raw == nil {
 				ix.raw = map[string][]*Route[S]{}
@@ -107,7 +107,7 @@ func (c *Catalog[S]) buildApps(sources []Source[S]) {
 			ix.raw[r.Raw] = append(ix.raw[r.Raw], r)
 		}
 	}
-	c.apps = ix
+	return ix
 }
 
 // isAppServer reports whether a server serves MCP Apps: it declares the
@@ -153,10 +153,10 @@ func uiLinkOf(tool json.RawMessage) string {
 // Apps reports whether some server of this catalog serves MCP Apps.
 func (c *Catalog[S]) Apps() bool { return len(c.apps.apps) > 0 }
 
-// appOwner is the server a ui:// URI's segment names in this catalog;
-// isUI reports whether uri is a ui:// URI at all (which then never routes
-// to the only server with resources).
-func (c *Catalog[S]) appOwner(uri string) (s S, ok, isUI bool) {
+// owner is the server a ui:// URI's segment names in the catalog; isUI
+// reports whether uri is a ui:// URI at all (which then never routes to
+// the only server with resources).
+func (ix *appIndex[S]) owner(uri string) (s S, ok, isUI bool) {
 	if !strings.HasPrefix(uri, uiScheme) {
 		return s, false, false
 	}
@@ -164,7 +164,7 @@ func (c *Catalog[S]) appOwner(uri string) (s S, ok, isUI bool) {
 	if !parsed {
 		return s, false, true
 	}
-	s, ok = c.apps.servers[server]
+	s, ok = ix.servers[server]
 	return s, ok, true
 }
 

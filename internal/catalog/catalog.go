@@ -166,7 +166,7 @@ func build[S any](sources []Source[S], pol *Policy, f *profileFilter, log hclog.
 	}
 	c.instructions = instructions(c.order, c.search != nil)
 	c.res = buildResources(sources, log)
-	c.buildApps(sources) // apps.go
+	c.apps = buildApps(sources, c.routes) // apps.go
 	c.dups = append(c.dups, c.res.dups...)
 	c.caps = capabilities(sources, pol)
 	if pol.tasks {

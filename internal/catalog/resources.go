@@ -139,7 +139,7 @@ func (c *Catalog[S]) Templates() []json.RawMessage { return c.res.tmplList }
 // S when there is none. A URI longer than MaxResourceURI matches no
 // template.
 func (c *Catalog[S]) ResourceOwner(uri string) S {
-	app, ok, isUI := c.appOwner(uri)
+	app, ok, isUI := c.apps.owner(uri) // apps.go
 	if ok {
 		return app
 	}

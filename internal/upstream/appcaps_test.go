@@ -16,9 +16,9 @@ func TestUICapabilities(t *testing.T) {
 	for caps, want := range map[string]string{
 		`{}`: `{}`,
 		`{"extensions":{"io.modelcontextprotocol/ui":{"mimeTypes":["text/x","text/html;profile=mcp-app"]},"io.modelcontextprotocol/tasks":{}}}`: `{"extensions":{"io.modelcontextprotocol/ui":{"mimeTypes":["text/html;profile=mcp-app"]}}}`,
-		`{"extensions":{"io.modelcontextprotocol/ui":{"mimeTypes":["text/x"]}}}`:                                                                  `{"extensions":{"io.modelcontextprotocol/ui":{}}}`,
-		`{"extensions":{"io.modelcontextprotocol/ui":"odd"}}`:                                                                                     `{"extensions":{"io.modelcontextprotocol/ui":{}}}`,
-		`{"extensions":{"io.modelcontextprotocol/tasks":{}}}`:                                                                                     `{}`,
+		`{"extensions":{"io.modelcontextprotocol/ui":{"mimeTypes":["text/x"]}}}`:                                                                `{"extensions":{"io.modelcontextprotocol/ui":{}}}`,
+		`{"extensions":{"io.modelcontextprotocol/ui":"odd"}}`:                                                                                   `{"extensions":{"io.modelcontextprotocol/ui":{}}}`,
+		`{"extensions":{"io.modelcontextprotocol/tasks":{}}}`:                                                                                   `{}`,
 	} {
 		var c mcp.ClientCapabilities
 		if err := json.Unmarshal([]byte(caps), &c); err != nil {
