@@ -53,16 +53,17 @@ func ownURIParams(params any) any {
 	return &q
 }
 
-// lookupTool sets c.Route to the tool a tools/call names in c.View: a
-// visible name, else an app's call by its server's own tool name
-// (catalog.ResolveRaw; the call's _meta["mux/uiResource"] picks among
-// several servers and is not forwarded), which from then on is a call of
-// the visible name. A raw name several app servers have, with no origin
-// naming one, is refused with their visible names.
-func (c *Call) lookupTool() error {
+// appCall, after the route step looked c.Name up, takes the mux's own
+// _meta["mux/uiResource"] out of the call (it is not forwarded) and, when
+// the name is no visible one, resolves an app's call by its server's own
+// tool name (catalog.ResolveRaw; that key picks among several servers),
+// which from then on is a call of the visible name. A raw name several
+// app servers have, with no origin naming one, is refused with their
+// visible names.
+func (c *Call) appCall() error {
 	meta, origin := catalog.AppOrigin(c.Meta)
 	c.Meta = meta
-	if c.Route = c.View.Lookup(c.Name); c.Route != nil || !c.View.Apps() {
+	if c.Route != nil || !c.View.Apps() {
 		return nil
 	}
 	r, candidates := c.View.ResolveRaw(c.Name, origin)

@@ -263,7 +263,8 @@ func (c *Call) route() error {
 	case "tools/call":
 		var err error
 		if c.Route == nil {
-			err = c.lookupTool() // apps.go: a visible name, or an app's call by its server's own name
+			c.Route = c.View.Lookup(c.Name)
+			err = c.appCall() // apps.go: else an app's call by its server's own tool name
 		}
 		if c.Route != nil {
 			c.Backend, c.Raw = c.Route.Server, c.Route.Raw
