@@ -318,3 +318,26 @@ func testApps(t *testing.T, version string) {
 		t.Errorf("beta ran refresh %d times, want 1 (carol's)", n)
 	}
 }
+
+// TestAppsRawNameIsTheVisibleName: an app's raw-name call is the
+// prefixed name's call: a guardrail that denies beta_pan denies pan, which
+// never reaches beta; with tool_name_prefix false the UI still names the
+// server.
+func TestAppsRawNameIsTheVisibleName(t *testing.T) {
+	alpha := newAppUpstream(t, "alpha", "zoom", true)
+	beta := newAppUpstream(t, "beta", "pan", false)
+	m := startMux(t, fmt.Sprintf(`{"mcpServers": {"alpha": {"type": "http", "url": %q, "tool_name_prefix": false}, "beta": {"type": "http", "url": %q}},
+	  "guardrails": {"enabled": true, "denied_tools": ["beta_pan"]}}`, alpha.url, beta.url), proxy.Options{})
+	ctx := context.Background()
+	cs := connect(t, m.ts.URL, nil)
+	text, isErr := mustCall(t, ctx, cs, "pan", nil)
+	if !isErr || !strings.Contains(text, "beta_pan") || beta.calls["pan"].Load() != 0 {
+		t.Errorf("raw pan under a guardrail on beta_pan: %q %v, beta ran it %d times", text, isErr, beta.calls["pan"].Load())
+	}
+	if got := uiLinks(t, cs)["show_dashboard"]; got != "ui://alpha/dashboard ui://alpha/dashboard" {
+		t.Errorf("unprefixed alpha's UI link %q", got)
+	}
+	if _, text, err := readText(ctx, cs, "ui://alpha/dashboard"); err != nil || text != "<html>alpha ui://dashboard</html>" {
+		t.Errorf("read alpha's UI: %q %v", text, err)
+	}
+}
