@@ -17,12 +17,15 @@ import (
 // reaches its server (the route step found it by the URI's server
 // segment) with the server's own URI, and the ui:// URIs in what comes
 // back — a read's contents, a tool result's resource_link and embedded
-// resource blocks — carry the server's segment. It costs a byte scan of
-// each result with no "ui:" in it.
+// resource blocks — carry the server's segment. It is in the pipeline
+// while some server of the runtime's catalog serves apps (Run assembles
+// the pipeline again when that changes), and costs a byte scan of each
+// result with no "ui:" in it.
 func appsStage(s *Router) Stage {
 	return Stage{
 		Name:    "apps",
 		Methods: ToolCall | ResourceRead,
+		Needed:  (*Runtime).hasApps,
 		Wrap: func(next CallFunc) CallFunc {
 			return func(ctx context.Context, c *Call) (json.RawMessage, error) {
 				if c.Method == "resources/read" {
@@ -36,6 +39,13 @@ func appsStage(s *Router) Stage {
 			}
 		},
 	}
+}
+
+// hasApps reports whether some server of rt's current catalog serves MCP
+// Apps.
+func (rt *Runtime) hasApps() bool {
+	c := rt.Catalog.Load()
+	return c != nil && c.Apps()
 }
 
 // ownURIParams is a resources/read's params with the URI its server knows.

@@ -5,8 +5,42 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/internal/catalog"
+	"github.com/mcp-mux/mcp-mux/internal/config"
+	"github.com/mcp-mux/mcp-mux/internal/upstream"
 )
+
+// appsCatalog is a catalog of one server that declares MCP Apps.
+func appsCatalog() *Catalog {
+	caps := &mcp.ServerCapabilities{}
+	caps.AddExtension(catalog.UIExtension, nil)
+	src := []catalog.Source[*Backend]{{Server: &Backend{Name: "s"}, Name: "s", Lists: upstream.Lists{Capabilities: caps}}}
+	return catalog.Build(src, NewCatalogPolicy(&config.Config{}, false), hclog.NewNullLogger())
+}
+
+// TestAppsStageFollowsTheCatalog: the pipeline has the apps stage while
+// the runtime's catalog has an app server, and is assembled again when
+// that changes.
+func TestAppsStageFollowsTheCatalog(t *testing.T) {
+	s := testRouter(t, Options{})
+	rt := s.rt.Load()
+	rt.Catalog.Store(catalog.Build[*Backend](nil, NewCatalogPolicy(&config.Config{}, false), hclog.NewNullLogger()))
+	c := testCall()
+	c.Method, c.Name, c.Params, c.Route = "resources/read", "ui://s/x", &mcp.ReadResourceParams{URI: "ui://s/x"}, nil
+	_, _ = s.Run(context.Background(), c)
+	if p := rt.pipeline.Load(); p == nil || p.apps {
+		t.Fatalf("pipeline %+v, want one without apps", p)
+	}
+	first := rt.pipeline.Load()
+	rt.Catalog.Store(appsCatalog())
+	_, _ = s.Run(context.Background(), testCall())
+	if p := rt.pipeline.Load(); p == first || !p.apps {
+		t.Errorf("the pipeline was not assembled again with apps: %+v", p)
+	}
+}
 
 // TestAppsStage: a resources/read of a listed ui:// URI goes upstream with
 // the server's own URI, and the ui:// URIs of what comes back carry the

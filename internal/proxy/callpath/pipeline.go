@@ -134,13 +134,14 @@ const methodCount = 5
 // pipeline is a runtime's assembled call pipeline, one chain per method.
 type pipeline struct {
 	chains [methodCount]CallFunc // by bit of Methods
+	apps   bool                  // assembled while the runtime's catalog had MCP Apps (apps.go)
 }
 
 // assemble builds rt's pipeline from stages (Stages): for each method,
 // the stages that apply to it and that rt needs, in front of the terminal
 // send.
 func (s *Router) assemble(rt *Runtime, stages []Stage) *pipeline {
-	p := &pipeline{}
+	p := &pipeline{apps: rt.hasApps()}
 	for i := range p.chains {
 		m := Methods(1) << i
 		next := s.send
@@ -166,9 +167,11 @@ func (s *Router) Run(ctx context.Context, c *Call) (json.RawMessage, error) {
 		rt = s.rt.Load()
 	}
 	p := rt.pipeline.Load()
-	if p == nil {
-		p = s.assemble(rt, s.Stages())
-		if !rt.pipeline.CompareAndSwap(nil, p) {
+	if p == nil || p.apps != rt.hasApps() { // the apps stage comes and goes with the catalog's apps
+		np := s.assemble(rt, s.Stages())
+		if rt.pipeline.CompareAndSwap(p, np) {
+			p = np
+		} else {
 			p = rt.pipeline.Load()
 		}
 	}

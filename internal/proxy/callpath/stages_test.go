@@ -129,14 +129,14 @@ func TestPipelineLeavesOutUnconfigured(t *testing.T) {
 	}
 	s := testRouter(t, Options{})
 	rt := s.rt.Load()
-	optional := []string{"audit", "limits", "content", "authorize", "approvals", "interceptors", "credentials", "accounts"}
+	optional := []string{"audit", "apps", "limits", "content", "authorize", "approvals", "interceptors", "credentials", "accounts"}
 	in := assembled(s, rt)
 	for _, name := range optional {
 		if in[name] {
 			t.Errorf("stage %s is in the pipeline of a runtime that configures none of it", name)
 		}
 	}
-	for _, name := range []string{"session", "route", "apps", "policy", "outcome", "arguments", "tasks"} {
+	for _, name := range []string{"session", "route", "policy", "outcome", "arguments", "tasks"} {
 		if !in[name] {
 			t.Errorf("stage %s is missing from the pipeline", name)
 		}
@@ -152,6 +152,7 @@ func TestPipelineLeavesOutUnconfigured(t *testing.T) {
 		t.Fatal(err)
 	}
 	rt.Add(&Backend{Name: "s", Resolver: &headers.Resolver{}, Config: &config.Server{Telemetry: config.ServerTelemetry{Arguments: true}}, PerUser: true})
+	rt.Catalog.Store(appsCatalog())
 	lim, err := ratelimit.New(ratelimit.Options{})
 	if err != nil {
 		t.Fatal(err)
