@@ -134,7 +134,8 @@ func appsMux(t *testing.T) (*mux, *appUpstream, *appUpstream) {
 }
 
 // connectApp opens a session of version ("" for the SDK's newest, the
-// 2026-07-28 era) with an api key, declaring the MCP Apps extension.
+// 2026-07-28 era) with an api key ("" for none), declaring the MCP Apps
+// extension.
 func connectApp(t *testing.T, m *mux, key, version string) *mcp.ClientSession {
 	t.Helper()
 	caps := &mcp.ClientCapabilities{}
@@ -144,7 +145,10 @@ func connectApp(t *testing.T, m *mux, key, version string) *mcp.ClientSession {
 	if version != "" {
 		so = &mcp.ClientSessionOptions{ProtocolVersion: version}
 	}
-	rt := &clientRT{static: http.Header{"Authorization": {"Bearer " + key}}}
+	rt := &clientRT{static: http.Header{}}
+	if key != "" {
+		rt.static.Set("Authorization", "Bearer "+key)
+	}
 	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: m.ts.URL + "/mcp", HTTPClient: &http.Client{Transport: rt}}, so)
 	if err != nil {
 		t.Fatal(err)
