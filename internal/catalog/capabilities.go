@@ -33,6 +33,7 @@ import (
 // served is what a catalog serves besides tools.
 type served struct {
 	prompts, resources, subscribe, completions, logging bool
+	apps                                                bool // MCP Apps (apps.go)
 }
 
 // add records what one server's lists and declared capabilities serve.
@@ -46,6 +47,7 @@ func (s *served) add(l *upstream.Lists) {
 	s.subscribe = s.subscribe || (c.Resources != nil && c.Resources.Subscribe)
 	s.completions = s.completions || c.Completions != nil
 	s.logging = s.logging || c.Logging != nil
+	s.apps = s.apps || isAppServer(l)
 }
 
 // capabilities is the union of what the sources serve, and what mcp-mux
@@ -74,6 +76,9 @@ func (s served) advertised() mcp.ServerCapabilities {
 	}
 	if s.logging {
 		caps.Logging = &mcp.LoggingCapabilities{}
+	}
+	if s.apps {
+		caps.AddExtension(UIExtension, nil)
 	}
 	return caps
 }

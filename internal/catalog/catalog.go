@@ -120,6 +120,7 @@ type Catalog[S any] struct {
 	instructions string
 	search       *searchIndex // nil unless tool_search is on and tools are listed
 	res          resourceIndex[S]
+	apps         appIndex[S] // MCP Apps: servers by name, app servers' own tool names (apps.go)
 	caps         mcp.ServerCapabilities
 	memo         atomic.Pointer[Memo]
 	// dups are the names and URIs a later server lost to an earlier one,
@@ -167,6 +168,7 @@ func build[S any](sources []Source[S], pol *Policy, f *profileFilter, log hclog.
 	}
 	c.instructions = instructions(c.order, c.search)
 	c.res = buildResources(sources, log)
+	c.apps = buildApps(sources, c.routes) // apps.go
 	c.dups = append(c.dups, c.res.dups...)
 	c.caps = capabilities(sources, pol)
 	if pol.tasks {

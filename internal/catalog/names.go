@@ -92,6 +92,7 @@ func (r *Route[S]) describe(sc *config.Server, t upstream.Tool, ov *config.Routi
 	p := presentationOf(sc, t.Name)
 	r.fixed = newFixedArgs(p.FixedArguments)
 	r.JSON = overridden(toolJSON(t, r.Name, toolMeta(sc, r.routing)), p)
+	r.JSON = appTool(r.JSON, r.source) // appuris.go: its UI link as listed
 	if r.Task != nil {
 		r.JSON = withContract(r.JSON, r.Task.Name)
 	}

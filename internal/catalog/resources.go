@@ -97,25 +97,27 @@ func (ix *resourceIndex[S]) addPrompts(src *Source[S], log hclog.Logger) {
 // addResources lists one source's resources whose URIs are not taken.
 func (ix *resourceIndex[S]) addResources(src *Source[S]) {
 	for _, r := range src.Lists.Resources {
-		if prev, dup := ix.resources[r.Key]; dup {
-			ix.dups = append(ix.dups, duplicate{what: "resource URI", field: "uri", key: r.Key, kept: prev.name, skipped: src.Name})
+		key, raw := appItem(src.Name, r.Key, r.Raw, "uri") // appuris.go: a ui:// URI as listed
+		if prev, dup := ix.resources[key]; dup {
+			ix.dups = append(ix.dups, duplicate{what: "resource URI", field: "uri", key: key, kept: prev.name, skipped: src.Name})
 			continue
 		}
-		ix.resources[r.Key] = resourceOwner[S]{server: src.Server, name: src.Name}
-		ix.resList = append(ix.resList, r.Raw)
+		ix.resources[key] = resourceOwner[S]{server: src.Server, name: src.Name}
+		ix.resList = append(ix.resList, raw)
 	}
 }
 
 // addTemplates lists one source's resource templates that parse.
 func (ix *resourceIndex[S]) addTemplates(src *Source[S], log hclog.Logger) {
 	for _, t := range src.Lists.Templates {
-		tmpl, err := uritemplate.New(t.Key)
+		key, raw := appItem(src.Name, t.Key, t.Raw, "uriTemplate") // appuris.go: a ui:// template as listed
+		tmpl, err := uritemplate.New(key)
 		if err != nil {
 			log.Warn("ignoring resource template that does not parse", "server", src.Name, "err", err)
 			continue
 		}
 		ix.templates = append(ix.templates, templateRoute[S]{tmpl: tmpl, server: src.Server})
-		ix.tmplList = append(ix.tmplList, t.Raw)
+		ix.tmplList = append(ix.tmplList, raw)
 	}
 }
 
@@ -131,11 +133,16 @@ func (c *Catalog[S]) Resources() []json.RawMessage { return c.res.resList }
 // Templates is the resources/templates/list items.
 func (c *Catalog[S]) Templates() []json.RawMessage { return c.res.tmplList }
 
-// ResourceOwner finds the server for a resource URI: an exact listed URI,
-// then the first matching template, then the only server with resources;
-// the zero S when there is none. A URI longer than MaxResourceURI matches
-// no template.
+// ResourceOwner finds the server for a resource URI: a listed ui:// URI's
+// server segment (apps.go), an exact listed URI, then the first matching
+// template, then (not for ui://) the only server with resources; the zero
+// S when there is none. A URI longer than MaxResourceURI matches no
+// template.
 func (c *Catalog[S]) ResourceOwner(uri string) S {
+	app, ok, isUI := c.apps.owner(uri) // apps.go
+	if ok {
+		return app
+	}
 	ix := &c.res
 	if o, ok := ix.resources[uri]; ok {
 		return o.server
@@ -147,7 +154,7 @@ func (c *Catalog[S]) ResourceOwner(uri string) S {
 			}
 		}
 	}
-	if len(ix.withRes) == 1 {
+	if len(ix.withRes) == 1 && !isUI {
 		return ix.withRes[0]
 	}
 	var none S

@@ -29,6 +29,7 @@ func Capabilities(c *mcp.ClientCapabilities) string {
 		m.Roots = c.RootsV2
 		m.Sampling = c.Sampling
 		m.Elicitation = c.Elicitation
+		m.Extensions = uiCaps(c.Extensions) // appcaps.go
 	}
 	b, _ := json.Marshal(m)
 	return string(b)
@@ -39,6 +40,8 @@ type mirrored struct {
 	Roots       *mcp.RootCapabilities        `json:"roots,omitempty"`
 	Sampling    *mcp.SamplingCapabilities    `json:"sampling,omitempty"`
 	Elicitation *mcp.ElicitationCapabilities `json:"elicitation,omitempty"`
+	// Extensions is MCP Apps' entry only (appcaps.go).
+	Extensions map[string]json.RawMessage `json:"extensions,omitempty"`
 }
 
 // discoveryCaps is what the discovery session declares.
@@ -46,6 +49,7 @@ var discoveryCaps = &mcp.ClientCapabilities{
 	RootsV2:     &mcp.RootCapabilities{ListChanged: true},
 	Sampling:    &mcp.SamplingCapabilities{},
 	Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}},
+	Extensions:  uiOnly(discoveryUI), // appcaps.go
 }
 
 // clients holds one SDK client per capability set (the SDK declares a
@@ -79,7 +83,7 @@ func (cl *clients) forKey(key Key, control, lists bool) *mcp.Client {
 	if !control {
 		var m mirrored
 		_ = json.Unmarshal([]byte(key.Caps), &m) // "" or invalid: no capabilities
-		caps = &mcp.ClientCapabilities{RootsV2: m.Roots, Sampling: m.Sampling, Elicitation: m.Elicitation}
+		caps = withUI(&mcp.ClientCapabilities{RootsV2: m.Roots, Sampling: m.Sampling, Elicitation: m.Elicitation}, m.Extensions)
 	}
 	if cl.m == nil {
 		cl.m = make(map[string]*mcp.Client)

@@ -187,7 +187,7 @@ func (d *dialing) legacySessionless(cs *mcp.ClientSession) bool {
 }
 
 func discoveryCapsJSON() string {
-	b, _ := json.Marshal(mirrored{Roots: discoveryCaps.RootsV2, Sampling: discoveryCaps.Sampling, Elicitation: discoveryCaps.Elicitation})
+	b, _ := json.Marshal(mirrored{Roots: discoveryCaps.RootsV2, Sampling: discoveryCaps.Sampling, Elicitation: discoveryCaps.Elicitation, Extensions: discoveryUI})
 	return string(b)
 }
 

@@ -113,6 +113,7 @@ func (s *Router) Stages() []Stage {
 		auditStage(s),        // audit.go: one record per tools/call, prompts/get, resources/read
 		sessionStage(s),      // pipeline.go: shutdown, the session's share, the pinned runtime and view
 		routeStage(s),        // pipeline.go: the route, looked up once in the caller's view
+		appsStage(s),         // apps.go: MCP Apps' ui:// URIs as listed, each read sent with its server's own
 		policyStage(s),       // policy.go: guardrails, tool_search, mcp-mux's own task tools
 		pinsStage(s),         // pins.go: a changed tool of a pin_tools block server, refused until accepted
 		limitsStage(s),       // limits.go: the limits rules; the slot comes back however the call ends
@@ -137,13 +138,14 @@ const methodCount = 5
 // pipeline is a runtime's assembled call pipeline, one chain per method.
 type pipeline struct {
 	chains [methodCount]CallFunc // by bit of Methods
+	apps   bool                  // assembled while the runtime's catalog had MCP Apps (apps.go)
 }
 
 // assemble builds rt's pipeline from stages (Stages): for each method,
 // the stages that apply to it and that rt needs, in front of the terminal
 // send.
 func (s *Router) assemble(rt *Runtime, stages []Stage) *pipeline {
-	p := &pipeline{}
+	p := &pipeline{apps: rt.hasApps()}
 	for i := range p.chains {
 		m := Methods(1) << i
 		next := s.send
@@ -169,9 +171,11 @@ func (s *Router) Run(ctx context.Context, c *Call) (json.RawMessage, error) {
 		rt = s.rt.Load()
 	}
 	p := rt.pipeline.Load()
-	if p == nil {
-		p = s.assemble(rt, s.Stages())
-		if !rt.pipeline.CompareAndSwap(nil, p) {
+	if p == nil || p.apps != rt.hasApps() { // the apps stage comes and goes with the catalog's apps
+		np := s.assemble(rt, s.Stages())
+		if rt.pipeline.CompareAndSwap(p, np) {
+			p = np
+		} else {
 			p = rt.pipeline.Load()
 		}
 	}
@@ -264,8 +268,10 @@ func routeStage(s *Router) Stage {
 func (c *Call) route() error {
 	switch c.Method {
 	case "tools/call":
+		var err error
 		if c.Route == nil {
 			c.Route = c.View.Lookup(c.Name)
+			err = c.appCall() // apps.go: else an app's call by its server's own tool name
 		}
 		if c.Route != nil {
 			c.Backend, c.Raw = c.Route.Server, c.Route.Raw
@@ -273,6 +279,7 @@ func (c *Call) route() error {
 		if c.Named != nil {
 			c.Named(c.View.ToolLabel(c.Name, c.Route))
 		}
+		return err
 	case "prompts/get":
 		p := c.View.Prompt(c.Name)
 		if p == nil {

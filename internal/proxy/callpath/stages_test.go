@@ -107,7 +107,7 @@ func TestStagesListed(t *testing.T) {
 		}
 		names = append(names, st.Name)
 	}
-	want := "audit session route policy pins limits outcome content guards processors arguments authorize approvals tasks interceptors credentials accounts provenance"
+	want := "audit session route apps policy pins limits outcome content guards processors arguments authorize approvals tasks interceptors credentials accounts provenance"
 	if got := strings.Join(names, " "); got != want {
 		t.Fatalf("stages %q, want %q", got, want)
 	}
@@ -130,7 +130,7 @@ func TestPipelineLeavesOutUnconfigured(t *testing.T) {
 	}
 	s := testRouter(t, Options{})
 	rt := s.rt.Load()
-	optional := []string{"audit", "pins", "limits", "content", "guards", "processors", "authorize", "approvals", "interceptors", "credentials", "accounts"}
+	optional := []string{"audit", "apps", "pins", "limits", "content", "guards", "processors", "authorize", "approvals", "interceptors", "credentials", "accounts"}
 	in := assembled(s, rt)
 	for _, name := range optional {
 		if in[name] {
@@ -159,6 +159,7 @@ func TestPipelineLeavesOutUnconfigured(t *testing.T) {
 	rt.Processors = NewProcessors(rt, nil, nil)
 	rt.Add(&Backend{Name: "s", Resolver: &headers.Resolver{}, Config: &config.Server{Telemetry: config.ServerTelemetry{Arguments: true},
 		ResultGuards: &config.ResultGuards{Redact: true}, PinTools: config.PinBlock}, PerUser: true, Pins: toolpin.New(toolpin.Options{})})
+	rt.Catalog.Store(appsCatalog())
 	lim, err := ratelimit.New(ratelimit.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -126,7 +126,12 @@ func declareTasks(st *callpath.Session, e *Era, ip *mcp.InitializeParams) {
 	if json.Unmarshal([]byte(st.Caps), &m) != nil || m == nil {
 		m = map[string]json.RawMessage{}
 	}
-	m["extensions"] = json.RawMessage(`{"` + tasksExtension + `":{}}`)
+	var exts map[string]json.RawMessage // MCP Apps' entry kept (upstream/appcaps.go)
+	if json.Unmarshal(m["extensions"], &exts) != nil || exts == nil {
+		exts = map[string]json.RawMessage{}
+	}
+	exts[tasksExtension] = json.RawMessage(`{}`)
+	m["extensions"], _ = json.Marshal(exts)
 	b, _ := json.Marshal(m) // sorted keys: one Key.Caps per capability set
 	st.Caps = string(b)
 }
