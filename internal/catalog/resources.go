@@ -57,7 +57,7 @@ type resourceOwner[S any] struct {
 }
 
 // buildResources aggregates the sources' prompts, resources and templates.
-func buildResources[S any](sources []Source[S], log hclog.Logger) resourceIndex[S] {
+func buildResources[S any](sources []Source[S], skills *Skills[S], log hclog.Logger) resourceIndex[S] {
 	ix := resourceIndex[S]{prompts: map[string]*PromptRoute[S]{}, resources: map[string]resourceOwner[S]{}}
 	for i := range sources {
 		src := &sources[i]
@@ -65,7 +65,7 @@ func buildResources[S any](sources []Source[S], log hclog.Logger) resourceIndex[
 		if hasResources(&src.Lists) {
 			ix.withRes = append(ix.withRes, src.Server)
 		}
-		ix.addResources(src)
+		ix.addResources(src, skills)
 		ix.addTemplates(src, log)
 	}
 	return ix
@@ -95,8 +95,9 @@ func (ix *resourceIndex[S]) addPrompts(src *Source[S], log hclog.Logger) {
 }
 
 // addResources lists one source's resources whose URIs are not taken.
-func (ix *resourceIndex[S]) addResources(src *Source[S]) {
+func (ix *resourceIndex[S]) addResources(src *Source[S], skills *Skills[S]) {
 	for _, r := range src.Lists.Resources {
+		r = exposeResource(src, skills, r) // skills.go: a prefixed skill server's skill:// URIs
 		if prev, dup := ix.resources[r.Key]; dup {
 			ix.dups = append(ix.dups, duplicate{what: "resource URI", field: "uri", key: r.Key, kept: prev.name, skipped: src.Name})
 			continue
@@ -139,6 +140,9 @@ func (c *Catalog[S]) ResourceOwner(uri string) S {
 	ix := &c.res
 	if o, ok := ix.resources[uri]; ok {
 		return o.server
+	}
+	if sv, _, ok := c.Skills().Lookup(uri); ok { // skills.go
+		return sv.Server
 	}
 	if len(uri) <= MaxResourceURI {
 		for _, t := range ix.templates {

@@ -114,6 +114,7 @@ func (s *Router) Stages() []Stage {
 		sessionStage(s),      // pipeline.go: shutdown, the session's share, the pinned runtime and view
 		routeStage(s),        // pipeline.go: the route, looked up once in the caller's view
 		policyStage(s),       // policy.go: guardrails, tool_search, mcp-mux's own task tools
+		skillsStage(s),       // skills.go: skill URIs mapped both ways, skills the guardrails hide
 		limitsStage(s),       // limits.go: the limits rules; the slot comes back however the call ends
 		outcomeStage(s),      // upstream.go: an upstream's failure as the caller gets it
 		contentStage(s),      // content.go: arguments and result on the span and record, where opted in
