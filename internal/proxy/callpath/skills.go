@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -53,6 +55,26 @@ func RegisterSkillMethods(srv *mcp.Server) error {
 	return nil
 }
 
+// IsSkillMethod reports whether method is one of the extension's.
+func IsSkillMethod(method string) bool { return slices.Contains(skillMethods, method) }
+
+// ServeSkill answers a request of the extension (method, its raw params)
+// for a 2025-11-25 session: go-sdk's session transport, used outside its
+// HTTP handler, accepts standard methods only, so these do not reach the
+// SDK path. It returns the raw result or the error the caller gets.
+func ServeSkill(ctx context.Context, s *Router, st *Session, h http.Header, method string, params json.RawMessage) (json.RawMessage, error) {
+	var p skillParams
+	if len(params) > 0 && json.Unmarshal(params, &p) != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: method + ": params are not an object of uri and cursor strings"}
+	}
+	req := &mcp.ServerRequest[*skillParams]{Params: &p, Extra: &mcp.RequestExtra{Header: h}}
+	res, err := s.Dispatch(ctx, st, LegacyEra{}, method, req, nil)
+	if err != nil {
+		return nil, err
+	}
+	return res.(*mcpwire.RawResult).Raw, nil
+}
+
 // errUnknownSkill answers a skills/get or directory read of a URI no skill
 // server of the caller's view serves (or the guardrails hide).
 func errUnknownSkill(method string) error {
@@ -67,7 +89,7 @@ func listSkills(s *Router, ctx context.Context, r request) (mcp.Result, error) {
 	seen := map[string]bool{}
 	var items []json.RawMessage
 	for _, sv := range r.cat.Skills().Servers() {
-		entries, err := s.serverSkills(ctx, r, sv.Server)
+		entries, err := serverSkills(s, ctx, r, sv.Server)
 		if err != nil {
 			s.logFor(ctx).Warn("skills/list: leaving out a server's skills", "server", sv.Name, "err", err)
 			continue
@@ -86,7 +108,7 @@ func listSkills(s *Router, ctx context.Context, r request) (mcp.Result, error) {
 
 // serverSkills is one server's skills/list, every page, as the skills
 // stage rewrote them.
-func (s *Router) serverSkills(ctx context.Context, r request, b *Backend) ([]json.RawMessage, error) {
+func serverSkills(s *Router, ctx context.Context, r request, b *Backend) ([]json.RawMessage, error) {
 	var out []json.RawMessage
 	cursor := ""
 	for range maxSkillPages {
