@@ -167,7 +167,7 @@ func build[S any](sources []Source[S], pol *Policy, f *profileFilter, log hclog.
 	c.instructions = instructions(c.order, c.search != nil)
 	c.skills = buildSkills(sources, pol, log)
 	c.res = buildResources(sources, c.skills, log)
-	c.skills.listed = c.res.resources
+	c.skills.res = &c.res
 	c.dups = append(c.dups, c.res.dups...)
 	c.caps = capabilities(sources, pol)
 	advertiseSkills(&c.caps, c.skills)

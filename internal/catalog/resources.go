@@ -36,6 +36,7 @@ type PromptRoute[S any] struct {
 type templateRoute[S any] struct {
 	tmpl   *uritemplate.Template
 	server S
+	name   string // the server's name (skills.go)
 }
 
 // resourceIndex holds the aggregated prompts, resources and templates.
@@ -115,7 +116,7 @@ func (ix *resourceIndex[S]) addTemplates(src *Source[S], log hclog.Logger) {
 			log.Warn("ignoring resource template that does not parse", "server", src.Name, "err", err)
 			continue
 		}
-		ix.templates = append(ix.templates, templateRoute[S]{tmpl: tmpl, server: src.Server})
+		ix.templates = append(ix.templates, templateRoute[S]{tmpl: tmpl, server: src.Server, name: src.Name})
 		ix.tmplList = append(ix.tmplList, t.Raw)
 	}
 }

@@ -53,7 +53,7 @@ type Skills[S any] struct {
 	byAuthority map[string]int // authority → index in servers
 	verbatim    int            // the first server that keeps its URIs; -1: none
 	guard       *guard
-	listed      map[string]resourceOwner[S] // the view's listed resources (exact URIs), set once built
+	res         *resourceIndex[S] // the view's resources and templates, set once built
 }
 
 // buildSkills finds the sources that declared the extension.
@@ -129,12 +129,14 @@ func (c *Catalog[S]) Skills() *Skills[S] {
 func (k *Skills[S]) Servers() []SkillServer[S] { return k.servers }
 
 // Lookup finds the skill server of a URI as the mux serves it and the URI
-// as that server serves it: a prefixed server's by the authority, else the
-// server that listed the URI, else the first server that keeps its URIs.
-// ok is false for a URI that is not a skill:// URI of the view or is
+// as that server serves it: a prefixed server's by the authority; else,
+// among the servers that keep their URIs, the one that listed the URI or
+// has a template that matches it, else the first. ok is false for a URI
+// that is not a skill:// URI of the view, one another server lists or
+// templates, one with dot segments or escaped dots or slashes, or one
 // longer than MaxResourceURI.
 func (k *Skills[S]) Lookup(uri string) (sv SkillServer[S], upstreamURI string, ok bool) {
-	if len(uri) > MaxResourceURI || !strings.HasPrefix(uri, skillScheme) {
+	if len(uri) > MaxResourceURI || !strings.HasPrefix(uri, skillScheme) || !plainPath(uri[len(skillScheme):]) {
 		return sv, "", false
 	}
 	rest := uri[len(skillScheme):]
@@ -143,17 +145,51 @@ func (k *Skills[S]) Lookup(uri string) (sv SkillServer[S], upstreamURI string, o
 			return k.servers[i], skillScheme + path, true
 		}
 	}
-	if o, ok := k.listed[uri]; ok {
+	if k.verbatim < 0 {
+		return sv, "", false
+	}
+	if owner, found := k.ownerName(uri); found {
 		for _, s := range k.servers {
-			if s.Authority == "" && s.Name == o.name {
+			if s.Authority == "" && s.Name == owner {
 				return s, uri, true
 			}
 		}
+		return sv, "", false // another server's resource
 	}
-	if k.verbatim >= 0 {
-		return k.servers[k.verbatim], uri, true
+	return k.servers[k.verbatim], uri, true
+}
+
+// plainPath reports whether a skill path has no dot segments and no
+// escaped dot, slash or backslash, so that the segments the guardrails
+// judge are the path a server resolves.
+func plainPath(p string) bool {
+	if strings.ContainsRune(p, '\\') {
+		return false
 	}
-	return sv, "", false
+	for seg := range strings.SplitSeq(p, "/") {
+		if seg == "." || seg == ".." {
+			return false
+		}
+	}
+	l := strings.ToLower(p)
+	return !strings.Contains(l, "%2e") && !strings.Contains(l, "%2f") && !strings.Contains(l, "%5c")
+}
+
+// ownerName is the name of the server that lists uri or has the first
+// template matching it.
+func (k *Skills[S]) ownerName(uri string) (string, bool) {
+	if k.res == nil {
+		return "", false
+	}
+	if o, ok := k.res.resources[uri]; ok {
+		return o.name, true
+	}
+	for _, t := range k.res.templates {
+		if t.tmpl.Match(uri) != nil {
+			return t.name, true
+		}
+	}
+	return "", false
 }
 
 // Exposed is a URI of sv as the mux serves it (URIs of other schemes are

@@ -233,6 +233,11 @@ func checkSkills(t *testing.T, m *mux, alpha, beta *mcptest.SkillsServer, era st
 	if _, _, err := readText(t, cs, "skill://beta/code-review/SKILL.md"); err == nil {
 		t.Errorf("read of a hidden skill succeeded")
 	}
+	for _, uri := range []string{"skill://code-review/SKILL.md", "skill://beta/shared/../code-review/SKILL.md"} {
+		if text, _, err := readText(t, cs, uri); err == nil {
+			t.Errorf("read %s around the mapping: %q", uri, text)
+		}
+	}
 	if beta.Reads.Load() != n {
 		t.Errorf("a hidden skill's request reached beta")
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -80,6 +81,10 @@ func ServeSkill(ctx context.Context, s *Router, st *Session, h http.Header, meth
 func errUnknownSkill(method string) error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: method + ": no skill server of this view serves the URI"}
 }
+
+// errSkillFileNotFound answers a read of a skill file the view does not
+// serve or the guardrails hide, as a resource no server has.
+var errSkillFileNotFound = &jsonrpc.Error{Code: -32002, Message: "resource not found"}
 
 // listSkills answers skills/list: every skill server of the view asked
 // (its pages followed, within the bounds), each entry under the mux's URIs
@@ -192,15 +197,18 @@ func (c *Call) skillTarget(ctx context.Context, next CallFunc) (json.RawMessage,
 	uri := skillURIOf(c.Params)
 	sv, up, ok := k.Lookup(uri)
 	if !ok || c.Backend == nil || sv.Name != c.Backend.Name {
-		if c.Method == "resources/read" {
-			return next(ctx, c) // not a skill file of this view
+		switch {
+		case c.Method != "resources/read":
+			return nil, errUnknownSkill(c.Method)
+		case underAuthority(k, c.Backend, uri):
+			return nil, errSkillFileNotFound
 		}
-		return nil, errUnknownSkill(c.Method)
+		return next(ctx, c) // not a skill file of this view
 	}
 	if !k.Allowed(sv, up) {
 		c.Record.Deny("guardrails: skill hidden")
 		if c.Method == "resources/read" {
-			return nil, &jsonrpc.Error{Code: -32002, Message: "resource not found"}
+			return nil, errSkillFileNotFound
 		}
 		return nil, errUnknownSkill(c.Method)
 	}
@@ -210,6 +218,15 @@ func (c *Call) skillTarget(ctx context.Context, next CallFunc) (json.RawMessage,
 		return nil, err
 	}
 	return rewriteSkillResult(c.Method, raw, k, sv)
+}
+
+// underAuthority reports whether a read of uri would reach b, a skill
+// server whose skills are under its authority, in b's own form: a
+// skill:// URI it lists or templates, or that only it could serve, which
+// no caller may read around the mapping (and the guardrails).
+func underAuthority(k *skills, b *Backend, uri string) bool {
+	sv, ok := skillServerOf(k, b)
+	return ok && sv.Authority != "" && strings.HasPrefix(uri, "skill://")
 }
 
 // skillServerOf is the skill server of b in k.
