@@ -106,7 +106,7 @@ func TestStagesListed(t *testing.T) {
 		}
 		names = append(names, st.Name)
 	}
-	want := "audit session route policy limits outcome content arguments authorize approvals tasks interceptors credentials accounts"
+	want := "audit session route policy skills limits outcome content arguments authorize approvals tasks interceptors credentials accounts"
 	if got := strings.Join(names, " "); got != want {
 		t.Fatalf("stages %q, want %q", got, want)
 	}
@@ -136,7 +136,7 @@ func TestPipelineLeavesOutUnconfigured(t *testing.T) {
 			t.Errorf("stage %s is in the pipeline of a runtime that configures none of it", name)
 		}
 	}
-	for _, name := range []string{"session", "route", "policy", "outcome", "arguments", "tasks"} {
+	for _, name := range []string{"session", "route", "policy", "skills", "outcome", "arguments", "tasks"} {
 		if !in[name] {
 			t.Errorf("stage %s is missing from the pipeline", name)
 		}
