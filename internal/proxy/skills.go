@@ -11,12 +11,12 @@ import (
 	"github.com/mcp-mux/mcp-mux/internal/wire"
 )
 
-// serveSkill answers a request of the skills extension (skills/list,
+// serveSkill answers, through calls, a request of the skills extension (skills/list,
 // skills/get, resources/directory/read) of a 2025-11-25 session, as one
 // event on the POST's stream like the fast path's answers, and reports
 // whether it did. A 2026-07-28 request reaches the same handlers through
 // the SDK path (callpath/skills.go).
-func (s *Server) serveSkill(w http.ResponseWriter, r *http.Request, st *callpath.Session, m *wire.Message) bool {
+func serveSkill(calls *callpath.Router, w http.ResponseWriter, r *http.Request, st *callpath.Session, m *wire.Message) bool {
 	if !m.IsCall() || !callpath.IsSkillMethod(m.Method) {
 		return false
 	}
@@ -27,7 +27,7 @@ func (s *Server) serveSkill(w http.ResponseWriter, r *http.Request, st *callpath
 	defer st.Untrack(idKey)
 	k := callpath.NewFastSink(st, w)
 	k.Resumable(m.ID)
-	raw, err := callpath.ServeSkill(ctx, s.calls, st, r.Header, m.Method, m.Params)
+	raw, err := callpath.ServeSkill(ctx, calls, st, r.Header, m.Method, m.Params)
 	var b []byte
 	var je *jsonrpc.Error
 	switch {
