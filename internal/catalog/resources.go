@@ -142,7 +142,7 @@ func (c *Catalog[S]) ResourceOwner(uri string) S {
 	if o, ok := ix.resources[uri]; ok {
 		return o.server
 	}
-	if sv, _, ok := c.Skills().Lookup(uri); ok { // skills.go
+	if sv, _, ok := c.Skills().Owner(uri); ok { // skills.go
 		return sv.Server
 	}
 	if len(uri) <= MaxResourceURI {

@@ -128,14 +128,14 @@ func (c *Catalog[S]) Skills() *Skills[S] {
 // Servers are the view's skill servers, in config order.
 func (k *Skills[S]) Servers() []SkillServer[S] { return k.servers }
 
-// Lookup finds the skill server of a URI as the mux serves it and the URI
+// Owner finds the skill server of a URI as the mux serves it and the URI
 // as that server serves it: a prefixed server's by the authority; else,
 // among the servers that keep their URIs, the one that listed the URI or
 // has a template that matches it, else the first. ok is false for a URI
 // that is not a skill:// URI of the view, one another server lists or
 // templates, one with dot segments or escaped dots or slashes, or one
 // longer than MaxResourceURI.
-func (k *Skills[S]) Lookup(uri string) (sv SkillServer[S], upstreamURI string, ok bool) {
+func (k *Skills[S]) Owner(uri string) (sv SkillServer[S], upstreamURI string, ok bool) {
 	if len(uri) > MaxResourceURI || !strings.HasPrefix(uri, skillScheme) || !plainPath(uri[len(skillScheme):]) {
 		return sv, "", false
 	}

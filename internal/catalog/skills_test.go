@@ -104,9 +104,9 @@ func TestSkillURIs(t *testing.T) {
 		{"skill://alpha/" + strings.Repeat("a", catalog.MaxResourceURI), "", ""},
 	}
 	for _, tc := range cases {
-		sv, up, ok := k.Lookup(tc.uri)
+		sv, up, ok := k.Owner(tc.uri)
 		if ok != (tc.server != "") || sv.Name != tc.server || up != tc.up {
-			t.Errorf("Lookup(%.60q) = %q %q %v, want %q %q", tc.uri, sv.Name, up, ok, tc.server, tc.up)
+			t.Errorf("Owner(%.60q) = %q %q %v, want %q %q", tc.uri, sv.Name, up, ok, tc.server, tc.up)
 		}
 		if ok && k.Exposed(sv, up) != tc.uri {
 			t.Errorf("Exposed(%s, %s) = %s, want %s", sv.Name, up, k.Exposed(sv, up), tc.uri)
@@ -123,7 +123,7 @@ func TestSkillURIs(t *testing.T) {
 		t.Errorf("resources/list %v, want %v", got, want)
 	}
 	a := c.For("a").Skills()
-	if _, _, ok := a.Lookup("skill://beta/pdf-tools/SKILL.md"); ok {
+	if _, _, ok := a.Owner("skill://beta/pdf-tools/SKILL.md"); ok {
 		t.Errorf("profile a routes beta's skill")
 	}
 	if got := len(a.Servers()); got != 1 {
@@ -155,9 +155,9 @@ func TestSkillGuardrails(t *testing.T) {
 		{off, "skill://alpha/secret/SKILL.md", true},
 	}
 	for _, tc := range cases {
-		sv, up, ok := tc.k.Lookup(tc.uri)
+		sv, up, ok := tc.k.Owner(tc.uri)
 		if !ok {
-			t.Fatalf("Lookup(%s) failed", tc.uri)
+			t.Fatalf("Owner(%s) failed", tc.uri)
 		}
 		if got := tc.k.Allowed(sv, up); got != tc.allowed {
 			t.Errorf("Allowed(%s) = %v, want %v", tc.uri, got, tc.allowed)
@@ -165,7 +165,7 @@ func TestSkillGuardrails(t *testing.T) {
 	}
 }
 
-// FuzzSkillURI: Lookup takes any string without panicking, never routes
+// FuzzSkillURI: Owner takes any string without panicking, never routes
 // a URI past the bound, and Exposed maps what it found back to the URI.
 func FuzzSkillURI(f *testing.F) {
 	for _, s := range []string{"skill://alpha/pdf-tools/SKILL.md", "skill://alpha", "skill://", "skill:///x", "skill://beta//", "res://x", "skill://v/%2F/SKILL.md", ""} {
@@ -173,15 +173,15 @@ func FuzzSkillURI(f *testing.F) {
 	}
 	k := build([]srv{skillSource("alpha", true, true), skillSource("beta", true, false, "skill://x/SKILL.md"), skillSource("v", false, true)}, catalog.Options{}).Skills()
 	f.Fuzz(func(t *testing.T, uri string) {
-		sv, up, ok := k.Lookup(uri)
+		sv, up, ok := k.Owner(uri)
 		if !ok {
 			return
 		}
 		if len(uri) > catalog.MaxResourceURI || !strings.HasPrefix(up, "skill://") {
-			t.Fatalf("Lookup(%q) routed to %s as %q", uri, sv.Name, up)
+			t.Fatalf("Owner(%q) routed to %s as %q", uri, sv.Name, up)
 		}
 		if got := k.Exposed(sv, up); got != uri {
-			t.Fatalf("Exposed(Lookup(%q)) = %q", uri, got)
+			t.Fatalf("Exposed(Owner(%q)) = %q", uri, got)
 		}
 		_ = k.Allowed(sv, up)
 	})

@@ -147,7 +147,7 @@ func skillRequest(s *Router, ctx context.Context, r request) (mcp.Result, error)
 	if p == nil || p.URI == "" {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: r.method + ": missing required 'uri'"}
 	}
-	sv, _, ok := r.cat.Skills().Lookup(p.URI)
+	sv, _, ok := r.cat.Skills().Owner(p.URI)
 	if !ok {
 		return nil, errUnknownSkill(r.method)
 	}
@@ -195,7 +195,7 @@ func (c *Call) skillList(ctx context.Context, next CallFunc) (json.RawMessage, e
 func (c *Call) skillTarget(ctx context.Context, next CallFunc) (json.RawMessage, error) {
 	k := c.View.Skills()
 	uri := skillURIOf(c.Params)
-	sv, up, ok := k.Lookup(uri)
+	sv, up, ok := k.Owner(uri)
 	if !ok || c.Backend == nil || sv.Name != c.Backend.Name {
 		switch {
 		case c.Method != "resources/read":
