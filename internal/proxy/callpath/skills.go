@@ -102,7 +102,10 @@ func listSkills(s *Router, ctx context.Context, r request) (mcp.Result, error) {
 		for _, e := range entries {
 			uri := entryURI(e)
 			if uri == "" || seen[uri] {
-				continue // first server wins, as tools do
+				// First server wins, as tools do; asked on every list, so
+				// not a warning each time.
+				s.logFor(ctx).Debug("skills/list: dropping a skill whose URI an earlier server listed", "server", sv.Name)
+				continue
 			}
 			seen[uri] = true
 			items = append(items, e)
