@@ -263,3 +263,37 @@ func isCode(err error, code int64) bool {
 	var je *jsonrpc.Error
 	return errors.As(err, &je) && je.Code == code
 }
+
+// TestSkillsVerbatimCollision: two servers that keep their URIs both serve
+// skill://shared/SKILL.md; the first in config order keeps it, in the
+// listing and for reads, as tools' collisions are resolved.
+func TestSkillsVerbatimCollision(t *testing.T) {
+	alpha, beta := skillServers()
+	ua, ub := mcptest.ServeHTTPBothEras(t, alpha.Server), mcptest.ServeHTTPBothEras(t, beta.Server)
+	m := startMux(t, fmt.Sprintf(`{"mcpServers": {
+	    "alpha": {"type": "http", "url": %q, "tool_name_prefix": false},
+	    "beta": {"type": "http", "url": %q, "tool_name_prefix": false}}}`, ua.URL+"/mcp", ub.URL+"/mcp"), proxy.Options{})
+	for _, era := range []string{"2025-11-25", "2026-07-28"} {
+		cs := skillsClient(t, m.ts.URL+"/mcp", era)
+		entries := listedSkills(t, cs)
+		want := []string{"skill://code-review/SKILL.md", "skill://pdf-tools/SKILL.md", "skill://shared/SKILL.md"}
+		if got := entryURIs(entries); !slices.Equal(got, want) {
+			t.Fatalf("%s: skills/list %v, want %v", era, got, want)
+		}
+		for _, e := range entries {
+			if e.URI == "skill://shared/SKILL.md" && e.Frontmatter["description"] != "alpha's shared skill" {
+				t.Errorf("%s: the shared skill is %q, want alpha's", era, e.Frontmatter["description"])
+			}
+		}
+		n := beta.Reads.Load()
+		if text, _, err := readText(t, cs, "skill://shared/SKILL.md"); err != nil || !strings.Contains(text, "alpha's shared skill") {
+			t.Errorf("%s: read of the shared skill: %q %v", era, text, err)
+		}
+		if text, _, err := readText(t, cs, "skill://code-review/SKILL.md"); err != nil || !strings.Contains(text, "beta reviews code") {
+			t.Errorf("%s: read of beta's own skill: %q %v", era, text, err)
+		}
+		if beta.Reads.Load() != n+1 {
+			t.Errorf("%s: beta read %d times, want 1", era, beta.Reads.Load()-n)
+		}
+	}
+}
