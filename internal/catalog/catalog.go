@@ -121,6 +121,7 @@ type Catalog[S any] struct {
 	search       *searchIndex // nil unless tool_search is on and tools are listed
 	res          resourceIndex[S]
 	apps         appIndex[S] // MCP Apps: servers by name, app servers' own tool names (apps.go)
+	skills       *Skills[S]  // the skills extension's servers (skills.go)
 	caps         mcp.ServerCapabilities
 	memo         atomic.Pointer[Memo]
 	// dups are the names and URIs a later server lost to an earlier one,
@@ -167,10 +168,13 @@ func build[S any](sources []Source[S], pol *Policy, f *profileFilter, log hclog.
 		c.listJSON = c.search.list
 	}
 	c.instructions = instructions(c.order, c.search)
-	c.res = buildResources(sources, log)
+	c.skills = buildSkills(sources, pol, log)
+	c.res = buildResources(sources, c.skills, log)
+	c.skills.res = &c.res
 	c.apps = buildApps(sources, c.routes) // apps.go
 	c.dups = append(c.dups, c.res.dups...)
 	c.caps = capabilities(sources, pol)
+	advertiseSkills(&c.caps, c.skills)
 	if pol.tasks {
 		c.res.tmplList = append(c.res.tmplList, taskTemplate)
 	}

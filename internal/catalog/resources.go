@@ -36,6 +36,7 @@ type PromptRoute[S any] struct {
 type templateRoute[S any] struct {
 	tmpl   *uritemplate.Template
 	server S
+	name   string // the server's name (skills.go)
 }
 
 // resourceIndex holds the aggregated prompts, resources and templates.
@@ -57,7 +58,7 @@ type resourceOwner[S any] struct {
 }
 
 // buildResources aggregates the sources' prompts, resources and templates.
-func buildResources[S any](sources []Source[S], log hclog.Logger) resourceIndex[S] {
+func buildResources[S any](sources []Source[S], skills *Skills[S], log hclog.Logger) resourceIndex[S] {
 	ix := resourceIndex[S]{prompts: map[string]*PromptRoute[S]{}, resources: map[string]resourceOwner[S]{}}
 	for i := range sources {
 		src := &sources[i]
@@ -65,7 +66,7 @@ func buildResources[S any](sources []Source[S], log hclog.Logger) resourceIndex[
 		if hasResources(&src.Lists) {
 			ix.withRes = append(ix.withRes, src.Server)
 		}
-		ix.addResources(src)
+		ix.addResources(src, skills)
 		ix.addTemplates(src, log)
 	}
 	return ix
@@ -95,8 +96,9 @@ func (ix *resourceIndex[S]) addPrompts(src *Source[S], log hclog.Logger) {
 }
 
 // addResources lists one source's resources whose URIs are not taken.
-func (ix *resourceIndex[S]) addResources(src *Source[S]) {
+func (ix *resourceIndex[S]) addResources(src *Source[S], skills *Skills[S]) {
 	for _, r := range src.Lists.Resources {
+		r = exposeResource(src, skills, r)                 // skills.go: a prefixed skill server's skill:// URIs
 		key, raw := appItem(src.Name, r.Key, r.Raw, "uri") // appuris.go: a ui:// URI as listed
 		if prev, dup := ix.resources[key]; dup {
 			ix.dups = append(ix.dups, duplicate{what: "resource URI", field: "uri", key: key, kept: prev.name, skipped: src.Name})
@@ -116,7 +118,7 @@ func (ix *resourceIndex[S]) addTemplates(src *Source[S], log hclog.Logger) {
 			log.Warn("ignoring resource template that does not parse", "server", src.Name, "err", err)
 			continue
 		}
-		ix.templates = append(ix.templates, templateRoute[S]{tmpl: tmpl, server: src.Server})
+		ix.templates = append(ix.templates, templateRoute[S]{tmpl: tmpl, server: src.Server, name: src.Name})
 		ix.tmplList = append(ix.tmplList, raw)
 	}
 }
@@ -146,6 +148,9 @@ func (c *Catalog[S]) ResourceOwner(uri string) S {
 	ix := &c.res
 	if o, ok := ix.resources[uri]; ok {
 		return o.server
+	}
+	if sv, _, ok := c.Skills().Owner(uri); ok { // skills.go
+		return sv.Server
 	}
 	if len(uri) <= MaxResourceURI {
 		for _, t := range ix.templates {

@@ -60,6 +60,9 @@ func (s *Server) serveSession(w http.ResponseWriter, r *http.Request, body []byt
 			_, _ = w.Write(wire.AppendError(nil, m.ID, e.Code, e.Message, nil))
 			return
 		}
+		if serveSkill(s.calls, w, r, st, &m) { // skills.go
+			return
+		}
 		if slices.Contains(fastVersions, r.Header.Get("Mcp-Protocol-Version")) && s.serveFast(w, r, st, &m) {
 			return
 		}

@@ -238,6 +238,9 @@ func New(opts Options) *Server {
 			Logging:     &mcp.LoggingCapabilities{},
 		},
 	})
+	if err := callpath.RegisterSkillMethods(s.sdk); err != nil { // the skills extension's methods
+		s.log.Error("skills: the extension's methods are off", "err", err)
+	}
 	s.sdk.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler { s.send = next; return next })
 	s.sdk.AddReceivingMiddleware(s.recv.middleware)
 	// Added last, so outermost: a handler's panic is its request's error (internal/panicguard).

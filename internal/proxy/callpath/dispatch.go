@@ -45,6 +45,9 @@ var handlers = map[string]handler{
 	"resources/subscribe":              resource,
 	"resources/unsubscribe":            resource,
 	"completion/complete":              complete,
+	"skills/list":                      listSkills,   // skills.go
+	"skills/get":                       skillRequest, // skills.go
+	"resources/directory/read":         skillRequest, // skills.go
 }
 
 // Dispatch serves one SDK-path request of st, of either era (e): tools,

@@ -115,6 +115,7 @@ func (s *Router) Stages() []Stage {
 		routeStage(s),        // pipeline.go: the route, looked up once in the caller's view
 		appsStage(s),         // apps.go: MCP Apps' ui:// URIs as listed, each read sent with its server's own
 		policyStage(s),       // policy.go: guardrails, tool_search, mcp-mux's own task tools
+		skillsStage(s),       // skills.go: skill URIs mapped both ways, skills the guardrails hide
 		pinsStage(s),         // pins.go: a changed tool of a pin_tools block server, refused until accepted
 		limitsStage(s),       // limits.go: the limits rules; the slot comes back however the call ends
 		outcomeStage(s),      // upstream.go: an upstream's failure as the caller gets it

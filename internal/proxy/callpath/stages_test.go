@@ -107,7 +107,7 @@ func TestStagesListed(t *testing.T) {
 		}
 		names = append(names, st.Name)
 	}
-	want := "audit session route apps policy pins limits outcome content guards processors arguments authorize approvals tasks interceptors credentials accounts provenance"
+	want := "audit session route apps policy skills pins limits outcome content guards processors arguments authorize approvals tasks interceptors credentials accounts provenance"
 	if got := strings.Join(names, " "); got != want {
 		t.Fatalf("stages %q, want %q", got, want)
 	}
@@ -137,7 +137,7 @@ func TestPipelineLeavesOutUnconfigured(t *testing.T) {
 			t.Errorf("stage %s is in the pipeline of a runtime that configures none of it", name)
 		}
 	}
-	for _, name := range []string{"session", "route", "policy", "outcome", "arguments", "tasks", "provenance"} {
+	for _, name := range []string{"session", "route", "policy", "skills", "outcome", "arguments", "tasks", "provenance"} {
 		if !in[name] {
 			t.Errorf("stage %s is missing from the pipeline", name)
 		}

@@ -273,7 +273,8 @@ func (s *Handler) listCaching(method string) (ttlMs int64, scope string) {
 }
 
 // cachedMethods are the results that carry ttlMs and cacheScope.
-var cachedMethods = []string{"tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read"}
+var cachedMethods = []string{"tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read",
+	"skills/list", "skills/get", "resources/directory/read"} // the skills extension's (callpath/skills.go)
 
 // modernResult adds what a 2026-07-28 result must carry and a raw upstream
 // result may lack: resultType, and for lists and reads ttlMs and cacheScope.
