@@ -31,8 +31,9 @@ func cachingUpstream(t *testing.T, name string, ttl int, scope string) (string, 
 	s.AddTool(&mcp.Tool{Name: "t", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: name}}}, nil
 	})
+	var reads atomic.Int64
 	s.AddResource(&mcp.Resource{URI: "doc://" + name, Name: name}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "doc://" + name, Text: name}}}, nil
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "doc://" + name, Text: fmt.Sprintf("%s read %d", name, reads.Add(1))}}}, nil
 	})
 	lists := &atomic.Int64{}
 	up := mcptest.ServeHTTPBothEras(t, s)
@@ -123,5 +124,53 @@ func TestReadCacheScopeNarrowed(t *testing.T) {
 	_, r = modernCall(t, m.ts.URL+"/mcp", map[string]string{"Authorization": "Bearer " + aliceKey}, `{}`, "tools/list", "", `"cursor":null`)
 	if got := cachingOf(t, r.Result); got != (caching{60000, "private"}) {
 		t.Errorf("tools/list through an authenticated mux: %+v", got)
+	}
+}
+
+// readTextOf is the text of a read result's first contents.
+func readTextOf(t *testing.T, r rpcReply) string {
+	t.Helper()
+	var res struct {
+		Contents []struct {
+			Text string `json:"text"`
+		} `json:"contents"`
+	}
+	if r.Error != nil || json.Unmarshal(r.Result, &res) != nil || len(res.Contents) == 0 {
+		t.Fatalf("read: %s %+v", r.Result, r.Error)
+	}
+	return res.Contents[0].Text
+}
+
+// A read is answered from the result its server gave within that result's
+// ttlMs: a public one for every caller, a private one only for the caller
+// it was read for (another caller's read reaches the server).
+func TestReadCache(t *testing.T) {
+	pub, _ := cachingUpstream(t, "pub", 60000, "public")
+	priv, _ := cachingUpstream(t, "priv", 60000, "private")
+	now, _ := cachingUpstream(t, "now", 0, "public")
+	m, _ := startMuxEnv(t, fmt.Sprintf(`{"mcpServers": {
+		"pub": {"type": "http", "url": %q, "protocol_version": "2026-07-28"},
+		"priv": {"type": "http", "url": %q, "protocol_version": "2026-07-28"},
+		"now": {"type": "http", "url": %q, "protocol_version": "2026-07-28"}},
+		"inbound": {"auth": {"mode": "api_keys", "keys": {"alice": "$ALICE_KEY", "bob": "$BOB_KEY"}}}}`, pub, priv, now),
+		map[string]string{"ALICE_KEY": aliceKey, "BOB_KEY": bobKey}, proxy.Options{})
+	read := func(key, uri string) string {
+		_, r := modernCall(t, m.ts.URL+"/mcp", map[string]string{"Authorization": "Bearer " + key}, `{}`, "resources/read", uri, `"uri":`+mustQuote(uri))
+		return readTextOf(t, r)
+	}
+	for _, c := range []struct{ key, uri, want string }{
+		{aliceKey, "doc://pub", "pub read 1"},
+		{aliceKey, "doc://pub", "pub read 1"}, // kept
+		{bobKey, "doc://pub", "pub read 1"},   // public: shared
+		{aliceKey, "doc://priv", "priv read 1"},
+		{aliceKey, "doc://priv", "priv read 1"}, // kept for alice
+		{bobKey, "doc://priv", "priv read 2"},   // never alice's
+		{bobKey, "doc://priv", "priv read 2"},
+		{aliceKey, "doc://now", "now read 1"},
+		{aliceKey, "doc://now", "now read 2"}, // ttlMs 0: not kept
+	} {
+		if got := read(c.key, c.uri); got != c.want {
+			t.Errorf("%s by %s = %q, want %q", c.uri, map[string]string{aliceKey: "alice", bobKey: "bob"}[c.key], got, c.want)
+		}
 	}
 }

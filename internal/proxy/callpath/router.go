@@ -88,6 +88,7 @@ type Router struct {
 	approvals *approvals.Manager
 	ids       *secret.IDHash
 	guards    *resultGuards // the result guards' spilled results (guards.go)
+	reads     readCache     // reads kept for the ttlMs their servers gave (readcache.go)
 }
 
 // New returns a Router with opts.

@@ -107,7 +107,7 @@ func TestStagesListed(t *testing.T) {
 		}
 		names = append(names, st.Name)
 	}
-	want := "audit session route apps policy skills pins limits outcome content guards processors arguments authorize approvals tasks interceptors credentials accounts provenance"
+	want := "audit session route apps policy skills pins limits outcome content guards processors arguments authorize approvals tasks interceptors credentials accounts readcache provenance"
 	if got := strings.Join(names, " "); got != want {
 		t.Fatalf("stages %q, want %q", got, want)
 	}
@@ -137,7 +137,7 @@ func TestPipelineLeavesOutUnconfigured(t *testing.T) {
 			t.Errorf("stage %s is in the pipeline of a runtime that configures none of it", name)
 		}
 	}
-	for _, name := range []string{"session", "route", "policy", "skills", "outcome", "arguments", "tasks", "provenance"} {
+	for _, name := range []string{"session", "route", "policy", "skills", "outcome", "arguments", "tasks", "readcache", "provenance"} {
 		if !in[name] {
 			t.Errorf("stage %s is missing from the pipeline", name)
 		}
@@ -530,6 +530,60 @@ func TestProvenanceStage(t *testing.T) {
 	}
 	for _, e := range endings[1:] {
 		if raw, err := runEnding(t, stage, e, testCall()); err == nil || raw != nil {
+			t.Errorf("%s: %s, %v", e.name, raw, err)
+		}
+	}
+}
+
+// TestReadCacheStage: a read is kept for its result's ttlMs, per caller
+// when private or when its server gets each caller's own credentials, and
+// within the cache's bounds; an error or an input_required is not kept;
+// every ending of the call passes through.
+func TestReadCacheStage(t *testing.T) {
+	s := testRouter(t, Options{})
+	stage := readCacheStage(s)
+	var runs atomic.Int64
+	answer := `{"contents":[],"ttlMs":60000,"cacheScope":"public"}`
+	read := func(user, server string, perCaller bool) {
+		c := testCall()
+		c.Method, c.Name, c.Caller = "resources/read", "doc://x", NewCaller(user, "")
+		c.Backend = &Backend{Name: server, PerUser: perCaller, Config: &config.Server{}}
+		if _, err := stage.Wrap(func(context.Context, *Call) (json.RawMessage, error) {
+			runs.Add(1)
+			return json.RawMessage(answer), nil
+		})(t.Context(), c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read("alice", "s", false)
+	read("bob", "s", false)
+	if runs.Load() != 1 {
+		t.Fatalf("a public result reached the server %d times for two callers", runs.Load())
+	}
+	read("alice", "per", true)
+	read("bob", "per", true)
+	read("bob", "per", true)
+	if runs.Load() != 3 {
+		t.Fatalf("a per-caller server's result: %d runs, want 3 (one per caller)", runs.Load())
+	}
+	answer = `{"resultType":"input_required","inputRequests":{},"ttlMs":60000}`
+	read("carol", "ir", false)
+	read("carol", "ir", false)
+	if runs.Load() != 5 {
+		t.Fatalf("an input_required was kept: %d runs", runs.Load())
+	}
+	// Bounded: past maxReadEntries the least recently used go.
+	answer = `{"contents":[],"ttlMs":60000,"cacheScope":"private"}`
+	for i := range maxReadEntries + 10 {
+		read(fmt.Sprint("u", i), "many", false)
+	}
+	if n := s.reads.lru.Len(); n > maxReadEntries {
+		t.Fatalf("%d results kept, bound %d", n, maxReadEntries)
+	}
+	for _, e := range endings[1:] {
+		c := testCall()
+		c.Method, c.Name = "resources/read", "doc://y"
+		if raw, err := runEnding(t, stage, e, c); err == nil || raw != nil {
 			t.Errorf("%s: %s, %v", e.name, raw, err)
 		}
 	}
