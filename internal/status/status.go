@@ -47,13 +47,6 @@ type Server struct {
 	Name string `json:"name"`
 	// Transport is stdio, http or sse ("" for an invalid entry).
 	Transport string `json:"transport,omitempty"`
-	// Protocol is the protocol version the server's discovery session
-	// negotiated (2026-07-28, 2025-11-25, …); "" before it is known.
-	Protocol string `json:"protocol,omitempty"`
-	// Eras are the protocol eras the server speaks, newest first
-	// ("2026-07-28", "2025-11-25"): a call session runs on its client's
-	// where the server speaks both.
-	Eras []string `json:"eras,omitempty"`
 	// State is Starting, Up or Retrying for a server that runs, else
 	// Invalid, Skipped or Disabled.
 	State string `json:"state"`
@@ -79,6 +72,13 @@ type Server struct {
 	// Accounts are the numbers of a server where each user connects their
 	// own account; nil for any other.
 	Accounts *Accounts `json:"accounts,omitempty"`
+	// Protocol is the protocol version the server's discovery session
+	// negotiated (2026-07-28, 2025-11-25, …); "" before it is known.
+	Protocol string `json:"protocol,omitempty"`
+	// Eras are the protocol eras the server speaks, newest first
+	// ("2026-07-28", "2025-11-25"): a call session runs on its client's
+	// where the server speaks both.
+	Eras []string `json:"eras,omitempty"`
 }
 
 // Accounts are a connected-account server's numbers: never a token, never
