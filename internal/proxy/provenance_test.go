@@ -31,7 +31,8 @@ func serverInfoOf(t *testing.T, raw json.RawMessage) string {
 }
 
 // A 2026-07-28 upstream names itself in every result's _meta (go-sdk does,
-// per SEP-2575); through the mux no result names the upstream, on either
+// per SEP-2575); through the mux (upstream.Request drops it) no result
+// names the upstream, on either
 // era of client, fast path or SDK path. The status names each server's
 // negotiated protocol and the eras it speaks.
 func TestNoUpstreamServerInfoInResults(t *testing.T) {

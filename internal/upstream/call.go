@@ -3,6 +3,7 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -72,7 +73,7 @@ func (u *Upstream) Request(ctx context.Context, method string, call Call) (json.
 	for attempt := 0; ; attempt++ {
 		raw, notRun, err := u.attempt(ctx, key, method, call.Params, call.Header, r)
 		if !notRun || attempt > 0 {
-			return raw, err
+			return DropServerInfo(raw), err
 		}
 		u.reconnects.Add(1)
 		telemetry.Event(ctx, "mcp_mux.upstream.reconnect", telemetry.ServerAttr.String(u.opts.Name))
@@ -136,4 +137,38 @@ func (u *Upstream) Notify(key Key, method string, params json.RawMessage) {
 	ctx, cancel := context.WithTimeout(u.ctx, 5*time.Second)
 	defer cancel()
 	_ = c.raw.Connection.Write(ctx, &jsonrpc.Request{Method: method, Params: params})
+}
+
+// metaServerInfo is the _meta key in which a 2026-07-28 server names
+// itself on each result (SEP-2575; go-sdk sets it on every one).
+const metaServerInfo = "io.modelcontextprotocol/serverInfo"
+
+// DropServerInfo returns raw without _meta's serverInfo member (and
+// without _meta when that was its only member); raw itself when it has
+// none or is not a JSON object. Request drops it from every result: the
+// caller's server is mcp-mux, not the upstream (one byte search when
+// absent).
+func DropServerInfo(raw json.RawMessage) json.RawMessage {
+	if !bytes.Contains(raw, []byte(metaServerInfo)) {
+		return raw
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) != nil {
+		return raw
+	}
+	var meta map[string]json.RawMessage
+	if json.Unmarshal(obj["_meta"], &meta) != nil || meta[metaServerInfo] == nil {
+		return raw
+	}
+	delete(meta, metaServerInfo)
+	if len(meta) == 0 {
+		delete(obj, "_meta")
+	} else {
+		obj["_meta"], _ = json.Marshal(meta)
+	}
+	out, err := json.Marshal(obj)
+	if err != nil {
+		return raw
+	}
+	return out
 }

@@ -130,7 +130,6 @@ func (s *Router) Stages() []Stage {
 		credentialsStage(s),  // credentials.go: the caller's upstream headers, renewed after a 401
 		accountsStage(s),     // accounts.go: the caller's own token on a connected-account server; consent
 		readCacheStage(s),    // readcache.go: a read answered within the ttlMs its server gave, per caller when private
-		provenanceStage(s),   // provenance.go: no upstream serverInfo in what the caller gets
 	}
 }
 

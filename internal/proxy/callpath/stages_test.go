@@ -107,7 +107,7 @@ func TestStagesListed(t *testing.T) {
 		}
 		names = append(names, st.Name)
 	}
-	want := "audit session route apps policy skills pins limits outcome content guards processors arguments authorize approvals tasks interceptors credentials accounts readcache provenance"
+	want := "audit session route apps policy skills pins limits outcome content guards processors arguments authorize approvals tasks interceptors credentials accounts readcache"
 	if got := strings.Join(names, " "); got != want {
 		t.Fatalf("stages %q, want %q", got, want)
 	}
@@ -137,7 +137,7 @@ func TestPipelineLeavesOutUnconfigured(t *testing.T) {
 			t.Errorf("stage %s is in the pipeline of a runtime that configures none of it", name)
 		}
 	}
-	for _, name := range []string{"session", "route", "policy", "skills", "outcome", "arguments", "tasks", "readcache", "provenance"} {
+	for _, name := range []string{"session", "route", "policy", "skills", "outcome", "arguments", "tasks", "readcache"} {
 		if !in[name] {
 			t.Errorf("stage %s is missing from the pipeline", name)
 		}
@@ -496,42 +496,6 @@ func TestCredentialsStage(t *testing.T) {
 		t.Fatal("a prompts/get refused: no error")
 	} else if r, ok := errors.AsType[refusal](err); !ok || r.err.Code != jsonrpc.CodeInvalidParams {
 		t.Fatalf("a prompts/get refused: %v", err)
-	}
-}
-
-// TestProvenanceStage: an upstream's serverInfo leaves every result (the
-// rest of _meta and of the result stays), whatever the method; a result
-// without it, an error, or a non-object passes untouched.
-func TestProvenanceStage(t *testing.T) {
-	stage := provenanceStage(testRouter(t, Options{}))
-	run := func(method, raw string) string {
-		c := testCall()
-		c.Method = method
-		out, err := stage.Wrap(func(context.Context, *Call) (json.RawMessage, error) { return json.RawMessage(raw), nil })(t.Context(), c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(out)
-	}
-	info := `"io.modelcontextprotocol/serverInfo":{"name":"upstream-secret-name","version":"9"}`
-	for _, method := range []string{"tools/call", "prompts/get", "resources/read", "completion/complete"} {
-		got := run(method, `{"content":[{"type":"text","text":"x"}],"_meta":{`+info+`,"k":1}}`)
-		if strings.Contains(got, "upstream-secret-name") || !strings.Contains(got, `"_meta":{"k":1}`) || !strings.Contains(got, `"text":"x"`) {
-			t.Errorf("%s: %s", method, got)
-		}
-	}
-	if got := run("tools/call", `{"_meta":{`+info+`},"isError":false}`); got != `{"isError":false}` {
-		t.Errorf("only member: %s", got)
-	}
-	for _, raw := range []string{`{"content":[],"_meta":{"k":"io.modelcontextprotocol/serverInfo"}}`, `{"content":[]}`, `[1]`, `not json io.modelcontextprotocol/serverInfo`} {
-		if got := run("tools/call", raw); got != raw {
-			t.Errorf("%s changed to %s", raw, got)
-		}
-	}
-	for _, e := range endings[1:] {
-		if raw, err := runEnding(t, stage, e, testCall()); err == nil || raw != nil {
-			t.Errorf("%s: %s, %v", e.name, raw, err)
-		}
 	}
 }
 
