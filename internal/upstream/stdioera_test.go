@@ -46,10 +46,14 @@ func TestStdioEraNegotiated(t *testing.T) {
 			if got := resultText(t, raw); got != "hi" {
 				t.Errorf("echo = %q", got)
 			}
-			// A go-sdk server names itself in the result of a request that
-			// carried the 2026-07-28 _meta, and only then.
-			if got, want := strings.Contains(string(raw), "io.modelcontextprotocol/serverInfo"), tc.want == upstream.VersionModern; got != want {
-				t.Errorf("result %s: serverInfo in _meta = %v, want %v", raw, got, want)
+			// A go-sdk server marks the result of a request that carried
+			// the 2026-07-28 _meta resultType complete, and only that one
+			// (its serverInfo there is dropped by Request).
+			if got, want := strings.Contains(string(raw), `"resultType":"complete"`), tc.want == upstream.VersionModern; got != want {
+				t.Errorf("result %s: resultType = %v, want %v", raw, got, want)
+			}
+			if strings.Contains(string(raw), "io.modelcontextprotocol/serverInfo") {
+				t.Errorf("result %s: the server's serverInfo was not dropped", raw)
 			}
 			if got := mcptest.Starts(dir); got != tc.starts {
 				t.Errorf("%d processes started for discovery and one call session, want %d", got, tc.starts)
