@@ -24,7 +24,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,12 +31,10 @@ import (
 
 // Bounds and defaults of one processor.
 const (
-	// DefaultTimeout and MaxTimeout bound one request (timeout_ms).
+	// DefaultTimeout bounds one request (timeout_ms; config bounds it).
 	DefaultTimeout = 2 * time.Second
-	MaxTimeout     = 30 * time.Second
-	// DefaultMaxBody and MaxMaxBody bound an answer's body (max_body_bytes).
+	// DefaultMaxBody bounds an answer's body (max_body_bytes).
 	DefaultMaxBody = 1 << 20
-	MaxMaxBody     = 16 << 20
 	// DefaultMaxConcurrent is how many requests one processor gets at once.
 	DefaultMaxConcurrent = 32
 	// MaxReason bounds a deny's reason, as a tool error or record shows it.
@@ -222,10 +219,13 @@ func (c *Client) ask(ctx context.Context, call *Call) (Answer, error) {
 		if ctx.Err() != nil {
 			return Answer{}, c.late(ctx, "no answer")
 		}
-		return Answer{}, stripURL(err)
+		// Not err's text: it names the processor's host and address,
+		// which the caller's tool error must not.
+		return Answer{}, errors.New("could not be reached")
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10)) // the connection stays reusable
 		return Answer{}, fmt.Errorf("answered status %d", resp.StatusCode)
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, c.o.MaxBody+1))
@@ -233,7 +233,7 @@ func (c *Client) ask(ctx context.Context, call *Call) (Answer, error) {
 	case err != nil && ctx.Err() != nil:
 		return Answer{}, c.late(ctx, "no whole answer")
 	case err != nil:
-		return Answer{}, fmt.Errorf("reading the answer: %w", stripURL(err))
+		return Answer{}, errors.New("the answer broke off")
 	case int64(len(data)) > c.o.MaxBody:
 		return Answer{}, fmt.Errorf("answered more than %d bytes", c.o.MaxBody)
 	}
@@ -247,15 +247,6 @@ func (c *Client) late(ctx context.Context, what string) error {
 		return fmt.Errorf("%s within %v", what, c.o.Timeout)
 	}
 	return ctx.Err()
-}
-
-// stripURL is a transport error without the URL net/http puts in it.
-func stripURL(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err
-	}
-	return err
 }
 
 // Metrics are the processors' decision counters and request latencies,

@@ -140,6 +140,18 @@ func TestFailOpen(t *testing.T) {
 	}
 }
 
+// A processor that cannot be reached is named by what went wrong, never
+// by its host or address (the reason reaches the caller's tool error).
+func TestUnreachableNamesNoAddress(t *testing.T) {
+	srv := serve(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	url := srv.URL
+	srv.Close() // nothing listens there now
+	d := client(t, processor.Options{Name: "p", URL: url}).Process(t.Context(), &toolCall)
+	if d.Action != processor.ErrorDenied || d.Reason != "could not be reached" || strings.Contains(d.Reason, "127.0.0.1") {
+		t.Fatalf("decision %+v, want error_denied with reason \"could not be reached\"", d)
+	}
+}
+
 // countingBody counts the bytes read through it.
 type countingBody struct {
 	io.ReadCloser
