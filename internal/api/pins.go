@@ -38,9 +38,6 @@ func (a *admin) pinsList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	changes, total := a.o.Pins.Pending(maxPinsListed)
-	if changes == nil {
-		changes = []toolpin.Change{}
-	}
 	writeJSON(w, http.StatusOK, map[string]any{"changes": changes, "total": total})
 }
 
@@ -79,7 +76,6 @@ func (a *admin) pinAccept(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		a.fail(w, "Failed to accept the tool definition", err)
 	default:
-		a.o.Logger.Info("pinned tool definition accepted", "server", server, "tool", tool, "parts", c.Parts)
 		writeJSON(w, http.StatusOK, map[string]any{"accepted": c})
 	}
 }

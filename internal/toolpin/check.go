@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/mcp-mux/mcp-mux/internal/bounds"
 )
 
 // Check returns what to serve of tools, server's list as its last
@@ -172,7 +174,7 @@ func (g *Guard) settle(r *round) {
 	}
 	for k, why := range r.unpinned {
 		if _, had := g.unpinned[k]; !had {
-			g.o.Log.Warn("withholding a tool that cannot be pinned (pin_tools block)", "server", r.server, "tool", k.tool, "reason", why)
+			g.o.Log.Warn("withholding a tool that cannot be pinned (pin_tools block)", "server", r.server, "tool", fmt.Sprintf("%q", bounds.Clip(k.tool, bounds.Name)), "reason", why)
 		}
 	}
 	for k := range g.unpinned {

@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 
 	"github.com/mcp-mux/mcp-mux/internal/config"
 	"github.com/mcp-mux/mcp-mux/internal/toolpin"
@@ -36,7 +37,7 @@ func pinsStage(_ *Router) Stage {
 				}
 				c.Record.Deny("pin_tools: definition changed")
 				return wire.ToolError(fmt.Sprintf("Tool %q of MCP server %q is refused: %s. An operator must accept the new definition (POST /api/pins/%s/%s) before it runs. Nothing was sent to the server.",
-					c.Name, b.Name, why, b.Name, c.Raw)), nil
+					c.Name, b.Name, why, url.PathEscape(b.Name), url.PathEscape(c.Raw))), nil
 			}
 		},
 	}
