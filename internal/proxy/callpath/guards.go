@@ -10,6 +10,7 @@ package callpath
 // spill). The pure work is package resultguard's.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -116,7 +117,7 @@ func guardsStage(s *Router) Stage {
 					return next(ctx, c)
 				}
 				g := c.Runtime.Config.ResultGuardsFor(c.Backend.Config)
-				if g == nil {
+				if budget, _ := g.Budget(); g == nil || (!g.Redact && budget == 0) { // none, or {}: off for the server
 					return next(ctx, c)
 				}
 				raw, err := next(ctx, c)
@@ -268,11 +269,13 @@ func (g *resultGuards) read(ctx context.Context, rt *Runtime, user, uri string) 
 		MimeType string `json:"mimeType"`
 		Text     string `json:"text"`
 	}
-	out, err := json.Marshal(struct {
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false) // the text as it was, not up to 6 times longer in \u escapes
+	if err := enc.Encode(struct {
 		Contents []content `json:"contents"`
-	}{[]content{{URI: uri, MimeType: "application/json", Text: string(data)}}})
-	if err != nil {
+	}{[]content{{URI: uri, MimeType: "application/json", Text: string(data)}}}); err != nil {
 		return nil, fmt.Errorf("encoding a spilled result: %w", err)
 	}
-	return &mcpwire.RawResult{Raw: out}, nil
+	return &mcpwire.RawResult{Raw: bytes.TrimRight(out.Bytes(), "\n")}, nil
 }
