@@ -143,32 +143,34 @@ func (u *Upstream) Notify(key Key, method string, params json.RawMessage) {
 // itself on each result (SEP-2575; go-sdk sets it on every one).
 const metaServerInfo = "io.modelcontextprotocol/serverInfo"
 
-// DropServerInfo returns raw without _meta's serverInfo member (and
-// without _meta when that was its only member); raw itself when it has
-// none or is not a JSON object. Request drops it from every result: the
-// caller's server is mcp-mux, not the upstream (one byte search when
-// absent).
+// DropServerInfo returns raw without _meta's serverInfo member; raw
+// itself when it has none or is not a JSON object. Request drops it from
+// every result: the caller's server is mcp-mux, not the upstream. Only
+// _meta is decoded and rewritten in place (a 2026-07-28 server puts the
+// member on every result, large ones included); a result without the key
+// costs one byte search.
 func DropServerInfo(raw json.RawMessage) json.RawMessage {
 	if !bytes.Contains(raw, []byte(metaServerInfo)) {
 		return raw
 	}
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(raw, &obj) != nil {
+	var meta []byte // the last _meta, as a decoder takes it
+	wire.MemberValues(raw, func(name string, v []byte) bool {
+		if name == "_meta" {
+			meta = v
+		}
+		return true
+	})
+	var members map[string]json.RawMessage
+	if meta == nil || json.Unmarshal(meta, &members) != nil || members[metaServerInfo] == nil {
 		return raw
 	}
-	var meta map[string]json.RawMessage
-	if json.Unmarshal(obj["_meta"], &meta) != nil || meta[metaServerInfo] == nil {
-		return raw
-	}
-	delete(meta, metaServerInfo)
-	if len(meta) == 0 {
-		delete(obj, "_meta")
-	} else {
-		obj["_meta"], _ = json.Marshal(meta)
-	}
-	out, err := json.Marshal(obj)
+	delete(members, metaServerInfo)
+	kept, err := json.Marshal(members)
 	if err != nil {
 		return raw
 	}
+	start := cap(raw) - cap(meta) // meta is a slice of raw
+	out := make([]byte, 0, len(raw)-len(meta)+len(kept))
+	out = append(append(append(out, raw[:start]...), kept...), raw[start+len(meta):]...)
 	return out
 }

@@ -453,16 +453,20 @@ func TestReleaseThread(t *testing.T) {
 }
 
 // DropServerInfo: an upstream's serverInfo leaves a result (the rest of
-// _meta and of the result stays); a result without it, or a non-object,
-// passes untouched.
+// _meta and of the result stays, byte for byte outside _meta); a result
+// without it, or a non-object, passes untouched.
 func TestDropServerInfo(t *testing.T) {
 	info := `"io.modelcontextprotocol/serverInfo":{"name":"upstream-name","version":"9"}`
 	got := string(upstream.DropServerInfo(json.RawMessage(`{"content":[{"type":"text","text":"x"}],"_meta":{` + info + `,"k":1}}`)))
 	if strings.Contains(got, "upstream-name") || !strings.Contains(got, `"_meta":{"k":1}`) || !strings.Contains(got, `"text":"x"`) {
 		t.Errorf("with other _meta: %s", got)
 	}
-	if got := string(upstream.DropServerInfo(json.RawMessage(`{"_meta":{` + info + `},"isError":false}`))); got != `{"isError":false}` {
+	if got := string(upstream.DropServerInfo(json.RawMessage(`{"_meta":{` + info + `},"isError":false}`))); got != `{"_meta":{},"isError":false}` {
 		t.Errorf("only member: %s", got)
+	}
+	// A repeated _meta: the last one is what a decoder reads.
+	if got := string(upstream.DropServerInfo(json.RawMessage(`{"_meta":{"a":1}, "content":[], "_meta":{` + info + `}}`))); got != `{"_meta":{"a":1}, "content":[], "_meta":{}}` {
+		t.Errorf("repeated _meta: %s", got)
 	}
 	for _, raw := range []string{`{"content":[],"_meta":{"k":"io.modelcontextprotocol/serverInfo"}}`, `{"content":[]}`, `[1]`, `not json io.modelcontextprotocol/serverInfo`} {
 		if got := string(upstream.DropServerInfo(json.RawMessage(raw))); got != raw {
