@@ -46,12 +46,17 @@ func (h CacheHint) Narrow(o CacheHint) CacheHint {
 	return CacheHint{Set: true, TTL: min(h.TTL, o.TTL), Private: h.Private || o.Private}
 }
 
-// Stale reports whether lists discovered at "at" outlived their hints at
-// now: some list's TTL has passed. Lists without hints are never stale
-// (their server announces changes).
+// MinRelist is the shortest time between two list rounds a TTL asks for:
+// a server that says ttlMs 0 (do not cache) is listed again at most this
+// often, however often clients list.
+const MinRelist = time.Second
+
+// Stale reports whether the lists outlived their hints at now: some
+// list's TTL (at least MinRelist) has passed since they were fetched.
+// Lists without hints are never stale (their server announces changes).
 func (l *Lists) Stale(now time.Time) bool {
 	for _, h := range l.Hints {
-		if h.Set && now.Sub(l.At) > h.TTL {
+		if h.Set && now.Sub(l.At) > max(h.TTL, MinRelist) {
 			return true
 		}
 	}

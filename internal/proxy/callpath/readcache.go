@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcp-mux/mcp-mux/internal/catalog"
 	"github.com/mcp-mux/mcp-mux/internal/upstream"
 )
 
@@ -14,7 +15,7 @@ import (
 const (
 	maxReadEntries = 1024      // results kept
 	maxReadEntry   = 256 << 10 // bytes of one result kept; a larger one is not
-	maxReadBytes   = 32 << 20  // bytes of all results kept
+	maxReadBytes   = 32 << 20  // bytes of all results and their URIs kept
 )
 
 // readCacheStage answers a resources/read from the result its server gave
@@ -94,7 +95,7 @@ func (rc *readCache) get(server, uri, user string, now time.Time) (json.RawMessa
 // put keeps raw, a read result of uri, for the TTL it carries: for user
 // alone when its scope is private or perCaller, else for everyone.
 func (rc *readCache) put(server, uri, user string, perCaller bool, raw json.RawMessage, now time.Time) {
-	if len(raw) > maxReadEntry {
+	if len(raw) > maxReadEntry || len(uri) > catalog.MaxResourceURI {
 		return
 	}
 	var m struct {
@@ -122,7 +123,7 @@ func (rc *readCache) put(server, uri, user string, perCaller bool, raw json.RawM
 		rc.drop(el)
 	}
 	rc.items[k] = rc.lru.PushFront(&readEntry{key: k, raw: raw, until: now.Add(h.TTL)})
-	rc.bytes += len(raw)
+	rc.bytes += readSize(k, raw)
 	for rc.lru.Len() > maxReadEntries || rc.bytes > maxReadBytes {
 		rc.drop(rc.lru.Back())
 	}
@@ -132,5 +133,10 @@ func (rc *readCache) put(server, uri, user string, perCaller bool, raw json.RawM
 func (rc *readCache) drop(el *list.Element) {
 	e := rc.lru.Remove(el).(*readEntry)
 	delete(rc.items, e.key)
-	rc.bytes -= len(e.raw)
+	rc.bytes -= readSize(e.key, e.raw)
+}
+
+// readSize is what one kept result counts against maxReadBytes.
+func readSize(k readKey, raw json.RawMessage) int {
+	return len(k.server) + len(k.uri) + len(k.user) + len(raw)
 }
