@@ -474,3 +474,24 @@ func TestDropServerInfo(t *testing.T) {
 		}
 	}
 }
+
+// A list's TTL asks for a relist once it passed, but never more often
+// than MinRelist: ttlMs 0 is not a relist per client list. Lists without
+// a hint are never stale.
+func TestListsStale(t *testing.T) {
+	at := time.Now()
+	zero := upstream.Lists{At: at, Hints: map[string]upstream.CacheHint{"tools/list": upstream.HintOf(json.RawMessage(`0`), nil)}}
+	if zero.Stale(at.Add(upstream.MinRelist / 2)) {
+		t.Error("ttlMs 0 is stale before MinRelist")
+	}
+	if !zero.Stale(at.Add(upstream.MinRelist + time.Millisecond)) {
+		t.Error("ttlMs 0 is not stale after MinRelist")
+	}
+	long := upstream.Lists{At: at, Hints: map[string]upstream.CacheHint{"tools/list": upstream.HintOf(json.RawMessage(`5000`), json.RawMessage(`"public"`))}}
+	if long.Stale(at.Add(4*time.Second)) || !long.Stale(at.Add(6*time.Second)) {
+		t.Error("a 5 s TTL is not stale exactly after 5 s")
+	}
+	if (&upstream.Lists{At: at}).Stale(at.Add(time.Hour)) {
+		t.Error("lists without a hint are stale")
+	}
+}
